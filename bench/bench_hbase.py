@@ -1,0 +1,172 @@
+"""Benchmark: happybase against ``hqueue standalone``, the raw engine and a null server.
+
+Three peers do the same work in one run, on this machine:
+
+- ``standalone``: happybase over Thrift to a ``hqueue standalone`` child process
+  (durable: every batch is fsynced before it is acknowledged);
+- ``engine``: the same :class:`~hqueue.standalone.store.Store` called in-process
+  (no Thrift, no sockets): what the storage costs by itself;
+- ``null``: happybase over Thrift to a server (a child process, on the same
+  Thrift server code) whose handler does nothing: puts are dropped, scans
+  return prebuilt rows. This is the client's own ceiling: happybase cannot go
+  faster against any server.
+
+Work: batch puts of 1,000 rows of 100 bytes per call, then a full scan with
+1,000 rows per ``scannerGetList``. Target (issue 2): standalone reaches at
+least 70% of the null ceiling for both.
+
+Run: ``.venv/bin/python bench/bench_hbase.py [--rows 200000]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import happybase
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hqueue.idl import hbase1
+from hqueue.rpc.server import ThriftServer
+from hqueue.standalone.scanner import Scanner, ScanSpec
+from hqueue.standalone.store import FamilyOptions, Mutation, RowMutation, Store
+from tests.harness.standalone import StandaloneProcess
+
+BATCH = 1000
+VALUE = b"x" * 100
+TABLE = b"bench"
+
+
+def row_key(i: int) -> bytes:
+    return b"%012d" % i
+
+
+class NullHandler:
+    """An Hbase service that does no work: the client's ceiling."""
+
+    def __init__(self, total_rows: int) -> None:
+        h = hbase1()
+        self.total_rows = total_rows
+        self.served: dict[int, int] = {}
+        self.rows = [h.TRowResult(row=row_key(i), columns={b"cf:v": h.TCell(value=VALUE,
+                                                                               timestamp=1)})
+                     for i in range(BATCH)]
+        self.next_id = 0
+
+    def getTableNames(self) -> list[bytes]:
+        return [TABLE]
+
+    def mutateRows(self, tableName: bytes, rowBatches: list[Any], attributes: Any) -> None:
+        return None
+
+    def scannerOpenWithScan(self, tableName: bytes, scan: Any, attributes: Any) -> int:
+        self.next_id += 1
+        self.served[self.next_id] = 0
+        return self.next_id
+
+    def scannerGetList(self, id: int, nbRows: int) -> list[Any]:
+        left = self.total_rows - self.served[id]
+        n = max(0, min(nbRows, left, len(self.rows)))
+        self.served[id] += n
+        return self.rows[:n]
+
+    def scannerClose(self, id: int) -> None:
+        self.served.pop(id, None)
+
+
+def serve_null(total_rows: int) -> None:
+    server = ThriftServer(hbase1().Hbase, NullHandler(total_rows), port=0, name="null").start()
+    print(f"ready port={server.port}", flush=True)
+    sys.stdin.read()  # until the parent closes our stdin
+    server.stop()
+
+
+def happybase_put_scan(port: int, rows: int, create: bool) -> tuple[float, float]:
+    conn = happybase.Connection("127.0.0.1", port)
+    if create:
+        conn.create_table(TABLE, {"cf": {"max_versions": 1}})
+    table = conn.table(TABLE)
+    t0 = time.perf_counter()
+    for start in range(0, rows, BATCH):
+        with table.batch() as b:
+            for i in range(start, min(start + BATCH, rows)):
+                b.put(row_key(i), {b"cf:v": VALUE})
+    put_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    n = sum(1 for _ in table.scan(batch_size=BATCH))
+    scan_s = time.perf_counter() - t0
+    conn.close()
+    if n != rows:
+        raise SystemExit(f"scan returned {n} rows, expected {rows}")
+    return rows / put_s, rows / scan_s
+
+
+def engine_put_scan(rows: int) -> tuple[float, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(tmp)
+        store.create_table(TABLE, {b"cf": FamilyOptions(max_versions=1)})
+        t0 = time.perf_counter()
+        for start in range(0, rows, BATCH):
+            store.mutate_rows(TABLE, [RowMutation(row_key(i), [Mutation(b"cf:v", VALUE)])
+                                      for i in range(start, min(start + BATCH, rows))])
+        put_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        scanner = Scanner(store, TABLE, ScanSpec())
+        n = 0
+        while batch := scanner.next_rows(BATCH):
+            n += len(batch)
+        scan_s = time.perf_counter() - t0
+        store.close()
+    if n != rows:
+        raise SystemExit(f"engine scan returned {n} rows, expected {rows}")
+    return rows / put_s, rows / scan_s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--serve-null", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_null:
+        serve_null(args.rows)
+        return
+
+    results: dict[str, tuple[float, float]] = {}
+    null = subprocess.Popen([sys.executable, __file__, "--serve-null", "--rows", str(args.rows)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert null.stdout is not None and null.stdin is not None
+    port = int(null.stdout.readline().split("port=")[1])
+    results["null (happybase ceiling)"] = happybase_put_scan(port, args.rows, create=False)
+    null.stdin.close()
+    null.wait()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = StandaloneProcess(Path(tmp) / "data").start()
+        try:
+            results["standalone (happybase)"] = happybase_put_scan(server.port, args.rows,
+                                                                   create=True)
+        finally:
+            server.stop()
+    results["engine (in-process)"] = engine_put_scan(args.rows)
+
+    ceiling = results["null (happybase ceiling)"]
+    print(f"\nhqueue standalone benchmark: {args.rows:,} rows of {len(VALUE)} B, "
+          f"{BATCH:,} rows per call, {os.cpu_count()} cores")
+    print(f"{'peer':<28}{'put rows/s':>14}{'vs ceiling':>12}{'scan rows/s':>14}{'vs ceiling':>12}")
+    for name, (put, scan) in results.items():
+        print(f"{name:<28}{put:>14,.0f}{put / ceiling[0]:>11.0%} {scan:>14,.0f}"
+              f"{scan / ceiling[1]:>11.0%}")
+    sa = results["standalone (happybase)"]
+    print(f"\ntarget: standalone >= 70% of the ceiling: put {sa[0] / ceiling[0]:.0%}, "
+          f"scan {sa[1] / ceiling[1]:.0%}")
+
+
+if __name__ == "__main__":
+    main()

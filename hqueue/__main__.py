@@ -1,0 +1,5 @@
+"""``python -m hqueue``: the same as the ``hqueue`` console script."""
+
+from hqueue.cli import main
+
+main()

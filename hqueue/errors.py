@@ -1,0 +1,97 @@
+"""The exception hierarchy of hqueue: one root, :class:`HQueueError`.
+
+Errors raised by the libraries hqueue builds on (thriftpy2, happybase, kazoo,
+lmdb) are wrapped at the boundary where they enter hqueue, so callers only
+ever need to catch ``HQueueError`` or one of its subclasses. Where a caller
+would naturally reach for a built-in exception, the hqueue error inherits it
+too (redis-py's pattern), e.g. :class:`InvalidArgumentError` is also a
+``ValueError``.
+"""
+
+from __future__ import annotations
+
+
+class HQueueError(Exception):
+    """Root of every error hqueue raises."""
+
+
+class InvalidArgumentError(HQueueError, ValueError):
+    """An argument is malformed or out of range; the message names it."""
+
+
+class StorageError(HQueueError):
+    """The storage (HBase, or the standalone store) failed an operation."""
+
+
+class TableNotFoundError(StorageError, LookupError):
+    """The named table does not exist."""
+
+
+class TableExistsError(StorageError):
+    """A table of that name already exists."""
+
+
+class TableStateError(StorageError):
+    """The table is in the wrong state for the operation (enabled, disabled)."""
+
+
+class ColumnFamilyNotFoundError(StorageError, LookupError):
+    """A column refers to a column family the table does not have."""
+
+
+class OversizedInputError(InvalidArgumentError):
+    """Input larger than the configured maximum was refused before buffering."""
+
+
+class ConnectionLostError(HQueueError, ConnectionError):
+    """A server could not be reached, or the connection broke mid-call."""
+
+
+# --- metadata (hqueue.metadata): Hedwig's errors, under one MetadataError ---
+
+
+class MetadataError(HQueueError):
+    """The metadata store (ZooKeeper, or the metadata table in HBase) refused or failed
+    an operation."""
+
+
+class BadVersionError(MetadataError):
+    """A compare-and-set found a different version than the one given: somebody else
+    wrote the key first. Re-read and retry."""
+
+
+class NoKeyError(MetadataError, LookupError):
+    """The key does not exist (or its ephemeral owner has gone away)."""
+
+
+class NoOwnerInfoError(NoKeyError):
+    """No sidecar owns the partition: there is no owner entry for it."""
+
+
+class NoSubscriptionError(NoKeyError):
+    """The queue has no subscription of that name."""
+
+
+class NoQueueError(NoKeyError):
+    """No queue of that name is registered in the metadata."""
+
+
+class KeyExistsError(MetadataError):
+    """A create (``Version.NEW``) found the key already present."""
+
+
+class SubscriptionExistsError(KeyExistsError):
+    """The queue already has a subscription of that name."""
+
+
+class QueueExistsError(KeyExistsError):
+    """A queue of that name is already registered in the metadata."""
+
+
+class SchemaValidationError(MetadataError, InvalidArgumentError):
+    """A metadata value does not match its JSON Schema; nothing was written."""
+
+
+class SessionExpiredError(MetadataError, ConnectionLostError):
+    """The metadata session (ZooKeeper session, or HBase lease) expired: the ephemeral
+    entries it held are gone."""

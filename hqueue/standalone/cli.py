@@ -1,0 +1,67 @@
+"""``hqueue standalone``: run the embedded HBase in the foreground."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from hqueue.rpc.server import DEFAULT_MAX_MESSAGE_BYTES
+from hqueue.standalone.server import StandaloneConfig, StandaloneServer
+
+
+@click.command()
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path(".hqueue-data"), show_default=True, help="Where the store lives.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=click.IntRange(0, 65535), default=9090, show_default=True,
+              help="HBase Thrift1 port (happybase's); 0 picks a free one.")
+@click.option("--thrift2-port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="HBase Thrift2 port (pre-split table creation); 0 picks a free one.")
+@click.option("--max-message-bytes", type=click.IntRange(1024), default=DEFAULT_MAX_MESSAGE_BYTES,
+              show_default=True, help="Largest request accepted; larger ones are refused unread.")
+@click.option("--map-size", type=click.IntRange(1 << 20), default=64 << 30, show_default=True,
+              help="Largest size the LMDB store may grow to, in bytes.")
+@click.option("--advertised-host", default=None,
+              help="Host reported as the server of every region (default: the host name).")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
+              default="WARNING", show_default=True)
+def standalone(data_dir: Path, host: str, port: int, thrift2_port: int, max_message_bytes: int,
+               map_size: int, advertised_host: str | None, log_level: str) -> None:
+    """Run the embedded HBase (Thrift1 + Thrift2 over LMDB) in the foreground.
+
+    Prints one ready line when it accepts connections; SIGTERM or Ctrl-C stops
+    it cleanly.
+    """
+    logging.basicConfig(level=log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = StandaloneConfig(data_dir=data_dir, host=host, port=port, thrift2_port=thrift2_port,
+                              max_message_bytes=max_message_bytes, map_size=map_size,
+                              advertised_host=advertised_host)
+    server = StandaloneServer(config)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        server.start()
+    except OSError as exc:
+        raise click.ClickException(f"cannot start: {exc}") from None
+    assert server.thrift1 is not None
+    click.echo(server.ready_line())
+    click.echo(f"  try: python -c \"import happybase; "
+               f"print(happybase.Connection('{host}', {server.thrift1.port}).tables())\"")
+    click.echo("  stop with Ctrl-C")
+    sys.stdout.flush()
+    while not stop.wait(3600):
+        pass
+    server.stop()
+    click.echo("hqueue standalone stopped")

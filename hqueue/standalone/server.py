@@ -1,0 +1,119 @@
+"""One ``hqueue standalone`` process: the store, its Thrift1 and Thrift2 servers, its chores."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from hqueue.idl import hbase1, hbase2
+from hqueue.rpc.server import DEFAULT_MAX_MESSAGE_BYTES, ThriftServer
+from hqueue.standalone.scanner import DEFAULT_LEASE_SECONDS, ScannerRegistry
+from hqueue.standalone.store import FOREVER, Store
+from hqueue.standalone.thrift1 import HbaseHandler
+from hqueue.standalone.thrift2 import THBaseHandler
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StandaloneConfig:
+    """Settings of a standalone server.
+
+    ``port`` is the HBase Thrift1 port (happybase's); ``thrift2_port`` 0 picks
+    a free port, announced in :meth:`StandaloneServer.ready_line`.
+    ``advertised_host`` is the host reported as every region's server
+    (default: this machine's host name, as an HBase RegionServer reports it).
+    """
+
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 9090
+    thrift2_port: int = 0
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    map_size: int = 64 << 30
+    scanner_lease_seconds: float = DEFAULT_LEASE_SECONDS
+    purge_interval_seconds: float = 60.0
+    advertised_host: str | None = None
+
+
+class StandaloneServer:
+    """Start with :meth:`start`, stop with :meth:`stop` (also a context manager)."""
+
+    def __init__(self, config: StandaloneConfig) -> None:
+        self.config = config
+        self.store: Store | None = None
+        self.scanners = ScannerRegistry(config.scanner_lease_seconds)
+        self.thrift1: ThriftServer | None = None
+        self.thrift2: ThriftServer | None = None
+        self._stop = threading.Event()
+        self._chore: threading.Thread | None = None
+
+    def start(self) -> StandaloneServer:
+        """Open the store and start serving; return self.
+
+        Raises:
+            StorageError: the data directory cannot be opened.
+            OSError: a port cannot be bound.
+        """
+        cfg = self.config
+        self.store = Store(cfg.data_dir, map_size=cfg.map_size)
+        region_host = cfg.advertised_host or socket.gethostname()
+        try:
+            handler = HbaseHandler(self.store, self.scanners, (region_host, cfg.port))
+            self.thrift1 = ThriftServer(hbase1().Hbase, handler, cfg.host, cfg.port,
+                                        cfg.max_message_bytes, name="hbase-thrift1").start()
+            # With --port 0 the real port is known only once bound.
+            region_server = handler.region_server = (region_host, self.thrift1.port)
+            self.thrift2 = ThriftServer(
+                hbase2().THBaseService, THBaseHandler(self.store, region_server), cfg.host,
+                cfg.thrift2_port, cfg.max_message_bytes, name="hbase-thrift2").start()
+        except BaseException:
+            self.stop()
+            raise
+        self._chore = threading.Thread(target=self._chores, name="standalone-chores", daemon=True)
+        self._chore.start()
+        return self
+
+    def ready_line(self) -> str:
+        """The line printed once the server accepts connections."""
+        assert self.thrift1 is not None and self.thrift2 is not None
+        return (f"hqueue standalone ready: hbase-thrift1={self.thrift1.address} "
+                f"hbase-thrift2={self.thrift2.address} data-dir={self.config.data_dir}")
+
+    def stop(self) -> None:
+        """Stop serving, finish queued writes, close the store. Safe to call twice."""
+        self._stop.set()
+        for server in (self.thrift1, self.thrift2):
+            if server is not None:
+                server.stop()
+        if self._chore is not None:
+            self._chore.join(timeout=5)
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def __enter__(self) -> StandaloneServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _chores(self) -> None:
+        # TTL purge and scanner lease reaping; reads already hide expired
+        # cells, so the purge only reclaims space and can run rarely.
+        interval = self.config.purge_interval_seconds
+        while not self._stop.wait(min(interval, self.config.scanner_lease_seconds)):
+            self.scanners.reap()
+            store = self.store
+            if store is None:
+                return
+            for name in store.table_names():
+                try:
+                    desc = store.describe(name)
+                    if any(f.time_to_live < FOREVER for f in desc.families.values()):
+                        store.purge(name)
+                except Exception:
+                    log.warning("purge of %r failed", name, exc_info=True)

@@ -1,0 +1,410 @@
+"""HBase's Thrift1 service (``Hbase.thrift``, as happybase bundles it) over the store.
+
+Every RPC happybase calls is here, with HBase's semantics: the ``*Ts`` reads
+see cells with a timestamp *below* the given one (``setTimeRange(0, ts)``),
+``mutateRows`` applies a row's deletes before its puts, a delete of ``cf``
+removes the family and of ``cf:q`` every version of the column, and errors are
+HBase's: ``AlreadyExists``, ``IllegalArgument``, and ``IOError`` whose message
+starts with the HBase exception's name (``TableNotFoundException: t``).
+
+RPCs that are deprecated in HBase and that happybase never calls
+(``getRowOrBefore``, ``getRegionInfo``) answer with an ``IOError`` saying so.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from hqueue.errors import InvalidArgumentError, StorageError, TableExistsError
+from hqueue.idl import hbase1
+from hqueue.rpc.server import PreEncodedStructs
+from hqueue.standalone.cells import Cell
+from hqueue.standalone.scanner import Scanner, ScannerRegistry, ScanSpec
+from hqueue.standalone.store import FOREVER, FamilyOptions, Mutation, RowMutation, Store
+
+log = logging.getLogger(__name__)
+
+Hbase = hbase1()
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _hbase_errors(fn: F) -> F:
+    """Translate store errors into the exceptions ``Hbase.thrift`` declares."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except TableExistsError as exc:
+            raise Hbase.AlreadyExists(message=str(exc)) from None
+        except InvalidArgumentError as exc:
+            raise Hbase.IllegalArgument(message=str(exc)) from None
+        except StorageError as exc:
+            raise Hbase.IOError(message=str(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _io_only(fn: F) -> F:
+    """For RPCs whose IDL declares only IOError: argument errors travel inside it."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (Hbase.IllegalArgument, Hbase.AlreadyExists) as exc:
+            raise Hbase.IOError(message=exc.message) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _families(column_families: list[Any]) -> dict[bytes, FamilyOptions]:
+    out: dict[bytes, FamilyOptions] = {}
+    for cd in column_families:
+        name = (cd.name or b"").rstrip(b":")
+        if name in out:
+            raise InvalidArgumentError(
+                f"IllegalArgumentException: column family {name!r} given twice")
+        ttl = cd.timeToLive if cd.timeToLive not in (None, -1) else FOREVER
+        out[name] = FamilyOptions(
+            max_versions=cd.maxVersions if cd.maxVersions is not None else 3,
+            time_to_live=ttl,
+            compression=cd.compression or "NONE",
+            in_memory=bool(cd.inMemory),
+            bloom_filter_type=cd.bloomFilterType or "NONE",
+            bloom_filter_vector_size=cd.bloomFilterVectorSize or 0,
+            bloom_filter_nb_hashes=cd.bloomFilterNbHashes or 0,
+            block_cache_enabled=bool(cd.blockCacheEnabled),
+        )
+    return out
+
+
+def _row_result(row: bytes, cells: list[Cell], sort_columns: bool = False) -> Any:
+    if sort_columns:
+        return Hbase.TRowResult(row=row, sortedColumns=[
+            Hbase.TColumn(columnName=c, cell=Hbase.TCell(value=v, timestamp=t))
+            for c, t, v in cells])
+    return Hbase.TRowResult(row=row, columns={
+        c: Hbase.TCell(value=v, timestamp=t) for c, t, v in cells})
+
+
+class HbaseHandler:
+    """The ``Hbase`` service's RPCs; argument order follows ``Hbase.thrift``.
+
+    Args:
+        store: the storage engine.
+        scanners: the scanner registry (shared so a chore can reap it).
+        region_server: ``(host, port)`` reported as every region's server.
+    """
+
+    def __init__(self, store: Store, scanners: ScannerRegistry,
+                 region_server: tuple[str, int]) -> None:
+        self.store = store
+        self.scanners = scanners
+        self.region_server = region_server
+
+    # ------------------------------------------------------------ table admin
+
+    @_hbase_errors
+    def enableTable(self, tableName: bytes) -> None:
+        self.store.set_enabled(tableName, True)
+
+    @_hbase_errors
+    def disableTable(self, tableName: bytes) -> None:
+        self.store.set_enabled(tableName, False)
+
+    @_hbase_errors
+    def isTableEnabled(self, tableName: bytes) -> bool:
+        return self.store.describe(tableName).enabled
+
+    @_hbase_errors
+    def compact(self, tableNameOrRegionName: bytes) -> None:
+        self.store.purge(self._table_of(tableNameOrRegionName))
+
+    @_hbase_errors
+    def majorCompact(self, tableNameOrRegionName: bytes) -> None:
+        self.store.purge(self._table_of(tableNameOrRegionName))
+
+    def _table_of(self, table_or_region: bytes) -> bytes:
+        # A region name is "table,startKey,regionId".
+        if table_or_region in self.store.table_names():
+            return table_or_region
+        return table_or_region.split(b",", 1)[0]
+
+    @_hbase_errors
+    def getTableNames(self) -> list[bytes]:
+        return self.store.table_names()
+
+    @_hbase_errors
+    def getColumnDescriptors(self, tableName: bytes) -> dict[bytes, Any]:
+        desc = self.store.describe(tableName)
+        return {name + b":": Hbase.ColumnDescriptor(
+            name=name + b":", maxVersions=o.max_versions, compression=o.compression,
+            inMemory=o.in_memory, bloomFilterType=o.bloom_filter_type,
+            bloomFilterVectorSize=o.bloom_filter_vector_size,
+            bloomFilterNbHashes=o.bloom_filter_nb_hashes,
+            blockCacheEnabled=o.block_cache_enabled, timeToLive=o.time_to_live)
+            for name, o in desc.families.items()}
+
+    @_hbase_errors
+    def getTableRegions(self, tableName: bytes) -> list[Any]:
+        desc = self.store.describe(tableName)
+        host, port = self.region_server
+        return [Hbase.TRegionInfo(startKey=r.start, endKey=r.end, id=r.region_id, name=r.name,
+                                  version=1, serverName=host.encode(), port=port)
+                for r in desc.regions()]
+
+    @_hbase_errors
+    def createTable(self, tableName: bytes, columnFamilies: list[Any]) -> None:
+        self.store.create_table(tableName, _families(columnFamilies or []))
+
+    @_hbase_errors
+    def deleteTable(self, tableName: bytes) -> None:
+        self.store.delete_table(tableName)
+
+    # ------------------------------------------------------------------ reads
+
+    def _cells(self, table: bytes, row: bytes, column: bytes, max_ts: int | None,
+               versions: int) -> list[Any]:
+        if versions < 1:
+            raise InvalidArgumentError("IllegalArgumentException: numVersions must be >= 1")
+        found = self.store.get_rows(table, [row], [column], max_ts, versions)
+        return [Hbase.TCell(value=v, timestamp=t) for _, cells in found for _, t, v in cells]
+
+    @_io_only
+    @_hbase_errors
+    def get(self, tableName: bytes, row: bytes, column: bytes, attributes: Any) -> list[Any]:
+        return self._cells(tableName, row, column, None, 1)
+
+    @_io_only
+    @_hbase_errors
+    def getVer(self, tableName: bytes, row: bytes, column: bytes, numVersions: int,
+               attributes: Any) -> list[Any]:
+        return self._cells(tableName, row, column, None, numVersions)
+
+    @_io_only
+    @_hbase_errors
+    def getVerTs(self, tableName: bytes, row: bytes, column: bytes, timestamp: int,
+                 numVersions: int, attributes: Any) -> list[Any]:
+        return self._cells(tableName, row, column, timestamp, numVersions)
+
+    def _rows(self, table: bytes, rows: list[bytes], columns: list[bytes] | None,
+              max_ts: int | None) -> list[Any]:
+        return [_row_result(r, cells)
+                for r, cells in self.store.get_rows(table, rows or [], columns, max_ts)]
+
+    @_io_only
+    @_hbase_errors
+    def getRow(self, tableName: bytes, row: bytes, attributes: Any) -> list[Any]:
+        return self._rows(tableName, [row], None, None)
+
+    @_io_only
+    @_hbase_errors
+    def getRowWithColumns(self, tableName: bytes, row: bytes, columns: list[bytes],
+                          attributes: Any) -> list[Any]:
+        return self._rows(tableName, [row], columns, None)
+
+    @_io_only
+    @_hbase_errors
+    def getRowTs(self, tableName: bytes, row: bytes, timestamp: int,
+                 attributes: Any) -> list[Any]:
+        return self._rows(tableName, [row], None, timestamp)
+
+    @_io_only
+    @_hbase_errors
+    def getRowWithColumnsTs(self, tableName: bytes, row: bytes, columns: list[bytes],
+                            timestamp: int, attributes: Any) -> list[Any]:
+        return self._rows(tableName, [row], columns, timestamp)
+
+    @_io_only
+    @_hbase_errors
+    def getRows(self, tableName: bytes, rows: list[bytes], attributes: Any) -> list[Any]:
+        return self._rows(tableName, rows, None, None)
+
+    @_io_only
+    @_hbase_errors
+    def getRowsWithColumns(self, tableName: bytes, rows: list[bytes], columns: list[bytes],
+                           attributes: Any) -> list[Any]:
+        return self._rows(tableName, rows, columns, None)
+
+    @_io_only
+    @_hbase_errors
+    def getRowsTs(self, tableName: bytes, rows: list[bytes], timestamp: int,
+                  attributes: Any) -> list[Any]:
+        return self._rows(tableName, rows, None, timestamp)
+
+    @_io_only
+    @_hbase_errors
+    def getRowsWithColumnsTs(self, tableName: bytes, rows: list[bytes], columns: list[bytes],
+                             timestamp: int, attributes: Any) -> list[Any]:
+        return self._rows(tableName, rows, columns, timestamp)
+
+    # ----------------------------------------------------------------- writes
+
+    @_hbase_errors
+    def mutateRow(self, tableName: bytes, row: bytes, mutations: list[Any],
+                  attributes: Any) -> None:
+        self.mutateRows(tableName, [Hbase.BatchMutation(row=row, mutations=mutations)], None)
+
+    @_hbase_errors
+    def mutateRowTs(self, tableName: bytes, row: bytes, mutations: list[Any], timestamp: int,
+                    attributes: Any) -> None:
+        self.mutateRowsTs(tableName, [Hbase.BatchMutation(row=row, mutations=mutations)],
+                          timestamp, None)
+
+    @_hbase_errors
+    def mutateRows(self, tableName: bytes, rowBatches: list[Any], attributes: Any) -> None:
+        self.store.mutate_rows(tableName, rowBatches or [])
+
+    @_hbase_errors
+    def mutateRowsTs(self, tableName: bytes, rowBatches: list[Any], timestamp: int,
+                     attributes: Any) -> None:
+        self.store.mutate_rows(tableName, rowBatches or [], ts=timestamp)
+
+    @_hbase_errors
+    def atomicIncrement(self, tableName: bytes, row: bytes, column: bytes, value: int) -> int:
+        return self.store.increment(tableName, row, column, value)
+
+    def _delete(self, table: bytes, row: bytes, columns: list[bytes] | None,
+                ts: int | None) -> None:
+        if columns is None:
+            columns = list(self.store.describe(table).families)
+        self.store.mutate_rows(table, [RowMutation(row, [Mutation(c, isDelete=True)
+                                                         for c in columns])], ts=ts)
+
+    @_io_only
+    @_hbase_errors
+    def deleteAll(self, tableName: bytes, row: bytes, column: bytes, attributes: Any) -> None:
+        self._delete(tableName, row, [column], None)
+
+    @_io_only
+    @_hbase_errors
+    def deleteAllTs(self, tableName: bytes, row: bytes, column: bytes, timestamp: int,
+                    attributes: Any) -> None:
+        self._delete(tableName, row, [column], timestamp)
+
+    @_io_only
+    @_hbase_errors
+    def deleteAllRow(self, tableName: bytes, row: bytes, attributes: Any) -> None:
+        self._delete(tableName, row, None, None)
+
+    @_io_only
+    @_hbase_errors
+    def deleteAllRowTs(self, tableName: bytes, row: bytes, timestamp: int,
+                       attributes: Any) -> None:
+        self._delete(tableName, row, None, timestamp)
+
+    @_io_only
+    @_hbase_errors
+    def increment(self, increment: Any) -> None:
+        self.store.increment(increment.table, increment.row, increment.column,
+                             increment.ammount or 0)
+
+    @_io_only
+    @_hbase_errors
+    def incrementRows(self, increments: list[Any]) -> None:
+        for inc in increments or ():
+            self.store.increment(inc.table, inc.row, inc.column, inc.ammount or 0)
+
+    @_io_only
+    @_hbase_errors
+    def append(self, append: Any) -> list[Any]:
+        raise StorageError("UnsupportedOperationException: append is not supported by hqueue "
+                           "standalone")
+
+    @_hbase_errors
+    def checkAndPut(self, tableName: bytes, row: bytes, column: bytes, value: bytes | None,
+                    mput: Any, attributes: Any) -> bool:
+        if mput is None or not mput.column:
+            raise InvalidArgumentError("IllegalArgumentException: checkAndPut needs a put "
+                                       "mutation with a column")
+        if mput.isDelete:
+            raise InvalidArgumentError("IllegalArgumentException: checkAndPut's mutation must "
+                                       "be a put")
+        return self.store.check_and_put(tableName, row, column, value, mput.column,
+                                        mput.value or b"")
+
+    # --------------------------------------------------------------- scanners
+
+    def _open(self, table: bytes, spec: ScanSpec) -> int:
+        return self.scanners.open(Scanner(self.store, table, spec))
+
+    @_io_only
+    @_hbase_errors
+    def scannerOpenWithScan(self, tableName: bytes, scan: Any, attributes: Any) -> int:
+        if scan.batchSize is not None and scan.batchSize < 0:
+            raise InvalidArgumentError("IllegalArgumentException: batchSize must be >= 0")
+        spec = ScanSpec(start=scan.startRow or b"", stop=scan.stopRow or b"",
+                        columns=tuple(scan.columns or ()), max_ts=scan.timestamp,
+                        filter_string=scan.filterString, batch_size=scan.batchSize or 0,
+                        reverse=bool(scan.reversed), sort_columns=bool(scan.sortColumns))
+        return self._open(tableName, spec)
+
+    @_io_only
+    @_hbase_errors
+    def scannerOpen(self, tableName: bytes, startRow: bytes, columns: list[bytes],
+                    attributes: Any) -> int:
+        return self._open(tableName, ScanSpec(start=startRow or b"",
+                                              columns=tuple(columns or ())))
+
+    @_io_only
+    @_hbase_errors
+    def scannerOpenWithStop(self, tableName: bytes, startRow: bytes, stopRow: bytes,
+                            columns: list[bytes], attributes: Any) -> int:
+        return self._open(tableName, ScanSpec(start=startRow or b"", stop=stopRow or b"",
+                                              columns=tuple(columns or ())))
+
+    @_io_only
+    @_hbase_errors
+    def scannerOpenWithPrefix(self, tableName: bytes, startAndPrefix: bytes,
+                              columns: list[bytes], attributes: Any) -> int:
+        prefix = (startAndPrefix or b"").replace(b"'", b"''")
+        return self._open(tableName, ScanSpec(
+            start=startAndPrefix or b"", columns=tuple(columns or ()),
+            filter_string=b"PrefixFilter('" + prefix + b"')"))
+
+    @_io_only
+    @_hbase_errors
+    def scannerOpenTs(self, tableName: bytes, startRow: bytes, columns: list[bytes],
+                      timestamp: int, attributes: Any) -> int:
+        return self._open(tableName, ScanSpec(start=startRow or b"",
+                                              columns=tuple(columns or ()), max_ts=timestamp))
+
+    @_io_only
+    @_hbase_errors
+    def scannerOpenWithStopTs(self, tableName: bytes, startRow: bytes, stopRow: bytes,
+                              columns: list[bytes], timestamp: int, attributes: Any) -> int:
+        return self._open(tableName, ScanSpec(start=startRow or b"", stop=stopRow or b"",
+                                              columns=tuple(columns or ()), max_ts=timestamp))
+
+    @_hbase_errors
+    def scannerGetList(self, id: int, nbRows: int) -> PreEncodedStructs:
+        # Rows leave the server as binary-protocol bytes (see cells.py): a
+        # plain scan sends stored rows without decoding them.
+        scanner = self.scanners.get(id)
+        with scanner.lock:
+            return PreEncodedStructs(scanner.next_wire(nbRows), Hbase.TRowResult)
+
+    @_hbase_errors
+    def scannerGet(self, id: int) -> PreEncodedStructs:
+        return self.scannerGetList(id, 1)
+
+    @_hbase_errors
+    def scannerClose(self, id: int) -> None:
+        if not self.scanners.close(id):
+            raise InvalidArgumentError(f"IllegalArgumentException: scanner ID {id} is invalid")
+
+    # ------------------------------------------------------------ deprecated
+
+    @_hbase_errors
+    def getRowOrBefore(self, tableName: bytes, row: bytes, family: bytes) -> list[Any]:
+        raise StorageError("UnsupportedOperationException: getRowOrBefore was removed in "
+                           "HBase 2 and is not supported")
+
+    @_hbase_errors
+    def getRegionInfo(self, row: bytes) -> Any:
+        raise StorageError("UnsupportedOperationException: getRegionInfo is not supported; "
+                           "use getTableRegions")

@@ -1,0 +1,42 @@
+"""Session-wide servers for the whole suite.
+
+``hbase_server`` is one ``hqueue standalone`` process per test session; each
+test gets its own table prefix (``hbase_prefix``), so tests never see each
+other's tables.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+
+import happybase
+import pytest
+
+from tests.harness.standalone import StandaloneProcess
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def hbase_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
+    """The standalone server shared by the session (``.host``, ``.port``, ``.thrift2_port``)."""
+    server = StandaloneProcess(tmp_path_factory.mktemp("standalone") / "data").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def hbase_prefix(request: pytest.FixtureRequest) -> str:
+    """A table-name prefix unique to this test."""
+    name = re.sub(r"[^A-Za-z0-9]", "", request.node.name)[:40]
+    return f"t{next(_counter)}{name}"
+
+
+@pytest.fixture
+def hbase(hbase_server: StandaloneProcess, hbase_prefix: str) -> Iterator[happybase.Connection]:
+    """A happybase connection to the session server, confined to this test's prefix."""
+    conn = happybase.Connection(hbase_server.host, hbase_server.port, table_prefix=hbase_prefix)
+    yield conn
+    conn.close()

@@ -1,0 +1,68 @@
+/*
+ * The part of HBase 2.2+'s Thrift2 service (THBaseService) that hqueue uses:
+ * creating tables pre-split at given keys, which Thrift1 cannot do, and
+ * listing region locations. Field ids and names follow HBase's
+ * hbase-thrift/src/main/resources/org/apache/hadoop/hbase/thrift2/hbase.thrift,
+ * so this client speaks to a real HBase Thrift2 server too; fields hqueue does
+ * not use are left out (Thrift skips unknown fields).
+ */
+
+namespace py hbase2
+
+struct TTableName {
+  1: optional binary ns
+  2: required binary qualifier
+}
+
+struct TColumnFamilyDescriptor {
+  1: required binary name
+  10: optional i32 maxVersions
+  13: optional i32 timeToLive
+}
+
+struct TTableDescriptor {
+  1: required TTableName tableName
+  2: optional list<TColumnFamilyDescriptor> columns
+}
+
+struct THRegionInfo {
+  1: required i64 regionId
+  2: required binary tableName
+  3: optional binary startKey
+  4: optional binary endKey
+  5: optional bool offline
+  6: optional bool split
+  7: optional i32 replicaId
+}
+
+struct TServerName {
+  1: required string hostName
+  2: optional i32 port
+  3: optional i64 startCode
+}
+
+struct THRegionLocation {
+  1: required TServerName serverName
+  2: required THRegionInfo regionInfo
+}
+
+exception TIOError {
+  1: optional string message
+}
+
+exception TIllegalArgument {
+  1: optional string message
+}
+
+service THBaseService {
+  list<THRegionLocation> getAllRegionLocations(1: required binary table) throws (1: TIOError io)
+
+  bool tableExists(1: TTableName tableName) throws (1: TIOError io)
+
+  void createTable(1: required TTableDescriptor desc, 2: optional list<binary> splitKeys)
+    throws (1: TIOError io)
+
+  void deleteTable(1: required TTableName tableName) throws (1: TIOError io)
+
+  void disableTable(1: required TTableName tableName) throws (1: TIOError io)
+}
