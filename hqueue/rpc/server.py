@@ -23,6 +23,7 @@ subscriber) runs on :class:`ThriftServer`:
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import socket
 import threading
@@ -39,7 +40,7 @@ from thriftpy2.transport.memory import TCyMemoryBuffer
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
+DEFAULT_MAX_MESSAGE_BYTES = 16 << 20
 _BINARY_FIRST_BYTE = 0x80
 _COMPACT_FIRST_BYTE = 0x82
 _READ_CHUNK = 1 << 16
@@ -99,7 +100,8 @@ class _Processor(TProcessor):
                 log.exception("unexpected error in %s", api)
                 return self.send_exception(oprot, api, TApplicationException(
                     TApplicationException.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"), seqid)
-        if isinstance(result.success, PreEncodedStructs):
+        # A call that raised a declared exception leaves no ``success`` on a void result.
+        if isinstance(getattr(result, "success", None), PreEncodedStructs):
             if isinstance(oprot, TCyBinaryProtocol):
                 oprot.write_message_begin(api, TMessageType.REPLY, seqid)
                 oprot.trans.write(result.success.wire())
@@ -315,8 +317,13 @@ class ThriftServer:
             try:
                 factory = self._compact if frame[0] == _COMPACT_FIRST_BYTE else self._binary
                 out = TCyMemoryBuffer()
-                self._processor.process(factory.get_protocol(TCyMemoryBuffer(frame)),
-                                        factory.get_protocol(out))
+                # Not a TCyMemoryBuffer: read past its end it returns nothing and
+                # no error, so a frame shorter than the message it starts would be
+                # decoded as zeros (a 30-byte frame claiming a list of 2**31
+                # structs grows without bound). A buffered transport over the
+                # frame raises END_OF_FILE there instead.
+                source = TCyBufferedTransport(io.BytesIO(frame), buf_size=max(size, 1024))
+                self._processor.process(factory.get_protocol(source), factory.get_protocol(out))
                 reply = out.getvalue()
                 conn.sendall(len(reply).to_bytes(4, "big") + reply)
             finally:

@@ -12,6 +12,7 @@ from types import FrameType
 import click
 
 from hqueue.rpc.server import DEFAULT_MAX_MESSAGE_BYTES
+from hqueue.standalone.scanner import DEFAULT_LEASE_SECONDS
 from hqueue.standalone.server import StandaloneConfig, StandaloneServer
 
 
@@ -27,12 +28,19 @@ from hqueue.standalone.server import StandaloneConfig, StandaloneServer
               show_default=True, help="Largest request accepted; larger ones are refused unread.")
 @click.option("--map-size", type=click.IntRange(1 << 20), default=64 << 30, show_default=True,
               help="Largest size the LMDB store may grow to, in bytes.")
+@click.option("--scanner-lease-seconds", type=click.FloatRange(min=0, min_open=True),
+              default=DEFAULT_LEASE_SECONDS, show_default=True,
+              help="A scanner idle longer than this is closed (HBase's scanner timeout).")
+@click.option("--purge-interval-seconds", type=click.FloatRange(min=0, min_open=True),
+              default=60.0, show_default=True,
+              help="How often expired (TTL) cells are purged in the background.")
 @click.option("--advertised-host", default=None,
               help="Host reported as the server of every region (default: the host name).")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
               default="WARNING", show_default=True)
 def standalone(data_dir: Path, host: str, port: int, thrift2_port: int, max_message_bytes: int,
-               map_size: int, advertised_host: str | None, log_level: str) -> None:
+               map_size: int, scanner_lease_seconds: float, purge_interval_seconds: float,
+               advertised_host: str | None, log_level: str) -> None:
     """Run the embedded HBase (Thrift1 + Thrift2 over LMDB) in the foreground.
 
     Prints one ready line when it accepts connections; SIGTERM or Ctrl-C stops
@@ -42,6 +50,8 @@ def standalone(data_dir: Path, host: str, port: int, thrift2_port: int, max_mess
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = StandaloneConfig(data_dir=data_dir, host=host, port=port, thrift2_port=thrift2_port,
                               max_message_bytes=max_message_bytes, map_size=map_size,
+                              scanner_lease_seconds=scanner_lease_seconds,
+                              purge_interval_seconds=purge_interval_seconds,
                               advertised_host=advertised_host)
     server = StandaloneServer(config)
     stop = threading.Event()

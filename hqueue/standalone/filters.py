@@ -151,8 +151,11 @@ class FilterList(Filter):
             f.region_changed()
 
 
+# Comparison operators are tokens too, though no supported filter takes one:
+# the compare filters (RowFilter(=, 'binary:a'), ValueFilter, ...) must reach
+# the parser to be refused by name.
 _TOKEN = re.compile(rb"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>-?\d+)|(?P<word>[A-Za-z_]\w*)"
-                    rb"|(?P<punct>[(),]))")
+                    rb"|(?P<punct>[(),])|(?P<op>!=|<=|>=|=|<|>))")
 
 
 def _tokenize(text: bytes) -> list[tuple[str, bytes]]:

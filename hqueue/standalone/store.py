@@ -179,7 +179,7 @@ class ColumnSelector:
 
     @classmethod
     def parse(cls, columns: list[bytes] | None, desc: TableDescriptor) -> ColumnSelector | None:
-        """Build a selector from Thrift1 column names (``b"cf"`` or ``b"cf:"`` is a family).
+        """Build a selector from Thrift1 column names (``b"cf"`` is a family, ``b"cf:q"`` a column).
 
         Returns:
             None when ``columns`` is empty (every column).
@@ -192,13 +192,14 @@ class ColumnSelector:
         families: set[bytes] = set()
         exact: set[bytes] = set()
         for column in columns:
-            fam, _, qualifier = column.partition(b":")
+            fam, colon, _ = column.partition(b":")
             if fam not in desc.families:
                 raise ColumnFamilyNotFoundError(
                     f"NoSuchColumnFamilyException: column family {fam!r} does not exist "
                     f"in table {desc.name.decode(errors='replace')}")
-            if not qualifier:
-                # "cf" and "cf:" both name the whole family (HBase's KeyValue.parseColumn).
+            if not colon:
+                # Only "cf" names the whole family: since HBase 0.96 (HBASE-9549)
+                # CellUtil.parseColumn reads "cf:" as the empty qualifier.
                 families.add(fam)
             else:
                 exact.add(column)
@@ -748,7 +749,9 @@ class Store:
             The counter's new value.
 
         Raises:
-            InvalidArgumentError: the cell holds something other than 8 bytes.
+            StorageError: the cell holds something other than 8 bytes (HBase's
+                DoNotRetryIOException, an IOException: Thrift1 IOError).
+            InvalidArgumentError: the counter would overflow.
             as :meth:`mutate_rows` otherwise.
         """
         desc = self.enabled(name)
@@ -760,15 +763,20 @@ class Store:
 
         def apply(txn: lmdb.Transaction) -> int:
             current = self._check_live(desc)
-            old = self._newest(txn, current, row, column)
+            cell = self._newest_cell(txn, current, row, column)
+            old = cell[2] if cell is not None else None
             if old is not None and len(old) != 8:
-                raise InvalidArgumentError(
+                raise StorageError(
                     f"DoNotRetryIOException: Field is not a long, it's {len(old)} bytes wide")
             value = (struct.unpack(">q", old)[0] if old is not None else 0) + amount
             if not -(2**63) <= value < 2**63:
                 raise InvalidArgumentError("DoNotRetryIOException: counter overflow")
+            # As HBase (HRegion.reckonDelta): newer than the cell it replaces even
+            # when that cell is stamped ahead of this clock, else the new value
+            # would sort behind the old one and the increment would be lost.
+            stamp = now_ms() if cell is None else max(now_ms(), cell[1] + 1)
             counter = RowMutation(row, [Mutation(column, struct.pack(">q", value))])
-            self._apply_row(txn, current, counter, now_ms(), None)
+            self._apply_row(txn, current, counter, stamp, None)
             return value
 
         return self._committer.submit(apply)
@@ -840,14 +848,19 @@ class Store:
 
     def _newest(self, txn: lmdb.Transaction, desc: TableDescriptor, row: bytes,
                 column: bytes) -> bytes | None:
+        cell = self._newest_cell(txn, desc, row, column)
+        return cell[2] if cell is not None else None
+
+    def _newest_cell(self, txn: lmdb.Transaction, desc: TableDescriptor, row: bytes,
+                     column: bytes) -> Cell | None:
         raw = txn.get(desc.prefix + row, db=self._data)
         if raw is None:
             return None
         cells = visible_cells(decode_cells(bytes(raw)), desc.ttl_cutoffs(now_ms()), None, None,
                               1)
-        for col, _, value in cells:
-            if col == column:
-                return value
+        for cell in cells:
+            if cell[0] == column:
+                return cell
         return None
 
     def _apply_row(self, txn: lmdb.Transaction, desc: TableDescriptor, batch: RowMutationLike,

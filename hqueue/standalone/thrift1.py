@@ -18,7 +18,12 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from hqueue.errors import InvalidArgumentError, StorageError, TableExistsError
+from hqueue.errors import (
+    InvalidArgumentError,
+    StorageError,
+    TableExistsError,
+    TableNotFoundError,
+)
 from hqueue.idl import hbase1
 from hqueue.rpc.server import PreEncodedStructs
 from hqueue.standalone.cells import Cell
@@ -151,7 +156,10 @@ class HbaseHandler:
 
     @_hbase_errors
     def getTableRegions(self, tableName: bytes) -> list[Any]:
-        desc = self.store.describe(tableName)
+        try:
+            desc = self.store.describe(tableName)
+        except TableNotFoundError:
+            return []  # as HBase's handler: an empty list, not an error, for a missing table
         host, port = self.region_server
         return [Hbase.TRegionInfo(startKey=r.start, endKey=r.end, id=r.region_id, name=r.name,
                                   version=1, serverName=host.encode(), port=port)

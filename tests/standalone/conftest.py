@@ -1,0 +1,82 @@
+"""Fixtures for the ``hqueue standalone`` server tests.
+
+The session server (``hbase_server``, from tests/conftest.py) serves every
+test that only reads and writes. Tests that kill, restart or abuse a server,
+or need short leases and purge intervals, start their own with
+``own_server`` on a tmp_path data directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import happybase
+import pytest
+import thriftpy2.rpc
+
+from hqueue.idl import hbase1, hbase2
+from tests.harness.standalone import StandaloneProcess
+
+Hbase: ModuleType = hbase1()
+"""HBase's Thrift1 types (``Hbase_thrift``, as happybase registers it)."""
+
+H2: ModuleType = hbase2()
+"""The Thrift2 subset (``thrift/hbase2.thrift``)."""
+
+CLIENT_TIMEOUT_MS = 10_000
+
+OwnServer = Callable[..., StandaloneProcess]
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[OwnServer]:
+    """A factory: ``own_server(*extra_args, name="data")`` starts a private server.
+
+    Every server it started is stopped (SIGTERM, then kill) when the test ends.
+    """
+    started: list[StandaloneProcess] = []
+
+    def start(*extra_args: str, name: str = "data") -> StandaloneProcess:
+        server = StandaloneProcess(tmp_path / name, tuple(extra_args)).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        if server.proc is not None and server.proc.poll() is None:
+            server.stop()
+
+
+def connect(server: StandaloneProcess, **kwargs: Any) -> happybase.Connection:
+    """A happybase connection to ``server`` with a client-side timeout."""
+    kwargs.setdefault("timeout", CLIENT_TIMEOUT_MS)
+    return happybase.Connection(server.host, server.port, **kwargs)
+
+
+def thrift2_client(server: StandaloneProcess, **kwargs: Any) -> Any:
+    """A Thrift2 ``THBaseService`` client (binary, buffered unless told otherwise)."""
+    return thriftpy2.rpc.make_client(H2.THBaseService, server.host, server.thrift2_port,
+                                     timeout=CLIENT_TIMEOUT_MS, **kwargs)
+
+
+@pytest.fixture
+def thrift2(hbase_server: StandaloneProcess) -> Iterator[Any]:
+    """A Thrift2 client to the session server."""
+    client = thrift2_client(hbase_server)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def table(hbase: happybase.Connection) -> happybase.Table:
+    """A fresh table ``t`` with families ``cf`` (3 versions) and ``other`` (1 version)."""
+    hbase.create_table("t", {"cf": {"max_versions": 3}, "other": {"max_versions": 1}})
+    return hbase.table("t")
+
+
+def tname(hbase: happybase.Connection, name: str) -> bytes:
+    """The full (prefixed) table name happybase sends for ``name``."""
+    return bytes(hbase.table(name).name)
