@@ -44,6 +44,7 @@ test: lint pytest
 
 bench: deps-test
 	$(BIN)/python bench/bench_hbase.py
+	$(BIN)/python bench/bench_metadata.py
 
 clean:
 	rm -rf $(VENV) $(DATA) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

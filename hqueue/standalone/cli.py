@@ -67,7 +67,7 @@ def standalone(data_dir: Path, host: str, port: int, thrift2_port: int, max_mess
         raise click.ClickException(f"cannot start: {exc}") from None
     assert server.thrift1 is not None
     click.echo(server.ready_line())
-    click.echo(f"  try: python -c \"import happybase; "
+    click.echo(f"  try: {sys.executable} -c \"import happybase; "
                f"print(happybase.Connection('{host}', {server.thrift1.port}).tables())\"")
     click.echo("  stop with Ctrl-C")
     sys.stdout.flush()

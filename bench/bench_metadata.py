@@ -1,0 +1,188 @@
+"""Benchmark of the metadata layer on both backends, in one run.
+
+For ZooKeeper and for HBase (``hqueue standalone`` unless ``--hbase`` names a real
+gateway) it measures
+
+- compare-and-set updates per second: one key, each put at the version the previous
+  one returned (what a partition owner does);
+- partial updates per second: one checkpoint field of one subscription (what a
+  subscription worker does);
+- reading all subscriptions of a queue (preferences and checkpoints) with 10,000
+  subscriptions, straight from the store (best of three), and from a warm cache.
+
+It prints a Markdown table. The servers are started from the repository's test
+harness (ZooKeeper from Debian's jars) unless ``--zookeeper`` / ``--hbase`` are given.
+
+    .venv/bin/python bench/bench_metadata.py [--subscriptions 10000] [--seconds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from hqueue.metadata import MetaStore, Version, open_metastore  # noqa: E402
+from hqueue.metadata.cache import MetadataCache  # noqa: E402
+from hqueue.metadata.managers import (  # noqa: E402
+    SubscriptionDataManager,
+    SubscriptionPreferences,
+)
+
+
+def rate(operation: Callable[[], None], seconds: float) -> float:
+    """Return how many times per second ``operation`` ran in about ``seconds``."""
+    count, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        operation()
+        count += 1
+    return count / elapsed
+
+
+def cas_rate(store: MetaStore, seconds: float) -> float:
+    table = store.create_table("bench/cas")
+    version = table.put("k", {"owner": "a", "epoch": 0}, Version.NEW)
+    epoch = 0
+
+    def step() -> None:
+        nonlocal version, epoch
+        epoch += 1
+        version = table.put("k", {"owner": "a", "epoch": epoch}, version)
+
+    return rate(step, seconds)
+
+
+def partial_rate(store: MetaStore, queue: str, seconds: float) -> float:
+    subs = SubscriptionDataManager(store)
+    subs.create_subscription_data(queue, "hot", SubscriptionPreferences({0: "0:0", 1: "0:0"}))
+    tick = 0
+
+    def step() -> None:
+        nonlocal tick
+        tick += 1
+        subs.update_subscription_state(queue, "hot", {0: f"{tick}:0"})
+
+    return rate(step, seconds)
+
+
+def load(store_factory: Callable[[], MetaStore], queue: str, count: int, threads: int) -> float:
+    """Create ``count`` subscriptions (half with a checkpoint); return seconds taken."""
+    stores = [store_factory() for _ in range(threads)]
+    start = time.perf_counter()
+
+    def work(index: int) -> None:
+        subs = SubscriptionDataManager(stores[index])
+        for i in range(index, count, threads):
+            name = f"sub-{i:06d}"
+            prefs = SubscriptionPreferences({i % 16: "1700000000000:0"}, topics=("t",))
+            subs.create_subscription_data(queue, name, prefs)
+            if i % 2:
+                subs.update_subscription_state(queue, name, {i % 16: f"1700000000{i:03d}:1"})
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(work, range(threads)))
+    elapsed = time.perf_counter() - start
+    for store in stores:
+        store.close()
+    return elapsed
+
+
+def read_all(store: MetaStore, queue: str, count: int) -> tuple[float, float]:
+    """Return the best of three direct reads of all subscriptions, and a cached read."""
+    subs = SubscriptionDataManager(store)
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        found = subs.read_subscriptions(queue)
+        best = min(best, time.perf_counter() - start)
+        assert len(found) == count, len(found)
+    with MetadataCache(store) as cache:
+        cached = SubscriptionDataManager(store, cache)
+        cached.read_subscriptions(queue)  # loads the tables and starts the watches
+        start = time.perf_counter()
+        assert len(cached.read_subscriptions(queue)) == count
+        warm = time.perf_counter() - start
+    return best, warm
+
+
+@contextmanager
+def servers(args: argparse.Namespace) -> Iterator[dict[str, dict[str, str]]]:
+    """Yield each backend's open_metastore() arguments, starting servers as needed."""
+    with ExitStack() as stack:
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hqueue-bench-")))
+        zookeeper = args.zookeeper
+        if not zookeeper:
+            from tests.harness.zookeeper import ZooKeeperServer
+
+            zk = ZooKeeperServer(work / "zookeeper", force_sync=True).start()
+            stack.callback(zk.stop)
+            zookeeper = zk.hosts
+        hbase = args.hbase
+        if not hbase:
+            from tests.harness.standalone import StandaloneProcess
+
+            standalone = StandaloneProcess(work / "standalone").start()
+            stack.callback(standalone.stop)
+            hbase = standalone.address
+        run = uuid.uuid4().hex[:8]
+        # Create the chroot first (kazoo warns about a missing one).
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=zookeeper)
+        client.start(timeout=30)
+        client.ensure_path(f"/bench-{run}")
+        client.stop()
+        client.close()
+        yield {
+            "zookeeper": {"zookeeper": f"{zookeeper}/bench-{run}"},
+            "hbase": {"hbase": hbase, "table_prefix": f"bench{run}"},
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--subscriptions", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=2.0, help="per rate measurement")
+    parser.add_argument("--threads", type=int, default=4, help="writers while loading")
+    parser.add_argument("--zookeeper", help="use this ZooKeeper instead of starting one")
+    parser.add_argument("--hbase", help="use this HBase Thrift1 gateway (HOST:PORT)")
+    args = parser.parse_args()
+
+    rows = []
+    with servers(args) as targets:
+        for backend, target in targets.items():
+            def factory(target: dict[str, str] = target) -> MetaStore:
+                return open_metastore(**target)  # type: ignore[arg-type]
+
+            store = factory()
+            try:
+                queue = "bench"
+                cas = cas_rate(store, args.seconds)
+                partial = partial_rate(store, "hot", args.seconds)
+                loaded = load(factory, queue, args.subscriptions, args.threads)
+                direct, warm = read_all(store, queue, args.subscriptions)
+            finally:
+                store.close()
+            rows.append((backend, cas, partial, loaded, direct, warm))
+            print(f"{backend}: done", file=sys.stderr)
+
+    n = f"{args.subscriptions:,}"
+    print(f"| backend | CAS updates/s | partial updates/s | create {n} subs (s) "
+          f"| read all {n} subs (s) | same, warm cache (s) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for backend, cas, partial, loaded, direct, warm in rows:
+        print(f"| {backend} | {cas:,.0f} | {partial:,.0f} | {loaded:.1f} | {direct:.3f} "
+              f"| {warm:.4f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The ``hqueue`` command line's verbs, one module per command group."""

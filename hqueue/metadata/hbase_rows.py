@@ -1,0 +1,170 @@
+"""How the HBase backend lays metadata out in rows: pure encoding, no I/O.
+
+One HBase table (``hqueue_metadata`` by default) holds every metastore table. Rows:
+
+- ``e:{table}\\x00{key}``: an entry. Column ``m:c`` is the *commit*: a JSON object
+  ``{"v": version, "f": {field: cell id}, "s": session id (ephemerals only),
+  "g": [cell ids to collect], "x": 1 (deleted)}``. Column ``d:{cell id}`` holds one
+  field's JSON value.
+- ``n:{table}``: column ``m:n`` counts the table's writes (``atomicIncrement``);
+  watchers poll it to learn that something changed.
+- ``s:{session id}``: column ``m:s`` is a lease:
+  ``{"state": "live"|"expired"|"closed", "deadline": ms since epoch, "ttl": ms}``.
+
+Why a commit cell: Thrift1's ``checkAndPut`` compares one column and writes one
+column, so a multi-field compare-and-set cannot write the fields themselves. Writers
+put new field cells (fresh ids, so rivals never overwrite each other), then swing
+the commit cell from the exact bytes they read to the new commit with
+``checkAndPut``. HBase reads a row atomically, so a reader always gets a commit with
+every cell it names. A partial update writes only the changed fields' cells. Cells a
+commit stops naming are listed in its ``"g"`` and deleted by the next writer (or at
+once by a remove); the version counter survives deletes (a deleted entry is a
+tombstone commit ``{"v": n, "x": 1}``), so versions never repeat.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hqueue.errors import MetadataError
+
+ENTRY = b"e:"
+COUNTER = b"n:"
+SESSION = b"s:"
+SEP = b"\x00"
+
+FAMILIES = {"m": {"max_versions": 1}, "d": {"max_versions": 1}}
+COMMIT_COLUMN = b"m:c"
+COUNTER_COLUMN = b"m:n"
+SESSION_COLUMN = b"m:s"
+DATA_FAMILY = b"d:"
+
+
+def entry_row(table: str, key: str) -> bytes:
+    """Return the row key of ``key`` in ``table``."""
+    return ENTRY + table.encode() + SEP + key.encode()
+
+
+def entry_prefix(table: str) -> bytes:
+    """Return the prefix shared by every entry row of ``table``."""
+    return ENTRY + table.encode() + SEP
+
+
+def key_of(row: bytes, prefix: bytes) -> str:
+    """Return the key of an entry row, given its table's prefix."""
+    return row[len(prefix) :].decode()
+
+
+def counter_row(table: str) -> bytes:
+    """Return the row holding ``table``'s change counter."""
+    return COUNTER + table.encode()
+
+
+def session_row(session_id: str) -> bytes:
+    """Return the row of a lease session."""
+    return SESSION + session_id.encode()
+
+
+def new_cell_id() -> str:
+    """Return a fresh cell id (64 random bits: rivals never collide)."""
+    return secrets.token_hex(8)
+
+
+def data_column(cell_id: str) -> bytes:
+    """Return the column holding a field value's cell."""
+    return DATA_FAMILY + cell_id.encode()
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A parsed commit cell. ``raw`` is the cell's bytes, the compare-and-set token."""
+
+    version: int
+    fields: dict[str, str] = field(default_factory=dict)
+    session: str | None = None
+    garbage: tuple[str, ...] = ()
+    deleted: bool = False
+    raw: bytes = b""
+
+    def encode(self) -> bytes:
+        """Return the commit cell's bytes."""
+        document: dict[str, Any] = {"v": self.version}
+        if self.deleted:
+            document["x"] = 1
+        else:
+            document["f"] = self.fields
+        if self.session is not None:
+            document["s"] = self.session
+        if self.garbage:
+            document["g"] = list(self.garbage)
+        return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+
+    def sealed(self) -> Commit:
+        """Return this commit with ``raw`` set to its encoding."""
+        return Commit(
+            self.version, self.fields, self.session, self.garbage, self.deleted, self.encode()
+        )
+
+
+def parse_commit(raw: bytes) -> Commit:
+    """Return the commit encoded in ``raw``.
+
+    :raises MetadataError: if the cell is not a commit.
+    """
+    try:
+        document = json.loads(raw)
+        return Commit(
+            version=int(document["v"]),
+            fields=dict(document.get("f", {})),
+            session=document.get("s"),
+            garbage=tuple(document.get("g", ())),
+            deleted=bool(document.get("x", 0)),
+            raw=raw,
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MetadataError(f"corrupt metadata commit cell {raw[:80]!r}: {exc}") from None
+
+
+def assemble(commit: Commit, cells: Mapping[bytes, bytes]) -> dict[str, Any]:
+    """Return the value a commit names, read from the row's ``cells``.
+
+    :raises MetadataError: if a named cell is missing (rows are read atomically, so
+        this means the row was damaged by hand).
+    """
+    value: dict[str, Any] = {}
+    for name, cell_id in commit.fields.items():
+        data = cells.get(data_column(cell_id))
+        if data is None:
+            raise MetadataError(f"metadata cell {cell_id} of field {name!r} is missing")
+        value[name] = json.loads(data)
+    return value
+
+
+def encode_field(value: Any) -> bytes:
+    """Return a field value's cell bytes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+def encode_session(state: str, deadline_ms: int, ttl_ms: int) -> bytes:
+    """Return a lease cell."""
+    return json.dumps(
+        {"state": state, "deadline": deadline_ms, "ttl": ttl_ms},
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode()
+
+
+def parse_session(raw: bytes) -> tuple[str, int]:
+    """Return ``(state, deadline_ms)`` of a lease cell.
+
+    :raises MetadataError: if the cell is not a lease.
+    """
+    try:
+        document = json.loads(raw)
+        return str(document["state"]), int(document["deadline"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MetadataError(f"corrupt lease cell {raw[:80]!r}: {exc}") from None

@@ -1,0 +1,24 @@
+"""Hedwig's metadata managers over a :class:`~hqueue.metadata.MetaStore`: QueueInfo,
+PartitionOwnership and SubscriptionData, each with versioned reads and writes and
+Hedwig's errors (``BadVersionError``, ``NoQueueError`` / ``NoOwnerInfoError`` /
+``NoSubscriptionError``, ``QueueExistsError`` / ``KeyExistsError`` /
+``SubscriptionExistsError``). Given a :class:`~hqueue.metadata.cache.MetadataCache`,
+their reads come from it; writes always go to the store."""
+
+from hqueue.metadata.managers.ownership import OwnerInfo, PartitionOwnershipManager
+from hqueue.metadata.managers.queue_info import QueueInfo, QueueInfoManager
+from hqueue.metadata.managers.subscriptions import (
+    SubscriptionData,
+    SubscriptionDataManager,
+    SubscriptionPreferences,
+)
+
+__all__ = [
+    "OwnerInfo",
+    "PartitionOwnershipManager",
+    "QueueInfo",
+    "QueueInfoManager",
+    "SubscriptionData",
+    "SubscriptionDataManager",
+    "SubscriptionPreferences",
+]

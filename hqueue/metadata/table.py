@@ -1,0 +1,172 @@
+"""The part of a table every backend shares: argument checks and schema validation,
+around the backend's ``_get``/``_put``/... primitives.
+
+Not public API; backends subclass :class:`TableBase`.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from hqueue.errors import InvalidArgumentError
+from hqueue.metadata import schemas
+from hqueue.metadata.store import (
+    EMPTY_END_KEY,
+    EMPTY_START_KEY,
+    MetastoreCursor,
+    MetastoreScannableTable,
+    Order,
+    Value,
+    Watch,
+    WatchCallback,
+)
+from hqueue.metadata.values import (
+    check_fields,
+    check_key,
+    check_order,
+    check_table_name,
+    check_write_version,
+    encode,
+)
+from hqueue.metadata.version import Version, Versioned
+
+
+class TableBase(MetastoreScannableTable):
+    """Checks arguments, validates values against the table's schema, and hands the
+    rest to the backend. Both backends' tables are scannable."""
+
+    def __init__(self, name: str, schema: str | None) -> None:
+        self._name = check_table_name(name)
+        self._schema = schema
+        if schema is not None:
+            schemas.validator(schema)  # an unknown schema fails at create_table, not later
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def schema(self) -> str | None:
+        """Return the name of the schema values are validated against, if any."""
+        return self._schema
+
+    def check_value(self, value: Mapping[str, Any]) -> None:
+        """Validate a whole value before it is written.
+
+        :raises SchemaValidationError: if it breaks the table's schema.
+        :raises InvalidArgumentError: if it is not JSON.
+        """
+        if self._schema is not None:
+            schemas.validate(self._schema, value)
+        encode(value)
+
+    # -- public API: checks, then the backend ---------------------------------------
+
+    def get(self, key: str, fields: Sequence[str] | None = None) -> Versioned[Value]:
+        check_key(key)
+        return self._get(key, _check_projection(fields))
+
+    def put(
+        self, key: str, value: Mapping[str, Any], version: Version, *, ephemeral: bool = False
+    ) -> Version:
+        check_key(key)
+        check_fields(value)
+        check_write_version(version, allow_new=True)
+        if ephemeral and not version.is_new:
+            raise InvalidArgumentError("'ephemeral' entries can only be created (Version.NEW)")
+        plain = dict(value)
+        self.check_value(plain)
+        return self._put(key, plain, version, ephemeral)
+
+    def update(
+        self, key: str, fields: Mapping[str, Any], version: Version = Version.ANY
+    ) -> Version:
+        check_key(key)
+        check_fields(fields, what="fields")
+        check_write_version(version, allow_new=False)
+        if not fields:
+            raise InvalidArgumentError("'fields' must name at least one field")
+        return self._update(key, dict(fields), version)
+
+    def remove(self, key: str, version: Version = Version.ANY) -> None:
+        check_key(key)
+        check_write_version(version, allow_new=False)
+        self._remove(key, version)
+
+    def open_cursor(
+        self,
+        fields: Sequence[str] | None = None,
+        *,
+        first_key: str | None = EMPTY_START_KEY,
+        first_inclusive: bool = True,
+        last_key: str | None = EMPTY_END_KEY,
+        last_inclusive: bool = True,
+        order: Order = Order.ASC,
+    ) -> MetastoreCursor:
+        if first_key is not None:
+            check_key(first_key)
+        if last_key is not None:
+            check_key(last_key)
+        return self._cursor(
+            _check_projection(fields),
+            first_key,
+            first_inclusive,
+            last_key,
+            last_inclusive,
+            check_order(order),
+        )
+
+    def watch(self, key: str, callback: WatchCallback) -> Watch:
+        check_key(key)
+        _check_callback(callback)
+        return self._watch(key, callback)
+
+    def watch_table(self, callback: WatchCallback) -> Watch:
+        _check_callback(callback)
+        return self._watch_table(callback)
+
+    # -- backend primitives (arguments already checked) -----------------------------
+
+    @abstractmethod
+    def _get(self, key: str, fields: Sequence[str] | None) -> Versioned[Value]: ...
+
+    @abstractmethod
+    def _put(self, key: str, value: Value, version: Version, ephemeral: bool) -> Version: ...
+
+    @abstractmethod
+    def _update(self, key: str, fields: Value, version: Version) -> Version: ...
+
+    @abstractmethod
+    def _remove(self, key: str, version: Version) -> None: ...
+
+    @abstractmethod
+    def _cursor(
+        self,
+        fields: Sequence[str] | None,
+        first_key: str | None,
+        first_inclusive: bool,
+        last_key: str | None,
+        last_inclusive: bool,
+        order: Order,
+    ) -> MetastoreCursor: ...
+
+    @abstractmethod
+    def _watch(self, key: str, callback: WatchCallback) -> Watch: ...
+
+    @abstractmethod
+    def _watch_table(self, callback: WatchCallback) -> Watch: ...
+
+
+def _check_projection(fields: Sequence[str] | None) -> list[str] | None:
+    if fields is None:
+        return None
+    if isinstance(fields, str) or not all(isinstance(name, str) for name in fields):
+        raise InvalidArgumentError("'fields' must be a sequence of field names")
+    return list(fields)
+
+
+def _check_callback(callback: Callable[..., Any]) -> None:
+    if not callable(callback):
+        raise InvalidArgumentError("'callback' must be callable")

@@ -1,0 +1,226 @@
+"""A real ZooKeeper for tests, run from Debian's jars with the machine's Java.
+
+One server per test session (:class:`ZooKeeperServer`), on a free port; it is ready
+when it answers ZooKeeper's own ``ruok`` with ``imok`` (polled, no blind sleep). Each
+test works in its own chroot (:meth:`ZooKeeperServer.chroot`). Faults are injected
+the way kazoo's own test harness does: :func:`expire_session` really expires a
+client's session on the server (a second client attaches to the same session id and
+password, then closes it), :func:`drop_connection` breaks its TCP connection
+(kazoo's testing hook) while the session survives.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from kazoo.client import KazooClient
+from kazoo.protocol.connection import _CONNECTION_DROP
+from kazoo.protocol.states import KazooState
+
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+# The jar's manifest names its dependencies under /usr/share/java; slf4j needs a
+# binding to print anything, and the simple one writes to stderr (our log file).
+SLF4J_BINDING = Path("/usr/share/java/slf4j-simple.jar")
+MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+
+
+def zookeeper_available() -> bool:
+    """Return whether Debian's ZooKeeper jars and a ``java`` are installed."""
+    return ZOOKEEPER_JAR.is_file() and shutil.which("java") is not None
+
+
+def free_port() -> int:
+    """Return a TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def four_letter_word(host: str, port: int, word: bytes, timeout: float = 1.0) -> bytes:
+    """Send one of ZooKeeper's four-letter commands; return the answer (b"" if none)."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(word)
+        chunks = []
+        while chunk := sock.recv(4096):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+class ZooKeeperServer:
+    """A standalone ZooKeeper child process.
+
+    ``tick_ms`` is short so that tests can use short session timeouts (ZooKeeper
+    allows 2 to 20 ticks unless told otherwise; the bounds are widened here).
+    ``force_sync`` False (tests) skips ZooKeeper's fsync per transaction; benchmarks
+    keep it, as production does.
+    """
+
+    def __init__(self, work_dir: Path, tick_ms: int = 200, force_sync: bool = False) -> None:
+        self.work_dir = Path(work_dir)
+        self.tick_ms = tick_ms
+        self.force_sync = force_sync
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = self.work_dir / "zookeeper.log"
+
+    @property
+    def hosts(self) -> str:
+        """Return the kazoo connect string of the server (no chroot)."""
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 60.0, attempts: int = 3) -> ZooKeeperServer:
+        """Start the server and wait until it answers ``ruok``; return self.
+
+        :raises RuntimeError: if it exits or does not answer in time (with its log).
+        """
+        for attempt in range(attempts):
+            self.port = free_port()
+            self._spawn()
+            if self._wait_ready(timeout):
+                return self
+            self.stop()
+            if attempt == attempts - 1:
+                break
+        raise RuntimeError(f"ZooKeeper did not start:\n{self.log_path.read_text()[-4000:]}")
+
+    def _spawn(self) -> None:
+        data = self.work_dir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        config = self.work_dir / "zoo.cfg"
+        config.write_text(
+            "\n".join(
+                [
+                    f"tickTime={self.tick_ms}",
+                    f"dataDir={data}",
+                    f"clientPort={self.port}",
+                    f"clientPortAddress={self.host}",
+                    "minSessionTimeout=500",
+                    "maxSessionTimeout=60000",
+                    "maxClientCnxns=0",
+                    "admin.enableServer=false",
+                    "4lw.commands.whitelist=ruok,srvr,stat",
+                    f"forceSync={'yes' if self.force_sync else 'no'}",
+                    "",
+                ]
+            )
+        )
+        classpath = f"{ZOOKEEPER_JAR}:{SLF4J_BINDING}"
+        cmd = [
+            shutil.which("java") or "java",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Dzookeeper.admin.enableServer=false",
+            "-cp",
+            classpath,
+            MAIN_CLASS,
+            str(config),
+        ]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.work_dir, env={**os.environ},
+            )
+
+    def _wait_ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        delay = 0.05
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                return False  # exited: port taken, or broken install
+            try:
+                if four_letter_word(self.host, self.port, b"ruok") == b"imok":
+                    return True
+            except OSError:
+                pass
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+        return False
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Terminate the server and wait for it."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def chroot(self) -> str:
+        """Create a fresh, unique chroot znode; return the connect string into it."""
+        path = f"/t-{uuid.uuid4().hex}"
+        client = KazooClient(hosts=self.hosts, timeout=10.0)
+        client.start(timeout=30)
+        try:
+            client.ensure_path(path)
+        finally:
+            client.stop()
+            client.close()
+        return self.hosts + path
+
+    def client(self, chroot_hosts: str, session_timeout: float = 10.0) -> KazooClient:
+        """Return a started kazoo client on ``chroot_hosts`` (caller stops it)."""
+        client = KazooClient(hosts=chroot_hosts, timeout=session_timeout)
+        client.start(timeout=30)
+        return client
+
+
+def _wait_state(client: KazooClient, trigger: object, expected: KazooState, timeout: float) -> None:
+    """Run ``trigger`` and wait until ``client`` goes through ``expected`` and back to
+    CONNECTED."""
+    seen = threading.Event()
+    back = threading.Event()
+
+    def listener(state: KazooState) -> bool:
+        if state == expected:
+            seen.set()
+        elif seen.is_set() and state == KazooState.CONNECTED:
+            back.set()
+            return True
+        return False
+
+    client.add_listener(listener)
+    try:
+        assert callable(trigger)
+        trigger()
+        if not seen.wait(timeout):
+            raise TimeoutError(f"the client never went {expected}")
+        if not back.wait(timeout):
+            raise TimeoutError("the client did not reconnect")
+    finally:
+        client.remove_listener(listener)
+
+
+def expire_session(client: KazooClient, hosts: str, timeout: float = 30.0) -> None:
+    """Expire ``client``'s session on the server, and wait until the client has seen
+    LOST and connected again with a new session.
+
+    ``hosts`` is the server's connect string (no chroot needed).
+    """
+
+    def close_session() -> None:
+        session_id, password = client.client_id
+        twin = KazooClient(hosts=hosts, client_id=(session_id, password), timeout=10.0)
+        twin.start(timeout=timeout)
+        twin.stop()  # closing the twin closes the shared session on the server
+        twin.close()
+
+    _wait_state(client, close_session, KazooState.LOST, timeout)
+
+
+def drop_connection(client: KazooClient, timeout: float = 30.0) -> None:
+    """Break ``client``'s connection (its session survives); wait until the client has
+    seen SUSPENDED and is connected again."""
+    _wait_state(client, lambda: client._call(_CONNECTION_DROP, None), KazooState.SUSPENDED, timeout)

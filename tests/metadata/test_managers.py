@@ -1,0 +1,315 @@
+"""Hedwig's managers (QueueInfo, PartitionOwnership, SubscriptionData) on both
+backends, read directly and through the cache."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from hqueue.errors import (
+    BadVersionError,
+    HQueueError,
+    InvalidArgumentError,
+    KeyExistsError,
+    NoOwnerInfoError,
+    NoQueueError,
+    NoSubscriptionError,
+    QueueExistsError,
+    SchemaValidationError,
+    SubscriptionExistsError,
+)
+from hqueue.metadata import MetaStore, Version
+from hqueue.metadata.cache import MetadataCache
+from hqueue.metadata.managers import (
+    OwnerInfo,
+    PartitionOwnershipManager,
+    QueueInfoManager,
+    SubscriptionDataManager,
+    SubscriptionPreferences,
+)
+from hqueue.metadata.resources import checkpoints_table, subscriptions_table
+from tests.metadata.conftest import Backend
+from tests.metadata.events import wait_until
+
+# -- QueueInfo ---------------------------------------------------------------------------
+
+
+def test_queue_info_create_read_write_delete(store: MetaStore) -> None:
+    queues = QueueInfoManager(store)
+    info, version = queues.create_queue_info("orders", 8, ttl_seconds=3600, regions=4)
+    assert (info.partitions, info.regions, info.ttl_seconds) == (8, 4, 3600)
+    assert info.created_ms > 1_600_000_000_000
+    assert queues.read_queue_info("orders") == queues.read_queue_info("orders")
+    read, read_version = queues.read_queue_info("orders")
+    assert read == info
+    assert read_version == version
+
+    with pytest.raises(QueueExistsError, match="already exists"):
+        queues.create_queue_info("orders", 2)
+    assert isinstance(QueueExistsError("x"), KeyExistsError)
+
+    altered = type(info)(**{**info.__dict__, "ttl_seconds": 60})
+    new_version = queues.write_queue_info(altered, version)
+    with pytest.raises(BadVersionError):
+        queues.write_queue_info(altered, version)
+    assert queues.read_queue_info("orders").value.ttl_seconds == 60
+
+    queues.create_queue_info("audit", 1)
+    assert list(queues.list_queues()) == ["audit", "orders"]
+    with pytest.raises(BadVersionError):
+        queues.delete_queue_info("orders", version)
+    queues.delete_queue_info("orders", new_version)
+    with pytest.raises(NoQueueError):
+        queues.read_queue_info("orders")
+    with pytest.raises(NoQueueError):
+        queues.delete_queue_info("orders")
+    assert list(queues.list_queues()) == ["audit"]
+
+
+@pytest.mark.parametrize(
+    ("name", "partitions", "options"),
+    [
+        ("bad name", 1, {}),
+        ("-dash", 1, {}),
+        ("q", 0, {}),
+        ("q", 32769, {}),
+        ("q", 4, {"regions": 5}),
+        ("q", 4, {"ttl_seconds": 0}),
+        ("q", True, {}),
+    ],
+)
+def test_queue_info_refuses_bad_arguments(
+    store: MetaStore, name: str, partitions: int, options: dict[str, int]
+) -> None:
+    with pytest.raises(InvalidArgumentError):
+        QueueInfoManager(store).create_queue_info(name, partitions, **options)  # type: ignore[arg-type]
+
+
+def test_deleting_a_queue_deletes_its_subscriptions_and_owners(store: MetaStore) -> None:
+    queues = QueueInfoManager(store)
+    subs = SubscriptionDataManager(store)
+    owners = PartitionOwnershipManager(store)
+    queues.create_queue_info("q", 2)
+    subs.create_subscription_data("q", "s", SubscriptionPreferences({0: "0:0"}))
+    owners.write_owner_info("q", 0, OwnerInfo("sc1", "h:1", 1), Version.NEW, ephemeral=False)
+    queues.delete_queue_info("q")
+    queues.create_queue_info("q", 2)
+    assert subs.read_subscriptions("q") == {}
+    assert owners.read_owners("q") == {}
+
+
+# -- PartitionOwnership ------------------------------------------------------------------
+
+
+def test_ownership_claim_takeover_and_release(backend: Backend) -> None:
+    first, second = backend.open(), backend.open()
+    owners1, owners2 = PartitionOwnershipManager(first), PartitionOwnershipManager(second)
+    with pytest.raises(NoOwnerInfoError):
+        owners1.read_owner_info("q", 3)
+
+    claimed = owners1.write_owner_info("q", 3, OwnerInfo("sc1", "10.0.0.1:9000", 1), Version.NEW)
+    with pytest.raises(KeyExistsError):
+        owners2.write_owner_info("q", 3, OwnerInfo("sc2", "10.0.0.2:9000", 2), Version.NEW)
+    info, version = owners2.read_owner_info("q", 3)
+    assert (info.sidecar, info.address, info.epoch) == ("sc1", "10.0.0.1:9000", 1)
+    assert version == claimed
+
+    # Take over by compare-and-set; a stale version loses.
+    moved = owners2.write_owner_info("q", 3, OwnerInfo("sc2", "10.0.0.2:9000", 2), version)
+    with pytest.raises(BadVersionError):
+        owners1.write_owner_info("q", 3, OwnerInfo("sc1", "10.0.0.1:9000", 3), version)
+    with pytest.raises(BadVersionError):
+        owners1.delete_owner_info("q", 3, version)
+    assert {p: v.value.sidecar for p, v in owners1.read_owners("q").items()} == {3: "sc2"}
+    owners2.delete_owner_info("q", 3, moved)
+    with pytest.raises(NoOwnerInfoError):
+        owners2.delete_owner_info("q", 3, Version.ANY)
+    with pytest.raises(NoOwnerInfoError):
+        owners2.write_owner_info("q", 3, OwnerInfo("sc2", "h:1", 3), Version.ANY)
+
+
+def test_an_ephemeral_claim_is_released_when_its_owner_goes(backend: Backend) -> None:
+    owner, other = backend.open(), backend.open()
+    PartitionOwnershipManager(owner).write_owner_info(
+        "q", 0, OwnerInfo("sc1", "h:1", 1), Version.NEW
+    )
+    PartitionOwnershipManager(owner).write_owner_info(
+        "q", 1, OwnerInfo("sc1", "h:1", 1), Version.NEW, ephemeral=False
+    )
+    owner.close()
+    owners = PartitionOwnershipManager(other)
+    wait_until(lambda: list(owners.read_owners("q")) == [1], timeout=10)
+    owners.write_owner_info("q", 0, OwnerInfo("sc2", "h:2", 2), Version.NEW)
+
+
+def test_owner_info_is_validated(store: MetaStore) -> None:
+    owners = PartitionOwnershipManager(store)
+    with pytest.raises(SchemaValidationError, match="address"):
+        owners.write_owner_info("q", 0, OwnerInfo("sc1", "no-port", 1), Version.NEW)
+    with pytest.raises(InvalidArgumentError, match="partition"):
+        owners.write_owner_info("q", 32768, OwnerInfo("sc1", "h:1", 1), Version.NEW)
+    with pytest.raises(NoOwnerInfoError):
+        owners.read_owner_info("q", 0)
+
+
+# -- SubscriptionData --------------------------------------------------------------------
+
+
+def _prefs(*partitions: int, topics: tuple[str, ...] = ()) -> SubscriptionPreferences:
+    return SubscriptionPreferences({p: "1700000000000:0" for p in partitions}, topics=topics)
+
+
+def test_subscription_create_read_update_replace_delete(store: MetaStore) -> None:
+    subs = SubscriptionDataManager(store)
+    v0 = subs.create_subscription_data("q", "s1", _prefs(0, 1, topics=("a",)))
+    with pytest.raises(SubscriptionExistsError):
+        subs.create_subscription_data("q", "s1", _prefs(0))
+    data, version = subs.read_subscription_data("q", "s1")
+    assert version == v0
+    assert dict(data.preferences.partitions) == {0: "1700000000000:0", 1: "1700000000000:0"}
+    assert tuple(data.preferences.topics) == ("a",)
+    assert data.state == {}
+
+    v1 = subs.update_subscription_data("q", "s1", {"topics": ["a", "b"]}, v0)
+    with pytest.raises(BadVersionError):
+        subs.update_subscription_data("q", "s1", {"topics": []}, v0)
+    data, _ = subs.read_subscription_data("q", "s1")
+    assert tuple(data.preferences.topics) == ("a", "b")
+    assert set(data.preferences.partitions) == {0, 1}
+
+    v2 = subs.replace_subscription_data("q", "s1", _prefs(2), v1)
+    data, version = subs.read_subscription_data("q", "s1")
+    assert (set(data.preferences.partitions), tuple(data.preferences.topics)) == ({2}, ())
+    assert version == v2
+
+    with pytest.raises(BadVersionError):
+        subs.delete_subscription_data("q", "s1", v1)
+    subs.delete_subscription_data("q", "s1", v2)
+    with pytest.raises(NoSubscriptionError):
+        subs.read_subscription_data("q", "s1")
+    for call in (
+        lambda: subs.update_subscription_data("q", "s1", {"topics": []}),
+        lambda: subs.replace_subscription_data("q", "s1", _prefs(0)),
+        lambda: subs.delete_subscription_data("q", "s1"),
+        lambda: subs.update_subscription_state("q", "s1", {0: "1:1"}),
+        lambda: subs.read_subscription_state("q", "s1"),
+    ):
+        with pytest.raises(NoSubscriptionError):
+            call()
+
+
+def test_subscription_state_is_updated_per_partition(backend: Backend) -> None:
+    """Two sidecars own different partitions and checkpoint them concurrently; no
+    checkpoint is lost and the preferences stay untouched."""
+    stores = [backend.open(), backend.open()]
+    SubscriptionDataManager(stores[0]).create_subscription_data("q", "s", _prefs(0, 1, 2, 3))
+    prefs_before = SubscriptionDataManager(stores[0]).read_subscription_data("q", "s")
+    rounds = 10
+
+    def sidecar(index: int) -> None:
+        subs = SubscriptionDataManager(stores[index])
+        mine = [index, index + 2]
+        for i in range(1, rounds + 1):
+            subs.update_subscription_state("q", "s", {p: f"{1000 + i}:{p}" for p in mine})
+
+    threads = [threading.Thread(target=sidecar, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    subs = SubscriptionDataManager(stores[0])
+    state, _ = subs.read_subscription_state("q", "s")
+    assert state == {p: f"{1000 + rounds}:{p}" for p in range(4)}
+    data, version = subs.read_subscription_data("q", "s")
+    assert data.state == state
+    assert version == prefs_before.version
+    assert subs.is_partial_update_supported() is (backend.name == "hbase")
+
+
+def test_bad_subscription_data_is_refused(store: MetaStore) -> None:
+    subs = SubscriptionDataManager(store)
+    with pytest.raises(InvalidArgumentError):
+        subs.create_subscription_data("q", "s", SubscriptionPreferences({0: "yesterday"}))
+    with pytest.raises(SchemaValidationError, match="partitions"):
+        subs.create_subscription_data("q", "s", SubscriptionPreferences({}))
+    with pytest.raises(InvalidArgumentError, match="subscription name"):
+        subs.create_subscription_data("q", "no spaces", _prefs(0))
+    subs.create_subscription_data("q", "s", _prefs(0))
+    with pytest.raises(InvalidArgumentError):
+        subs.update_subscription_state("q", "s", {0: "1:32768"})
+    with pytest.raises(InvalidArgumentError, match="preference fields"):
+        subs.update_subscription_data("q", "s", {"created_ms": 5})
+    assert subs.read_subscription_data("q", "s").value.state == {}
+
+
+def test_read_all_subscriptions_of_a_queue(store: MetaStore) -> None:
+    subs = SubscriptionDataManager(store)
+    names = [f"sub-{i:03d}" for i in range(40)]
+    for i, name in enumerate(names):
+        subs.create_subscription_data("q", name, _prefs(i % 4))
+        if i % 2:
+            subs.update_subscription_state("q", name, {i % 4: f"{i}:0"})
+    subs.create_subscription_data("other", "sub-000", _prefs(0))
+    found = subs.read_subscriptions("q")
+    assert list(found) == names
+    for i, name in enumerate(names):
+        data = found[name].value
+        assert set(data.preferences.partitions) == {i % 4}
+        assert data.state == ({i % 4: f"{i}:0"} if i % 2 else {})
+
+
+def test_subscriber_address_is_ephemeral(backend: Backend) -> None:
+    subscriber, sidecar = backend.open(), backend.open()
+    mine = SubscriptionDataManager(subscriber)
+    mine.create_subscription_data("q", "s", _prefs(0))
+    mine.write_subscriber_address("q", "s", "127.0.0.1:7000")
+    with pytest.raises(KeyExistsError):
+        SubscriptionDataManager(sidecar).write_subscriber_address("q", "s", "127.0.0.1:7001")
+    theirs = SubscriptionDataManager(sidecar)
+    assert theirs.read_subscriber_address("q", "s") == "127.0.0.1:7000"
+    subscriber.close()
+    wait_until(lambda: theirs.read_subscriber_address("q", "s") is None, timeout=10)
+    assert theirs.read_subscription_data("q", "s").value.preferences.partitions == {
+        0: "1700000000000:0"
+    }
+
+
+# -- through the cache -------------------------------------------------------------------
+
+
+def test_managers_read_through_the_cache(backend: Backend) -> None:
+    reader, writer = backend.open(), backend.open()
+    with MetadataCache(reader) as cache:
+        cached_subs = SubscriptionDataManager(reader, cache)
+        cached_queues = QueueInfoManager(reader, cache)
+        cached_owners = PartitionOwnershipManager(reader, cache)
+        subs = SubscriptionDataManager(writer)
+        with pytest.raises(NoQueueError):
+            cached_queues.read_queue_info("q")
+        assert cached_subs.read_subscriptions("q") == {}
+
+        QueueInfoManager(writer).create_queue_info("q", 4)
+        subs.create_subscription_data("q", "s", _prefs(0))
+        subs.update_subscription_state("q", "s", {0: "5:1"})
+        PartitionOwnershipManager(writer).write_owner_info(
+            "q", 2, OwnerInfo("sc", "h:1", 7), Version.NEW, ephemeral=False
+        )
+
+        def caught_up() -> bool:
+            try:
+                found = cached_subs.read_subscriptions("q")
+                return (
+                    cached_queues.read_queue_info("q").value.partitions == 4
+                    and found["s"].value.state == {0: "5:1"}
+                    and cached_owners.read_owner_info("q", 2).value.epoch == 7
+                )
+            except (HQueueError, KeyError):
+                return False
+
+        wait_until(caught_up, timeout=backend.staleness_bound * 4)
+        assert cached_subs.read_subscription_data("q", "s").value.state == {0: "5:1"}
+        assert list(cached_queues.list_queues()) == ["q"]
+        assert list(cached_owners.read_owners("q")) == [2]
+        assert cache.get(subscriptions_table("q"), "s") is not None
+        assert cache.get(checkpoints_table("q"), "s") is not None

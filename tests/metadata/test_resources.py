@@ -1,0 +1,87 @@
+"""The resource map, its JSON Schemas, and docs/metadata.md agree."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from hqueue.errors import InvalidArgumentError, SchemaValidationError
+from hqueue.metadata import schemas
+from hqueue.metadata.resources import (
+    RESOURCES,
+    check_queue_name,
+    checkpoints_table,
+    owners_table,
+    partition_key,
+    partition_of_key,
+    subscribers_table,
+    subscriptions_table,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+VALID: dict[str, dict[str, Any]] = {
+    "queue": {"format": 1, "name": "orders", "partitions": 4, "regions": 2,
+              "ttl_seconds": None, "created_ms": 1},
+    "partition_owner": {"sidecar": "sc-1", "address": "[::1]:9000", "epoch": 3, "since_ms": 1},
+    "subscription": {"partitions": {"0": "1700000000000:0", "32767": "0:32767"},
+                     "topics": ["a"], "created_ms": 1, "options": {"batch": "10"}},
+    "subscriber": {"address": "host.example:7000", "since_ms": 1},
+    "checkpoints": {"3": "1700000000000:12"},
+    "sidecar": {"address": "10.0.0.1:9000", "load": 0.5, "since_ms": 1},
+    "leader": {"sidecar": "sc-1", "address": "10.0.0.1:9000", "epoch": 1, "since_ms": 1},
+}
+INVALID: dict[str, dict[str, Any]] = {
+    "queue": {**VALID["queue"], "partitions": 40000},
+    "partition_owner": {**VALID["partition_owner"], "address": "no-port"},
+    "subscription": {**VALID["subscription"], "partitions": {"32768": "0:0"}},
+    "subscriber": {"address": "h:1"},
+    "checkpoints": {"0": "1:32768"},
+    "sidecar": {**VALID["sidecar"], "load": -1},
+    "leader": {**VALID["leader"], "extra": 1},
+}
+
+
+def test_every_schema_file_is_a_valid_schema_and_has_a_resource() -> None:
+    files = {path.stem for path in (REPO / "schemas").glob("*.json")}
+    assert files == {resource.schema for resource in RESOURCES}
+    for name in files:
+        document = json.loads((REPO / "schemas" / f"{name}.json").read_text())
+        jsonschema.validators.validator_for(document).check_schema(document)
+        assert document["$id"] == f"urn:hqueue:schema:{name}"
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_schemas_accept_good_values_and_refuse_bad_ones(name: str) -> None:
+    schemas.validate(name, VALID[name])
+    with pytest.raises(SchemaValidationError, match=f"^{name} value"):
+        schemas.validate(name, INVALID[name])
+
+
+def test_docs_show_the_resource_map() -> None:
+    docs = (REPO / "docs" / "metadata.md").read_text()
+    for resource in RESOURCES:
+        assert f"`{resource.table}`" in docs, resource.table
+        assert f"`{resource.key}`" in docs, resource.key
+        assert f"schemas/{resource.schema}.json" in docs
+
+
+def test_names_and_keys() -> None:
+    assert owners_table("q") == "queue/q/owners"
+    assert subscriptions_table("q") == "queue/q/subscriptions"
+    assert subscribers_table("q") == "queue/q/subscribers"
+    assert checkpoints_table("q") == "queue/q/checkpoints"
+    assert partition_key(7) == "00007"
+    assert partition_of_key("32767") == 32767
+    assert sorted(partition_key(p) for p in (10, 9, 100)) == ["00009", "00010", "00100"]
+    for bad in ("", ".q", "a/b", "x" * 101):
+        with pytest.raises(InvalidArgumentError):
+            check_queue_name(bad)
+    with pytest.raises(InvalidArgumentError):
+        partition_key(32768)
+    with pytest.raises(InvalidArgumentError):
+        partition_of_key("7")
