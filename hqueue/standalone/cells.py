@@ -23,7 +23,6 @@ module is not public API.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 
 Cell = tuple[bytes, int, bytes]
 """A cell: (column ``b"family:qualifier"``, timestamp in ms, value)."""
@@ -61,27 +60,24 @@ def encode_single(head: bytes, ts: int, value: bytes) -> bytes:
     return ROW_HEADER.pack(FORMAT, ts, len(entry), 1) + entry
 
 
-def single_encoder(head: bytes, ts: int) -> Callable[[bytes], bytes]:
-    """Return a function that encodes the stored value of a one-cell row of ``head`` at ``ts``.
+def encode_singles(head: bytes, ts: int, values: list[bytes]) -> list[bytes]:
+    """Return the stored values of one-cell rows of one column, all stamped ``ts``.
 
-    Precomputes what the rows of one batch share; the queue's hot path.
+    The queue's hot path: when every value has the same length (the common
+    case for a batch), everything but the value is one constant, so a row
+    costs two concatenations.
     """
     tail = _TS_FIELD + _I64.pack(ts) + STRUCT_END
     fixed = len(head) + 4 + len(tail)
-    layouts: dict[int, struct.Struct] = {}
-
-    def encode(value: bytes) -> bytes:
-        # One precompiled layout per value length: one C call per row.
-        size = len(value)
-        layout = layouts.get(size)
-        if layout is None:
-            if len(layouts) >= 16:  # many distinct sizes: compiling would cost more
-                return b"".join((ROW_HEADER.pack(FORMAT, ts, fixed + size, 1), head,
-                                 _I32.pack(size), value, tail))
-            layout = layouts[size] = struct.Struct(f">BQII{len(head)}si{size}s{len(tail)}s")
-        return layout.pack(FORMAT, ts, fixed + size, 1, head, size, value, tail)
-
-    return encode
+    sizes = set(map(len, values))
+    if len(sizes) == 1:
+        (size,) = sizes
+        lead = ROW_HEADER.pack(FORMAT, ts, fixed + size, 1) + head + _I32.pack(size)
+        return [lead + value + tail for value in values]
+    pack_header = ROW_HEADER.pack
+    pack_i32 = _I32.pack
+    return [b"".join((pack_header(FORMAT, ts, fixed + len(v), 1), head, pack_i32(len(v)), v, tail))
+            for v in values]
 
 
 def encode_cells(cells: list[Cell]) -> bytes:

@@ -12,11 +12,12 @@ table id followed by the row key to the row's cells (see
 :mod:`~hqueue.standalone.cells`). Table ids are never reused, so deleting a
 table can never expose its rows to a later table of the same name.
 
-Writes go through one committer thread that applies every write waiting at
-that moment in one LMDB transaction and commits it with ``fsync`` before any
-of them is acknowledged (group commit): one client pays one sync per call,
-many clients share syncs. Each write runs in its own nested transaction, so a
-write that fails leaves nothing behind while its neighbours commit.
+Writes are group-committed: the first writer to find no commit in progress
+applies every write waiting at that moment in one LMDB transaction and commits
+it with ``fsync`` before any of them is acknowledged; one client pays one sync
+per call, many clients share syncs. Each write runs in its own nested
+transaction, so a write that fails leaves nothing behind while its neighbours
+commit.
 
 Differences from HBase, all documented in docs/standalone.md: a row key is at
 most :data:`MAX_ROW_BYTES` bytes (LMDB's key limit; HBase allows 32,767);
@@ -58,9 +59,9 @@ from hqueue.standalone.cells import (
     decode_cells,
     encode_cells,
     encode_head,
+    encode_singles,
     family_of,
     kv_order,
-    single_encoder,
 )
 
 log = logging.getLogger(__name__)
@@ -296,21 +297,27 @@ class _Pending:
 
     def __init__(self, fn: Callable[[lmdb.Transaction], Any]) -> None:
         self.fn = fn
-        self.done = threading.Event()
+        self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
 
 
 class _GroupCommitter:
-    """One thread that applies queued writes in shared, synced LMDB transactions."""
+    """Applies queued writes in shared, synced LMDB transactions (leader-based group commit).
+
+    The first writer to find no commit in progress becomes the leader: it
+    takes every write queued at that moment, commits them in one transaction
+    with one ``fsync``, and wakes their writers. Writers that arrive meanwhile
+    queue up for the next leader. A lone writer thus commits in its own thread
+    with no hand-off; many writers share syncs.
+    """
 
     def __init__(self, env: lmdb.Environment) -> None:
         self._env = env
         self._cv = threading.Condition()
         self._queue: list[_Pending] = []
+        self._leading = False
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="store-committer", daemon=True)
-        self._thread.start()
 
     def submit(self, fn: Callable[[lmdb.Transaction], T]) -> T:
         """Run ``fn(txn)`` in the next commit and wait until it is on disk.
@@ -327,21 +334,26 @@ class _GroupCommitter:
             if self._closed:
                 raise StorageError("IOException: the store is closed")
             self._queue.append(pending)
-            self._cv.notify()
-        pending.done.wait()
+            while self._leading and not pending.done:
+                self._cv.wait()
+            if not pending.done:
+                self._leading = True
+                batch, self._queue = self._queue, []
+        if not pending.done:
+            try:
+                self._commit(batch)
+            except BaseException as exc:
+                self._fail(batch, StorageError(f"IOException: commit failed: {exc}"))
+                raise
+            finally:
+                with self._cv:
+                    for item in batch:
+                        item.done = True
+                    self._leading = False
+                    self._cv.notify_all()
         if pending.error is not None:
             raise pending.error
         return pending.result
-
-    def _run(self) -> None:
-        while True:
-            with self._cv:
-                while not self._queue and not self._closed:
-                    self._cv.wait()
-                if not self._queue:
-                    return
-                batch, self._queue = self._queue, []
-            self._commit(batch)
 
     def _commit(self, batch: list[_Pending]) -> None:
         try:
@@ -361,8 +373,6 @@ class _GroupCommitter:
                 "--map-size"))
         except lmdb.Error as exc:
             self._fail(batch, StorageError(f"IOException: commit failed: {exc}"))
-        for pending in batch:
-            pending.done.set()
 
     @staticmethod
     def _fail(batch: list[_Pending], error: StorageError) -> None:
@@ -371,11 +381,11 @@ class _GroupCommitter:
                 pending.error = error
 
     def close(self) -> None:
-        """Apply what is queued, then stop the thread."""
+        """Refuse new writes and wait for the commit in progress, if any."""
         with self._cv:
             self._closed = True
-            self._cv.notify()
-        self._thread.join()
+            while self._leading or self._queue:
+                self._cv.wait()
 
 
 class Store:
@@ -693,14 +703,20 @@ class Store:
         # every row as if it were new and insert without overwriting, in C;
         # the rows that already existed are merged one by one afterwards.
         prefix = desc.prefix
-        encoders: dict[bytes, Callable[[bytes], bytes]] = {}
-        for batch in batches:
-            column = batch.mutations[0].column
-            if column not in encoders:
-                encoders[column] = single_encoder(
-                    encode_head(column if b":" in column else column + b":"), stamp)
-        items = [(prefix + b.row, encoders[m.column](m.value))  # type: ignore[arg-type]
-                 for b in batches for m in b.mutations]
+        firsts = [b.mutations[0] for b in batches]
+        columns = {m.column for m in firsts}
+        if len(columns) == 1:
+            values = encode_singles(_head(columns.pop()), stamp,
+                                    [m.value for m in firsts])  # type: ignore[misc]
+        else:
+            values = [b""] * len(firsts)
+            for column in columns:
+                idx = [i for i, m in enumerate(firsts) if m.column == column]
+                encoded = encode_singles(_head(column), stamp,
+                                         [firsts[i].value for i in idx])  # type: ignore[misc]
+                for i, value in zip(idx, encoded, strict=True):
+                    values[i] = value
+        items = list(zip([prefix + b.row for b in batches], values, strict=True))
         consumed, added = txn.cursor(db=self._data).putmulti(items, overwrite=False)
         if added == consumed:
             return
@@ -920,6 +936,11 @@ class Store:
         return out
 
 
+def _head(column: bytes) -> bytes:
+    # A put to "cf" writes the empty qualifier, stored as "cf:".
+    return encode_head(column if b":" in column else column + b":")
+
+
 def _check_table_name(name: bytes) -> None:
     ns, colon, qualifier = name.rpartition(b":")
     parts = [ns, qualifier] if colon else [qualifier]
@@ -949,10 +970,17 @@ def _check_batches(desc: TableDescriptor, batches: Sequence[RowMutationLike]) ->
         InvalidArgumentError, ColumnFamilyNotFoundError.
     """
     try:
-        simple = all(len(b.mutations) == 1 and not b.mutations[0].isDelete
-                     and b.mutations[0].value is not None for b in batches)
-        columns = {m.column for b in batches for m in b.mutations}
-        lengths = [len(b.row) for b in batches]
+        # List comprehensions and C built-ins: this runs for every row of every batch.
+        all_mutations = [b.mutations for b in batches]
+        simple = set(map(len, all_mutations)) == {1}
+        if simple:
+            firsts = [ms[0] for ms in all_mutations]
+            simple = not any([m.isDelete for m in firsts]) and \
+                None not in [m.value for m in firsts]
+            columns = {m.column for m in firsts}
+        else:
+            columns = {m.column for ms in all_mutations for m in ms}
+        lengths = list(map(len, [b.row for b in batches]))
     except TypeError:
         raise InvalidArgumentError("IllegalArgumentException: a row mutation is missing its row "
                                    "or mutations") from None

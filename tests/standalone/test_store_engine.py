@@ -138,6 +138,18 @@ def test_one_put_per_row_batches_merge_with_existing_rows(store: Store) -> None:
     assert [v for _, _, v in store.get_rows(b"t", [b"dup"])[0][1]] == [b"second"]
 
 
+def test_one_put_per_row_batches_of_mixed_columns_and_sizes(store: Store) -> None:
+    store.create_table(b"t", FAMILIES)
+    batch = [RowMutation(b"m%02d" % i, [put(b"cf:a" if i % 3 else b"ttl", b"v" * i)])
+             for i in range(30)]
+    stamp = now_ms()  # the "ttl" family hides cells older than 60 s
+    store.mutate_rows(b"t", batch, ts=stamp)
+    rows = dict(store.get_rows(b"t", [b"m%02d" % i for i in range(30)]))
+    for i in range(30):
+        # A put to a bare family writes its empty qualifier ("ttl:").
+        assert rows[b"m%02d" % i] == [(b"cf:a" if i % 3 else b"ttl:", stamp, b"v" * i)]
+
+
 def test_check_and_put_and_increment(store: Store) -> None:
     store.create_table(b"t", FAMILIES)
     assert store.check_and_put(b"t", b"r", b"cf:a", None, b"cf:a", b"1") is True
