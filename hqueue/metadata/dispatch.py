@@ -14,7 +14,10 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from hqueue.metadata.store import WatchEvent
 
 log = logging.getLogger(__name__)
 
@@ -93,3 +96,19 @@ class Dispatcher:
             except Exception:
                 # A failing callback must not stop the delivery of later events.
                 log.exception("metadata callback failed")
+
+
+def deliver_events(callback: Callable[[WatchEvent], None], events: list[WatchEvent],
+                   active: Callable[[], bool]) -> None:
+    """Hand ``events`` to a watch's callback in order, while the watch is ``active()``.
+
+    A failing callback is logged and does not stop later events: one broken
+    listener must not starve the others sharing the dispatcher.
+    """
+    for event in events:
+        if not active():
+            return
+        try:
+            callback(event)
+        except Exception:
+            log.exception("watch callback failed for %s/%s", event.table, event.key)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from hqueue.errors import HQueueError
+from hqueue.metadata.dispatch import deliver_events
 from hqueue.metadata.hbase_rows import COMMIT_COLUMN, COUNTER_COLUMN, counter_row, entry_row
 from hqueue.metadata.store import EventType, Value, Watch, WatchCallback, WatchEvent
 from hqueue.metadata.version import Versioned
@@ -59,13 +60,7 @@ class _Watch:
     active: bool = True
 
     def deliver(self, events: list[WatchEvent]) -> None:
-        for event in events:
-            if not self.active:
-                return
-            try:
-                self.callback(event)
-            except Exception:
-                log.exception("watch callback failed for %s/%s", event.table, event.key)
+        deliver_events(self.callback, events, lambda: self.active)
 
 
 @dataclass

@@ -41,7 +41,7 @@ from hqueue.errors import (
     NoKeyError,
     SessionExpiredError,
 )
-from hqueue.metadata.dispatch import Dispatcher
+from hqueue.metadata.dispatch import Dispatcher, deliver_events
 from hqueue.metadata.store import (
     EventType,
     MetaStore,
@@ -533,13 +533,7 @@ class _ZkWatchBase:
         self.store._unregister(self)
 
     def deliver(self, events: list[WatchEvent]) -> None:
-        for event in events:
-            if not self.active:
-                return
-            try:
-                self.callback(event)
-            except Exception:
-                log.exception("watch callback failed for %s/%s", event.table, event.key)
+        deliver_events(self.callback, events, lambda: self.active)
 
     def trigger(self, task: Callable[[], None], event: WatchedEvent) -> None:
         # On kazoo's thread. A NONE event means kazoo dropped its watchers with the
