@@ -59,7 +59,7 @@ class Scanner:
     def __init__(self, store: Store, table: bytes, spec: ScanSpec) -> None:
         self._store = store
         self._desc = store.enabled(table)
-        self.spec = self._spec = spec
+        self.spec = spec
         self._selector = ColumnSelector.parse(list(spec.columns), self._desc)
         self._filter = parse_filter(spec.filter_string)
         self._splits = list(self._desc.split_keys)
@@ -89,7 +89,7 @@ class Scanner:
     @property
     def plain(self) -> bool:
         """True if the scan takes every column's newest version, unfiltered (see next_wire)."""
-        spec = self._spec
+        spec = self.spec
         return (self._selector is None and self._filter is None and spec.max_ts is None
                 and not spec.batch_size and not spec.sort_columns)
 
@@ -100,13 +100,13 @@ class Scanner:
         others encode what :meth:`next_rows` returns.
         """
         if not self.plain:
-            sort = self._spec.sort_columns
+            sort = self.spec.sort_columns
             return [cells_result_wire(row, cells, sort) for row, cells in self.next_rows(limit)]
         self.last_used = time.monotonic()
         if self._done:
             return []
         results, last, exhausted = self._store.scan_wire(
-            self._desc, self._resume, self._spec.stop, self._spec.reverse,
+            self._desc, self._resume, self.spec.stop, self.spec.reverse,
             self._resume if self._resume_after else None, max(limit, 1))
         if last is not None:
             self._resume, self._resume_after = last, True
@@ -114,7 +114,7 @@ class Scanner:
         return results
 
     def _drain_pending(self, out: list[tuple[bytes, list[Cell]]], limit: int) -> None:
-        size = self._spec.batch_size
+        size = self.spec.batch_size
         while self._pending is not None and len(out) < limit:
             row, cells = self._pending
             out.append((row, cells[:size]))
@@ -123,7 +123,7 @@ class Scanner:
 
     def _scan_once(self, out: list[tuple[bytes, list[Cell]]], limit: int) -> bool:
         """Read rows in one transaction; return True if the scan must resume elsewhere."""
-        spec = self._spec
+        spec = self.spec
         filt = self._filter
         cutoffs = self._desc.ttl_cutoffs(now_ms())
         rows = self._store.iter_rows(self._desc, self._resume, spec.stop, spec.reverse,
@@ -165,7 +165,7 @@ class Scanner:
 
     def _jump_region(self, region: int) -> bool:
         # PageFilter is per region in HBase: move on to the neighbouring region.
-        if self._spec.reverse:
+        if self.spec.reverse:
             if region == 0:
                 self._done = True
                 return False

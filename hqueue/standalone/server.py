@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,14 +103,20 @@ class StandaloneServer:
         self.stop()
 
     def _chores(self) -> None:
-        # TTL purge and scanner lease reaping; reads already hide expired
-        # cells, so the purge only reclaims space and can run rarely.
-        interval = self.config.purge_interval_seconds
-        while not self._stop.wait(min(interval, self.config.scanner_lease_seconds)):
+        # Scanner leases are reaped every lease period, the TTL purge runs
+        # every purge interval: reads already hide expired cells, so the purge
+        # only reclaims space and need not follow a short lease.
+        cfg = self.config
+        next_purge = time.monotonic() + cfg.purge_interval_seconds
+        while not self._stop.wait(min(cfg.scanner_lease_seconds,
+                                      max(0.0, next_purge - time.monotonic()))):
             self.scanners.reap()
             store = self.store
             if store is None:
                 return
+            if time.monotonic() < next_purge:
+                continue
+            next_purge = time.monotonic() + cfg.purge_interval_seconds
             for name in store.table_names():
                 try:
                     desc = store.describe(name)

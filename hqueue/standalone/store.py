@@ -684,13 +684,13 @@ class Store:
             value, mutation without a column), StorageError.
         """
         desc = self.enabled(name)
-        simple = _check_batches(desc, batches)
+        single_puts = _check_batches(desc, batches)
 
         def apply(txn: lmdb.Transaction) -> None:
             current = self._check_live(desc)
             stamp = now_ms() if ts is None else ts
-            if simple:
-                self._put_simple(txn, current, batches, stamp)
+            if single_puts is not None:
+                self._put_simple(txn, current, batches, single_puts, stamp)
             else:
                 for batch in batches:
                     self._apply_row(txn, current, batch, stamp, ts)
@@ -698,15 +698,15 @@ class Store:
         self._committer.submit(apply)
 
     def _put_simple(self, txn: lmdb.Transaction, desc: TableDescriptor,
-                    batches: Sequence[RowMutationLike], stamp: int) -> None:
+                    batches: Sequence[RowMutationLike], single_puts: _SinglePuts,
+                    stamp: int) -> None:
         # The hot path of a queue: one put per row, rows mostly new. Encode
         # every row as if it were new and insert without overwriting, in C;
         # the rows that already existed are merged one by one afterwards.
         prefix = desc.prefix
-        firsts = [b.mutations[0] for b in batches]
-        columns = {m.column for m in firsts}
+        firsts, columns = single_puts
         if len(columns) == 1:
-            values = encode_singles(_head(columns.pop()), stamp,
+            values = encode_singles(_head(next(iter(columns))), stamp,
                                     [m.value for m in firsts])  # type: ignore[misc]
         else:
             values = [b""] * len(firsts)
@@ -747,7 +747,8 @@ class Store:
 
         def apply(txn: lmdb.Transaction) -> bool:
             current = self._check_live(desc)
-            value = self._newest(txn, current, row, column)
+            newest = self._newest_cell(txn, current, row, column)
+            value = newest[2] if newest is not None else None
             # HBase treats an empty expected value like a missing one.
             ok = value == expected if expected else value is None or value == b""
             if ok:
@@ -813,7 +814,7 @@ class Store:
         after: bytes | None = None
         while True:
             chunk: list[bytes] = []
-            rows = self.iter_rows(desc, b"", b"", after=after)
+            rows = self.iter_raw(desc, b"", b"", after=after)
             try:
                 for row, _ in rows:
                     chunk.append(row)
@@ -861,11 +862,6 @@ class Store:
             raise TableStateError(
                 f"TableNotEnabledException: {desc.name.decode(errors='replace')} is disabled")
         return current
-
-    def _newest(self, txn: lmdb.Transaction, desc: TableDescriptor, row: bytes,
-                column: bytes) -> bytes | None:
-        cell = self._newest_cell(txn, desc, row, column)
-        return cell[2] if cell is not None else None
 
     def _newest_cell(self, txn: lmdb.Transaction, desc: TableDescriptor, row: bytes,
                      column: bytes) -> Cell | None:
@@ -936,6 +932,10 @@ class Store:
         return out
 
 
+_SinglePuts = tuple[list[MutationLike], set[bytes]]
+"""The fast path's input: the one put of each row, and their columns."""
+
+
 def _head(column: bytes) -> bytes:
     # A put to "cf" writes the empty qualifier, stored as "cf:".
     return encode_head(column if b":" in column else column + b":")
@@ -960,11 +960,14 @@ def _check_row(row: bytes) -> None:
             f"standalone store's limit of {MAX_ROW_BYTES} bytes")
 
 
-def _check_batches(desc: TableDescriptor, batches: Sequence[RowMutationLike]) -> bool:
+def _check_batches(desc: TableDescriptor,
+                   batches: Sequence[RowMutationLike]) -> _SinglePuts | None:
     """Validate mutations before anything is written.
 
     Returns:
-        True if every row has exactly one put (the fast path).
+        When every row has exactly one put (the fast path): those puts, one
+        per row, and the set of their columns, for :meth:`Store._put_simple`.
+        None otherwise.
 
     Raises:
         InvalidArgumentError, ColumnFamilyNotFoundError.
@@ -994,10 +997,11 @@ def _check_batches(desc: TableDescriptor, batches: Sequence[RowMutationLike]) ->
             raise ColumnFamilyNotFoundError(
                 f"NoSuchColumnFamilyException: column family {family_of(column)!r} does not "
                 f"exist in table {desc.name.decode(errors='replace')}")
-    if not simple:
-        for batch in batches:
-            for m in batch.mutations:
-                if not m.isDelete and m.value is None:
-                    raise InvalidArgumentError(
-                        f"IllegalArgumentException: put to {m.column!r} has no value")
-    return simple
+    if simple:
+        return firsts, columns
+    for batch in batches:
+        for m in batch.mutations:
+            if not m.isDelete and m.value is None:
+                raise InvalidArgumentError(
+                    f"IllegalArgumentException: put to {m.column!r} has no value")
+    return None

@@ -87,11 +87,7 @@ def _families(column_families: list[Any]) -> dict[bytes, FamilyOptions]:
     return out
 
 
-def _row_result(row: bytes, cells: list[Cell], sort_columns: bool = False) -> Any:
-    if sort_columns:
-        return Hbase.TRowResult(row=row, sortedColumns=[
-            Hbase.TColumn(columnName=c, cell=Hbase.TCell(value=v, timestamp=t))
-            for c, t, v in cells])
+def _row_result(row: bytes, cells: list[Cell]) -> Any:
     return Hbase.TRowResult(row=row, columns={
         c: Hbase.TCell(value=v, timestamp=t) for c, t, v in cells})
 

@@ -62,7 +62,7 @@ class Backend:
 def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
     """One real ZooKeeper for the session."""
     if not zookeeper_available():
-        pytest.skip("ZooKeeper's jars (Debian package 'zookeeper') or java missing: "
+        pytest.fail("ZooKeeper's jars (Debian package 'zookeeper') or java missing: "
                     "run `make zookeeper`")
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
     yield server
