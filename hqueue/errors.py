@@ -95,3 +95,19 @@ class SchemaValidationError(MetadataError, InvalidArgumentError):
 class SessionExpiredError(MetadataError, ConnectionLostError):
     """The metadata session (ZooKeeper session, or HBase lease) expired: the ephemeral
     entries it held are gone."""
+
+
+class UnavailableError(HQueueError):
+    """A partition could not be written or read in time: no sidecar owns it, its owner
+    is unreachable, or the owner refused because it cannot confirm its ownership. The
+    message says which partition and what was tried."""
+
+
+class NotOwnerError(UnavailableError):
+    """The sidecar asked does not own the partition (``owner`` is the current owner's
+    address when the sidecar knows it)."""
+
+    def __init__(self, message: str, partition: int = -1, owner: str | None = None) -> None:
+        super().__init__(message)
+        self.partition = partition
+        self.owner = owner

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import happybase
 import pytest
 
+from hqueue.client import Client, connect
 from tests.harness.standalone import StandaloneProcess
 
 _counter = itertools.count()
@@ -40,3 +41,24 @@ def hbase(hbase_server: StandaloneProcess, hbase_prefix: str) -> Iterator[happyb
     conn = happybase.Connection(hbase_server.host, hbase_server.port, table_prefix=hbase_prefix)
     yield conn
     conn.close()
+
+
+@pytest.fixture
+def hq(hbase_server: StandaloneProcess) -> Iterator[Client]:
+    """An hqueue client of the session server (metadata in its HBase, no table prefix,
+    so the sidecar inside the server serves its queues). Isolate tests by queue name
+    (``queue_name``)."""
+    client = connect(
+        hbase=hbase_server.address,
+        hbase_admin=f"{hbase_server.host}:{hbase_server.thrift2_port}",
+        table_prefix="",
+    )
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def queue_name(request: pytest.FixtureRequest) -> str:
+    """A queue name unique to this test."""
+    name = re.sub(r"[^A-Za-z0-9]", "", request.node.name)[:60]
+    return f"q{next(_counter)}_{name}"

@@ -1,7 +1,7 @@
 /*
  * The part of HBase 2.2+'s Thrift2 service (THBaseService) that hqueue uses:
- * creating tables pre-split at given keys, which Thrift1 cannot do, and
- * listing region locations. Field ids and names follow HBase's
+ * creating tables pre-split at given keys and changing a family's TTL, which
+ * Thrift1 cannot do, and listing region locations. Field ids and names follow HBase's
  * hbase-thrift/src/main/resources/org/apache/hadoop/hbase/thrift2/hbase.thrift,
  * so this client speaks to a real HBase Thrift2 server too; fields hqueue does
  * not use are left out (Thrift skips unknown fields).
@@ -65,4 +65,7 @@ service THBaseService {
   void deleteTable(1: required TTableName tableName) throws (1: TIOError io)
 
   void disableTable(1: required TTableName tableName) throws (1: TIOError io)
+
+  void modifyColumnFamily(1: required TTableName tableName,
+                          2: required TColumnFamilyDescriptor column) throws (1: TIOError io)
 }

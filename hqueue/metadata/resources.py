@@ -45,7 +45,7 @@ __all__ = [
 MAX_PARTITIONS = 32768
 """Partition ids are 0..32767 (an unsigned 16-bit field capped at 2**15)."""
 
-_QUEUE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@=+,-]{0,199}")
 
 
@@ -106,13 +106,13 @@ RESOURCES: tuple[Resource, ...] = (
 
 def check_queue_name(name: str) -> str:
     """Return ``name`` if it is a valid queue name (it also names an HBase table):
-    1-100 of ``[A-Za-z0-9_.-]``, not starting with ``.`` or ``-``.
+    1-128 of ``[A-Za-z0-9_.-]``, not starting with ``.`` or ``-``.
 
     :raises InvalidArgumentError: otherwise.
     """
     if not isinstance(name, str) or not _QUEUE_NAME.fullmatch(name):
         raise InvalidArgumentError(
-            f"queue name {name!r} must be 1-100 characters of [A-Za-z0-9_.-], "
+            f"queue name {name!r} must be 1-128 characters of [A-Za-z0-9_.-], "
             "not starting with '.' or '-'"
         )
     return name

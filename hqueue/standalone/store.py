@@ -35,7 +35,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 import lmdb
@@ -504,6 +504,37 @@ class Store:
             self._committer.submit(
                 lambda txn: txn.put(_META_TABLE + name, new.to_json(), db=self._meta))
             self._tables[name] = new
+
+    def modify_family(self, name: bytes, family: bytes, **changes: Any) -> TableDescriptor:
+        """Change an existing family's options (``max_versions``, ``time_to_live``),
+        as HBase's ``modifyColumnFamily`` does; other options are kept.
+
+        Returns:
+            The table's new descriptor.
+
+        Raises:
+            TableNotFoundError: no such table.
+            ColumnFamilyNotFoundError: the table has no such family.
+            InvalidArgumentError: an option is out of range.
+        """
+        if changes.get("max_versions", 1) < 1:
+            raise InvalidArgumentError("IllegalArgumentException: max_versions must be >= 1")
+        if changes.get("time_to_live", 1) < 1:
+            raise InvalidArgumentError(
+                "IllegalArgumentException: time_to_live must be >= 1 second")
+        with self._admin_lock:
+            desc = self.describe(name)
+            if family not in desc.families:
+                raise ColumnFamilyNotFoundError(
+                    f"NoSuchColumnFamilyException: {family.decode(errors='replace')} in "
+                    f"{name.decode(errors='replace')}")
+            families = dict(desc.families)
+            families[family] = replace(families[family], **changes)
+            new = desc.with_changes(families=families)
+            self._committer.submit(
+                lambda txn: txn.put(_META_TABLE + name, new.to_json(), db=self._meta))
+            self._tables[name] = new
+            return new
 
     def delete_table(self, name: bytes) -> None:
         """Delete a disabled table and all its rows.

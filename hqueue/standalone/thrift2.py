@@ -71,6 +71,15 @@ class THBaseHandler:
         self.store.create_table(table_name(desc.tableName), families, list(splitKeys or ()))
 
     @_tio_errors
+    def modifyColumnFamily(self, tableName: Any, column: Any) -> None:
+        changes: dict[str, int] = {}
+        if column.maxVersions is not None:
+            changes["max_versions"] = column.maxVersions
+        if column.timeToLive is not None:
+            changes["time_to_live"] = column.timeToLive if column.timeToLive != -1 else FOREVER
+        self.store.modify_family(table_name(tableName), bytes(column.name), **changes)
+
+    @_tio_errors
     def disableTable(self, tableName: Any) -> None:
         self.store.set_enabled(table_name(tableName), False)
 

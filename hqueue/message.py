@@ -1,0 +1,238 @@
+"""Messages, message ids and the 12-byte rowkey (DESIGN.md, "Message storage").
+
+A row of a queue table is one message: the rowkey is ``partition`` (unsigned 16 bit)
++ ``timestamp`` (unsigned 64 bit, ms since the epoch) + ``sequence`` (unsigned 16 bit),
+big-endian, so rows sort by partition and then by id; the column is
+``message:<topic>``; the value is the payload.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import struct
+from typing import NamedTuple
+
+from hqueue.errors import InvalidArgumentError
+
+__all__ = [
+    "FAMILY",
+    "MAX_PARTITIONS",
+    "MAX_SEQUENCE",
+    "MAX_TOPIC_BYTES",
+    "ROWKEY_BYTES",
+    "Message",
+    "MessageId",
+    "check_topic",
+    "decode_rowkey",
+    "encode_rowkey",
+    "parse_position",
+    "partition_range",
+]
+
+FAMILY = b"message"
+"""The column family of every queue table."""
+
+MAX_PARTITIONS = 32768
+"""Partition ids are 0..32767."""
+
+MAX_SEQUENCE = 32767
+"""Sequence ids are 0..32767: up to 32768 messages per partition per millisecond."""
+
+MAX_TOPIC_BYTES = 255
+"""A topic is 1..255 bytes of UTF-8."""
+
+_MAX_TIMESTAMP = (1 << 64) - 1
+_ROWKEY = struct.Struct(">HQH")
+ROWKEY_BYTES = _ROWKEY.size
+
+
+class MessageId(NamedTuple):
+    """A message's id within its partition: ``(timestamp, sequence)``; ids compare as
+    tuples. The text form is ``"timestamp:sequence"`` (HQueue's checkpoint format)."""
+
+    timestamp: int
+    sequence: int
+
+    def __str__(self) -> str:
+        return f"{self.timestamp}:{self.sequence}"
+
+    @classmethod
+    def parse(cls, text: str) -> MessageId:
+        """Return the id written as ``"timestamp:sequence"``.
+
+        :raises InvalidArgumentError: if ``text`` is not such an id.
+        """
+        ts, sep, seq = text.strip().partition(":")
+        if not sep or not ts.isdigit() or not seq.isdigit():
+            raise InvalidArgumentError(
+                f"{text!r} is not a message id; expected 'timestamp:sequence', "
+                "for example '1700000000000:3'"
+            )
+        return cls.of(int(ts), int(seq))
+
+    @classmethod
+    def of(cls, timestamp: int, sequence: int = 0) -> MessageId:
+        """Return the id after checking both fields' ranges.
+
+        :raises InvalidArgumentError: if a field is out of range.
+        """
+        if isinstance(timestamp, bool) or not isinstance(timestamp, int) or not (
+            0 <= timestamp <= _MAX_TIMESTAMP
+        ):
+            raise InvalidArgumentError(f"message id timestamp {timestamp!r} is out of range")
+        if isinstance(sequence, bool) or not isinstance(sequence, int) or not (
+            0 <= sequence <= MAX_SEQUENCE
+        ):
+            raise InvalidArgumentError(
+                f"message id sequence {sequence!r} must be an integer in 0..{MAX_SEQUENCE}"
+            )
+        return cls(timestamp, sequence)
+
+    @classmethod
+    def from_datetime(cls, when: _dt.datetime) -> MessageId:
+        """Return the first id at ``when`` (naive datetimes are taken as UTC).
+
+        :raises InvalidArgumentError: if ``when`` is before 1970.
+        """
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=_dt.UTC)
+        return cls.of(int(when.timestamp() * 1000) if when.timestamp() >= 0 else -1, 0)
+
+    @property
+    def datetime(self) -> _dt.datetime:
+        """The id's timestamp as an aware UTC datetime."""
+        return _dt.datetime.fromtimestamp(self.timestamp / 1000, tz=_dt.UTC)
+
+    def successor(self) -> MessageId:
+        """Return the smallest id above this one."""
+        if self.sequence < MAX_SEQUENCE:
+            return MessageId(self.timestamp, self.sequence + 1)
+        return MessageId(self.timestamp + 1, 0)
+
+
+
+class Message(NamedTuple):
+    """One message as read from a queue. ``timestamp`` is ``id.timestamp`` (ms since the
+    epoch), also the cell's HBase timestamp."""
+
+    id: MessageId
+    partition: int
+    topic: str
+    value: bytes
+
+    @property
+    def timestamp(self) -> int:
+        """Milliseconds since the epoch at which the sidecar stamped the message."""
+        return self.id.timestamp
+
+    def to_json(self) -> dict[str, object]:
+        """Return the JSON form ``hqueue scan --format json`` prints: the value as UTF-8
+        text under ``value``, or base64 under ``value_base64`` when it is not UTF-8."""
+        record: dict[str, object] = {
+            "id": str(self.id),
+            "partition": self.partition,
+            "topic": self.topic,
+            "timestamp": self.id.timestamp,
+        }
+        try:
+            record["value"] = self.value.decode("utf-8")
+        except UnicodeDecodeError:
+            import base64
+
+            record["value_base64"] = base64.b64encode(self.value).decode("ascii")
+        return record
+
+
+def encode_rowkey(partition: int, message_id: MessageId | tuple[int, int]) -> bytes:
+    """Return the 12-byte rowkey of a message.
+
+    :raises InvalidArgumentError: if the partition or id is out of range.
+    """
+    try:
+        return _ROWKEY.pack(partition, message_id[0], message_id[1])
+    except (struct.error, TypeError):
+        raise InvalidArgumentError(
+            f"no rowkey for partition {partition!r}, id {message_id!r}: out of range"
+        ) from None
+
+
+def decode_rowkey(rowkey: bytes) -> tuple[int, MessageId]:
+    """Return ``(partition, id)`` of a rowkey.
+
+    :raises InvalidArgumentError: if ``rowkey`` is not 12 bytes.
+    """
+    if len(rowkey) != ROWKEY_BYTES:
+        raise InvalidArgumentError(f"a rowkey has {ROWKEY_BYTES} bytes, not {len(rowkey)}")
+    partition, ts, seq = _ROWKEY.unpack(rowkey)
+    return partition, MessageId(ts, seq)
+
+
+def partition_range(
+    partition: int, start: MessageId | None = None, stop: MessageId | None = None
+) -> tuple[bytes, bytes]:
+    """Return the ``(row_start, row_stop)`` scan bounds of ids ``start <= id < stop``
+    within one partition (all of it by default).
+
+    :raises InvalidArgumentError: if the partition is out of range.
+    """
+    if isinstance(partition, bool) or not isinstance(partition, int) or not (
+        0 <= partition < MAX_PARTITIONS
+    ):
+        raise InvalidArgumentError(f"'partition' must be an integer in 0..{MAX_PARTITIONS - 1}")
+    row_start = encode_rowkey(partition, start) if start is not None else struct.pack(
+        ">H", partition
+    )
+    row_stop = encode_rowkey(partition, stop) if stop is not None else struct.pack(
+        ">H", partition + 1
+    )
+    return row_start, row_stop
+
+
+def check_topic(topic: str) -> bytes:
+    """Return the topic's UTF-8 bytes.
+
+    :raises InvalidArgumentError: if it is not a string of 1..255 UTF-8 bytes.
+    """
+    if not isinstance(topic, str):
+        raise InvalidArgumentError(f"'topic' must be a string, not {type(topic).__name__}")
+    raw = topic.encode("utf-8", "surrogatepass")
+    if not 1 <= len(raw) <= MAX_TOPIC_BYTES:
+        raise InvalidArgumentError(
+            f"'topic' must be 1..{MAX_TOPIC_BYTES} bytes of UTF-8, not {len(raw)}"
+        )
+    try:
+        topic.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"'topic' {topic!r} is not valid UTF-8") from None
+    return raw
+
+
+def parse_position(position: object, what: str = "position") -> MessageId:
+    """Return the id a start or stop position stands for: a :class:`MessageId`, a
+    ``"timestamp:sequence"`` string, an ISO-8601 time, a datetime (its first id), or an
+    int of milliseconds since the epoch.
+
+    :raises InvalidArgumentError: if ``position`` is none of those, naming ``what``.
+    """
+    if isinstance(position, MessageId):
+        return position
+    if isinstance(position, _dt.datetime):
+        return MessageId.from_datetime(position)
+    if isinstance(position, int) and not isinstance(position, bool):
+        return MessageId.of(position, 0)
+    if isinstance(position, tuple) and len(position) == 2:
+        return MessageId.of(*position)
+    if isinstance(position, str):
+        text = position.strip()
+        if ":" in text and text.split(":", 1)[0].isdigit():
+            return MessageId.parse(text)
+        try:
+            when = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            return MessageId.from_datetime(when)
+    raise InvalidArgumentError(
+        f"{what} {position!r} is not a message id ('timestamp:sequence'), an ISO-8601 "
+        "time, a datetime or milliseconds since the epoch"
+    )

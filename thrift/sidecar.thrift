@@ -1,0 +1,74 @@
+/*
+ * The sidecar's Thrift service: HQueue's coprocessor endpoint, as a process beside
+ * each RegionServer. Producers send batches of messages for partitions this sidecar
+ * owns; it stamps ordered, unique ids and acknowledges once the rows are durable.
+ *
+ * Transport: buffered or framed; protocol: binary or compact (the server detects
+ * both from the first byte of each connection).
+ */
+
+namespace py hqueue_sidecar
+
+struct TMessage {
+  1: required i32 partition
+  2: required string topic
+  3: required binary value
+}
+
+struct TMessageId {
+  1: required i64 timestamp
+  2: required i32 sequence
+}
+
+/* The sidecar does not own `partition` (or cannot confirm that it still does).
+   `ownerAddress` is the owner's HOST:PORT when the sidecar knows it. Nothing of the
+   batch was written. */
+exception TNotOwner {
+  1: required string message
+  2: required i32 partition
+  3: optional string ownerAddress
+}
+
+/* No queue of that name. Nothing of the batch was written. */
+exception TQueueNotFound {
+  1: required string message
+}
+
+/* Message `index` of the batch is invalid (bad partition or topic, payload over the
+   limit). Nothing of the batch was written. */
+exception TInvalidMessage {
+  1: required string message
+  2: required i32 index
+}
+
+/* The sidecar cannot write now (shutting down, storage unreachable). The batch may
+   be retried; it was not acknowledged. */
+exception TUnavailable {
+  1: required string message
+}
+
+struct TPartitionStatus {
+  1: required i32 partition
+  2: required i64 epoch
+  3: optional TMessageId newest
+}
+
+struct TSidecarStatus {
+  1: required string sidecar
+  2: required string address
+  3: required bool leader
+  /* queue -> owned partitions */
+  4: required map<string, list<TPartitionStatus>> partitions
+}
+
+service HQueueSidecar {
+  /* Write the messages, in order, and return their ids in the same order. Messages
+     of one partition get strictly increasing ids. All or nothing: an exception means
+     none was acknowledged. */
+  list<TMessageId> put(1: required string queue, 2: required list<TMessage> messages)
+    throws (1: TNotOwner notOwner, 2: TQueueNotFound queueNotFound,
+            3: TInvalidMessage invalid, 4: TUnavailable unavailable)
+
+  /* Which partitions this sidecar owns and the newest id it wrote to each. */
+  TSidecarStatus status()
+}
