@@ -31,8 +31,10 @@ def cli(ctx: click.Context, hbase: str, zookeeper: str | None, output_format: st
 def main() -> None:
     """Console-script entry point."""
     from hqueue.commands.queue import queue
+    from hqueue.commands.scan import scan
     from hqueue.standalone.cli import standalone
 
     cli.add_command(standalone)
     cli.add_command(queue)
+    cli.add_command(scan)
     cli(prog_name="hqueue")

@@ -150,29 +150,35 @@ class Producer:
             counter = self._round_robin.setdefault(info.name, itertools.count())
             return next(counter) % info.partitions
 
-    def _prepare(self, info: QueueInfo, batch: list[Any]) -> tuple[list[Any], list[int]]:
-        """Return the Thrift messages and their partitions; validate everything first
-        so a bad message fails the call before anything is sent."""
-        idl = sidecar_idl()
+    def _prepare(
+        self, info: QueueInfo, batch: list[Any]
+    ) -> tuple[list[bytes], list[str], list[int]]:
+        """Return the batch's values, topics and partitions, by column; validate
+        everything first so a bad message fails the call before anything is sent."""
         sticky: int | None = None
-        out: list[Any] = []
+        values: list[bytes] = []
+        topics: list[str] = []
         partitions: list[int] = []
+        checked: set[str] = set()
         for index, msg in enumerate(batch):
             value = msg.value
-            if isinstance(value, str):
-                value = value.encode("utf-8")
-            elif not isinstance(value, bytes):
-                if isinstance(value, bytearray | memoryview):
+            if type(value) is not bytes:
+                if isinstance(value, str):
+                    value = value.encode("utf-8")
+                elif isinstance(value, bytes | bytearray | memoryview):
                     value = bytes(value)
                 else:
                     raise InvalidArgumentError(
                         f"message {index}: 'value' must be bytes or str, not "
                         f"{type(value).__name__}"
                     )
-            try:
-                check_topic(msg.topic)
-            except InvalidArgumentError as exc:
-                raise InvalidArgumentError(f"message {index}: {exc}") from None
+            topic = msg.topic
+            if topic not in checked:
+                try:
+                    check_topic(topic)
+                except (InvalidArgumentError, TypeError) as exc:
+                    raise InvalidArgumentError(f"message {index}: {exc}") from None
+                checked.add(topic)
             partition = msg.partition
             if partition is None:
                 if msg.key is not None:
@@ -193,9 +199,10 @@ class Producer:
                     f"0..{info.partitions - 1} (queue {info.name!r} has {info.partitions} "
                     f"partitions), not {partition!r}"
                 )
-            out.append(idl.TMessage(partition=partition, topic=msg.topic, value=value))
+            values.append(value)
+            topics.append(topic)
             partitions.append(partition)
-        return out, partitions
+        return values, topics, partitions
 
     def _owner(self, queue: str, partition: int) -> str | None:
         hint = self._hints.get((queue, partition))
@@ -215,9 +222,9 @@ class Producer:
         """
         if not batch:
             return []
-        messages, partitions = self._prepare(info, batch)
-        ids: list[MessageId | None] = [None] * len(messages)
-        pending = list(range(len(messages)))
+        values, topics, partitions = self._prepare(info, batch)
+        ids: list[MessageId | None] = [None] * len(values)
+        pending = list(range(len(values)))
         deadline = time.monotonic() + self.put_timeout
         backoff = _BACKOFF_START
         last_error = "no sidecar owns the partition"
@@ -238,7 +245,8 @@ class Producer:
                     retry.extend(indices)
                     continue
                 try:
-                    result = self._send(address, info.name, [messages[i] for i in indices])
+                    result = self._send(address, info.name, values, topics, partitions,
+                                        indices, len(pending) == len(values))
                 except NotOwnerError as exc:
                     failed_partition = exc.partition
                     last_error = f"sidecar {address}: {exc}"
@@ -251,14 +259,17 @@ class Producer:
                     self._forget(info.name, indices, partitions, address, None)
                     retry.extend(indices)
                     continue
-                for i, mid in zip(indices, result, strict=True):
-                    ids[i] = mid
+                if len(indices) == len(ids):
+                    ids = result  # type: ignore[assignment]
+                else:
+                    for i, mid in zip(indices, result, strict=True):
+                        ids[i] = mid
             if not retry:
                 break
             if time.monotonic() + backoff > deadline:
                 raise UnavailableError(
                     f"put to queue {info.name!r} partition {failed_partition} not acknowledged "
-                    f"within {self.put_timeout:g} s ({len(retry)} of {len(messages)} messages "
+                    f"within {self.put_timeout:g} s ({len(retry)} of {len(values)} messages "
                     f"unwritten): {last_error}"
                 )
             time.sleep(backoff)
@@ -275,21 +286,38 @@ class Producer:
             if refusal is not None and refusal.owner and refusal.owner != address:
                 self._hints[(queue, refusal.partition)] = refusal.owner
 
-    def _send(self, address: str, queue: str, messages: list[Any]) -> list[MessageId]:
+    def _send(self, address: str, queue: str, values: list[bytes], topics: list[str],
+              partitions: list[int], indices: list[int], everything: bool) -> list[MessageId]:
+        """Send the messages at ``indices`` (all of them when ``everything``) to one
+        sidecar; return their ids."""
         idl = sidecar_idl()
+        if not everything:
+            values = [values[i] for i in indices]
+            topics = [topics[i] for i in indices]
+            partitions = [partitions[i] for i in indices]
+        # One entry stands for all when every message shares it: less to encode.
+        if len(set(topics)) == 1:
+            topics = topics[:1]
+        if len(set(partitions)) == 1:
+            partitions = partitions[:1]
+        batch = idl.TMessageBatch(values=values, topics=topics, partitions=partitions)
         try:
             with self.sidecars.client(address) as conn:
-                result = conn.put(queue, messages)
+                result = conn.put(queue, batch)
         except idl.TNotOwner as exc:
             raise NotOwnerError(exc.message, exc.partition, exc.ownerAddress) from None
         except idl.TQueueNotFound as exc:
             raise NoQueueError(exc.message) from None
         except idl.TInvalidMessage as exc:
-            raise InvalidArgumentError(exc.message) from None
+            text = exc.message
+            if not everything and 0 <= exc.index < len(indices):
+                # The sidecar numbers this part's messages; the caller numbers the batch.
+                text = f"message {indices[exc.index]}: {text.partition(': ')[2] or text}"
+            raise InvalidArgumentError(f"sidecar {address} refused {text}") from None
         except idl.TUnavailable as exc:
             raise UnavailableError(exc.message) from None
         except TApplicationException as exc:
             raise HQueueError(f"sidecar {address} failed the put: {exc.message}") from None
         except (OSError, TException) as exc:
             raise UnavailableError(f"unreachable ({exc})") from None
-        return [MessageId(r.timestamp, r.sequence) for r in result]
+        return list(map(MessageId, result.timestamps, result.sequences))

@@ -9,15 +9,24 @@
 
 namespace py hqueue_sidecar
 
-struct TMessage {
-  1: required i32 partition
-  2: required string topic
-  3: required binary value
+/* A batch of messages, by column (decoding lists of plain values costs a fraction
+   of decoding a list of structs). `topics` and `partitions` hold either one entry
+   per value or a single entry that applies to every value. */
+struct TMessageBatch {
+  1: required list<binary> values
+  2: required list<string> topics
+  3: required list<i32> partitions
 }
 
 struct TMessageId {
   1: required i64 timestamp
   2: required i32 sequence
+}
+
+/* The ids of a batch, by column, in the batch's order. */
+struct TMessageIds {
+  1: required list<i64> timestamps
+  2: required list<i32> sequences
 }
 
 /* The sidecar does not own `partition` (or cannot confirm that it still does).
@@ -62,10 +71,10 @@ struct TSidecarStatus {
 }
 
 service HQueueSidecar {
-  /* Write the messages, in order, and return their ids in the same order. Messages
-     of one partition get strictly increasing ids. All or nothing: an exception means
-     none was acknowledged. */
-  list<TMessageId> put(1: required string queue, 2: required list<TMessage> messages)
+  /* Write the messages, in order, and return their ids in the same order, once they
+     are durable. Messages of one partition get strictly increasing ids. All or
+     nothing: an exception means none was acknowledged. */
+  TMessageIds put(1: required string queue, 2: required TMessageBatch batch)
     throws (1: TNotOwner notOwner, 2: TQueueNotFound queueNotFound,
             3: TInvalidMessage invalid, 4: TUnavailable unavailable)
 

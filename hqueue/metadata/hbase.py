@@ -270,6 +270,12 @@ class HBaseMetaStore(MetaStore):
         leases = self._leases
         return leases.state if leases is not None and leases.started else SessionState.CONNECTED
 
+    def session_confirmed(self) -> bool:
+        # The lease is trusted only until ttl after the last heartbeat that succeeded,
+        # never later than other processes may expire it (see hbase_session).
+        leases = self._leases
+        return leases is None or not leases.started or leases.confirmed()
+
     @property
     def session_id(self) -> str:
         """Return the id of this store's lease (opening it if needed)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from hqueue.errors import InvalidArgumentError
 
 __all__ = [
+    "ASSIGNMENTS",
     "CHECKPOINTS",
     "CLUSTER",
     "LEADER",
@@ -65,6 +66,7 @@ class Resource:
 
 CLUSTER = "cluster"
 SIDECARS = "cluster/sidecars"
+ASSIGNMENTS = "cluster/assignments"
 QUEUES = "queues"
 LEADER_KEY = "leader"
 
@@ -75,6 +77,11 @@ LEADER = Resource(
 SIDECAR = Resource(
     "sidecar", SIDECARS, "{sidecar}", "sidecar", "ephemeral",
     "a live sidecar: its address and load",
+)
+ASSIGNMENT = Resource(
+    "assignment", ASSIGNMENTS, "{queue}", "assignment", "persistent",
+    "the leader's assignment of a queue's partitions to sidecars, with per-partition "
+    "ownership epochs",
 )
 QUEUE = Resource(
     "queue", QUEUES, "{queue}", "queue", "persistent",
@@ -100,7 +107,7 @@ CHECKPOINTS = Resource(
 )
 
 RESOURCES: tuple[Resource, ...] = (
-    LEADER, SIDECAR, QUEUE, OWNERS, SUBSCRIPTIONS, SUBSCRIBERS, CHECKPOINTS,
+    LEADER, SIDECAR, ASSIGNMENT, QUEUE, OWNERS, SUBSCRIPTIONS, SUBSCRIBERS, CHECKPOINTS,
 )
 
 

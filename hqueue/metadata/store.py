@@ -359,6 +359,12 @@ class MetaStore(ABC):
         """Return the current state of the session that holds this store's
         ephemerals."""
 
+    def session_confirmed(self) -> bool:
+        """Return whether this store's session is known to be live right now, so that
+        its ephemerals may be acted on (a writer that holds an ephemeral ownership
+        checks this before acknowledging). By default: the state is ``CONNECTED``."""
+        return self.session_state is SessionState.CONNECTED
+
     @abstractmethod
     def add_session_listener(self, listener: SessionListener) -> None:
         """Call ``listener`` (on the dispatcher thread) on every session state

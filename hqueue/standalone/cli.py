@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -11,6 +12,8 @@ from types import FrameType
 
 import click
 
+from hqueue.errors import HQueueError
+from hqueue.metadata.factory import TABLE_PREFIX_ENV
 from hqueue.rpc.server import DEFAULT_MAX_MESSAGE_BYTES
 from hqueue.standalone.scanner import DEFAULT_LEASE_SECONDS
 from hqueue.standalone.server import StandaloneConfig, StandaloneServer
@@ -22,8 +25,18 @@ from hqueue.standalone.server import StandaloneConfig, StandaloneServer
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", type=click.IntRange(0, 65535), default=9090, show_default=True,
               help="HBase Thrift1 port (happybase's); 0 picks a free one.")
-@click.option("--thrift2-port", type=click.IntRange(0, 65535), default=0, show_default=True,
-              help="HBase Thrift2 port (pre-split table creation); 0 picks a free one.")
+@click.option("--thrift2-port", type=click.IntRange(0, 65535), default=9091, show_default=True,
+              help="HBase Thrift2 port (queue creation: pre-split tables); 0 picks a free one.")
+@click.option("--sidecar/--no-sidecar", default=True, show_default=True,
+              help="Run a sidecar (the producer path) inside this process.")
+@click.option("--sidecar-port", type=click.IntRange(0, 65535), default=9092, show_default=True,
+              help="The sidecar's Thrift port; 0 picks a free one.")
+@click.option("--sidecar-id", default=None,
+              help="The sidecar's id in the cluster (default: its HOST:PORT).")
+@click.option("--session-timeout", type=click.FloatRange(min=1), default=10.0,
+              show_default=True,
+              help="Seconds after which a dead sidecar's partitions move (ZooKeeper session "
+                   "timeout, or HBase lease TTL).")
 @click.option("--max-message-bytes", type=click.IntRange(1024), default=DEFAULT_MAX_MESSAGE_BYTES,
               show_default=True, help="Largest request accepted; larger ones are refused unread.")
 @click.option("--map-size", type=click.IntRange(1 << 20), default=64 << 30, show_default=True,
@@ -38,21 +51,30 @@ from hqueue.standalone.server import StandaloneConfig, StandaloneServer
               help="Host reported as the server of every region (default: the host name).")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
               default="WARNING", show_default=True)
-def standalone(data_dir: Path, host: str, port: int, thrift2_port: int, max_message_bytes: int,
-               map_size: int, scanner_lease_seconds: float, purge_interval_seconds: float,
-               advertised_host: str | None, log_level: str) -> None:
+@click.pass_context
+def standalone(ctx: click.Context, data_dir: Path, host: str, port: int, thrift2_port: int,
+               sidecar: bool, sidecar_port: int, sidecar_id: str | None, session_timeout: float,
+               max_message_bytes: int, map_size: int, scanner_lease_seconds: float,
+               purge_interval_seconds: float, advertised_host: str | None,
+               log_level: str) -> None:
     """Run the embedded HBase (Thrift1 + Thrift2 over LMDB) in the foreground.
 
-    Prints one ready line when it accepts connections; SIGTERM or Ctrl-C stops
-    it cleanly.
+    Also runs a sidecar (unless --no-sidecar), whose metadata lives in this
+    server's tables, or in ZooKeeper with the global --zookeeper. Prints one ready
+    line when it accepts connections; SIGTERM or Ctrl-C stops it cleanly.
     """
+    options = (ctx.find_root().obj or {}) if ctx.parent is not None else {}
     logging.basicConfig(level=log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = StandaloneConfig(data_dir=data_dir, host=host, port=port, thrift2_port=thrift2_port,
                               max_message_bytes=max_message_bytes, map_size=map_size,
                               scanner_lease_seconds=scanner_lease_seconds,
                               purge_interval_seconds=purge_interval_seconds,
-                              advertised_host=advertised_host)
+                              advertised_host=advertised_host, sidecar=sidecar,
+                              sidecar_port=sidecar_port, sidecar_id=sidecar_id,
+                              zookeeper=options.get("zookeeper"),
+                              table_prefix=os.environ.get(TABLE_PREFIX_ENV) or None,
+                              session_timeout=session_timeout)
     server = StandaloneServer(config)
     stop = threading.Event()
 
@@ -63,7 +85,7 @@ def standalone(data_dir: Path, host: str, port: int, thrift2_port: int, max_mess
     signal.signal(signal.SIGINT, on_signal)
     try:
         server.start()
-    except OSError as exc:
+    except (OSError, HQueueError) as exc:
         raise click.ClickException(f"cannot start: {exc}") from None
     assert server.thrift1 is not None
     click.echo(server.ready_line())

@@ -15,6 +15,8 @@ from hqueue.standalone.scanner import DEFAULT_LEASE_SECONDS, ScannerRegistry
 from hqueue.standalone.store import FOREVER, Store
 from hqueue.standalone.thrift1 import HbaseHandler
 from hqueue.standalone.thrift2 import THBaseHandler
+from sidecar.server import SidecarConfig, SidecarServer
+from sidecar.storage import EngineStorage
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +29,9 @@ class StandaloneConfig:
     a free port, announced in :meth:`StandaloneServer.ready_line`.
     ``advertised_host`` is the host reported as every region's server
     (default: this machine's host name, as an HBase RegionServer reports it).
+    With ``sidecar`` the process also runs a sidecar on ``sidecar_port`` that
+    writes through the store in-process; its metadata lives in this server's
+    HBase tables, or in ZooKeeper when ``zookeeper`` is set.
     """
 
     data_dir: Path
@@ -38,6 +43,13 @@ class StandaloneConfig:
     scanner_lease_seconds: float = DEFAULT_LEASE_SECONDS
     purge_interval_seconds: float = 60.0
     advertised_host: str | None = None
+    sidecar: bool = True
+    sidecar_port: int = 0
+    sidecar_id: str | None = None
+    zookeeper: str | None = None
+    table_prefix: str | None = None
+    session_timeout: float = 10.0
+    takeover_grace: float = 2.0
 
 
 class StandaloneServer:
@@ -49,6 +61,7 @@ class StandaloneServer:
         self.scanners = ScannerRegistry(config.scanner_lease_seconds)
         self.thrift1: ThriftServer | None = None
         self.thrift2: ThriftServer | None = None
+        self.sidecar: SidecarServer | None = None
         self._stop = threading.Event()
         self._chore: threading.Thread | None = None
 
@@ -71,6 +84,8 @@ class StandaloneServer:
             self.thrift2 = ThriftServer(
                 hbase2().THBaseService, THBaseHandler(self.store, region_server), cfg.host,
                 cfg.thrift2_port, cfg.max_message_bytes, name="hbase-thrift2").start()
+            if cfg.sidecar:
+                self.sidecar = self._start_sidecar(self.store, self.thrift1.port)
         except BaseException:
             self.stop()
             raise
@@ -78,14 +93,33 @@ class StandaloneServer:
         self._chore.start()
         return self
 
+    def _start_sidecar(self, store: Store, thrift1_port: int) -> SidecarServer:
+        cfg = self.config
+        # The sidecar reaches this server's metadata table over loopback Thrift1.
+        local = "127.0.0.1" if cfg.host in ("0.0.0.0", "::", "") else cfg.host
+        config = SidecarConfig(
+            hbase=f"{local}:{thrift1_port}", zookeeper=cfg.zookeeper, host=cfg.host,
+            port=cfg.sidecar_port, sidecar_id=cfg.sidecar_id,
+            advertised_host=cfg.advertised_host, table_prefix=cfg.table_prefix,
+            max_request_bytes=max(cfg.max_message_bytes, 64 << 20),
+            session_timeout=cfg.session_timeout, takeover_grace=cfg.takeover_grace,
+        )
+        return SidecarServer(config, EngineStorage(store, cfg.table_prefix)).start()
+
     def ready_line(self) -> str:
         """The line printed once the server accepts connections."""
         assert self.thrift1 is not None and self.thrift2 is not None
+        sidecar = f" sidecar={self.sidecar.address}" if self.sidecar is not None else ""
         return (f"hqueue standalone ready: hbase-thrift1={self.thrift1.address} "
-                f"hbase-thrift2={self.thrift2.address} data-dir={self.config.data_dir}")
+                f"hbase-thrift2={self.thrift2.address}{sidecar} "
+                f"data-dir={self.config.data_dir}")
 
     def stop(self) -> None:
-        """Stop serving, finish queued writes, close the store. Safe to call twice."""
+        """Hand the sidecar's partitions over, stop serving, finish queued writes,
+        close the store. Safe to call twice."""
+        if self.sidecar is not None:
+            self.sidecar.stop()
+            self.sidecar = None
         self._stop.set()
         for server in (self.thrift1, self.thrift2):
             if server is not None:

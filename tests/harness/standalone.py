@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 _READY = re.compile(r"ready: hbase-thrift1=(?P<h1>[^ ]+):(?P<p1>\d+) "
-                    r"hbase-thrift2=(?P<h2>[^ ]+):(?P<p2>\d+)")
+                    r"hbase-thrift2=(?P<h2>[^ ]+):(?P<p2>\d+)"
+                    r"(?: sidecar=(?P<sidecar>[^ ]+))?")
 
 
 class StandaloneProcess:
@@ -30,6 +31,8 @@ class StandaloneProcess:
         self.host = "127.0.0.1"
         self.port = 0
         self.thrift2_port = 0
+        self.sidecar_port = 0
+        self.sidecar_address: str | None = None
         self.proc: subprocess.Popen[str] | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
 
@@ -41,7 +44,8 @@ class StandaloneProcess:
         """
         cmd = [sys.executable, "-m", "hqueue", "standalone", "--data-dir", str(self.data_dir),
                "--host", self.host, "--port", str(self.port),
-               "--thrift2-port", str(self.thrift2_port), "--log-level", "INFO", *self.extra_args]
+               "--thrift2-port", str(self.thrift2_port), "--sidecar-port", str(self.sidecar_port),
+               "--log-level", "INFO", *self.extra_args]
         log = open(self.log_path, "a")  # noqa: SIM115 - owned by the child
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -56,6 +60,9 @@ class StandaloneProcess:
             if m:
                 self.port = int(m["p1"])
                 self.thrift2_port = int(m["p2"])
+                self.sidecar_address = m["sidecar"]
+                if self.sidecar_address:
+                    self.sidecar_port = int(self.sidecar_address.rpartition(":")[2])
                 return self
         self.proc.kill()
         raise RuntimeError(f"hqueue standalone did not start:\n{self.log_path.read_text()}")

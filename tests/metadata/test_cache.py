@@ -86,7 +86,7 @@ def test_hbase_outage_drops_the_cache_until_hbase_is_back(
     tmp_path: Path, hbase_prefix: str
 ) -> None:
     """A server of its own, killed with -9 mid-test and restarted on its data."""
-    server = StandaloneProcess(tmp_path / "hbase").start()
+    server = StandaloneProcess(tmp_path / "hbase", ("--no-sidecar",)).start()
     try:
         options: dict[str, Any] = {**HBASE_OPTIONS, "table_prefix": hbase_prefix, "timeout": 2}
         reader = open_metastore(hbase=server.address, **options)

@@ -34,6 +34,8 @@ VALID: dict[str, dict[str, Any]] = {
     "checkpoints": {"3": "1700000000000:12"},
     "sidecar": {"address": "10.0.0.1:9000", "load": 0.5, "since_ms": 1},
     "leader": {"sidecar": "sc-1", "address": "10.0.0.1:9000", "epoch": 1, "since_ms": 1},
+    "assignment": {"format": 1, "sidecars": ["sc-1", "sc-2"], "owners": [0, 1, -1],
+                   "epochs": [1, 2, 0], "leader": "sc-1", "updated_ms": 1},
 }
 INVALID: dict[str, dict[str, Any]] = {
     "queue": {**VALID["queue"], "partitions": 40000},
@@ -43,6 +45,7 @@ INVALID: dict[str, dict[str, Any]] = {
     "checkpoints": {"0": "1:32768"},
     "sidecar": {**VALID["sidecar"], "load": -1},
     "leader": {**VALID["leader"], "extra": 1},
+    "assignment": {**VALID["assignment"], "owners": [-2]},
 }
 
 

@@ -40,7 +40,7 @@ def own_server(tmp_path: Path) -> Iterator[OwnServer]:
     started: list[StandaloneProcess] = []
 
     def start(*extra_args: str, name: str = "data") -> StandaloneProcess:
-        server = StandaloneProcess(tmp_path / name, tuple(extra_args)).start()
+        server = StandaloneProcess(tmp_path / name, ("--no-sidecar", *extra_args)).start()
         started.append(server)
         return server
 

@@ -26,7 +26,7 @@ LIMIT = 64 * 1024
 def small_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
     """A private server that refuses messages over 64 KiB."""
     server = StandaloneProcess(tmp_path_factory.mktemp("robust") / "data",
-                               ("--max-message-bytes", str(LIMIT))).start()
+                               ("--no-sidecar", "--max-message-bytes", str(LIMIT))).start()
     yield server
     server.stop()
 

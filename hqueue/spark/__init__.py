@@ -1,0 +1,72 @@
+"""Spark access to queues: a PySpark data source named ``hqueue`` and a locality-aware
+reader.
+
+>>> import hqueue.spark
+>>> hqueue.spark.register(spark)
+>>> df = (spark.read.format("hqueue").option("queue", "events")
+...       .option("hbase", "127.0.0.1:9090").load())
+
+Columns: ``partition`` int, ``timestamp`` timestamp, ``sequence`` int, ``id`` string
+(``"timestamp:sequence"``), ``topic`` string, ``value`` binary. See docs/spark.md for
+the options, streaming reads and writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hqueue.spark.options import SourceOptions
+
+__all__ = ["SCHEMA", "read_queue", "register"]
+
+SCHEMA = ("partition int, timestamp timestamp, sequence int, id string, topic string, "
+          "value binary")
+"""The columns of a read, as a Spark DDL string."""
+
+
+def register(spark: Any) -> None:
+    """Register the ``hqueue`` data source with the session ``spark`` and enable Python
+    data source filter pushdown (``spark.sql.python.filterPushdown.enabled``), which the
+    source needs to narrow its scans.
+
+    :raises ImportError: if PySpark (>= 4.1) or pyarrow is missing.
+    """
+    from hqueue.spark.source import HQueueDataSource
+
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(HQueueDataSource)
+
+
+def read_queue(
+    spark: Any,
+    queue: str,
+    *,
+    hbase: str,
+    hbase_admin: str | None = None,
+    zookeeper: str | None = None,
+    table_prefix: str | None = None,
+    partitions: str | None = None,
+    topics: str | None = None,
+    start: str | None = None,
+    end: str | None = None,
+    split: str = "partition",
+) -> Any:
+    """Return a DataFrame of the queue's messages (the columns of :data:`SCHEMA`), read
+    by an RDD whose partitions prefer the hosts that serve their HBase regions.
+
+    The arguments are the data source's options (docs/spark.md). Unlike
+    ``spark.read.format("hqueue")``, filters on the result are not pushed down: narrow
+    the read with ``partitions``, ``topics``, ``start`` and ``end``.
+
+    :raises InvalidArgumentError: on a bad argument, naming it.
+    :raises NoQueueError: if there is no such queue.
+    """
+    from hqueue.spark.locality import read_located
+
+    options = {k: v for k, v in {
+        "queue": queue, "hbase": hbase, "hbase_admin": hbase_admin, "zookeeper": zookeeper,
+        "table_prefix": table_prefix, "partitions": partitions, "topics": topics,
+        "start": start, "end": end, "split": split,
+    }.items() if v is not None}
+    return read_located(spark, SourceOptions.parse(options))
+

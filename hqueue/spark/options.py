@@ -1,0 +1,294 @@
+"""The options of the ``hqueue`` Spark data source, parsed and checked once on the
+driver. Every error is an :class:`~hqueue.errors.InvalidArgumentError` naming the
+option.
+
+Not public API; the options are documented in docs/spark.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hqueue.errors import InvalidArgumentError
+from hqueue.hbase import parse_address
+from hqueue.message import MAX_PARTITIONS, MessageId, check_topic, parse_position
+from hqueue.metadata.factory import TABLE_PREFIX_ENV
+
+__all__ = ["SourceOptions", "StreamOptions", "WriteOptions", "parse_int_list"]
+
+_COMMON = {"queue", "hbase", "hbase_admin", "zookeeper", "table_prefix", "path"}
+_READ = _COMMON | {"partitions", "topics", "start", "end", "split", "batch_rows"}
+_STREAM = _READ | {"startingoffsets", "maxmessagespertrigger"}
+_WRITE = _COMMON | {"topic", "batch_size", "put_timeout"}
+
+
+def _get(options: Mapping[str, str], name: str) -> str | None:
+    value = options.get(name)
+    if value is None:
+        # Spark hands options over with their case kept, or lowered; accept both.
+        for key, v in options.items():
+            if key.lower() == name.lower():
+                return v
+        return None
+    return value
+
+
+def _check_known(options: Mapping[str, str], known: set[str], what: str) -> None:
+    unknown = sorted(k for k in options if k.lower() not in known)
+    if unknown:
+        raise InvalidArgumentError(
+            f"unknown {what} option(s) {', '.join(map(repr, unknown))}; known: "
+            f"{', '.join(sorted(known - {'path'}))}"
+        )
+
+
+def _positive_int(options: Mapping[str, str], name: str, default: int) -> int:
+    raw = _get(options, name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidArgumentError(f"option {name!r} must be an integer, not {raw!r}") from None
+    if value <= 0:
+        raise InvalidArgumentError(f"option {name!r} must be > 0, not {value}")
+    return value
+
+
+def parse_int_list(raw: str, name: str) -> tuple[int, ...]:
+    """Return the partition ids of ``"0,2,5-7"`` (ranges inclusive), sorted, unique.
+
+    :raises InvalidArgumentError: naming option ``name`` when ``raw`` is malformed.
+    """
+    out: set[int] = set()
+    for part in raw.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            first, last = (int(lo), int(hi)) if sep else (int(part), int(part))
+        except ValueError:
+            raise InvalidArgumentError(
+                f"option {name!r} must list partition ids like '0,2,5-7', not {raw!r}"
+            ) from None
+        if not 0 <= first <= last < MAX_PARTITIONS:
+            raise InvalidArgumentError(
+                f"option {name!r}: {part!r} is not a partition id range in "
+                f"0..{MAX_PARTITIONS - 1}"
+            )
+        out.update(range(first, last + 1))
+    if not out:
+        raise InvalidArgumentError(f"option {name!r} lists no partition")
+    return tuple(sorted(out))
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where the queue lives: what :func:`hqueue.connect` takes."""
+
+    queue: str
+    hbase: str
+    hbase_admin: str | None = None
+    zookeeper: str | None = None
+    table_prefix: str = ""
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> Connection:
+        """Return the connection options; ``queue`` may also be given as the load path.
+
+        :raises InvalidArgumentError: if ``queue`` or ``hbase`` is missing or malformed.
+        """
+        queue = _get(options, "queue") or _get(options, "path")
+        if not queue:
+            raise InvalidArgumentError("option 'queue' is required (the queue's name)")
+        hbase = _get(options, "hbase")
+        if not hbase:
+            raise InvalidArgumentError(
+                "option 'hbase' is required (HOST:PORT of the HBase Thrift1 gateway)"
+            )
+        try:
+            parse_address(hbase)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"option 'hbase': {exc}") from None
+        admin = _get(options, "hbase_admin") or None
+        if admin:
+            try:
+                parse_address(admin)
+            except InvalidArgumentError as exc:
+                raise InvalidArgumentError(f"option 'hbase_admin': {exc}") from None
+        prefix = _get(options, "table_prefix")
+        if prefix is None:
+            prefix = os.environ.get(TABLE_PREFIX_ENV, "")
+        return cls(queue, hbase, admin, _get(options, "zookeeper") or None, prefix)
+
+    def connect(self) -> Any:
+        """Return an :class:`hqueue.Client` for these options (the caller closes it).
+
+        :raises ConnectionLostError: if the metadata store cannot be reached.
+        """
+        from hqueue.client import connect
+
+        return connect(self.hbase, zookeeper=self.zookeeper, hbase_admin=self.hbase_admin,
+                       table_prefix=self.table_prefix)
+
+    @property
+    def table(self) -> bytes:
+        """The queue's full HBase table name (happybase's ``{table_prefix}_`` prefix)."""
+        name = f"{self.table_prefix}_{self.queue}" if self.table_prefix else self.queue
+        return name.encode()
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The batch read options: which partitions, topics and id range to read, and how
+    to split the read into Spark partitions."""
+
+    conn: Connection
+    partitions: tuple[int, ...] | None = None
+    topics: tuple[str, ...] = ()
+    start: MessageId | None = None
+    end: MessageId | None = None
+    split: str = "partition"
+    batch_rows: int = 10_000
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, known: set[str] = _READ) -> SourceOptions:
+        """Return the checked read options.
+
+        ``partitions`` lists ids (``"0,2,5-7"``); ``topics`` is comma-separated;
+        ``start`` (inclusive) and ``end`` (exclusive) are ids ``"ts:seq"``, ISO-8601
+        times or epoch milliseconds; ``split`` is ``partition`` (default) or
+        ``region``; ``batch_rows`` the rows per Arrow batch and per scanner round trip.
+
+        :raises InvalidArgumentError: naming the option that is missing or malformed.
+        """
+        _check_known(options, known, "hqueue")
+        conn = Connection.parse(options)
+        raw = _get(options, "partitions")
+        partitions = parse_int_list(raw, "partitions") if raw else None
+        topics: list[str] = []
+        for t in (_get(options, "topics") or "").split(","):
+            t = t.strip()
+            if t:
+                try:
+                    check_topic(t)
+                except InvalidArgumentError as exc:
+                    raise InvalidArgumentError(f"option 'topics': {exc}") from None
+                topics.append(t)
+        bounds: list[MessageId | None] = []
+        for name in ("start", "end"):
+            raw = _get(options, name)
+            if raw:
+                text = raw.strip()
+                position: object = int(text) if text.isdigit() else text
+                bounds.append(parse_position(position, f"option {name!r}"))
+            else:
+                bounds.append(None)
+        split = (_get(options, "split") or "partition").lower()
+        if split not in ("partition", "region"):
+            raise InvalidArgumentError(
+                f"option 'split' must be 'partition' or 'region', not {split!r}"
+            )
+        return cls(conn, partitions, tuple(sorted(set(topics))), bounds[0], bounds[1], split,
+                   _positive_int(options, "batch_rows", 10_000))
+
+    def with_conn(self, conn: Connection) -> SourceOptions:
+        """Return a copy reading through ``conn``."""
+        return replace(self, conn=conn)
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """The streaming read options: the batch options plus ``startingOffsets``
+    (``earliest``, ``latest`` or per-partition JSON ``{"0": "ts:seq", ...}`` of the last
+    id already read) and ``maxMessagesPerTrigger``."""
+
+    source: SourceOptions
+    starting: str | dict[int, MessageId | None] = "earliest"
+    max_per_trigger: int | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> StreamOptions:
+        """Return the checked streaming options.
+
+        :raises InvalidArgumentError: naming the option that is missing or malformed.
+        """
+        source = SourceOptions.parse(options, known=_STREAM)
+        if source.end is not None:
+            raise InvalidArgumentError("option 'end' does not apply to a streaming read")
+        raw = (_get(options, "startingOffsets") or "earliest").strip()
+        starting: str | dict[int, MessageId | None]
+        if raw.lower() in ("earliest", "latest"):
+            starting = raw.lower()
+        else:
+            starting = parse_offsets_json(raw, "startingOffsets")
+        limit = _get(options, "maxMessagesPerTrigger")
+        return cls(source, starting,
+                   _positive_int(options, "maxMessagesPerTrigger", 1) if limit else None)
+
+
+def parse_offsets_json(raw: str, name: str) -> dict[int, MessageId | None]:
+    """Return ``{partition: last id read or None}`` of offsets JSON, either
+    ``{"0": "ts:seq", "1": null}`` or the stream's own ``{"partitions": {...}}``.
+
+    :raises InvalidArgumentError: naming option ``name`` when ``raw`` is malformed.
+    """
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"option {name!r} must be 'earliest', 'latest' or JSON like "
+            f'{{"0": "1700000000000:0"}}, not {raw!r}'
+        ) from None
+    if isinstance(value, dict) and isinstance(value.get("partitions"), dict):
+        value = value["partitions"]
+    if not isinstance(value, dict):
+        raise InvalidArgumentError(f"option {name!r} must be a JSON object")
+    out: dict[int, MessageId | None] = {}
+    for key, mid in value.items():
+        try:
+            partition = int(key)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"option {name!r}: key {key!r} is not a partition id") from None
+        if not 0 <= partition < MAX_PARTITIONS:
+            raise InvalidArgumentError(f"option {name!r}: partition {partition} out of range")
+        try:
+            out[partition] = None if mid in (None, "") else MessageId.parse(str(mid))
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"option {name!r}: {exc}") from None
+    return out
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """The write options: the connection, the ``topic`` of rows without a topic
+    column, ``batch_size`` messages per ``put_batch`` and ``put_timeout`` seconds."""
+
+    conn: Connection
+    topic: str | None = None
+    batch_size: int = 1000
+    put_timeout: float = 30.0
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        """Return the checked write options.
+
+        :raises InvalidArgumentError: naming the option that is missing or malformed.
+        """
+        _check_known(options, _WRITE, "hqueue write")
+        conn = Connection.parse(options)
+        topic = _get(options, "topic") or None
+        if topic is not None:
+            try:
+                check_topic(topic)
+            except InvalidArgumentError as exc:
+                raise InvalidArgumentError(f"option 'topic': {exc}") from None
+        return cls(conn, topic, _positive_int(options, "batch_size", 1000),
+                   float(_positive_int(options, "put_timeout", 30)))

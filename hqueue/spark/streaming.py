@@ -1,0 +1,166 @@
+"""Streaming reads of a queue (``spark.readStream.format("hqueue")``).
+
+An offset is, per partition, the id of the last message read, as JSON a person can
+read: ``{"partitions": {"0": "1700000000000:3", "1": null}}`` (``null``: nothing read
+yet). A micro-batch reads, per partition, the ids after its start offset up to and
+including its end offset. The latest offset is each partition's last stored id; since
+ids within a partition become visible in increasing order (DESIGN.md, write-path
+invariant 1), no message can later appear at or below an offset already planned, so a
+query restarted from its checkpoint misses and repeats nothing.
+
+``maxMessagesPerTrigger`` caps the messages of one micro-batch: the cap is shared
+among the partitions with new messages, the least recently advanced first, and each
+partition's end is found by a keys-only scan.
+
+Not public API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from hqueue.message import MessageId, partition_range
+from hqueue.spark.options import StreamOptions
+from hqueue.spark.source import ScanPartition
+from hqueue.spark.storage import RowRange, ThriftReader
+
+__all__ = ["HQueueStreamReader", "offset_json", "parse_offset"]
+
+Offsets = dict[int, MessageId | None]
+
+
+def offset_json(offsets: Offsets) -> dict[str, Any]:
+    """Return the JSON form of per-partition offsets."""
+    return {"partitions": {str(p): (str(m) if m is not None else None)
+                           for p, m in sorted(offsets.items())}}
+
+
+def parse_offset(value: dict[str, Any]) -> Offsets:
+    """Return the per-partition offsets of their JSON form."""
+    return {int(p): (MessageId.parse(m) if m else None)
+            for p, m in value.get("partitions", {}).items()}
+
+
+def _after(mid: MessageId | None) -> MessageId | None:
+    return mid.successor() if mid is not None else None
+
+
+class HQueueStreamReader(DataSourceStreamReader):
+    """Plans micro-batches by per-partition last ids; reads them as Arrow batches."""
+
+    def __init__(self, options: StreamOptions) -> None:
+        self.options = options
+        self._partitions: list[int] | None = None
+
+    def _wanted(self) -> list[int]:
+        if self._partitions is None:
+            from hqueue.spark.source import _partition_count
+
+            count = _partition_count(self.options.source.conn)
+            chosen = self.options.source.partitions
+            self._partitions = [p for p in (chosen or range(count)) if p < count]
+        return self._partitions
+
+    def _reader(self) -> ThriftReader:
+        conn = self.options.source.conn
+        return ThriftReader(conn.hbase, conn.table)
+
+    def _latest(self) -> Offsets:
+        topics = self.options.source.topics
+        with self._reader() as reader:
+            return {p: reader.last_id(p, topics) for p in self._wanted()}
+
+    def initialOffset(self) -> dict[str, Any]:
+        """Return the offset of ``startingOffsets``: all ``null`` for ``earliest``, the
+        last ids now for ``latest``, or the JSON given (partitions it omits start at
+        their beginning)."""
+        starting = self.options.starting
+        if starting == "latest":
+            return offset_json(self._latest())
+        offsets: Offsets = {p: None for p in self._wanted()}
+        if isinstance(starting, dict):
+            offsets.update({p: m for p, m in starting.items() if p in offsets})
+        elif self.options.source.start is not None:
+            start = self.options.source.start
+            offsets = {p: _before(start) for p in offsets}
+        return offset_json(offsets)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """Return ``maxMessagesPerTrigger`` as a row limit, or read all available."""
+        limit = self.options.max_per_trigger
+        return ReadMaxRows(limit) if limit else ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        """Return the end offset of the next micro-batch: the last stored ids, or fewer
+        messages than ``limit`` allows past ``start``."""
+        begin = parse_offset(start)
+        latest = self._latest()
+        end: Offsets = {p: begin.get(p) for p in latest}
+        fresh = [p for p, m in latest.items()
+                 if m is not None and (begin.get(p) is None or m > begin[p])]  # type: ignore[operator]
+        if not isinstance(limit, ReadMaxRows):
+            for p in fresh:
+                end[p] = latest[p]
+            return offset_json(end)
+        budget = limit.max_rows
+        # Least recently advanced first, so a small cap cannot starve a partition.
+        fresh.sort(key=lambda p: (begin.get(p) or MessageId(0, 0), p))
+        topics = self.options.source.topics
+        with self._reader() as reader:
+            for i, p in enumerate(fresh):
+                if budget <= 0:
+                    break
+                share = max(1, budget // (len(fresh) - i))
+                rr = RowRange(p, *partition_range(p, _after(begin.get(p)),
+                                                  latest[p].successor()))  # type: ignore[union-attr]
+                last = reader.nth_id(rr, share, topics)
+                if last is None:
+                    continue
+                end[p] = last
+                budget -= share
+        return offset_json(end)
+
+    def partitions(
+        self, start: dict[str, Any], end: dict[str, Any]
+    ) -> list[InputPartition]:
+        """Return one Spark partition per queue partition that advanced from ``start``
+        to ``end``: its ids after ``start`` up to and including ``end``."""
+        begin, finish = parse_offset(start), parse_offset(end)
+        out: list[InputPartition] = []
+        for p, last in sorted(finish.items()):
+            first = begin.get(p)
+            if last is None or (first is not None and last <= first):
+                continue
+            rr = RowRange(p, *partition_range(p, _after(first), last.successor()))
+            out.append(ScanPartition(len(out), [rr]))
+        return out
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """Yield the partition's rows as Arrow record batches.
+
+        :raises StorageError: if HBase refuses the scan.
+        :raises ConnectionLostError: if the Thrift1 gateway fails.
+        """
+        assert isinstance(partition, ScanPartition)
+        source = self.options.source
+        with self._reader() as reader:
+            yield from reader.scan_batches(partition.ranges, source.topics,
+                                           batch_rows=source.batch_rows)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: the offsets live in Spark's checkpoint."""
+
+
+def _before(start: MessageId) -> MessageId | None:
+    """Return the id just below ``start`` (so reading "after" it starts at ``start``)."""
+    if start.sequence > 0:
+        return MessageId(start.timestamp, start.sequence - 1)
+    if start.timestamp > 0:
+        from hqueue.message import MAX_SEQUENCE
+
+        return MessageId(start.timestamp - 1, MAX_SEQUENCE)
+    return None

@@ -1,0 +1,54 @@
+"""The partitions a sidecar holds, and the write path over them.
+
+A held partition goes CLAIMED (owner entry written, waiting out the takeover grace)
+-> WRITABLE (last stored id read, ids handed out) -> RELEASING (no new writes; the
+in-flight one finishes) -> dropped. Writes to it hold its lock from id assignment
+until the storage has made the rows durable (invariant 1), and check before
+assigning and again before acknowledging that the ownership is still confirmed
+(invariant 3).
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hqueue.message import MessageId
+from sidecar.ids import IdClock
+
+__all__ = ["HeldPartition", "PartitionState"]
+
+
+class PartitionState(enum.Enum):
+    """Where a held partition is in its life."""
+
+    CLAIMED = "claimed"
+    WRITABLE = "writable"
+    RELEASING = "releasing"
+
+
+@dataclass(eq=False)
+class HeldPartition:
+    """One partition this sidecar holds."""
+
+    queue: str
+    partition: int
+    table: bytes
+    epoch: int
+    ready_at: float
+    """monotonic time after which the takeover grace has passed"""
+    state: PartitionState = PartitionState.CLAIMED
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    clock: IdClock | None = None
+    newest: MessageId | None = None
+    since: float = field(default_factory=time.monotonic)
+
+    def open(self, last: MessageId | None, clock: Callable[[], int]) -> None:
+        """Start writing after ``last``, the partition's last stored id."""
+        with self.lock:
+            self.clock = IdClock(last, clock)
+            self.newest = last
+            self.state = PartitionState.WRITABLE

@@ -1,0 +1,113 @@
+"""Where a sidecar writes messages and finds a partition's last id.
+
+:class:`HBaseStorage` goes through happybase over Thrift1, as against a real cluster;
+:class:`EngineStorage` calls the standalone server's store in-process (the sidecar
+inside ``hqueue standalone``), skipping a Thrift round trip. Both acknowledge only
+durable writes: HBase after its WAL sync, the store after its fsync.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Protocol
+
+from hqueue.hbase import HBase
+from hqueue.idl import hbase1
+from hqueue.message import FAMILY, MessageId, decode_rowkey
+
+if TYPE_CHECKING:
+    from hqueue.standalone.store import Store
+
+__all__ = ["CellGroup", "EngineStorage", "HBaseStorage", "MessageStorage"]
+
+CellGroup = tuple[bytes, int, list[bytes], list[bytes]]
+"""Rows written alike: column (``message:<topic>``), timestamp (ms), rowkeys, values."""
+
+
+class MessageStorage(Protocol):
+    """What the sidecar needs from the storage."""
+
+    def table_name(self, queue: str) -> bytes:
+        """Return the full table name of a queue."""
+
+    def last_id(self, table: bytes, partition: int) -> MessageId | None:
+        """Return the highest id stored in the partition, or ``None`` if it is empty.
+
+        :raises StorageError: (or ConnectionLostError) if the storage fails.
+        """
+
+    def write(self, table: bytes, groups: list[CellGroup]) -> None:
+        """Write the rows of every group durably; return once they are.
+
+        :raises StorageError: (or ConnectionLostError) if the storage fails; some rows
+            may then have been written.
+        """
+
+
+def _partition_bounds(partition: int) -> tuple[bytes, bytes]:
+    return struct.pack(">H", partition), struct.pack(">H", partition + 1)
+
+
+class HBaseStorage:
+    """Messages in HBase through happybase (Thrift1)."""
+
+    def __init__(self, hbase: HBase) -> None:
+        self._hbase = hbase
+
+    def table_name(self, queue: str) -> bytes:
+        return self._hbase.table_name(queue)
+
+    def last_id(self, table: bytes, partition: int) -> MessageId | None:
+        first, after = _partition_bounds(partition)
+        h1 = hbase1()
+        # A reversed scan starts at its (inclusive) start row, the partition's upper
+        # bound, and runs down to its (exclusive) stop row: the first row is the last.
+        scan = h1.TScan(startRow=after, stopRow=first, reversed=True, caching=1,
+                        columns=[FAMILY], filterString=b"KeyOnlyFilter()")
+        with self._hbase.connection(f"read the last id of partition {partition}") as conn:
+            client = conn.client
+            scanner = client.scannerOpenWithScan(table, scan, {})
+            try:
+                rows = client.scannerGetList(scanner, 1)
+            finally:
+                client.scannerClose(scanner)
+        if not rows:
+            return None
+        return decode_rowkey(rows[0].row)[1]
+
+    def write(self, table: bytes, groups: list[CellGroup]) -> None:
+        h1 = hbase1()
+        count = sum(len(g[2]) for g in groups)
+        with self._hbase.connection(f"write {count} messages") as conn:
+            # Thrift1 carries one timestamp per call: one call per group.
+            for column, ts, keys, values in groups:
+                conn.client.mutateRowsTs(table, [
+                    h1.BatchMutation(row=key, mutations=[h1.Mutation(column=column, value=val)])
+                    for key, val in zip(keys, values, strict=True)
+                ], ts, {})
+
+
+class EngineStorage:
+    """Messages in the standalone server's store, in-process."""
+
+    def __init__(self, store: Store, table_prefix: str | None = None) -> None:
+        self._store = store
+        self._prefix = table_prefix or None
+
+    def table_name(self, queue: str) -> bytes:
+        return (f"{self._prefix}_{queue}" if self._prefix else queue).encode()
+
+    def last_id(self, table: bytes, partition: int) -> MessageId | None:
+        first, after = _partition_bounds(partition)
+        desc = self._store.enabled(table)
+        # Expired rows count too: ids must not go back below them either.
+        rows = self._store.iter_raw(desc, after, first, reverse=True)
+        try:
+            for key, _raw in rows:
+                return decode_rowkey(key)[1]
+        finally:
+            rows.close()
+        return None
+
+    def write(self, table: bytes, groups: list[CellGroup]) -> None:
+        self._store.put_columns(table, groups)
