@@ -167,8 +167,14 @@ class Sidecar:
         self._wake.set()
 
     def _on_session(self, state: SessionState) -> None:
-        # Called on the store's threads: only flag, the control thread acts.
+        # Called on the store's threads: flag, and let the control thread act. On
+        # LOST the partitions stop taking writes here and now: the store may report
+        # a new session before the control thread runs, and the old session's owner
+        # entries are gone (invariant 3).
         if state is SessionState.LOST:
+            with self._held_lock:
+                for hp in self.held.values():
+                    hp.state = PartitionState.RELEASING
             self._lost.set()
         self._wake.set()
 

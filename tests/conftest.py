@@ -16,6 +16,7 @@ import pytest
 
 from hqueue.client import Client, connect
 from tests.harness.standalone import StandaloneProcess
+from tests.harness.zookeeper import ZooKeeperServer, zookeeper_available
 
 _counter = itertools.count()
 
@@ -62,3 +63,20 @@ def queue_name(request: pytest.FixtureRequest) -> str:
     """A queue name unique to this test."""
     name = re.sub(r"[^A-Za-z0-9]", "", request.node.name)[:60]
     return f"q{next(_counter)}_{name}"
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper for the session."""
+    if not zookeeper_available():
+        pytest.fail("ZooKeeper's jars (Debian package 'zookeeper') or java missing: "
+                    "run `make zookeeper`")
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zookeeper_hosts(zookeeper_server: ZooKeeperServer) -> str:
+    """A connect string into a chroot of this test's own."""
+    return zookeeper_server.chroot()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from hqueue.metadata import MetaStore, open_metastore
-from tests.harness.zookeeper import ZooKeeperServer, zookeeper_available
+from tests.harness.zookeeper import ZooKeeperServer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,23 +56,6 @@ class Backend:
         if self.name == "hbase":
             return self.spec["options"]["poll_interval"] + 0.5
         return 0.5
-
-
-@pytest.fixture(scope="session")
-def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    """One real ZooKeeper for the session."""
-    if not zookeeper_available():
-        pytest.fail("ZooKeeper's jars (Debian package 'zookeeper') or java missing: "
-                    "run `make zookeeper`")
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def zookeeper_hosts(zookeeper_server: ZooKeeperServer) -> str:
-    """A connect string into a chroot of this test's own."""
-    return zookeeper_server.chroot()
 
 
 def _backend(request: pytest.FixtureRequest, name: str) -> Backend:

@@ -1,0 +1,82 @@
+"""``hqueue sidecar``: run one sidecar in the foreground, against HBase over Thrift1."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+
+import click
+
+from hqueue.errors import HQueueError
+from hqueue.metadata.factory import TABLE_PREFIX_ENV
+from sidecar.server import SidecarConfig, SidecarServer
+
+__all__ = ["sidecar"]
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=click.IntRange(0, 65535), default=9092, show_default=True,
+              help="Thrift port; 0 picks a free one.")
+@click.option("--id", "sidecar_id", default=None,
+              help="The sidecar's id in the cluster (default: its HOST:PORT).")
+@click.option("--advertised-host", default=None,
+              help="Host producers reach this sidecar at (default: --host, or the host "
+                   "name when binding all interfaces).")
+@click.option("--max-payload-bytes", type=click.IntRange(1), default=1 << 20, show_default=True,
+              help="Largest message value accepted.")
+@click.option("--max-request-bytes", type=click.IntRange(1024), default=64 << 20,
+              show_default=True, help="Largest request accepted; larger ones are refused unread.")
+@click.option("--session-timeout", type=click.FloatRange(min=1), default=10.0, show_default=True,
+              help="Seconds after which a dead sidecar's partitions move (ZooKeeper session "
+                   "timeout, or HBase lease TTL).")
+@click.option("--takeover-grace", type=click.FloatRange(min=0), default=2.0, show_default=True,
+              help="Seconds a new owner waits before writing to a partition that had an owner.")
+@click.option("--clock-offset-ms", type=int, default=0, hidden=True,
+              help="Shift this sidecar's clock (fault injection for tests).")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
+              default="WARNING", show_default=True)
+@click.pass_context
+def sidecar(ctx: click.Context, host: str, port: int, sidecar_id: str | None,
+            advertised_host: str | None, max_payload_bytes: int, max_request_bytes: int,
+            session_timeout: float, takeover_grace: float, clock_offset_ms: int,
+            log_level: str) -> None:
+    """Run a sidecar: the producer path of the queues on HBase (the global --hbase),
+    with metadata in ZooKeeper (--zookeeper) or HBase.
+
+    Prints one ready line once it serves; SIGTERM or Ctrl-C finishes the writes in
+    flight and hands its partitions over before it exits.
+    """
+    logging.basicConfig(level=log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    options = ctx.find_root().obj or {}
+    config = SidecarConfig(
+        hbase=options.get("hbase") or "127.0.0.1:9090", zookeeper=options.get("zookeeper"),
+        host=host, port=port, sidecar_id=sidecar_id, advertised_host=advertised_host,
+        table_prefix=os.environ.get(TABLE_PREFIX_ENV) or None,
+        max_payload_bytes=max_payload_bytes, max_request_bytes=max_request_bytes,
+        session_timeout=session_timeout, takeover_grace=takeover_grace,
+        clock_offset_ms=clock_offset_ms,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    server = SidecarServer(config)
+    try:
+        server.start()
+    except (OSError, HQueueError) as exc:
+        raise click.ClickException(f"cannot start: {exc}") from None
+    click.echo(server.ready_line())
+    sys.stdout.flush()
+    while not stop.wait(3600):
+        pass
+    server.stop()
+    click.echo("hqueue sidecar stopped")

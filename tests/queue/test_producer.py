@@ -1,0 +1,109 @@
+"""The producer path through the sidecar inside the session's standalone server."""
+
+from __future__ import annotations
+
+import pytest
+
+from hqueue import Message, MessageId, NewMessage
+from hqueue.client import Client
+from hqueue.errors import InvalidArgumentError, NoQueueError
+from hqueue.producer import partition_for_key
+
+
+def read_all(hq: Client, queue: str) -> list[Message]:
+    with hq.queue(queue).scan() as scanner:
+        return list(scanner)
+
+
+def test_put_returns_ids_in_order_and_messages_are_stored(hq: Client, queue_name: str) -> None:
+    hq.create_queue(queue_name, partitions=2)
+    queue = hq.queue(queue_name)
+    first = queue.put(b"hello", topic="greetings", partition=1)
+    second = queue.put("wörld", topic="greetings", partition=1)
+    assert second > first
+    stored = read_all(hq, queue_name)
+    assert [(m.id, m.partition, m.topic, m.value) for m in stored] == [
+        (first, 1, "greetings", b"hello"), (second, 1, "greetings", "wörld".encode())]
+    assert stored[0].timestamp == first.timestamp
+
+
+def test_put_batch_mixed_partitions_topics_and_keys(hq: Client, queue_name: str) -> None:
+    hq.create_queue(queue_name, partitions=4)
+    queue = hq.queue(queue_name)
+    batch = [NewMessage(b"k%d" % i, f"t{i % 3}", key=f"user-{i % 5}") for i in range(60)]
+    batch += [(b"explicit", "t0", 3)]  # type: ignore[list-item]
+    ids = queue.put_batch(batch)
+    assert len(ids) == 61
+    stored = {(m.partition, m.id): m for m in read_all(hq, queue_name)}
+    for i, mid in enumerate(ids[:60]):
+        p = partition_for_key(f"user-{i % 5}", 4)
+        assert stored[(p, mid)].value == b"k%d" % i
+        assert stored[(p, mid)].topic == f"t{i % 3}"
+    assert stored[(3, ids[60])].value == b"explicit"
+    # Within one partition, ids follow the batch's order.
+    per_partition: dict[int, list[MessageId]] = {}
+    for i, mid in enumerate(ids[:60]):
+        per_partition.setdefault(partition_for_key(f"user-{i % 5}", 4), []).append(mid)
+    for mids in per_partition.values():
+        assert mids == sorted(mids) and len(set(mids)) == len(mids)
+
+
+def test_bare_values_take_the_topic_and_go_round_robin_per_batch(
+    hq: Client, queue_name: str,
+) -> None:
+    hq.create_queue(queue_name, partitions=3)
+    queue = hq.queue(queue_name)
+    for _ in range(3):
+        queue.put_batch([b"a", b"b"], topic="t")
+    by_partition: dict[int, int] = {}
+    for m in read_all(hq, queue_name):
+        by_partition[m.partition] = by_partition.get(m.partition, 0) + 1
+    assert by_partition == {0: 2, 1: 2, 2: 2}
+
+
+def test_bad_messages_are_refused_before_anything_is_written(
+    hq: Client, queue_name: str,
+) -> None:
+    hq.create_queue(queue_name, partitions=2)
+    queue = hq.queue(queue_name)
+    good = NewMessage(b"ok", "t", 0)
+    cases = [
+        (NewMessage(b"x", "", 0), "topic"),
+        (NewMessage(b"x", "t" * 256, 0), "topic"),
+        (NewMessage(b"x", "t", 2), "'partition'"),
+        (NewMessage(b"x", "t", -1), "'partition'"),
+        (NewMessage(12, "t", 0), "'value'"),  # type: ignore[arg-type]
+        (NewMessage(b"x", "t", None, 5), "'key'"),  # type: ignore[arg-type]
+    ]
+    for bad, match in cases:
+        with pytest.raises(InvalidArgumentError, match=match):
+            queue.put_batch([good, bad])
+    with pytest.raises(InvalidArgumentError, match="topic"):
+        queue.put_batch([b"bare"])
+    assert read_all(hq, queue_name) == []
+
+
+def test_oversized_payload_is_refused_whole_by_the_sidecar(hq: Client, queue_name: str) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    queue = hq.queue(queue_name)
+    queue.put(b"first", topic="t", partition=0)
+    with pytest.raises(InvalidArgumentError, match="message 1: payload of 1048577 bytes"):
+        queue.put_batch([b"small", b"x" * ((1 << 20) + 1)], topic="t", partition=0)
+    assert [m.value for m in read_all(hq, queue_name)] == [b"first"]
+    # A payload at the limit is fine.
+    queue.put(b"y" * (1 << 20), topic="t", partition=0)
+
+
+def test_put_to_a_deleted_queue_says_so(hq: Client, queue_name: str) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    queue = hq.queue(queue_name)
+    queue.put(b"x", topic="t", partition=0)
+    hq.delete_queue(queue_name)
+    with pytest.raises((NoQueueError, InvalidArgumentError, Exception)) as info:
+        queue.put(b"y", topic="t", partition=0)
+    assert queue_name in str(info.value)
+
+
+def test_partition_for_key_is_stable() -> None:
+    assert partition_for_key("user-1", 8) == partition_for_key(b"user-1", 8)
+    assert {partition_for_key(f"k{i}", 8) for i in range(100)} == set(range(8))

@@ -1,0 +1,325 @@
+"""Sidecars as a cluster, and the four write-path invariants of DESIGN.md.
+
+Each test runs its own sidecars against a standalone server without a sidecar of its
+own (so only the test's sidecars serve its queues), with metadata in that server's
+HBase (a table prefix per test) or in ZooKeeper (a chroot per test). Sidecars run as
+``hqueue sidecar`` processes where a test kills them, and in this process where a
+test needs their ZooKeeper client (to expire its session).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import hqueue
+from hqueue.client import Client, connect
+from hqueue.errors import NotOwnerError
+from hqueue.message import MessageId
+from hqueue.metadata.store import SessionState
+from sidecar.server import SidecarConfig, SidecarServer
+from tests.harness.sidecar import SidecarProcess
+from tests.harness.standalone import StandaloneProcess
+from tests.harness.zookeeper import ZooKeeperServer, expire_session
+
+SESSION = 3.0
+"""Session timeout / lease TTL of the test sidecars: failover takes about this long."""
+
+
+@pytest.fixture(scope="module")
+def storage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
+    """A standalone server without a sidecar, shared by this module's tests."""
+    server = StandaloneProcess(tmp_path_factory.mktemp("cluster") / "data",
+                               ("--no-sidecar",)).start()
+    yield server
+    server.stop()
+
+
+class Cluster:
+    """Sidecars and clients of one test, all on ``storage`` with one table prefix."""
+
+    def __init__(self, storage: StandaloneProcess, prefix: str, tmp: Path,
+                 zookeeper: str | None = None) -> None:
+        self.storage = storage
+        self.prefix = prefix
+        self.tmp = tmp
+        self.zookeeper = zookeeper
+        self.processes: list[SidecarProcess] = []
+        self.servers: list[SidecarServer] = []
+        self.clients: list[Client] = []
+
+    def process(self, *args: str) -> SidecarProcess:
+        """Start a ``hqueue sidecar`` process."""
+        n = len(self.processes)
+        proc = SidecarProcess(self.storage.address, self.tmp / f"sidecar{n}.log",
+                              "--session-timeout", str(SESSION), "--takeover-grace", "0.5",
+                              *args, zookeeper=self.zookeeper, table_prefix=self.prefix)
+        self.processes.append(proc.start())
+        return proc
+
+    def in_process(self, **overrides: object) -> SidecarServer:
+        """Start a sidecar in this process."""
+        config = SidecarConfig(hbase=self.storage.address, zookeeper=self.zookeeper,
+                               table_prefix=self.prefix, session_timeout=SESSION,
+                               takeover_grace=0.5, **overrides)  # type: ignore[arg-type]
+        server = SidecarServer(config).start()
+        self.servers.append(server)
+        return server
+
+    def client(self) -> Client:
+        """A client of this cluster."""
+        client = connect(self.storage.address,
+                         hbase_admin=f"{self.storage.host}:{self.storage.thrift2_port}",
+                         zookeeper=self.zookeeper, table_prefix=self.prefix, put_timeout=30)
+        self.clients.append(client)
+        return client
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+        for server in self.servers:
+            server.stop()
+        for proc in self.processes:
+            proc.kill()
+
+
+@pytest.fixture
+def cluster(storage: StandaloneProcess, hbase_prefix: str, tmp_path: Path) -> Iterator[Cluster]:
+    """A cluster with metadata in the storage's HBase."""
+    c = Cluster(storage, hbase_prefix, tmp_path)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def zk_cluster(storage: StandaloneProcess, hbase_prefix: str, tmp_path: Path,
+               zookeeper_hosts: str) -> Iterator[Cluster]:
+    """A cluster with metadata in ZooKeeper."""
+    c = Cluster(storage, hbase_prefix, tmp_path, zookeeper=zookeeper_hosts)
+    yield c
+    c.close()
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def owners(client: Client, queue: str) -> dict[int, str]:
+    return {p: o.value.sidecar for p, o in client.owners.read_owners(queue).items()}
+
+
+def scan_ids(client: Client, queue: str, partition: int) -> list[MessageId]:
+    with client.queue(queue).partition_scanner(partition) as scanner:
+        return [m.id for m in scanner]
+
+
+def test_partitions_spread_evenly_and_move_when_a_sidecar_is_killed(cluster: Cluster) -> None:
+    a = cluster.process("--id", "sc-a")
+    b = cluster.process("--id", "sc-b")
+    client = cluster.client()
+    client.create_queue("q", partitions=6)
+    wait_for(lambda: sorted(owners(client, "q").values()) == ["sc-a"] * 3 + ["sc-b"] * 3, 20,
+             "three partitions owned by each sidecar")
+    queue = client.queue("q")
+    before = {p: queue.put(b"before", topic="t", partition=p) for p in range(6)}
+
+    a.kill()
+    started = time.monotonic()
+    after = {p: queue.put(b"after", topic="t", partition=p) for p in range(6)}
+    elapsed = time.monotonic() - started
+    # The dead sidecar's lease must lapse (SESSION) before its partitions move.
+    assert elapsed < SESSION + 10, elapsed
+    assert set(owners(client, "q").values()) == {"sc-b"}
+    for p in range(6):
+        assert after[p] > before[p]
+        assert scan_ids(client, "q", p) == [before[p], after[p]]
+    assert b.proc is not None
+
+
+def test_sigterm_hands_partitions_over_and_loses_no_acknowledged_message(
+    cluster: Cluster,
+) -> None:
+    a = cluster.process("--id", "sc-a")
+    client = cluster.client()
+    client.create_queue("q", partitions=2)
+    queue = client.queue("q")
+    queue.put(b"first", topic="t", partition=0)
+    cluster.process("--id", "sc-b")
+    wait_for(lambda: sorted(owners(client, "q").values()) == ["sc-a", "sc-b"], 20,
+             "a partition to move to the new sidecar")
+
+    acked: list[tuple[int, MessageId]] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        n = 0
+        while not stop.is_set():
+            p = n % 2
+            try:
+                acked.append((p, queue.put(b"m%d" % n, topic="t", partition=p)))
+            except BaseException as exc:
+                errors.append(exc)
+                return
+            n += 1
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    time.sleep(0.5)
+    assert a.stop() == 0
+    time.sleep(1.5)
+    stop.set()
+    producer.join(60)
+    assert not errors, errors
+    assert set(owners(client, "q").values()) == {"sc-b"}
+    for p in (0, 1):
+        stored = scan_ids(client, "q", p)
+        mine = [mid for q, mid in acked if q == p]
+        assert mine == sorted(mine) and len(set(mine)) == len(mine)
+        assert set(mine) <= set(stored)
+
+
+def test_new_owner_continues_after_the_last_row_with_its_clock_set_back(
+    cluster: Cluster,
+) -> None:
+    a = cluster.process("--id", "sc-a")
+    client = cluster.client()
+    client.create_queue("q", partitions=1)
+    queue = client.queue("q")
+    last = queue.put_batch([b"x"] * 50, topic="t", partition=0)[-1]
+    # An hour behind: without reading the last row it would hand out smaller ids.
+    cluster.process("--id", "sc-b", "--clock-offset-ms", str(-3_600_000))
+    a.kill()
+    wait_for(lambda: owners(client, "q").get(0) == "sc-b", SESSION + 15, "sc-b to take over")
+    after = queue.put_batch([b"y"] * 3, topic="t", partition=0)
+    assert after[0] > last
+    assert after == sorted(after)
+    assert scan_ids(client, "q", 0)[-3:] == after
+
+
+def test_concurrent_producers_get_increasing_ids_in_commit_order(cluster: Cluster) -> None:
+    cluster.process("--id", "sc-a")
+    client = cluster.client()
+    client.create_queue("q", partitions=1)
+    client.queue("q").put(b"warm", topic="t", partition=0)
+    acked: list[list[MessageId]] = [[] for _ in range(4)]
+    seen: list[MessageId] = []
+    done = threading.Event()
+
+    def produce(i: int) -> None:
+        own = cluster.client().queue("q")
+        for n in range(150):
+            batch = own.put_batch([b"p%d-%d" % (i, n)] * (1 + n % 3), topic="t", partition=0)
+            acked[i].extend(batch)
+
+    def tail() -> None:
+        # A reader that only ever moves forward: a row that became visible behind its
+        # position (an id assigned before but committed after) would never be seen.
+        reader = cluster.client().queue("q")
+        position: MessageId | None = None
+        while True:
+            finished = done.is_set()
+            with reader.partition_scanner(0, start=position) as scanner:
+                for m in scanner:
+                    seen.append(m.id)
+                    position = m.id.successor()
+            if finished:
+                return
+
+    tailer = threading.Thread(target=tail)
+    tailer.start()
+    producers = [threading.Thread(target=produce, args=(i,)) for i in range(4)]
+    for t in producers:
+        t.start()
+    for t in producers:
+        t.join(120)
+    done.set()
+    tailer.join(60)
+    everything = [mid for ids in acked for mid in ids]
+    assert len(set(everything)) == len(everything)
+    for ids in acked:
+        assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert seen == sorted(seen)
+    assert set(everything) <= set(seen), "the tailing reader missed rows committed behind it"
+
+
+def test_expired_session_acknowledges_no_further_write(
+    zk_cluster: Cluster, zookeeper_server: ZooKeeperServer,
+) -> None:
+    first = zk_cluster.in_process(sidecar_id="sc-a")
+    client = zk_cluster.client()
+    client.create_queue("q", partitions=2)
+    queue = client.queue("q")
+    queue.put(b"before", topic="t", partition=0)
+    zk_cluster.in_process(sidecar_id="sc-b")
+    wait_for(lambda: sorted(owners(client, "q").values()) == ["sc-a", "sc-b"], 20,
+             "both sidecars to own a partition")
+    mine = next(p for p, s in owners(client, "q").items() if s == "sc-a")
+    assert first.sidecar is not None and first.store is not None
+    sidecar = first.sidecar
+    assert sidecar.put("q", [b"ok"], ["t"], [mine])
+
+    states: list[SessionState] = []
+    first.store.add_session_listener(states.append)
+    expire_session(first.store.client, zookeeper_server.hosts)  # type: ignore[attr-defined]
+    assert SessionState.LOST in states
+    # The session is gone, and with it the owner entry: whatever the store reports
+    # now, the old ownership must not acknowledge a write.
+    with pytest.raises(NotOwnerError):
+        sidecar.put("q", [b"late"], ["t"], [mine])
+    # Producers carry on through whichever sidecar owns the partition now.
+    after = queue.put(b"after", topic="t", partition=mine)
+    assert after in scan_ids(client, "q", mine)
+    assert b"late" not in [m.value for m in client.queue("q").partition_scanner(mine)]
+
+
+def test_acknowledged_messages_survive_kill_9_of_sidecar_and_server(tmp_path: Path) -> None:
+    server = StandaloneProcess(tmp_path / "data", ("--session-timeout", str(SESSION))).start()
+    try:
+        client = connect(server.address, hbase_admin=f"{server.host}:{server.thrift2_port}",
+                         table_prefix="", put_timeout=60)
+        client.create_queue("q", partitions=2)
+        queue = client.queue("q")
+        acked: list[MessageId] = [queue.put(b"warm", topic="t", partition=0)]
+        stop = threading.Event()
+        failures: list[BaseException] = []
+
+        def produce() -> None:
+            n = 0
+            while not stop.is_set():
+                try:
+                    acked.extend(queue.put_batch([b"v%d" % n] * 20, topic="t", partition=0))
+                except hqueue.HQueueError:
+                    pass  # the server is being killed; unacknowledged is allowed to fail
+                except BaseException as exc:
+                    failures.append(exc)
+                    return
+                n += 1
+
+        producer = threading.Thread(target=produce)
+        producer.start()
+        wait_for(lambda: len(acked) > 100, 30, "a stream of acknowledged puts")
+        server.kill()
+        stop.set()
+        producer.join(90)
+        assert not failures
+        client.close()
+        server.restart()
+        client = connect(server.address, hbase_admin=f"{server.host}:{server.thrift2_port}",
+                         table_prefix="", put_timeout=60)
+        stored = set(scan_ids(client, "q", 0))
+        assert set(acked) <= stored
+        # And the restarted sidecar continues after the last row.
+        assert client.queue("q").put(b"again", topic="t", partition=0) > max(stored)
+        client.close()
+    finally:
+        server.stop()
