@@ -19,22 +19,31 @@ from hqueue import __version__
               help="HBase Thrift1 gateway (or `hqueue standalone`) as HOST:PORT.")
 @click.option("--zookeeper", envvar="HQUEUE_ZOOKEEPER", default=None,
               help="ZooKeeper connect string; without it metadata lives in HBase.")
+@click.option("--hbase-admin", envvar="HQUEUE_HBASE_ADMIN", default=None, metavar="HOST:PORT",
+              help="HBase Thrift2 gateway, for creating and altering queue tables "
+                   "[default: port 9091 on the --hbase host].")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Output format; json prints one object per line.")
 @click.pass_context
-def cli(ctx: click.Context, hbase: str, zookeeper: str | None, output_format: str) -> None:
+def cli(ctx: click.Context, hbase: str, zookeeper: str | None, hbase_admin: str | None,
+        output_format: str) -> None:
     """hqueue: a partitioned, replayable message queue on HBase."""
     ctx.ensure_object(dict)
-    ctx.obj.update(hbase=hbase, zookeeper=zookeeper, format=output_format)
+    ctx.obj.update(hbase=hbase, zookeeper=zookeeper, hbase_admin=hbase_admin,
+                   format=output_format)
 
 
 def main() -> None:
     """Console-script entry point."""
+    from hqueue.commands.put import put
     from hqueue.commands.queue import queue
     from hqueue.commands.scan import scan
     from hqueue.standalone.cli import standalone
+    from sidecar.cli import sidecar
 
     cli.add_command(standalone)
+    cli.add_command(sidecar)
     cli.add_command(queue)
     cli.add_command(scan)
+    cli.add_command(put)
     cli(prog_name="hqueue")

@@ -33,7 +33,7 @@ import click
 
 from hqueue.client import connect
 from hqueue.errors import HQueueError
-from hqueue.message import Message, MessageId, parse_position
+from hqueue.message import Message, MessageId, check_topic, parse_position
 
 __all__ = ["scan"]
 
@@ -51,7 +51,7 @@ def _text_line(message: Message) -> str:
 
 
 def _json_line(message: Message) -> str:
-    return json.dumps(message.to_json(), ensure_ascii=False) + "\n"
+    return json.dumps(message.to_json()) + "\n"
 
 
 def _position(value: str | None, option: str) -> MessageId | None:
@@ -135,6 +135,11 @@ def scan(ctx: click.Context, queue_name: str, partitions: tuple[int, ...],
     if not logging.getLogger().handlers:
         # kazoo narrates every reconnection attempt; the error below says it all.
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    for topic in topics:
+        try:
+            check_topic(topic)
+        except HQueueError as exc:
+            raise click.ClickException(f"--topic: {exc}") from None
     scan_options: dict[str, Any] = {
         "start": _position(start, "--from"),
         "stop": _position(stop, "--to"),
@@ -143,8 +148,15 @@ def scan(ctx: click.Context, queue_name: str, partitions: tuple[int, ...],
         "batch_size": batch_size,
     }
     try:
-        with connect(hbase=options.get("hbase"), zookeeper=options.get("zookeeper")) as client:
+        with connect(hbase=options.get("hbase"), zookeeper=options.get("zookeeper"),
+                     hbase_admin=options.get("hbase_admin")) as client:
             queue = client.queue(queue_name)
+            for p in partitions:
+                if p >= queue.partitions:
+                    raise click.ClickException(
+                        f"--partition {p} is out of range: queue {queue_name!r} has "
+                        f"{queue.partitions} partitions (0..{queue.partitions - 1})"
+                    )
             if len(partitions) == 1:
                 scanner = queue.partition_scanner(partitions[0], **scan_options)
             elif partitions or merge:

@@ -207,7 +207,8 @@ def test_idle_scanner_expires_after_its_lease(own_server: OwnServer) -> None:
 
 
 def test_idle_scanners_are_reclaimed_without_being_touched(tmp_path: Path) -> None:
-    config = StandaloneConfig(data_dir=tmp_path / "data", port=0, scanner_lease_seconds=0.3,
+    config = StandaloneConfig(data_dir=tmp_path / "data", port=0, sidecar=False,
+                              scanner_lease_seconds=0.3,
                               advertised_host="127.0.0.1")
     with StandaloneServer(config) as server:
         assert server.thrift1 is not None

@@ -88,7 +88,8 @@ def _raw_cells(store: Store, table: bytes) -> dict[bytes, list[Cell]]:
 def in_process(tmp_path: Path) -> Iterator[StandaloneServer]:
     """A standalone server in this process (so the test can look at its store), purging every
     0.2 s."""
-    config = StandaloneConfig(data_dir=tmp_path / "data", port=0, purge_interval_seconds=0.2,
+    config = StandaloneConfig(data_dir=tmp_path / "data", port=0, sidecar=False,
+                              purge_interval_seconds=0.2,
                               advertised_host="127.0.0.1")
     with StandaloneServer(config) as server:
         yield server
@@ -121,7 +122,7 @@ def test_background_chore_purges_expired_cells(in_process: StandaloneServer) -> 
 
 @pytest.mark.parametrize("major", [True, False])
 def test_compaction_purges_expired_cells(tmp_path: Path, major: bool) -> None:
-    config = StandaloneConfig(data_dir=tmp_path / "data", port=0,
+    config = StandaloneConfig(data_dir=tmp_path / "data", port=0, sidecar=False,
                               purge_interval_seconds=3600, advertised_host="127.0.0.1")
     with StandaloneServer(config) as server:
         conn = _connect(server)
