@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any
 
 from hqueue.admin import QueueAdmin, QueueDescription
-from hqueue.errors import InvalidArgumentError
+from hqueue.errors import InvalidArgumentError, NoQueueError
 from hqueue.hbase import HBase, parse_address
 from hqueue.message import MessageId
 from hqueue.metadata.cache import MetadataCache
@@ -157,7 +157,11 @@ class Client:
 
         :raises NoQueueError: if there is no such queue.
         """
-        return Queue(self, self.queue_infos.read_queue_info(name).value)
+        try:
+            return Queue(self, self.queue_infos.read_queue_info(name).value)
+        except NoQueueError:
+            # The cache may not have seen a queue created a moment ago.
+            return Queue(self, self.admin.queue_info(name))
 
     # -- lifecycle -----------------------------------------------------------------
 

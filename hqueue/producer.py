@@ -266,14 +266,19 @@ class Producer:
                         ids[i] = mid
             if not retry:
                 break
-            if time.monotonic() + backoff > deadline:
+            # Nobody owns it yet (a new queue, a move in progress): the owner appears in
+            # the metadata cache, so look again soon rather than backing off.
+            unowned = all(owners.get(partitions[i]) is None for i in retry)
+            pause = 0.05 if unowned else backoff
+            if time.monotonic() + pause > deadline:
                 raise UnavailableError(
                     f"put to queue {info.name!r} partition {failed_partition} not acknowledged "
                     f"within {self.put_timeout:g} s ({len(retry)} of {len(values)} messages "
                     f"unwritten): {last_error}"
                 )
-            time.sleep(backoff)
-            backoff = min(backoff * 2, _BACKOFF_MAX)
+            time.sleep(pause)
+            if not unowned:
+                backoff = min(backoff * 2, _BACKOFF_MAX)
             pending = retry
         return ids  # type: ignore[return-value]
 

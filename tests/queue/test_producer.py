@@ -104,6 +104,11 @@ def test_put_to_a_deleted_queue_says_so(hq: Client, queue_name: str) -> None:
     assert queue_name in str(info.value)
 
 
+def test_a_queue_is_usable_right_after_it_is_created(hq: Client, queue_name: str) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    assert hq.queue(queue_name).put(b"x", topic="t", partition=0)
+
+
 def test_partition_for_key_is_stable() -> None:
     assert partition_for_key("user-1", 8) == partition_for_key(b"user-1", 8)
     assert {partition_for_key(f"k{i}", 8) for i in range(100)} == set(range(8))
