@@ -42,9 +42,21 @@ pytest: deps-test zookeeper
 
 test: lint pytest
 
-bench: deps-test
+# The queue benchmark's peers, run from Debian's packages (bench/peers.py starts them).
+.PHONY: bench-deps
+bench-deps:
+	@if [ ! -x /usr/bin/redis-server ] || [ ! -x /usr/sbin/nats-server ]; then \
+	  echo "installing Debian's redis-server and nats-server packages"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server nats-server >/dev/null || \
+	  (apt-get update -q >/dev/null && \
+	   DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server nats-server >/dev/null); \
+	fi
+
+bench: deps-test bench-deps
 	$(BIN)/python bench/bench_hbase.py
 	$(BIN)/python bench/bench_metadata.py
+	$(BIN)/python bench/bench_queue.py
+	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/python bench/bench_spark.py
 
 clean:
 	rm -rf $(VENV) $(DATA) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

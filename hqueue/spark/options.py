@@ -205,7 +205,8 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class StreamOptions:
-    """The streaming read options: the batch options plus ``startingOffsets``
+    """The streaming read options: the batch options (``end``, when given, is where
+    the stream stops) plus ``startingOffsets``
     (``earliest``, ``latest`` or per-partition JSON ``{"0": "ts:seq", ...}`` of the last
     id already read) and ``maxMessagesPerTrigger``."""
 
@@ -220,8 +221,6 @@ class StreamOptions:
         :raises InvalidArgumentError: naming the option that is missing or malformed.
         """
         source = SourceOptions.parse(options, known=_STREAM)
-        if source.end is not None:
-            raise InvalidArgumentError("option 'end' does not apply to a streaming read")
         raw = (_get(options, "startingOffsets") or "earliest").strip()
         starting: str | dict[int, MessageId | None]
         if raw.lower() in ("earliest", "latest"):

@@ -28,12 +28,21 @@ from thriftpy2.transport import TBufferedTransport, TSocket
 from hqueue.errors import ConnectionLostError, StorageError
 from hqueue.hbase import parse_address
 from hqueue.idl import hbase1
-from hqueue.message import FAMILY, MAX_TOPIC_BYTES, ROWKEY_BYTES, MessageId, decode_rowkey
+from hqueue.message import (
+    FAMILY,
+    MAX_SEQUENCE,
+    MAX_TOPIC_BYTES,
+    ROWKEY_BYTES,
+    MessageId,
+    decode_rowkey,
+    encode_rowkey,
+)
 
 __all__ = [
     "ARROW_SCHEMA",
     "RowRange",
     "ThriftReader",
+    "predecessor",
     "region_hosts",
     "rows_to_batch",
 ]
@@ -180,9 +189,10 @@ class ThriftReader:
             with contextlib.suppress(Exception):
                 self.client.scannerClose(scanner)
 
-    def last_id(self, partition: int, topics: Sequence[str] = ()) -> MessageId | None:
-        """Return the id of the partition's last message (of ``topics`` when given), or
-        ``None`` when it has none.
+    def last_id(self, partition: int, topics: Sequence[str] = (),
+                before: MessageId | None = None) -> MessageId | None:
+        """Return the id of the partition's last message (of ``topics`` when given;
+        below ``before`` when given), or ``None`` when it has none.
 
         :raises StorageError: if HBase refuses the scan.
         :raises ConnectionLostError: if the gateway fails.
@@ -191,6 +201,10 @@ class ThriftReader:
         # A reversed scan starts at its startRow (inclusive) and walks down to stopRow.
         start = struct.pack(">H", partition) + b"\xff" * (ROWKEY_BYTES - 2)
         stop = struct.pack(">H", partition)
+        if before is not None:
+            if before == MessageId(0, 0):
+                return None
+            start = encode_rowkey(partition, predecessor(before))
         for rows in self._scan(start, stop, columns, 1, reverse=True,
                                filter_string=b"KeyOnlyFilter()"):
             for row in rows:
@@ -245,6 +259,13 @@ class ThriftReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def predecessor(mid: MessageId) -> MessageId:
+    """Return the largest id below ``mid`` (which must not be ``0:0``)."""
+    if mid.sequence > 0:
+        return MessageId(mid.timestamp, mid.sequence - 1)
+    return MessageId(mid.timestamp - 1, MAX_SEQUENCE)
 
 
 def _columns(topics: Sequence[str]) -> list[bytes]:

@@ -8,6 +8,9 @@ ids within a partition become visible in increasing order (DESIGN.md, write-path
 invariant 1), no message can later appear at or below an offset already planned, so a
 query restarted from its checkpoint misses and repeats nothing.
 
+Option ``start`` sets where an ``earliest`` stream begins; ``end`` (exclusive) where
+any stream stops.
+
 ``maxMessagesPerTrigger`` caps the messages of one micro-batch: the cap is shared
 among the partitions with new messages, the least recently advanced first, and each
 partition's end is found by a keys-only scan.
@@ -21,12 +24,17 @@ from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
 from hqueue.message import MessageId, partition_range
 from hqueue.spark.options import StreamOptions
 from hqueue.spark.source import ScanPartition
-from hqueue.spark.storage import RowRange, ThriftReader
+from hqueue.spark.storage import RowRange, ThriftReader, predecessor
 
 __all__ = ["HQueueStreamReader", "offset_json", "parse_offset"]
 
@@ -49,12 +57,19 @@ def _after(mid: MessageId | None) -> MessageId | None:
     return mid.successor() if mid is not None else None
 
 
-class HQueueStreamReader(DataSourceStreamReader):
-    """Plans micro-batches by per-partition last ids; reads them as Arrow batches."""
+class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans micro-batches by per-partition last ids; reads them as Arrow batches.
+    With ``Trigger.AvailableNow`` it stops at the last ids stored when the query
+    started."""
 
     def __init__(self, options: StreamOptions) -> None:
         self.options = options
         self._partitions: list[int] | None = None
+        self._target: Offsets | None = None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Fix the end of an ``availableNow`` run at the last ids stored now."""
+        self._target = self._latest()
 
     def _wanted(self) -> list[int]:
         if self._partitions is None:
@@ -70,9 +85,9 @@ class HQueueStreamReader(DataSourceStreamReader):
         return ThriftReader(conn.hbase, conn.table)
 
     def _latest(self) -> Offsets:
-        topics = self.options.source.topics
+        topics, end = self.options.source.topics, self.options.source.end
         with self._reader() as reader:
-            return {p: reader.last_id(p, topics) for p in self._wanted()}
+            return {p: reader.last_id(p, topics, end) for p in self._wanted()}
 
     def initialOffset(self) -> dict[str, Any]:
         """Return the offset of ``startingOffsets``: all ``null`` for ``earliest``, the
@@ -98,7 +113,7 @@ class HQueueStreamReader(DataSourceStreamReader):
         """Return the end offset of the next micro-batch: the last stored ids, or fewer
         messages than ``limit`` allows past ``start``."""
         begin = parse_offset(start)
-        latest = self._latest()
+        latest = self._target if self._target is not None else self._latest()
         end: Offsets = {p: begin.get(p) for p in latest}
         fresh = [p for p, m in latest.items()
                  if m is not None and (begin.get(p) is None or m > begin[p])]  # type: ignore[operator]
@@ -157,10 +172,4 @@ class HQueueStreamReader(DataSourceStreamReader):
 
 def _before(start: MessageId) -> MessageId | None:
     """Return the id just below ``start`` (so reading "after" it starts at ``start``)."""
-    if start.sequence > 0:
-        return MessageId(start.timestamp, start.sequence - 1)
-    if start.timestamp > 0:
-        from hqueue.message import MAX_SEQUENCE
-
-        return MessageId(start.timestamp - 1, MAX_SEQUENCE)
-    return None
+    return predecessor(start) if start != MessageId(0, 0) else None

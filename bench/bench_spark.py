@@ -1,0 +1,169 @@
+"""Benchmark: Spark DataFrame read throughput of a queue, against Parquet in the same run.
+
+Peers, each reading the same 1,000,000 messages (100-byte values, 4 topics, 4
+partitions) into Spark's ``noop`` sink (every column materialized, nothing written):
+
+- ``hqueue``: ``spark.read.format("hqueue")`` from a ``hqueue standalone`` child process;
+- ``parquet``: ``spark.read.parquet`` of the same rows written once to a local file
+  (the ceiling);
+- ``null source``: a Python data source that does no I/O and yields prebuilt Arrow
+  batches of the same shape (what the Python data source machinery costs by itself).
+
+Target (issue 6): hqueue reaches at least 25% of the Parquet rate.
+
+Run: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_spark.py
+[--rows 1000000] [--partitions 4] [--repeat 3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import struct
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import happybase
+
+from hqueue.client import connect
+from hqueue.idl import hbase1
+from tests.harness.standalone import StandaloneProcess
+
+BASE = 1_700_000_000_000
+VALUE = b"x" * 100
+QUEUE = "bench"
+
+
+def load(server: StandaloneProcess, rows: int, partitions: int) -> float:
+    """Store ``rows`` messages straight into the queue table; return the seconds taken."""
+    h = hbase1()
+    with connect(server.address, hbase_admin=f"{server.host}:{server.thrift2_port}",
+                 table_prefix="") as client:
+        client.create_queue(QUEUE, partitions=partitions)
+        table = client.hbase.table_name(QUEUE)
+    conn = happybase.Connection(server.host, server.port)
+    started = time.perf_counter()
+    batch = []
+    for i in range(rows):
+        n = i // partitions
+        batch.append(h.BatchMutation(
+            row=struct.pack(">HQH", i % partitions, BASE + n // 8, n % 8),
+            mutations=[h.Mutation(column=b"message:topic%d" % (i % 4), value=VALUE)]))
+        if len(batch) == 10_000:
+            conn.client.mutateRows(table, batch, {})
+            batch = []
+    if batch:
+        conn.client.mutateRows(table, batch, {})
+    conn.close()
+    return time.perf_counter() - started
+
+
+def null_source(rows: int, partitions: int) -> type:
+    """Return a data source class yielding ``rows`` prebuilt rows, without I/O."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from hqueue.spark import SCHEMA
+
+    class NullReader(DataSourceReader):
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(i) for i in range(partitions)]
+
+        def read(self, partition: InputPartition) -> Iterator[Any]:
+            import pyarrow as pa
+
+            from hqueue.spark.storage import ARROW_SCHEMA
+
+            n = 10_000
+            batch = pa.RecordBatch.from_arrays([
+                pa.array([partition.value] * n, pa.int32()),
+                pa.array([BASE * 1000] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+                pa.array(range(n), pa.int32()),
+                pa.array([f"{BASE}:{i}" for i in range(n)], pa.string()),
+                pa.array(["topic0"] * n, pa.string()),
+                pa.array([VALUE] * n, pa.binary()),
+            ], schema=ARROW_SCHEMA)
+            for _ in range(rows // partitions // n):
+                yield batch
+
+    class NullSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "nullsource"
+
+        def schema(self) -> str:
+            return SCHEMA
+
+        def reader(self, schema: Any) -> NullReader:
+            return NullReader()
+
+    return NullSource
+
+
+def timed(df: Any, repeat: int) -> tuple[float, int]:
+    """Return the best seconds of ``repeat`` full reads of ``df`` into the noop sink."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        df.write.format("noop").mode("overwrite").save()
+        best = min(best, time.perf_counter() - started)
+    return best, repeat
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    from pyspark.sql import SparkSession
+
+    import hqueue.spark
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = StandaloneProcess(Path(tmp) / "data").start()
+        try:
+            load_s = load(server, args.rows, args.partitions)
+            spark = (SparkSession.builder.master("local[*]").appName("bench-spark")
+                     .config("spark.ui.enabled", "false")
+                     .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+            spark.sparkContext.setLogLevel("ERROR")
+            hqueue.spark.register(spark)
+            spark.dataSource.register(null_source(args.rows, args.partitions))
+            hq = (spark.read.format("hqueue").option("queue", QUEUE)
+                  .option("hbase", server.address).option("table_prefix", "").load())
+            parquet_path = str(Path(tmp) / "bench.parquet")
+            hq.write.parquet(parquet_path)
+            assert spark.read.parquet(parquet_path).count() == args.rows
+            peers = {
+                "hqueue (standalone)": hq,
+                "parquet (ceiling)": spark.read.parquet(parquet_path),
+                "null source (no I/O)": spark.read.format("nullsource").load(),
+            }
+            results = {name: timed(df, args.repeat)[0] for name, df in peers.items()}
+            spark.stop()
+        finally:
+            server.stop()
+
+    ceiling = args.rows / results["parquet (ceiling)"]
+    cores = os.cpu_count()
+    print(f"\nSpark read benchmark: {args.rows:,} messages of {len(VALUE)} B, "
+          f"{args.partitions} partitions, local[*] on {cores} cores, best of {args.repeat} "
+          f"(loading the queue took {load_s:.1f} s)")
+    print(f"{'peer':<24}{'seconds':>10}{'rows/s':>14}{'vs parquet':>12}")
+    for name, seconds in results.items():
+        rate = args.rows / seconds
+        print(f"{name:<24}{seconds:>10.2f}{rate:>14,.0f}{rate / ceiling:>11.0%}")
+    hq_rate = args.rows / results["hqueue (standalone)"]
+    print(f"\ntarget: hqueue >= 25% of parquet: {hq_rate / ceiling:.0%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""Start and stop the benchmark's peers: Debian's ``redis-server`` and ``nats-server``.
+
+Each server runs as a child process on a free loopback port, with its files in a
+directory the caller owns (a temporary one in the benchmark), and counts as ready
+only once a client connection gets the server's greeting: Redis answers ``PING``,
+NATS sends its ``INFO`` line and that line says JetStream is on. Polling a real
+connection instead of sleeping a fixed time keeps start-up short on a fast machine
+and still correct on a slow one.
+
+Both are used as their packages ship them; nothing here tunes them for speed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["NatsServer", "RedisServer", "free_port"]
+
+REDIS_SERVER = "/usr/bin/redis-server"
+NATS_SERVER = "/usr/sbin/nats-server"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """Return a TCP port that was free a moment ago.
+
+    The kernel picks it (bind to port 0); the socket is closed before the server
+    binds, so another process could take it in between, which on a benchmark
+    machine is rare enough that the start-up error is the right outcome.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _binary(path: str, package: str) -> str:
+    found = path if Path(path).exists() else shutil.which(Path(path).name)
+    if not found:
+        raise RuntimeError(f"{path} not found: install Debian's {package} package "
+                           f"(`make bench-deps`)")
+    return found
+
+
+class _Server:
+    """A child server process with a log file, started and stopped once."""
+
+    name = "server"
+
+    def __init__(self, workdir: Path, host: str = "127.0.0.1") -> None:
+        self.workdir = Path(workdir)
+        self.host = host
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = self.workdir / f"{self.name}.log"
+
+    def _command(self) -> list[str]:
+        raise NotImplementedError
+
+    def _probe(self) -> bool:
+        """Return True once a client can use the server; False (or OSError) if not yet."""
+        raise NotImplementedError
+
+    def start(self, timeout: float = 30.0) -> _Server:
+        """Start the server on a free port and return once it is ready.
+
+        :raises RuntimeError: if it exits or is not ready within ``timeout`` (the
+            message carries its log).
+        """
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port(self.host)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self._command(), stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, cwd=self.workdir)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                if self._probe():
+                    return self
+            except OSError:
+                pass  # not listening yet
+            # A short pause between attempts only spares the CPU; readiness itself
+            # is decided by the connection above.
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"{self.name} did not start on port {self.port}:\n"
+                           f"{self.log_path.read_text(errors='replace')}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM, wait, then SIGKILL if it does not exit in ``timeout``; idempotent."""
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def __enter__(self) -> _Server:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+class RedisServer(_Server):
+    """``redis-server`` on loopback, data in ``workdir``.
+
+    RDB snapshots are off so a background save cannot land in the middle of a timed
+    section. With ``fsync=True`` the append-only file is on with ``appendfsync
+    always``, so every write is on disk before Redis replies (the durability hqueue
+    gives); otherwise Redis keeps everything in memory only, its usual setting.
+    """
+
+    name = "redis"
+
+    def __init__(self, workdir: Path, host: str = "127.0.0.1", *, fsync: bool = False) -> None:
+        super().__init__(workdir, host)
+        self.fsync = fsync
+
+    def _command(self) -> list[str]:
+        cmd = [_binary(REDIS_SERVER, "redis-server"), "--bind", self.host,
+               "--port", str(self.port), "--dir", str(self.workdir), "--save", "",
+               "--daemonize", "no", "--protected-mode", "no"]
+        if self.fsync:
+            cmd += ["--appendonly", "yes", "--appendfsync", "always"]
+        else:
+            cmd += ["--appendonly", "no"]
+        return cmd
+
+    def _probe(self) -> bool:
+        # RESP by hand: the benchmark's redis-py is not needed to start the server.
+        with socket.create_connection((self.host, self.port), timeout=1.0) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64).startswith(b"+PONG")
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.host}:{self.port}/0"
+
+
+class NatsServer(_Server):
+    """``nats-server`` with JetStream (``-js``) on loopback, its store in ``workdir``.
+
+    The store is JetStream's default, files; the server syncs them to disk on its
+    own schedule, not per message.
+    """
+
+    name = "nats"
+
+    def _command(self) -> list[str]:
+        return [_binary(NATS_SERVER, "nats-server"), "-a", self.host, "-p", str(self.port),
+                "-js", "-sd", str(self.workdir / "jetstream")]
+
+    def _probe(self) -> bool:
+        # A NATS server greets every client with one INFO line; it lists JetStream
+        # only once JetStream is enabled, which is what the benchmark needs.
+        with socket.create_connection((self.host, self.port), timeout=1.0) as s:
+            f = s.makefile("rb")
+            line = f.readline()
+        if not line.startswith(b"INFO "):
+            return False
+        return bool(json.loads(line[5:]).get("jetstream"))
+
+    @property
+    def url(self) -> str:
+        return f"nats://{self.host}:{self.port}"

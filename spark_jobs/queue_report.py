@@ -1,0 +1,197 @@
+"""A report of a queue: per topic and per partition, message counts, bytes, first and
+last time; the rate over time; and each subscription's lag.
+
+    python -m spark_jobs.queue_report --queue events --out report/ [--bucket 60]
+        [--start ...] [--end ...]
+
+Prints the tables and writes ``per_topic.csv``, ``per_partition.csv``, ``rate.csv``
+(messages per ``--bucket`` seconds and topic), ``lag.csv`` (per subscription and
+partition: messages stored after its checkpoint, i.e. not yet delivered) and
+``rate.png`` (the rate over time, one line per topic; needs matplotlib, otherwise the
+report says it skipped the chart).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+from typing import Any
+
+from hqueue.message import MessageId
+from hqueue.spark.options import Connection
+from spark_jobs.common import add_connection_args, connection_options, spark_session
+
+__all__ = ["Report", "main", "report", "subscription_positions"]
+
+Table = tuple[list[str], list[tuple[Any, ...]]]
+
+
+class Report(dict[str, Table]):
+    """The report's tables by name (``per_topic``, ``per_partition``, ``rate``,
+    ``lag``): each ``(header, rows)``."""
+
+
+def subscription_positions(options: dict[str, str]) -> list[tuple[str, int, int, int]]:
+    """Return ``(subscription, partition, timestamp, sequence)`` of the last id each
+    subscription has been delivered per partition: its checkpoint state, else just
+    below its start position (the start's sequence minus one, possibly -1).
+
+    :raises NoQueueError: if there is no such queue.
+    """
+    conn = Connection.parse(options)
+    out: list[tuple[str, int, int, int]] = []
+    with conn.connect() as client:
+        for name, versioned in sorted(client.subscriptions.read_subscriptions(conn.queue)
+                                      .items()):
+            data = versioned.value
+            for partition, start in data.preferences.partitions.items():
+                state = data.state.get(partition)
+                if state:
+                    mid = MessageId.parse(state)
+                    out.append((name, int(partition), mid.timestamp, mid.sequence))
+                else:
+                    first = MessageId.parse(start)
+                    # Everything from the start id on is still to deliver.
+                    out.append((name, int(partition), first.timestamp, first.sequence - 1))
+    return out
+
+
+def report(spark: Any, options: dict[str, str], bucket_seconds: int = 60) -> Report:
+    """Compute the report of the messages that ``options`` select.
+
+    :raises InvalidArgumentError: on a bad option.
+    :raises NoQueueError: if there is no such queue.
+    """
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("hqueue").options(**options).load() \
+        .withColumn("bytes", F.length("value")).cache()
+    try:
+        result = Report()
+        for key in ("topic", "partition"):
+            rows = (df.groupBy(key).agg(F.count("*").alias("messages"),
+                                        F.sum("bytes").alias("bytes"),
+                                        F.min("timestamp").alias("first"),
+                                        F.max("timestamp").alias("last"))
+                    .orderBy(key).collect())
+            result[f"per_{key}"] = (
+                [key, "messages", "bytes", "first", "last"],
+                [(r[key], r.messages, r.bytes, r["first"].isoformat(),
+                  r["last"].isoformat()) for r in rows])
+        seconds = F.floor(F.unix_seconds("timestamp") / bucket_seconds) * bucket_seconds
+        rate = (df.groupBy(seconds.alias("bucket"), "topic").count()
+                .orderBy("bucket", "topic").collect())
+        result["rate"] = (["bucket_start", "topic", "messages", "per_second"],
+                          [(_iso(r.bucket), r.topic, r["count"],
+                            round(r["count"] / bucket_seconds, 3)) for r in rate])
+        positions = subscription_positions(options)
+        lag_rows: list[tuple[Any, ...]] = []
+        if positions:
+            pos = spark.createDataFrame(
+                positions, "subscription string, p int, ts long, seq int")
+            ts = F.unix_millis("timestamp")
+            pending = df.join(F.broadcast(pos), df.partition == pos.p).where(
+                (ts > pos.ts) | ((ts == pos.ts) & (df.sequence > pos.seq)))
+            counts = {(r.subscription, r.p): r["count"] for r in
+                      pending.groupBy("subscription", "p").count().collect()}
+            lag_rows = [(name, p, counts.get((name, p), 0)) for name, p, _, _ in positions]
+        result["lag"] = (["subscription", "partition", "lag_messages"], lag_rows)
+        return result
+    finally:
+        df.unpersist()
+
+
+def _iso(epoch_seconds: int) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(epoch_seconds, tz=dt.UTC).isoformat()
+
+
+def format_table(header: list[str], rows: list[tuple[Any, ...]]) -> str:
+    """Return ``rows`` as an aligned text table."""
+    cells = [header, *[[str(v) for v in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def write_outputs(result: Report, out: Path) -> list[Path]:
+    """Write each table as CSV and the rate chart as PNG under ``out``; return the
+    files written (no PNG when matplotlib is missing)."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, (header, rows) in result.items():
+        path = out / f"{name}.csv"
+        with path.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(header)
+            writer.writerows(rows)
+        written.append(path)
+    chart = draw_rate_chart(result["rate"][1], out / "rate.png")
+    if chart is not None:
+        written.append(chart)
+    return written
+
+
+def draw_rate_chart(rate: list[tuple[Any, ...]], path: Path) -> Path | None:
+    """Draw messages per second over time, one line per topic, as a PNG at ``path``;
+    return it, or ``None`` when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    import datetime as dt
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for topic in sorted({r[1] for r in rate}):
+        points = [(dt.datetime.fromisoformat(r[0]), r[3]) for r in rate if r[1] == topic]
+        # matplotlib plots datetimes on a date axis; its stubs only admit numbers.
+        times: Any = [p[0] for p in points]
+        ax.plot(times, [p[1] for p in points], marker=".", label=topic)
+    ax.set_xlabel("time (UTC)")
+    ax.set_ylabel("messages / s")
+    ax.set_title("rate over time")
+    ax.legend(loc="upper right", fontsize="small")
+    fig.autofmt_xdate()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the report from the command line; return the exit code."""
+    parser = argparse.ArgumentParser(prog="spark_jobs.queue_report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_connection_args(parser)
+    parser.add_argument("--out", required=True, help="directory for the CSV files and chart")
+    parser.add_argument("--bucket", type=int, default=60, help="seconds per rate bucket")
+    parser.add_argument("--start", help="first id or time (inclusive)")
+    parser.add_argument("--end", help="last id or time (exclusive)")
+    parser.add_argument("--topics", help="comma-separated topics (default: all)")
+    args = parser.parse_args(argv)
+    if args.bucket <= 0:
+        parser.error("'--bucket' must be > 0")
+    options = connection_options(args)
+    for name in ("start", "end", "topics"):
+        if getattr(args, name):
+            options[name] = getattr(args, name)
+    spark = spark_session("hqueue-queue-report")
+    result = report(spark, options, args.bucket)
+    for name, (header, rows) in result.items():
+        print(f"\n== {name}")
+        print(format_table(header, rows) if rows else "(none)")
+    written = write_outputs(result, Path(args.out))
+    if not any(p.suffix == ".png" for p in written):
+        print("\nrate.png skipped: matplotlib is not installed (pip install matplotlib)")
+    print("\nwrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""Batch reads through ``spark.read.format("hqueue")`` and ``read_queue``, against the
+session's standalone server and a local Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import happybase
+import pytest
+from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan
+
+import hqueue.spark
+from hqueue.errors import InvalidArgumentError
+from hqueue.spark.options import SourceOptions
+from hqueue.spark.source import HQueueReader
+from tests.spark.conftest import options, store_rows
+
+BASE = 1_700_000_000_000
+
+
+def _rows(partitions: int, per_partition: int) -> list[tuple[int, int, int, str, bytes]]:
+    return [(p, BASE + i // 2, i % 2, f"t{i % 3}", f"p{p}-m{i}".encode())
+            for p in range(partitions) for i in range(per_partition)]
+
+
+@pytest.fixture
+def filled(hbase_server, hq, queue_name):
+    hq.create_queue(queue_name, partitions=3)
+    rows = _rows(3, 40)
+    store_rows(hbase_server, hq, queue_name, rows)
+    return queue_name, rows
+
+
+def _key(row):
+    return (row.partition, row.id, row.topic, bytes(row.value))
+
+
+def test_reads_every_row_with_its_columns(spark, hbase_server, filled):
+    queue, rows = filled
+    df = spark.read.format("hqueue").options(**options(hbase_server, queue)).load()
+    assert df.schema.simpleString() == (
+        "struct<partition:int,timestamp:timestamp,sequence:int,id:string,topic:string,"
+        "value:binary>")
+    assert df.rdd.getNumPartitions() == 3
+    got = df.collect()
+    assert sorted(map(_key, got)) == sorted(
+        (p, f"{ts}:{seq}", t, v) for p, ts, seq, t, v in rows)
+    first = min(got, key=lambda r: (r.partition, r.id))
+    assert first.timestamp == dt.datetime(2023, 11, 14, 22, 13, 20)
+    assert (first.partition, first.sequence) == (0, 0)
+
+
+def test_options_narrow_the_read(spark, hbase_server, filled):
+    queue, rows = filled
+    df = (spark.read.format("hqueue").options(**options(hbase_server, queue))
+          .option("partitions", "1-2").option("topics", "t0,t2")
+          .option("start", f"{BASE + 5}:1").option("end", f"{BASE + 15}:0").load())
+    expected = sorted((p, f"{ts}:{seq}", t, v) for p, ts, seq, t, v in rows
+                      if p >= 1 and t in ("t0", "t2")
+                      and (BASE + 5, 1) <= (ts, seq) < (BASE + 15, 0))
+    assert sorted(map(_key, df.collect())) == expected
+    assert expected
+
+
+def test_iso_time_bounds(spark, hbase_server, filled):
+    queue, rows = filled
+    start = dt.datetime.fromtimestamp((BASE + 10) / 1000, tz=dt.UTC).isoformat()
+    df = (spark.read.format("hqueue").options(**options(hbase_server, queue))
+          .option("start", start).load())
+    assert df.count() == sum(1 for r in rows if r[1] >= BASE + 10)
+
+
+def test_filters_are_pushed_to_rowkey_ranges_and_columns(spark, hbase_server, filled):
+    queue, rows = filled
+    df = spark.read.format("hqueue").options(**options(hbase_server, queue)).load()
+    since = dt.datetime.fromtimestamp((BASE + 12) / 1000, tz=dt.UTC)
+    got = df.filter((df.partition == 2) & (df.topic == "t1") & (df.timestamp >= since)).collect()
+    assert sorted(map(_key, got)) == sorted(
+        (p, f"{ts}:{seq}", t, v) for p, ts, seq, t, v in rows
+        if p == 2 and t == "t1" and ts >= BASE + 12)
+
+    # What the reader plans for the same filters: one range, of partition 2, from the time.
+    reader = HQueueReader(SourceOptions.parse(options(hbase_server, queue)))
+    filters = [EqualTo(("partition",), 2), In(("topic",), ("t1", "t9")),
+               GreaterThanOrEqual(("timestamp",), since), LessThan(("sequence",), 5)]
+    left = list(reader.pushFilters(filters))
+    assert left == [filters[2], filters[3]]  # time re-checked by Spark; sequence not pushed
+    (part,) = reader.plan()
+    (rr,) = part.ranges
+    assert rr.partition == 2
+    assert rr.start == (2).to_bytes(2, "big") + (BASE + 12).to_bytes(8, "big") + b"\0\0"
+    assert rr.stop == (3).to_bytes(2, "big")
+    assert reader.push.topics == {"t1", "t9"}
+
+
+def test_split_by_region(spark, hbase_server, hq, queue_name):
+    hq.create_queue(queue_name, partitions=4, regions=2)
+    rows = _rows(4, 10)
+    store_rows(hbase_server, hq, queue_name, rows)
+    df = (spark.read.format("hqueue").options(**options(hbase_server, queue_name))
+          .option("split", "region").load())
+    assert df.rdd.getNumPartitions() == 2
+    assert df.count() == len(rows)
+
+
+def test_empty_queue_and_bad_options(spark, hbase_server, hq, queue_name):
+    hq.create_queue(queue_name, partitions=2)
+    opts = options(hbase_server, queue_name)
+    assert spark.read.format("hqueue").options(**opts).load().count() == 0
+    with pytest.raises(Exception, match="option 'queue' is required"):
+        spark.read.format("hqueue").option("hbase", hbase_server.address).load().collect()
+    with pytest.raises(Exception, match="option 'split'"):
+        spark.read.format("hqueue").options(**opts).option("split", "rows").load().collect()
+    with pytest.raises(InvalidArgumentError, match="option 'partitions'"):
+        SourceOptions.parse({**opts, "partitions": "1-x"})
+    with pytest.raises(InvalidArgumentError, match="option 'start'"):
+        SourceOptions.parse({**opts, "start": "yesterday"})
+    with pytest.raises(InvalidArgumentError, match="unknown hqueue option"):
+        SourceOptions.parse({**opts, "partiton": "1"})
+
+
+def test_read_queue_prefers_the_region_hosts(spark, hbase_server, hq, queue_name, filled):
+    queue, rows = filled
+    df = hqueue.spark.read_queue(spark, queue, hbase=hbase_server.address, table_prefix="")
+    assert sorted(map(_key, df.collect())) == sorted(
+        (p, f"{ts}:{seq}", t, v) for p, ts, seq, t, v in rows)
+
+    from hqueue.spark.locality import located_rdd, plan_located
+
+    parts = plan_located(SourceOptions.parse(options(hbase_server, queue)))
+    jrdd = located_rdd(spark, parts)
+    conn = happybase.Connection(hbase_server.host, hbase_server.port)
+    try:
+        regions = conn.client.getTableRegions(hq.hbase.table_name(queue))
+    finally:
+        conn.close()
+    by_start = {r.startKey or b"": r.serverName.decode() for r in regions}
+    assert len(by_start) == 3
+    jvm = spark.sparkContext._jvm
+    jparts = jrdd.partitions()
+    assert len(jparts) == 3
+    for i, part in enumerate(parts):
+        region_start = part.ranges[0].start[:2] if part.ranges[0].partition else b""
+        scala_hosts = jrdd.preferredLocations(jparts[i])
+        preferred = list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(scala_hosts))
+        assert preferred == [by_start[region_start]]
