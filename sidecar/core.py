@@ -114,6 +114,7 @@ class Sidecar:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._clock = self._make_clock()
+        self._warned: dict[tuple[str, int], str] = {}
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -275,13 +276,25 @@ class Sidecar:
                 self._release(hp)
                 pending = True
         for key, epoch in desired.items():
-            hp_now = held.get(key)
-            if hp_now is not None and hp_now.epoch == epoch:
-                if hp_now.state is PartitionState.CLAIMED:
-                    pending |= not self._open(hp_now)
-                continue
-            pending |= not self._claim(key[0], key[1], epoch)
+            # One partition's trouble (say, its table was dropped behind the
+            # metadata's back) must not keep the others from being served.
+            try:
+                hp_now = held.get(key)
+                if hp_now is not None and hp_now.epoch == epoch:
+                    if hp_now.state is PartitionState.CLAIMED:
+                        pending |= not self._open(hp_now)
+                    continue
+                pending |= not self._claim(key[0], key[1], epoch)
+            except HQueueError as exc:
+                pending = True
+                self._warn_once(key, exc)
         return pending
+
+    def _warn_once(self, key: tuple[str, int], exc: HQueueError) -> None:
+        text = str(exc)
+        if self._warned.get(key) != text:
+            self._warned[key] = text
+            log.warning("sidecar %s cannot serve %s/%d yet: %s", self.id, key[0], key[1], text)
 
     def _claim(self, queue: str, partition: int, epoch: int) -> bool:
         """Try to take the partition; return whether it is now held."""

@@ -112,3 +112,16 @@ def test_a_queue_is_usable_right_after_it_is_created(hq: Client, queue_name: str
 def test_partition_for_key_is_stable() -> None:
     assert partition_for_key("user-1", 8) == partition_for_key(b"user-1", 8)
     assert {partition_for_key(f"k{i}", 8) for i in range(100)} == set(range(8))
+
+
+def test_a_queue_whose_table_vanished_does_not_block_the_others(
+    hq: Client, queue_name: str,
+) -> None:
+    hq.create_queue(queue_name + "_broken", partitions=1)
+    with hq.hbase.connection("drop behind the metadata's back") as conn:
+        table = hq.hbase.table_name(queue_name + "_broken")
+        conn.client.disableTable(table)
+        conn.client.deleteTable(table)
+    hq.create_queue(queue_name, partitions=1)
+    assert hq.queue(queue_name).put(b"fine", topic="t", partition=0)
+    hq.delete_queue(queue_name + "_broken")
