@@ -48,6 +48,7 @@ def connect(
     table_prefix: str | None = None,
     timeout: float = 10.0,
     put_timeout: float = 30.0,
+    fast_scan: bool = True,
 ) -> Client:
     """Connect to hqueue and return a :class:`Client` (a context manager).
 
@@ -58,6 +59,8 @@ def connect(
     ``HQUEUE_ZOOKEEPER``; without one, metadata lives in HBase); ``table_prefix`` the
     happybase table prefix of the whole installation (default ``HQUEUE_TABLE_PREFIX``).
     ``put_timeout`` bounds how long a put keeps retrying while partitions move.
+    ``fast_scan`` reads through the partition owner's sidecar (messages by column)
+    where there is one; ``False`` reads through HBase's Thrift1 gateway only.
 
     :raises InvalidArgumentError: on a malformed address.
     :raises ConnectionLostError: if the metadata store cannot be reached.
@@ -70,6 +73,7 @@ def connect(
         else os.environ.get(TABLE_PREFIX_ENV),
         timeout=timeout,
         put_timeout=put_timeout,
+        fast_scan=fast_scan,
     )
 
 
@@ -85,8 +89,10 @@ class Client:
         table_prefix: str | None = None,
         timeout: float = 10.0,
         put_timeout: float = 30.0,
+        fast_scan: bool = True,
     ) -> None:
         parse_address(hbase)
+        self.fast_scan = fast_scan
         self.hbase = HBase(hbase, hbase_admin or default_admin_address(hbase),
                            table_prefix=table_prefix or None,
                            timeout_ms=int(max(timeout, 30.0) * 1000))

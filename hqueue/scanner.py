@@ -61,7 +61,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from hqueue.errors import InvalidArgumentError, StorageError
+from thriftpy2.thrift import TException
+
+from hqueue.errors import HQueueError, InvalidArgumentError, NoQueueError, StorageError
 from hqueue.hbase import HBase
 from hqueue.idl import hbase1
 from hqueue.message import (
@@ -72,6 +74,7 @@ from hqueue.message import (
     parse_position,
     partition_range,
 )
+from hqueue.producer import sidecar_idl
 
 if TYPE_CHECKING:
     from hqueue.client import Queue
@@ -90,6 +93,7 @@ _Hbase = hbase1()
 # The rowkey layout of hqueue.message, kept here as a bound method: it is called
 # once per row on the hot path.
 _unpack_rowkey = struct.Struct(">HQH").unpack
+_iter_rowkeys = struct.Struct(">HQH").iter_unpack
 # tuple.__new__ builds the named tuples without running their Python-level
 # __new__, which cuts the per-row cost of building a Message by about a third.
 _new_tuple = tuple.__new__
@@ -146,6 +150,8 @@ class _RangeScan:
         self._columns = columns
         self._batch_size = batch_size
         self.scanner_id: int | None = None
+        self.decoded = False
+        """Whether :meth:`fetch` returns Messages already (else ``TRowResult`` rows)."""
         self.done = row_start >= row_stop
         self.batch: list[Message] = []
         """The messages being handed out; emptied on close to end the iteration."""
@@ -220,6 +226,74 @@ def _check_partition(queue: Queue, partition: object, name: str = "partition") -
     return partition
 
 
+class _SidecarRangeScan:
+    """The rows ``[row_start, row_stop)`` read through a sidecar's ``scan`` call, which
+    answers with messages by column (no HBase row structs to decode). Stateless on
+    the server: each call starts just past the last row read. If the sidecar cannot
+    be reached, the rest of the range is read through HBase (:class:`_RangeScan`)."""
+
+    def __init__(self, scanner: _Scanner, address: str, row_start: bytes,
+                 row_stop: bytes) -> None:
+        self._scanner = scanner
+        self._address = address
+        self._row_start = row_start
+        self._row_stop = row_stop
+        self._fallback: _RangeScan | None = None
+        self.decoded = True
+        self.done = row_start >= row_stop
+        self.batch: list[Message] = []
+
+    @property
+    def scanner_id(self) -> int | None:
+        """The HBase scanner id once the range fell back to HBase."""
+        return None if self._fallback is None else self._fallback.scanner_id
+
+    def fetch(self, n: int) -> list[Any]:
+        """Return up to ``n`` more messages; an empty list at the end of the range.
+
+        :raises NoQueueError: if the queue is gone.
+        :raises StorageError: if the storage failed.
+        """
+        if self._fallback is not None:
+            return _messages(self._fallback.fetch(n), self._scanner._topic_names)
+        if self.done:
+            return []
+        sc = self._scanner
+        idl = sidecar_idl()
+        request = idl.TScanRequest(startRow=self._row_start, stopRow=self._row_stop,
+                                   topics=list(sc.topics) if sc.topics else None,
+                                   limit=min(n, 10_000))
+        producer = sc.queue.client.producer
+        try:
+            with producer.sidecars.client(self._address) as conn:
+                result = conn.scan(sc.queue.name, request)
+        except idl.TQueueNotFound as exc:
+            raise NoQueueError(exc.message) from None
+        except idl.TUnavailable as exc:
+            raise StorageError(exc.message) from None
+        except (OSError, TException):
+            # An unreachable or older sidecar: HBase has the same rows.
+            self._fallback = _RangeScan(sc._hbase, sc._table, self._row_start, self._row_stop,
+                                        sc._columns, sc.batch_size)
+            return _messages(self._fallback.fetch(n), sc._topic_names)
+        keys = result.rowkeys
+        if not keys:
+            self.done = True
+            return []
+        new = _new_tuple
+        out = [new(Message, (new(MessageId, (ts, seq)), p, topic, value))
+               for (p, ts, seq), topic, value in zip(
+                   _iter_rowkeys(keys), result.topics, result.values, strict=True)]
+        self._row_start = keys[-12:] + b"\x00"
+        return out
+
+    def close(self) -> None:
+        """End the range (and close the HBase scanner of a fallback); idempotent."""
+        self.done = True
+        if self._fallback is not None:
+            self._fallback.close()
+
+
 class _Scanner:
     """What the three scanners share: options, iteration, closing."""
 
@@ -256,10 +330,27 @@ class _Scanner:
         self._closed = False
 
     def _range(self, row_start: bytes, row_stop: bytes) -> _RangeScan:
-        scan = _RangeScan(self._hbase, self._table, row_start, row_stop, self._columns,
-                          self.batch_size)
+        address = self._sidecar_for(row_start)
+        scan: Any
+        if address is not None:
+            scan = _SidecarRangeScan(self, address, row_start, row_stop)
+        else:
+            scan = _RangeScan(self._hbase, self._table, row_start, row_stop, self._columns,
+                              self.batch_size)
         self._open.append(scan)
         return scan
+
+    def _sidecar_for(self, row_start: bytes) -> str | None:
+        """Return the sidecar to read through (the owner of the range's first
+        partition), or ``None`` to read through HBase."""
+        client = self.queue.client
+        if not client.fast_scan:
+            return None
+        partition = int.from_bytes(row_start[:2]) if len(row_start) >= 2 else 0
+        try:
+            return client.owners.read_owner_info(self.queue.name, partition).value.address
+        except HQueueError:
+            return None
 
     def _partition_range(self, partition: int) -> _RangeScan:
         return self._range(*partition_range(partition, self.start, self.stop))
@@ -325,7 +416,7 @@ class _Scanner:
             if not rows:
                 self._retire(scan)
                 return
-            batch = _messages(rows, topics)
+            batch = rows if scan.decoded else _messages(rows, topics)
             if remaining is not None:
                 if len(batch) >= remaining[0]:
                     del batch[remaining[0]:]
@@ -481,7 +572,7 @@ class CombinedPartitionScanner(_Scanner):
             if not rows:
                 self._retire(scan)
                 return
-            batch = _messages(rows, topics)
+            batch = rows if scan.decoded else _messages(rows, topics)
             if left is not None:
                 left -= len(batch)
             scan.batch = batch

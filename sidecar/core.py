@@ -63,6 +63,8 @@ __all__ = ["Sidecar", "SidecarOptions"]
 log = logging.getLogger(__name__)
 
 _COLUMN_PREFIX = FAMILY + b":"
+MAX_SCAN_LIMIT = 10_000
+"""The most messages one scan call returns."""
 _HEAD = struct.Struct(">HQ")
 _SEQ = [struct.pack(">H", s) for s in range(MAX_SEQUENCE + 1)]
 """The rowkey's last two bytes for every sequence, so a rowkey is one concatenation."""
@@ -472,6 +474,41 @@ class Sidecar:
         for index, partition in enumerate(partitions):
             by_partition.setdefault(partition, []).append(index)
         return by_partition, columns
+
+    def scan(self, queue: str, start: bytes, stop: bytes, topics: list[str] | None,
+             limit: int) -> tuple[bytes, list[str], list[bytes]]:
+        """Read up to ``limit`` messages of rows ``[start, stop)`` straight from the
+        storage; return their rowkeys (concatenated), topics and values.
+
+        :raises InvalidArgumentError: on a bad limit or topic.
+        :raises NoQueueError: no such queue.
+        :raises UnavailableError: the storage failed.
+        """
+        if not 1 <= limit <= MAX_SCAN_LIMIT:
+            raise _invalid(-1, f"'limit' must be in 1..{MAX_SCAN_LIMIT}")
+        columns: set[bytes] | None = None
+        if topics:
+            columns = set()
+            for index, topic in enumerate(topics):
+                raw = topic.encode("utf-8", "surrogatepass")
+                if not 1 <= len(raw) <= MAX_TOPIC_BYTES:
+                    raise _invalid(index, f"topic must be 1..{MAX_TOPIC_BYTES} bytes of UTF-8")
+                columns.add(_COLUMN_PREFIX + raw)
+        if not self._queue_exists(queue):
+            raise NoQueueError(f"no queue {queue!r}")
+        try:
+            keys, cols, values = self.storage.read(
+                self.storage.table_name(queue), start, stop, columns, limit)
+        except HQueueError as exc:
+            raise UnavailableError(f"scan of {queue!r} failed: {exc}") from None
+        names: dict[bytes, str] = {}
+        out_topics: list[str] = []
+        for column in cols:
+            name = names.get(column)
+            if name is None:
+                name = names[column] = column[len(_COLUMN_PREFIX):].decode("utf-8", "replace")
+            out_topics.append(name)
+        return b"".join(keys), out_topics, values
 
     def _check_owned(self, held: list[HeldPartition], after_write: bool = False) -> None:
         confirmed = self.store.session_confirmed()

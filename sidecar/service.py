@@ -43,6 +43,21 @@ class SidecarHandler:
             raise idl.TUnavailable(message=str(exc)) from None
         return idl.TMessageIds(timestamps=timestamps, sequences=sequences)
 
+    def scan(self, queue: str, request: Any) -> Any:
+        idl = self.idl
+        try:
+            keys, topics, values = self.sidecar.scan(
+                queue, request.startRow or b"", request.stopRow or b"", request.topics,
+                request.limit or 0)
+        except NoQueueError as exc:
+            raise idl.TQueueNotFound(message=str(exc)) from None
+        except InvalidArgumentError as exc:
+            raise idl.TInvalidMessage(message=str(exc),
+                                      index=getattr(exc, "index", -1)) from None
+        except UnavailableError as exc:
+            raise idl.TUnavailable(message=str(exc)) from None
+        return idl.TMessageColumns(rowkeys=keys, topics=topics, values=values)
+
     def status(self) -> Any:
         idl = self.idl
         partitions = {

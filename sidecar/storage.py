@@ -36,6 +36,14 @@ class MessageStorage(Protocol):
         :raises StorageError: (or ConnectionLostError) if the storage fails.
         """
 
+    def read(self, table: bytes, start: bytes, stop: bytes, columns: set[bytes] | None,
+             limit: int) -> tuple[list[bytes], list[bytes], list[bytes]]:
+        """Return up to ``limit`` visible messages of rows ``[start, stop)`` (only the
+        ``columns`` given, if any) as rowkeys, columns and values.
+
+        :raises StorageError: (or ConnectionLostError) if the storage fails.
+        """
+
     def write(self, table: bytes, groups: list[CellGroup]) -> None:
         """Write the rows of every group durably; return once they are.
 
@@ -75,6 +83,28 @@ class HBaseStorage:
             return None
         return decode_rowkey(rows[0].row)[1]
 
+    def read(self, table: bytes, start: bytes, stop: bytes, columns: set[bytes] | None,
+             limit: int) -> tuple[list[bytes], list[bytes], list[bytes]]:
+        h1 = hbase1()
+        scan = h1.TScan(startRow=start, stopRow=stop, caching=limit,
+                        columns=sorted(columns) if columns else None)
+        keys: list[bytes] = []
+        cols: list[bytes] = []
+        vals: list[bytes] = []
+        with self._hbase.connection("scan messages") as conn:
+            client = conn.client
+            scanner = client.scannerOpenWithScan(table, scan, {})
+            try:
+                rows = client.scannerGetList(scanner, limit)
+            finally:
+                client.scannerClose(scanner)
+        for row in rows:
+            for column, cell in row.columns.items():
+                keys.append(row.row)
+                cols.append(column)
+                vals.append(cell.value)
+        return keys, cols, vals
+
     def write(self, table: bytes, groups: list[CellGroup]) -> None:
         h1 = hbase1()
         count = sum(len(g[2]) for g in groups)
@@ -108,6 +138,51 @@ class EngineStorage:
         finally:
             rows.close()
         return None
+
+    def read(self, table: bytes, start: bytes, stop: bytes, columns: set[bytes] | None,
+             limit: int) -> tuple[list[bytes], list[bytes], list[bytes]]:
+        from hqueue.standalone.cells import HEADER_SIZE, ROW_HEADER, decode_cells
+        from hqueue.standalone.store import now_ms
+
+        desc = self._store.enabled(table)
+        cutoff = desc.ttl_cutoffs(now_ms()).get(FAMILY, 0)
+        keys: list[bytes] = []
+        cols: list[bytes] = []
+        vals: list[bytes] = []
+        unpack = ROW_HEADER.unpack_from
+        rows = self._store.iter_raw(desc, start, stop)
+        try:
+            for key, raw in rows:
+                _fmt, min_ts, _size, count = unpack(raw)
+                if count == 1:
+                    # One cell, the queue's case: slice it out of the stored entry
+                    # (i32 column length, column, 3-byte field header, i32 value
+                    # length, value, ...) without decoding the row.
+                    if min_ts < cutoff:
+                        continue
+                    end = HEADER_SIZE + 4 + int.from_bytes(raw[HEADER_SIZE:HEADER_SIZE + 4])
+                    column = raw[HEADER_SIZE + 4:end]
+                    if columns is not None and column not in columns:
+                        continue
+                    size = int.from_bytes(raw[end + 3:end + 7])
+                    keys.append(key)
+                    cols.append(column)
+                    vals.append(raw[end + 7:end + 7 + size])
+                else:
+                    seen: set[bytes] = set()
+                    for column, ts, value in decode_cells(raw):
+                        if column in seen or ts < cutoff:
+                            continue
+                        seen.add(column)
+                        if columns is None or column in columns:
+                            keys.append(key)
+                            cols.append(column)
+                            vals.append(value)
+                if len(keys) >= limit:
+                    break
+        finally:
+            rows.close()
+        return keys, cols, vals
 
     def write(self, table: bytes, groups: list[CellGroup]) -> None:
         self._store.put_columns(table, groups)

@@ -56,6 +56,24 @@ exception TUnavailable {
   1: required string message
 }
 
+/* A read of rows [startRow, stopRow) of a queue table (12-byte rowkeys or shorter
+   prefixes as bounds), keeping only `topics` when given, at most `limit` rows. */
+struct TScanRequest {
+  1: required binary startRow
+  2: required binary stopRow
+  3: optional list<string> topics
+  4: required i32 limit
+}
+
+/* Messages by column: `rowkeys` holds 12 bytes per message (partition, timestamp,
+   sequence), `topics` and `values` one entry per message. Fewer than `limit`
+   messages does not mean the end; an empty answer does. */
+struct TMessageColumns {
+  1: required binary rowkeys
+  2: required list<string> topics
+  3: required list<binary> values
+}
+
 struct TPartitionStatus {
   1: required i32 partition
   2: required i64 epoch
@@ -77,6 +95,12 @@ service HQueueSidecar {
   TMessageIds put(1: required string queue, 2: required TMessageBatch batch)
     throws (1: TNotOwner notOwner, 2: TQueueNotFound queueNotFound,
             3: TInvalidMessage invalid, 4: TUnavailable unavailable)
+
+  /* Read messages straight from the storage (any partition, owned or not): the
+     scanners' fast path, which skips decoding HBase's row structs. */
+  TMessageColumns scan(1: required string queue, 2: required TScanRequest request)
+    throws (2: TQueueNotFound queueNotFound, 3: TInvalidMessage invalid,
+            4: TUnavailable unavailable)
 
   /* Which partitions this sidecar owns and the newest id it wrote to each. */
   TSidecarStatus status()

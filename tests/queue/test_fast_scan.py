@@ -1,0 +1,68 @@
+"""The scanners' fast path through the sidecar's ``scan`` call, against the HBase
+path it must agree with."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from hqueue.client import Client, connect
+from hqueue.idl import hbase1
+from hqueue.message import MessageId, encode_rowkey
+from hqueue.scanner import _RangeScan, _SidecarRangeScan
+from tests.harness.standalone import StandaloneProcess
+
+
+@pytest.fixture
+def slow(hbase_server: StandaloneProcess) -> Iterator[Client]:
+    """A client that reads through HBase's Thrift1 gateway only."""
+    client = connect(hbase_server.address,
+                     hbase_admin=f"{hbase_server.host}:{hbase_server.thrift2_port}",
+                     table_prefix="", fast_scan=False)
+    yield client
+    client.close()
+
+
+def test_fast_and_hbase_paths_agree(hq: Client, slow: Client, queue_name: str) -> None:
+    hq.create_queue(queue_name, partitions=3)
+    queue = hq.queue(queue_name)
+    ids = [queue.put_batch([b"v%d" % i for i in range(2500)], topic=f"t{p}", partition=p)
+           for p in range(3)]
+    queue.put_batch([b"other"] * 10, topic="x", partition=1)
+    options = [
+        {},
+        {"topics": ["t1"]},
+        {"start": ids[1][100], "stop": ids[1][2000]},
+        {"limit": 1234},
+        {"topics": ["x", "t2"], "limit": 2600},
+    ]
+    for option in options:
+        with queue.scan(**option) as fast:
+            fast_messages = list(fast)
+        with slow.queue(queue_name).scan(**option) as reference:
+            assert fast_messages == list(reference), option
+    with queue.partition_scanner(1) as scanner:
+        first = next(iter(scanner))
+        assert isinstance(scanner._open[0], _SidecarRangeScan)
+        assert first.id == ids[1][0]
+    with slow.queue(queue_name).partition_scanner(1) as scanner:
+        next(iter(scanner))
+        assert isinstance(scanner._open[0], _RangeScan)
+    with queue.combined_scanner([0, 1, 2], limit=3000) as merged, \
+            slow.queue(queue_name).combined_scanner([0, 1, 2], limit=3000) as reference:
+        assert list(merged) == list(reference)
+
+
+def test_fast_path_hides_expired_messages(hq: Client, queue_name: str) -> None:
+    hq.create_queue(queue_name, partitions=1, ttl=60)
+    queue = hq.queue(queue_name)
+    fresh = queue.put(b"fresh", topic="t", partition=0)
+    h1 = hbase1()
+    old = MessageId(1000, 0)  # written long ago: past any TTL
+    with hq.hbase.connection("write an expired row") as conn:
+        conn.client.mutateRowsTs(hq.hbase.table_name(queue_name), [h1.BatchMutation(
+            row=encode_rowkey(0, old), mutations=[h1.Mutation(column=b"message:t",
+                                                             value=b"stale")])], 1000, {})
+    with queue.partition_scanner(0) as scanner:
+        assert [m.id for m in scanner] == [fresh]
