@@ -9,7 +9,7 @@ import os
 import threading
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hqueue.admin import QueueAdmin, QueueDescription
 from hqueue.errors import InvalidArgumentError, NoQueueError
@@ -25,6 +25,10 @@ from hqueue.metadata.managers import (
 )
 from hqueue.metadata.store import MetaStore
 from hqueue.producer import NewMessage, Producer
+
+if TYPE_CHECKING:
+    # The scanners import this module's Queue; they are loaded when first used.
+    from hqueue.scanner import CombinedPartitionScanner, PartitionScanner, QueueScanner
 
 __all__ = ["Client", "Queue", "connect", "default_admin_address"]
 
@@ -276,19 +280,21 @@ class Queue:
 
     # -- scanning ------------------------------------------------------------------
 
-    def scan(self, **options: Any) -> Any:
+    def scan(self, **options: Any) -> QueueScanner:
         """Return a QueueScanner over all partitions; see :mod:`hqueue.scanner`."""
         from hqueue.scanner import QueueScanner
 
         return QueueScanner(self, **options)
 
-    def partition_scanner(self, partition: int, **options: Any) -> Any:
+    def partition_scanner(self, partition: int, **options: Any) -> PartitionScanner:
         """Return a PartitionScanner over one partition; see :mod:`hqueue.scanner`."""
         from hqueue.scanner import PartitionScanner
 
         return PartitionScanner(self, partition, **options)
 
-    def combined_scanner(self, partitions: Sequence[int], **options: Any) -> Any:
+    def combined_scanner(
+        self, partitions: Sequence[int], **options: Any
+    ) -> CombinedPartitionScanner:
         """Return a CombinedPartitionScanner merging partitions by id; see
         :mod:`hqueue.scanner`."""
         from hqueue.scanner import CombinedPartitionScanner

@@ -16,7 +16,7 @@ import happybase
 from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TException
 
-from hqueue.errors import ConnectionLostError, StorageError
+from hqueue.errors import ConnectionLostError, InvalidArgumentError, StorageError
 from hqueue.idl import hbase2
 from hqueue.metadata.hbase import parse_address
 from hqueue.metadata.hbase_client import hbase_errors
@@ -26,13 +26,13 @@ __all__ = ["HBase", "hbase_errors", "parse_address"]
 
 class HBase:
     """Queue tables on one HBase: ``address`` is the Thrift1 gateway, ``admin_address``
-    the Thrift2 gateway. Table names get happybase's ``{table_prefix}_`` prefix.
-    Thread-safe."""
+    the Thrift2 gateway (only :meth:`admin` needs it). Table names get happybase's
+    ``{table_prefix}_`` prefix. Thread-safe."""
 
     def __init__(
         self,
         address: str,
-        admin_address: str,
+        admin_address: str | None = None,
         *,
         table_prefix: str | None = None,
         pool_size: int = 8,
@@ -67,7 +67,10 @@ class HBase:
         become hqueue's, prefixed with ``what``.
 
         :raises ConnectionLostError: if the Thrift2 gateway cannot be reached.
+        :raises InvalidArgumentError: if no Thrift2 gateway was given.
         """
+        if self.admin_address is None:
+            raise InvalidArgumentError(f"{what}: needs the HBase Thrift2 gateway (--hbase-admin)")
         service = hbase2()
         host, port = parse_address(self.admin_address)
         try:

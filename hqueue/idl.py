@@ -42,3 +42,8 @@ def load(name: str) -> ModuleType:
 def hbase2() -> ModuleType:
     """Return the subset of HBase 2's Thrift2 service hqueue uses (``thrift/hbase2.thrift``)."""
     return load("hbase2")
+
+
+def sidecar() -> ModuleType:
+    """Return the sidecar's Thrift service module (``thrift/sidecar.thrift``)."""
+    return load("sidecar")

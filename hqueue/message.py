@@ -109,6 +109,17 @@ class MessageId(NamedTuple):
             return MessageId(self.timestamp, self.sequence + 1)
         return MessageId(self.timestamp + 1, 0)
 
+    def predecessor(self) -> MessageId:
+        """Return the largest id below this one.
+
+        :raises InvalidArgumentError: for ``0:0``, which has none.
+        """
+        if self.sequence > 0:
+            return MessageId(self.timestamp, self.sequence - 1)
+        if self.timestamp == 0:
+            raise InvalidArgumentError("message id 0:0 has no predecessor")
+        return MessageId(self.timestamp - 1, MAX_SEQUENCE)
+
 
 
 class Message(NamedTuple):

@@ -35,7 +35,7 @@ from hqueue.errors import (
     UnavailableError,
 )
 from hqueue.hbase import parse_address
-from hqueue.idl import load
+from hqueue.idl import sidecar as sidecar_idl
 from hqueue.message import MessageId, check_topic
 
 if TYPE_CHECKING:
@@ -63,11 +63,6 @@ def partition_for_key(key: bytes | str, partitions: int) -> int:
     partition count, stable across processes and languages."""
     raw = key.encode("utf-8") if isinstance(key, str) else key
     return zlib.crc32(raw) % partitions
-
-
-def sidecar_idl() -> Any:
-    """Return the sidecar's Thrift module (``thrift/sidecar.thrift``)."""
-    return load("sidecar")
 
 
 class SidecarClients:

@@ -282,11 +282,11 @@ class Sidecar:
             # metadata's back) must not keep the others from being served.
             try:
                 hp_now = held.get(key)
-                if hp_now is not None and hp_now.epoch == epoch:
-                    if hp_now.state is PartitionState.CLAIMED:
-                        pending |= not self._open(hp_now)
-                    continue
-                pending |= not self._claim(key[0], key[1], epoch)
+                if hp_now is None or hp_now.epoch != epoch:
+                    pending |= not self._claim(key[0], key[1], epoch)
+                elif hp_now.state is PartitionState.CLAIMED:
+                    pending |= not self._open(hp_now)
+                self._warned.pop(key, None)
             except HQueueError as exc:
                 pending = True
                 self._warn_once(key, exc)
@@ -453,8 +453,7 @@ class Sidecar:
         if len(topics) not in (1, count) or len(partitions) not in (1, count):
             raise _invalid(-1, "topics and partitions need one entry, or one per value")
         limit = self.options.max_payload_bytes
-        if any(v is None for v in values):
-            raise _invalid(values.index(None), "value is missing")  # type: ignore[arg-type]
+        # The Thrift decoder gives a list<binary> no None elements to check for.
         if max(map(len, values)) > limit:
             index = next(i for i, v in enumerate(values) if len(v) > limit)
             raise _invalid(index, f"payload of {len(values[index])} bytes is over the "

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from hqueue.hbase import HBase
+from hqueue.idl import sidecar as sidecar_idl
 from hqueue.metadata.factory import open_metastore
 from hqueue.metadata.resources import check_name
 from hqueue.metadata.store import MetaStore
 from hqueue.rpc.server import ThriftServer
 from sidecar.core import Sidecar, SidecarOptions
-from sidecar.service import SidecarHandler, sidecar_idl
+from sidecar.service import SidecarHandler
 from sidecar.storage import HBaseStorage, MessageStorage
 
 __all__ = ["SidecarConfig", "SidecarServer"]
@@ -85,7 +86,7 @@ class SidecarServer:
             self.store = _metastore(cfg)
             storage = self._storage
             if storage is None:
-                self._hbase = HBase(cfg.hbase, cfg.hbase, table_prefix=cfg.table_prefix)
+                self._hbase = HBase(cfg.hbase, table_prefix=cfg.table_prefix)
                 storage = HBaseStorage(self._hbase)
             # The handler needs the sidecar, the sidecar needs the bound address.
             deferred = _Deferred()

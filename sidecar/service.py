@@ -3,18 +3,15 @@ IDL's typed exceptions at this boundary."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from hqueue.errors import InvalidArgumentError, NoQueueError, NotOwnerError, UnavailableError
-from hqueue.idl import load
+from hqueue.idl import sidecar as sidecar_idl
 from sidecar.core import Sidecar
 
-__all__ = ["SidecarHandler", "sidecar_idl"]
-
-
-def sidecar_idl() -> Any:
-    """Return the sidecar's Thrift module."""
-    return load("sidecar")
+__all__ = ["SidecarHandler"]
 
 
 class SidecarHandler:
@@ -24,13 +21,12 @@ class SidecarHandler:
         self.sidecar = sidecar
         self.idl = sidecar_idl()
 
-    def put(self, queue: str, batch: Any) -> Any:
+    @contextlib.contextmanager
+    def _typed_errors(self) -> Iterator[None]:
+        """Raise hqueue's errors in the block as the IDL's declared exceptions."""
         idl = self.idl
-        if batch is None or batch.values is None:
-            raise idl.TInvalidMessage(message="the batch has no values", index=-1)
         try:
-            timestamps, sequences = self.sidecar.put(
-                queue, batch.values, batch.topics or [], batch.partitions or [])
+            yield
         except NotOwnerError as exc:
             raise idl.TNotOwner(message=str(exc), partition=exc.partition,
                                 ownerAddress=exc.owner) from None
@@ -41,23 +37,22 @@ class SidecarHandler:
                                       index=getattr(exc, "index", -1)) from None
         except UnavailableError as exc:
             raise idl.TUnavailable(message=str(exc)) from None
+
+    def put(self, queue: str, batch: Any) -> Any:
+        idl = self.idl
+        if batch is None or batch.values is None:
+            raise idl.TInvalidMessage(message="the batch has no values", index=-1)
+        with self._typed_errors():
+            timestamps, sequences = self.sidecar.put(
+                queue, batch.values, batch.topics or [], batch.partitions or [])
         return idl.TMessageIds(timestamps=timestamps, sequences=sequences)
 
     def scan(self, queue: str, request: Any) -> Any:
-        idl = self.idl
-        try:
+        with self._typed_errors():
             keys, topics, values = self.sidecar.scan(
                 queue, request.startRow or b"", request.stopRow or b"", request.topics,
                 request.limit or 0)
-        except NoQueueError as exc:
-            raise idl.TQueueNotFound(message=str(exc)) from None
-        except InvalidArgumentError as exc:
-            raise idl.TInvalidMessage(message=str(exc),
-                                      index=getattr(exc, "index", -1)) from None
-        except UnavailableError as exc:
-            raise idl.TUnavailable(message=str(exc)) from None
-        return idl.TMessageColumns(rowkeys=keys, topics=topics, values=values)
-
+        return self.idl.TMessageColumns(rowkeys=keys, topics=topics, values=values)
     def status(self) -> Any:
         idl = self.idl
         partitions = {

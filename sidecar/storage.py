@@ -9,14 +9,13 @@ durable writes: HBase after its WAL sync, the store after its fsync.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from hqueue.hbase import HBase
 from hqueue.idl import hbase1
 from hqueue.message import FAMILY, MessageId, decode_rowkey
-
-if TYPE_CHECKING:
-    from hqueue.standalone.store import Store
+from hqueue.standalone.cells import HEADER_SIZE, ROW_HEADER, decode_cells
+from hqueue.standalone.store import Store, now_ms
 
 __all__ = ["CellGroup", "EngineStorage", "HBaseStorage", "MessageStorage"]
 
@@ -141,9 +140,6 @@ class EngineStorage:
 
     def read(self, table: bytes, start: bytes, stop: bytes, columns: set[bytes] | None,
              limit: int) -> tuple[list[bytes], list[bytes], list[bytes]]:
-        from hqueue.standalone.cells import HEADER_SIZE, ROW_HEADER, decode_cells
-        from hqueue.standalone.store import now_ms
-
         desc = self._store.enabled(table)
         cutoff = desc.ttl_cutoffs(now_ms()).get(FAMILY, 0)
         keys: list[bytes] = []

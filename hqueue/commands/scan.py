@@ -34,6 +34,7 @@ import click
 from hqueue.client import connect
 from hqueue.errors import HQueueError
 from hqueue.message import Message, MessageId, check_topic, parse_position
+from hqueue.scanner import CombinedPartitionScanner, PartitionScanner, QueueScanner
 
 __all__ = ["scan"]
 
@@ -157,6 +158,7 @@ def scan(ctx: click.Context, queue_name: str, partitions: tuple[int, ...],
                         f"--partition {p} is out of range: queue {queue_name!r} has "
                         f"{queue.partitions} partitions (0..{queue.partitions - 1})"
                     )
+            scanner: PartitionScanner | CombinedPartitionScanner | QueueScanner
             if len(partitions) == 1:
                 scanner = queue.partition_scanner(partitions[0], **scan_options)
             elif partitions or merge:

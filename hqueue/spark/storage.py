@@ -30,7 +30,6 @@ from hqueue.hbase import parse_address
 from hqueue.idl import hbase1
 from hqueue.message import (
     FAMILY,
-    MAX_SEQUENCE,
     MAX_TOPIC_BYTES,
     ROWKEY_BYTES,
     MessageId,
@@ -42,7 +41,6 @@ __all__ = [
     "ARROW_SCHEMA",
     "RowRange",
     "ThriftReader",
-    "predecessor",
     "region_hosts",
     "rows_to_batch",
 ]
@@ -204,7 +202,7 @@ class ThriftReader:
         if before is not None:
             if before == MessageId(0, 0):
                 return None
-            start = encode_rowkey(partition, predecessor(before))
+            start = encode_rowkey(partition, before.predecessor())
         for rows in self._scan(start, stop, columns, 1, reverse=True,
                                filter_string=b"KeyOnlyFilter()"):
             for row in rows:
@@ -259,13 +257,6 @@ class ThriftReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def predecessor(mid: MessageId) -> MessageId:
-    """Return the largest id below ``mid`` (which must not be ``0:0``)."""
-    if mid.sequence > 0:
-        return MessageId(mid.timestamp, mid.sequence - 1)
-    return MessageId(mid.timestamp - 1, MAX_SEQUENCE)
 
 
 def _columns(topics: Sequence[str]) -> list[bytes]:

@@ -34,7 +34,7 @@ from pyspark.sql.streaming.datasource import (
 from hqueue.message import MessageId, partition_range
 from hqueue.spark.options import StreamOptions
 from hqueue.spark.source import ScanPartition
-from hqueue.spark.storage import RowRange, ThriftReader, predecessor
+from hqueue.spark.storage import RowRange, ThriftReader
 
 __all__ = ["HQueueStreamReader", "offset_json", "parse_offset"]
 
@@ -172,4 +172,4 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 def _before(start: MessageId) -> MessageId | None:
     """Return the id just below ``start`` (so reading "after" it starts at ``start``)."""
-    return predecessor(start) if start != MessageId(0, 0) else None
+    return start.predecessor() if start != MessageId(0, 0) else None

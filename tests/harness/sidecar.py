@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from tests.harness.process import ChildProcess
 
 _READY = re.compile(r"hqueue sidecar ready: address=(?P<address>\S+) id=(?P<id>\S+)")
 
 
-class SidecarProcess:
+class SidecarProcess(ChildProcess):
     """A ``hqueue sidecar`` child process."""
 
     def __init__(self, hbase: str, log_path: Path, *args: str, zookeeper: str | None = None,
@@ -27,7 +26,6 @@ class SidecarProcess:
         self.log_path = log_path
         self.address = ""
         self.id = ""
-        self.proc: subprocess.Popen[str] | None = None
 
     def start(self, timeout: float = 30.0) -> SidecarProcess:
         """Start and wait for the ready line; return self.
@@ -39,47 +37,10 @@ class SidecarProcess:
         if self.zookeeper:
             cmd += ["--zookeeper", self.zookeeper]
         cmd += ["sidecar", "--port", "0", "--log-level", "INFO", *self.args]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = dict(os.environ)
         env.pop("HQUEUE_TABLE_PREFIX", None)
         if self.table_prefix:
             env["HQUEUE_TABLE_PREFIX"] = self.table_prefix
-        log = open(self.log_path, "a")  # noqa: SIM115 - owned by the child
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
-        log.close()
-        deadline = time.monotonic() + timeout
-        assert self.proc.stdout is not None
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            m = _READY.search(line)
-            if m:
-                self.address, self.id = m["address"], m["id"]
-                return self
-        self.proc.kill()
-        raise RuntimeError(f"hqueue sidecar did not start:\n{self.log_path.read_text()}")
-
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait; return the exit code."""
-        if self.proc is None:
-            return 0
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait()
-        self._close()
-        return code
-
-    def kill(self) -> None:
-        """``kill -9``."""
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self._close()
-
-    def _close(self) -> None:
-        if self.proc is not None and self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self.proc = None
+        m = self._spawn(cmd, env, _READY, timeout)
+        self.address, self.id = m["address"], m["id"]
+        return self

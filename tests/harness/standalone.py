@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from tests.harness.process import ChildProcess
 
 _READY = re.compile(r"ready: hbase-thrift1=(?P<h1>[^ ]+):(?P<p1>\d+) "
                     r"hbase-thrift2=(?P<h2>[^ ]+):(?P<p2>\d+)"
                     r"(?: sidecar=(?P<sidecar>[^ ]+))?")
 
 
-class StandaloneProcess:
+class StandaloneProcess(ChildProcess):
     """A ``hqueue standalone`` child process."""
 
     def __init__(self, data_dir: Path, extra_args: tuple[str, ...] = ()) -> None:
@@ -33,7 +32,6 @@ class StandaloneProcess:
         self.thrift2_port = 0
         self.sidecar_port = 0
         self.sidecar_address: str | None = None
-        self.proc: subprocess.Popen[str] | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
 
     def start(self, timeout: float = 30.0) -> StandaloneProcess:
@@ -46,56 +44,19 @@ class StandaloneProcess:
                "--host", self.host, "--port", str(self.port),
                "--thrift2-port", str(self.thrift2_port), "--sidecar-port", str(self.sidecar_port),
                "--log-level", "INFO", *self.extra_args]
-        log = open(self.log_path, "a")  # noqa: SIM115 - owned by the child
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        log.close()
-        deadline = time.monotonic() + timeout
-        assert self.proc.stdout is not None
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            m = _READY.search(line)
-            if m:
-                self.port = int(m["p1"])
-                self.thrift2_port = int(m["p2"])
-                self.sidecar_address = m["sidecar"]
-                if self.sidecar_address:
-                    self.sidecar_port = int(self.sidecar_address.rpartition(":")[2])
-                return self
-        self.proc.kill()
-        raise RuntimeError(f"hqueue standalone did not start:\n{self.log_path.read_text()}")
+        m = self._spawn(cmd, dict(os.environ), _READY, timeout)
+        self.port = int(m["p1"])
+        self.thrift2_port = int(m["p2"])
+        self.sidecar_address = m["sidecar"]
+        if self.sidecar_address:
+            self.sidecar_port = int(self.sidecar_address.rpartition(":")[2])
+        return self
 
     @property
     def address(self) -> str:
         """``host:port`` of the Thrift1 server."""
         return f"{self.host}:{self.port}"
 
-    def stop(self, timeout: float = 15.0) -> int:
-        """SIGTERM and wait; return the exit code."""
-        if self.proc is None:
-            return 0
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait()
-        self._close_pipe()
-        return code
-
-    def kill(self) -> None:
-        """``kill -9`` the server."""
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self._close_pipe()
-
     def restart(self) -> StandaloneProcess:
         """Start again on the same data directory and ports; return self."""
         return self.start()
-
-    def _close_pipe(self) -> None:
-        if self.proc is not None and self.proc.stdout is not None:
-            self.proc.stdout.close()

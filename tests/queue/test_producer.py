@@ -99,9 +99,8 @@ def test_put_to_a_deleted_queue_says_so(hq: Client, queue_name: str) -> None:
     queue = hq.queue(queue_name)
     queue.put(b"x", topic="t", partition=0)
     hq.delete_queue(queue_name)
-    with pytest.raises((NoQueueError, InvalidArgumentError, Exception)) as info:
+    with pytest.raises(NoQueueError, match=queue_name):
         queue.put(b"y", topic="t", partition=0)
-    assert queue_name in str(info.value)
 
 
 def test_a_queue_is_usable_right_after_it_is_created(hq: Client, queue_name: str) -> None:

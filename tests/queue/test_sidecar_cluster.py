@@ -124,7 +124,7 @@ def scan_ids(client: Client, queue: str, partition: int) -> list[MessageId]:
 
 def test_partitions_spread_evenly_and_move_when_a_sidecar_is_killed(cluster: Cluster) -> None:
     a = cluster.process("--id", "sc-a")
-    b = cluster.process("--id", "sc-b")
+    cluster.process("--id", "sc-b")
     client = cluster.client()
     client.create_queue("q", partitions=6)
     wait_for(lambda: sorted(owners(client, "q").values()) == ["sc-a"] * 3 + ["sc-b"] * 3, 20,
@@ -142,7 +142,6 @@ def test_partitions_spread_evenly_and_move_when_a_sidecar_is_killed(cluster: Clu
     for p in range(6):
         assert after[p] > before[p]
         assert scan_ids(client, "q", p) == [before[p], after[p]]
-    assert b.proc is not None
 
 
 def test_sigterm_hands_partitions_over_and_loses_no_acknowledged_message(

@@ -42,6 +42,10 @@ def test_message_id_text_and_positions() -> None:
     assert parse_position("2024-01-01T01:00:00+01:00") == MessageId(1704067200000, 0)
     assert parse_position(5) == MessageId(5, 0)
     assert MessageId(5, 32767).successor() == MessageId(6, 0)
+    assert MessageId(6, 0).predecessor() == MessageId(5, 32767)
+    assert MessageId(6, 3).predecessor() == MessageId(6, 2)
+    with pytest.raises(InvalidArgumentError):
+        MessageId(0, 0).predecessor()
     with pytest.raises(InvalidArgumentError, match="position"):
         parse_position("yesterday")
     assert partition_range(1) == (b"\x00\x01", b"\x00\x02")

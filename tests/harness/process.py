@@ -1,0 +1,67 @@
+"""A server run as a real child process for tests, ready when it prints its ready
+line (no sleeping); :meth:`ChildProcess.kill` is ``kill -9``, :meth:`ChildProcess.stop`
+SIGTERM."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+class ChildProcess:
+    """What the harness's child servers share: spawning, the ready line, stopping."""
+
+    log_path: Path
+    proc: subprocess.Popen[str] | None = None
+
+    def _spawn(self, cmd: list[str], env: dict[str, str], ready: re.Pattern[str],
+               timeout: float) -> re.Match[str]:
+        """Start ``cmd`` (stderr to :attr:`log_path`) and return the match of its ready
+        line.
+
+        Raises:
+            RuntimeError: it exited or did not get ready in time (its log is in the message).
+        """
+        log = open(self.log_path, "a")  # noqa: SIM115 - owned by the child
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True,
+                                     env={**env, "PYTHONUNBUFFERED": "1"})
+        log.close()
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            m = ready.search(line)
+            if m:
+                return m
+        self.proc.kill()
+        raise RuntimeError(f"{' '.join(cmd[2:5])} did not start:\n{self.log_path.read_text()}")
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait; return the exit code."""
+        if self.proc is None:
+            return 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self._close()
+        return code
+
+    def kill(self) -> None:
+        """``kill -9``."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self._close()
+
+    def _close(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.proc = None
