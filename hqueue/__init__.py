@@ -8,14 +8,18 @@ from hqueue.client import Client, Queue, connect
 from hqueue.errors import HQueueError
 from hqueue.message import Message, MessageId
 from hqueue.producer import NewMessage
+from hqueue.subscriber import ConsumeStatus, MessageListener, Subscriber
 
 __all__ = [
     "Client",
+    "ConsumeStatus",
     "HQueueError",
     "Message",
     "MessageId",
+    "MessageListener",
     "NewMessage",
     "Queue",
+    "Subscriber",
     "__version__",
     "connect",
 ]

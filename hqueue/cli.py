@@ -38,6 +38,8 @@ def main() -> None:
     from hqueue.commands.put import put
     from hqueue.commands.queue import queue
     from hqueue.commands.scan import scan
+    from hqueue.commands.subscribe import subscribe
+    from hqueue.commands.subscriptions import lag, subscriptions
     from hqueue.standalone.cli import standalone
     from sidecar.cli import sidecar
 
@@ -46,4 +48,7 @@ def main() -> None:
     cli.add_command(queue)
     cli.add_command(scan)
     cli.add_command(put)
+    cli.add_command(subscribe)
+    cli.add_command(subscriptions)
+    cli.add_command(lag)
     cli(prog_name="hqueue")

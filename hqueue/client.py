@@ -29,6 +29,8 @@ from hqueue.producer import NewMessage, Producer
 if TYPE_CHECKING:
     # The scanners import this module's Queue; they are loaded when first used.
     from hqueue.scanner import CombinedPartitionScanner, PartitionScanner, QueueScanner
+    from hqueue.subscriber import Listener, Subscriber
+    from hqueue.subscriptions import LagReport, SubscriptionInfo
 
 __all__ = ["Client", "Queue", "connect", "default_admin_address"]
 
@@ -53,6 +55,7 @@ def connect(
     timeout: float = 10.0,
     put_timeout: float = 30.0,
     fast_scan: bool = True,
+    session_timeout: float = 10.0,
 ) -> Client:
     """Connect to hqueue and return a :class:`Client` (a context manager).
 
@@ -65,6 +68,9 @@ def connect(
     ``put_timeout`` bounds how long a put keeps retrying while partitions move.
     ``fast_scan`` reads through the partition owner's sidecar (messages by column)
     where there is one; ``False`` reads through HBase's Thrift1 gateway only.
+    ``session_timeout`` is how long this client's ephemeral entries (a running
+    subscriber's address) outlive it if it dies: the ZooKeeper session timeout or
+    the HBase lease.
 
     :raises InvalidArgumentError: on a malformed address.
     :raises ConnectionLostError: if the metadata store cannot be reached.
@@ -78,6 +84,7 @@ def connect(
         timeout=timeout,
         put_timeout=put_timeout,
         fast_scan=fast_scan,
+        session_timeout=session_timeout,
     )
 
 
@@ -94,6 +101,7 @@ class Client:
         timeout: float = 10.0,
         put_timeout: float = 30.0,
         fast_scan: bool = True,
+        session_timeout: float = 10.0,
     ) -> None:
         parse_address(hbase)
         self.fast_scan = fast_scan
@@ -103,7 +111,8 @@ class Client:
         self.zookeeper = zookeeper or None
         self.metastore: MetaStore = open_metastore(
             hbase=hbase, zookeeper=self.zookeeper, timeout=timeout,
-            **({} if self.zookeeper else {"table_prefix": table_prefix or None}),
+            **({"session_timeout": session_timeout} if self.zookeeper
+               else {"table_prefix": table_prefix or None, "lease_ttl": session_timeout}),
         )
         self.cache = MetadataCache(self.metastore)
         self.queue_infos = QueueInfoManager(self.metastore, self.cache)
@@ -300,3 +309,73 @@ class Queue:
         from hqueue.scanner import CombinedPartitionScanner
 
         return CombinedPartitionScanner(self, partitions, **options)
+
+    # -- subscribing ---------------------------------------------------------------
+
+    def subscribe(
+        self,
+        name: str,
+        listener: Listener | Sequence[Listener],
+        *,
+        partitions: Iterable[int] | None = None,
+        topics: Iterable[str] | str | None = None,
+        start: object = "latest",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        advertised_host: str | None = None,
+        wait: float = 30.0,
+    ) -> Subscriber:
+        """Start a subscriber and return it; see :mod:`hqueue.subscriber`.
+
+        ``listener`` is a :class:`~hqueue.subscriber.MessageListener` or a callable
+        taking a list of messages (or a list of them, called in turn). ``partitions``
+        defaults to all, ``topics`` to all. ``start`` (``"latest"``, ``"earliest"``, a
+        MessageId, a datetime, an ISO time or ``"ts:seq"``) applies when the
+        subscription is created and to partitions added to it; an existing subscription
+        resumes after its checkpoints. The subscriber serves on ``host:port`` (a free
+        port with 0) and announces ``advertised_host`` (default ``host``). ``wait``
+        bounds how long to wait for a dead predecessor's address to expire.
+
+        :raises InvalidArgumentError: on a bad name, partition, topic or start.
+        :raises SubscriberRunningError: if another subscriber of ``name`` runs.
+        :raises OSError: if the port cannot be bound.
+        """
+        from hqueue.subscriber import Subscriber
+
+        listeners: list[Listener] = (list(listener) if isinstance(listener, list | tuple)
+                                     else [listener])  # type: ignore[list-item]
+        return Subscriber(self, name, listeners, partitions=partitions, topics=topics,
+                          start=start, host=host, port=port, advertised_host=advertised_host,
+                          wait=wait)
+
+    def subscriptions(self) -> list[SubscriptionInfo]:
+        """Return the queue's subscriptions, by name."""
+        from hqueue.subscriptions import subscriptions
+
+        return subscriptions(self)
+
+    def delete_subscription(self, name: str) -> None:
+        """Delete a subscription and its checkpoints.
+
+        :raises NoSubscriptionError: if there is none of that name.
+        """
+        from hqueue.subscriptions import delete_subscription
+
+        delete_subscription(self, name)
+
+    def reset_subscription(self, name: str, to: object) -> dict[int, MessageId]:
+        """Move a subscription to ``to`` (``"earliest"``, ``"latest"``, an id or a
+        time) on all its partitions; return the new start ids.
+
+        :raises NoSubscriptionError: if there is none of that name.
+        """
+        from hqueue.subscriptions import reset_subscription
+
+        return reset_subscription(self, name, to)
+
+    def lag(self, timeout: float = 5.0) -> LagReport:
+        """Return the delivery lag of every subscription; see
+        :func:`hqueue.subscriptions.lag`."""
+        from hqueue.subscriptions import lag
+
+        return lag(self, timeout)

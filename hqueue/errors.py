@@ -84,6 +84,11 @@ class SubscriptionExistsError(KeyExistsError):
     """The queue already has a subscription of that name."""
 
 
+class SubscriberRunningError(KeyExistsError):
+    """A subscription already has a running subscriber (or a dead one's entry has not
+    expired yet)."""
+
+
 class QueueExistsError(KeyExistsError):
     """A queue of that name is already registered in the metadata."""
 

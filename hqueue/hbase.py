@@ -17,7 +17,7 @@ from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TException
 
 from hqueue.errors import ConnectionLostError, InvalidArgumentError, StorageError
-from hqueue.idl import hbase2
+from hqueue.idl import hbase1, hbase2
 from hqueue.metadata.hbase import parse_address
 from hqueue.metadata.hbase_client import hbase_errors
 
@@ -60,6 +60,30 @@ class HBase:
         prefixed with ``what``."""
         with hbase_errors(what), self.pool.connection() as conn:
             yield conn
+
+    def last_rowkey(self, table: bytes, start: bytes, stop: bytes) -> bytes | None:
+        """Return the highest rowkey in ``[start, stop)`` of ``table``, or ``None`` if
+        there is none.
+
+        :raises StorageError: (or ConnectionLostError) if HBase fails.
+        """
+        h1 = hbase1()
+        # A reversed scan starts at its (inclusive) start row and runs down to its
+        # (exclusive) stop row; starting at ``stop`` itself is harmless, since ``stop``
+        # is the first key of the next range and the key-only filter reads no value.
+        scan = h1.TScan(startRow=stop, stopRow=start, reversed=True, caching=2,
+                        filterString=b"KeyOnlyFilter()")
+        with self.connection("read the last row") as conn:
+            client = conn.client
+            scanner = client.scannerOpenWithScan(table, scan, {})
+            try:
+                rows = client.scannerGetList(scanner, 2)
+            finally:
+                client.scannerClose(scanner)
+        for row in rows:
+            if start <= row.row < stop:
+                return bytes(row.row)
+        return None
 
     @contextlib.contextmanager
     def admin(self, what: str) -> Iterator[Any]:

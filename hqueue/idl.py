@@ -47,3 +47,8 @@ def hbase2() -> ModuleType:
 def sidecar() -> ModuleType:
     """Return the sidecar's Thrift service module (``thrift/sidecar.thrift``)."""
     return load("sidecar")
+
+
+def subscriber() -> ModuleType:
+    """Return the subscriber's Thrift service module (``thrift/subscriber.thrift``)."""
+    return load("subscriber")

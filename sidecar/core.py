@@ -82,6 +82,12 @@ class SidecarOptions:
     clock_offset_ms: int = 0
     load: float = 0.0
     on_write: list[Callable[[str, int, MessageId], None]] = field(default_factory=list)
+    """called with (queue, partition, newest id) after each acknowledged write"""
+    on_open: list[Callable[[str, int], None]] = field(default_factory=list)
+    """called with (queue, partition) when a held partition becomes writable"""
+    on_release: list[Callable[[str, int], None]] = field(default_factory=list)
+    """called with (queue, partition) when a partition stops being writable here, before
+    its owner entry is removed (so what depends on the ownership can finish first)"""
 
 
 class Sidecar:
@@ -108,7 +114,7 @@ class Sidecar:
         self._sidecars: MetastoreTable = store.create_table(SIDECARS, "sidecar")
         self._assignments: MetastoreTable = store.create_table(ASSIGNMENTS, "assignment")
         self.held: dict[tuple[str, int], HeldPartition] = {}
-        self._held_lock = threading.Lock()
+        self.held_lock = threading.Lock()
         self.leading = False
         self._registered = False
         self._lost = threading.Event()
@@ -150,7 +156,7 @@ class Sidecar:
         if self.leading:
             self._quietly(lambda: self._cluster.remove(LEADER_KEY, Version.ANY), "resign")
             self.leading = False
-        with self._held_lock:
+        with self.held_lock:
             held = list(self.held.values())
         for hp in held:
             self._release(hp)
@@ -175,7 +181,7 @@ class Sidecar:
         # a new session before the control thread runs, and the old session's owner
         # entries are gone (invariant 3).
         if state is SessionState.LOST:
-            with self._held_lock:
+            with self.held_lock:
                 for hp in self.held.values():
                     hp.state = PartitionState.RELEASING
             self._lost.set()
@@ -270,7 +276,7 @@ class Sidecar:
                 continue
             for p, epoch in Assignment.from_value(entry.value).partitions_of(self.id).items():
                 desired[(name, p)] = epoch
-        with self._held_lock:
+        with self.held_lock:
             held = dict(self.held)
         pending = False
         for key, hp in held.items():
@@ -308,7 +314,7 @@ class Sidecar:
         grace = self.options.takeover_grace if epoch > 1 else 0.0
         hp = HeldPartition(queue, partition, self.storage.table_name(queue), epoch,
                            time.monotonic() + grace)
-        with self._held_lock:
+        with self.held_lock:
             self.held[(queue, partition)] = hp
         log.info("sidecar %s claimed %s/%d (epoch %d)", self.id, queue, partition, epoch)
         return self._open(hp)
@@ -321,15 +327,25 @@ class Sidecar:
         last = self.storage.last_id(hp.table, hp.partition)
         hp.open(last, self._clock)
         log.info("sidecar %s writes %s/%d after %s", self.id, hp.queue, hp.partition, last)
+        self._notify(self.options.on_open, hp)
         return True
+
+    @staticmethod
+    def _notify(hooks: list[Callable[[str, int], None]], hp: HeldPartition) -> None:
+        for hook in hooks:
+            try:
+                hook(hp.queue, hp.partition)
+            except Exception:
+                log.exception("partition hook failed for %s/%d", hp.queue, hp.partition)
 
     def _release(self, hp: HeldPartition) -> None:
         hp.state = PartitionState.RELEASING
         with hp.lock:  # the write in flight finishes first
             pass
-        with self._held_lock:
+        with self.held_lock:
             if self.held.get((hp.queue, hp.partition)) is hp:
                 del self.held[(hp.queue, hp.partition)]
+        self._notify(self.options.on_release, hp)
         try:
             current = self._owners.read_owner_info(hp.queue, hp.partition)
             if current.value.sidecar == self.id and current.value.epoch == hp.epoch:
@@ -341,10 +357,12 @@ class Sidecar:
         log.info("sidecar %s released %s/%d", self.id, hp.queue, hp.partition)
 
     def _drop_all(self, why: str) -> None:
-        with self._held_lock:
+        with self.held_lock:
             held, self.held = list(self.held.values()), {}
         for hp in held:
             hp.state = PartitionState.RELEASING
+        for hp in held:
+            self._notify(self.options.on_release, hp)
         if held:
             log.warning("sidecar %s dropped %d partitions: %s", self.id, len(held), why)
 
@@ -522,7 +540,7 @@ class Sidecar:
     def status(self) -> dict[str, Any]:
         """Return what this sidecar holds: ``{queue: {partition: (epoch, newest)}}``."""
         out: dict[str, dict[int, tuple[int, MessageId | None]]] = {}
-        with self._held_lock:
+        with self.held_lock:
             for (queue, partition), hp in sorted(self.held.items()):
                 if hp.state is PartitionState.WRITABLE:
                     out.setdefault(queue, {})[partition] = (hp.epoch, hp.newest)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hqueue.hbase import HBase
@@ -19,8 +19,10 @@ from hqueue.metadata.resources import check_name
 from hqueue.metadata.store import MetaStore
 from hqueue.rpc.server import ThriftServer
 from sidecar.core import Sidecar, SidecarOptions
+from sidecar.delivery import DeliveryOptions
 from sidecar.service import SidecarHandler
 from sidecar.storage import HBaseStorage, MessageStorage
+from sidecar.subscriptions import SubscriptionService
 
 __all__ = ["SidecarConfig", "SidecarServer"]
 
@@ -51,6 +53,7 @@ class SidecarConfig:
     session_timeout: float = 10.0
     takeover_grace: float = 2.0
     clock_offset_ms: int = 0
+    delivery: DeliveryOptions = field(default_factory=DeliveryOptions)
 
 
 def _metastore(config: SidecarConfig) -> MetaStore:
@@ -69,6 +72,7 @@ class SidecarServer:
         self._storage = storage
         self.store: MetaStore | None = None
         self.sidecar: Sidecar | None = None
+        self.subscriptions: SubscriptionService | None = None
         self.thrift: ThriftServer | None = None
         self._hbase: HBase | None = None
 
@@ -101,8 +105,10 @@ class SidecarServer:
                                      clock_offset_ms=cfg.clock_offset_ms)
             self.sidecar = Sidecar(cfg.sidecar_id or address, address, self.store, storage,
                                    options)
-            deferred.target = SidecarHandler(self.sidecar)
+            self.subscriptions = SubscriptionService(self.sidecar, cfg.delivery).attach()
+            deferred.target = SidecarHandler(self.sidecar, self.subscriptions)
             self.sidecar.start()
+            self.subscriptions.start()
         except BaseException:
             self.stop()
             raise
@@ -122,6 +128,9 @@ class SidecarServer:
     def stop(self) -> None:
         """Hand partitions over (in-flight writes finish first), then stop serving.
         Idempotent."""
+        if self.subscriptions is not None:
+            self.subscriptions.stop()  # checkpoints first, while the partitions are ours
+            self.subscriptions = None
         if self.sidecar is not None:
             self.sidecar.stop()
             self.sidecar = None

@@ -9,7 +9,9 @@ from typing import Any
 
 from hqueue.errors import InvalidArgumentError, NoQueueError, NotOwnerError, UnavailableError
 from hqueue.idl import sidecar as sidecar_idl
+from hqueue.message import MessageId
 from sidecar.core import Sidecar
+from sidecar.subscriptions import SubscriptionService
 
 __all__ = ["SidecarHandler"]
 
@@ -17,9 +19,17 @@ __all__ = ["SidecarHandler"]
 class SidecarHandler:
     """``HQueueSidecar`` RPCs over a :class:`Sidecar`."""
 
-    def __init__(self, sidecar: Sidecar) -> None:
+    def __init__(self, sidecar: Sidecar,
+                 subscriptions: SubscriptionService | None = None) -> None:
         self.sidecar = sidecar
+        self.subscriptions = subscriptions
         self.idl = sidecar_idl()
+
+    def _id(self, message_id: MessageId | None) -> Any:
+        if message_id is None:
+            return None
+        return self.idl.TMessageId(timestamp=message_id.timestamp,
+                                   sequence=message_id.sequence)
 
     @contextlib.contextmanager
     def _typed_errors(self) -> Iterator[None]:
@@ -53,14 +63,33 @@ class SidecarHandler:
                 queue, request.startRow or b"", request.stopRow or b"", request.topics,
                 request.limit or 0)
         return self.idl.TMessageColumns(rowkeys=keys, topics=topics, values=values)
+
+    def lag(self, queue: str) -> Any:
+        idl = self.idl
+        if self.subscriptions is None:
+            report: dict[str, Any] = {"partitions": {}, "subscriptions": []}
+        else:
+            report = self.subscriptions.lag(queue)
+        partitions = [idl.TPartitionLag(partition=p, epoch=epoch, newest=self._id(newest))
+                      for p, (epoch, newest) in sorted(report["partitions"].items())]
+        deliveries = [
+            idl.TDeliveryLag(
+                subscription=d["subscription"], partition=d["partition"],
+                delivered=self._id(d["delivered"]), checkpointed=self._id(d["checkpointed"]),
+                state=d["state"], bufferedMessages=d["buffered_messages"],
+                bufferedBytes=d["buffered_bytes"], peakMessages=d["peak_messages"],
+                peakBytes=d["peak_bytes"], error=d["error"])
+            for d in report["subscriptions"]
+        ]
+        return idl.TQueueLag(sidecar=self.sidecar.id, partitions=partitions,
+                             deliveries=deliveries)
     def status(self) -> Any:
         idl = self.idl
         partitions = {
             queue: [
                 idl.TPartitionStatus(
                     partition=p, epoch=epoch,
-                    newest=None if newest is None else idl.TMessageId(
-                        timestamp=newest.timestamp, sequence=newest.sequence))
+                    newest=self._id(newest))
                 for p, (epoch, newest) in owned.items()
             ]
             for queue, owned in self.sidecar.status().items()

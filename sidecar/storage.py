@@ -65,22 +65,8 @@ class HBaseStorage:
         return self._hbase.table_name(queue)
 
     def last_id(self, table: bytes, partition: int) -> MessageId | None:
-        first, after = _partition_bounds(partition)
-        h1 = hbase1()
-        # A reversed scan starts at its (inclusive) start row, the partition's upper
-        # bound, and runs down to its (exclusive) stop row: the first row is the last.
-        scan = h1.TScan(startRow=after, stopRow=first, reversed=True, caching=1,
-                        columns=[FAMILY], filterString=b"KeyOnlyFilter()")
-        with self._hbase.connection(f"read the last id of partition {partition}") as conn:
-            client = conn.client
-            scanner = client.scannerOpenWithScan(table, scan, {})
-            try:
-                rows = client.scannerGetList(scanner, 1)
-            finally:
-                client.scannerClose(scanner)
-        if not rows:
-            return None
-        return decode_rowkey(rows[0].row)[1]
+        key = self._hbase.last_rowkey(table, *_partition_bounds(partition))
+        return None if key is None else decode_rowkey(key)[1]
 
     def read(self, table: bytes, start: bytes, stop: bytes, columns: set[bytes] | None,
              limit: int) -> tuple[list[bytes], list[bytes], list[bytes]]:

@@ -88,6 +88,36 @@ struct TSidecarStatus {
   4: required map<string, list<TPartitionStatus>> partitions
 }
 
+/* A partition this sidecar owns: its epoch and the newest id written to it. */
+struct TPartitionLag {
+  1: required i32 partition
+  2: required i64 epoch
+  3: optional TMessageId newest
+}
+
+/* Delivery of one partition of one subscription by this sidecar. `delivered` is the
+   last id the subscriber accepted, `checkpointed` the last one recorded in the
+   metadata; `state` is idle, delivering, paused (no subscriber running) or backoff.
+   The buffer figures are messages and value bytes now and at their peak. */
+struct TDeliveryLag {
+  1: required string subscription
+  2: required i32 partition
+  3: optional TMessageId delivered
+  4: optional TMessageId checkpointed
+  5: required string state
+  6: required i32 bufferedMessages
+  7: required i64 bufferedBytes
+  8: required i32 peakMessages
+  9: required i64 peakBytes
+  10: optional string error
+}
+
+struct TQueueLag {
+  1: required string sidecar
+  2: required list<TPartitionLag> partitions
+  3: required list<TDeliveryLag> deliveries
+}
+
 service HQueueSidecar {
   /* Write the messages, in order, and return their ids in the same order, once they
      are durable. Messages of one partition get strictly increasing ids. All or
@@ -104,4 +134,7 @@ service HQueueSidecar {
 
   /* Which partitions this sidecar owns and the newest id it wrote to each. */
   TSidecarStatus status()
+
+  /* The queue's partitions this sidecar owns and its deliveries of them. */
+  TQueueLag lag(1: required string queue)
 }

@@ -19,19 +19,17 @@ missing option, a non-integer count) are click's usage errors, status 2.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
-import logging
 import re
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import click
 
 from hqueue.admin import MAX_QUEUE_PARTITIONS, QueueDescription
-from hqueue.client import Client, connect
+from hqueue.commands import client_for as _client
+from hqueue.commands import root_options as _options
 from hqueue.errors import HQueueError
 from hqueue.metadata.managers import OwnerInfo, QueueInfo
 from hqueue.metadata.resources import check_queue_name
@@ -89,26 +87,6 @@ def format_ttl(seconds: int | None) -> str:
         if count:
             parts.append(f"{count}{unit}")
     return "".join(parts) or "0s"
-
-
-def _options(ctx: click.Context) -> dict[str, Any]:
-    return ctx.find_root().obj or {}
-
-
-@contextlib.contextmanager
-def _client(ctx: click.Context) -> Iterator[Client]:
-    """Yield a client of the installation the global options name, closed afterwards;
-    hqueue errors become one-line click errors (exit status 1)."""
-    options = _options(ctx)
-    if not logging.getLogger().handlers:
-        # kazoo narrates every reconnection attempt; the error below says it all.
-        logging.getLogger("kazoo").setLevel(logging.CRITICAL)
-    try:
-        with connect(hbase=options.get("hbase"), zookeeper=options.get("zookeeper"),
-                     hbase_admin=options.get("hbase_admin")) as client:
-            yield client
-    except HQueueError as exc:
-        raise click.ClickException(str(exc)) from None
 
 
 def _check_name(name: str) -> None:
