@@ -294,7 +294,7 @@ class DeliveryWorker:
     def _send_loop(self) -> None:
         opts = self.options
         backoff = opts.backoff_min
-        while True:
+        while not self._stopping.is_set():
             chunks = self._take()
             if chunks is None:
                 return

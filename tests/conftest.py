@@ -10,11 +10,13 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import happybase
 import pytest
 
 from hqueue.client import Client, connect
+from tests.harness.cluster import Cluster
 from tests.harness.standalone import StandaloneProcess
 from tests.harness.zookeeper import ZooKeeperServer, zookeeper_available
 
@@ -80,3 +82,29 @@ def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKe
 def zookeeper_hosts(zookeeper_server: ZooKeeperServer) -> str:
     """A connect string into a chroot of this test's own."""
     return zookeeper_server.chroot()
+
+
+@pytest.fixture(scope="module")
+def storage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
+    """A standalone server without a sidecar, shared by this module's tests."""
+    server = StandaloneProcess(tmp_path_factory.mktemp("cluster") / "data",
+                               ("--no-sidecar",)).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def cluster(storage: StandaloneProcess, hbase_prefix: str, tmp_path: Path) -> Iterator[Cluster]:
+    """A cluster with metadata in the storage's HBase."""
+    c = Cluster(storage, hbase_prefix, tmp_path)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def zk_cluster(storage: StandaloneProcess, hbase_prefix: str, tmp_path: Path,
+               zookeeper_hosts: str) -> Iterator[Cluster]:
+    """A cluster with metadata in ZooKeeper."""
+    c = Cluster(storage, hbase_prefix, tmp_path, zookeeper=zookeeper_hosts)
+    yield c
+    c.close()

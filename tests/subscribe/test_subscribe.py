@@ -104,7 +104,7 @@ def test_retry_later_and_errors_are_retried_without_duplicates(
     q = hq.queue(queue_name)
     got = Collector()
     got.answer = ConsumeStatus.RETRY_LATER
-    failures = []
+    failures: list[int] = []
 
     def flaky(messages: list[Message]) -> ConsumeStatus:
         if len(failures) < 2:
@@ -200,9 +200,9 @@ def test_lag_reports_newest_delivered_and_checkpointed(hq: Client, queue_name: s
 def test_a_second_subscriber_of_one_name_is_refused(hq: Client, queue_name: str) -> None:
     hq.create_queue(queue_name, partitions=1)
     q = hq.queue(queue_name)
-    with q.subscribe("one", Collector()) as sub:
-        with pytest.raises(SubscriberRunningError, match=sub.address):
-            q.subscribe("one", Collector(), wait=0.3)
+    sub = q.subscribe("one", Collector())
+    with sub, pytest.raises(SubscriberRunningError, match=sub.address):
+        q.subscribe("one", Collector(), wait=0.3)
 
 
 def test_bad_arguments_are_refused_before_anything_is_written(
@@ -213,7 +213,7 @@ def test_bad_arguments_are_refused_before_anything_is_written(
     for kwargs, text in [({"partitions": [2]}, "partition 2"),
                          ({"topics": [""]}, "topic"),
                          ({"start": "yesterday"}, "start"),
-                         ({"start": "1:99999"}, "1:99999")]:
+                         ({"start": "1:99999"}, "sequence 99999")]:
         with pytest.raises(InvalidArgumentError, match=text):
             q.subscribe("bad", Collector(), **kwargs)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="listener"):
