@@ -2,20 +2,59 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
+from typing import Any, TypeVar
 
 import click
 
 from hqueue.errors import HQueueError
 from hqueue.metadata.factory import TABLE_PREFIX_ENV
+from sidecar.delivery import DeliveryOptions
 from sidecar.server import SidecarConfig, SidecarServer
 
-__all__ = ["sidecar"]
+__all__ = ["delivery_options", "sidecar"]
+
+_DEFAULTS = DeliveryOptions()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def delivery_options(command: F) -> F:
+    """Add the subscription-delivery options to a command; it receives them as one
+    ``delivery`` keyword (a :class:`DeliveryOptions`)."""
+    options = [
+        click.option("--buffer-messages", type=click.IntRange(1),
+                     default=_DEFAULTS.buffer_messages, show_default=True,
+                     help="Messages buffered per subscription and partition."),
+        click.option("--buffer-bytes", type=click.IntRange(1),
+                     default=_DEFAULTS.buffer_bytes, show_default=True,
+                     help="Bytes of values buffered per subscription and partition."),
+        click.option("--batch-messages", type=click.IntRange(1),
+                     default=_DEFAULTS.batch_messages, show_default=True,
+                     help="Most messages pushed to a subscriber in one call."),
+        click.option("--checkpoint-interval", type=click.FloatRange(min=0, min_open=True),
+                     default=_DEFAULTS.checkpoint_interval, show_default=True,
+                     help="Seconds between checkpoint writes."),
+    ]
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, buffer_messages: int, buffer_bytes: int, batch_messages: int,
+                checkpoint_interval: float, **kwargs: Any) -> Any:
+        kwargs["delivery"] = DeliveryOptions(
+            buffer_messages=buffer_messages, buffer_bytes=buffer_bytes,
+            batch_messages=batch_messages, checkpoint_interval=checkpoint_interval)
+        return command(*args, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper  # type: ignore[return-value]
 
 
 @click.command()
@@ -40,11 +79,12 @@ __all__ = ["sidecar"]
               help="Shift this sidecar's clock (fault injection for tests).")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
               default="WARNING", show_default=True)
+@delivery_options
 @click.pass_context
 def sidecar(ctx: click.Context, host: str, port: int, sidecar_id: str | None,
             advertised_host: str | None, max_payload_bytes: int, max_request_bytes: int,
             session_timeout: float, takeover_grace: float, clock_offset_ms: int,
-            log_level: str) -> None:
+            log_level: str, delivery: DeliveryOptions) -> None:
     """Run a sidecar: the producer path of the queues on HBase (the global --hbase),
     with metadata in ZooKeeper (--zookeeper) or HBase.
 
@@ -60,7 +100,7 @@ def sidecar(ctx: click.Context, host: str, port: int, sidecar_id: str | None,
         table_prefix=os.environ.get(TABLE_PREFIX_ENV) or None,
         max_payload_bytes=max_payload_bytes, max_request_bytes=max_request_bytes,
         session_timeout=session_timeout, takeover_grace=takeover_grace,
-        clock_offset_ms=clock_offset_ms,
+        clock_offset_ms=clock_offset_ms, delivery=delivery,
     )
     stop = threading.Event()
 

@@ -6,9 +6,7 @@ batch, so a pipe sees messages as soon as the sidecar pushes them. A line
 the subscriber is announced. Ctrl-C (SIGINT) or SIGTERM closes it cleanly: the
 address is withdrawn, the batch in progress finishes, and the subscription stays,
 so running the command again with the same NAME resumes after the last checkpoint.
-``--count N`` exits after N messages (a batch it printed only in part is not
-acknowledged, so the next run gets it again from its start). A closed stdout ends
-it quietly (status 0).
+A closed stdout ends it quietly (status 0).
 """
 
 from __future__ import annotations
@@ -34,18 +32,14 @@ __all__ = ["subscribe"]
 class _Printer:
     """The listener: writes each batch to stdout and flushes it."""
 
-    def __init__(self, json_output: bool, count: int | None, done: threading.Event) -> None:
+    def __init__(self, json_output: bool, done: threading.Event) -> None:
         self._format = _json_line if json_output else _text_line
-        self._left = count
         self._done = done
         self.broken = False
 
     def __call__(self, messages: list[Message]) -> ConsumeStatus:
         if self._done.is_set():
             return ConsumeStatus.RETRY_LATER
-        truncated = self._left is not None and len(messages) > self._left
-        if truncated:
-            messages = messages[:self._left]
         try:
             sys.stdout.write("".join(map(self._format, messages)))
             sys.stdout.flush()
@@ -53,13 +47,7 @@ class _Printer:
             self.broken = True
             self._done.set()
             return ConsumeStatus.RETRY_LATER
-        if self._left is not None:
-            self._left -= len(messages)
-            if self._left <= 0:
-                self._done.set()
-        # A batch printed only in part is not taken: the rest must not be lost, so
-        # all of it comes again to the next subscriber of this name.
-        return ConsumeStatus.RETRY_LATER if truncated else ConsumeStatus.SUCCESS
+        return ConsumeStatus.SUCCESS
 
 
 def _start(value: str) -> Any:
@@ -85,8 +73,6 @@ def _start(value: str) -> Any:
               help="Port of the subscriber's Thrift service [default: a free one].")
 @click.option("--advertised-host", default=None,
               help="Host the sidecars reach the subscriber at [default: --host].")
-@click.option("--count", "-n", type=click.IntRange(min=1), default=None,
-              help="Exit after this many messages.")
 @click.option("--session-timeout", type=click.FloatRange(min=1.0), default=10.0,
               show_default=True,
               help="Seconds after which a subscriber that died stops being 'running'.")
@@ -95,7 +81,7 @@ def _start(value: str) -> Any:
 @click.pass_context
 def subscribe(ctx: click.Context, queue_name: str, name: str, topics: tuple[str, ...],
               partitions: tuple[int, ...], start: str, host: str, port: int,
-              advertised_host: str | None, count: int | None, session_timeout: float,
+              advertised_host: str | None, session_timeout: float,
               wait: float) -> None:
     """Print the messages of subscription NAME of QUEUE as they arrive."""
     for topic in topics:
@@ -104,7 +90,7 @@ def subscribe(ctx: click.Context, queue_name: str, name: str, topics: tuple[str,
         except HQueueError as exc:
             raise click.ClickException(f"--topic: {exc}") from None
     done = threading.Event()
-    printer = _Printer(root_options(ctx).get("format") == "json", count, done)
+    printer = _Printer(root_options(ctx).get("format") == "json", done)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         done.set()

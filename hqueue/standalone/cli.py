@@ -17,6 +17,8 @@ from hqueue.metadata.factory import TABLE_PREFIX_ENV
 from hqueue.rpc.server import DEFAULT_MAX_MESSAGE_BYTES
 from hqueue.standalone.scanner import DEFAULT_LEASE_SECONDS
 from hqueue.standalone.server import StandaloneConfig, StandaloneServer
+from sidecar.cli import delivery_options
+from sidecar.delivery import DeliveryOptions
 
 
 @click.command()
@@ -51,12 +53,13 @@ from hqueue.standalone.server import StandaloneConfig, StandaloneServer
               help="Host reported as the server of every region (default: the host name).")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
               default="WARNING", show_default=True)
+@delivery_options
 @click.pass_context
 def standalone(ctx: click.Context, data_dir: Path, host: str, port: int, thrift2_port: int,
                sidecar: bool, sidecar_port: int, sidecar_id: str | None, session_timeout: float,
                max_message_bytes: int, map_size: int, scanner_lease_seconds: float,
                purge_interval_seconds: float, advertised_host: str | None,
-               log_level: str) -> None:
+               log_level: str, delivery: DeliveryOptions) -> None:
     """Run the embedded HBase (Thrift1 + Thrift2 over LMDB) in the foreground.
 
     Also runs a sidecar (unless --no-sidecar), whose metadata lives in this
@@ -74,7 +77,7 @@ def standalone(ctx: click.Context, data_dir: Path, host: str, port: int, thrift2
                               sidecar_port=sidecar_port, sidecar_id=sidecar_id,
                               zookeeper=options.get("zookeeper"),
                               table_prefix=os.environ.get(TABLE_PREFIX_ENV) or None,
-                              session_timeout=session_timeout)
+                              session_timeout=session_timeout, delivery=delivery)
     server = StandaloneServer(config)
     stop = threading.Event()
 

@@ -6,7 +6,7 @@ import logging
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hqueue.idl import hbase1, hbase2
@@ -15,6 +15,7 @@ from hqueue.standalone.scanner import DEFAULT_LEASE_SECONDS, ScannerRegistry
 from hqueue.standalone.store import FOREVER, Store
 from hqueue.standalone.thrift1 import HbaseHandler
 from hqueue.standalone.thrift2 import THBaseHandler
+from sidecar.delivery import DeliveryOptions
 from sidecar.server import SidecarConfig, SidecarServer
 from sidecar.storage import EngineStorage
 
@@ -49,6 +50,7 @@ class StandaloneConfig:
     zookeeper: str | None = None
     table_prefix: str | None = None
     session_timeout: float = 10.0
+    delivery: DeliveryOptions = field(default_factory=DeliveryOptions)
     takeover_grace: float = 2.0
 
 
@@ -103,6 +105,7 @@ class StandaloneServer:
             advertised_host=cfg.advertised_host, table_prefix=cfg.table_prefix,
             max_request_bytes=max(cfg.max_message_bytes, 64 << 20),
             session_timeout=cfg.session_timeout, takeover_grace=cfg.takeover_grace,
+            delivery=cfg.delivery,
         )
         return SidecarServer(config, EngineStorage(store, cfg.table_prefix)).start()
 

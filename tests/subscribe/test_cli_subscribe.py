@@ -1,0 +1,89 @@
+"""``hqueue subscribe``, ``hqueue subscriptions list|delete|reset`` and ``hqueue lag``,
+run as users run them (child processes) against the session's standalone server."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+from hqueue.client import Client
+from tests.harness.cluster import wait_for
+from tests.harness.standalone import StandaloneProcess
+from tests.harness.subscriber import SubscriberProcess
+from tests.queue.test_cli_put import hqueue
+
+
+def test_subscribe_prints_scan_json_and_ctrl_c_closes_cleanly(
+    hq: Client, hbase_server: StandaloneProcess, queue_name: str, tmp_path: Path
+) -> None:
+    hq.create_queue(queue_name, partitions=2)
+    q = hq.queue(queue_name)
+    q.put_batch([(b"one", "a", 0), (b"\xff", "b", 1)])
+    sub = SubscriberProcess(hbase_server.address, tmp_path / "out", tmp_path / "log",
+                            queue_name, "cli", "--from", "earliest", "--topic", "a",
+                            "--topic", "b").start()
+    q.put(b"three", topic="a", partition=1)
+    q.put(b"skipped", topic="c", partition=1)
+    wait_for(lambda: len(sub.received()) == 3, 20, "three lines")
+    assert sub.proc is not None
+    sub.proc.send_signal(signal.SIGINT)
+    assert sub.proc.wait(30) == 0
+    printed = sorted((tmp_path / "out").read_text().splitlines())
+    with q.scan(topics=["a", "b"]) as scanner:
+        scanned = sorted(json.dumps(m.to_json()) for m in scanner)
+    assert printed == scanned
+    [info] = q.subscriptions()
+    assert (info.name, info.subscriber, info.topics) == ("cli", None, ("a", "b"))
+
+
+def test_subscriptions_list_reset_delete_and_lag(
+    hq: Client, hbase_server: StandaloneProcess, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=2)
+    q = hq.queue(queue_name)
+    got: list[bytes] = []
+    with q.subscribe("s1", lambda ms: got.extend(m.value for m in ms), start="earliest"):
+        ids = q.put_batch([(b"x", "t", 0), (b"y", "t", 1)])
+        wait_for(lambda: len(got) == 2, 20, "delivery")
+        wait_for(lambda: len(q.subscriptions()[0].checkpoints) == 2, 20, "checkpoints")
+
+        listed = hqueue(hbase_server, "subscriptions", "list", queue_name)
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stdout.startswith("s1\tpartitions=0,1\ttopics=*\t127.0.0.1:")
+        assert f"checkpoints=0={ids[0]},1={ids[1]}" in listed.stdout
+
+        lag = hqueue(hbase_server, "lag", queue_name, json_output=True)
+        rows = [json.loads(line) for line in lag.stdout.splitlines()]
+        assert [(r["partition"], r["newest"], r["delivered"], r["caught_up"])
+                for r in rows] == [(0, str(ids[0]), str(ids[0]), True),
+                                   (1, str(ids[1]), str(ids[1]), True)]
+        table = hqueue(hbase_server, "lag", queue_name).stdout.splitlines()
+        assert table[0].split()[:4] == ["SUBSCRIPTION", "PARTITION", "NEWEST", "DELIVERED"]
+        assert len(table) == 3 and table[1].split()[:2] == ["s1", "0"]
+
+        reset = hqueue(hbase_server, "subscriptions", "reset", queue_name, "s1", "--to",
+                       "earliest", json_output=True)
+        assert json.loads(reset.stdout) == {"subscription": "s1",
+                                            "starts": {"0": "0:0", "1": "0:0"}}
+        wait_for(lambda: len(got) == 4, 20, "the replay")
+
+    deleted = hqueue(hbase_server, "subscriptions", "delete", queue_name, "s1")
+    assert deleted.returncode == 0, deleted.stderr
+    assert q.subscriptions() == []
+    again = hqueue(hbase_server, "subscriptions", "delete", queue_name, "s1")
+    assert again.returncode == 1 and "no subscription 's1'" in again.stderr
+    empty = hqueue(hbase_server, "lag", queue_name)
+    assert empty.returncode == 0 and "has no subscriptions" in empty.stderr
+
+
+def test_bad_positions_and_queues_are_one_line_errors(
+    hq: Client, hbase_server: StandaloneProcess, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    bad = hqueue(hbase_server, "subscribe", queue_name, "s", "--from", "soon")
+    assert bad.returncode == 1 and "'soon'" in bad.stderr
+    missing = hqueue(hbase_server, "lag", queue_name + "_nope")
+    assert missing.returncode == 1 and "no queue" in missing.stderr
+    reset = hqueue(hbase_server, "subscriptions", "reset", queue_name, "nope", "--to", "latest")
+    assert reset.returncode == 1 and "no subscription 'nope'" in reset.stderr
