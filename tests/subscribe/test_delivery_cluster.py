@@ -12,10 +12,12 @@ import pytest
 
 from hqueue import ConsumeStatus, Message, MessageId
 from hqueue.client import Client, Queue
+from hqueue.metadata.store import SessionState
 from hqueue.subscriptions import DeliveryLag
 from sidecar.delivery import DeliveryOptions
 from tests.harness.cluster import SESSION, Cluster, wait_for
 from tests.harness.subscriber import SubscriberProcess
+from tests.harness.zookeeper import ZooKeeperServer, expire_session
 
 
 class Producer:
@@ -185,3 +187,43 @@ def _delivery(queue: Queue) -> DeliveryLag:
     assert len(report.deliveries) == 1, report
     return report.deliveries[0]
 
+
+
+def test_subscriber_session_expiry_pauses_delivery_until_it_announces_again(
+    zk_cluster: Cluster, zookeeper_server: ZooKeeperServer
+) -> None:
+    zk_cluster.in_process()
+    producer_client = zk_cluster.client()
+    producer_client.create_queue("q", partitions=1)
+    subscriber_client = zk_cluster.client()
+    queue = subscriber_client.queue("q")
+    got: list[Message] = []
+    with queue.subscribe("s", got.extend, start="earliest") as sub:
+        producer_client.queue("q").put(b"before", topic="t")
+        wait_for(lambda: len(got) == 1, 20, "the first message")
+        states: list[SessionState] = []
+        subscriber_client.metastore.add_session_listener(states.append)
+        expire_session(subscriber_client.metastore.client,  # type: ignore[attr-defined]
+                       zookeeper_server.hosts)
+        assert SessionState.LOST in states
+        # The new session announces the subscriber again; delivery carries on.
+        wait_for(lambda: producer_client.subscriptions.read_subscriber_address("q", "s")
+                 == sub.address, 20, "the address to be announced again")
+        after = producer_client.queue("q").put(b"after", topic="t")
+        wait_for(lambda: len(got) == 2, 20, "delivery after the expiry")
+    assert [m.value for m in got] == [b"before", b"after"] and got[-1].id == after
+
+
+def test_sigterm_of_the_sidecar_writes_the_checkpoint(any_cluster: Cluster) -> None:
+    cluster = any_cluster
+    proc = cluster.process("--id", "sc-a", "--checkpoint-interval", "3600")
+    client = cluster.client()
+    client.create_queue("q", partitions=1)
+    queue = client.queue("q")
+    got: list[Message] = []
+    with queue.subscribe("s", got.extend, start="earliest"):
+        ids = queue.put_batch([b"a", b"b", b"c"], topic="t")
+        wait_for(lambda: len(got) == 3, 20, "delivery")
+        assert checkpoints(client, "q", "s") == {}  # the chore would take an hour
+        assert proc.stop() == 0
+    assert checkpoints(client, "q", "s") == {0: ids[-1]}
