@@ -50,6 +50,8 @@ def read_queue(
     start: str | None = None,
     end: str | None = None,
     split: str = "partition",
+    via: str = "auto",
+    sidecar: str | None = None,
 ) -> Any:
     """Return a DataFrame of the queue's messages (the columns of :data:`SCHEMA`), read
     by an RDD whose partitions prefer the hosts that serve their HBase regions.
@@ -66,7 +68,7 @@ def read_queue(
     options = {k: v for k, v in {
         "queue": queue, "hbase": hbase, "hbase_admin": hbase_admin, "zookeeper": zookeeper,
         "table_prefix": table_prefix, "partitions": partitions, "topics": topics,
-        "start": start, "end": end, "split": split,
+        "start": start, "end": end, "split": split, "via": via, "sidecar": sidecar,
     }.items() if v is not None}
     return read_located(spark, SourceOptions.parse(options))
 

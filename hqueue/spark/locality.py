@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from hqueue.spark.options import SourceOptions
-from hqueue.spark.source import SCHEMA, HQueueReader, ScanPartition
+from hqueue.spark.source import SCHEMA, HQueueReader, ScanPartition, read_ranges
 from hqueue.spark.storage import RowRange, ThriftReader, region_hosts
 
 __all__ = ["located_rdd", "plan_located"]
@@ -41,13 +41,13 @@ def plan_located(options: SourceOptions) -> list[ScanPartition]:
 
 def _encode(part: ScanPartition) -> str:
     return json.dumps({"index": part.index,
-                       "ranges": [[r.partition, r.start.hex(), r.stop.hex()]
+                       "ranges": [[r.partition, r.start.hex(), r.stop.hex(), r.sidecar]
                                   for r in part.ranges]})
 
 
 def _decode(text: str) -> list[RowRange]:
-    return [RowRange(p, bytes.fromhex(a), bytes.fromhex(b))
-            for p, a, b in json.loads(text)["ranges"]]
+    return [RowRange(p, bytes.fromhex(a), bytes.fromhex(b), sidecar)
+            for p, a, b, sidecar in json.loads(text)["ranges"]]
 
 
 def located_rdd(spark: Any, parts: list[ScanPartition]) -> Any:
@@ -80,16 +80,13 @@ def read_located(spark: Any, options: SourceOptions) -> Any:
         return spark.createDataFrame([], SCHEMA)
     jrdd = located_rdd(spark, parts)
     texts = RDD(jrdd.toJavaRDD(), spark.sparkContext, UTF8Deserializer())
-    conn = options.conn
     topics = options.topics
-    batch_rows = options.batch_rows
 
     def scan(lines: Iterator[str]) -> Iterator[tuple[Any, ...]]:
-        with ThriftReader(conn.hbase, conn.table) as reader:
-            for line in lines:
-                for batch in reader.scan_batches(_decode(line), topics, batch_rows=batch_rows):
-                    columns = [c.to_pylist() for c in batch.columns]
-                    yield from zip(*columns, strict=True)
+        for line in lines:
+            for batch in read_ranges(options, _decode(line), topics):
+                columns = [c.to_pylist() for c in batch.columns]
+                yield from zip(*columns, strict=True)
 
     rows = texts.mapPartitions(scan, preservesPartitioning=True)
     return spark.createDataFrame(rows, SCHEMA)

@@ -21,7 +21,8 @@ from hqueue.metadata.factory import TABLE_PREFIX_ENV
 __all__ = ["SourceOptions", "StreamOptions", "WriteOptions", "parse_int_list"]
 
 _COMMON = {"queue", "hbase", "hbase_admin", "zookeeper", "table_prefix", "path"}
-_READ = _COMMON | {"partitions", "topics", "start", "end", "split", "batch_rows"}
+_READ = _COMMON | {"partitions", "topics", "start", "end", "split", "batch_rows", "via",
+                   "sidecar"}
 _STREAM = _READ | {"startingoffsets", "maxmessagespertrigger"}
 _WRITE = _COMMON | {"topic", "batch_size", "put_timeout"}
 
@@ -155,6 +156,8 @@ class SourceOptions:
     end: MessageId | None = None
     split: str = "partition"
     batch_rows: int = 10_000
+    via: str = "auto"
+    sidecars: tuple[str, ...] = ()
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -164,7 +167,11 @@ class SourceOptions:
         ``partitions`` lists ids (``"0,2,5-7"``); ``topics`` is comma-separated;
         ``start`` (inclusive) and ``end`` (exclusive) are ids ``"ts:seq"``, ISO-8601
         times or epoch milliseconds; ``split`` is ``partition`` (default) or
-        ``region``; ``batch_rows`` the rows per Arrow batch and per scanner round trip.
+        ``region``; ``batch_rows`` the rows per Arrow batch and per scanner round trip;
+        ``via`` is ``auto`` (default: each partition through its owner sidecar, else
+        HBase Thrift1), ``sidecar`` (sidecars only) or ``hbase`` (Thrift1 only);
+        ``sidecar`` lists ``HOST:PORT`` of sidecars to read through instead of the
+        partition owners (comma-separated; partitions are spread over them).
 
         :raises InvalidArgumentError: naming the option that is missing or malformed.
         """
@@ -195,8 +202,24 @@ class SourceOptions:
             raise InvalidArgumentError(
                 f"option 'split' must be 'partition' or 'region', not {split!r}"
             )
+        via = (_get(options, "via") or "auto").strip().lower()
+        if via not in ("auto", "sidecar", "hbase"):
+            raise InvalidArgumentError(
+                f"option 'via' must be 'auto', 'sidecar' or 'hbase', not {via!r}"
+            )
+        sidecars: list[str] = []
+        for address in (_get(options, "sidecar") or "").split(","):
+            address = address.strip()
+            if address:
+                try:
+                    parse_address(address)
+                except InvalidArgumentError as exc:
+                    raise InvalidArgumentError(f"option 'sidecar': {exc}") from None
+                sidecars.append(address)
+        if sidecars and via == "hbase":
+            raise InvalidArgumentError("option 'sidecar' contradicts option via='hbase'")
         return cls(conn, partitions, tuple(sorted(set(topics))), bounds[0], bounds[1], split,
-                   _positive_int(options, "batch_rows", 10_000))
+                   _positive_int(options, "batch_rows", 10_000), via, tuple(sidecars))
 
     def with_conn(self, conn: Connection) -> SourceOptions:
         """Return a copy reading through ``conn``."""

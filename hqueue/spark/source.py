@@ -1,8 +1,12 @@
 """The ``hqueue`` PySpark data source: batch reads, streaming reads and writes.
 
 Batch reads plan one Spark partition per queue partition (``split=partition``) or per
-HBase region (``split=region``); each reads its rowkey ranges with the raw Thrift1
-client and yields Arrow record batches. Filters on ``partition``, ``topic`` and
+HBase region (``split=region``); each reads its rowkey ranges and yields Arrow record
+batches. The driver looks up each partition's owner sidecar once, when it plans, and
+hands the address to the executors with the ranges: they read through the sidecar's
+``scan`` call (messages by column) and fall back to the HBase Thrift1 gateway when a
+partition has no owner or its sidecar cannot be reached (option ``via``; see
+:mod:`hqueue.spark.storage`). Filters on ``partition``, ``topic`` and
 ``timestamp`` are pushed down: partitions outside the filter are not planned, topics
 become the scan's column list, and time bounds become the rowkey range. Partition and
 topic filters are then fully handled; timestamp filters are also handed back to Spark,
@@ -43,14 +47,14 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from hqueue.errors import InvalidArgumentError
+from hqueue.errors import HQueueError, InvalidArgumentError
 from hqueue.message import MAX_PARTITIONS, MessageId, partition_range
 from hqueue.spark import SCHEMA
 from hqueue.spark.options import Connection, SourceOptions, WriteOptions
-from hqueue.spark.storage import RowRange, ThriftReader
+from hqueue.spark.storage import QueueReader, RowRange, ThriftReader
 
-__all__ = ["SCHEMA", "HQueueDataSource", "HQueueReader", "HQueueWriter", "ScanPartition"]
-
+__all__ = ["SCHEMA", "HQueueDataSource", "HQueueReader", "HQueueWriter", "ScanPartition",
+           "read_ranges", "route", "sidecar_addresses"]
 
 
 class ScanPartition(InputPartition):
@@ -178,6 +182,59 @@ def _partition_count(conn: Connection) -> int:
         return int(client.queue_infos.read_queue_info(conn.queue).value.partitions)
 
 
+def _owner_addresses(client: Any, queue: str) -> dict[int, str]:
+    """Return the address of each owned partition's sidecar (none when the metadata
+    cannot say: the read then goes through HBase)."""
+    try:
+        return {p: v.value.address for p, v in client.owners.read_owners(queue).items()}
+    except HQueueError:
+        return {}
+
+
+def sidecar_addresses(options: SourceOptions) -> dict[int, str]:
+    """Return the sidecar to read each partition through, looked up once (on the
+    driver): the partition owners from the metadata, or none with ``via=hbase`` or
+    when the ``sidecar`` option names the sidecars itself (see :func:`route`)."""
+    if options.via == "hbase" or options.sidecars:
+        return {}
+    try:
+        with options.conn.connect() as client:
+            return _owner_addresses(client, options.conn.queue)
+    except HQueueError:
+        return {}
+
+
+def route(ranges: Iterable[RowRange], options: SourceOptions,
+          owners: dict[int, str]) -> list[RowRange]:
+    """Return ``ranges`` with the sidecar each is read through: none with
+    ``via=hbase``; with the ``sidecar`` option, one of those (partition modulo their
+    count); else the partition's owner from ``owners`` (none if it has no owner)."""
+    out = []
+    for rr in ranges:
+        address: str | None
+        if options.via == "hbase":
+            address = None
+        elif options.sidecars:
+            address = options.sidecars[rr.partition % len(options.sidecars)]
+        else:
+            address = owners.get(rr.partition)
+        out.append(RowRange(rr.partition, rr.start, rr.stop, address))
+    return out
+
+
+def read_ranges(options: SourceOptions, ranges: Sequence[RowRange],
+                topics: Sequence[str]) -> Iterator[Any]:
+    """Yield the rows of ``ranges`` as Arrow record batches (executor side).
+
+    :raises StorageError: if the storage refuses the scan.
+    :raises ConnectionLostError: if the Thrift1 gateway (or with ``via=sidecar``, a
+        sidecar) fails.
+    """
+    conn = options.conn
+    with QueueReader(conn.hbase, conn.table, conn.queue, via=options.via) as reader:
+        yield from reader.scan_batches(ranges, topics, batch_rows=options.batch_rows)
+
+
 class HQueueReader(DataSourceReader):
     """The batch reader: plans :class:`ScanPartition`s, reads them as Arrow batches."""
 
@@ -206,7 +263,15 @@ class HQueueReader(DataSourceReader):
             queue does not have.
         """
         conn = self.options.conn
-        count = partition_count if partition_count is not None else _partition_count(conn)
+        owners: dict[int, str] = {}
+        if partition_count is not None:
+            count = partition_count
+            owners = sidecar_addresses(self.options)
+        else:
+            with conn.connect() as client:
+                count = int(client.queue_infos.read_queue_info(conn.queue).value.partitions)
+                if self.options.via != "hbase" and not self.options.sidecars:
+                    owners = _owner_addresses(client, conn.queue)
         wanted = sorted(self.push.partitions) if self.push.partitions is not None else range(
             count)
         if self.options.partitions is not None and self.options.partitions[-1] >= count:
@@ -219,8 +284,8 @@ class HQueueReader(DataSourceReader):
             return []
         if push.start is not None and push.stop is not None and push.start >= push.stop:
             return []
-        ranges = [RowRange(p, *partition_range(p, push.start, push.stop))
-                  for p in wanted if p < count]
+        ranges = route([RowRange(p, *partition_range(p, push.start, push.stop))
+                        for p in wanted if p < count], self.options, owners)
         if self.options.split == "partition":
             return [ScanPartition(i, [r]) for i, r in enumerate(ranges)]
         with ThriftReader(conn.hbase, conn.table) as reader:
@@ -238,17 +303,16 @@ class HQueueReader(DataSourceReader):
         return list(self.plan())
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """Yield the partition's rows as Arrow record batches.
+        """Yield the partition's rows as Arrow record batches, through the sidecars
+        its ranges name (else, or when one cannot be reached, HBase Thrift1).
 
-        :raises StorageError: if HBase refuses the scan.
-        :raises ConnectionLostError: if the Thrift1 gateway fails.
+        :raises StorageError: if the storage refuses the scan.
+        :raises ConnectionLostError: if the Thrift1 gateway (or with ``via=sidecar``,
+            a sidecar) fails.
         """
         assert isinstance(partition, ScanPartition)
         topics = sorted(self.push.topics) if self.push.topics else ()
-        conn = self.options.conn
-        with ThriftReader(conn.hbase, conn.table) as reader:
-            yield from reader.scan_batches(partition.ranges, topics,
-                                           batch_rows=self.options.batch_rows)
+        return read_ranges(self.options, partition.ranges, topics)
 
 
 class WriteCount(WriterCommitMessage):

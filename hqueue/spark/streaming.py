@@ -33,7 +33,7 @@ from pyspark.sql.streaming.datasource import (
 
 from hqueue.message import MessageId, partition_range
 from hqueue.spark.options import StreamOptions
-from hqueue.spark.source import ScanPartition
+from hqueue.spark.source import ScanPartition, read_ranges, route, sidecar_addresses
 from hqueue.spark.storage import RowRange, ThriftReader
 
 __all__ = ["HQueueStreamReader", "offset_json", "parse_offset"]
@@ -143,28 +143,32 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self, start: dict[str, Any], end: dict[str, Any]
     ) -> list[InputPartition]:
         """Return one Spark partition per queue partition that advanced from ``start``
-        to ``end``: its ids after ``start`` up to and including ``end``."""
+        to ``end``: its ids after ``start`` up to and including ``end``, with the
+        sidecar to read them through (the owners, looked up once per micro-batch)."""
         begin, finish = parse_offset(start), parse_offset(end)
-        out: list[InputPartition] = []
+        ranges: list[RowRange] = []
         for p, last in sorted(finish.items()):
             first = begin.get(p)
             if last is None or (first is not None and last <= first):
                 continue
-            rr = RowRange(p, *partition_range(p, _after(first), last.successor()))
-            out.append(ScanPartition(len(out), [rr]))
-        return out
+            ranges.append(RowRange(p, *partition_range(p, _after(first), last.successor())))
+        if not ranges:
+            return []
+        source = self.options.source
+        routed = route(ranges, source, sidecar_addresses(source))
+        return [ScanPartition(i, [rr]) for i, rr in enumerate(routed)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """Yield the partition's rows as Arrow record batches.
+        """Yield the partition's rows as Arrow record batches (through its sidecar,
+        else HBase Thrift1).
 
-        :raises StorageError: if HBase refuses the scan.
-        :raises ConnectionLostError: if the Thrift1 gateway fails.
+        :raises StorageError: if the storage refuses the scan.
+        :raises ConnectionLostError: if the Thrift1 gateway (or with ``via=sidecar``,
+            a sidecar) fails.
         """
         assert isinstance(partition, ScanPartition)
         source = self.options.source
-        with self._reader() as reader:
-            yield from reader.scan_batches(partition.ranges, source.topics,
-                                           batch_rows=source.batch_rows)
+        return read_ranges(source, partition.ranges, source.topics)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the offsets live in Spark's checkpoint."""
