@@ -261,6 +261,9 @@ class Producer:
                         ids[i] = mid
             if not retry:
                 break
+            if any(owners.get(partitions[i]) is None for i in retry):
+                # Unowned may mean deleted: then no owner will ever come.
+                self._client.admin.queue_info(info.name)
             # Nobody owns it yet (a new queue, a move in progress): the owner appears in
             # the metadata cache, so look again soon rather than backing off.
             unowned = all(owners.get(partitions[i]) is None for i in retry)

@@ -183,6 +183,7 @@ class Sidecar:
         if state is SessionState.LOST:
             with self.held_lock:
                 for hp in self.held.values():
+                    hp.lost = True
                     hp.state = PartitionState.RELEASING
             self._lost.set()
         self._wake.set()
@@ -340,8 +341,7 @@ class Sidecar:
 
     def _release(self, hp: HeldPartition) -> None:
         hp.state = PartitionState.RELEASING
-        with hp.lock:  # the write in flight finishes first
-            pass
+        hp.drain()  # the writes in flight finish first
         with self.held_lock:
             if self.held.get((hp.queue, hp.partition)) is hp:
                 del self.held[(hp.queue, hp.partition)]
@@ -422,6 +422,7 @@ class Sidecar:
         timestamps = [0] * count
         sequences = [0] * count
         locked: list[HeldPartition] = []
+        lasts: list[MessageId] = []
         try:
             for hp in held:  # sorted by partition: no two writers lock in opposite order
                 hp.lock.acquire()
@@ -441,18 +442,28 @@ class Sidecar:
                         timestamps[i] = ts
                         sequences[i] = seq
                     groups.extend(_groups(ts, run, keys, values, columns))
+                assert hp.clock.last is not None
+                lasts.append(hp.clock.last)
+            # Started under the locks, so one partition's writes become visible in id
+            # order; waited for outside them, so concurrent puts share a sync.
             try:
-                self.storage.write(held[0].table, groups)
+                wait = self.storage.write(held[0].table, groups)
             except HQueueError as exc:
                 raise UnavailableError(f"write to {queue!r} failed, not acknowledged: {exc}") \
                     from None
-            self._check_owned(held, after_write=True)
             for hp in held:
-                assert hp.clock is not None
-                hp.newest = hp.clock.last
+                hp.pending = wait
         finally:
             for hp in locked:
                 hp.lock.release()
+        try:
+            wait()
+        except HQueueError as exc:
+            raise UnavailableError(f"write to {queue!r} failed, not acknowledged: {exc}") \
+                from None
+        self._check_owned(held, after_write=True)
+        for hp, last in zip(held, lasts, strict=True):
+            hp.advance(last)
         for hp in held:
             if hp.newest is not None:
                 for callback in self.options.on_write:
@@ -530,7 +541,12 @@ class Sidecar:
     def _check_owned(self, held: list[HeldPartition], after_write: bool = False) -> None:
         confirmed = self.store.session_confirmed()
         for hp in held:
-            if hp.state is not PartitionState.WRITABLE or not confirmed:
+            # A write that became durable while a release waited for it is still ours
+            # to acknowledge (the owner entry goes only after it); one that outlived
+            # the session is not.
+            ok = hp.state is PartitionState.WRITABLE or (
+                after_write and hp.state is PartitionState.RELEASING)
+            if not ok or hp.lost or not confirmed:
                 when = "while writing; the write is not acknowledged" if after_write else ""
                 raise NotOwnerError(
                     f"sidecar {self.id} cannot confirm its ownership of partition "

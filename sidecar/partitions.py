@@ -10,6 +10,7 @@ assigning and again before acknowledging that the ownership is still confirmed
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import threading
 import time
@@ -44,7 +45,28 @@ class HeldPartition:
     lock: threading.Lock = field(default_factory=threading.Lock)
     clock: IdClock | None = None
     newest: MessageId | None = None
+    """the newest id acknowledged durable: readers of the partition stop here"""
     since: float = field(default_factory=time.monotonic)
+    pending: Callable[[], None] | None = None
+    """waits for the last write started (writes become durable in order)"""
+    lost: bool = False
+    """set when the metadata session ended: nothing written since is acknowledged"""
+
+    def advance(self, last: MessageId) -> None:
+        """Move ``newest`` up to ``last`` (writes may finish waiting out of order)."""
+        with self.lock:
+            if self.newest is None or last > self.newest:
+                self.newest = last
+
+    def drain(self) -> None:
+        """Wait for the writes in flight: those holding the lock, then the last one
+        started (earlier ones are durable before it)."""
+        with self.lock:
+            pending = self.pending
+        if pending is not None:
+            # Its writer reports a failure; only the wait matters here.
+            with contextlib.suppress(Exception):
+                pending()
 
     def open(self, last: MessageId | None, clock: Callable[[], int]) -> None:
         """Start writing after ``last``, the partition's last stored id."""

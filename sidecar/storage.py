@@ -9,13 +9,15 @@ durable writes: HBase after its WAL sync, the store after its fsync.
 from __future__ import annotations
 
 import struct
+import threading
+from collections.abc import Callable
 from typing import Protocol
 
 from hqueue.hbase import HBase
 from hqueue.idl import hbase1
 from hqueue.message import FAMILY, MessageId, decode_rowkey
 from hqueue.standalone.cells import HEADER_SIZE, ROW_HEADER, decode_cells
-from hqueue.standalone.store import Store, now_ms
+from hqueue.standalone.store import Store, TableDescriptor, now_ms
 
 __all__ = ["CellGroup", "EngineStorage", "HBaseStorage", "MessageStorage"]
 
@@ -43,12 +45,19 @@ class MessageStorage(Protocol):
         :raises StorageError: (or ConnectionLostError) if the storage fails.
         """
 
-    def write(self, table: bytes, groups: list[CellGroup]) -> None:
-        """Write the rows of every group durably; return once they are.
+    def write(self, table: bytes, groups: list[CellGroup]) -> Callable[[], None]:
+        """Start writing the rows of every group; return a function that waits until
+        they are durable. Writes become visible in the order they were started (the
+        caller starts them under its partition lock and waits outside it, so writes
+        to one partition share syncs without reordering).
 
-        :raises StorageError: (or ConnectionLostError) if the storage fails; some rows
-            may then have been written.
+        :raises StorageError: (or ConnectionLostError) if the storage fails, from this
+            call or from the returned one; some rows may then have been written.
         """
+
+
+def _done() -> None:
+    """A write that was durable when it returned."""
 
 
 def _partition_bounds(partition: int) -> tuple[bytes, bytes]:
@@ -90,7 +99,9 @@ class HBaseStorage:
                 vals.append(cell.value)
         return keys, cols, vals
 
-    def write(self, table: bytes, groups: list[CellGroup]) -> None:
+    def write(self, table: bytes, groups: list[CellGroup]) -> Callable[[], None]:
+        # Thrift1 has no asynchronous write: this one is done, and so in order, when
+        # it returns.
         h1 = hbase1()
         count = sum(len(g[2]) for g in groups)
         with self._hbase.connection(f"write {count} messages") as conn:
@@ -100,6 +111,7 @@ class HBaseStorage:
                     h1.BatchMutation(row=key, mutations=[h1.Mutation(column=column, value=val)])
                     for key, val in zip(keys, values, strict=True)
                 ], ts, {})
+        return _done
 
 
 class EngineStorage:
@@ -108,6 +120,11 @@ class EngineStorage:
     def __init__(self, store: Store, table_prefix: str | None = None) -> None:
         self._store = store
         self._prefix = table_prefix or None
+        # LMDB releases the interpreter lock at every cursor step, so two threads
+        # scanning at once hand it back and forth once per row and together burn
+        # about twice the CPU of the same scans one after the other. Reads are
+        # CPU-bound Python either way: run them one at a time.
+        self._read_lock = threading.Lock()
 
     def table_name(self, queue: str) -> bytes:
         return (f"{self._prefix}_{queue}" if self._prefix else queue).encode()
@@ -128,6 +145,12 @@ class EngineStorage:
              limit: int) -> tuple[list[bytes], list[bytes], list[bytes]]:
         desc = self._store.enabled(table)
         cutoff = desc.ttl_cutoffs(now_ms()).get(FAMILY, 0)
+        with self._read_lock:
+            return self._read_rows(desc, start, stop, columns, limit, cutoff)
+
+    def _read_rows(self, desc: TableDescriptor, start: bytes, stop: bytes,
+                   columns: set[bytes] | None, limit: int,
+                   cutoff: int) -> tuple[list[bytes], list[bytes], list[bytes]]:
         keys: list[bytes] = []
         cols: list[bytes] = []
         vals: list[bytes] = []
@@ -166,5 +189,5 @@ class EngineStorage:
             rows.close()
         return keys, cols, vals
 
-    def write(self, table: bytes, groups: list[CellGroup]) -> None:
-        self._store.put_columns(table, groups)
+    def write(self, table: bytes, groups: list[CellGroup]) -> Callable[[], None]:
+        return self._store.put_columns_queued(table, groups)

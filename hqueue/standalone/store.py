@@ -28,6 +28,7 @@ compaction); there is one region server, this process.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -329,11 +330,31 @@ class _GroupCommitter:
             Whatever ``fn`` raised (its writes are rolled back), or StorageError
             when the commit itself failed or the store is closed.
         """
+        return self.wait(self.enqueue(fn))
+
+    def enqueue(self, fn: Callable[[lmdb.Transaction], Any]) -> _Pending:
+        """Queue ``fn`` for a coming commit without waiting; :meth:`wait` for it.
+        Queued writes are applied, and become visible, in the order they were
+        queued.
+
+        Raises:
+            StorageError: the store is closed.
+        """
         pending = _Pending(fn)
         with self._cv:
             if self._closed:
                 raise StorageError("IOException: the store is closed")
             self._queue.append(pending)
+        return pending
+
+    def wait(self, pending: _Pending) -> Any:
+        """Wait until a queued write is on disk (leading a commit if none is in
+        progress); return what its function returned.
+
+        Raises:
+            as :meth:`submit`.
+        """
+        with self._cv:
             while self._leading and not pending.done:
                 self._cv.wait()
             if not pending.done:
@@ -765,6 +786,20 @@ class Store:
         Raises:
             as :meth:`mutate_rows`.
         """
+        self.put_columns_queued(name, groups)()
+
+    def put_columns_queued(
+        self, name: bytes,
+        groups: Sequence[tuple[bytes, int, Sequence[bytes], Sequence[bytes]]],
+    ) -> Callable[[], None]:
+        """Queue :meth:`put_columns`'s write and return a function that waits until
+        it is durable (raising what :meth:`put_columns` would). Writes queued one
+        after another become visible in that order, so a caller that queues under
+        its own lock and waits outside it keeps its order and shares fsyncs.
+
+        Raises:
+            as :meth:`mutate_rows`, for a bad argument (nothing is queued).
+        """
         desc = self.enabled(name)
         for column, _ts, rows, values in groups:
             if family_of(column) not in desc.families:
@@ -793,7 +828,8 @@ class Store:
                         self._apply_row(txn, current,
                                         RowMutation(row, [Mutation(column, value)]), ts, None)
 
-        self._committer.submit(apply)
+        pending = self._committer.enqueue(apply)
+        return functools.partial(self._committer.wait, pending)
 
     def check_and_put(self, name: bytes, row: bytes, column: bytes, expected: bytes | None,
                       put_column: bytes, put_value: bytes) -> bool:
