@@ -1,0 +1,1143 @@
+"""Benchmark (issue 5): subscriptions' push delivery, hqueue beside Redis and NATS.
+
+Latency from put to listener at paced rates and the maximum push rate, of hqueue's
+subscriptions beside Redis Streams consumer groups and NATS JetStream push consumers.
+
+Three peers, each a server child process on loopback started by this script, do the
+same work in one run, on this machine:
+
+- ``hqueue``: ``hqueue standalone`` (the embedded HBase with the sidecar inside it);
+  ``Queue.subscribe`` with a plain callable listener, the sidecar's default delivery
+  options (batches of up to 1,000 messages, a buffer of 10,000 messages / 8 MiB per
+  partition). One queue of one partition per run; every write is fsynced before it
+  is acknowledged, and only acknowledged writes are pushed.
+- ``redis``: Debian's ``redis-server`` (in memory only, its usual setting), redis-py
+  (pure-Python parser). A consumer group per run; one consumer thread loops
+  ``XREADGROUP GROUP g c COUNT 1000 BLOCK 100`` and ``XACK``s each batch it got
+  (one call with all its ids) after handing it on.
+- ``nats``: Debian's ``nats-server -js``, nats-py, one file-backed stream per run;
+  an ephemeral push consumer (``js.subscribe`` with a callback) with ack policy
+  ``all``, ``max_ack_pending`` 10,000 (hqueue's buffer) and the callback acking
+  every 100th message (one ack covers the ones before it), plus the last one at
+  the end of a run.
+
+The consumer side of every peer runs in this process (hqueue's subscriber serves
+Thrift on its own threads; the Redis consumer is a thread; NATS has an event loop on
+a thread of its own). The producers run in a separate child process per peer, so the
+producer's CPU and the GIL it holds do not sit between a pushed batch and its
+listener. Send times are ``time.perf_counter_ns()`` (CLOCK_MONOTONIC, one clock for
+every process of the machine) packed into the first 16 bytes of each 100-byte
+payload at the moment of the put call; a message's latency is the receipt time (taken
+once per batch handed to the listener; per message for NATS, whose callback takes one
+message) minus its send time. So it covers the put, its acknowledgement (hqueue:
+durable; Redis: in memory; NATS: stored, synced later) and the push.
+
+Workloads:
+
+- paced, one message per put call, at 1,000, 5,000 and 10,000 msg/s for a few
+  seconds each: the subscription is made at the latest position and warmed up (a
+  warm-up message put every 50 ms until one arrives: hqueue's sidecar starts its
+  delivery worker a moment after the subscription is written), then the paced
+  messages are sent by ``--producers`` concurrent senders (threads calling
+  ``Queue.put`` / ``XADD``; for NATS as many asyncio tasks awaiting ``js.publish``),
+  message i due at ``start + i / rate``, a late one going at once. One put in flight
+  per sender, so a peer whose put takes longer than ``producers / rate`` cannot reach
+  the rate: sending stops at the end of the window all the same (what was not sent by
+  then is not counted) and the table shows the rate achieved, marked "short" below
+  95% of the target. NATS's tasks sleep with asyncio, whose timers have 1 ms
+  granularity, so its messages leave in bursts of up to rate/1000. Reported: the
+  achieved send rate; the put call's own p50 (put to acknowledgement); p50, p99 and
+  maximum of the latency from send to listener; and p50 and p99 of the time from the
+  put call's return to the listener (the push alone, negative when the push beat the
+  acknowledgement back to the producer). ``--hqueue-partitions N`` adds a diagnostic
+  hqueue row on a queue of N partitions, sender k putting to partition k modulo N.
+- paced and batched, at ``--batched-rates`` (5,000 and 10,000 msg/s): the same, but
+  the way a producer at such rates sends: one sender wakes every ``--linger-ms``
+  (1 ms) and sends everything that came due meanwhile in one call (hqueue
+  ``put_batch``; a Redis pipeline of ``XADD``s; NATS ``publish_async`` for each and
+  their acks). A message is stamped with the moment it came due, so its latency
+  includes the wait for the next tick. This is what the 5,000 msg/s target is
+  judged on when one put per message cannot reach the rate: hqueue acknowledges a
+  put only once it is fsynced, and on two cores shared with the producers and the
+  subscriber one message per call tops out near 3,500 puts/s.
+- drain: ``--messages`` messages pre-filled by batched produce (1,000 per call,
+  untimed), then a subscription from the earliest message (hqueue
+  ``start="earliest"``; Redis ``XGROUP CREATE ... 0``; NATS ``deliver_policy=all``),
+  timed from the subscribe call until the listener has every message: the maximum
+  sustained push rate. Also shown: the time to the first delivery ("first ms": for
+  hqueue the sidecar learns of a new subscription through the metadata watch) and
+  the rate from the first delivery to the last.
+- batched produce while subscribed: a subscription at the latest position, then the
+  producer writes ``--live-messages`` messages in batches of 1,000 (hqueue
+  ``put_batch``; Redis pipelined ``XADD``; NATS 1,000 ``publish_async`` then their
+  acks) as fast as it can, timestamped per message; the rate is messages over the
+  time from the first send to the last receipt, so it is the smaller of the
+  produce and push rates; latencies are shown too.
+
+Method: the peers alternate within each round, their order rotating from round to
+round, and each figure is the median over the rounds (for latencies, the median of
+the per-round percentiles). Ratios: for rates hqueue's msgs/s divided by the
+peer's; for latencies the peer's p99 divided by hqueue's, so above 1 means hqueue is
+faster either way. The issue's targets: p99 < 10 ms at 5,000 msg/s; push rate at or
+above Redis's consumer group.
+
+Run: ``.venv/bin/python bench/bench_subscribe.py [--rates 1000,5000,10000]
+[--seconds 3] [--messages 200000] [--live-messages 100000] [--rounds 3] [--quick]
+[--peers hqueue,redis,nats] [--producers 4] [--hqueue-partitions N]``; a peer whose
+server binary is missing is skipped with a line saying so (``make bench-deps``
+installs them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import asyncio
+import contextlib
+import functools
+import multiprocessing
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import nats
+import redis
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from peers import NATS_SERVER, REDIS_SERVER, NatsServer, RedisServer
+
+import hqueue
+from tests.harness.standalone import StandaloneProcess
+
+BATCH = 1000
+VALUE_SIZE = 100
+HEADER = struct.Struct(">QQ")  # sequence number, send time (perf_counter_ns)
+PAD = b"x" * (VALUE_SIZE - HEADER.size)
+TOPIC = "t"
+NATS_ACK_EVERY = 100
+NATS_MAX_ACK_PENDING = 10_000
+REDIS_GROUP = "g"
+WAIT = 60.0  # longest wait for deliveries after the producer is done
+
+
+def stamped(seq: int) -> bytes:
+    """A payload of VALUE_SIZE bytes carrying ``seq`` and the time now."""
+    return HEADER.pack(seq, time.perf_counter_ns()) + PAD
+
+
+WARMUP_SLOTS = 1 << 16
+WARMUP = (1 << 64) - WARMUP_SLOTS
+"""Sequence numbers from WARMUP up are warm-up messages; the rest of it is a slot
+(hqueue: the partition) so that a warm-up can cover every partition."""
+
+
+def due_stamped(seq: int, due: float) -> bytes:
+    """A payload carrying ``seq`` and its due time (``perf_counter`` seconds)."""
+    return HEADER.pack(seq, int(due * 1e9)) + PAD
+
+
+def warm_value(slot: int) -> bytes:
+    """A warm-up payload for ``slot``."""
+    return HEADER.pack(WARMUP + slot, time.perf_counter_ns()) + PAD
+
+
+@dataclass
+class Sample:
+    """One run of one row: messages, seconds (sending for paced runs, delivering for
+    the others), the time to the first delivery, and per message (ns) the latency
+    from send to listener, the put call's own time, and the time from the put's
+    return to the listener (negative when the push beat the acknowledgement)."""
+
+    messages: int
+    seconds: float
+    first: float | None = None
+    latencies: list[int] = field(default_factory=list)
+    puts: list[int] = field(default_factory=list)
+    after_ack: list[int] = field(default_factory=list)
+    steady: float | None = None
+    """msgs/s from the first delivery to the last, the first batch not counted"""
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds
+
+
+# -- the receiving side, shared by the peers -----------------------------------------
+
+
+class Recorder:
+    """Counts what a listener is handed and, when ``parse`` is on, the receipt time and
+    the send time (from its payload) of each message by sequence number, dropping
+    duplicates. Warm-up messages only add their slot (see :func:`warm_value`) to
+    :attr:`warm`."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.warm: set[int] = set()
+        self.expected = 0
+        self.parse = False
+        self.count = 0
+        self.first_ns = 0
+        self.first_count = 0
+        self.last_ns = 0
+        self.sent = array.array("q")
+        self.received = array.array("q")
+
+    def arm(self, expected: int, parse: bool) -> None:
+        with self.lock:
+            self.expected, self.parse = expected, parse
+            self.count = self.first_ns = self.first_count = self.last_ns = 0
+            size = expected if parse else 0
+            self.sent = array.array("q", bytes(8 * size))
+            self.received = array.array("q", bytes(8 * size))
+            self.warm = set()
+            self.done.clear()
+
+    def record(self, values: Sequence[bytes]) -> None:
+        now = time.perf_counter_ns()
+        with self.lock:
+            if self.done.is_set():
+                return  # a late duplicate: the run's figures are taken
+            if self.parse:
+                n = 0
+                sent, received = self.sent, self.received
+                size = len(received)  # not expected: expect() may lower that
+                for v in values:
+                    seq, stamp = HEADER.unpack_from(v)
+                    if seq >= WARMUP:
+                        self.warm.add(seq - WARMUP)
+                    elif seq < size and not received[seq]:
+                        received[seq] = now
+                        sent[seq] = stamp
+                        n += 1
+            else:
+                n = len(values)
+            if not n:
+                return
+            if not self.count:
+                self.first_ns, self.first_count = now, n
+            self.count += n
+            self.last_ns = now
+            if self.count >= self.expected:
+                self.done.set()
+
+    def wait_done(self, timeout: float = WAIT) -> None:
+        if not self.done.wait(timeout):
+            raise RuntimeError(f"only {self.count:,} of {self.expected:,} messages "
+                               f"arrived within {timeout:.0f} s")
+
+    def expect(self, expected: int) -> None:
+        """Lower the count awaited to what was actually sent."""
+        with self.lock:
+            self.expected = expected
+            if self.count >= expected:
+                self.done.set()
+
+    def sample(self, seconds: float, acked: bytes, first: float | None = None) -> Sample:
+        """The sample of a parsed run, given the put calls' return times by sequence
+        (0 for a message not sent)."""
+        done = array.array("q")
+        done.frombytes(acked)
+        rows = [(s, r, d) for s, r, d in zip(self.sent, self.received, done, strict=True) if d]
+        return Sample(len(rows), seconds, first, [r - s for s, r, _ in rows],
+                      [d - s for s, _, d in rows], [r - d for _, r, d in rows])
+
+
+# -- the producing side: one child process per peer ----------------------------------
+
+
+class Sender:
+    """A producer in the child process. ``paced`` sends one message per put call on a
+    schedule; ``fill`` sends batches of 1,000 as fast as it can; both return (seconds,
+    start time in perf_counter_ns, the return time of each message's put call as the
+    bytes of an ``array('q')``). ``senders`` of a paced run: sender k sends messages
+    k, k + senders, ... through slot k (hqueue: to partition k modulo the partitions)."""
+
+    def warm(self, dest: str) -> None:
+        """Send a warm-up message (hqueue: one to each partition of the queue)."""
+        self.one(dest, warm_value(0), 0)
+
+    def one(self, dest: str, value: bytes, slot: int) -> None:
+        raise NotImplementedError
+
+    def batch(self, dest: str, values: list[bytes]) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def paced(self, dest: str, rate: int, n: int, senders: int,
+              linger_ms: float = 0.0) -> tuple[float, int, bytes]:
+        """``senders`` threads, message i at ``start + i / rate`` (at once when late),
+        until ``n`` are sent or ``n / rate`` seconds are over. With ``linger_ms``, one
+        thread instead sends every ``linger_ms`` whatever came due meanwhile in one
+        batch call, each message stamped with the time it came due."""
+        if linger_ms:
+            return self.lingered(dest, rate, n, linger_ms)
+        start = time.perf_counter() + 0.02
+        end = start + n / rate
+        acked = array.array("q", bytes(8 * n))
+        errors: list[BaseException] = []
+
+        def run(k: int) -> None:
+            try:
+                for i in range(k, n, senders):
+                    delay = start + i / rate - time.perf_counter()
+                    if delay < 0 and time.perf_counter() >= end:
+                        break  # behind schedule at the end of the window
+                    if delay > 0:
+                        time.sleep(delay)
+                    self.one(dest, stamped(i), k)
+                    acked[i] = time.perf_counter_ns()
+            except BaseException as e:  # reported by the caller
+                errors.append(e)
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(senders)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return time.perf_counter() - start, int(start * 1e9), acked.tobytes()
+
+    def lingered(self, dest: str, rate: int, n: int,
+                 linger_ms: float) -> tuple[float, int, bytes]:
+        """The batching producer of :meth:`paced`: a message is created at its due time
+        (its stamp), waits for the next tick, and goes with the others due by then."""
+        start = time.perf_counter() + 0.02
+        end = start + n / rate
+        acked = array.array("q", bytes(8 * n))
+        tick = linger_ms / 1000
+        sent = 0
+        while sent < n:
+            now = time.perf_counter()
+            if now >= end + tick:
+                break
+            due = min(n, int((now - start) * rate) + 1) if now >= start else 0
+            if due > sent:
+                self.batch(dest, [due_stamped(i, start + i / rate) for i in range(sent, due)])
+                done = time.perf_counter_ns()
+                acked[sent:due] = array.array("q", [done]) * (due - sent)
+                sent = due
+            wait = tick - (time.perf_counter() - now)
+            if wait > 0:
+                time.sleep(wait)
+        return time.perf_counter() - start, int(start * 1e9), acked.tobytes()
+
+    def fill(self, dest: str, n: int) -> tuple[float, int, bytes]:
+        acked = array.array("q", bytes(8 * n))
+        t0 = time.perf_counter()
+        for first in range(0, n, BATCH):
+            last = min(n, first + BATCH)
+            self.batch(dest, [stamped(i) for i in range(first, last)])
+            acked[first:last] = array.array("q", [time.perf_counter_ns()]) * (last - first)
+        return time.perf_counter() - t0, int(t0 * 1e9), acked.tobytes()
+
+
+class HQueueSender(Sender):
+    def __init__(self, address: str, admin: str) -> None:
+        self.client: Any = hqueue.connect(address, hbase_admin=admin, table_prefix="",
+                                          put_timeout=15.0)
+        self.queues: dict[str, Any] = {}
+
+    def _queue(self, name: str) -> Any:
+        q = self.queues.get(name)
+        if q is None:
+            q = self.queues[name] = wait_for_queue(self.client, name)
+        return q
+
+    def warm(self, dest: str) -> None:
+        q = self._queue(dest)
+        for p in range(q.partitions):
+            q.put(warm_value(p), topic=TOPIC, partition=p)
+
+    def one(self, dest: str, value: bytes, slot: int) -> None:
+        q = self._queue(dest)
+        q.put(value, topic=TOPIC, partition=slot % q.partitions)
+
+    def batch(self, dest: str, values: list[bytes]) -> None:
+        self._queue(dest).put_batch(values, topic=TOPIC, partition=0)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class RedisSender(Sender):
+    def __init__(self, host: str, port: int) -> None:
+        self.r = redis.Redis(host=host, port=port)  # a connection pool: thread-safe
+
+    def one(self, dest: str, value: bytes, slot: int) -> None:
+        self.r.xadd(dest, {b"v": value})
+
+    def batch(self, dest: str, values: list[bytes]) -> None:
+        pipe = self.r.pipeline(transaction=False)
+        for v in values:
+            pipe.xadd(dest, {b"v": v})
+        pipe.execute()
+
+    def close(self) -> None:
+        self.r.close()
+
+
+class NatsSender(Sender):
+    """nats-py is asyncio-only: one event loop, concurrent tasks instead of threads."""
+
+    def __init__(self, url: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.nc: Any = self.loop.run_until_complete(nats.connect(url))
+        self.js = self.nc.jetstream()
+
+    def one(self, dest: str, value: bytes, slot: int) -> None:
+        self.loop.run_until_complete(self.js.publish(dest, value))
+
+    def paced(self, dest: str, rate: int, n: int, senders: int,
+              linger_ms: float = 0.0) -> tuple[float, int, bytes]:
+        if linger_ms:
+            return self.lingered(dest, rate, n, linger_ms)
+        acked = array.array("q", bytes(8 * n))
+
+        async def run() -> tuple[float, int, bytes]:
+            start = time.perf_counter() + 0.02
+            end = start + n / rate
+
+            async def task(k: int) -> None:
+                for i in range(k, n, senders):
+                    delay = start + i / rate - time.perf_counter()
+                    if delay < 0 and time.perf_counter() >= end:
+                        break  # behind schedule at the end of the window
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    await self.js.publish(dest, stamped(i))
+                    acked[i] = time.perf_counter_ns()
+
+            await asyncio.gather(*(task(k) for k in range(senders)))
+            return time.perf_counter() - start, int(start * 1e9), acked.tobytes()
+
+        return self.loop.run_until_complete(run())
+
+    def batch(self, dest: str, values: list[bytes]) -> None:
+        async def run() -> None:
+            acks = [await self.js.publish_async(dest, v) for v in values]
+            await asyncio.gather(*acks)
+
+        self.loop.run_until_complete(run())
+
+    def fill(self, dest: str, n: int) -> tuple[float, int, bytes]:
+        acked = array.array("q", bytes(8 * n))
+
+        async def run() -> tuple[float, int, bytes]:
+            t0 = time.perf_counter()
+            for first in range(0, n, BATCH):
+                last = min(n, first + BATCH)
+                acks = [await self.js.publish_async(dest, stamped(i))
+                        for i in range(first, last)]
+                await asyncio.gather(*acks)
+                acked[first:last] = array.array("q", [time.perf_counter_ns()]) * (last - first)
+            return time.perf_counter() - t0, int(t0 * 1e9), acked.tobytes()
+
+        return self.loop.run_until_complete(run())
+
+    def close(self) -> None:
+        try:
+            self.loop.run_until_complete(self.nc.close())
+        finally:
+            self.loop.close()
+
+
+def make_sender(kind: str, target: dict[str, Any]) -> Sender:
+    if kind == "hqueue":
+        return HQueueSender(target["address"], target["admin"])
+    if kind == "redis":
+        return RedisSender(target["host"], target["port"])
+    return NatsSender(target["url"])
+
+
+def producer_main(conn: Connection, kind: str, target: dict[str, Any]) -> None:
+    """The child process: answer (method, args) commands until ``stop``."""
+    try:
+        sender = make_sender(kind, target)
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+        return
+    conn.send(("ok", None))
+    try:
+        while True:
+            cmd, args = conn.recv()
+            if cmd == "stop":
+                break
+            try:
+                conn.send(("ok", getattr(sender, cmd)(*args)))
+            except BaseException:
+                conn.send(("error", traceback.format_exc()))
+    finally:
+        sender.close()
+
+
+class Producer:
+    """The parent's handle on a producer child process."""
+
+    def __init__(self, kind: str, target: dict[str, Any]) -> None:
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process with threads
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=producer_main, args=(child, kind, target),
+                                name=f"producer-{kind}", daemon=True)
+        self.proc.start()
+        child.close()
+        self._answer(60.0)
+
+    def _answer(self, timeout: float) -> Any:
+        if not self.conn.poll(timeout):
+            raise RuntimeError(f"producer did not answer within {timeout:.0f} s")
+        status, value = self.conn.recv()
+        if status != "ok":
+            raise RuntimeError(f"producer failed:\n{value}")
+        return value
+
+    def call(self, cmd: str, *args: Any, timeout: float = 300.0) -> Any:
+        self.conn.send((cmd, args))
+        return self._answer(timeout)
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.send(("stop", ()))
+        self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+def wait_for_queue(client: Any, name: str) -> Any:
+    """``client.queue(name)`` once the watched metadata cache has seen the create."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return client.queue(name)
+        except hqueue.HQueueError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+# -- the runs, common to the peers ---------------------------------------------------
+
+
+def warm_up(producer: Producer, dest: str, rec: Recorder, slots: int = 1,
+            timeout: float = 30.0) -> None:
+    """Put warm-up messages every 50 ms until one of every slot reached the listener."""
+    deadline = time.monotonic() + timeout
+    while True:
+        producer.call("warm", dest)
+        until = time.monotonic() + 0.05
+        while time.monotonic() < until:
+            if len(rec.warm) >= slots:
+                return
+            time.sleep(0.002)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"warm-up messages did not arrive within {timeout:.0f} s")
+
+
+def paced_run(producer: Producer, dest: str, rec: Recorder, rate: int, n: int,
+              senders: int, slots: int = 1, linger_ms: float = 0.0) -> Sample:
+    """With the subscription open at the latest position: warm up, send ``n`` messages
+    paced at ``rate``, wait for all of them."""
+    rec.arm(n, parse=True)
+    warm_up(producer, dest, rec, slots)
+    seconds, _, acked = producer.call("paced", dest, rate, n, senders, linger_ms)
+    rec.expect(sum(1 for t in memoryview(acked).cast("q") if t))
+    rec.wait_done()
+    return rec.sample(seconds, acked)
+
+
+def live_run(producer: Producer, dest: str, rec: Recorder, n: int) -> Sample:
+    """With the subscription open at the latest position: warm up, produce ``n``
+    messages in batches, wait for all of them."""
+    rec.arm(n, parse=True)
+    warm_up(producer, dest, rec)
+    _, start_ns, acked = producer.call("fill", dest, n)
+    rec.wait_done()
+    return rec.sample((rec.last_ns - start_ns) / 1e9, acked, (rec.first_ns - start_ns) / 1e9)
+
+
+def drain_run(rec: Recorder, n: int, subscribe: Callable[[], Callable[[], None]]) -> Sample:
+    """Time ``subscribe()`` (from the earliest message; it returns the function that
+    closes the subscription) until ``n`` messages arrived."""
+    rec.arm(n, parse=False)
+    t0 = time.perf_counter_ns()
+    close = subscribe()
+    try:
+        rec.wait_done()
+        first_ns, first_count, last_ns = rec.first_ns, rec.first_count, rec.last_ns
+    finally:
+        close()
+    steady = (n - first_count) / ((last_ns - first_ns) / 1e9) if last_ns > first_ns else None
+    return Sample(n, (last_ns - t0) / 1e9, (first_ns - t0) / 1e9, steady=steady)
+
+
+# -- peers ---------------------------------------------------------------------------
+# Each peer offers, per workload, rows as (row name, function of the round -> Sample).
+
+DRAIN, LIVE = "drain pre-filled, from earliest", "batched produce while subscribed"
+Rows = dict[str, list[tuple[str, Callable[[int], Sample]]]]
+
+
+def paced_name(rate: int, linger_ms: float = 0.0) -> str:
+    if linger_ms:
+        return f"paced {rate:,} msg/s, batched every {linger_ms:g} ms"
+    return f"paced {rate:,} msg/s"
+
+
+def paced_kinds(args: argparse.Namespace) -> list[tuple[int, float]]:
+    """The paced workloads: (rate, linger ms), one message per put call first."""
+    return ([(rate, 0.0) for rate in args.rate_list]
+            + [(rate, args.linger_ms) for rate in args.batched_list])
+
+
+class HQueuePeer:
+    name = "hqueue"
+
+    def __init__(self, workdir: Path) -> None:
+        self.server = StandaloneProcess(workdir / "hqueue-data")
+        self.client: Any = None
+        self.producer: Producer | None = None
+        self.rec = Recorder()
+
+    def start(self) -> None:
+        self.server.start()
+        admin = f"127.0.0.1:{self.server.thrift2_port}"
+        self.client = hqueue.connect(self.server.address, hbase_admin=admin, table_prefix="",
+                                     put_timeout=15.0)
+        self.producer = Producer("hqueue", {"address": self.server.address, "admin": admin})
+
+    def stop(self) -> None:
+        if self.producer is not None:
+            self.producer.stop()
+        if self.client is not None:
+            self.client.close()
+        self.server.stop()
+
+    def _new_queue(self, name: str, partitions: int = 1) -> Any:
+        self.client.create_queue(name, partitions=partitions)
+        q = wait_for_queue(self.client, name)
+        for p in range(partitions):  # the sidecar takes the partitions: untimed
+            q.put(PAD, topic=TOPIC, partition=p)
+        return q
+
+    def _listener(self, messages: list[hqueue.Message]) -> None:
+        self.rec.record([m.value for m in messages])
+
+    def paced(self, r: int, rate: int, n: int, senders: int, partitions: int,
+              linger_ms: float = 0.0) -> Sample:
+        assert self.producer is not None
+        name = f"p{r}_{rate}_{partitions}_{int(linger_ms * 1000)}"
+        q = self._new_queue(name, partitions)
+        sub = q.subscribe("bench", self._listener, start="latest")
+        try:
+            return paced_run(self.producer, name, self.rec, rate, n, senders, partitions,
+                             linger_ms)
+        finally:
+            sub.unsubscribe()
+
+    def live(self, r: int, n: int) -> Sample:
+        assert self.producer is not None
+        name = f"l{r}"
+        q = self._new_queue(name)
+        sub = q.subscribe("bench", self._listener, start="latest")
+        try:
+            return live_run(self.producer, name, self.rec, n)
+        finally:
+            sub.unsubscribe()
+
+    def drain(self, r: int, n: int) -> Sample:
+        assert self.producer is not None
+        name = f"d{r}"
+        q = self._new_queue(name)
+        self.producer.call("fill", name, n - 1)  # plus the one _new_queue put
+        return drain_run(self.rec, n, lambda: q.subscribe(
+            "bench", self._listener, start="earliest").unsubscribe)
+
+    def rows(self, args: argparse.Namespace) -> Rows:
+        out: Rows = {}
+        for rate, linger in paced_kinds(args):
+            out[paced_name(rate, linger)] = [("hqueue", functools.partial(
+                self.paced, rate=rate, n=rate * args.seconds, senders=args.producers,
+                partitions=1, linger_ms=linger))]
+            if args.hqueue_partitions > 1 and not linger:
+                out[paced_name(rate)].append((diagnostic_row(args), functools.partial(
+                    self.paced, rate=rate, n=rate * args.seconds, senders=args.producers,
+                    partitions=args.hqueue_partitions)))
+        out[DRAIN] = [("hqueue", functools.partial(self.drain, n=args.messages))]
+        out[LIVE] = [("hqueue", functools.partial(self.live, n=args.live_messages))]
+        return out
+
+
+def diagnostic_row(args: argparse.Namespace) -> str:
+    return f"hqueue-{args.hqueue_partitions}p"
+
+
+class RedisPeer:
+    name = "redis"
+
+    def __init__(self, workdir: Path) -> None:
+        self.server = RedisServer(workdir / "redis")
+        self.r: redis.Redis | None = None
+        self.producer: Producer | None = None
+        self.rec = Recorder()
+
+    def start(self) -> None:
+        self.server.start()
+        self.r = redis.Redis(host=self.server.host, port=self.server.port)
+        self.r.ping()
+        self.producer = Producer("redis", {"host": self.server.host, "port": self.server.port})
+
+    def stop(self) -> None:
+        if self.producer is not None:
+            self.producer.stop()
+        if self.r is not None:
+            self.r.close()
+        self.server.stop()
+
+    def _subscribe(self, key: str, start: str) -> Callable[[], None]:
+        """Create the group at ``start`` ($ or 0), start the consumer thread; return
+        the function that stops it."""
+        assert self.r is not None
+        self.r.xgroup_create(key, REDIS_GROUP, id=start, mkstream=True)
+        stopping = threading.Event()
+        conn = redis.Redis(host=self.server.host, port=self.server.port)
+        errors: list[BaseException] = []
+
+        def consume() -> None:
+            try:
+                while not stopping.is_set():
+                    resp: Any = conn.xreadgroup(REDIS_GROUP, "c", {key: ">"}, count=BATCH,
+                                                block=100)
+                    if not resp:
+                        continue
+                    entries = resp[0][1]
+                    self.rec.record([fields[b"v"] for _, fields in entries])
+                    conn.xack(key, REDIS_GROUP, *[entry_id for entry_id, _ in entries])
+            except BaseException as e:
+                errors.append(e)
+
+        thread = threading.Thread(target=consume, name=f"redis-consumer-{key}", daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            stopping.set()
+            thread.join(5)
+            conn.close()
+            assert self.r is not None
+            self.r.delete(key)  # keeps Redis's memory (and the machine's) flat
+            if errors:
+                raise errors[0]
+
+        return stop
+
+    def paced(self, r: int, rate: int, n: int, senders: int, linger_ms: float = 0.0) -> Sample:
+        assert self.producer is not None
+        key = f"p{r}_{rate}_{int(linger_ms * 1000)}"
+        stop = self._subscribe(key, "$")
+        try:
+            return paced_run(self.producer, key, self.rec, rate, n, senders,
+                             linger_ms=linger_ms)
+        finally:
+            stop()
+
+    def live(self, r: int, n: int) -> Sample:
+        assert self.producer is not None
+        key = f"l{r}"
+        stop = self._subscribe(key, "$")
+        try:
+            return live_run(self.producer, key, self.rec, n)
+        finally:
+            stop()
+
+    def drain(self, r: int, n: int) -> Sample:
+        assert self.producer is not None
+        key = f"d{r}"
+        self.producer.call("fill", key, n)
+        return drain_run(self.rec, n, lambda: self._subscribe(key, "0"))
+
+    def rows(self, args: argparse.Namespace) -> Rows:
+        out: Rows = {
+            paced_name(rate, linger): [("redis", functools.partial(
+                self.paced, rate=rate, n=rate * args.seconds, senders=args.producers,
+                linger_ms=linger))]
+            for rate, linger in paced_kinds(args)}
+        out[DRAIN] = [("redis", functools.partial(self.drain, n=args.messages))]
+        out[LIVE] = [("redis", functools.partial(self.live, n=args.live_messages))]
+        return out
+
+
+class NatsPeer:
+    """The consumer's event loop runs on a thread of its own; calls from the bench's
+    thread go through ``run_coroutine_threadsafe``."""
+
+    name = "nats"
+
+    def __init__(self, workdir: Path) -> None:
+        self.server = NatsServer(workdir / "nats")
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="nats-consumer",
+                                       daemon=True)
+        self.nc: Any = None
+        self.js: Any = None
+        self.producer: Producer | None = None
+        self.rec = Recorder()
+
+    def _run(self, coro: Coroutine[Any, Any, Any], timeout: float = 60.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def start(self) -> None:
+        self.server.start()
+        self.thread.start()
+        self.nc = self._run(nats.connect(self.server.url))
+        self.js = self.nc.jetstream()
+        self._run(self.js.account_info())
+        self.producer = Producer("nats", {"url": self.server.url})
+
+    def stop(self) -> None:
+        try:
+            if self.producer is not None:
+                self.producer.stop()
+            if self.nc is not None:
+                self._run(self.nc.close())
+        finally:
+            if self.thread.is_alive():
+                self.loop.call_soon_threadsafe(self.loop.stop)
+                self.thread.join(5)
+            self.server.stop()
+
+    def _subscribe(self, subject: str, policy: DeliverPolicy) -> Callable[[], None]:
+        """Push-subscribe to the stream ``subject``; return the function that
+        unsubscribes and deletes the stream."""
+        last: list[Any] = [None]  # the last message not acknowledged yet
+        count = 0
+        rec = self.rec
+
+        async def on_msg(msg: Any) -> None:
+            nonlocal count
+            rec.record([msg.data])
+            count += 1
+            if count % NATS_ACK_EVERY:
+                last[0] = msg
+            else:
+                last[0] = None
+                await msg.ack()
+
+        config = ConsumerConfig(ack_policy=AckPolicy.ALL, max_ack_pending=NATS_MAX_ACK_PENDING)
+        sub = self._run(self.js.subscribe(subject, stream=subject, cb=on_msg, manual_ack=True,
+                                          deliver_policy=policy, config=config))
+
+        async def close() -> None:
+            if last[0] is not None:
+                await last[0].ack()
+            await sub.unsubscribe()
+            await self.js.delete_stream(subject)
+
+        return lambda: self._run(close())
+
+    def _new_stream(self, subject: str) -> None:
+        self._run(self.js.add_stream(name=subject, subjects=[subject],
+                                     storage=StorageType.FILE))
+
+    def paced(self, r: int, rate: int, n: int, senders: int, linger_ms: float = 0.0) -> Sample:
+        assert self.producer is not None
+        subject = f"p{r}_{rate}_{int(linger_ms * 1000)}"
+        self._new_stream(subject)
+        stop = self._subscribe(subject, DeliverPolicy.NEW)
+        try:
+            return paced_run(self.producer, subject, self.rec, rate, n, senders,
+                             linger_ms=linger_ms)
+        finally:
+            stop()
+
+    def live(self, r: int, n: int) -> Sample:
+        assert self.producer is not None
+        subject = f"l{r}"
+        self._new_stream(subject)
+        stop = self._subscribe(subject, DeliverPolicy.NEW)
+        try:
+            return live_run(self.producer, subject, self.rec, n)
+        finally:
+            stop()
+
+    def drain(self, r: int, n: int) -> Sample:
+        assert self.producer is not None
+        subject = f"d{r}"
+        self._new_stream(subject)
+        self.producer.call("fill", subject, n)
+        return drain_run(self.rec, n, lambda: self._subscribe(subject, DeliverPolicy.ALL))
+
+    def rows(self, args: argparse.Namespace) -> Rows:
+        out: Rows = {
+            paced_name(rate, linger): [("nats", functools.partial(
+                self.paced, rate=rate, n=rate * args.seconds, senders=args.producers,
+                linger_ms=linger))]
+            for rate, linger in paced_kinds(args)}
+        out[DRAIN] = [("nats", functools.partial(self.drain, n=args.messages))]
+        out[LIVE] = [("nats", functools.partial(self.live, n=args.live_messages))]
+        return out
+
+
+Peer = HQueuePeer | RedisPeer | NatsPeer
+
+
+# -- the run -------------------------------------------------------------------------
+
+
+def version(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+    except OSError as e:
+        return f"unknown ({e})"
+
+
+def percentile(values: list[int], q: float) -> float:
+    """The ``q`` quantile (0..1) by nearest rank: no interpolation across a gap."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+def workloads(args: argparse.Namespace) -> list[str]:
+    out = [paced_name(rate, linger) for rate, linger in paced_kinds(args)]
+    if args.messages:
+        out.append(DRAIN)
+    if args.live_messages:
+        out.append(LIVE)
+    return out
+
+
+def run(args: argparse.Namespace, workdir: Path) -> tuple[dict[tuple[str, str], list[Sample]],
+                                                           dict[str, str], dict[str, str]]:
+    """Start the chosen peers, run the rounds, stop everything; return the samples per
+    (workload, row), and per peer that was skipped or failed, why."""
+    wanted = args.peers.split(",")
+    peers: list[Peer] = []
+    skipped: dict[str, str] = {}
+    if "hqueue" in wanted:
+        peers.append(HQueuePeer(workdir))
+    for name, binary, cls in (("redis", REDIS_SERVER, RedisPeer), ("nats", NATS_SERVER, NatsPeer)):
+        if name not in wanted:
+            continue
+        if not Path(binary).exists():
+            skipped[name] = f"{binary} not found: install it with `make bench-deps`"
+            print(f"skipping {name}: {skipped[name]}", file=sys.stderr)
+            continue
+        peers.append(cls(workdir))
+    samples: dict[tuple[str, str], list[Sample]] = {}
+    failed: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        for p in peers:
+            stack.callback(p.stop)  # stops even the ones that failed half-way
+            try:
+                p.start()
+            except Exception as e:  # a broken peer is reported, the others still run
+                failed[p.name] = f"start: {type(e).__name__}: {e}"
+                traceback.print_exc()
+        for r in range(args.rounds):
+            order = peers[r % len(peers):] + peers[:r % len(peers)] if peers else []
+            for workload in workloads(args):
+                for p in order:
+                    rows = p.rows(args)[workload]
+                    rows = rows[r % len(rows):] + rows[:r % len(rows)]
+                    for row, fn in rows:
+                        if p.name in failed:
+                            break
+                        t0 = time.perf_counter()
+                        try:
+                            s = fn(r)
+                        except Exception as e:
+                            # It would fail again each round: stop using the peer, say why.
+                            failed[p.name] = f"{workload}: {type(e).__name__}: {e}"
+                            traceback.print_exc()
+                            continue
+                        samples.setdefault((workload, row), []).append(s)
+                        extra = ""
+                        if s.latencies:
+                            extra = (f"  p50 {percentile(s.latencies, 0.5) / 1e6:7.3f} ms"
+                                     f"  p99 {percentile(s.latencies, 0.99) / 1e6:7.3f} ms")
+                        print(f"round {r + 1}/{args.rounds} {workload:<34} {row:<10}"
+                              f"{s.rate:>10,.0f} msgs/s{extra}  "
+                              f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
+    return samples, failed, skipped
+
+
+def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]],
+           failed: dict[str, str], skipped: dict[str, str]) -> None:
+    labels = {"hqueue": "hqueue subscribe, 1 partition",
+              diagnostic_row(args): f"hqueue subscribe, {args.hqueue_partitions} partitions "
+                                    "(diagnostic)",
+              "redis": "redis XREADGROUP COUNT 1000 + XACK",
+              "nats": f"nats push consumer, ack all every {NATS_ACK_EVERY}"}
+    rate = {k: statistics.median(s.rate for s in v) for k, v in samples.items()}
+
+    def ms(k: tuple[str, str], q: float | None, what: str = "latencies") -> float | None:
+        """Median over the rounds of the ``q`` quantile (the maximum if None)."""
+        per_round = [percentile(getattr(s, what), q) if q is not None else max(getattr(s, what))
+                     for s in samples.get(k, []) if getattr(s, what)]
+        return statistics.median(per_round) / 1e6 if per_round else None
+
+    def fmt(v: float | None, spec: str = ".2f") -> str:
+        return "" if v is None else format(v, spec)
+
+    print(f"\nPush delivery: hqueue subscriptions vs Redis Streams consumer groups vs NATS "
+          f"JetStream push consumers; {VALUE_SIZE} B messages; median of {args.rounds} "
+          f"round(s), peers alternating; {os.cpu_count()} cores.")
+    print(f"{version([REDIS_SERVER, '--version']).split(' sha=')[0]}; "
+          f"{version([NATS_SERVER, '--version'])}; redis-py {redis.__version__}, "
+          f"nats-py {metadata.version('nats-py')}, hqueue {hqueue.__version__}.")
+    print("Durability: hqueue fsyncs every write before acknowledging (and pushing) it; "
+          "Redis keeps streams in memory only; NATS writes files and syncs them on its "
+          "own schedule.\n")
+
+    order = ["hqueue", diagnostic_row(args), "redis", "nats"]
+    print(f"Latency from put call to listener (ms), one message per put call, "
+          f"{args.producers} concurrent senders, {args.seconds} s per rate; \"put\" is the "
+          "put call alone, \"after ack\" from the put call's return to the listener. Rows "
+          f"\"batched\": one sender sends every {args.linger_ms:g} ms what came due "
+          "meanwhile in one call (put_batch, a Redis pipeline, NATS async publishes), "
+          "latency counted from the moment a message came due:\n")
+    print("| rate | peer | sent msgs/s | put p50 | p50 | p99 | max | after ack p50 | "
+          "after ack p99 | peer p99 ÷ hqueue p99 |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for target, linger in paced_kinds(args):
+        w = paced_name(target, linger)
+        hq99 = ms((w, "hqueue"), 0.99)
+        for name in order:
+            k = (w, name)
+            if k not in rate:
+                continue
+            p99 = ms(k, 0.99)
+            ratio = ("" if name.startswith("hqueue") or not hq99 or p99 is None
+                     else f"{p99 / hq99:.2f}x")
+            short = " (short)" if rate[k] < 0.95 * target else ""
+            kind = f", batched every {linger:g} ms" if linger else ""
+            print(f"| {target:,}/s{kind} | {labels[name]} | {rate[k]:,.0f}{short} | "
+                  f"{fmt(ms(k, 0.5, 'puts'))} | {fmt(ms(k, 0.5))} | {fmt(p99)} | "
+                  f"{fmt(ms(k, None))} | {fmt(ms(k, 0.5, 'after_ack'))} | "
+                  f"{fmt(ms(k, 0.99, 'after_ack'))} | {ratio} |")
+
+    print("\nPush rate: msgs/s from the subscribe call (drain) or the first send (batched "
+          "produce) to the last delivery; \"first ms\" until the first delivery; \"after "
+          "the first\" msgs/s from the first delivery to the last; latencies in ms:\n")
+    print("| workload | peer | msgs/s | hqueue ÷ peer | first ms | after the first msgs/s | "
+          "p50 | p99 |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for w, size in ((DRAIN, args.messages), (LIVE, args.live_messages)):
+        hq = rate.get((w, "hqueue"))
+        for name in order:
+            k = (w, name)
+            if k not in rate:
+                continue
+            firsts = [s.first for s in samples[k] if s.first is not None]
+            first = statistics.median(firsts) * 1000 if firsts else None
+            steadies = [s.steady for s in samples[k] if s.steady is not None]
+            steady = statistics.median(steadies) if steadies else None
+            ratio = "" if name == "hqueue" or hq is None else f"{hq / rate[k]:.2f}x"
+            print(f"| {w} ({size:,}) | {labels[name]} | {rate[k]:,.0f} | {ratio} | "
+                  f"{fmt(first, '.1f')} | {fmt(steady, ',.0f')} | {fmt(ms(k, 0.5))} | "
+                  f"{fmt(ms(k, 0.99))} |")
+    for name, why in skipped.items():
+        print(f"| (all) | {name} | skipped: {why} | | | | | |")
+    for name, why in failed.items():
+        print(f"| (all) | {name} | failed: {why.splitlines()[0][:160]} | | | | | |")
+
+    print("\n| target (issue 5) | measured | met |")
+    print("| --- | ---: | :---: |")
+    for w5, how in ((paced_name(5000), "one per put"),
+                    (paced_name(5000, args.linger_ms), f"batched every {args.linger_ms:g} ms")):
+        for name in ("hqueue", diagnostic_row(args)):
+            p99 = ms((w5, name), 0.99)
+            if p99 is None:
+                if name == "hqueue":
+                    print(f"| p99 < 10 ms at 5,000 msg/s, {how} | n/a | n/a |")
+                continue
+            sent = rate[(w5, name)]
+            met = ("no: rate not reached" if sent < 0.95 * 5000
+                   else ("yes" if p99 < 10 else "no"))
+            print(f"| p99 < 10 ms at 5,000 msg/s, {how} ({labels[name]}) | {p99:.2f} ms at "
+                  f"{sent:,.0f} msg/s | {met} |")
+    hq, rd = rate.get((DRAIN, "hqueue")), rate.get((DRAIN, "redis"))
+    if hq is None or rd is None:
+        print("| push rate >= Redis consumer group (drain) | n/a | n/a |")
+    else:
+        print(f"| push rate >= Redis consumer group (drain) | {hq / rd:.2f}x | "
+              f"{'yes' if hq >= rd else 'no'} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").splitlines()[0],
+        epilog="The module docstring describes the peers, workloads and method.")
+    parser.add_argument("--rates", default="1000,5000,10000",
+                        help="comma-separated paced rates, msg/s (default %(default)s)")
+    parser.add_argument("--batched-rates", default="5000,10000",
+                        help="comma-separated paced rates of the batched rows (one sender "
+                             "sending what came due every --linger-ms); empty skips them "
+                             "(default %(default)s)")
+    parser.add_argument("--linger-ms", type=float, default=1.0,
+                        help="tick of the batched rows, ms (default %(default)s)")
+    parser.add_argument("--seconds", type=int,
+                        help="seconds of paced sending per rate (default 3)")
+    parser.add_argument("--messages", type=int,
+                        help="messages pre-filled for the drain; 0 skips it (default 200,000)")
+    parser.add_argument("--live-messages", type=int,
+                        help="messages of batched produce while subscribed; 0 skips it "
+                             "(default 100,000)")
+    parser.add_argument("--rounds", type=int, help="(default 3)")
+    parser.add_argument("--producers", type=int, default=4,
+                        help="concurrent senders of the paced runs, each with one put in "
+                             "flight (default %(default)s)")
+    parser.add_argument("--hqueue-partitions", type=int, default=0,
+                        help="add a diagnostic hqueue row to the paced runs with a queue of "
+                             "this many partitions, sender k putting to partition k modulo "
+                             "them (default: none)")
+    parser.add_argument("--quick", action="store_true",
+                        help="short run: defaults of 1 s per rate, 20,000 / 20,000 "
+                             "messages, 1 round")
+    parser.add_argument("--peers", default="hqueue,redis,nats",
+                        help="comma-separated subset of hqueue,redis,nats")
+    args = parser.parse_args()
+    defaults = (1, 20_000, 20_000, 1) if args.quick else (3, 200_000, 100_000, 3)
+    for name, value in zip(("seconds", "messages", "live_messages", "rounds"), defaults,
+                           strict=True):
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    try:
+        args.rate_list = [int(x) for x in args.rates.split(",") if x.strip()]
+        args.batched_list = [int(x) for x in args.batched_rates.split(",") if x.strip()]
+    except ValueError:
+        parser.error("--rates and --batched-rates take integers separated by commas")
+    if args.linger_ms <= 0:
+        parser.error("--linger-ms must be positive")
+    if any(x < 1 for x in args.rate_list + args.batched_list) or args.seconds < 1 \
+            or args.producers < 1:
+        parser.error("--rates, --seconds and --producers must be positive")
+    if args.rounds < 1 or args.messages < 0 or args.live_messages < 0:
+        parser.error("--rounds must be positive and message counts not negative")
+    with tempfile.TemporaryDirectory(prefix="bench-subscribe-") as tmp:
+        samples, failed, skipped = run(args, Path(tmp))
+    report(args, samples, failed, skipped)
+    if failed:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
