@@ -56,6 +56,7 @@ bench: deps-test bench-deps
 	$(BIN)/python bench/bench_hbase.py
 	$(BIN)/python bench/bench_metadata.py
 	$(BIN)/python bench/bench_queue.py
+	$(BIN)/python bench/bench_subscribe.py
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/python bench/bench_spark.py
 
 clean:
