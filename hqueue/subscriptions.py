@@ -210,7 +210,9 @@ class DeliveryLag:
 
         return {
             "subscription": self.subscription, "partition": self.partition,
-            "newest": text(self.newest), "delivered": text(self.delivered),
+            "newest": text(self.newest),
+            "newest_time": None if self.newest is None else self.newest.datetime.isoformat(),
+            "delivered": text(self.delivered),
             "checkpointed": text(self.checkpointed), "behind_ms": self.behind_ms,
             "caught_up": self.caught_up, "state": self.state,
             "buffered_messages": self.buffered_messages,

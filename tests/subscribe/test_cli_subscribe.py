@@ -58,6 +58,7 @@ def test_subscriptions_list_reset_delete_and_lag(
         assert [(r["partition"], r["newest"], r["delivered"], r["caught_up"])
                 for r in rows] == [(0, str(ids[0]), str(ids[0]), True),
                                    (1, str(ids[1]), str(ids[1]), True)]
+        assert rows[0]["newest_time"] == ids[0].datetime.isoformat()
         table = hqueue(hbase_server, "lag", queue_name).stdout.splitlines()
         assert table[0].split()[:4] == ["SUBSCRIPTION", "PARTITION", "NEWEST", "DELIVERED"]
         assert len(table) == 3 and table[1].split()[:2] == ["s1", "0"]
