@@ -51,7 +51,6 @@ import asyncio
 import contextlib
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -70,7 +69,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, StorageType
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import NATS_SERVER, REDIS_SERVER, NatsServer, RedisServer
+from peers import NATS_SERVER, REDIS_SERVER, NatsServer, RedisServer, percentile, version
 
 import hqueue
 from tests.harness.standalone import StandaloneProcess
@@ -398,19 +397,6 @@ Peer = HQueuePeer | RedisPeer | NatsPeer
 
 
 # -- the run -------------------------------------------------------------------------
-
-
-def version(cmd: list[str]) -> str:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
-    except OSError as e:
-        return f"unknown ({e})"
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The ``q`` quantile (0..1) by nearest rank: no interpolation across a gap."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
 def run(args: argparse.Namespace, workdir: Path) -> tuple[dict[tuple[str, str], list[Sample]],

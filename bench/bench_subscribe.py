@@ -99,7 +99,6 @@ import multiprocessing
 import os
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -119,7 +118,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import NATS_SERVER, REDIS_SERVER, NatsServer, RedisServer
+from peers import NATS_SERVER, REDIS_SERVER, NatsServer, RedisServer, percentile, version
 
 import hqueue
 from tests.harness.standalone import StandaloneProcess
@@ -900,19 +899,6 @@ Peer = HQueuePeer | RedisPeer | NatsPeer
 
 
 # -- the run -------------------------------------------------------------------------
-
-
-def version(cmd: list[str]) -> str:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
-    except OSError as e:
-        return f"unknown ({e})"
-
-
-def percentile(values: list[int], q: float) -> float:
-    """The ``q`` quantile (0..1) by nearest rank: no interpolation across a gap."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
 def workloads(args: argparse.Namespace) -> list[str]:

@@ -35,7 +35,7 @@ import struct
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -195,21 +195,40 @@ class SidecarUnreachableError(ConnectionLostError):
     """A sidecar could not be reached, broke off a call, or does not serve ``scan``."""
 
 
-class SidecarReader:
+class _RawConnection:
+    """A raw Thrift connection (Cython binary protocol over a buffered transport with
+    a 1 MiB read buffer, strings left as ``bytes``), not opened yet; a context manager
+    that closes it."""
+
+    def __init__(self, address: str, service: Any, timeout_ms: int) -> None:
+        self.address = address
+        host, port = parse_address(address)
+        socket = TSocket(host=host, port=port, socket_timeout=timeout_ms,
+                         connect_timeout=min(timeout_ms, _CONNECT_TIMEOUT_MS))
+        self._transport = TBufferedTransport(socket, buf_size=_READ_BUFFER)
+        self.client = TClient(service, TBinaryProtocol(self._transport, decode_response=False))
+
+    def close(self) -> None:
+        """Close the connection; idempotent."""
+        with contextlib.suppress(Exception):
+            self._transport.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SidecarReader(_RawConnection):
     """One connection to a sidecar, for its ``scan`` call on one queue; a context
     manager. Cython binary protocol over a buffered transport with a 1 MiB read
     buffer; strings are left as ``bytes``."""
 
     def __init__(self, address: str, queue: str, *, timeout_ms: int = 60_000) -> None:
-        self.address = address
-        self.queue = queue
-        host, port = parse_address(address)
         self._idl = sidecar_idl()
-        socket = TSocket(host=host, port=port, socket_timeout=timeout_ms,
-                         connect_timeout=min(timeout_ms, _CONNECT_TIMEOUT_MS))
-        self._transport = TBufferedTransport(socket, buf_size=_READ_BUFFER)
-        self.client = TClient(self._idl.HQueueSidecar,
-                              TBinaryProtocol(self._transport, decode_response=False))
+        super().__init__(address, self._idl.HQueueSidecar, timeout_ms)
+        self.queue = queue
         try:
             self._transport.open()
         except (OSError, TException) as exc:
@@ -243,19 +262,7 @@ class SidecarReader:
                 f"scan through the sidecar at {self.address} failed ({exc})") from None
         return result.rowkeys or b"", result.topics or [], result.values or []
 
-    def close(self) -> None:
-        """Close the connection; idempotent."""
-        with contextlib.suppress(Exception):
-            self._transport.close()
-
-    def __enter__(self) -> SidecarReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class ThriftReader:
+class ThriftReader(_RawConnection):
     """A raw Thrift1 connection for scanning one queue table; a context manager.
 
     Uses thriftpy2's Cython binary protocol and buffered transport directly, without
@@ -263,15 +270,9 @@ class ThriftReader:
     """
 
     def __init__(self, address: str, table: bytes, *, timeout_ms: int = 60_000) -> None:
-        self.address = address
-        self.table = table
-        host, port = parse_address(address)
         self._hbase = hbase1()
-        socket = TSocket(host=host, port=port, socket_timeout=timeout_ms,
-                         connect_timeout=min(timeout_ms, _CONNECT_TIMEOUT_MS))
-        self._transport = TBufferedTransport(socket, buf_size=_READ_BUFFER)
-        self.client = TClient(self._hbase.Hbase,
-                              TBinaryProtocol(self._transport, decode_response=False))
+        super().__init__(address, self._hbase.Hbase, timeout_ms)
+        self.table = table
         with self._errors("connect"):
             self._transport.open()
 
@@ -411,18 +412,6 @@ class ThriftReader:
             out.append((info.startKey or b"", info.endKey or b"",
                         host.decode() if isinstance(host, bytes) else str(host or "")))
         return sorted(out)
-
-    def close(self) -> None:
-        """Close the connection; idempotent."""
-        with contextlib.suppress(Exception):
-            self._transport.close()
-
-    def __enter__(self) -> ThriftReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 class QueueReader:
     """Reads row ranges of one queue, each through its sidecar (:attr:`RowRange.sidecar`)
