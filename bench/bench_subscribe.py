@@ -59,7 +59,7 @@ Workloads:
   includes the wait for the next tick. This is what the 5,000 msg/s target is
   judged on when one put per message cannot reach the rate: hqueue acknowledges a
   put only once it is fsynced, and on two cores shared with the producers and the
-  subscriber one message per call tops out near 3,500 puts/s.
+  subscriber one message per call tops out at 3,200-3,500 puts/s.
 - drain: ``--messages`` messages pre-filled by batched produce (1,000 per call,
   untimed), then a subscription from the earliest message (hqueue
   ``start="earliest"``; Redis ``XGROUP CREATE ... 0``; NATS ``deliver_policy=all``),

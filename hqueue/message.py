@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import struct
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from hqueue.errors import InvalidArgumentError
@@ -19,12 +20,16 @@ __all__ = [
     "MAX_PARTITIONS",
     "MAX_SEQUENCE",
     "MAX_TOPIC_BYTES",
+    "ROWKEY",
     "ROWKEY_BYTES",
     "Message",
     "MessageId",
+    "check_partition",
     "check_topic",
+    "check_topics",
     "decode_rowkey",
     "encode_rowkey",
+    "messages_from_columns",
     "parse_position",
     "partition_range",
 ]
@@ -42,8 +47,13 @@ MAX_TOPIC_BYTES = 255
 """A topic is 1..255 bytes of UTF-8."""
 
 _MAX_TIMESTAMP = (1 << 64) - 1
-_ROWKEY = struct.Struct(">HQH")
-ROWKEY_BYTES = _ROWKEY.size
+ROWKEY = struct.Struct(">HQH")
+"""The rowkey's layout: partition, timestamp, sequence."""
+_ROWKEY = ROWKEY
+ROWKEY_BYTES = ROWKEY.size
+# tuple.__new__ builds the named tuples without running their Python-level __new__,
+# which cuts the per-message cost of building a Message by about a third.
+_new_tuple = tuple.__new__
 
 
 class MessageId(NamedTuple):
@@ -247,3 +257,57 @@ def parse_position(position: object, what: str = "position") -> MessageId:
         f"{what} {position!r} is not a message id ('timestamp:sequence'), an ISO-8601 "
         "time, a datetime or milliseconds since the epoch"
     )
+
+
+def messages_from_columns(rowkeys: bytes, topics: list[str],
+                          values: list[bytes]) -> list[Message]:
+    """Return the messages of a batch given by column (the sidecar's ``scan`` answer,
+    a subscriber's delivery): ``rowkeys`` holds 12 bytes per message.
+
+    :raises ValueError: if the columns disagree in length.
+    """
+    new = _new_tuple
+    return [new(Message, (new(MessageId, (ts, seq)), p, topic, value))
+            for (p, ts, seq), topic, value in zip(
+                ROWKEY.iter_unpack(rowkeys), topics, values, strict=True)]
+
+
+def check_partition(partition: object, partitions: int, queue: str,
+                    name: str = "partition") -> int:
+    """Return ``partition`` if it is a partition of ``queue`` (which has
+    ``partitions``), naming the argument ``name`` otherwise.
+
+    :raises InvalidArgumentError: if it is not an integer in range.
+    """
+    if isinstance(partition, bool) or not isinstance(partition, int):
+        raise InvalidArgumentError(f"'{name}' must be an integer, not {partition!r}")
+    if not 0 <= partition < partitions:
+        raise InvalidArgumentError(
+            f"'{name}' {partition} is out of range: queue {queue!r} has partitions "
+            f"0..{partitions - 1}"
+        )
+    return partition
+
+
+def check_topics(topics: Iterable[str] | str | None) -> tuple[str, ...] | None:
+    """Return the topics of a filter, without repeats (``None``: no filter).
+
+    :raises InvalidArgumentError: on a bad topic, a non-iterable, or no topic at all
+        (an empty filter would match nothing).
+    """
+    if topics is None:
+        return None
+    if isinstance(topics, str):
+        topics = (topics,)
+    try:
+        chosen = tuple(dict.fromkeys(topics))
+    except TypeError:
+        raise InvalidArgumentError(
+            f"'topics' must be an iterable of strings, not {type(topics).__name__}"
+        ) from None
+    if not chosen:
+        # An empty column list would mean "every column" to HBase: the opposite.
+        raise InvalidArgumentError("'topics' must name at least one topic (or be None)")
+    for topic in chosen:
+        check_topic(topic)
+    return chosen

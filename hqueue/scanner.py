@@ -68,9 +68,13 @@ from hqueue.hbase import HBase
 from hqueue.idl import hbase1
 from hqueue.message import (
     FAMILY,
+    ROWKEY,
     Message,
     MessageId,
+    check_partition,
     check_topic,
+    check_topics,
+    messages_from_columns,
     parse_position,
     partition_range,
 )
@@ -90,10 +94,8 @@ DEFAULT_BATCH_SIZE = 1000
 """Rows fetched per ``scannerGetList`` round trip unless ``batch_size`` says otherwise."""
 
 _Hbase = hbase1()
-# The rowkey layout of hqueue.message, kept here as a bound method: it is called
-# once per row on the hot path.
-_unpack_rowkey = struct.Struct(">HQH").unpack
-_iter_rowkeys = struct.Struct(">HQH").iter_unpack
+# Bound once: called once per row on the hot path.
+_unpack_rowkey = ROWKEY.unpack
 # tuple.__new__ builds the named tuples without running their Python-level
 # __new__, which cuts the per-row cost of building a Message by about a third.
 _new_tuple = tuple.__new__
@@ -215,17 +217,6 @@ def _check_int(name: str, value: object, minimum: int) -> int:
     return value
 
 
-def _check_partition(queue: Queue, partition: object, name: str = "partition") -> int:
-    if isinstance(partition, bool) or not isinstance(partition, int):
-        raise InvalidArgumentError(f"'{name}' must be an integer, not {partition!r}")
-    if not 0 <= partition < queue.partitions:
-        raise InvalidArgumentError(
-            f"'{name}' {partition} is out of range: queue {queue.name!r} has partitions "
-            f"0..{queue.partitions - 1}"
-        )
-    return partition
-
-
 class _SidecarRangeScan:
     """The rows ``[row_start, row_stop)`` read through a sidecar's ``scan`` call, which
     answers with messages by column (no HBase row structs to decode). Stateless on
@@ -280,10 +271,7 @@ class _SidecarRangeScan:
         if not keys:
             self.done = True
             return []
-        new = _new_tuple
-        out = [new(Message, (new(MessageId, (ts, seq)), p, topic, value))
-               for (p, ts, seq), topic, value in zip(
-                   _iter_rowkeys(keys), result.topics, result.values, strict=True)]
+        out = messages_from_columns(keys, result.topics, result.values)
         self._row_start = keys[-12:] + b"\x00"
         return out
 
@@ -316,7 +304,7 @@ class _Scanner:
             raise InvalidArgumentError(
                 f"'start' ({self.start}) is after 'stop' ({self.stop})"
             )
-        self.topics: tuple[str, ...] | None = _check_topics(topics)
+        self.topics: tuple[str, ...] | None = check_topics(topics)
         self.limit = None if limit is None else _check_int("limit", limit, 0)
         self.batch_size = _check_int("batch_size", batch_size, 1)
         self._hbase: HBase = queue.client.hbase
@@ -431,25 +419,6 @@ class _Scanner:
             yield batch
 
 
-def _check_topics(topics: Iterable[str] | str | None) -> tuple[str, ...] | None:
-    if topics is None:
-        return None
-    if isinstance(topics, str):
-        topics = (topics,)
-    try:
-        chosen = tuple(dict.fromkeys(topics))
-    except TypeError:
-        raise InvalidArgumentError(
-            f"'topics' must be an iterable of strings, not {type(topics).__name__}"
-        ) from None
-    if not chosen:
-        # An empty column list would mean "every column" to HBase: the opposite.
-        raise InvalidArgumentError("'topics' must name at least one topic (or be None)")
-    for topic in chosen:
-        check_topic(topic)
-    return chosen
-
-
 class _SequentialScanner(_Scanner):
     """Scans row ranges one after another, one server-side scanner at a time."""
 
@@ -483,7 +452,7 @@ class PartitionScanner(_SequentialScanner):
     """
 
     def __init__(self, queue: Queue, partition: int, **options: Any) -> None:
-        self.partition = _check_partition(queue, partition)
+        self.partition = check_partition(partition, queue.partitions, queue.name)
         super().__init__(queue, **options)
 
     def _ranges(self) -> Iterator[_RangeScan]:
@@ -547,7 +516,7 @@ class CombinedPartitionScanner(_Scanner):
         if not chosen:
             raise InvalidArgumentError("'partitions' must name at least one partition")
         for p in chosen:
-            _check_partition(queue, p, "partitions")
+            check_partition(p, queue.partitions, queue.name, "partitions")
         if len(set(chosen)) != len(chosen):
             raise InvalidArgumentError(f"'partitions' repeats a partition: {chosen!r}")
         self.partitions: tuple[int, ...] = tuple(sorted(chosen))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import abc
 import enum
 import logging
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -34,7 +33,14 @@ from hqueue.errors import (
     SubscriptionExistsError,
 )
 from hqueue.idl import subscriber as subscriber_idl
-from hqueue.message import ROWKEY_BYTES, Message, MessageId, check_topic
+from hqueue.message import (
+    ROWKEY_BYTES,
+    Message,
+    MessageId,
+    check_partition,
+    check_topics,
+    messages_from_columns,
+)
 from hqueue.metadata.managers import SubscriptionPreferences
 from hqueue.metadata.resources import check_name
 from hqueue.metadata.store import SessionState
@@ -46,9 +52,6 @@ if TYPE_CHECKING:
 __all__ = ["ConsumeStatus", "Listener", "MessageListener", "Subscriber"]
 
 log = logging.getLogger(__name__)
-
-_ROWKEY = struct.Struct(">HQH")
-
 
 class ConsumeStatus(enum.IntEnum):
     """What a listener answers for a batch (the IDL's ``TConsumeStatus``)."""
@@ -119,11 +122,7 @@ class _Handler:
                 self.generation[partition] = delivery.generation
                 for last in self.last:
                     last.pop(partition, None)
-            messages = [
-                Message(MessageId(ts, seq), p, topic, value)
-                for (p, ts, seq), topic, value in zip(
-                    _ROWKEY.iter_unpack(rowkeys), topics, values, strict=True)
-            ]
+            messages = messages_from_columns(rowkeys, topics, values)
             if any(m.partition != partition for m in messages):
                 return ConsumeStatus.ERROR
             for index, listener in enumerate(self.listeners):
@@ -313,31 +312,24 @@ class Subscriber:
         return f"Subscriber({self.queue.name!r}, {self.name!r}, {state})"
 
 
-def _check_partitions(queue: Queue, partitions: Iterable[int] | None) -> tuple[int, ...] | None:
+def _check_partitions(queue: Queue, partitions: Iterable[int] | int | None,
+                      ) -> tuple[int, ...] | None:
     if partitions is None:
         return None
     if isinstance(partitions, int):
         partitions = [partitions]
-    out: list[int] = []
-    for p in partitions:
-        if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < queue.partitions:
-            raise InvalidArgumentError(
-                f"partition {p!r} is not in 0..{queue.partitions - 1} of {queue.name!r}")
-        if p not in out:
-            out.append(p)
-    if not out:
+    chosen = tuple(dict.fromkeys(
+        check_partition(p, queue.partitions, queue.name) for p in partitions))
+    if not chosen:
         raise InvalidArgumentError("'partitions' must name at least one partition")
-    return tuple(out)
+    return chosen
 
 
 def _check_topics(topics: Iterable[str] | str | None) -> tuple[str, ...] | None:
-    if topics is None:
-        return None
-    if isinstance(topics, str):
-        topics = [topics]
-    out: list[str] = []
-    for topic in topics:
-        check_topic(topic)
-        if topic not in out:
-            out.append(topic)
-    return tuple(out)
+    """Like :func:`hqueue.message.check_topics`, but an empty list means every topic
+    (as a subscription stores it), not an error."""
+    if topics is not None and not isinstance(topics, str):
+        topics = list(topics)
+        if not topics:
+            return ()
+    return check_topics(topics)

@@ -23,8 +23,6 @@ from hqueue.hbase import parse_address
 from hqueue.idl import sidecar as sidecar_idl
 from hqueue.message import MessageId, decode_rowkey, parse_position
 from hqueue.metadata.managers import SubscriptionPreferences
-from hqueue.metadata.resources import checkpoints_table
-from hqueue.metadata.version import Version
 
 if TYPE_CHECKING:
     from hqueue.client import Queue
@@ -150,8 +148,7 @@ def reset_subscription(queue: Queue, name: str, to: object) -> dict[int, Message
     # The new generation first: a sidecar checkpoints only at its own generation,
     # so once this is written no old worker can record a position over the reset.
     subs.replace_subscription_data(queue.name, name, new, current.version)
-    store = queue.client.metastore
-    store.create_table(checkpoints_table(queue.name), "checkpoints").put(name, {}, Version.ANY)
+    subs.clear_subscription_state(queue.name, name)
     return starts
 
 

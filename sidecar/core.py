@@ -56,7 +56,7 @@ from hqueue.metadata.version import Version
 from sidecar.assignment import Assignment, rebalance
 from sidecar.ids import wall_clock_ms
 from sidecar.partitions import HeldPartition, PartitionState
-from sidecar.storage import CellGroup, MessageStorage
+from sidecar.storage import CellGroup, MessageStorage, topics_of
 
 __all__ = ["Sidecar", "SidecarOptions"]
 
@@ -529,14 +529,7 @@ class Sidecar:
                 self.storage.table_name(queue), start, stop, columns, limit)
         except HQueueError as exc:
             raise UnavailableError(f"scan of {queue!r} failed: {exc}") from None
-        names: dict[bytes, str] = {}
-        out_topics: list[str] = []
-        for column in cols:
-            name = names.get(column)
-            if name is None:
-                name = names[column] = column[len(_COLUMN_PREFIX):].decode("utf-8", "replace")
-            out_topics.append(name)
-        return b"".join(keys), out_topics, values
+        return b"".join(keys), topics_of(cols), values
 
     def _check_owned(self, held: list[HeldPartition], after_write: bool = False) -> None:
         confirmed = self.store.session_confirmed()

@@ -25,7 +25,6 @@ import collections
 import contextlib
 import enum
 import logging
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -38,15 +37,14 @@ from thriftpy2.thrift import TException
 from hqueue.errors import HQueueError
 from hqueue.hbase import parse_address
 from hqueue.idl import subscriber as subscriber_idl
-from hqueue.message import FAMILY, MessageId, encode_rowkey
+from hqueue.message import FAMILY, ROWKEY, MessageId, encode_rowkey
 from sidecar.partitions import HeldPartition, PartitionState
-from sidecar.storage import MessageStorage
+from sidecar.storage import MessageStorage, topics_of
 
 __all__ = ["DeliveryOptions", "DeliveryWorker", "WorkerState"]
 
 log = logging.getLogger(__name__)
 
-_ROWKEY = struct.Struct(">HQH")
 _COLUMN_PREFIX = FAMILY + b":"
 
 
@@ -132,6 +130,8 @@ class DeliveryWorker:
         self.buffered_bytes = 0
         self.peak_messages = 0
         self.peak_bytes = 0
+        self._value_size = 0
+        """the mean value size of the last read, to size the next one"""
         self._cond = threading.Condition()
         self._data = threading.Event()
         """set by a put on the partition (or a stop): the reader has work"""
@@ -141,7 +141,6 @@ class DeliveryWorker:
         self._threads: list[threading.Thread] = []
         self._client: Any = None
         self._client_address: str | None = None
-        self._topic_names: dict[bytes, str] = {}
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -232,6 +231,9 @@ class DeliveryWorker:
             free_bytes = opts.buffer_bytes - self.buffered_bytes
             empty = not self.buffered_messages
         limit = min(free_count, opts.batch_messages)
+        if self._value_size:
+            # Do not read (to throw away) many more rows than the free bytes hold.
+            limit = max(1, min(limit, free_bytes // self._value_size + 1))
         stop = encode_rowkey(self.partition, newest.successor())
         keys, columns, values = self._storage.read(
             self.held.table, encode_rowkey(self.partition, self._next), stop, self._columns,
@@ -252,8 +254,9 @@ class DeliveryWorker:
         if keep == 0:
             return False
         keys, columns, values = keys[:keep], columns[:keep], values[:keep]
-        chunk = _Chunk(keys, [self._topic(c) for c in columns], values)
-        _, ts, seq = _ROWKEY.unpack(keys[-1])
+        chunk = _Chunk(keys, topics_of(columns), values)
+        self._value_size = max(1, chunk.nbytes // keep)
+        _, ts, seq = ROWKEY.unpack(keys[-1])
         self._next = MessageId(ts, seq).successor()
         with self._cond:
             self._buffer.append(chunk)
@@ -263,13 +266,6 @@ class DeliveryWorker:
             self.peak_bytes = max(self.peak_bytes, self.buffered_bytes)
             self._cond.notify_all()
         return True
-
-    def _topic(self, column: bytes) -> str:
-        name = self._topic_names.get(column)
-        if name is None:
-            name = self._topic_names[column] = \
-                column[len(_COLUMN_PREFIX):].decode("utf-8", "replace")
-        return name
 
     # -- sender ----------------------------------------------------------------------
 
@@ -320,7 +316,7 @@ class DeliveryWorker:
 
     def _accepted(self, chunks: list[_Chunk]) -> None:
         last = chunks[-1].keys[-1]
-        _, ts, seq = _ROWKEY.unpack(last)
+        _, ts, seq = ROWKEY.unpack(last)
         self.delivered = MessageId(ts, seq)
         self.last_error = None
         with self._cond:
@@ -329,6 +325,7 @@ class DeliveryWorker:
                 self.buffered_messages -= len(chunk.keys)
                 self.buffered_bytes -= chunk.nbytes
             self._cond.notify_all()
+        self._data.set()  # space: a reader that found the next message too big retries
 
     def _push(self, address: str, chunks: list[_Chunk]) -> int:
         """Send the chunks as one batch; return the subscriber's status (0 SUCCESS, 1

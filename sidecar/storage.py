@@ -19,7 +19,7 @@ from hqueue.message import FAMILY, MessageId, decode_rowkey
 from hqueue.standalone.cells import HEADER_SIZE, ROW_HEADER, decode_cells
 from hqueue.standalone.store import Store, TableDescriptor, now_ms
 
-__all__ = ["CellGroup", "EngineStorage", "HBaseStorage", "MessageStorage"]
+__all__ = ["CellGroup", "EngineStorage", "HBaseStorage", "MessageStorage", "topics_of"]
 
 CellGroup = tuple[bytes, int, list[bytes], list[bytes]]
 """Rows written alike: column (``message:<topic>``), timestamp (ms), rowkeys, values."""
@@ -54,6 +54,23 @@ class MessageStorage(Protocol):
         :raises StorageError: (or ConnectionLostError) if the storage fails, from this
             call or from the returned one; some rows may then have been written.
         """
+
+
+_COLUMN_PREFIX = FAMILY + b":"
+
+
+def topics_of(columns: list[bytes]) -> list[str]:
+    """Return the topic of each column (``message:<topic>``), decoding each distinct
+    column once ("replace": a row written around hqueue with a bad qualifier must not
+    make the queue unreadable)."""
+    names: dict[bytes, str] = {}
+    out: list[str] = []
+    for column in columns:
+        name = names.get(column)
+        if name is None:
+            name = names[column] = column[len(_COLUMN_PREFIX):].decode("utf-8", "replace")
+        out.append(name)
+    return out
 
 
 def _done() -> None:

@@ -16,7 +16,6 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import Any
 
 import click
 
@@ -48,11 +47,6 @@ class _Printer:
             self._done.set()
             return ConsumeStatus.RETRY_LATER
         return ConsumeStatus.SUCCESS
-
-
-def _start(value: str) -> Any:
-    text = value.strip()
-    return int(text) if text.isdigit() else text
 
 
 @click.command("subscribe")
@@ -102,7 +96,7 @@ def subscribe(ctx: click.Context, queue_name: str, name: str, topics: tuple[str,
             try:
                 subscriber = queue.subscribe(
                     name, printer, partitions=partitions or None, topics=topics or None,
-                    start=_start(start), host=host, port=port,
+                    start=start, host=host, port=port,
                     advertised_host=advertised_host, wait=wait)
             except OSError as exc:
                 raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None

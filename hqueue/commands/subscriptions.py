@@ -70,10 +70,8 @@ def delete_subscription(ctx: click.Context, queue_name: str, name: str) -> None:
 @click.pass_context
 def reset_subscription(ctx: click.Context, queue_name: str, name: str, to: str) -> None:
     """Move subscription NAME of QUEUE to a new start on all its partitions."""
-    text = to.strip()
     with client_for(ctx) as client:
-        starts = client.queue(queue_name).reset_subscription(
-            name, int(text) if text.isdigit() else text)
+        starts = client.queue(queue_name).reset_subscription(name, to)
     if root_options(ctx).get("format") == "json":
         click.echo(json.dumps({"subscription": name,
                                "starts": {str(p): str(i) for p, i in starts.items()}}))

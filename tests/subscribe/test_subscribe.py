@@ -210,7 +210,7 @@ def test_bad_arguments_are_refused_before_anything_is_written(
 ) -> None:
     hq.create_queue(queue_name, partitions=2)
     q = hq.queue(queue_name)
-    for kwargs, text in [({"partitions": [2]}, "partition 2"),
+    for kwargs, text in [({"partitions": [2]}, "'partition' 2 is out of range"),
                          ({"topics": [""]}, "topic"),
                          ({"start": "yesterday"}, "start"),
                          ({"start": "1:99999"}, "sequence 99999")]:

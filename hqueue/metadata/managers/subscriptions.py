@@ -168,12 +168,8 @@ class SubscriptionDataManager:
             raise SubscriptionExistsError(
                 f"queue {queue!r} already has a subscription {name!r}"
             ) from None
-        checkpoints = self._checkpoints(queue)
-        try:
-            checkpoints.put(name, {}, Version.NEW)
-        except KeyExistsError:
-            # Left over by a delete that stopped half-way: start afresh.
-            checkpoints.put(name, {}, Version.ANY)
+        # A state left over by a delete that stopped half-way is replaced.
+        self.clear_subscription_state(queue, name)
         return version
 
     def update_subscription_data(
@@ -296,6 +292,16 @@ class SubscriptionDataManager:
             return self._checkpoints(queue).update(name, fields, version)
         except NoKeyError:
             raise self._missing(queue, name) from None
+
+    def clear_subscription_state(self, queue: str, name: str) -> Version:
+        """Forget every partition's checkpoint (a new subscription, or a reset);
+        return the state's new version."""
+        checkpoints = self._checkpoints(queue)
+        try:
+            return checkpoints.put(name, {}, Version.NEW)
+        except KeyExistsError:
+            # Put-at-any-version needs the key on some backends (ZooKeeper's setData).
+            return checkpoints.put(name, {}, Version.ANY)
 
     def read_subscription_state(self, queue: str, name: str) -> Versioned[dict[int, str]]:
         """Return the last delivered id per partition and the state's version.
