@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from thriftpy2.thrift import TException
 
+from hqueue.columns import MessageBlock
 from hqueue.errors import HQueueError, InvalidArgumentError, NoQueueError, StorageError
 from hqueue.hbase import HBase
 from hqueue.idl import hbase1
@@ -74,7 +75,6 @@ from hqueue.message import (
     check_partition,
     check_topic,
     check_topics,
-    messages_from_columns,
     parse_position,
     partition_range,
 )
@@ -267,13 +267,12 @@ class _SidecarRangeScan:
             self._fallback = _RangeScan(sc._hbase, sc._table, self._row_start, self._row_stop,
                                         sc._columns, sc.batch_size)
             return _messages(self._fallback.fetch(n), sc._topic_names)
-        keys = result.rowkeys
-        if not keys:
+        block = MessageBlock.from_thrift(result)
+        if not len(block):
             self.done = True
             return []
-        out = messages_from_columns(keys, result.topics, result.values)
-        self._row_start = keys[-12:] + b"\x00"
-        return out
+        self._row_start = block.last_rowkey() + b"\x00"
+        return block.messages()
 
     def close(self) -> None:
         """End the range (and close the HBase scanner of a fallback); idempotent."""

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from hqueue.columns import MessageBlock
 from hqueue.errors import (
     HQueueError,
     InvalidArgumentError,
@@ -56,7 +57,7 @@ from hqueue.metadata.version import Version
 from sidecar.assignment import Assignment, rebalance
 from sidecar.ids import wall_clock_ms
 from sidecar.partitions import HeldPartition, PartitionState
-from sidecar.storage import CellGroup, MessageStorage, topics_of
+from sidecar.storage import CellGroup, MessageStorage
 
 __all__ = ["Sidecar", "SidecarOptions"]
 
@@ -64,6 +65,9 @@ log = logging.getLogger(__name__)
 
 _COLUMN_PREFIX = FAMILY + b":"
 MAX_SCAN_LIMIT = 10_000
+MAX_SCAN_BYTES = 8 << 20
+"""A ``scan`` answer holds no more value bytes than this, unless its first message
+alone is larger: answers stay well inside a client's buffers and Arrow's int32 offsets."""
 """The most messages one scan call returns."""
 _HEAD = struct.Struct(">HQ")
 _SEQ = [struct.pack(">H", s) for s in range(MAX_SEQUENCE + 1)]
@@ -504,9 +508,10 @@ class Sidecar:
         return by_partition, columns
 
     def scan(self, queue: str, start: bytes, stop: bytes, topics: list[str] | None,
-             limit: int) -> tuple[bytes, list[str], list[bytes]]:
+             limit: int) -> MessageBlock:
         """Read up to ``limit`` messages of rows ``[start, stop)`` straight from the
-        storage; return their rowkeys (concatenated), topics and values.
+        storage, and no more than :data:`MAX_SCAN_BYTES` of values unless the first
+        message alone is larger; return them by column.
 
         :raises InvalidArgumentError: on a bad limit or topic.
         :raises NoQueueError: no such queue.
@@ -525,11 +530,10 @@ class Sidecar:
         if not self._queue_exists(queue):
             raise NoQueueError(f"no queue {queue!r}")
         try:
-            keys, cols, values = self.storage.read(
-                self.storage.table_name(queue), start, stop, columns, limit)
+            return self.storage.read(self.storage.table_name(queue), start, stop, columns,
+                                     limit, MAX_SCAN_BYTES)
         except HQueueError as exc:
             raise UnavailableError(f"scan of {queue!r} failed: {exc}") from None
-        return b"".join(keys), topics_of(cols), values
 
     def _check_owned(self, held: list[HeldPartition], after_write: bool = False) -> None:
         confirmed = self.store.session_confirmed()

@@ -34,12 +34,13 @@ from typing import Any
 from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TException
 
+from hqueue.columns import MessageBlock
 from hqueue.errors import HQueueError
 from hqueue.hbase import parse_address
 from hqueue.idl import subscriber as subscriber_idl
-from hqueue.message import FAMILY, ROWKEY, MessageId, encode_rowkey
+from hqueue.message import FAMILY, ROWKEY, ROWKEY_BYTES, MessageId, encode_rowkey
 from sidecar.partitions import HeldPartition, PartitionState
-from sidecar.storage import MessageStorage, topics_of
+from sidecar.storage import MessageStorage
 
 __all__ = ["DeliveryOptions", "DeliveryWorker", "WorkerState"]
 
@@ -80,15 +81,17 @@ class WorkerState(enum.Enum):
 
 
 class _Chunk:
-    """Messages read together: rowkeys, topics and values by column."""
+    """Messages read together: rowkeys (12 bytes each, concatenated), topics and
+    values by column."""
 
-    __slots__ = ("keys", "nbytes", "topics", "values")
+    __slots__ = ("count", "nbytes", "rowkeys", "topics", "values")
 
-    def __init__(self, keys: list[bytes], topics: list[str], values: list[bytes]) -> None:
-        self.keys = keys
-        self.topics = topics
-        self.values = values
-        self.nbytes = sum(map(len, values))
+    def __init__(self, block: MessageBlock) -> None:
+        self.rowkeys = block.rowkeys
+        self.topics = block.topic_list()
+        self.values = block.value_list()
+        self.count = len(self.values)
+        self.nbytes = block.nbytes
 
 
 class DeliveryWorker:
@@ -235,32 +238,24 @@ class DeliveryWorker:
             # Do not read (to throw away) many more rows than the free bytes hold.
             limit = max(1, min(limit, free_bytes // self._value_size + 1))
         stop = encode_rowkey(self.partition, newest.successor())
-        keys, columns, values = self._storage.read(
+        # Within the byte bound; a message larger than the whole bound goes alone
+        # into an empty buffer, or it could never be delivered.
+        block = self._storage.read(
             self.held.table, encode_rowkey(self.partition, self._next), stop, self._columns,
-            limit)
-        if not keys:
+            limit, max(1, free_bytes))
+        if not len(block):
             # Nothing (of our topics) up to the newest acknowledged id.
             self._next = newest.successor()
             return False
-        # Keep within the byte bound; a message larger than the whole bound goes alone
-        # into an empty buffer, or it could never be delivered.
-        total = 0
-        keep = 0
-        for value in values:
-            if total + len(value) > free_bytes and (keep or not empty):
-                break
-            total += len(value)
-            keep += 1
-        if keep == 0:
+        if block.nbytes > free_bytes and not empty:
             return False
-        keys, columns, values = keys[:keep], columns[:keep], values[:keep]
-        chunk = _Chunk(keys, topics_of(columns), values)
-        self._value_size = max(1, chunk.nbytes // keep)
-        _, ts, seq = ROWKEY.unpack(keys[-1])
+        chunk = _Chunk(block)
+        self._value_size = max(1, chunk.nbytes // chunk.count)
+        _, ts, seq = ROWKEY.unpack(block.last_rowkey())
         self._next = MessageId(ts, seq).successor()
         with self._cond:
             self._buffer.append(chunk)
-            self.buffered_messages += len(keys)
+            self.buffered_messages += chunk.count
             self.buffered_bytes += chunk.nbytes
             self.peak_messages = max(self.peak_messages, self.buffered_messages)
             self.peak_bytes = max(self.peak_bytes, self.buffered_bytes)
@@ -279,12 +274,12 @@ class DeliveryWorker:
                 self.state = WorkerState.IDLE
                 self._cond.wait(1.0)
             chunks = [self._buffer[0]]
-            count = len(chunks[0].keys)
+            count = chunks[0].count
             for chunk in list(self._buffer)[1:]:
-                if count + len(chunk.keys) > self.options.batch_messages:
+                if count + chunk.count > self.options.batch_messages:
                     break
                 chunks.append(chunk)
-                count += len(chunk.keys)
+                count += chunk.count
             return chunks
 
     def _send_loop(self) -> None:
@@ -315,14 +310,14 @@ class DeliveryWorker:
             backoff = min(backoff * 2, opts.backoff_max)
 
     def _accepted(self, chunks: list[_Chunk]) -> None:
-        last = chunks[-1].keys[-1]
+        last = chunks[-1].rowkeys[-ROWKEY_BYTES:]
         _, ts, seq = ROWKEY.unpack(last)
         self.delivered = MessageId(ts, seq)
         self.last_error = None
         with self._cond:
             for chunk in chunks:
                 self._buffer.popleft()
-                self.buffered_messages -= len(chunk.keys)
+                self.buffered_messages -= chunk.count
                 self.buffered_bytes -= chunk.nbytes
             self._cond.notify_all()
         self._data.set()  # space: a reader that found the next message too big retries
@@ -332,16 +327,16 @@ class DeliveryWorker:
         RETRY_LATER, 2 ERROR), or -1 on a transport failure."""
         idl = subscriber_idl()
         if len(chunks) == 1:
-            keys, topics, values = chunks[0].keys, chunks[0].topics, chunks[0].values
+            rowkeys, topics, values = chunks[0].rowkeys, chunks[0].topics, chunks[0].values
         else:
-            keys, topics, values = [], [], []
+            rowkeys = b"".join(chunk.rowkeys for chunk in chunks)
+            topics, values = [], []
             for chunk in chunks:
-                keys += chunk.keys
                 topics += chunk.topics
                 values += chunk.values
         delivery = idl.TDelivery(queue=self.queue, subscription=self.subscription,
                                  partition=self.partition, generation=self.generation,
-                                 rowkeys=b"".join(keys), topics=topics, values=values,
+                                 rowkeys=rowkeys, topics=topics, values=values,
                                  sidecar=self._sidecar_id)
         try:
             client = self._connect(address)

@@ -59,10 +59,12 @@ class SidecarHandler:
 
     def scan(self, queue: str, request: Any) -> Any:
         with self._typed_errors():
-            keys, topics, values = self.sidecar.scan(
+            block = self.sidecar.scan(
                 queue, request.startRow or b"", request.stopRow or b"", request.topics,
                 request.limit or 0)
-        return self.idl.TMessageColumns(rowkeys=keys, topics=topics, values=values)
+        return self.idl.TMessageColumns(rowkeys=block.rowkeys, data=block.data,
+                                        topicViews=block.topic_views,
+                                        valueViews=block.value_views)
 
     def lag(self, queue: str) -> Any:
         idl = self.idl

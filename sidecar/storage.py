@@ -8,16 +8,20 @@ durable writes: HBase after its WAL sync, the store after its fsync.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import struct
 import threading
 from collections.abc import Callable
 from typing import Protocol
 
+from hqueue.columns import MessageBlock
+from hqueue.errors import StorageError
 from hqueue.hbase import HBase
 from hqueue.idl import hbase1
-from hqueue.message import FAMILY, MessageId, decode_rowkey
-from hqueue.standalone.cells import HEADER_SIZE, ROW_HEADER, decode_cells
-from hqueue.standalone.store import Store, TableDescriptor, now_ms
+from hqueue.message import FAMILY, ROWKEY_BYTES, MessageId, decode_rowkey
+from hqueue.standalone.store import Store, now_ms
+from sidecar.engine_read import read_block, whole_rows
 
 __all__ = ["CellGroup", "EngineStorage", "HBaseStorage", "MessageStorage", "topics_of"]
 
@@ -38,11 +42,13 @@ class MessageStorage(Protocol):
         """
 
     def read(self, table: bytes, start: bytes, stop: bytes, columns: set[bytes] | None,
-             limit: int) -> tuple[list[bytes], list[bytes], list[bytes]]:
-        """Return up to ``limit`` visible messages of rows ``[start, stop)`` (only the
-        ``columns`` given, if any) as rowkeys, columns and values.
+             limit: int, max_bytes: int) -> MessageBlock:
+        """Return the visible messages of rows ``[start, stop)`` (only the ``columns``
+        given, if any): at most ``limit``, and values of at most ``max_bytes`` in all
+        unless the first message alone is larger.
 
-        :raises StorageError: (or ConnectionLostError) if the storage fails.
+        :raises StorageError: (or ConnectionLostError) if the storage fails or a row is
+            not a queue message.
         """
 
     def write(self, table: bytes, groups: list[CellGroup]) -> Callable[[], None]:
@@ -95,7 +101,7 @@ class HBaseStorage:
         return None if key is None else decode_rowkey(key)[1]
 
     def read(self, table: bytes, start: bytes, stop: bytes, columns: set[bytes] | None,
-             limit: int) -> tuple[list[bytes], list[bytes], list[bytes]]:
+             limit: int, max_bytes: int) -> MessageBlock:
         h1 = hbase1()
         scan = h1.TScan(startRow=start, stopRow=stop, caching=limit,
                         columns=sorted(columns) if columns else None)
@@ -114,7 +120,15 @@ class HBaseStorage:
                 keys.append(row.row)
                 cols.append(column)
                 vals.append(cell.value)
-        return keys, cols, vals
+        # HBase has no byte limit on a scan: trim what came back (at least one message).
+        sizes = list(itertools.accumulate(map(len, vals)))
+        keep = max(1, bisect.bisect_right(sizes, max_bytes)) if vals else 0
+        keep = whole_rows(keys, keep, first=True)
+        bad = next((k for k in keys[:keep] if len(k) != ROWKEY_BYTES), None)
+        if bad is not None:
+            raise StorageError(f"row {bad!r} is not a queue rowkey (12 bytes): "
+                               "is this a queue table?")
+        return MessageBlock.from_lists(keys[:keep], topics_of(cols[:keep]), vals[:keep])
 
     def write(self, table: bytes, groups: list[CellGroup]) -> Callable[[], None]:
         # Thrift1 has no asynchronous write: this one is done, and so in order, when
@@ -140,7 +154,7 @@ class EngineStorage:
         # LMDB releases the interpreter lock at every cursor step, so two threads
         # scanning at once hand it back and forth once per row and together burn
         # about twice the CPU of the same scans one after the other. Reads are
-        # CPU-bound Python either way: run them one at a time.
+        # CPU-bound either way: run them one at a time.
         self._read_lock = threading.Lock()
 
     def table_name(self, queue: str) -> bytes:
@@ -159,52 +173,12 @@ class EngineStorage:
         return None
 
     def read(self, table: bytes, start: bytes, stop: bytes, columns: set[bytes] | None,
-             limit: int) -> tuple[list[bytes], list[bytes], list[bytes]]:
+             limit: int, max_bytes: int) -> MessageBlock:
         desc = self._store.enabled(table)
         cutoff = desc.ttl_cutoffs(now_ms()).get(FAMILY, 0)
         with self._read_lock:
-            return self._read_rows(desc, start, stop, columns, limit, cutoff)
-
-    def _read_rows(self, desc: TableDescriptor, start: bytes, stop: bytes,
-                   columns: set[bytes] | None, limit: int,
-                   cutoff: int) -> tuple[list[bytes], list[bytes], list[bytes]]:
-        keys: list[bytes] = []
-        cols: list[bytes] = []
-        vals: list[bytes] = []
-        unpack = ROW_HEADER.unpack_from
-        rows = self._store.iter_raw(desc, start, stop)
-        try:
-            for key, raw in rows:
-                _fmt, min_ts, _size, count = unpack(raw)
-                if count == 1:
-                    # One cell, the queue's case: slice it out of the stored entry
-                    # (i32 column length, column, 3-byte field header, i32 value
-                    # length, value, ...) without decoding the row.
-                    if min_ts < cutoff:
-                        continue
-                    end = HEADER_SIZE + 4 + int.from_bytes(raw[HEADER_SIZE:HEADER_SIZE + 4])
-                    column = raw[HEADER_SIZE + 4:end]
-                    if columns is not None and column not in columns:
-                        continue
-                    size = int.from_bytes(raw[end + 3:end + 7])
-                    keys.append(key)
-                    cols.append(column)
-                    vals.append(raw[end + 7:end + 7 + size])
-                else:
-                    seen: set[bytes] = set()
-                    for column, ts, value in decode_cells(raw):
-                        if column in seen or ts < cutoff:
-                            continue
-                        seen.add(column)
-                        if columns is None or column in columns:
-                            keys.append(key)
-                            cols.append(column)
-                            vals.append(value)
-                if len(keys) >= limit:
-                    break
-        finally:
-            rows.close()
-        return keys, cols, vals
+            return read_block(self._store, desc, start, stop, columns, limit, max_bytes,
+                              cutoff)
 
     def write(self, table: bytes, groups: list[CellGroup]) -> Callable[[], None]:
         return self._store.put_columns_queued(table, groups)

@@ -65,13 +65,21 @@ struct TScanRequest {
   4: required i32 limit
 }
 
-/* Messages by column: `rowkeys` holds 12 bytes per message (partition, timestamp,
-   sequence), `topics` and `values` one entry per message. Fewer than `limit`
-   messages does not mean the end; an empty answer does. */
+/* Messages by column, as views into one buffer (the layout of Arrow's view arrays),
+   so that neither end builds an object per message:
+   - `rowkeys`: 12 bytes per message (partition, timestamp, sequence), concatenated;
+   - `data`: bytes the views point into; what lies between views is unspecified (the
+     standalone sidecar sends its stored rows as they are);
+   - `topicViews`: per message, a little-endian i32 start in `data` and i32 length
+     of its UTF-8 topic;
+   - `valueViews`: the same for its payload.
+   Fewer than `limit` messages does not mean the end (an answer also stops at about
+   8 MiB); an empty answer does. */
 struct TMessageColumns {
   1: required binary rowkeys
-  2: required list<string> topics
-  3: required list<binary> values
+  2: required binary data
+  3: required binary topicViews
+  4: required binary valueViews
 }
 
 struct TPartitionStatus {

@@ -166,6 +166,36 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
     return bytes(buf)
 
 
+class _Chunks:
+    """The raw end of a framed reply's buffered transport: keeps what it is given, so
+    the frame goes out as the pieces it was written in (a large ``binary`` field is
+    one piece) without being joined into one buffer first."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.parts.append(data)
+
+    def flush(self) -> None:
+        pass
+
+
+_MAX_IOV = 512  # well under the kernel's IOV_MAX of 1024 buffers per call
+
+
+def _send_frame(sock: socket.socket, parts: list[bytes]) -> None:
+    """Send ``parts`` as one frame (4-byte length first), gathered by the kernel."""
+    pending: list[bytes | memoryview] = [sum(map(len, parts)).to_bytes(4, "big"), *parts]
+    while pending:
+        sent = sock.sendmsg(pending[:_MAX_IOV])
+        while pending and sent >= len(pending[0]):
+            sent -= len(pending[0])
+            pending.pop(0)
+        if sent:
+            pending[0] = memoryview(pending[0])[sent:]
+
+
 class ThriftServer:
     """Serve one Thrift service on ``host:port`` (port 0 picks a free port).
 
@@ -316,15 +346,19 @@ class ThriftServer:
             self._set_busy(conn, True)
             try:
                 factory = self._compact if frame[0] == _COMPACT_FIRST_BYTE else self._binary
-                out = TCyMemoryBuffer()
                 # Not a TCyMemoryBuffer: read past its end it returns nothing and
                 # no error, so a frame shorter than the message it starts would be
                 # decoded as zeros (a 30-byte frame claiming a list of 2**31
                 # structs grows without bound). A buffered transport over the
                 # frame raises END_OF_FILE there instead.
                 source = TCyBufferedTransport(io.BytesIO(frame), buf_size=max(size, 1024))
+                # Nor a memory buffer for the reply: it grows by copying and copies
+                # twice more to hand its bytes out, which for a scan answer of
+                # megabytes cost more than the scan.
+                reply = _Chunks()
+                out = TCyBufferedTransport(reply, buf_size=_READ_CHUNK)
                 self._processor.process(factory.get_protocol(source), factory.get_protocol(out))
-                reply = out.getvalue()
-                conn.sendall(len(reply).to_bytes(4, "big") + reply)
+                if reply.parts:  # a oneway call has no reply
+                    _send_frame(conn, reply.parts)
             finally:
                 self._set_busy(conn, False)

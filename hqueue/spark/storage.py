@@ -45,6 +45,7 @@ from thriftpy2.rpc import TClient
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TBufferedTransport, TSocket
 
+from hqueue.columns import MessageBlock
 from hqueue.errors import (
     ConnectionLostError,
     InvalidArgumentError,
@@ -63,6 +64,7 @@ from hqueue.message import (
     decode_rowkey,
     encode_rowkey,
 )
+from hqueue.rpc.framed import FramedClient
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -73,7 +75,7 @@ __all__ = [
     "SidecarReader",
     "SidecarUnreachableError",
     "ThriftReader",
-    "columns_to_batch",
+    "block_to_batch",
     "region_hosts",
     "rows_to_batch",
 ]
@@ -126,15 +128,9 @@ def _empty_batch() -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
 
 
-def columns_to_batch(rowkeys: bytes, topics: Sequence[bytes] | Sequence[str] | pa.Array,
-                     values: Sequence[bytes]) -> pa.RecordBatch:
-    """Return the Arrow record batch (schema :data:`ARROW_SCHEMA`) of messages given by
-    column, as a sidecar's ``scan`` answers: ``rowkeys`` 12 bytes per message,
-    concatenated; one topic (UTF-8 ``bytes``, ``str``, or an Arrow binary array) and
-    one value per message.
-
-    :raises StorageError: if the columns disagree in length or a topic is not UTF-8.
-    """
+def _batch(rowkeys: bytes, topics: pa.Array, values: pa.Array) -> pa.RecordBatch:
+    """Return the record batch of messages given their rowkeys (12 bytes each,
+    concatenated, as many as ``values``) and their topic and value columns."""
     n = len(values)
     if len(rowkeys) != ROWKEY_BYTES * n or len(topics) != n:
         raise StorageError(
@@ -147,24 +143,63 @@ def columns_to_batch(rowkeys: bytes, topics: Sequence[bytes] | Sequence[str] | p
     stamps = pa.Array.from_buffers(_TIMESTAMP_US, n, [None, pa.py_buffer(millis * 1000)])
     ids = pc.binary_join_element_wise(pc.cast(pa.array(millis), pa.string()),
                                       pc.cast(sequences, pa.string()), ":")
-    if isinstance(topics, pa.Array):
-        raw_topics = topics
-    elif n and isinstance(topics[0], str):
-        raw_topics = pa.array(topics, pa.string())
-    else:
-        raw_topics = pa.array(topics, pa.binary())
-    try:
-        topic_column = raw_topics.cast(pa.string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        raise StorageError("a message's topic is not UTF-8") from None
     return pa.RecordBatch.from_arrays([
         pa.array(keys["partition"].astype(np.int32)),
         stamps,
         sequences,
         ids,
-        topic_column,
-        pa.array(values, pa.binary()),
+        topics,
+        values,
     ], schema=ARROW_SCHEMA)
+
+
+def _views(data: bytes | memoryview, views: bytes | memoryview, kind: pa.DataType) -> pa.Array:
+    """Return the Arrow view array (``kind``: ``binary_view`` or ``string_view``) of
+    ``(start, length)`` pairs (little-endian int32) into ``data``.
+
+    Arrow's 16-byte view holds the length and, up to 12 bytes, the bytes themselves
+    (zero-padded); a longer one holds its first 4 bytes, the buffer's index (0) and
+    its start.
+
+    :raises StorageError: if a view is out of ``data``.
+    """
+    pairs = np.frombuffer(views, "<i4").reshape(-1, 2).astype(np.int64)
+    n = len(pairs)
+    starts, lengths = pairs[:, 0], pairs[:, 1]
+    if n and (starts.min() < 0 or lengths.min() < 0 or (starts + lengths).max() > len(data)):
+        raise StorageError(f"malformed messages: a view is out of the {len(data)} bytes of data")
+    raw = np.frombuffer(data, np.uint8)
+    out = np.zeros((n, 16), np.uint8)
+    out[:, :4] = lengths.astype("<i4").view(np.uint8).reshape(n, 4)
+    if len(raw):
+        at = np.minimum(starts[:, None] + _INLINE, len(raw) - 1).clip(0)
+        out[:, 4:] = np.where(lengths[:, None] > _INLINE, raw[at], 0)
+    long = lengths > 12
+    out[long, 8:12] = 0
+    out[long, 12:] = starts[long].astype("<i4").view(np.uint8).reshape(-1, 4)
+    return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(out), pa.py_buffer(data)])
+
+
+_INLINE = np.arange(12)
+
+
+def block_to_batch(block: MessageBlock) -> pa.RecordBatch:
+    """Return the Arrow record batch (schema :data:`ARROW_SCHEMA`) of a sidecar's
+    ``scan`` answer. The block's views become Arrow view arrays over its data, which
+    Arrow then compacts into the plain ``binary`` and ``string`` columns Spark takes:
+    no Python object per message.
+
+    :raises StorageError: if a view is out of the data or a topic is not UTF-8.
+    """
+    # block.check(deep=False) has matched the lengths; _views checks every view.
+    values = _views(block.data, block.value_views, pa.binary_view())
+    topics = _views(block.data, block.topic_views, pa.binary_view())
+    value_column = values.cast(pa.binary())
+    try:
+        topic_column = topics.cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        raise StorageError("a message's topic is not UTF-8") from None
+    return _batch(block.rowkeys, topic_column, value_column)
 
 
 def rows_to_batch(rows: Sequence[Any]) -> pa.RecordBatch:
@@ -184,7 +219,11 @@ def rows_to_batch(rows: Sequence[Any]) -> pa.RecordBatch:
         raise StorageError("a queue table holds a row whose key is not 12 bytes")
     topics = pc.binary_slice(pa.array(qualifiers, pa.binary()), _PREFIX_LEN,
                              _PREFIX_LEN + MAX_TOPIC_BYTES)
-    return columns_to_batch(rowkeys, topics, values)
+    try:
+        topic_column = topics.cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        raise StorageError("a message's topic is not UTF-8") from None
+    return _batch(rowkeys, topic_column, pa.array(values, pa.binary()))
 
 
 def _text(message: Any) -> str:
@@ -220,37 +259,41 @@ class _RawConnection:
         self.close()
 
 
-class SidecarReader(_RawConnection):
+class SidecarReader:
     """One connection to a sidecar, for its ``scan`` call on one queue; a context
-    manager. Cython binary protocol over a buffered transport with a 1 MiB read
-    buffer; strings are left as ``bytes``."""
+    manager. Framed, with each answer's buffers taken as views of the reply frame
+    (:class:`~hqueue.rpc.framed.FramedClient`): the answer is copied once, from the
+    socket."""
 
     def __init__(self, address: str, queue: str, *, timeout_ms: int = 60_000) -> None:
         self._idl = sidecar_idl()
-        super().__init__(address, self._idl.HQueueSidecar, timeout_ms)
+        self.address = address
         self.queue = queue
+        host, port = parse_address(address)
         try:
-            self._transport.open()
-        except (OSError, TException) as exc:
+            self._client = FramedClient(host, port, self._idl.HQueueSidecar,
+                                        timeout_ms=timeout_ms,
+                                        connect_timeout_ms=min(timeout_ms, _CONNECT_TIMEOUT_MS))
+        except OSError as exc:
             raise SidecarUnreachableError(
                 f"cannot connect to the sidecar at {address} ({exc})") from None
 
     def scan(self, start: bytes, stop: bytes, topics: Sequence[str], limit: int,
-             ) -> tuple[bytes, list[bytes], list[bytes]]:
+             ) -> MessageBlock:
         """Return up to ``limit`` messages of rows ``[start, stop)`` (only ``topics``
-        when some are given) as ``(rowkeys, topics, values)``; no rowkeys means the
-        end of the range (fewer than ``limit`` does not).
+        when some are given); an empty block means the end of the range (fewer than
+        ``limit`` does not). The block's buffers may be views of the reply.
 
         :raises NoQueueError: if the sidecar knows no such queue.
         :raises InvalidArgumentError: if it refuses the request (a bad topic).
-        :raises StorageError: if its storage failed.
+        :raises StorageError: if its storage failed or its answer is malformed.
         :raises SidecarUnreachableError: if it cannot be reached or broke off.
         """
         idl = self._idl
         request = idl.TScanRequest(startRow=start, stopRow=stop,
                                    topics=list(topics) or None, limit=limit)
         try:
-            result = self.client.scan(self.queue, request)
+            result = self._client.call("scan", self.queue, request)
         except idl.TQueueNotFound as exc:
             raise NoQueueError(_text(exc.message)) from None
         except idl.TInvalidMessage as exc:
@@ -260,7 +303,19 @@ class SidecarReader(_RawConnection):
         except (OSError, TException) as exc:
             raise SidecarUnreachableError(
                 f"scan through the sidecar at {self.address} failed ({exc})") from None
-        return result.rowkeys or b"", result.topics or [], result.values or []
+        return MessageBlock.from_thrift(result, deep=False)
+
+    def close(self) -> None:
+        """Close the connection; idempotent."""
+        with contextlib.suppress(OSError):
+            self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 class ThriftReader(_RawConnection):
     """A raw Thrift1 connection for scanning one queue table; a context manager.
@@ -481,11 +536,11 @@ class QueueReader:
                 try:
                     sidecar = self._sidecar(address)
                     while True:
-                        keys, tops, values = sidecar.scan(start, rr.stop, topics, per_call)
-                        if not keys:
+                        block = sidecar.scan(start, rr.stop, topics, per_call)
+                        if not len(block):
                             break
-                        start = keys[-ROWKEY_BYTES:] + b"\x00"
-                        yield columns_to_batch(keys, tops, values)
+                        start = block.last_rowkey() + b"\x00"
+                        yield block_to_batch(block)
                     continue
                 except SidecarUnreachableError as exc:
                     if self.via == "sidecar":

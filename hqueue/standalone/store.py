@@ -28,7 +28,9 @@ compaction); there is one region server, this process.
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import json
 import logging
 import os
@@ -669,6 +671,45 @@ class Store:
                 if key[:plen] != prefix or (stop_key is not None and key <= stop_key):
                     return
                 yield key[plen:], raw
+
+    def raw_rows(self, desc: TableDescriptor, start: bytes, stop: bytes,
+                 count: int) -> tuple[list[bytes], list[bytes]]:
+        """Read up to ``count`` stored rows of ``[start, stop)`` in key order, undecoded,
+        in one read transaction: the bulk form of :meth:`iter_raw` for scans that
+        process rows by column.
+
+        Args:
+            desc: the table.
+            start: first row (inclusive).
+            stop: row to stop before (exclusive); b"" means the table's end.
+            count: the most rows to read.
+
+        Returns:
+            ``(keys, stored values)``. The keys keep the table's key prefix
+            (``desc.prefix``), so a caller that wants them bare strips them all in one
+            pass instead of one slice per row.
+        """
+        prefix = desc.prefix
+        stop_key = prefix + stop if stop else _TABLE_ID.pack(desc.table_id + 1)
+        keys: list[bytes] = []
+        raws: list[bytes] = []
+        add_key = keys.append
+        add_raw = raws.append
+        with self._env.begin(db=self._data) as txn:
+            cursor = txn.cursor()
+            if not cursor.set_range(prefix + start):
+                return keys, raws
+            # The rows go into two lists rather than one list of (key, value) tuples:
+            # a million tuples kept alive set off the cyclic garbage collector over and
+            # over, which doubled the cost of a read. The stop row is found afterwards
+            # by bisection, not compared row by row.
+            for key, raw in itertools.islice(cursor.iternext(), count):
+                add_key(key)
+                add_raw(raw)
+        cut = bisect.bisect_left(keys, stop_key)
+        if cut < len(keys):
+            del keys[cut:], raws[cut:]
+        return keys, raws
 
     def iter_rows(self, desc: TableDescriptor, start: bytes, stop: bytes, reverse: bool = False,
                   after: bytes | None = None) -> Generator[tuple[bytes, list[Cell]], None, None]:
