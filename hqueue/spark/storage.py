@@ -234,7 +234,20 @@ class SidecarUnreachableError(ConnectionLostError):
     """A sidecar could not be reached, broke off a call, or does not serve ``scan``."""
 
 
-class _RawConnection:
+class _Closing:
+    """A context manager that calls ``close()`` on the way out."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _RawConnection(_Closing):
     """A raw Thrift connection (Cython binary protocol over a buffered transport with
     a 1 MiB read buffer, strings left as ``bytes``), not opened yet; a context manager
     that closes it."""
@@ -252,14 +265,8 @@ class _RawConnection:
         with contextlib.suppress(Exception):
             self._transport.close()
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class SidecarReader:
+class SidecarReader(_Closing):
     """One connection to a sidecar, for its ``scan`` call on one queue; a context
     manager. Framed, with each answer's buffers taken as views of the reply frame
     (:class:`~hqueue.rpc.framed.FramedClient`): the answer is copied once, from the
@@ -309,12 +316,6 @@ class SidecarReader:
         """Close the connection; idempotent."""
         with contextlib.suppress(OSError):
             self._client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class ThriftReader(_RawConnection):
