@@ -15,7 +15,7 @@ partitions) into Spark's ``noop`` sink (every column materialized, nothing writt
 Target (issue 6): hqueue reaches at least 25% of the Parquet rate.
 
 Run: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_spark.py
-[--rows 1000000] [--partitions 4] [--repeat 3]``
+[--rows 1000000] [--partitions 4] [--repeat 5]``
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
