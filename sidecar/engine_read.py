@@ -89,8 +89,12 @@ def read_block(store: Store, desc: TableDescriptor, start: bytes, stop: bytes,
     count = 0
     nbytes = 0
     average = 0
+    chunk = _FIRST_CHUNK
     while count < limit and nbytes < max_bytes:
-        want = min(limit - count, _MAX_CHUNK if parts else _FIRST_CHUNK)
+        # Small first (a short range, a small limit), growing while a topic filter
+        # keeps few of the rows read.
+        want = min(limit - count, chunk)
+        chunk = min(chunk * 4, _MAX_CHUNK)
         if average:
             # Do not read (to throw away) many more rows than the bytes left hold.
             want = max(1, min(want, (max_bytes - nbytes) // average + 1))
