@@ -4,14 +4,15 @@ record batches, region locations, and the last id of a partition.
 Two read paths, neither builds per-message objects:
 
 - **sidecar** (the fast one, :class:`SidecarReader`): the ``scan`` call of
-  ``thrift/sidecar.thrift`` answers with messages by column, sliced from the stored
-  rows: one buffer of 12-byte rowkeys, a list of topics and a list of values.
-  thriftpy2's Cython binary protocol decodes the two lists in C (kept as ``bytes``:
-  no per-message ``str``), and :func:`columns_to_batch` turns them into Arrow columns
-  with no per-message Python: the rowkeys are one NumPy view with a big-endian
-  structured dtype (``>u2, >u8, >u2``) giving ``partition``, ``timestamp`` and
-  ``sequence``; ``id`` is joined by Arrow kernels; ``topic`` and ``value`` are one
-  ``pa.array`` call each.
+  ``thrift/sidecar.thrift`` answers with a :class:`~hqueue.columns.MessageBlock`:
+  12-byte rowkeys, one data buffer, and a view (start, length) of each message's topic
+  and value in it. The reply frame is read whole into one buffer and its fields are
+  taken as views of it (:class:`~hqueue.rpc.framed.FramedClient`), and
+  :func:`block_to_batch` turns them into Arrow columns with no per-message Python:
+  the rowkeys are one NumPy view with a big-endian structured dtype
+  (``>u2, >u8, >u2``) giving ``partition``, ``timestamp`` and ``sequence``; ``id`` is
+  joined by Arrow kernels; ``topic`` and ``value`` are Arrow view arrays over the
+  data, compacted by Arrow into ``string`` and ``binary``.
 - **Thrift1** (the fallback, :class:`ThriftReader`): the HBase gateway's
   ``scannerGetList`` rows, thriftpy2 structs, one tuple per cell
   (:func:`rows_to_batch`). About 15 times the client CPU of the sidecar path per
@@ -106,8 +107,9 @@ _PREFIX_LEN = len(_COLUMN_PREFIX)
 _ROWKEY_DTYPE = np.dtype([("partition", ">u2"), ("timestamp", ">u8"), ("sequence", ">u2")])
 _TIMESTAMP_US = pa.timestamp("us", tz="UTC")
 _READ_BUFFER = 1 << 20
-"""Read buffer of the connections: a scan answer of 10,000 messages of 100 bytes is
-about 1.3 MB, read in a few ``recv`` calls rather than hundreds of 4 KiB ones."""
+"""Read buffer of the Thrift1 connections: a ``scannerGetList`` answer of 10,000 rows
+of 100 bytes is about 1.5 MB, read in a few ``recv`` calls rather than hundreds of
+4 KiB ones."""
 _CONNECT_TIMEOUT_MS = 5_000
 
 T = TypeVar("T")
