@@ -65,10 +65,11 @@ log = logging.getLogger(__name__)
 
 _COLUMN_PREFIX = FAMILY + b":"
 MAX_SCAN_LIMIT = 10_000
-MAX_SCAN_BYTES = 8 << 20
-"""A ``scan`` answer holds no more value bytes than this, unless its first message
-alone is larger: answers stay well inside a client's buffers and Arrow's int32 offsets."""
 """The most messages one scan call returns."""
+MAX_SCAN_BYTES = 8 << 20
+"""A ``scan`` answer stops before this many bytes of messages (the stored rows it
+sends, in the standalone server; the values, against HBase) unless its first message
+alone is larger: answers stay well inside a client's buffers and int32 views."""
 _HEAD = struct.Struct(">HQ")
 _SEQ = [struct.pack(">H", s) for s in range(MAX_SEQUENCE + 1)]
 """The rowkey's last two bytes for every sequence, so a rowkey is one concatenation."""
@@ -510,8 +511,8 @@ class Sidecar:
     def scan(self, queue: str, start: bytes, stop: bytes, topics: list[str] | None,
              limit: int) -> MessageBlock:
         """Read up to ``limit`` messages of rows ``[start, stop)`` straight from the
-        storage, and no more than :data:`MAX_SCAN_BYTES` of values unless the first
-        message alone is larger; return them by column.
+        storage, and no more than about :data:`MAX_SCAN_BYTES` (see there); return
+        them by column.
 
         :raises InvalidArgumentError: on a bad limit or topic.
         :raises NoQueueError: no such queue.
