@@ -241,7 +241,7 @@ class Producer:
                     continue
                 try:
                     result = self._send(address, info.name, values, topics, partitions,
-                                        indices, len(pending) == len(values))
+                                        indices, len(indices) == len(values))
                 except NotOwnerError as exc:
                     failed_partition = exc.partition
                     last_error = f"sidecar {address}: {exc}"

@@ -124,3 +124,23 @@ def test_a_queue_whose_table_vanished_does_not_block_the_others(
     hq.create_queue(queue_name, partitions=1)
     assert hq.queue(queue_name).put(b"fine", topic="t", partition=0)
     hq.delete_queue(queue_name + "_broken")
+
+
+def test_a_stale_owner_hint_for_one_partition_neither_duplicates_nor_fails_the_batch(
+        hq: Client, queue_name: str) -> None:
+    # The producer holds an owner hint for partition 0 that points at a sidecar that
+    # is gone (as after a failover), while the other partitions' owner is known. The
+    # live sidecar must get only its own part of the batch; the rest follows once the
+    # stale hint is dropped. (Setting the hint stands in for the failover: which
+    # partitions a sidecar claims first cannot be arranged from outside.)
+    hq.create_queue(queue_name, partitions=3)
+    queue = hq.queue(queue_name)
+    queue.put_batch([(b"warm", "t", p) for p in range(3)])  # every partition owned
+    hq.producer._hints[(queue_name, 0)] = "127.0.0.1:1"
+    batch = [(b"a1", "t", 1), (b"a0", "t", 0), (b"a2", "t", 2), (b"b0", "t", 0)]
+    ids = queue.put_batch(batch)  # type: ignore[arg-type]
+    stored = [m for m in read_all(hq, queue_name) if m.value != b"warm"]
+    assert sorted((m.partition, m.value) for m in stored) == sorted(
+        (p, v) for v, _, p in batch)
+    assert {(m.partition, m.id) for m in stored} == {
+        (p, mid) for (_, _, p), mid in zip(batch, ids, strict=True)}
