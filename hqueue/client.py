@@ -8,10 +8,10 @@ import datetime as _dt
 import os
 import threading
 from collections.abc import Iterable, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hqueue.admin import QueueAdmin, QueueDescription
+from hqueue.closing import Closeable
 from hqueue.errors import InvalidArgumentError, NoQueueError
 from hqueue.hbase import HBase, parse_address
 from hqueue.message import MessageId
@@ -88,7 +88,7 @@ def connect(
     )
 
 
-class Client:
+class Client(Closeable):
     """A connection to one hqueue installation. Thread-safe. Use :func:`connect`."""
 
     def __init__(
@@ -195,16 +195,6 @@ class Client:
         self.metastore.close()
         self.hbase.close()
 
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class Queue:

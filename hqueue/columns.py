@@ -27,12 +27,11 @@ from itertools import repeat
 from typing import Any
 
 from hqueue.errors import StorageError
-from hqueue.message import ROWKEY, ROWKEY_BYTES, Message, MessageId
+from hqueue.message import ROWKEY_BYTES, Message, messages_from_columns
 
 __all__ = ["MessageBlock", "int32_le"]
 
 _BIG_ENDIAN = sys.byteorder == "big"
-_new_tuple = tuple.__new__
 
 
 def int32_le(data: bytes | memoryview) -> array:
@@ -169,8 +168,4 @@ class MessageBlock:
 
     def messages(self) -> list[Message]:
         """Return the messages, in order."""
-        new = _new_tuple
-        return [new(Message, (new(MessageId, (ts, seq)), p, topic, value))
-                for (p, ts, seq), topic, value in zip(
-                    ROWKEY.iter_unpack(self.rowkeys), self.topic_list(), self.value_list(),
-                    strict=True)]
+        return messages_from_columns(self.rowkeys, self.topic_list(), self.value_list())

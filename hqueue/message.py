@@ -16,6 +16,7 @@ from typing import NamedTuple
 from hqueue.errors import InvalidArgumentError
 
 __all__ = [
+    "COLUMN_PREFIX",
     "FAMILY",
     "MAX_PARTITIONS",
     "MAX_SEQUENCE",
@@ -36,6 +37,10 @@ __all__ = [
 
 FAMILY = b"message"
 """The column family of every queue table."""
+
+COLUMN_PREFIX = FAMILY + b":"
+"""What every message column starts with: a message of topic ``t`` is in column
+``message:t``."""
 
 MAX_PARTITIONS = 32768
 """Partition ids are 0..32767."""

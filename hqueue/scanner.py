@@ -58,16 +58,17 @@ import heapq
 import itertools
 import struct
 from collections.abc import Iterable, Iterator, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from thriftpy2.thrift import TException
 
+from hqueue.closing import Closeable
 from hqueue.columns import MessageBlock
 from hqueue.errors import HQueueError, InvalidArgumentError, NoQueueError, StorageError
 from hqueue.hbase import HBase
 from hqueue.idl import hbase1
 from hqueue.message import (
+    COLUMN_PREFIX,
     FAMILY,
     ROWKEY,
     Message,
@@ -281,7 +282,7 @@ class _SidecarRangeScan:
             self._fallback.close()
 
 
-class _Scanner:
+class _Scanner(Closeable):
     """What the three scanners share: options, iteration, closing."""
 
     def __init__(
@@ -309,7 +310,7 @@ class _Scanner:
         self._hbase: HBase = queue.client.hbase
         self._table = self._hbase.table_name(queue.name)
         self._columns = None if self.topics is None else [
-            FAMILY + b":" + check_topic(t) for t in self.topics
+            COLUMN_PREFIX + check_topic(t) for t in self.topics
         ]
         self._topic_names = _Topics()
         self._open: list[_RangeScan] = []
@@ -380,16 +381,6 @@ class _Scanner:
         if scan in self._open:
             self._open.remove(scan)
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _batches(self, scan: _RangeScan, remaining: list[int] | None) -> Iterator[list[Message]]:
         """Yield the messages of one range, a batch per round trip; ``remaining`` (a

@@ -21,9 +21,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from hqueue.closing import Closeable
 from hqueue.errors import (
     HQueueError,
     InvalidArgumentError,
@@ -145,7 +145,7 @@ class _Handler:
             return ConsumeStatus.SUCCESS
 
 
-class Subscriber:
+class Subscriber(Closeable):
     """A running subscription. :meth:`close` stops it (the subscription stays and a
     later subscriber of the same name resumes from its checkpoint); :meth:`unsubscribe`
     also deletes the subscription. A context manager that closes on exit."""
@@ -300,12 +300,6 @@ class Subscriber:
         self.close()
         self._subs.delete_subscription_data(self.queue.name, self.name)
 
-    def __enter__(self) -> Subscriber:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"at {self.address}"

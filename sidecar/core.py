@@ -42,7 +42,7 @@ from hqueue.errors import (
     NotOwnerError,
     UnavailableError,
 )
-from hqueue.message import FAMILY, MAX_SEQUENCE, MAX_TOPIC_BYTES, MessageId
+from hqueue.message import COLUMN_PREFIX, MAX_SEQUENCE, MAX_TOPIC_BYTES, MessageId
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.managers import OwnerInfo, PartitionOwnershipManager, QueueInfoManager
 from hqueue.metadata.resources import (
@@ -63,7 +63,6 @@ __all__ = ["Sidecar", "SidecarOptions"]
 
 log = logging.getLogger(__name__)
 
-_COLUMN_PREFIX = FAMILY + b":"
 MAX_SCAN_LIMIT = 10_000
 """The most messages one scan call returns."""
 MAX_SCAN_BYTES = 8 << 20
@@ -499,7 +498,7 @@ class Sidecar:
             raw = (topic or "").encode("utf-8", "surrogatepass")
             if not 1 <= len(raw) <= MAX_TOPIC_BYTES:
                 raise _invalid(index, f"topic must be 1..{MAX_TOPIC_BYTES} bytes of UTF-8")
-            encoded[topic] = _COLUMN_PREFIX + raw
+            encoded[topic] = COLUMN_PREFIX + raw
         columns = [encoded[t] for t in topics] if len(encoded) > 1 else [encoded[topics[0]]]
         if len(partitions) == 1:
             return {partitions[0]: list(range(count))}, columns
@@ -527,7 +526,7 @@ class Sidecar:
                 raw = topic.encode("utf-8", "surrogatepass")
                 if not 1 <= len(raw) <= MAX_TOPIC_BYTES:
                     raise _invalid(index, f"topic must be 1..{MAX_TOPIC_BYTES} bytes of UTF-8")
-                columns.add(_COLUMN_PREFIX + raw)
+                columns.add(COLUMN_PREFIX + raw)
         if not self._queue_exists(queue):
             raise NoQueueError(f"no queue {queue!r}")
         try:

@@ -38,7 +38,7 @@ from hqueue.columns import MessageBlock
 from hqueue.errors import HQueueError
 from hqueue.hbase import parse_address
 from hqueue.idl import subscriber as subscriber_idl
-from hqueue.message import FAMILY, ROWKEY, ROWKEY_BYTES, MessageId, encode_rowkey
+from hqueue.message import COLUMN_PREFIX, ROWKEY, ROWKEY_BYTES, MessageId, encode_rowkey
 from sidecar.partitions import HeldPartition, PartitionState
 from sidecar.storage import MessageStorage
 
@@ -46,7 +46,6 @@ __all__ = ["DeliveryOptions", "DeliveryWorker", "WorkerState"]
 
 log = logging.getLogger(__name__)
 
-_COLUMN_PREFIX = FAMILY + b":"
 
 
 @dataclass(frozen=True)
@@ -121,7 +120,7 @@ class DeliveryWorker:
         self._address = address
         self.options = options
         self._sidecar_id = sidecar_id
-        self._columns = {_COLUMN_PREFIX + t.encode("utf-8") for t in topics} or None
+        self._columns = {COLUMN_PREFIX + t.encode("utf-8") for t in topics} or None
         self._next = start
         """the first id the reader has not looked at"""
         self.delivered: MessageId | None = None

@@ -28,22 +28,21 @@ import numpy as np
 
 from hqueue.columns import MessageBlock
 from hqueue.errors import StorageError
-from hqueue.message import FAMILY, ROWKEY_BYTES
+from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES
 from hqueue.standalone.cells import FORMAT, decode_cells, encode_head, encode_single
 from hqueue.standalone.store import Store, TableDescriptor
 
 __all__ = ["read_block", "whole_rows"]
 
-_COLUMN_PREFIX = FAMILY + b":"
 # The first bytes of a stored row: the row header, the first column's length and the
 # column's family prefix.
 _HEAD = np.dtype([("fmt", "u1"), ("min_ts", ">u8"), ("newest_len", ">u4"),
                   ("count", ">u4"), ("column_len", ">u4"),
-                  ("prefix", f"V{len(_COLUMN_PREFIX)}")])
+                  ("prefix", f"V{len(COLUMN_PREFIX)}")])
 _HEAD_BYTES = np.arange(_HEAD.itemsize)
 _COLUMN_AT = 21
-_TOPIC_AT = _COLUMN_AT + len(_COLUMN_PREFIX)
-_PREFIX = np.array([_COLUMN_PREFIX], dtype=_HEAD["prefix"])
+_TOPIC_AT = _COLUMN_AT + len(COLUMN_PREFIX)
+_PREFIX = np.array([COLUMN_PREFIX], dtype=_HEAD["prefix"])
 # The value starts after the column, the value field's 3-byte header and the value's
 # i32 length; it ends 12 bytes (the timestamp field and the stop) before the end of
 # the newest entries, which start after the 17-byte row header.
@@ -159,7 +158,7 @@ def _regular(head: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     column_len = head["column_len"].astype(np.int64)
     value_end = head["newest_len"].astype(np.int64) + _VALUE_END_AFTER_NEWEST_LEN
     return ((lengths >= _HEAD.itemsize) & (head["fmt"] == FORMAT) & (head["count"] == 1)
-            & (head["prefix"] == _PREFIX) & (column_len >= len(_COLUMN_PREFIX))
+            & (head["prefix"] == _PREFIX) & (column_len >= len(COLUMN_PREFIX))
             & (column_len + (_COLUMN_AT + _VALUE_AFTER_COLUMN) <= value_end)
             & (value_end <= lengths))
 
@@ -189,7 +188,7 @@ def _parse(keys: list[bytes], raws: list[bytes], columns: set[bytes] | None,
     column_len = head["column_len"].astype(np.int64)
     value_start = starts + column_len + (_COLUMN_AT + _VALUE_AFTER_COLUMN)
     value_end = starts + head["newest_len"].astype(np.int64) + _VALUE_END_AFTER_NEWEST_LEN
-    topics = np.stack((starts + _TOPIC_AT, column_len - len(_COLUMN_PREFIX)), axis=1)
+    topics = np.stack((starts + _TOPIC_AT, column_len - len(COLUMN_PREFIX)), axis=1)
     values = np.stack((value_start, value_end - value_start), axis=1)
     return _Part(keys, data, starts + lengths, topics, values)
 
@@ -218,7 +217,7 @@ def _normalize(keys: list[bytes], raws: list[bytes], regular: list[bool],
             if column in seen:
                 continue
             seen.add(column)
-            if ts >= cutoff and column.startswith(_COLUMN_PREFIX):
+            if ts >= cutoff and column.startswith(COLUMN_PREFIX):
                 out_keys.append(key)
                 out_raws.append(encode_single(encode_head(column), ts, value))
     return out_keys, out_raws

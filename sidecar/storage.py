@@ -19,7 +19,7 @@ from hqueue.columns import MessageBlock
 from hqueue.errors import StorageError
 from hqueue.hbase import HBase
 from hqueue.idl import hbase1
-from hqueue.message import FAMILY, ROWKEY_BYTES, MessageId, decode_rowkey
+from hqueue.message import COLUMN_PREFIX, FAMILY, ROWKEY_BYTES, MessageId, decode_rowkey
 from hqueue.standalone.store import Store, now_ms
 from sidecar.engine_read import read_block, whole_rows
 
@@ -62,7 +62,6 @@ class MessageStorage(Protocol):
         """
 
 
-_COLUMN_PREFIX = FAMILY + b":"
 
 
 def topics_of(columns: list[bytes]) -> list[str]:
@@ -74,7 +73,7 @@ def topics_of(columns: list[bytes]) -> list[str]:
     for column in columns:
         name = names.get(column)
         if name is None:
-            name = names[column] = column[len(_COLUMN_PREFIX):].decode("utf-8", "replace")
+            name = names[column] = column[len(COLUMN_PREFIX):].decode("utf-8", "replace")
         out.append(name)
     return out
 

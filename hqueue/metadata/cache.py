@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from hqueue.closing import Closeable
 from hqueue.metadata.store import (
     EventType,
     MetaStore,
@@ -48,7 +49,7 @@ class _CachedTable:
     loaded: threading.Event = field(default_factory=threading.Event)
 
 
-class MetadataCache:
+class MetadataCache(Closeable):
     """Whole-table copies of metadata, refreshed by watches. Thread-safe; a context
     manager that closes on exit."""
 
@@ -101,11 +102,6 @@ class MetadataCache:
         self._store.remove_session_listener(self._on_session)
         self.invalidate()
 
-    def __enter__(self) -> MetadataCache:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     # -- internals -------------------------------------------------------------------
 

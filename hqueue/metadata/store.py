@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from hqueue.closing import Closeable
 from hqueue.metadata.version import Version, Versioned
 
 __all__ = [
@@ -111,7 +112,7 @@ class MetastoreTableItem:
     version: Version
 
 
-class MetastoreCursor(ABC):
+class MetastoreCursor(Closeable, ABC):
     """Iterates over entries of a table; a context manager that closes on exit.
 
     Iterating yields :class:`MetastoreTableItem`; :meth:`read_entries` returns them in
@@ -141,16 +142,6 @@ class MetastoreCursor(ABC):
                 return
             yield from batch
 
-    def __enter__(self) -> MetastoreCursor:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class Watch:
@@ -299,7 +290,7 @@ class MetastoreScannableTable(MetastoreTable):
         bound inclusive or not; ``None`` means unbounded), in ``order``."""
 
 
-class MetaStore(ABC):
+class MetaStore(Closeable, ABC):
     """A metadata store: named tables, a session, watches. Construct a backend, then
     call :meth:`init`; or use :func:`hqueue.metadata.open_metastore`. A context
     manager that closes on exit."""
@@ -374,13 +365,3 @@ class MetaStore(ABC):
     def remove_session_listener(self, listener: SessionListener) -> None:
         """Stop calling ``listener``; unknown listeners are ignored."""
 
-    def __enter__(self) -> MetaStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

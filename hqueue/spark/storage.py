@@ -36,7 +36,7 @@ import struct
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +46,7 @@ from thriftpy2.rpc import TClient
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TBufferedTransport, TSocket
 
+from hqueue.closing import Closeable
 from hqueue.columns import MessageBlock
 from hqueue.errors import (
     ConnectionLostError,
@@ -58,7 +59,7 @@ from hqueue.hbase import parse_address
 from hqueue.idl import hbase1
 from hqueue.idl import sidecar as sidecar_idl
 from hqueue.message import (
-    FAMILY,
+    COLUMN_PREFIX,
     MAX_TOPIC_BYTES,
     ROWKEY_BYTES,
     MessageId,
@@ -102,8 +103,7 @@ VIA = ("auto", "sidecar", "hbase")
 answers, else HBase Thrift1), ``sidecar`` (sidecars only: fail rather than fall back),
 ``hbase`` (Thrift1 only)."""
 
-_COLUMN_PREFIX = FAMILY + b":"
-_PREFIX_LEN = len(_COLUMN_PREFIX)
+_PREFIX_LEN = len(COLUMN_PREFIX)
 _ROWKEY_DTYPE = np.dtype([("partition", ">u2"), ("timestamp", ">u8"), ("sequence", ">u2")])
 _TIMESTAMP_US = pa.timestamp("us", tz="UTC")
 _READ_BUFFER = 1 << 20
@@ -236,20 +236,7 @@ class SidecarUnreachableError(ConnectionLostError):
     """A sidecar could not be reached, broke off a call, or does not serve ``scan``."""
 
 
-class _Closing:
-    """A context manager that calls ``close()`` on the way out."""
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class _RawConnection(_Closing):
+class _RawConnection(Closeable):
     """A raw Thrift connection (Cython binary protocol over a buffered transport with
     a 1 MiB read buffer, strings left as ``bytes``), not opened yet; a context manager
     that closes it."""
@@ -268,7 +255,7 @@ class _RawConnection(_Closing):
             self._transport.close()
 
 
-class SidecarReader(_Closing):
+class SidecarReader(Closeable):
     """One connection to a sidecar, for its ``scan`` call on one queue; a context
     manager. Framed, with each answer's buffers taken as views of the reply frame
     (:class:`~hqueue.rpc.framed.FramedClient`): the answer is copied once, from the
@@ -471,7 +458,7 @@ class ThriftReader(_RawConnection):
                         host.decode() if isinstance(host, bytes) else str(host or "")))
         return sorted(out)
 
-class QueueReader:
+class QueueReader(Closeable):
     """Reads row ranges of one queue, each through its sidecar (:attr:`RowRange.sidecar`)
     or HBase Thrift1, as ``via`` (one of :data:`VIA`) says; a context manager.
 
@@ -580,11 +567,6 @@ class QueueReader:
             self._thrift.close()
             self._thrift = None
 
-    def __enter__(self) -> QueueReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _limited(batches: Iterator[pa.RecordBatch], limit: int | None,
@@ -667,7 +649,7 @@ def _usable_topics(topics: Sequence[str]) -> tuple[str, ...] | None:
 def _columns(topics: Sequence[str]) -> list[bytes]:
     # No column list when every topic is wanted: the table has one family, and an
     # unrestricted scan lets the server send stored rows without re-encoding them.
-    return [_COLUMN_PREFIX + t.encode("utf-8", "surrogatepass") for t in topics]
+    return [COLUMN_PREFIX + t.encode("utf-8", "surrogatepass") for t in topics]
 
 
 def region_hosts(regions: Sequence[tuple[bytes, bytes, str]], partition: int) -> list[str]:
