@@ -4,7 +4,7 @@ Three peers do the same work in one run, on this machine:
 
 - ``standalone``: happybase over Thrift to a ``hqueue standalone`` child process
   (durable: every batch is fsynced before it is acknowledged);
-- ``engine``: the same :class:`~hqueue.standalone.store.Store` called in-process
+- ``engine``: the same :class:`~hqueue.standalone.engine.store.Store` called in-process
   (no Thrift, no sockets): what the storage costs by itself;
 - ``null``: happybase over Thrift to a server (a child process, on the same
   Thrift server code) whose handler does nothing: puts are dropped, scans
@@ -34,11 +34,11 @@ import happybase
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hqueue.idl import hbase1
-from hqueue.rpc.server import ThriftServer
-from hqueue.standalone.scanner import Scanner, ScanSpec
-from hqueue.standalone.store import FamilyOptions, Mutation, RowMutation, Store
-from tests.harness.standalone import StandaloneProcess
+from hqueue.standalone.engine.cursors import Scanner, ScanSpec
+from hqueue.standalone.engine.store import FamilyOptions, Mutation, RowMutation, Store
+from hqueue.testing.standalone import StandaloneProcess
+from hqueue.wire.idl import hbase1
+from hqueue.wire.rpc_server import ThriftServer
 
 BATCH = 1000
 VALUE = b"x" * 100

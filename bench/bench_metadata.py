@@ -121,14 +121,14 @@ def servers(args: argparse.Namespace) -> Iterator[dict[str, dict[str, str]]]:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hqueue-bench-")))
         zookeeper = args.zookeeper
         if not zookeeper:
-            from tests.harness.zookeeper import ZooKeeperServer
+            from hqueue.testing.zookeeper import ZooKeeperServer
 
             zk = ZooKeeperServer(work / "zookeeper", force_sync=True).start()
             stack.callback(zk.stop)
             zookeeper = zk.hosts
         hbase = args.hbase
         if not hbase:
-            from tests.harness.standalone import StandaloneProcess
+            from hqueue.testing.standalone import StandaloneProcess
 
             standalone = StandaloneProcess(work / "standalone").start()
             stack.callback(standalone.stop)

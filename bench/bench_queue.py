@@ -72,7 +72,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peers import NATS_SERVER, REDIS_SERVER, NatsServer, RedisServer, percentile, version
 
 import hqueue
-from tests.harness.standalone import StandaloneProcess
+from hqueue.testing.standalone import StandaloneProcess
 
 BATCH = 1000
 VALUE = b"x" * 100

@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import happybase
 
-from hqueue.client import connect
-from hqueue.idl import hbase1
-from tests.harness.standalone import StandaloneProcess
+from hqueue.client.client import connect
+from hqueue.testing.standalone import StandaloneProcess
+from hqueue.wire.idl import hbase1
 
 BASE = 1_700_000_000_000
 VALUE = b"x" * 100

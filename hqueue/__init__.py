@@ -1,14 +1,31 @@
 """hqueue: a persistent, partitioned, replayable message queue on Apache HBase.
 
 Only the names users touch are exported here; everything else is reached
-through its module.
+through its module. The names are imported on first use (PEP 562), so that
+``import hqueue.message`` (what the sidecar, the standalone engine and Spark
+executors need) loads no client, kazoo or happybase.
 """
 
-from hqueue.client import Client, Queue, connect
-from hqueue.errors import HQueueError
-from hqueue.message import Message, MessageId
-from hqueue.producer import NewMessage
-from hqueue.subscriber import ConsumeStatus, MessageListener, Subscriber
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hqueue.lazy import lazy_exports
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Client": "hqueue.client.client",
+    "ConsumeStatus": "hqueue.client.subscriber",
+    "HQueueError": "hqueue.errors",
+    "Message": "hqueue.message",
+    "MessageId": "hqueue.message",
+    "MessageListener": "hqueue.client.subscriber",
+    "NewMessage": "hqueue.client.producer",
+    "Queue": "hqueue.client.client",
+    "Subscriber": "hqueue.client.subscriber",
+    "connect": "hqueue.client.client",
+}
 
 __all__ = [
     "Client",
@@ -24,4 +41,12 @@ __all__ = [
     "connect",
 ]
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:
+    from hqueue.client.client import Client, Queue, connect
+    from hqueue.client.producer import NewMessage
+    from hqueue.client.subscriber import ConsumeStatus, MessageListener, Subscriber
+    from hqueue.errors import HQueueError
+    from hqueue.message import Message, MessageId
+
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -1,5 +1,5 @@
 """``python -m hqueue``: the same as the ``hqueue`` console script."""
 
-from hqueue.cli import main
+from hqueue.cli.main import main
 
 main()

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from hqueue.metadata.store import Value
+from hqueue.metadata.metastore import Value
 
 __all__ = ["Assignment", "rebalance"]
 

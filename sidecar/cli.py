@@ -16,8 +16,8 @@ import click
 
 from hqueue.errors import HQueueError
 from hqueue.metadata.factory import TABLE_PREFIX_ENV
-from sidecar.delivery import DeliveryOptions
-from sidecar.server import SidecarConfig, SidecarServer
+from hqueue.sidecar.node import SidecarConfig, SidecarServer
+from hqueue.sidecar.workers import DeliveryOptions
 
 __all__ = ["delivery_options", "sidecar"]
 

@@ -6,7 +6,7 @@ watches (and a short tick while something is pending):
 1. registration: an ephemeral entry ``cluster/sidecars/{id}`` with its address;
 2. leadership: whoever creates the ephemeral ``cluster/leader`` entry computes the
    assignment of every queue's partitions to the live sidecars
-   (:mod:`sidecar.assignment`) and writes it to ``cluster/assignments/{queue}``;
+   (:mod:`hqueue.sidecar.assignment`) and writes it to ``cluster/assignments/{queue}``;
 3. ownership: each sidecar claims the partitions assigned to it by creating their
    ephemeral owner entries once the previous owner's entry is gone, and releases
    partitions assigned elsewhere (after finishing the write in flight).
@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from hqueue.columns import MessageBlock
 from hqueue.errors import (
     HQueueError,
     InvalidArgumentError,
@@ -45,6 +44,7 @@ from hqueue.errors import (
 from hqueue.message import COLUMN_PREFIX, MAX_SEQUENCE, MAX_TOPIC_BYTES, MessageId
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.managers import OwnerInfo, PartitionOwnershipManager, QueueInfoManager
+from hqueue.metadata.metastore import MetaStore, MetastoreTable, SessionState, WatchEvent
 from hqueue.metadata.resources import (
     ASSIGNMENTS,
     CLUSTER,
@@ -52,12 +52,12 @@ from hqueue.metadata.resources import (
     QUEUES,
     SIDECARS,
 )
-from hqueue.metadata.store import MetaStore, MetastoreTable, SessionState, WatchEvent
 from hqueue.metadata.version import Version
-from sidecar.assignment import Assignment, rebalance
-from sidecar.ids import wall_clock_ms
-from sidecar.partitions import HeldPartition, PartitionState
-from sidecar.storage import CellGroup, MessageStorage
+from hqueue.sidecar.assignment import Assignment, rebalance
+from hqueue.sidecar.ids import wall_clock_ms
+from hqueue.sidecar.partitions import HeldPartition, PartitionState
+from hqueue.sidecar.storage import CellGroup, MessageStorage
+from hqueue.wire.block import MessageBlock
 
 __all__ = ["Sidecar", "SidecarOptions"]
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hqueue.message import MessageId
-from sidecar.ids import IdClock
+from hqueue.sidecar.ids import IdClock
 
 __all__ = ["HeldPartition", "PartitionState"]
 

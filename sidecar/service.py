@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from hqueue.errors import InvalidArgumentError, NoQueueError, NotOwnerError, UnavailableError
-from hqueue.idl import sidecar as sidecar_idl
 from hqueue.message import MessageId
-from sidecar.core import Sidecar
-from sidecar.subscriptions import SubscriptionService
+from hqueue.sidecar.core import Sidecar
+from hqueue.sidecar.subscription_manager import SubscriptionService
+from hqueue.wire.idl import sidecar as sidecar_idl
 
 __all__ = ["SidecarHandler"]
 

@@ -15,13 +15,13 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from hqueue.columns import MessageBlock
 from hqueue.errors import StorageError
-from hqueue.hbase import HBase
-from hqueue.idl import hbase1
 from hqueue.message import COLUMN_PREFIX, FAMILY, ROWKEY_BYTES, MessageId, decode_rowkey
-from hqueue.standalone.store import Store, now_ms
-from sidecar.engine_read import read_block, whole_rows
+from hqueue.standalone.engine.read import read_block, whole_rows
+from hqueue.standalone.engine.store import Store, now_ms
+from hqueue.storage.hbase import HBase
+from hqueue.wire.block import MessageBlock
+from hqueue.wire.idl import hbase1
 
 __all__ = ["CellGroup", "EngineStorage", "HBaseStorage", "MessageStorage", "topics_of"]
 

@@ -1,6 +1,6 @@
 """Export a time range of a queue to Parquet, partitioned by ``date`` and ``topic``.
 
-    python -m spark_jobs.export_parquet --queue events --out /data/events \\
+    python -m hqueue.spark_jobs.export_parquet --queue events --out /data/events \\
         [--start 2024-05-01T00:00:00Z] [--end 2024-05-02T00:00:00Z] [--topics a,b]
 
 The export is a streaming query run once (``Trigger.AvailableNow``) into Spark's
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from spark_jobs.common import add_connection_args, connection_options, spark_session
+from hqueue.spark_jobs.common import add_connection_args, connection_options, spark_session
 
 __all__ = ["export", "main"]
 
@@ -51,7 +51,7 @@ def export(spark: Any, options: dict[str, str], out: str, *,
 
 def main(argv: list[str] | None = None) -> int:
     """Run the export from the command line; return the exit code."""
-    parser = argparse.ArgumentParser(prog="spark_jobs.export_parquet", description=__doc__,
+    parser = argparse.ArgumentParser(prog="hqueue.spark_jobs.export_parquet", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_connection_args(parser)
     parser.add_argument("--out", required=True, help="the output directory")

@@ -1,6 +1,6 @@
 """Load Parquet or JSON Lines files into a queue, through the producer path.
 
-    python -m spark_jobs.load_files --queue events [--topic default] FILE_OR_DIR...
+    python -m hqueue.spark_jobs.load_files --queue events [--topic default] FILE_OR_DIR...
 
 Each record needs a ``value`` (string or binary); ``topic``, ``partition`` and ``key``
 are optional columns (``--topic`` is the topic of records without one). The format is
@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from hqueue.errors import InvalidArgumentError
-from spark_jobs.common import add_connection_args, connection_options, spark_session
+from hqueue.spark_jobs.common import add_connection_args, connection_options, spark_session
 
 __all__ = ["load", "main"]
 
@@ -59,7 +59,7 @@ def load(spark: Any, options: dict[str, str], paths: list[str], fmt: str) -> int
 
 def main(argv: list[str] | None = None) -> int:
     """Run the load from the command line; return the exit code."""
-    parser = argparse.ArgumentParser(prog="spark_jobs.load_files", description=__doc__,
+    parser = argparse.ArgumentParser(prog="hqueue.spark_jobs.load_files", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_connection_args(parser)
     parser.add_argument("paths", nargs="+", help="files or directories")

@@ -1,7 +1,7 @@
 """A report of a queue: per topic and per partition, message counts, bytes, first and
 last time; the rate over time; and each subscription's lag.
 
-    python -m spark_jobs.queue_report --queue events --out report/ [--bucket 60]
+    python -m hqueue.spark_jobs.queue_report --queue events --out report/ [--bucket 60]
         [--start ...] [--end ...]
 
 Prints the tables and writes ``per_topic.csv``, ``per_partition.csv``, ``rate.csv``
@@ -21,7 +21,7 @@ from typing import Any
 
 from hqueue.message import MessageId
 from hqueue.spark.options import Connection
-from spark_jobs.common import add_connection_args, connection_options, spark_session
+from hqueue.spark_jobs.common import add_connection_args, connection_options, spark_session
 
 __all__ = ["Report", "main", "report", "subscription_positions"]
 
@@ -166,7 +166,7 @@ def draw_rate_chart(rate: list[tuple[Any, ...]], path: Path) -> Path | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the report from the command line; return the exit code."""
-    parser = argparse.ArgumentParser(prog="spark_jobs.queue_report", description=__doc__,
+    parser = argparse.ArgumentParser(prog="hqueue.spark_jobs.queue_report", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_connection_args(parser)
     parser.add_argument("--out", required=True, help="directory for the CSV files and chart")

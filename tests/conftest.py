@@ -15,10 +15,10 @@ from pathlib import Path
 import happybase
 import pytest
 
-from hqueue.client import Client, connect
-from tests.harness.cluster import Cluster
-from tests.harness.standalone import StandaloneProcess
-from tests.harness.zookeeper import ZooKeeperServer, zookeeper_available
+from hqueue.client.client import Client, connect
+from hqueue.testing.cluster import Cluster
+from hqueue.testing.standalone import StandaloneProcess
+from hqueue.testing.zookeeper import ZooKeeperServer, zookeeper_available
 
 _counter = itertools.count()
 

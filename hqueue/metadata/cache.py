@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hqueue.closing import Closeable
-from hqueue.metadata.store import (
+from hqueue.metadata.metastore import (
     EventType,
     MetaStore,
     SessionState,

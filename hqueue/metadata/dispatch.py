@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from hqueue.metadata.store import WatchEvent
+    from hqueue.metadata.metastore import WatchEvent
 
 log = logging.getLogger(__name__)
 

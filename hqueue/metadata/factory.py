@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from hqueue.metadata.hbase import HBaseMetaStore
-from hqueue.metadata.store import MetaStore
-from hqueue.metadata.zookeeper import ZooKeeperMetaStore
+from hqueue.metadata.backends.hbase.metastore import HBaseMetaStore
+from hqueue.metadata.backends.zookeeper.metastore import ZooKeeperMetaStore
+from hqueue.metadata.metastore import MetaStore
 
 __all__ = ["TABLE_PREFIX_ENV", "open_metastore"]
 

@@ -1,8 +1,10 @@
-"""JSON Schemas of metadata values: found in the checkout's ``schemas/`` folder and
-checked with :mod:`jsonschema` before anything is written.
+"""JSON Schemas of metadata values, checked with :mod:`jsonschema` before anything is
+written.
 
-``schemas/NAME.json`` is the schema called ``NAME``; :mod:`hqueue.metadata.resources`
-says which resource uses which.
+The schemas are the repository's ``schemas/`` folder, shipped inside the package as
+``hqueue/metadata/json_schemas/`` and read with :mod:`importlib.resources`, so an
+installed wheel (or a Spark executor) has them. ``NAME.json`` is the schema called
+``NAME``; :mod:`hqueue.metadata.resources` says which resource uses which.
 """
 
 from __future__ import annotations
@@ -10,25 +12,24 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from pathlib import Path
+from importlib import resources
 from typing import Any
 
 import jsonschema
 import jsonschema.exceptions
 
-import hqueue
 from hqueue.errors import InvalidArgumentError, SchemaValidationError
 
 __all__ = ["SCHEMA_DIR", "schema", "validate", "validator"]
 
-SCHEMA_DIR = Path(hqueue.__file__).resolve().parent.parent / "schemas"
-"""Where the schemas are: the repository checkout hqueue is installed from."""
+SCHEMA_DIR = resources.files("hqueue.metadata") / "json_schemas"
+"""Where the schemas are, inside the installed package."""
 
 
 def schema(name: str) -> dict[str, Any]:
     """Return the schema document called ``name``.
 
-    :raises InvalidArgumentError: if there is no ``schemas/{name}.json``.
+    :raises InvalidArgumentError: if there is no schema of that name.
     """
     return validator(name).schema
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from hqueue.errors import InvalidArgumentError
 from hqueue.metadata import schemas
-from hqueue.metadata.store import (
+from hqueue.metadata.metastore import (
     EMPTY_END_KEY,
     EMPTY_START_KEY,
     MetastoreCursor,

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hqueue.errors import InvalidArgumentError
-from hqueue.metadata.store import Order, Value
+from hqueue.metadata.metastore import Order, Value
 from hqueue.metadata.version import Version
 
 _TABLE_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:=@+,-]*")

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hqueue.errors import InvalidArgumentError
-from hqueue.hbase import parse_address
 from hqueue.message import MAX_PARTITIONS, MessageId, check_topic, parse_position
 from hqueue.metadata.factory import TABLE_PREFIX_ENV
+from hqueue.storage.hbase import parse_address
 
 __all__ = ["DEFAULT_BATCH_ROWS", "SourceOptions", "StreamOptions", "WriteOptions",
            "parse_int_list"]
@@ -138,7 +138,7 @@ class Connection:
 
         :raises ConnectionLostError: if the metadata store cannot be reached.
         """
-        from hqueue.client import connect
+        from hqueue.client.client import connect
 
         return connect(self.hbase, zookeeper=self.zookeeper, hbase_admin=self.hbase_admin,
                        table_prefix=self.table_prefix)

@@ -343,7 +343,7 @@ class HQueueWriter(DataSourceWriter):
             partition or key.
         :raises UnavailableError: if a batch is not acknowledged within ``put_timeout``.
         """
-        from hqueue.producer import NewMessage
+        from hqueue.client.producer import NewMessage
 
         opts = self.options
         has_topic = "topic" in self.columns

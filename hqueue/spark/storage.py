@@ -4,10 +4,10 @@ record batches, region locations, and the last id of a partition.
 Two read paths, neither builds per-message objects:
 
 - **sidecar** (the fast one, :class:`SidecarReader`): the ``scan`` call of
-  ``thrift/sidecar.thrift`` answers with a :class:`~hqueue.columns.MessageBlock`:
+  ``thrift/sidecar.thrift`` answers with a :class:`~hqueue.wire.block.MessageBlock`:
   12-byte rowkeys, one data buffer, and a view (start, length) of each message's topic
   and value in it. The reply frame is read whole into one buffer and its fields are
-  taken as views of it (:class:`~hqueue.rpc.framed.FramedClient`), and
+  taken as views of it (:class:`~hqueue.wire.framed.FramedClient`), and
   :func:`block_to_batch` turns them into Arrow columns with no per-message Python:
   the rowkeys are one NumPy view with a big-endian structured dtype
   (``>u2, >u8, >u2``) giving ``partition``, ``timestamp`` and ``sequence``; ``id`` is
@@ -47,7 +47,6 @@ from thriftpy2.thrift import TException
 from thriftpy2.transport import TBufferedTransport, TSocket
 
 from hqueue.closing import Closeable
-from hqueue.columns import MessageBlock
 from hqueue.errors import (
     ConnectionLostError,
     InvalidArgumentError,
@@ -55,9 +54,6 @@ from hqueue.errors import (
     StorageError,
     UnavailableError,
 )
-from hqueue.hbase import parse_address
-from hqueue.idl import hbase1
-from hqueue.idl import sidecar as sidecar_idl
 from hqueue.message import (
     COLUMN_PREFIX,
     MAX_TOPIC_BYTES,
@@ -66,7 +62,11 @@ from hqueue.message import (
     decode_rowkey,
     encode_rowkey,
 )
-from hqueue.rpc.framed import FramedClient
+from hqueue.storage.hbase import parse_address
+from hqueue.wire.block import MessageBlock
+from hqueue.wire.framed import FramedClient
+from hqueue.wire.idl import hbase1
+from hqueue.wire.idl import sidecar as sidecar_idl
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -258,7 +258,7 @@ class _RawConnection(Closeable):
 class SidecarReader(Closeable):
     """One connection to a sidecar, for its ``scan`` call on one queue; a context
     manager. Framed, with each answer's buffers taken as views of the reply frame
-    (:class:`~hqueue.rpc.framed.FramedClient`): the answer is copied once, from the
+    (:class:`~hqueue.wire.framed.FramedClient`): the answer is copied once, from the
     socket."""
 
     def __init__(self, address: str, queue: str, *, timeout_ms: int = 60_000) -> None:

@@ -2,12 +2,12 @@
 
 Layers, bottom up:
 
-- :mod:`~hqueue.standalone.cells`: the byte layout of a stored row (pure functions).
-- :mod:`~hqueue.standalone.store`: the storage engine (tables, versions, TTL,
+- :mod:`~hqueue.standalone.engine.cells`: the byte layout of a stored row (pure functions).
+- :mod:`~hqueue.standalone.engine.store`: the storage engine (tables, versions, TTL,
   group commit); usable in-process, e.g. by the sidecar inside the standalone
   process.
-- :mod:`~hqueue.standalone.filters`: HBase's filter language, the supported subset.
-- :mod:`~hqueue.standalone.scanner`: server-side scanners and their leases.
+- :mod:`~hqueue.standalone.engine.filters`: HBase's filter language, the supported subset.
+- :mod:`~hqueue.standalone.engine.cursors`: server-side scanners and their leases.
 - :mod:`~hqueue.standalone.thrift1` / :mod:`~hqueue.standalone.thrift2`: the
   Thrift services (HBase's ``Hbase.thrift`` as happybase bundles it, and the
   part of HBase 2.2's Thrift2 service hqueue needs for pre-split tables).

@@ -14,11 +14,11 @@ import click
 
 from hqueue.errors import HQueueError
 from hqueue.metadata.factory import TABLE_PREFIX_ENV
-from hqueue.rpc.server import DEFAULT_MAX_MESSAGE_BYTES
-from hqueue.standalone.scanner import DEFAULT_LEASE_SECONDS
+from hqueue.sidecar.cli import delivery_options
+from hqueue.sidecar.workers import DeliveryOptions
+from hqueue.standalone.engine.cursors import DEFAULT_LEASE_SECONDS
 from hqueue.standalone.server import StandaloneConfig, StandaloneServer
-from sidecar.cli import delivery_options
-from sidecar.delivery import DeliveryOptions
+from hqueue.wire.rpc_server import DEFAULT_MAX_MESSAGE_BYTES
 
 
 @click.command()

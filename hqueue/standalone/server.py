@@ -9,15 +9,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hqueue.idl import hbase1, hbase2
-from hqueue.rpc.server import DEFAULT_MAX_MESSAGE_BYTES, ThriftServer
-from hqueue.standalone.scanner import DEFAULT_LEASE_SECONDS, ScannerRegistry
-from hqueue.standalone.store import FOREVER, Store
+from hqueue.sidecar.node import SidecarConfig, SidecarServer
+from hqueue.sidecar.storage import EngineStorage
+from hqueue.sidecar.workers import DeliveryOptions
+from hqueue.standalone.engine.cursors import DEFAULT_LEASE_SECONDS, ScannerRegistry
+from hqueue.standalone.engine.store import FOREVER, Store
 from hqueue.standalone.thrift1 import HbaseHandler
 from hqueue.standalone.thrift2 import THBaseHandler
-from sidecar.delivery import DeliveryOptions
-from sidecar.server import SidecarConfig, SidecarServer
-from sidecar.storage import EngineStorage
+from hqueue.wire.idl import hbase1, hbase2
+from hqueue.wire.rpc_server import DEFAULT_MAX_MESSAGE_BYTES, ThriftServer
 
 log = logging.getLogger(__name__)
 

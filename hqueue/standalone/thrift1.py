@@ -24,11 +24,11 @@ from hqueue.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from hqueue.idl import hbase1
-from hqueue.rpc.server import PreEncodedStructs
-from hqueue.standalone.cells import Cell
-from hqueue.standalone.scanner import Scanner, ScannerRegistry, ScanSpec
-from hqueue.standalone.store import FOREVER, FamilyOptions, Mutation, RowMutation, Store
+from hqueue.standalone.engine.cells import Cell
+from hqueue.standalone.engine.cursors import Scanner, ScannerRegistry, ScanSpec
+from hqueue.standalone.engine.store import FOREVER, FamilyOptions, Mutation, RowMutation, Store
+from hqueue.wire.idl import hbase1
+from hqueue.wire.rpc_server import PreEncodedStructs
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from hqueue.errors import HQueueError
-from hqueue.idl import hbase2
-from hqueue.standalone.store import FOREVER, FamilyOptions, Store
+from hqueue.standalone.engine.store import FOREVER, FamilyOptions, Store
+from hqueue.wire.idl import hbase2
 
 H2 = hbase2()
 F = TypeVar("F", bound=Callable[..., Any])

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from hqueue.metadata import MetaStore, open_metastore
-from tests.harness.zookeeper import ZooKeeperServer
+from hqueue.testing.zookeeper import ZooKeeperServer
 
 REPO = Path(__file__).resolve().parents[2]
 

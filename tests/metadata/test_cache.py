@@ -11,10 +11,10 @@ import pytest
 
 from hqueue.errors import ConnectionLostError
 from hqueue.metadata import SessionState, Version, WatchEvent, open_metastore
+from hqueue.metadata.backends.zookeeper.metastore import ZooKeeperMetaStore
 from hqueue.metadata.cache import MetadataCache
-from hqueue.metadata.zookeeper import ZooKeeperMetaStore
-from tests.harness.standalone import StandaloneProcess
-from tests.harness.zookeeper import expire_session
+from hqueue.testing.standalone import StandaloneProcess
+from hqueue.testing.zookeeper import expire_session
 from tests.metadata.conftest import HBASE_OPTIONS, Backend, WorkerFactory
 from tests.metadata.events import EventLog, wait_until
 

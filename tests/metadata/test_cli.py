@@ -19,12 +19,12 @@ import happybase
 import pytest
 from click.testing import CliRunner
 
-from hqueue.cli import cli
-from hqueue.commands.queue import queue
+from hqueue.cli.main import cli
+from hqueue.cli.queue import queue
 from hqueue.errors import NoQueueError
 from hqueue.metadata.factory import TABLE_PREFIX_ENV
 from hqueue.metadata.managers import QueueInfoManager
-from tests.harness.standalone import StandaloneProcess
+from hqueue.testing.standalone import StandaloneProcess
 from tests.metadata.conftest import REPO, Backend
 
 cli.add_command(queue)

@@ -11,8 +11,8 @@ import pytest
 
 from hqueue.errors import NoKeyError
 from hqueue.metadata import EventType, SessionState, Version, WatchEvent
-from hqueue.metadata.zookeeper import ZooKeeperMetaStore
-from tests.harness.zookeeper import drop_connection, expire_session
+from hqueue.metadata.backends.zookeeper.metastore import ZooKeeperMetaStore
+from hqueue.testing.zookeeper import drop_connection, expire_session
 from tests.metadata.conftest import Backend, WorkerFactory
 from tests.metadata.events import EventLog, wait_until
 

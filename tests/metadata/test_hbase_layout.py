@@ -12,7 +12,7 @@ import pytest
 
 from hqueue.errors import BadVersionError
 from hqueue.metadata import MetaStore, Version
-from hqueue.metadata.hbase_rows import COMMIT_COLUMN, entry_row
+from hqueue.metadata.backends.hbase.rows import COMMIT_COLUMN, entry_row
 from tests.metadata.conftest import Backend
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from hqueue import Message, MessageId, Queue
-from hqueue.client import Client
-from hqueue.commands.put import read_batches
-from hqueue.producer import partition_for_key
-from tests.harness.standalone import StandaloneProcess
+from hqueue.cli.put import read_batches
+from hqueue.client.client import Client
+from hqueue.client.producer import partition_for_key
+from hqueue.testing.standalone import StandaloneProcess
 
 _ID = re.compile(r"\d{13}:\d+")
 _UNSET = ("HQUEUE_TABLE_PREFIX", "HQUEUE_ZOOKEEPER", "HQUEUE_HBASE", "HQUEUE_HBASE_ADMIN")

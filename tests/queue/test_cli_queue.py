@@ -19,14 +19,14 @@ import happybase
 import pytest
 from click.testing import CliRunner
 
-from hqueue.cli import cli
-from hqueue.client import Client
-from hqueue.commands.put import put
-from hqueue.commands.queue import format_ttl, parse_ttl, queue
-from hqueue.commands.scan import scan
+from hqueue.cli.main import cli
+from hqueue.cli.put import put
+from hqueue.cli.queue import format_ttl, parse_ttl, queue
+from hqueue.cli.scan import scan
+from hqueue.client.client import Client
 from hqueue.errors import NoQueueError
 from hqueue.metadata.managers import SubscriptionPreferences
-from tests.harness.standalone import StandaloneProcess
+from hqueue.testing.standalone import StandaloneProcess
 
 cli.add_command(queue)
 cli.add_command(put)

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from hqueue.client import Client, connect
-from hqueue.idl import hbase1
+from hqueue.client.client import Client, connect
+from hqueue.client.scanners import _RangeScan, _SidecarRangeScan
 from hqueue.message import MessageId, encode_rowkey
-from hqueue.scanner import _RangeScan, _SidecarRangeScan
-from tests.harness.standalone import StandaloneProcess
+from hqueue.testing.standalone import StandaloneProcess
+from hqueue.wire.idl import hbase1
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""FramedClient (hqueue.rpc.framed) against the sidecar of a real standalone server:
+"""FramedClient (hqueue.wire.framed) against the sidecar of a real standalone server:
 binary fields as views of the reply, everything else as thriftpy2 decodes it."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
-from hqueue.client import Client
-from hqueue.columns import MessageBlock
-from hqueue.idl import sidecar as sidecar_idl
-from hqueue.rpc.framed import FramedClient
-from tests.harness.standalone import StandaloneProcess
+from hqueue.client.client import Client
+from hqueue.testing.standalone import StandaloneProcess
+from hqueue.wire.block import MessageBlock
+from hqueue.wire.framed import FramedClient
+from hqueue.wire.idl import sidecar as sidecar_idl
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import struct
 
 import pytest
 
-from hqueue.columns import MessageBlock, int32_le
 from hqueue.errors import StorageError
 from hqueue.message import MessageId
+from hqueue.wire.block import MessageBlock, int32_le
 
 KEYS = [struct.pack(">HQH", 2, 1_700_000_000_000 + i, i) for i in range(4)]
 TOPICS = ["a", "long-topic-name", "a", "ü"]

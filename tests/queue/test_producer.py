@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from hqueue import Message, MessageId, NewMessage
-from hqueue.client import Client
+from hqueue.client.client import Client
+from hqueue.client.producer import partition_for_key
 from hqueue.errors import InvalidArgumentError, NoQueueError
-from hqueue.producer import partition_for_key
 
 
 def read_all(hq: Client, queue: str) -> list[Message]:

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from hqueue.client import Client
+from hqueue.client.client import Client
 from hqueue.errors import (
     InvalidArgumentError,
     NoQueueError,

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from hqueue import Queue
-from hqueue.client import Client
-from tests.harness.standalone import StandaloneProcess
+from hqueue.client.client import Client
+from hqueue.testing.standalone import StandaloneProcess
 from tests.queue.test_scanners import T0, make_queue, write_rows
 
 ROWS = [

@@ -14,11 +14,11 @@ from collections.abc import Iterable
 import pytest
 
 from hqueue import Message, MessageId, Queue
-from hqueue.client import Client
+from hqueue.client.client import Client
+from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
 from hqueue.errors import HQueueError, InvalidArgumentError, StorageError
-from hqueue.idl import hbase1
 from hqueue.message import encode_rowkey
-from hqueue.scanner import CombinedPartitionScanner, PartitionScanner, QueueScanner
+from hqueue.wire.idl import hbase1
 
 Hbase = hbase1()
 

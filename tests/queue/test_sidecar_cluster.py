@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 import hqueue
-from hqueue.client import Client, connect
+from hqueue.client.client import Client, connect
 from hqueue.errors import NotOwnerError
 from hqueue.message import MessageId
-from hqueue.metadata.store import SessionState
-from tests.harness.cluster import SESSION, Cluster, wait_for
-from tests.harness.standalone import StandaloneProcess
-from tests.harness.zookeeper import ZooKeeperServer, expire_session
+from hqueue.metadata.metastore import SessionState
+from hqueue.testing.cluster import SESSION, Cluster, wait_for
+from hqueue.testing.standalone import StandaloneProcess
+from hqueue.testing.zookeeper import ZooKeeperServer, expire_session
 
 
 def owners(client: Client, queue: str) -> dict[int, str]:

@@ -14,8 +14,8 @@ from hqueue.message import (
     parse_position,
     partition_range,
 )
-from sidecar.assignment import Assignment, rebalance
-from sidecar.ids import IdClock
+from hqueue.sidecar.assignment import Assignment, rebalance
+from hqueue.sidecar.ids import IdClock
 
 
 def test_rowkey_is_twelve_big_endian_bytes() -> None:

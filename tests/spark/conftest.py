@@ -16,8 +16,8 @@ pytest.importorskip("pyarrow")
 
 import happybase
 
-from hqueue.client import Client
-from tests.harness.standalone import StandaloneProcess
+from hqueue.client.client import Client
+from hqueue.testing.standalone import StandaloneProcess
 
 
 @pytest.fixture(scope="session")

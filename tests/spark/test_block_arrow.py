@@ -8,9 +8,9 @@ import struct
 import pyarrow as pa
 import pytest
 
-from hqueue.columns import MessageBlock
 from hqueue.errors import StorageError
 from hqueue.spark.storage import ARROW_SCHEMA, block_to_batch
+from hqueue.wire.block import MessageBlock
 
 KEYS = [struct.pack(">HQH", 3, 1_700_000_000_000 + i, i) for i in range(5)]
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import happybase
 import pytest
 
-from hqueue.metadata.managers.subscriptions import SubscriptionPreferences
-from spark_jobs.export_parquet import export
-from spark_jobs.load_files import file_format, load
-from spark_jobs.queue_report import report, write_outputs
+from hqueue.metadata.managers.subscription_data import SubscriptionPreferences
+from hqueue.spark_jobs.export_parquet import export
+from hqueue.spark_jobs.load_files import file_format, load
+from hqueue.spark_jobs.queue_report import report, write_outputs
 from tests.spark.conftest import options, store_rows
 
 DAY = 86_400_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hqueue.producer import partition_for_key
+from hqueue.client.producer import partition_for_key
 from tests.spark.conftest import options
 
 

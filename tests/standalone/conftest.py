@@ -17,8 +17,8 @@ import happybase
 import pytest
 import thriftpy2.rpc
 
-from hqueue.idl import hbase1, hbase2
-from tests.harness.standalone import StandaloneProcess
+from hqueue.testing.standalone import StandaloneProcess
+from hqueue.wire.idl import hbase1, hbase2
 
 Hbase: ModuleType = hbase1()
 """HBase's Thrift1 types (``Hbase_thrift``, as happybase registers it)."""

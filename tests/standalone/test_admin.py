@@ -7,7 +7,7 @@ import socket
 import happybase
 import pytest
 
-from tests.harness.standalone import StandaloneProcess
+from hqueue.testing.standalone import StandaloneProcess
 from tests.standalone.conftest import Hbase, tname
 
 FOREVER = 2**31 - 1

@@ -1,4 +1,4 @@
-"""The sidecar's bulk read of the standalone store (``sidecar.engine_read``), in-process,
+"""The sidecar's bulk read of the standalone store (``hqueue.standalone.engine.read``), in-process,
 against a reference that decodes every row cell by cell."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from hqueue.columns import MessageBlock
 from hqueue.errors import StorageError
-from hqueue.standalone.cells import decode_cells, encode_cells
-from hqueue.standalone.store import FamilyOptions, Mutation, RowMutation, Store, now_ms
-from sidecar.engine_read import read_block
+from hqueue.standalone.engine.cells import decode_cells, encode_cells
+from hqueue.standalone.engine.read import read_block
+from hqueue.standalone.engine.store import FamilyOptions, Mutation, RowMutation, Store, now_ms
+from hqueue.wire.block import MessageBlock
 
 TABLE = b"q"
 T0 = now_ms() - 10_000

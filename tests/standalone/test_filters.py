@@ -8,7 +8,7 @@ import happybase
 import pytest
 
 from hqueue.errors import InvalidArgumentError
-from hqueue.standalone.filters import parse_filter
+from hqueue.standalone.engine.filters import parse_filter
 from tests.standalone.conftest import Hbase
 
 KEYS = [b"a1", b"a2", b"b1", b"b2", b"c1"]

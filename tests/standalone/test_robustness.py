@@ -16,7 +16,7 @@ import thriftpy2.rpc
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
-from tests.harness.standalone import StandaloneProcess
+from hqueue.testing.standalone import StandaloneProcess
 from tests.standalone.conftest import CLIENT_TIMEOUT_MS
 
 LIMIT = 64 * 1024

@@ -10,7 +10,7 @@ import pytest
 from thriftpy2.protocol import TCompactProtocolFactory
 from thriftpy2.transport import TFramedTransportFactory
 
-from tests.harness.standalone import StandaloneProcess
+from hqueue.testing.standalone import StandaloneProcess
 from tests.standalone.conftest import H2, thrift2_client, tname
 
 SPLITS = [b"\x00\x01", b"\x00\x02"]

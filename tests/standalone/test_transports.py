@@ -8,7 +8,7 @@ import time
 import happybase
 import pytest
 
-from tests.harness.standalone import StandaloneProcess
+from hqueue.testing.standalone import StandaloneProcess
 from tests.standalone.conftest import Hbase
 
 COMBINATIONS = [("buffered", "binary"), ("framed", "binary"), ("buffered", "compact"),

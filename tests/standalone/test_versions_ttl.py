@@ -9,9 +9,9 @@ from pathlib import Path
 import happybase
 import pytest
 
-from hqueue.standalone.cells import Cell
+from hqueue.standalone.engine.cells import Cell
+from hqueue.standalone.engine.store import Store
 from hqueue.standalone.server import StandaloneConfig, StandaloneServer
-from hqueue.standalone.store import Store
 from tests.standalone.conftest import Hbase
 
 

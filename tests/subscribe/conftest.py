@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.cluster import Cluster
-from tests.harness.standalone import StandaloneProcess
+from hqueue.testing.cluster import Cluster
+from hqueue.testing.standalone import StandaloneProcess
 
 
 @pytest.fixture(params=["hbase", "zookeeper"])

@@ -7,10 +7,10 @@ import json
 import signal
 from pathlib import Path
 
-from hqueue.client import Client
-from tests.harness.cluster import wait_for
-from tests.harness.standalone import StandaloneProcess
-from tests.harness.subscriber import SubscriberProcess
+from hqueue.client.client import Client
+from hqueue.testing.cluster import wait_for
+from hqueue.testing.standalone import StandaloneProcess
+from hqueue.testing.subscriber import SubscriberProcess
 from tests.queue.test_cli_put import hqueue
 
 

@@ -11,13 +11,13 @@ import time
 import pytest
 
 from hqueue import ConsumeStatus, Message, MessageId
-from hqueue.client import Client, Queue
-from hqueue.metadata.store import SessionState
-from hqueue.subscriptions import DeliveryLag
-from sidecar.delivery import DeliveryOptions
-from tests.harness.cluster import SESSION, Cluster, wait_for
-from tests.harness.subscriber import SubscriberProcess
-from tests.harness.zookeeper import ZooKeeperServer, expire_session
+from hqueue.client.client import Client, Queue
+from hqueue.client.subscription_admin import DeliveryLag
+from hqueue.metadata.metastore import SessionState
+from hqueue.sidecar.workers import DeliveryOptions
+from hqueue.testing.cluster import SESSION, Cluster, wait_for
+from hqueue.testing.subscriber import SubscriberProcess
+from hqueue.testing.zookeeper import ZooKeeperServer, expire_session
 
 
 class Producer:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from hqueue import ConsumeStatus, Message, MessageId, MessageListener
-from hqueue.client import Client
+from hqueue.client.client import Client
 from hqueue.errors import InvalidArgumentError, NoSubscriptionError, SubscriberRunningError
 
 

@@ -7,7 +7,7 @@ their reads come from it; writes always go to the store."""
 
 from hqueue.metadata.managers.ownership import OwnerInfo, PartitionOwnershipManager
 from hqueue.metadata.managers.queue_info import QueueInfo, QueueInfoManager
-from hqueue.metadata.managers.subscriptions import (
+from hqueue.metadata.managers.subscription_data import (
     SubscriptionData,
     SubscriptionDataManager,
     SubscriptionPreferences,

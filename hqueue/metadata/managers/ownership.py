@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from hqueue.errors import NoKeyError, NoOwnerInfoError
 from hqueue.metadata.cache import MetadataCache
+from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
 from hqueue.metadata.resources import (
     check_name,
     check_partition,
@@ -23,7 +24,6 @@ from hqueue.metadata.resources import (
     partition_key,
     partition_of_key,
 )
-from hqueue.metadata.store import MetaStore, MetastoreTable, Value
 from hqueue.metadata.version import Version, Versioned
 
 __all__ = ["OwnerInfo", "PartitionOwnershipManager"]

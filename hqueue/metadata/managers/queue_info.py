@@ -15,8 +15,8 @@ from hqueue.errors import (
     QueueExistsError,
 )
 from hqueue.metadata.cache import MetadataCache
+from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
 from hqueue.metadata.resources import MAX_PARTITIONS, QUEUES, check_queue_name, queue_root
-from hqueue.metadata.store import MetaStore, MetastoreTable, Value
 from hqueue.metadata.version import Version, Versioned
 
 __all__ = ["QueueInfo", "QueueInfoManager"]

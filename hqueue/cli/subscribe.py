@@ -1,0 +1,114 @@
+"""``hqueue subscribe QUEUE NAME``: print a subscription's messages as they arrive.
+
+Lines are those of ``hqueue scan`` (text, or ``--format json``), flushed after each
+batch, so a pipe sees messages as soon as the sidecar pushes them. A line
+``hqueue subscriber ready: queue=Q subscription=S address=H:P`` goes to stderr once
+the subscriber is announced. Ctrl-C (SIGINT) or SIGTERM closes it cleanly: the
+address is withdrawn, the batch in progress finishes, and the subscription stays,
+so running the command again with the same NAME resumes after the last checkpoint.
+A closed stdout ends it quietly (status 0).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+
+import click
+
+from hqueue.cli.common import client_for, root_options
+from hqueue.cli.scan import _json_line, _text_line
+from hqueue.client.subscriber import ConsumeStatus
+from hqueue.errors import HQueueError
+from hqueue.message import Message, check_topic
+
+__all__ = ["subscribe"]
+
+
+class _Printer:
+    """The listener: writes each batch to stdout and flushes it."""
+
+    def __init__(self, json_output: bool, done: threading.Event) -> None:
+        self._format = _json_line if json_output else _text_line
+        self._done = done
+        self.broken = False
+
+    def __call__(self, messages: list[Message]) -> ConsumeStatus:
+        if self._done.is_set():
+            return ConsumeStatus.RETRY_LATER
+        try:
+            sys.stdout.write("".join(map(self._format, messages)))
+            sys.stdout.flush()
+        except BrokenPipeError:
+            self.broken = True
+            self._done.set()
+            return ConsumeStatus.RETRY_LATER
+        return ConsumeStatus.SUCCESS
+
+
+@click.command("subscribe")
+@click.argument("queue_name", metavar="QUEUE")
+@click.argument("name", metavar="NAME")
+@click.option("--topic", "-t", "topics", multiple=True,
+              help="Only this topic; repeat for several (default: all).")
+@click.option("--partition", "-p", "partitions", type=click.IntRange(min=0), multiple=True,
+              help="Only this partition; repeat for several (default: all).")
+@click.option("--from", "start", default="latest", show_default=True,
+              metavar="earliest|latest|ID|TIME",
+              help="Where a new subscription starts: earliest, latest, 'timestamp:sequence', "
+                   "an ISO-8601 time or milliseconds. An existing one resumes after its "
+                   "checkpoint.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address the subscriber's Thrift service binds.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0,
+              help="Port of the subscriber's Thrift service [default: a free one].")
+@click.option("--advertised-host", default=None,
+              help="Host the sidecars reach the subscriber at [default: --host].")
+@click.option("--session-timeout", type=click.FloatRange(min=1.0), default=10.0,
+              show_default=True,
+              help="Seconds after which a subscriber that died stops being 'running'.")
+@click.option("--wait", type=click.FloatRange(min=0.0), default=30.0, show_default=True,
+              help="Seconds to wait for a previous subscriber's address to expire.")
+@click.pass_context
+def subscribe(ctx: click.Context, queue_name: str, name: str, topics: tuple[str, ...],
+              partitions: tuple[int, ...], start: str, host: str, port: int,
+              advertised_host: str | None, session_timeout: float,
+              wait: float) -> None:
+    """Print the messages of subscription NAME of QUEUE as they arrive."""
+    for topic in topics:
+        try:
+            check_topic(topic)
+        except HQueueError as exc:
+            raise click.ClickException(f"--topic: {exc}") from None
+    done = threading.Event()
+    printer = _Printer(root_options(ctx).get("format") == "json", done)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with client_for(ctx, session_timeout=session_timeout) as client:
+            queue = client.queue(queue_name)
+            try:
+                subscriber = queue.subscribe(
+                    name, printer, partitions=partitions or None, topics=topics or None,
+                    start=start, host=host, port=port,
+                    advertised_host=advertised_host, wait=wait)
+            except OSError as exc:
+                raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+            with subscriber:
+                click.echo(f"hqueue subscriber ready: queue={queue_name} subscription={name} "
+                           f"address={subscriber.address}", err=True)
+                while not done.wait(0.5):
+                    pass
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if printer.broken:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)

@@ -1,0 +1,121 @@
+"""``hqueue subscriptions list|delete|reset`` and ``hqueue lag``.
+
+``list`` prints one line per subscription: name, partitions, topics, whether a
+subscriber runs (and where), and its checkpoints. ``reset --to`` moves a subscription
+to earliest, latest, an id or a time on all its partitions (see
+:func:`hqueue.client.subscription_admin.reset_subscription`). ``lag`` asks the sidecars that own
+the queue's partitions and prints, per subscription and partition, the newest id, the
+last delivered and checkpointed ids, how far behind (ms) and the delivery state; with
+``--format json`` each line is one object.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import click
+
+from hqueue.cli.common import client_for, root_options
+from hqueue.client.subscription_admin import DeliveryLag, LagReport, SubscriptionInfo
+from hqueue.errors import HQueueError
+
+__all__ = ["lag", "subscriptions"]
+
+
+@click.group("subscriptions")
+def subscriptions() -> None:
+    """List, delete and reset the subscriptions of a queue."""
+
+
+def _ids(ids: Mapping[int, object]) -> str:
+    return ",".join(f"{p}={i}" for p, i in sorted(ids.items())) or "-"
+
+
+def _list_line(info: SubscriptionInfo) -> str:
+    topics = ",".join(info.topics) or "*"
+    running = info.subscriber or "not running"
+    return (f"{info.name}\tpartitions={','.join(map(str, info.partitions))}\t"
+            f"topics={topics}\t{running}\tcheckpoints={_ids(info.checkpoints)}")
+
+
+@subscriptions.command("list")
+@click.argument("queue_name", metavar="QUEUE")
+@click.pass_context
+def list_subscriptions(ctx: click.Context, queue_name: str) -> None:
+    """List the subscriptions of QUEUE."""
+    json_output = root_options(ctx).get("format") == "json"
+    with client_for(ctx) as client:
+        for info in client.queue(queue_name).subscriptions():
+            click.echo(json.dumps(info.to_json()) if json_output else _list_line(info))
+
+
+@subscriptions.command("delete")
+@click.argument("queue_name", metavar="QUEUE")
+@click.argument("name", metavar="NAME")
+@click.pass_context
+def delete_subscription(ctx: click.Context, queue_name: str, name: str) -> None:
+    """Delete subscription NAME of QUEUE and its checkpoints."""
+    with client_for(ctx) as client:
+        client.queue(queue_name).delete_subscription(name)
+    click.echo(f"deleted subscription {name!r} of {queue_name!r}", err=True)
+
+
+@subscriptions.command("reset")
+@click.argument("queue_name", metavar="QUEUE")
+@click.argument("name", metavar="NAME")
+@click.option("--to", "to", required=True, metavar="earliest|latest|ID|TIME",
+              help="The new start: earliest, latest, 'timestamp:sequence', an ISO-8601 "
+                   "time or milliseconds since the epoch.")
+@click.pass_context
+def reset_subscription(ctx: click.Context, queue_name: str, name: str, to: str) -> None:
+    """Move subscription NAME of QUEUE to a new start on all its partitions."""
+    with client_for(ctx) as client:
+        starts = client.queue(queue_name).reset_subscription(name, to)
+    if root_options(ctx).get("format") == "json":
+        click.echo(json.dumps({"subscription": name,
+                               "starts": {str(p): str(i) for p, i in starts.items()}}))
+    else:
+        click.echo(f"{name}\tstarts={_ids(starts)}")
+
+
+_HEADER = ("SUBSCRIPTION", "PARTITION", "NEWEST", "DELIVERED", "CHECKPOINT", "BEHIND_MS",
+           "STATE", "BUFFERED")
+
+
+def _row(d: DeliveryLag) -> tuple[str, ...]:
+    behind = d.behind_ms
+    return (d.subscription, str(d.partition), str(d.newest or "-"), str(d.delivered or "-"),
+            str(d.checkpointed or "-"), "-" if behind is None else str(behind),
+            d.state + (f" ({d.error})" if d.error else ""),
+            f"{d.buffered_messages}/{d.buffered_bytes}B")
+
+
+def _table(report: LagReport) -> str:
+    rows = [_HEADER] + [_row(d) for d in report.deliveries]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADER))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+@click.command("lag")
+@click.argument("queue_name", metavar="QUEUE")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+              help="Seconds to wait for each sidecar's answer.")
+@click.pass_context
+def lag(ctx: click.Context, queue_name: str, timeout: float) -> None:
+    """Print how far each subscription of QUEUE is behind, per partition."""
+    with client_for(ctx) as client:
+        try:
+            report = client.queue(queue_name).lag(timeout)
+        except HQueueError as exc:
+            raise click.ClickException(str(exc)) from None
+    if root_options(ctx).get("format") == "json":
+        for d in report.deliveries:
+            click.echo(json.dumps({"queue": queue_name, **d.to_json()}))
+    elif report.deliveries:
+        click.echo(_table(report))
+    else:
+        click.echo(f"queue {queue_name!r} has no subscriptions", err=True)
+    for problem in report.unreachable:
+        click.echo(f"warning: no answer from sidecar {problem}", err=True)

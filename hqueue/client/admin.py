@@ -1,0 +1,285 @@
+"""Queue administration: a queue is an HBase table plus its metadata.
+
+Creating a queue creates the table first (family ``message``, one version, the
+queue's TTL, pre-split at partition boundaries through Thrift2) and then its
+QueueInfo; if the metadata cannot be written the table is dropped again, so a failed
+create leaves nothing behind. The table comes first because the HBase table name is
+the one thing two racing creators cannot both get: the loser sees TableExists.
+
+Not public API: reach it through :class:`hqueue.Client`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from hqueue.errors import (
+    BadVersionError,
+    InvalidArgumentError,
+    NoQueueError,
+    QueueExistsError,
+    StorageError,
+    SubscriptionExistsError,
+    TableExistsError,
+)
+from hqueue.message import FAMILY
+from hqueue.metadata.managers import (
+    OwnerInfo,
+    PartitionOwnershipManager,
+    QueueInfo,
+    QueueInfoManager,
+    SubscriptionDataManager,
+)
+from hqueue.metadata.resources import check_queue_name
+from hqueue.metadata.version import Version
+from hqueue.storage.hbase import HBase
+
+__all__ = ["MAX_QUEUE_PARTITIONS", "QueueAdmin", "QueueDescription", "RegionInfo", "ttl_seconds"]
+
+MAX_QUEUE_PARTITIONS = 32767
+"""A queue has 1..32767 partitions."""
+
+
+@dataclass(frozen=True)
+class RegionInfo:
+    """One region of a queue table: its first and last partition and its server."""
+
+    first_partition: int
+    last_partition: int
+    host: str
+    port: int
+    start_key: bytes
+    end_key: bytes
+
+
+@dataclass(frozen=True)
+class QueueDescription:
+    """What :meth:`hqueue.Client.describe_queue` returns."""
+
+    name: str
+    partitions: int
+    ttl_seconds: int | None
+    created_ms: int
+    table: str
+    regions: list[RegionInfo]
+    owners: dict[int, OwnerInfo]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the JSON form ``hqueue queue describe --format json`` prints."""
+        return {
+            "name": self.name,
+            "partitions": self.partitions,
+            "ttl_seconds": self.ttl_seconds,
+            "created_ms": self.created_ms,
+            "table": self.table,
+            "regions": [
+                {"partitions": [r.first_partition, r.last_partition],
+                 "host": r.host, "port": r.port}
+                for r in self.regions
+            ],
+            "owners": {
+                str(p): {"sidecar": o.sidecar, "address": o.address, "epoch": o.epoch}
+                for p, o in sorted(self.owners.items())
+            },
+        }
+
+
+def ttl_seconds(ttl: int | float | _dt.timedelta | None) -> int | None:
+    """Return a TTL in whole seconds (``None`` keeps messages forever).
+
+    :raises InvalidArgumentError: if it is not a positive duration.
+    """
+    if ttl is None:
+        return None
+    if isinstance(ttl, _dt.timedelta):
+        seconds = ttl.total_seconds()
+    elif isinstance(ttl, int | float) and not isinstance(ttl, bool):
+        seconds = float(ttl)
+    else:
+        raise InvalidArgumentError(f"'ttl' must be seconds or a timedelta, not {ttl!r}")
+    if seconds < 1 or seconds >= 2**31:
+        raise InvalidArgumentError(f"'ttl' must be 1 second .. 68 years, not {ttl!r}")
+    return int(seconds)
+
+
+def split_keys(partitions: int, regions: int) -> list[bytes]:
+    """Return the split keys that cut ``partitions`` into ``regions`` contiguous ranges
+    of nearly equal size, each key a 2-byte partition id."""
+    firsts = sorted({(i * partitions) // regions for i in range(1, regions)})
+    return [struct.pack(">H", p) for p in firsts if p > 0]
+
+
+def _check_partitions(partitions: object, regions: object) -> tuple[int, int]:
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or not (
+        1 <= partitions <= MAX_QUEUE_PARTITIONS
+    ):
+        raise InvalidArgumentError(
+            f"'partitions' must be an integer in 1..{MAX_QUEUE_PARTITIONS}, not {partitions!r}"
+        )
+    if regions is None:
+        regions = partitions
+    if isinstance(regions, bool) or not isinstance(regions, int) or not (
+        1 <= regions <= partitions
+    ):
+        raise InvalidArgumentError(
+            f"'regions' must be an integer in 1..partitions ({partitions}), not {regions!r}"
+        )
+    return partitions, regions
+
+
+class QueueAdmin:
+    """Creates, describes, alters and deletes queues on ``hbase`` with their metadata."""
+
+    def __init__(
+        self,
+        hbase: HBase,
+        queues: QueueInfoManager,
+        owners: PartitionOwnershipManager,
+        subscriptions: SubscriptionDataManager,
+    ) -> None:
+        self._hbase = hbase
+        self._queues = queues
+        self._owners = owners
+        self._subscriptions = subscriptions
+
+    def create_queue(
+        self,
+        name: str,
+        partitions: int = 1,
+        *,
+        ttl: int | float | _dt.timedelta | None = None,
+        regions: int | None = None,
+    ) -> QueueInfo:
+        """Create the queue's table and metadata; ``regions`` defaults to one region
+        per partition. Return its QueueInfo.
+
+        :raises InvalidArgumentError: on a bad name, partition count, region count or TTL.
+        :raises QueueExistsError: if the queue (or a table of its name) exists.
+        :raises StorageError: if HBase refuses the table.
+        :raises ConnectionLostError: if HBase or the metadata store cannot be reached.
+        """
+        check_queue_name(name)
+        partitions, regions = _check_partitions(partitions, regions)
+        ttl_s = ttl_seconds(ttl)
+        h2 = _hbase2()
+        table = self._hbase.table_name(name)
+        family = h2.TColumnFamilyDescriptor(
+            name=FAMILY, maxVersions=1, timeToLive=ttl_s if ttl_s is not None else 2**31 - 1
+        )
+        desc = h2.TTableDescriptor(tableName=h2.TTableName(qualifier=table), columns=[family])
+        try:
+            with self._hbase.admin(f"create queue {name!r}") as admin:
+                admin.createTable(desc, split_keys(partitions, regions))
+        except (StorageError, TableExistsError) as exc:
+            if "TableExists" in str(exc):
+                raise QueueExistsError(f"queue {name!r} already exists") from None
+            raise
+        try:
+            return self._queues.create_queue_info(
+                name, partitions, regions=regions, ttl_seconds=ttl_s
+            ).value
+        except BaseException:
+            self._drop_table(name)
+            raise
+
+    def queues(self) -> list[QueueInfo]:
+        """Return every queue's info, by name."""
+        return [v.value for v in self._queues.list_queues().values()]
+
+    def queue_info(self, name: str) -> QueueInfo:
+        """Return a queue's info.
+
+        :raises NoQueueError: if there is no such queue.
+        """
+        return self._queues.read_queue_info(name).value
+
+    def describe_queue(self, name: str) -> QueueDescription:
+        """Return the queue's partitions, TTL, regions with their servers and owners.
+
+        :raises NoQueueError: if there is no such queue.
+        :raises ConnectionLostError: if HBase or the metadata store cannot be reached.
+        """
+        info = self.queue_info(name)
+        table = self._hbase.table_name(name)
+        with self._hbase.admin(f"describe queue {name!r}") as admin:
+            locations = admin.getAllRegionLocations(table)
+        regions = []
+        for loc in sorted(locations, key=lambda x: x.regionInfo.startKey or b""):
+            start = loc.regionInfo.startKey or b""
+            end = loc.regionInfo.endKey or b""
+            first = struct.unpack(">H", start[:2].ljust(2, b"\0"))[0] if start else 0
+            last = (struct.unpack(">H", end[:2].ljust(2, b"\0"))[0] - 1) if end else (
+                info.partitions - 1
+            )
+            regions.append(RegionInfo(first, min(last, info.partitions - 1),
+                                      loc.serverName.hostName, loc.serverName.port or 0,
+                                      start, end))
+        owners = {p: v.value for p, v in self._owners.read_owners(name).items()}
+        return QueueDescription(info.name, info.partitions, info.ttl_seconds, info.created_ms,
+                                table.decode(), regions, owners)
+
+    def alter_queue(self, name: str, *, ttl: int | float | _dt.timedelta | None) -> QueueInfo:
+        """Change the queue's TTL (``None``: keep messages forever); return its new info.
+        The TTL applies to stored messages too, as HBase's family TTL does.
+
+        :raises NoQueueError: if there is no such queue.
+        :raises InvalidArgumentError: on a bad TTL.
+        """
+        ttl_s = ttl_seconds(ttl)
+        while True:
+            current = self._queues.read_queue_info(name)
+            h2 = _hbase2()
+            family = h2.TColumnFamilyDescriptor(
+                name=FAMILY, timeToLive=ttl_s if ttl_s is not None else 2**31 - 1
+            )
+            with self._hbase.admin(f"alter queue {name!r}") as admin:
+                admin.modifyColumnFamily(
+                    h2.TTableName(qualifier=self._hbase.table_name(name)), family
+                )
+            info = current.value
+            new = QueueInfo(info.name, info.partitions, info.regions, ttl_s, info.created_ms,
+                            info.schema)
+            try:
+                self._queues.write_queue_info(new, current.version)
+            except BadVersionError:
+                continue  # altered concurrently: apply ours on top of the newer info
+            return new
+
+    def delete_queue(self, name: str, *, force: bool = False) -> None:
+        """Delete the queue's table and all its metadata. Refuses while the queue has
+        subscriptions, unless ``force``.
+
+        :raises NoQueueError: if there is no such queue.
+        :raises SubscriptionExistsError: if it has subscriptions and not ``force``.
+        """
+        self._queues.read_queue_info(name)
+        if not force:
+            subs = self._subscriptions.read_subscriptions(name)
+            if subs:
+                names = ", ".join(sorted(subs)[:5])
+                raise SubscriptionExistsError(
+                    f"queue {name!r} has {len(subs)} subscription(s) ({names}); delete them "
+                    "first or force the deletion"
+                )
+        # Metadata first: sidecars stop serving the queue once its info is gone, so
+        # no write races the table's removal into a "table not found" storage error.
+        with contextlib.suppress(NoQueueError):
+            self._queues.delete_queue_info(name, Version.ANY)
+        self._drop_table(name)
+
+    def _drop_table(self, name: str) -> None:
+        with self._hbase.connection(f"delete table of queue {name!r}") as conn:
+            table = self._hbase.table_name(name)
+            if table in conn.client.getTableNames():
+                conn.client.disableTable(table)
+                conn.client.deleteTable(table)
+
+
+def _hbase2() -> Any:
+    from hqueue.wire.idl import hbase2
+
+    return hbase2()

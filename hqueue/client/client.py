@@ -1,0 +1,371 @@
+"""The client library's entry point: :func:`connect` returns a :class:`Client`, which
+administers queues and hands out :class:`Queue` objects for producing and scanning.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from hqueue.client.admin import QueueAdmin, QueueDescription
+from hqueue.client.producer import NewMessage, Producer
+from hqueue.closing import Closeable
+from hqueue.errors import InvalidArgumentError, NoQueueError
+from hqueue.message import MessageId
+from hqueue.metadata.cache import MetadataCache
+from hqueue.metadata.factory import TABLE_PREFIX_ENV, open_metastore
+from hqueue.metadata.managers import (
+    PartitionOwnershipManager,
+    QueueInfo,
+    QueueInfoManager,
+    SubscriptionDataManager,
+)
+from hqueue.metadata.metastore import MetaStore
+from hqueue.storage.hbase import HBase, parse_address
+
+if TYPE_CHECKING:
+    # The scanners import this module's Queue; they are loaded when first used.
+    from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
+    from hqueue.client.subscriber import Listener, Subscriber
+    from hqueue.client.subscription_admin import LagReport, SubscriptionInfo
+
+__all__ = ["Client", "Queue", "connect", "default_admin_address"]
+
+DEFAULT_HBASE = "127.0.0.1:9090"
+ADMIN_PORT = 9091
+"""Default port of the HBase Thrift2 gateway (``hqueue standalone``'s default too)."""
+
+
+def default_admin_address(hbase: str) -> str:
+    """Return the Thrift2 gateway assumed when none is given: the Thrift1 host, port
+    9091."""
+    host, _ = parse_address(hbase)
+    return f"{host}:{ADMIN_PORT}"
+
+
+def connect(
+    hbase: str | None = None,
+    *,
+    zookeeper: str | None = None,
+    hbase_admin: str | None = None,
+    table_prefix: str | None = None,
+    timeout: float = 10.0,
+    put_timeout: float = 30.0,
+    fast_scan: bool = True,
+    session_timeout: float = 10.0,
+) -> Client:
+    """Connect to hqueue and return a :class:`Client` (a context manager).
+
+    ``hbase`` is the HBase Thrift1 gateway ``HOST:PORT`` (default ``HQUEUE_HBASE`` or
+    127.0.0.1:9090); ``hbase_admin`` the Thrift2 gateway used to create and alter queue
+    tables (default ``HQUEUE_HBASE_ADMIN`` or port 9091 on the Thrift1 host);
+    ``zookeeper`` a ZooKeeper connect string for the metadata (default
+    ``HQUEUE_ZOOKEEPER``; without one, metadata lives in HBase); ``table_prefix`` the
+    happybase table prefix of the whole installation (default ``HQUEUE_TABLE_PREFIX``).
+    ``put_timeout`` bounds how long a put keeps retrying while partitions move.
+    ``fast_scan`` reads through the partition owner's sidecar (messages by column)
+    where there is one; ``False`` reads through HBase's Thrift1 gateway only.
+    ``session_timeout`` is how long this client's ephemeral entries (a running
+    subscriber's address) outlive it if it dies: the ZooKeeper session timeout or
+    the HBase lease.
+
+    :raises InvalidArgumentError: on a malformed address.
+    :raises ConnectionLostError: if the metadata store cannot be reached.
+    """
+    return Client(
+        hbase or os.environ.get("HQUEUE_HBASE") or DEFAULT_HBASE,
+        zookeeper=zookeeper if zookeeper is not None else os.environ.get("HQUEUE_ZOOKEEPER"),
+        hbase_admin=hbase_admin or os.environ.get("HQUEUE_HBASE_ADMIN"),
+        table_prefix=table_prefix if table_prefix is not None
+        else os.environ.get(TABLE_PREFIX_ENV),
+        timeout=timeout,
+        put_timeout=put_timeout,
+        fast_scan=fast_scan,
+        session_timeout=session_timeout,
+    )
+
+
+class Client(Closeable):
+    """A connection to one hqueue installation. Thread-safe. Use :func:`connect`."""
+
+    def __init__(
+        self,
+        hbase: str,
+        *,
+        zookeeper: str | None = None,
+        hbase_admin: str | None = None,
+        table_prefix: str | None = None,
+        timeout: float = 10.0,
+        put_timeout: float = 30.0,
+        fast_scan: bool = True,
+        session_timeout: float = 10.0,
+    ) -> None:
+        parse_address(hbase)
+        self.fast_scan = fast_scan
+        self.hbase = HBase(hbase, hbase_admin or default_admin_address(hbase),
+                           table_prefix=table_prefix or None,
+                           timeout_ms=int(max(timeout, 30.0) * 1000))
+        self.zookeeper = zookeeper or None
+        self.metastore: MetaStore = open_metastore(
+            hbase=hbase, zookeeper=self.zookeeper, timeout=timeout,
+            **({"session_timeout": session_timeout} if self.zookeeper
+               else {"table_prefix": table_prefix or None, "lease_ttl": session_timeout}),
+        )
+        self.cache = MetadataCache(self.metastore)
+        self.queue_infos = QueueInfoManager(self.metastore, self.cache)
+        self.owners = PartitionOwnershipManager(self.metastore, self.cache)
+        self.subscriptions = SubscriptionDataManager(self.metastore)
+        self.admin = QueueAdmin(self.hbase, QueueInfoManager(self.metastore), self.owners,
+                                self.subscriptions)
+        self.producer = Producer(self, put_timeout=put_timeout)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- administration ------------------------------------------------------------
+
+    def create_queue(
+        self,
+        name: str,
+        partitions: int = 1,
+        *,
+        ttl: int | float | _dt.timedelta | None = None,
+        regions: int | None = None,
+    ) -> QueueInfo:
+        """Create a queue: its HBase table (family ``message``, one version, TTL,
+        pre-split at partition boundaries; one region per partition unless
+        ``regions`` says otherwise) and its metadata. Return its info.
+
+        :raises InvalidArgumentError: on a bad name, partition count or TTL.
+        :raises QueueExistsError: if it exists.
+        :raises ConnectionLostError: if HBase or the metadata store is unreachable.
+        """
+        return self.admin.create_queue(name, partitions, ttl=ttl, regions=regions)
+
+    def queues(self) -> list[QueueInfo]:
+        """Return every queue's info, ordered by name."""
+        return self.admin.queues()
+
+    def describe_queue(self, name: str) -> QueueDescription:
+        """Return the queue's partitions, TTL, regions and their hosts, and owners.
+
+        :raises NoQueueError: if there is no such queue.
+        """
+        return self.admin.describe_queue(name)
+
+    def alter_queue(self, name: str, *, ttl: int | float | _dt.timedelta | None) -> QueueInfo:
+        """Change the queue's TTL (``None`` keeps messages forever); return its info.
+
+        :raises NoQueueError: if there is no such queue.
+        """
+        return self.admin.alter_queue(name, ttl=ttl)
+
+    def delete_queue(self, name: str, *, force: bool = False) -> None:
+        """Delete the queue's table and metadata; refuses while it has subscriptions
+        unless ``force``.
+
+        :raises NoQueueError: if there is no such queue.
+        :raises SubscriptionExistsError: if it has subscriptions and not ``force``.
+        """
+        self.admin.delete_queue(name, force=force)
+
+    def queue(self, name: str) -> Queue:
+        """Return the queue ``name``.
+
+        :raises NoQueueError: if there is no such queue.
+        """
+        try:
+            return Queue(self, self.queue_infos.read_queue_info(name).value)
+        except NoQueueError:
+            # The cache may not have seen a queue created a moment ago.
+            return Queue(self, self.admin.queue_info(name))
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close connections and watches; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.producer.close()
+        self.cache.close()
+        self.metastore.close()
+        self.hbase.close()
+
+
+
+class Queue:
+    """One queue: produce with :meth:`put` / :meth:`put_batch`, read with the scanners.
+    Obtain it from :meth:`Client.queue`."""
+
+    def __init__(self, client: Client, info: QueueInfo) -> None:
+        self.client = client
+        self.info = info
+
+    @property
+    def name(self) -> str:
+        """The queue's name."""
+        return self.info.name
+
+    @property
+    def partitions(self) -> int:
+        """The number of partitions."""
+        return self.info.partitions
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r}, partitions={self.partitions})"
+
+    # -- producing -----------------------------------------------------------------
+
+    def put(
+        self,
+        value: bytes | str,
+        topic: str,
+        partition: int | None = None,
+        key: bytes | str | None = None,
+    ) -> MessageId:
+        """Write one message and return its id once it is durable. The partition is
+        ``partition``, else a stable hash of ``key``, else the next one round-robin.
+
+        :raises InvalidArgumentError: on a bad value, topic, partition or key, or a
+            payload over the sidecar's limit (nothing is written).
+        :raises UnavailableError: if no owner acknowledged it within ``put_timeout``.
+        """
+        return self.client.producer.put(
+            self.info, [NewMessage(value, topic, partition, key)]
+        )[0]
+
+    def put_batch(
+        self,
+        messages: Iterable[NewMessage | tuple[Any, ...] | bytes | str],
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+    ) -> list[MessageId]:
+        """Write messages and return their ids in the same order, once all are durable.
+
+        Each item is a :class:`NewMessage`, a ``(value, topic[, partition[, key]])``
+        tuple, or a bare value taking ``topic`` (and ``partition``) from the keywords.
+        Messages without partition or key all go to one partition, the next one
+        round-robin per call (a "sticky" batch, so it takes one round trip). Within a
+        partition, ids follow the batch's order. Messages for partitions owned by
+        different sidecars are sent to each; a failure raises after the parts already
+        acknowledged stay written (each part is all-or-nothing).
+
+        :raises InvalidArgumentError: on a bad message (nothing is written).
+        :raises UnavailableError: if some part was not acknowledged within
+            ``put_timeout``.
+        """
+        batch: list[NewMessage] = []
+        for item in messages:
+            if isinstance(item, NewMessage):
+                batch.append(item)
+            elif isinstance(item, bytes | str):
+                if topic is None:
+                    raise InvalidArgumentError(
+                        "bare values in put_batch() need the 'topic' keyword"
+                    )
+                batch.append(NewMessage(item, topic, partition))
+            elif isinstance(item, tuple):
+                batch.append(NewMessage(*item))
+            else:
+                raise InvalidArgumentError(
+                    f"put_batch() takes NewMessage, tuples or values, not {type(item).__name__}"
+                )
+        return self.client.producer.put(self.info, batch)
+
+    # -- scanning ------------------------------------------------------------------
+
+    def scan(self, **options: Any) -> QueueScanner:
+        """Return a QueueScanner over all partitions; see :mod:`hqueue.client.scanners`."""
+        from hqueue.client.scanners import QueueScanner
+
+        return QueueScanner(self, **options)
+
+    def partition_scanner(self, partition: int, **options: Any) -> PartitionScanner:
+        """Return a PartitionScanner over one partition; see :mod:`hqueue.client.scanners`."""
+        from hqueue.client.scanners import PartitionScanner
+
+        return PartitionScanner(self, partition, **options)
+
+    def combined_scanner(
+        self, partitions: Sequence[int], **options: Any
+    ) -> CombinedPartitionScanner:
+        """Return a CombinedPartitionScanner merging partitions by id; see
+        :mod:`hqueue.client.scanners`."""
+        from hqueue.client.scanners import CombinedPartitionScanner
+
+        return CombinedPartitionScanner(self, partitions, **options)
+
+    # -- subscribing ---------------------------------------------------------------
+
+    def subscribe(
+        self,
+        name: str,
+        listener: Listener | Sequence[Listener],
+        *,
+        partitions: Iterable[int] | None = None,
+        topics: Iterable[str] | str | None = None,
+        start: object = "latest",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        advertised_host: str | None = None,
+        wait: float = 30.0,
+    ) -> Subscriber:
+        """Start a subscriber and return it; see :mod:`hqueue.client.subscriber`.
+
+        ``listener`` is a :class:`~hqueue.client.subscriber.MessageListener` or a callable
+        taking a list of messages (or a list of them, called in turn). ``partitions``
+        defaults to all, ``topics`` to all. ``start`` (``"latest"``, ``"earliest"``, a
+        MessageId, a datetime, an ISO time or ``"ts:seq"``) applies when the
+        subscription is created and to partitions added to it; an existing subscription
+        resumes after its checkpoints. The subscriber serves on ``host:port`` (a free
+        port with 0) and announces ``advertised_host`` (default ``host``). ``wait``
+        bounds how long to wait for a dead predecessor's address to expire.
+
+        :raises InvalidArgumentError: on a bad name, partition, topic or start.
+        :raises SubscriberRunningError: if another subscriber of ``name`` runs.
+        :raises OSError: if the port cannot be bound.
+        """
+        from hqueue.client.subscriber import Subscriber
+
+        listeners: list[Listener] = (list(listener) if isinstance(listener, list | tuple)
+                                     else [listener])  # type: ignore[list-item]
+        return Subscriber(self, name, listeners, partitions=partitions, topics=topics,
+                          start=start, host=host, port=port, advertised_host=advertised_host,
+                          wait=wait)
+
+    def subscriptions(self) -> list[SubscriptionInfo]:
+        """Return the queue's subscriptions, by name."""
+        from hqueue.client.subscription_admin import subscriptions
+
+        return subscriptions(self)
+
+    def delete_subscription(self, name: str) -> None:
+        """Delete a subscription and its checkpoints.
+
+        :raises NoSubscriptionError: if there is none of that name.
+        """
+        from hqueue.client.subscription_admin import delete_subscription
+
+        delete_subscription(self, name)
+
+    def reset_subscription(self, name: str, to: object) -> dict[int, MessageId]:
+        """Move a subscription to ``to`` (``"earliest"``, ``"latest"``, an id or a
+        time) on all its partitions; return the new start ids.
+
+        :raises NoSubscriptionError: if there is none of that name.
+        """
+        from hqueue.client.subscription_admin import reset_subscription
+
+        return reset_subscription(self, name, to)
+
+    def lag(self, timeout: float = 5.0) -> LagReport:
+        """Return the delivery lag of every subscription; see
+        :func:`hqueue.client.subscription_admin.lag`."""
+        from hqueue.client.subscription_admin import lag
+
+        return lag(self, timeout)

@@ -1,0 +1,326 @@
+"""The producer path: choose each message's partition, send it to the sidecar that owns
+the partition, retry while ownership moves.
+
+Owners come from the metadata cache (kept fresh by watches) and from the owner
+address a sidecar names when it refuses a partition it does not own. A refused or
+failed part of a batch is retried with exponential backoff (50 ms doubling to 1 s)
+until ``put_timeout`` has passed; then :class:`UnavailableError` says which partition
+failed and why. A part is all-or-nothing on the sidecar, so a retried part is never
+half-written; a part whose acknowledgement was lost in transit may be written twice
+(delivery is at least once).
+
+Not public API, except :class:`NewMessage`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue as _queue
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from thriftpy2.rpc import make_client
+from thriftpy2.thrift import TApplicationException, TException
+
+from hqueue.errors import (
+    HQueueError,
+    InvalidArgumentError,
+    NoOwnerInfoError,
+    NoQueueError,
+    NotOwnerError,
+    UnavailableError,
+)
+from hqueue.message import MessageId, check_topic
+from hqueue.storage.hbase import parse_address
+from hqueue.wire.idl import sidecar as sidecar_idl
+
+if TYPE_CHECKING:
+    from hqueue.client.client import Client
+    from hqueue.metadata.managers import QueueInfo
+
+__all__ = ["NewMessage", "Producer", "SidecarClients", "partition_for_key"]
+
+_BACKOFF_START = 0.05
+_BACKOFF_MAX = 1.0
+
+
+class NewMessage(NamedTuple):
+    """A message to put: ``value`` (bytes, or str sent as UTF-8), ``topic``, and
+    optionally the ``partition`` or a ``key`` whose hash chooses it."""
+
+    value: bytes | str
+    topic: str
+    partition: int | None = None
+    key: bytes | str | None = None
+
+
+def partition_for_key(key: bytes | str, partitions: int) -> int:
+    """Return the partition of a key: CRC-32 of its bytes (UTF-8 for str) modulo the
+    partition count, stable across processes and languages."""
+    raw = key.encode("utf-8") if isinstance(key, str) else key
+    return zlib.crc32(raw) % partitions
+
+
+class SidecarClients:
+    """Pooled Thrift clients of sidecars, by address. Thread-safe."""
+
+    def __init__(self, timeout_ms: int = 30_000) -> None:
+        self._timeout_ms = timeout_ms
+        self._idle: dict[str, _queue.LifoQueue[Any]] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def client(self, address: str) -> Iterator[Any]:
+        """Yield a client of the sidecar at ``address``; it returns to the pool unless
+        the block raised a transport error.
+
+        :raises ConnectionLostError: (as OSError/TException) if it cannot connect.
+        """
+        with self._lock:
+            idle = self._idle.setdefault(address, _queue.LifoQueue())
+        try:
+            conn = idle.get_nowait()
+        except _queue.Empty:
+            host, port = parse_address(address)
+            conn = make_client(sidecar_idl().HQueueSidecar, host, port,
+                               timeout=self._timeout_ms)
+        try:
+            yield conn
+        except (OSError, TApplicationException) as exc:
+            conn.close()
+            raise exc
+        except TException as exc:
+            # Declared exceptions leave the connection usable; others do not.
+            if isinstance(exc, _declared()):
+                idle.put(conn)
+            else:
+                conn.close()
+            raise
+        except BaseException:
+            conn.close()
+            raise
+        else:
+            idle.put(conn)
+
+    def close(self) -> None:
+        """Close every idle client."""
+        with self._lock:
+            pools, self._idle = list(self._idle.values()), {}
+        for pool in pools:
+            while True:
+                try:
+                    pool.get_nowait().close()
+                except _queue.Empty:
+                    break
+
+
+def _declared() -> tuple[type, ...]:
+    idl = sidecar_idl()
+    return (idl.TNotOwner, idl.TQueueNotFound, idl.TInvalidMessage, idl.TUnavailable)
+
+
+class Producer:
+    """Routes batches to partition owners for one :class:`~hqueue.Client`."""
+
+    def __init__(self, client: Client, *, put_timeout: float = 30.0) -> None:
+        if put_timeout <= 0:
+            raise InvalidArgumentError("'put_timeout' must be > 0")
+        self._client = client
+        self.put_timeout = put_timeout
+        self.sidecars = SidecarClients()
+        self._round_robin: dict[str, itertools.count[int]] = {}
+        self._hints: dict[tuple[str, int], str] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close sidecar connections."""
+        self.sidecars.close()
+
+    def _next_partition(self, info: QueueInfo) -> int:
+        with self._lock:
+            counter = self._round_robin.setdefault(info.name, itertools.count())
+            return next(counter) % info.partitions
+
+    def _prepare(
+        self, info: QueueInfo, batch: list[Any]
+    ) -> tuple[list[bytes], list[str], list[int]]:
+        """Return the batch's values, topics and partitions, by column; validate
+        everything first so a bad message fails the call before anything is sent."""
+        sticky: int | None = None
+        values: list[bytes] = []
+        topics: list[str] = []
+        partitions: list[int] = []
+        checked: set[str] = set()
+        for index, msg in enumerate(batch):
+            value = msg.value
+            if type(value) is not bytes:
+                if isinstance(value, str):
+                    value = value.encode("utf-8")
+                elif isinstance(value, bytes | bytearray | memoryview):
+                    value = bytes(value)
+                else:
+                    raise InvalidArgumentError(
+                        f"message {index}: 'value' must be bytes or str, not "
+                        f"{type(value).__name__}"
+                    )
+            topic = msg.topic
+            if topic not in checked:
+                try:
+                    check_topic(topic)
+                except (InvalidArgumentError, TypeError) as exc:
+                    raise InvalidArgumentError(f"message {index}: {exc}") from None
+                checked.add(topic)
+            partition = msg.partition
+            if partition is None:
+                if msg.key is not None:
+                    if not isinstance(msg.key, bytes | str):
+                        raise InvalidArgumentError(
+                            f"message {index}: 'key' must be bytes or str"
+                        )
+                    partition = partition_for_key(msg.key, info.partitions)
+                else:
+                    if sticky is None:
+                        sticky = self._next_partition(info)
+                    partition = sticky
+            elif isinstance(partition, bool) or not isinstance(partition, int) or not (
+                0 <= partition < info.partitions
+            ):
+                raise InvalidArgumentError(
+                    f"message {index}: 'partition' must be an integer in "
+                    f"0..{info.partitions - 1} (queue {info.name!r} has {info.partitions} "
+                    f"partitions), not {partition!r}"
+                )
+            values.append(value)
+            topics.append(topic)
+            partitions.append(partition)
+        return values, topics, partitions
+
+    def _owner(self, queue: str, partition: int) -> str | None:
+        hint = self._hints.get((queue, partition))
+        if hint is not None:
+            return hint
+        try:
+            return self._client.owners.read_owner_info(queue, partition).value.address
+        except NoOwnerInfoError:
+            return None
+
+    def put(self, info: QueueInfo, batch: list[Any]) -> list[MessageId]:
+        """Write ``batch`` (NewMessage items) to queue ``info``; return the ids in order.
+
+        :raises InvalidArgumentError: on a bad message, before anything is sent.
+        :raises NoQueueError: if the queue does not exist (any more).
+        :raises UnavailableError: if some part is not acknowledged within the timeout.
+        """
+        if not batch:
+            return []
+        values, topics, partitions = self._prepare(info, batch)
+        ids: list[MessageId | None] = [None] * len(values)
+        pending = list(range(len(values)))
+        deadline = time.monotonic() + self.put_timeout
+        backoff = _BACKOFF_START
+        last_error = "no sidecar owns the partition"
+        failed_partition = partitions[0]
+        while pending:
+            groups: dict[str | None, list[int]] = {}
+            owners: dict[int, str | None] = {}
+            for i in pending:
+                p = partitions[i]
+                if p not in owners:
+                    owners[p] = self._owner(info.name, p)
+                groups.setdefault(owners[p], []).append(i)
+            retry: list[int] = []
+            for address, indices in groups.items():
+                if address is None:
+                    failed_partition = partitions[indices[0]]
+                    last_error = f"no sidecar owns partition {failed_partition}"
+                    retry.extend(indices)
+                    continue
+                try:
+                    result = self._send(address, info.name, values, topics, partitions,
+                                        indices, len(indices) == len(values))
+                except NotOwnerError as exc:
+                    failed_partition = exc.partition
+                    last_error = f"sidecar {address}: {exc}"
+                    self._forget(info.name, indices, partitions, address, exc)
+                    retry.extend(indices)
+                    continue
+                except UnavailableError as exc:
+                    failed_partition = partitions[indices[0]]
+                    last_error = f"sidecar {address}: {exc}"
+                    self._forget(info.name, indices, partitions, address, None)
+                    retry.extend(indices)
+                    continue
+                if len(indices) == len(ids):
+                    ids = result  # type: ignore[assignment]
+                else:
+                    for i, mid in zip(indices, result, strict=True):
+                        ids[i] = mid
+            if not retry:
+                break
+            if any(owners.get(partitions[i]) is None for i in retry):
+                # Unowned may mean deleted: then no owner will ever come.
+                self._client.admin.queue_info(info.name)
+            # Nobody owns it yet (a new queue, a move in progress): the owner appears in
+            # the metadata cache, so look again soon rather than backing off.
+            unowned = all(owners.get(partitions[i]) is None for i in retry)
+            pause = 0.05 if unowned else backoff
+            if time.monotonic() + pause > deadline:
+                raise UnavailableError(
+                    f"put to queue {info.name!r} partition {failed_partition} not acknowledged "
+                    f"within {self.put_timeout:g} s ({len(retry)} of {len(values)} messages "
+                    f"unwritten): {last_error}"
+                )
+            time.sleep(pause)
+            if not unowned:
+                backoff = min(backoff * 2, _BACKOFF_MAX)
+            pending = retry
+        return ids  # type: ignore[return-value]
+
+    def _forget(self, queue: str, indices: list[int], partitions: list[int], address: str,
+                refusal: NotOwnerError | None) -> None:
+        with self._lock:
+            for p in {partitions[i] for i in indices}:
+                if self._hints.get((queue, p)) == address:
+                    del self._hints[(queue, p)]
+            if refusal is not None and refusal.owner and refusal.owner != address:
+                self._hints[(queue, refusal.partition)] = refusal.owner
+
+    def _send(self, address: str, queue: str, values: list[bytes], topics: list[str],
+              partitions: list[int], indices: list[int], everything: bool) -> list[MessageId]:
+        """Send the messages at ``indices`` (all of them when ``everything``) to one
+        sidecar; return their ids."""
+        idl = sidecar_idl()
+        if not everything:
+            values = [values[i] for i in indices]
+            topics = [topics[i] for i in indices]
+            partitions = [partitions[i] for i in indices]
+        # One entry stands for all when every message shares it: less to encode.
+        if len(set(topics)) == 1:
+            topics = topics[:1]
+        if len(set(partitions)) == 1:
+            partitions = partitions[:1]
+        batch = idl.TMessageBatch(values=values, topics=topics, partitions=partitions)
+        try:
+            with self.sidecars.client(address) as conn:
+                result = conn.put(queue, batch)
+        except idl.TNotOwner as exc:
+            raise NotOwnerError(exc.message, exc.partition, exc.ownerAddress) from None
+        except idl.TQueueNotFound as exc:
+            raise NoQueueError(exc.message) from None
+        except idl.TInvalidMessage as exc:
+            text = exc.message
+            if not everything and 0 <= exc.index < len(indices):
+                # The sidecar numbers this part's messages; the caller numbers the batch.
+                text = f"message {indices[exc.index]}: {text.partition(': ')[2] or text}"
+            raise InvalidArgumentError(f"sidecar {address} refused {text}") from None
+        except idl.TUnavailable as exc:
+            raise UnavailableError(exc.message) from None
+        except TApplicationException as exc:
+            raise HQueueError(f"sidecar {address} failed the put: {exc.message}") from None
+        except (OSError, TException) as exc:
+            raise UnavailableError(f"unreachable ({exc})") from None
+        return list(map(MessageId, result.timestamps, result.sequences))

@@ -1,0 +1,290 @@
+"""Subscription administration from the client: list, delete, reset, and the lag
+report (:class:`LagReport`) gathered from the sidecars that own the partitions.
+
+A reset moves a subscription to a new start (``earliest``, ``latest``, an id or a
+time) on all its partitions: it bumps the subscription's ``generation`` option and
+clears its checkpoints. Sidecars restart its deliveries from the new start when the
+watch tells them (a moment later); a running subscriber forgets, per partition, what
+it delivered before once a batch of the new generation arrives, so the replay reaches
+its listeners.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from thriftpy2.thrift import TException
+
+from hqueue.errors import HQueueError
+from hqueue.message import MessageId, decode_rowkey, parse_position
+from hqueue.metadata.managers import SubscriptionPreferences
+from hqueue.storage.hbase import parse_address
+from hqueue.wire.idl import sidecar as sidecar_idl
+
+if TYPE_CHECKING:
+    from hqueue.client.client import Queue
+
+__all__ = [
+    "DeliveryLag",
+    "LagReport",
+    "PartitionLag",
+    "SubscriptionInfo",
+    "delete_subscription",
+    "generation_of",
+    "lag",
+    "reset_subscription",
+    "resolve_starts",
+    "subscriptions",
+]
+
+GENERATION_OPTION = "generation"
+"""The subscription option that counts resets (read by the sidecars too)."""
+
+
+def resolve_starts(queue: Queue, partitions: Iterable[int], start: object) -> dict[int, MessageId]:
+    """Return the first id to deliver of each partition for ``start``: ``"earliest"``
+    (the first message kept), ``"latest"`` (the first message written from now on),
+    or a position :func:`hqueue.message.parse_position` accepts (the same id for every
+    partition).
+
+    :raises InvalidArgumentError: if ``start`` is none of those.
+    :raises ConnectionLostError: (or StorageError) if HBase cannot be read.
+    """
+    partitions = list(partitions)
+    if isinstance(start, str) and start.strip().lower() == "earliest":
+        return {p: MessageId(0, 0) for p in partitions}
+    if isinstance(start, str) and start.strip().lower() == "latest":
+        hbase = queue.client.hbase
+        table = hbase.table_name(queue.name)
+        out: dict[int, MessageId] = {}
+        for p in partitions:
+            key = hbase.last_rowkey(table, p.to_bytes(2, "big"), (p + 1).to_bytes(2, "big"))
+            last = None if key is None else decode_rowkey(key)[1]
+            out[p] = MessageId(0, 0) if last is None else last.successor()
+        return out
+    if isinstance(start, str) and start.strip().isdigit():
+        start = int(start.strip())
+    position = parse_position(start, "start")
+    return {p: position for p in partitions}
+
+
+@dataclass(frozen=True)
+class SubscriptionInfo:
+    """A subscription as stored: start ids and checkpoints (last delivered id) per
+    partition, topics (empty: all), the running subscriber's address (``None`` when
+    none runs) and how many times it was reset."""
+
+    queue: str
+    name: str
+    partitions: dict[int, MessageId]
+    checkpoints: dict[int, MessageId]
+    topics: tuple[str, ...]
+    subscriber: str | None
+    generation: int
+    created: _dt.datetime
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return {
+            "queue": self.queue, "subscription": self.name,
+            "partitions": {str(p): str(i) for p, i in sorted(self.partitions.items())},
+            "checkpoints": {str(p): str(i) for p, i in sorted(self.checkpoints.items())},
+            "topics": list(self.topics), "subscriber": self.subscriber,
+            "generation": self.generation, "created": self.created.isoformat(),
+        }
+
+
+def generation_of(prefs: SubscriptionPreferences) -> int:
+    """Return how many times the subscription was reset (0 if never)."""
+    try:
+        return int(prefs.options.get(GENERATION_OPTION, "0"))
+    except ValueError:
+        return 0
+
+
+def subscriptions(queue: Queue) -> list[SubscriptionInfo]:
+    """Return the queue's subscriptions, by name (read from the store, not a cache)."""
+    subs = queue.client.subscriptions
+    out = []
+    for name, entry in subs.read_subscriptions(queue.name).items():
+        data = entry.value
+        prefs = data.preferences
+        out.append(SubscriptionInfo(
+            queue.name, name,
+            {p: MessageId.parse(s) for p, s in sorted(prefs.partitions.items())},
+            {p: MessageId.parse(s) for p, s in sorted(data.state.items())},
+            tuple(prefs.topics), subs.read_subscriber_address(queue.name, name),
+            generation_of(prefs),
+            _dt.datetime.fromtimestamp(prefs.created_ms / 1000, tz=_dt.UTC)))
+    return out
+
+
+def delete_subscription(queue: Queue, name: str) -> None:
+    """Delete a subscription and its checkpoints; the sidecars stop its deliveries.
+
+    :raises NoSubscriptionError: if there is none of that name.
+    """
+    queue.client.subscriptions.delete_subscription_data(queue.name, name)
+
+
+def reset_subscription(queue: Queue, name: str, to: object) -> dict[int, MessageId]:
+    """Move a subscription to ``to`` (see :func:`resolve_starts`) on all its
+    partitions; return the new start ids.
+
+    :raises NoSubscriptionError: if there is none of that name.
+    :raises InvalidArgumentError: on a bad position.
+    """
+    subs = queue.client.subscriptions
+    current = subs.read_subscription_data(queue.name, name)
+    prefs = current.value.preferences
+    starts = resolve_starts(queue, prefs.partitions, to)
+    options = dict(prefs.options)
+    options[GENERATION_OPTION] = str(generation_of(prefs) + 1)
+    new = SubscriptionPreferences({p: str(i) for p, i in starts.items()}, prefs.topics,
+                                  options, prefs.created_ms)
+    # The new generation first: a sidecar checkpoints only at its own generation,
+    # so once this is written no old worker can record a position over the reset.
+    subs.replace_subscription_data(queue.name, name, new, current.version)
+    subs.clear_subscription_state(queue.name, name)
+    return starts
+
+
+# -- lag ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """A partition's newest id as its owner reports it (``None``: empty, or no
+    owner answered) and the owner's id."""
+
+    partition: int
+    newest: MessageId | None
+    owner: str | None
+
+
+@dataclass(frozen=True)
+class DeliveryLag:
+    """One subscription on one partition: last id delivered and checkpointed, how far
+    behind the newest message it is (``behind_ms``: the difference of their
+    timestamps; 0 when caught up), and, if a sidecar is delivering it, its state and
+    buffer use."""
+
+    subscription: str
+    partition: int
+    newest: MessageId | None
+    delivered: MessageId | None
+    checkpointed: MessageId | None
+    state: str
+    buffered_messages: int = 0
+    buffered_bytes: int = 0
+    peak_messages: int = 0
+    peak_bytes: int = 0
+    error: str | None = None
+
+    @property
+    def behind_ms(self) -> int | None:
+        """Milliseconds between the last delivered message and the newest one."""
+        if self.newest is None:
+            return 0 if self.delivered is not None or self.checkpointed is not None else None
+        done = self.delivered or self.checkpointed
+        if done is None:
+            return None
+        return max(0, self.newest.timestamp - done.timestamp) if done < self.newest else 0
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether everything up to the newest message was delivered."""
+        done = self.delivered or self.checkpointed
+        return self.newest is None or (done is not None and done >= self.newest)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        def text(i: MessageId | None) -> str | None:
+            return None if i is None else str(i)
+
+        return {
+            "subscription": self.subscription, "partition": self.partition,
+            "newest": text(self.newest),
+            "newest_time": None if self.newest is None else self.newest.datetime.isoformat(),
+            "delivered": text(self.delivered),
+            "checkpointed": text(self.checkpointed), "behind_ms": self.behind_ms,
+            "caught_up": self.caught_up, "state": self.state,
+            "buffered_messages": self.buffered_messages,
+            "buffered_bytes": self.buffered_bytes, "peak_messages": self.peak_messages,
+            "peak_bytes": self.peak_bytes, "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class LagReport:
+    """The queue's partitions and every (subscription, partition)'s delivery."""
+
+    queue: str
+    partitions: list[PartitionLag] = field(default_factory=list)
+    deliveries: list[DeliveryLag] = field(default_factory=list)
+    unreachable: list[str] = field(default_factory=list)
+    """sidecars that own partitions but did not answer"""
+
+
+def _id(t: Any) -> MessageId | None:
+    return None if t is None else MessageId(t.timestamp, t.sequence)
+
+
+def _ask(address: str, queue: str, timeout_ms: int) -> Any:
+    from thriftpy2.rpc import make_client
+
+    host, port = parse_address(address)
+    client = make_client(sidecar_idl().HQueueSidecar, host, port, timeout=timeout_ms)
+    try:
+        return client.lag(queue)
+    finally:
+        client.close()
+
+
+def lag(queue: Queue, timeout: float = 5.0) -> LagReport:
+    """Ask the sidecars that own the queue's partitions for their deliveries; fill in
+    from the checkpoints the subscriptions no sidecar is delivering (state
+    ``"undelivered"``: no owner, or the owner has not started them).
+
+    :raises ConnectionLostError: if the metadata store cannot be read.
+    """
+    owners = queue.client.owners.read_owners(queue.name)
+    addresses = sorted({o.value.address for o in owners.values()})
+    newest: dict[int, MessageId | None] = {}
+    owner_of: dict[int, str] = {}
+    live: dict[tuple[str, int], DeliveryLag] = {}
+    unreachable: list[str] = []
+    for address in addresses:
+        try:
+            report = _ask(address, queue.name, int(timeout * 1000))
+        except (OSError, TException, HQueueError) as exc:
+            unreachable.append(f"{address} ({exc or type(exc).__name__})")
+            continue
+        for part in report.partitions or []:
+            newest[part.partition] = _id(part.newest)
+            owner_of[part.partition] = report.sidecar
+        for d in report.deliveries or []:
+            live[(d.subscription, d.partition)] = DeliveryLag(
+                d.subscription, d.partition, None, _id(d.delivered), _id(d.checkpointed),
+                d.state, d.bufferedMessages, d.bufferedBytes, d.peakMessages, d.peakBytes,
+                d.error)
+    partitions = [PartitionLag(p, newest.get(p), owner_of.get(p))
+                  for p in range(queue.partitions)]
+    deliveries: list[DeliveryLag] = []
+    for info in subscriptions(queue):
+        for p in info.partitions:
+            got = live.get((info.name, p))
+            if got is None:
+                got = DeliveryLag(info.name, p, None, None, info.checkpoints.get(p),
+                                  "undelivered" if info.subscriber else "no subscriber")
+            deliveries.append(DeliveryLag(
+                got.subscription, p, newest.get(p), got.delivered, got.checkpointed,
+                got.state, got.buffered_messages, got.buffered_bytes, got.peak_messages,
+                got.peak_bytes, got.error))
+    if not addresses and queue.partitions and not owners:
+        unreachable.append("no sidecar owns any partition")
+    return LagReport(queue.name, partitions, deliveries, unreachable)
+

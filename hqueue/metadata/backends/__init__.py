@@ -1,0 +1,2 @@
+"""The MetaStore backends, shaped alike: ``hbase/`` (CAS through Thrift1
+``checkAndPut``, leases with heartbeats) and ``zookeeper/`` (kazoo, sessions)."""

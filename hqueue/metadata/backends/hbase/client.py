@@ -1,0 +1,192 @@
+"""The few HBase Thrift1 calls the HBase backend makes, over a happybase pool, with
+Thrift and socket errors turned into hqueue's at this boundary.
+
+Not public API.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import happybase
+
+# happybase loads the HBase IDL as the module Hbase_thrift when imported (above).
+import Hbase_thrift
+from happybase.pool import NoConnectionsAvailable
+from thriftpy2.thrift import TException
+from thriftpy2.transport import TTransportException
+
+from hqueue.errors import (
+    ConnectionLostError,
+    InvalidArgumentError,
+    StorageError,
+    TableExistsError,
+)
+from hqueue.metadata.backends.hbase.rows import FAMILIES
+
+Row = dict[bytes, bytes]
+
+
+@contextlib.contextmanager
+def hbase_errors(what: str) -> Iterator[None]:
+    """Translate Thrift, socket and pool errors into hqueue's for the block."""
+    try:
+        yield
+    except Hbase_thrift.AlreadyExists as exc:
+        raise TableExistsError(f"{what}: {exc.message}") from None
+    except Hbase_thrift.IllegalArgument as exc:
+        raise InvalidArgumentError(f"{what}: {exc.message}") from None
+    except Hbase_thrift.IOError as exc:
+        raise StorageError(f"{what}: {exc.message}") from None
+    except (NoConnectionsAvailable, OSError) as exc:
+        raise ConnectionLostError(f"{what}: HBase unreachable ({exc})") from None
+    except TTransportException as exc:
+        raise ConnectionLostError(f"{what}: HBase unreachable ({exc.message})") from None
+    except TException as exc:
+        # Transport errors (TTransportException) and broken replies alike: the
+        # connection is no longer trustworthy, and happybase's pool replaces it.
+        raise ConnectionLostError(f"{what}: HBase Thrift error ({exc!r})") from None
+
+
+class HBaseClient:
+    """One HBase table reached through a pool of happybase connections; thread-safe."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        table: str,
+        *,
+        table_prefix: str | None = None,
+        pool_size: int = 8,
+        timeout_ms: int = 10_000,
+    ) -> None:
+        with hbase_errors(f"connect to HBase at {host}:{port}"):
+            self._pool = happybase.ConnectionPool(
+                pool_size,
+                host=host,
+                port=port,
+                table_prefix=table_prefix,
+                timeout=timeout_ms,
+            )
+        self._table = table
+        self.address = f"{host}:{port}"
+
+    @contextlib.contextmanager
+    def _client(self, what: str) -> Iterator[tuple[Any, bytes]]:
+        """Yield the raw Thrift client and the full table name, translating errors."""
+        with hbase_errors(what), self._pool.connection() as conn:
+            yield conn.client, conn.table(self._table).name
+
+    def ensure_table(self) -> None:
+        """Create the metadata table unless it exists (racing creators are fine)."""
+        with hbase_errors("create metadata table"), self._pool.connection() as conn:
+            if conn.table(self._table).name in conn.client.getTableNames():
+                return
+            with contextlib.suppress(Hbase_thrift.AlreadyExists):
+                conn.create_table(self._table, FAMILIES)
+
+    def row(self, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
+        """Return the row's newest cells (all, or ``columns``); empty if none."""
+        with self._client("get row") as (client, table):
+            if columns:
+                results = client.getRowWithColumns(table, row, list(columns), {})
+            else:
+                results = client.getRow(table, row, {})
+        return _cells(results[0]) if results else {}
+
+    def rows(
+        self, rows: Sequence[bytes], columns: Sequence[bytes] | None = None
+    ) -> dict[bytes, Row]:
+        """Return the cells of each existing row among ``rows``."""
+        if not rows:
+            return {}
+        with self._client("get rows") as (client, table):
+            if columns:
+                results = client.getRowsWithColumns(table, list(rows), list(columns), {})
+            else:
+                results = client.getRows(table, list(rows), {})
+        return {result.row: _cells(result) for result in results}
+
+    def mutate(
+        self, row: bytes, puts: Mapping[bytes, bytes], deletes: Sequence[bytes] = ()
+    ) -> None:
+        """Put and delete cells of one row, atomically."""
+        mutations = [Hbase_thrift.Mutation(column=c, value=v) for c, v in puts.items()]
+        mutations += [Hbase_thrift.Mutation(isDelete=True, column=c) for c in deletes]
+        if not mutations:
+            return
+        with self._client("mutate row") as (client, table):
+            client.mutateRow(table, row, mutations, {})
+
+    def check_and_put(
+        self, row: bytes, column: bytes, expected: bytes | None, value: bytes
+    ) -> bool:
+        """Put ``value`` into ``column`` if the column holds exactly ``expected``
+        (``None``: the column is absent); return whether it did."""
+        mutation = Hbase_thrift.Mutation(column=column, value=value)
+        with self._client("check and put") as (client, table):
+            return bool(client.checkAndPut(table, row, column, expected, mutation, {}))
+
+    def increment(self, row: bytes, column: bytes, amount: int = 1) -> int:
+        """Atomically add ``amount`` to a counter cell; return the new count."""
+        with self._client("increment") as (client, table):
+            return int(client.atomicIncrement(table, row, column, amount))
+
+    def scan(
+        self,
+        start: bytes,
+        stop: bytes,
+        *,
+        columns: Sequence[bytes] | None = None,
+        limit: int | None = None,
+        reverse: bool = False,
+        batch_size: int = 1000,
+    ) -> list[tuple[bytes, Row]]:
+        """Return up to ``limit`` rows from ``start`` (inclusive) to ``stop``
+        (exclusive); reversed scans start at the high end."""
+        with self._client("scan") as (client, table):
+            scan = Hbase_thrift.TScan(
+                startRow=start,
+                stopRow=stop,
+                columns=list(columns) if columns else None,
+                caching=batch_size,
+                reversed=reverse,
+            )
+            scanner = client.scannerOpenWithScan(table, scan, {})
+            try:
+                found: list[tuple[bytes, Row]] = []
+                while limit is None or len(found) < limit:
+                    want = batch_size if limit is None else min(batch_size, limit - len(found))
+                    results = client.scannerGetList(scanner, want)
+                    if not results:
+                        break
+                    found.extend((result.row, _cells(result)) for result in results)
+                return found
+            finally:
+                client.scannerClose(scanner)
+
+    def scan_all(
+        self, start: bytes, stop: bytes, *, columns: Sequence[bytes] | None = None, page: int = 5000
+    ) -> Iterator[tuple[bytes, Row]]:
+        """Yield every row from ``start`` to ``stop`` (exclusive), a page per scan."""
+        while True:
+            rows = self.scan(start, stop, columns=columns, limit=page, batch_size=page)
+            yield from rows
+            if len(rows) < page:
+                return
+            # Keys hold no NUL: the next possible row after the last one.
+            start = rows[-1][0] + b"\x00"
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        with contextlib.suppress(Exception):
+            while True:
+                conn = self._pool._queue.get_nowait()
+                conn.close()
+
+
+def _cells(result: Any) -> Row:
+    return {column: cell.value for column, cell in result.columns.items()}

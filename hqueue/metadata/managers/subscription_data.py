@@ -1,0 +1,343 @@
+"""SubscriptionData: Hedwig's subscription manager for hqueue's subscriptions.
+
+A subscription's data has two parts, kept in two keys so that the part written
+often never rewrites the part written once:
+
+- *preferences* (``queue/{queue}/subscriptions/{name}``): partitions with their start
+  ids, topics, options. Created, replaced or partially updated by the subscriber; the
+  :class:`Version` of a :class:`SubscriptionData` is this key's version.
+- *state* (``queue/{queue}/checkpoints/{name}``): one field per partition holding the
+  last delivered id (``"timestamp:sequence"``). Each partition's owner writes only its
+  own fields (:meth:`SubscriptionDataManager.update_subscription_state`), a partial
+  update where the backend supports one (HBase), a read-merge-compare-and-set where
+  it does not (ZooKeeper).
+
+The running subscriber's address is a third, ephemeral key
+(``queue/{queue}/subscribers/{name}``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hqueue.errors import (
+    InvalidArgumentError,
+    KeyExistsError,
+    NoKeyError,
+    NoSubscriptionError,
+    SubscriptionExistsError,
+)
+from hqueue.metadata.cache import MetadataCache
+from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
+from hqueue.metadata.resources import (
+    check_name,
+    check_partition,
+    check_queue_name,
+    checkpoints_table,
+    subscribers_table,
+    subscriptions_table,
+)
+from hqueue.metadata.version import Version, Versioned
+
+__all__ = ["SubscriptionData", "SubscriptionDataManager", "SubscriptionPreferences"]
+
+_MESSAGE_ID = re.compile(r"(0|[1-9][0-9]{0,19}):(0|[1-9][0-9]{0,4})")
+
+
+def check_message_id(text: str) -> str:
+    """Return ``text`` if it is a MessageId in text form, ``"timestamp:sequence"``.
+
+    :raises InvalidArgumentError: otherwise.
+    """
+    match = _MESSAGE_ID.fullmatch(text) if isinstance(text, str) else None
+    if match is None or int(match[1]) >= 2**64 or int(match[2]) > 32767:
+        raise InvalidArgumentError(f"{text!r} is not a message id 'timestamp:sequence'")
+    return text
+
+
+@dataclass(frozen=True)
+class SubscriptionPreferences:
+    """What a subscription asks for: ``partitions`` maps partition id to the first
+    message id to deliver (``"timestamp:sequence"``); ``topics`` empty means all."""
+
+    partitions: Mapping[int, str]
+    topics: Sequence[str] = ()
+    options: Mapping[str, str] = field(default_factory=dict)
+    created_ms: int = 0
+
+    def to_value(self) -> Value:
+        """Return the stored form (schema ``subscription``)."""
+        for partition, start in self.partitions.items():
+            check_partition(partition)
+            check_message_id(start)
+        value: Value = {
+            "partitions": {str(p): start for p, start in sorted(self.partitions.items())},
+            "topics": list(self.topics),
+            "created_ms": self.created_ms or int(time.time() * 1000),
+        }
+        if self.options:
+            value["options"] = dict(self.options)
+        return value
+
+    @classmethod
+    def from_value(cls, value: Value) -> SubscriptionPreferences:
+        """Return the preferences a stored value holds."""
+        return cls(
+            partitions={int(p): start for p, start in value["partitions"].items()},
+            topics=tuple(value["topics"]),
+            options=dict(value.get("options", {})),
+            created_ms=value["created_ms"],
+        )
+
+
+@dataclass(frozen=True)
+class SubscriptionData:
+    """A subscription's preferences and state (partition to last delivered id)."""
+
+    preferences: SubscriptionPreferences
+    state: Mapping[int, str]
+
+
+def _preference_fields(fields: Mapping[str, Any]) -> Value:
+    """Return the stored form of a partial preferences update."""
+    allowed = {"partitions", "topics", "options"}
+    unknown = set(fields) - allowed
+    if unknown:
+        raise InvalidArgumentError(f"cannot update preference fields {sorted(unknown)}")
+    stored: Value = {}
+    if "partitions" in fields:
+        partitions = fields["partitions"]
+        stored["partitions"] = SubscriptionPreferences(partitions).to_value()["partitions"]
+    if "topics" in fields:
+        stored["topics"] = list(fields["topics"])
+    if "options" in fields:
+        stored["options"] = dict(fields["options"]) if fields["options"] else None
+    return stored
+
+
+def _state(value: Value) -> dict[int, str]:
+    return {int(partition): checkpoint for partition, checkpoint in value.items()}
+
+
+class SubscriptionDataManager:
+    """Creates, updates, replaces, deletes and reads subscriptions. With a ``cache``,
+    reads are served from it."""
+
+    def __init__(self, store: MetaStore, cache: MetadataCache | None = None) -> None:
+        self._store = store
+        self._cache = cache
+
+    def is_partial_update_supported(self) -> bool:
+        """Return whether state and preference updates write only the fields they
+        change (Hedwig's ``isPartialUpdateSupported``)."""
+        return self._store.is_partial_update_supported()
+
+    def _prefs(self, queue: str) -> MetastoreTable:
+        table = subscriptions_table(check_queue_name(queue))
+        return self._store.create_table(table, "subscription")
+
+    def _checkpoints(self, queue: str) -> MetastoreTable:
+        return self._store.create_table(checkpoints_table(check_queue_name(queue)), "checkpoints")
+
+    def _subscribers(self, queue: str) -> MetastoreTable:
+        return self._store.create_table(subscribers_table(check_queue_name(queue)), "subscriber")
+
+    @staticmethod
+    def _missing(queue: str, name: str) -> NoSubscriptionError:
+        return NoSubscriptionError(f"queue {queue!r} has no subscription {name!r}")
+
+    # -- preferences -----------------------------------------------------------------
+
+    def create_subscription_data(
+        self, queue: str, name: str, preferences: SubscriptionPreferences
+    ) -> Version:
+        """Create the subscription with empty state; return its version.
+
+        :raises SubscriptionExistsError: if the queue has a subscription of that name.
+        :raises SchemaValidationError: if the preferences break the schema.
+        """
+        check_name(name, "subscription")
+        try:
+            version = self._prefs(queue).put(name, preferences.to_value(), Version.NEW)
+        except KeyExistsError:
+            raise SubscriptionExistsError(
+                f"queue {queue!r} already has a subscription {name!r}"
+            ) from None
+        # A state left over by a delete that stopped half-way is replaced.
+        self.clear_subscription_state(queue, name)
+        return version
+
+    def update_subscription_data(
+        self, queue: str, name: str, fields: Mapping[str, Any], version: Version = Version.ANY
+    ) -> Version:
+        """Change some preferences (``partitions``, ``topics``, ``options``), keeping
+        the others; return the new version.
+
+        :raises NoSubscriptionError: if there is no such subscription.
+        :raises BadVersionError: if it is at another version.
+        """
+        stored = _preference_fields(fields)
+        if not stored:
+            raise InvalidArgumentError("'fields' must name at least one preference")
+        try:
+            return self._prefs(queue).update(name, stored, version)
+        except NoKeyError:
+            raise self._missing(queue, name) from None
+
+    def replace_subscription_data(
+        self,
+        queue: str,
+        name: str,
+        preferences: SubscriptionPreferences,
+        version: Version = Version.ANY,
+    ) -> Version:
+        """Replace all preferences; return the new version.
+
+        :raises NoSubscriptionError: if there is no such subscription.
+        :raises BadVersionError: if it is at another version.
+        """
+        if version.is_new:
+            raise InvalidArgumentError("use create_subscription_data() to create")
+        try:
+            return self._prefs(queue).put(name, preferences.to_value(), version)
+        except NoKeyError:
+            raise self._missing(queue, name) from None
+
+    def delete_subscription_data(
+        self, queue: str, name: str, version: Version = Version.ANY
+    ) -> None:
+        """Delete the subscription (if at ``version``) and its state.
+
+        :raises NoSubscriptionError: if there is no such subscription.
+        :raises BadVersionError: if it is at another version.
+        """
+        try:
+            self._prefs(queue).remove(name, version)
+        except NoKeyError:
+            raise self._missing(queue, name) from None
+        with contextlib.suppress(NoKeyError):
+            self._checkpoints(queue).remove(name)
+
+    def read_subscription_data(self, queue: str, name: str) -> Versioned[SubscriptionData]:
+        """Return the subscription's preferences and state, with the preferences'
+        version.
+
+        :raises NoSubscriptionError: if there is no such subscription.
+        """
+        state: Versioned[Value] | None
+        if self._cache is not None:
+            cached = self._cache.get(subscriptions_table(check_queue_name(queue)), name)
+            if cached is None:
+                raise self._missing(queue, name)
+            return self._data(cached, self._cache.get(checkpoints_table(queue), name))
+        try:
+            prefs = self._prefs(queue).get(name)
+        except NoKeyError:
+            raise self._missing(queue, name) from None
+        try:
+            state = self._checkpoints(queue).get(name)
+        except NoKeyError:
+            state = None
+        return self._data(prefs, state)
+
+    def read_subscriptions(self, queue: str) -> dict[str, Versioned[SubscriptionData]]:
+        """Return every subscription of the queue (preferences and state), by name."""
+        if self._cache is not None:
+            prefs = self._cache.list(subscriptions_table(check_queue_name(queue)))
+            states = self._cache.list(checkpoints_table(queue))
+        else:
+            with self._prefs(queue).open_cursor() as cursor:
+                prefs = {item.key: Versioned(item.value, item.version) for item in cursor}
+            with self._checkpoints(queue).open_cursor() as cursor:
+                states = {item.key: Versioned(item.value, item.version) for item in cursor}
+        return {name: self._data(prefs[name], states.get(name)) for name in sorted(prefs)}
+
+    @staticmethod
+    def _data(
+        prefs: Versioned[Value], state: Versioned[Value] | None
+    ) -> Versioned[SubscriptionData]:
+        data = SubscriptionData(
+            SubscriptionPreferences.from_value(prefs.value),
+            _state(state.value) if state is not None else {},
+        )
+        return Versioned(data, prefs.version)
+
+    # -- state -----------------------------------------------------------------------
+
+    def update_subscription_state(
+        self,
+        queue: str,
+        name: str,
+        checkpoints: Mapping[int, str],
+        version: Version = Version.ANY,
+    ) -> Version:
+        """Record the last delivered id of some partitions (other partitions' entries
+        are kept); return the state's new version.
+
+        :raises NoSubscriptionError: if there is no such subscription.
+        :raises BadVersionError: if the state is at another version.
+        """
+        fields: Value = {}
+        for partition, checkpoint in checkpoints.items():
+            check_partition(partition)
+            fields[str(partition)] = check_message_id(checkpoint)
+        if not fields:
+            raise InvalidArgumentError("'checkpoints' must name at least one partition")
+        try:
+            return self._checkpoints(queue).update(name, fields, version)
+        except NoKeyError:
+            raise self._missing(queue, name) from None
+
+    def clear_subscription_state(self, queue: str, name: str) -> Version:
+        """Forget every partition's checkpoint (a new subscription, or a reset);
+        return the state's new version."""
+        checkpoints = self._checkpoints(queue)
+        try:
+            return checkpoints.put(name, {}, Version.NEW)
+        except KeyExistsError:
+            # Put-at-any-version needs the key on some backends (ZooKeeper's setData).
+            return checkpoints.put(name, {}, Version.ANY)
+
+    def read_subscription_state(self, queue: str, name: str) -> Versioned[dict[int, str]]:
+        """Return the last delivered id per partition and the state's version.
+
+        :raises NoSubscriptionError: if there is no such subscription.
+        """
+        try:
+            value, version = self._checkpoints(queue).get(name)
+        except NoKeyError:
+            raise self._missing(queue, name) from None
+        return Versioned(_state(value), version)
+
+    # -- the running subscriber ------------------------------------------------------
+
+    def write_subscriber_address(self, queue: str, name: str, address: str) -> Version:
+        """Announce the running subscriber's Thrift address (ephemeral: it vanishes
+        with this store's session); return its version.
+
+        :raises KeyExistsError: if another subscriber of that subscription runs.
+        """
+        check_name(name, "subscription")
+        value = {"address": address, "since_ms": int(time.time() * 1000)}
+        return self._subscribers(queue).put(name, value, Version.NEW, ephemeral=True)
+
+    def read_subscriber_address(self, queue: str, name: str) -> str | None:
+        """Return the running subscriber's address, or ``None`` if none runs."""
+        if self._cache is not None:
+            cached = self._cache.get(subscribers_table(check_queue_name(queue)), name)
+            return None if cached is None else str(cached.value["address"])
+        try:
+            value, _ = self._subscribers(queue).get(name)
+        except NoKeyError:
+            return None
+        return str(value["address"])
+
+    def delete_subscriber_address(self, queue: str, name: str) -> None:
+        """Withdraw the running subscriber's address (no error if there is none)."""
+        with contextlib.suppress(NoKeyError):
+            self._subscribers(queue).remove(name)

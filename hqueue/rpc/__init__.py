@@ -1,1 +1,0 @@
-"""Thrift plumbing shared by every hqueue server and client: IDL loading, the server loop."""

@@ -1,0 +1,228 @@
+"""Server-side scanners: a position in a table scan, and the registry that leases them.
+
+A :class:`Scanner` remembers the last row it returned and opens a short read
+transaction per call (:meth:`Scanner.next_rows`), so an idle scanner holds no
+LMDB snapshot. The consequence, documented in docs/standalone.md: rows written
+after a scanner opened and ahead of its position are returned, where HBase's
+scanner would hide them behind its read point. For a queue, whose rows are
+appended, that only means a scan sees messages that arrived while it ran.
+
+The :class:`ScannerRegistry` hands out HBase-style integer ids and reclaims
+scanners idle longer than the lease (HBase's
+``hbase.client.scanner.timeout.period``, 60 s by default).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import threading
+import time
+from dataclasses import dataclass
+
+from hqueue.errors import InvalidArgumentError
+from hqueue.standalone.engine.cells import Cell, cells_result_wire
+from hqueue.standalone.engine.filters import RowDecision, parse_filter
+from hqueue.standalone.engine.store import ColumnSelector, Store, now_ms, visible_cells
+
+DEFAULT_LEASE_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class ScanSpec:
+    """What a scan reads; mirrors Thrift1's ``TScan``.
+
+    ``stop`` is exclusive and b"" means the table's end; ``max_ts`` keeps cells
+    with a timestamp below it; ``batch_size`` caps the cells per returned
+    result (a wider row comes back in several results, as HBase's
+    ``Scan.setBatch``); ``reverse`` scans from ``start`` downwards.
+    """
+
+    start: bytes = b""
+    stop: bytes = b""
+    columns: tuple[bytes, ...] = ()
+    max_ts: int | None = None
+    filter_string: bytes | None = None
+    batch_size: int = 0
+    reverse: bool = False
+    sort_columns: bool = False
+
+
+class Scanner:
+    """An open scan over one table. Use :meth:`ScannerRegistry.open`, not this constructor.
+
+    Raises (on construction):
+        TableNotFoundError, TableStateError, ColumnFamilyNotFoundError,
+        InvalidArgumentError (a bad or unsupported filter string).
+    """
+
+    def __init__(self, store: Store, table: bytes, spec: ScanSpec) -> None:
+        self._store = store
+        self._desc = store.enabled(table)
+        self.spec = spec
+        self._selector = ColumnSelector.parse(list(spec.columns), self._desc)
+        self._filter = parse_filter(spec.filter_string)
+        self._splits = list(self._desc.split_keys)
+        self._region = -1
+        self._resume = spec.start
+        self._resume_after = False
+        self._pending: tuple[bytes, list[Cell]] | None = None
+        self._done = False
+        self.lock = threading.Lock()
+        self.last_used = time.monotonic()
+
+    def next_rows(self, limit: int) -> list[tuple[bytes, list[Cell]]]:
+        """Return up to ``limit`` results; an empty list means the scan is over.
+
+        Raises:
+            TableNotFoundError: the table was deleted meanwhile.
+        """
+        self.last_used = time.monotonic()
+        out: list[tuple[bytes, list[Cell]]] = []
+        limit = max(limit, 1)
+        self._drain_pending(out, limit)
+        while len(out) < limit and not self._done:
+            if not self._scan_once(out, limit):
+                break
+        return out
+
+    @property
+    def plain(self) -> bool:
+        """True if the scan takes every column's newest version, unfiltered (see next_wire)."""
+        spec = self.spec
+        return (self._selector is None and self._filter is None and spec.max_ts is None
+                and not spec.batch_size and not spec.sort_columns)
+
+    def next_wire(self, limit: int) -> list[bytes]:
+        """Return up to ``limit`` results as binary-protocol ``TRowResult`` structs.
+
+        Plain scans (:attr:`plain`) send stored rows without decoding them;
+        others encode what :meth:`next_rows` returns.
+        """
+        if not self.plain:
+            sort = self.spec.sort_columns
+            return [cells_result_wire(row, cells, sort) for row, cells in self.next_rows(limit)]
+        self.last_used = time.monotonic()
+        if self._done:
+            return []
+        results, last, exhausted = self._store.scan_wire(
+            self._desc, self._resume, self.spec.stop, self.spec.reverse,
+            self._resume if self._resume_after else None, max(limit, 1))
+        if last is not None:
+            self._resume, self._resume_after = last, True
+        self._done = exhausted
+        return results
+
+    def _drain_pending(self, out: list[tuple[bytes, list[Cell]]], limit: int) -> None:
+        size = self.spec.batch_size
+        while self._pending is not None and len(out) < limit:
+            row, cells = self._pending
+            out.append((row, cells[:size]))
+            rest = cells[size:]
+            self._pending = (row, rest) if rest else None
+
+    def _scan_once(self, out: list[tuple[bytes, list[Cell]]], limit: int) -> bool:
+        """Read rows in one transaction; return True if the scan must resume elsewhere."""
+        spec = self.spec
+        filt = self._filter
+        cutoffs = self._desc.ttl_cutoffs(now_ms())
+        rows = self._store.iter_rows(self._desc, self._resume, spec.stop, spec.reverse,
+                                     after=self._resume if self._resume_after else None)
+        try:
+            for row, cells in rows:
+                self._resume, self._resume_after = row, True
+                if filt is not None:
+                    region = bisect.bisect_right(self._splits, row)
+                    if region != self._region:
+                        self._region = region
+                        filt.region_changed()
+                    decision = filt.filter_row_key(row, spec.reverse)
+                    if decision == RowDecision.SKIP:
+                        continue
+                    if decision == RowDecision.STOP:
+                        self._done = True
+                        return False
+                    if decision == RowDecision.NEXT_REGION:
+                        return self._jump_region(region)
+                visible = visible_cells(cells, cutoffs, self._selector, spec.max_ts, 1)
+                if filt is not None:
+                    visible = filt.filter_cells(visible)
+                    if visible:
+                        filt.row_returned()
+                if not visible:
+                    continue
+                if spec.batch_size and len(visible) > spec.batch_size:
+                    self._pending = (row, visible)
+                    self._drain_pending(out, limit)
+                else:
+                    out.append((row, visible))
+                if len(out) >= limit:
+                    return False
+            self._done = True
+            return False
+        finally:
+            rows.close()
+
+    def _jump_region(self, region: int) -> bool:
+        # PageFilter is per region in HBase: move on to the neighbouring region.
+        if self.spec.reverse:
+            if region == 0:
+                self._done = True
+                return False
+            self._resume, self._resume_after = self._splits[region - 1], True
+        else:
+            if region >= len(self._splits):
+                self._done = True
+                return False
+            self._resume, self._resume_after = self._splits[region], False
+        return True
+
+
+class ScannerRegistry:
+    """Scanner ids for Thrift clients, with idle scanners reclaimed after a lease."""
+
+    def __init__(self, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+        self.lease_seconds = lease_seconds
+        self._scanners: dict[int, Scanner] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def open(self, scanner: Scanner) -> int:
+        """Register a scanner; return its id."""
+        self.reap()
+        with self._lock:
+            scanner_id = next(self._ids) & 0x7FFFFFFF
+            self._scanners[scanner_id] = scanner
+        return scanner_id
+
+    def get(self, scanner_id: int) -> Scanner:
+        """Return the scanner with this id.
+
+        Raises:
+            InvalidArgumentError: no such scanner (closed, or its lease expired).
+        """
+        with self._lock:
+            scanner = self._scanners.get(scanner_id)
+        if scanner is None or time.monotonic() - scanner.last_used > self.lease_seconds:
+            self.close(scanner_id)
+            raise InvalidArgumentError(
+                f"UnknownScannerException: scanner ID {scanner_id} is invalid (closed, or idle "
+                f"longer than its {self.lease_seconds:g} s lease)")
+        return scanner
+
+    def close(self, scanner_id: int) -> bool:
+        """Forget a scanner; return True if it existed."""
+        with self._lock:
+            return self._scanners.pop(scanner_id, None) is not None
+
+    def reap(self) -> int:
+        """Drop scanners idle past the lease; return how many."""
+        deadline = time.monotonic() - self.lease_seconds
+        with self._lock:
+            stale = [i for i, s in self._scanners.items() if s.last_used < deadline]
+            for scanner_id in stale:
+                del self._scanners[scanner_id]
+        return len(stale)
+
+    def __len__(self) -> int:
+        return len(self._scanners)

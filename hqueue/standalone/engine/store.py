@@ -1,0 +1,1155 @@
+"""The storage engine of ``hqueue standalone``: HBase's data model over LMDB.
+
+A :class:`Store` holds tables of rows of cells, with HBase's semantics where a
+client can observe them: columns are ``family:qualifier``, every cell has a
+timestamp, a column keeps at most its family's ``max_versions`` versions,
+cells older than the family's ``time_to_live`` are invisible to every read at
+once and purged later, rows sort by their bytes.
+
+Layout: one LMDB environment with two named databases. ``meta`` maps
+``b"table:" + name`` to the table's JSON descriptor; ``data`` maps a 4-byte
+table id followed by the row key to the row's cells (see
+:mod:`~hqueue.standalone.engine.cells`). Table ids are never reused, so deleting a
+table can never expose its rows to a later table of the same name.
+
+Writes are group-committed: the first writer to find no commit in progress
+applies every write waiting at that moment in one LMDB transaction and commits
+it with ``fsync`` before any of them is acknowledged; one client pays one sync
+per call, many clients share syncs. Each write runs in its own nested
+transaction, so a write that fails leaves nothing behind while its neighbours
+commit.
+
+Differences from HBase, all documented in docs/standalone.md: a row key is at
+most :data:`MAX_ROW_BYTES` bytes (LMDB's key limit; HBase allows 32,767);
+deletes remove cells at once instead of writing tombstones, so a later put
+with an older explicit timestamp is visible (HBase would mask it until a major
+compaction); there is one region server, this process.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import itertools
+import json
+import logging
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Protocol, TypeVar
+
+import lmdb
+
+from hqueue.errors import (
+    ColumnFamilyNotFoundError,
+    InvalidArgumentError,
+    StorageError,
+    TableExistsError,
+    TableNotFoundError,
+    TableStateError,
+)
+from hqueue.standalone.engine.cells import (
+    COLUMNS_START,
+    HEADER_SIZE,
+    ROW_HEADER,
+    ROW_RESULT_START,
+    STRUCT_END,
+    Cell,
+    cells_result_wire,
+    decode_cells,
+    encode_cells,
+    encode_head,
+    encode_singles,
+    family_of,
+    kv_order,
+)
+
+log = logging.getLogger(__name__)
+
+FOREVER = 2**31 - 1
+"""HBase's ``HConstants.FOREVER``: a time-to-live that never expires (seconds)."""
+
+MAX_ROW_BYTES = 511 - 4
+"""Longest row key the store accepts: LMDB's 511-byte key limit minus the table id."""
+
+_TABLE_ID = struct.Struct(">I")
+_I32 = struct.Struct(">i")
+_META_TABLE = b"table:"
+_META_NEXT_ID = b"next-table-id"
+_TABLE_NAME_CHARS = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+T = TypeVar("T")
+
+
+def now_ms() -> int:
+    """Return the current time in milliseconds since the epoch (HBase's cell clock)."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class FamilyOptions:
+    """A column family's settings, as HBase's Thrift1 ``ColumnDescriptor`` carries them."""
+
+    max_versions: int = 3
+    time_to_live: int = FOREVER
+    compression: str = "NONE"
+    in_memory: bool = False
+    bloom_filter_type: str = "NONE"
+    bloom_filter_vector_size: int = 0
+    bloom_filter_nb_hashes: int = 0
+    block_cache_enabled: bool = False
+
+
+@dataclass(frozen=True)
+class Region:
+    """One region of a table: rows from ``start`` (inclusive) to ``end`` (exclusive, b"" = end)."""
+
+    table: bytes
+    start: bytes
+    end: bytes
+    region_id: int
+
+    @property
+    def name(self) -> bytes:
+        """HBase's region name: ``table,startKey,regionId``."""
+        return b"%s,%s,%d" % (self.table, self.start, self.region_id)
+
+    def contains(self, row: bytes) -> bool:
+        """Return True if ``row`` falls in this region."""
+        return self.start <= row and (not self.end or row < self.end)
+
+
+@dataclass(frozen=True)
+class TableDescriptor:
+    """A table's schema and state."""
+
+    name: bytes
+    table_id: int
+    families: dict[bytes, FamilyOptions]
+    split_keys: tuple[bytes, ...] = ()
+    enabled: bool = True
+    created_ms: int = 0
+    prefix: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prefix", _TABLE_ID.pack(self.table_id))
+
+    def regions(self) -> list[Region]:
+        """Return the table's regions in key order (one per split key, plus one)."""
+        bounds = [b"", *self.split_keys, b""]
+        return [Region(self.name, bounds[i], bounds[i + 1], self.created_ms + i)
+                for i in range(len(bounds) - 1)]
+
+    def ttl_cutoffs(self, now: int) -> dict[bytes, int]:
+        """Return, per family with a TTL, the oldest timestamp still visible at ``now``."""
+        return {name: now - opts.time_to_live * 1000
+                for name, opts in self.families.items() if opts.time_to_live < FOREVER}
+
+    def to_json(self) -> bytes:
+        """Serialize for the ``meta`` database."""
+        return json.dumps({
+            "name": self.name.hex(), "table_id": self.table_id, "enabled": self.enabled,
+            "created_ms": self.created_ms, "split_keys": [k.hex() for k in self.split_keys],
+            "families": {k.hex(): asdict(v) for k, v in self.families.items()},
+        }).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> TableDescriptor:
+        """Parse what :meth:`to_json` wrote."""
+        d = json.loads(raw)
+        return cls(
+            name=bytes.fromhex(d["name"]), table_id=d["table_id"], enabled=d["enabled"],
+            created_ms=d["created_ms"], split_keys=tuple(bytes.fromhex(k) for k in d["split_keys"]),
+            families={bytes.fromhex(k): FamilyOptions(**v) for k, v in d["families"].items()},
+        )
+
+    def with_changes(self, **changes: Any) -> TableDescriptor:
+        """Return a copy with the given fields replaced."""
+        values = {k: getattr(self, k) for k in
+                  ("name", "table_id", "families", "split_keys", "enabled", "created_ms")}
+        values.update(changes)
+        return TableDescriptor(**values)
+
+
+@dataclass(frozen=True)
+class ColumnSelector:
+    """Which columns a read returns: whole families and exact ``family:qualifier`` columns."""
+
+    families: frozenset[bytes]
+    exact: frozenset[bytes]
+
+    @classmethod
+    def parse(cls, columns: list[bytes] | None, desc: TableDescriptor) -> ColumnSelector | None:
+        """Build a selector from Thrift1 column names (``b"cf"`` is a family, ``b"cf:q"`` a column).
+
+        Returns:
+            None when ``columns`` is empty (every column).
+
+        Raises:
+            ColumnFamilyNotFoundError: a column names a family the table lacks.
+        """
+        if not columns:
+            return None
+        families: set[bytes] = set()
+        exact: set[bytes] = set()
+        for column in columns:
+            fam, colon, _ = column.partition(b":")
+            if fam not in desc.families:
+                raise ColumnFamilyNotFoundError(
+                    f"NoSuchColumnFamilyException: column family {fam!r} does not exist "
+                    f"in table {desc.name.decode(errors='replace')}")
+            if not colon:
+                # Only "cf" names the whole family: since HBase 0.96 (HBASE-9549)
+                # CellUtil.parseColumn reads "cf:" as the empty qualifier.
+                families.add(fam)
+            else:
+                exact.add(column)
+        return cls(frozenset(families), frozenset(exact))
+
+    def matches(self, column: bytes) -> bool:
+        """Return True if the selector takes ``column``."""
+        return column in self.exact or family_of(column) in self.families
+
+
+class MutationLike(Protocol):
+    """One cell change, shaped like Thrift1's ``Mutation`` so its objects pass straight through."""
+
+    @property
+    def column(self) -> bytes: ...
+
+    @property
+    def value(self) -> bytes | None: ...
+
+    @property
+    def isDelete(self) -> bool | None: ...
+
+
+class RowMutationLike(Protocol):
+    """Changes to one row, shaped like Thrift1's ``BatchMutation``."""
+
+    @property
+    def row(self) -> bytes: ...
+
+    @property
+    def mutations(self) -> Sequence[MutationLike]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    """A put of ``value`` to ``column``, or, with ``isDelete``, a delete.
+
+    A delete of a column without a qualifier (``b"cf"``) removes the whole family.
+    """
+
+    column: bytes
+    value: bytes | None = None
+    isDelete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RowMutation:
+    """Mutations of one row (see :class:`RowMutationLike`)."""
+
+    row: bytes
+    mutations: Sequence[MutationLike]
+
+
+def visible_cells(cells: list[Cell], cutoffs: dict[bytes, int], selector: ColumnSelector | None,
+                  max_ts: int | None, max_versions: int) -> list[Cell]:
+    """Filter a row's cells down to what a read sees.
+
+    Args:
+        cells: the row's cells in KeyValue order.
+        cutoffs: per family, the oldest visible timestamp (TTL); see
+            :meth:`TableDescriptor.ttl_cutoffs`.
+        selector: the columns asked for, or None for all.
+        max_ts: only cells with a timestamp below this (Thrift1's ``*Ts`` calls), or None.
+        max_versions: versions per column to return, newest first.
+
+    Returns:
+        The visible cells, in KeyValue order.
+    """
+    out: list[Cell] = []
+    prev: bytes | None = None
+    taken = 0
+    for cell in cells:
+        column, ts, _ = cell
+        if column != prev:
+            prev = column
+            taken = 0
+        elif taken >= max_versions:
+            continue
+        if max_ts is not None and ts >= max_ts:
+            continue
+        if selector is not None and not selector.matches(column):
+            continue
+        if cutoffs:
+            cutoff = cutoffs.get(family_of(column))
+            if cutoff is not None and ts < cutoff:
+                continue
+        out.append(cell)
+        taken += 1
+    return out
+
+
+class _Pending:
+    __slots__ = ("done", "error", "fn", "result")
+
+    def __init__(self, fn: Callable[[lmdb.Transaction], Any]) -> None:
+        self.fn = fn
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class _GroupCommitter:
+    """Applies queued writes in shared, synced LMDB transactions (leader-based group commit).
+
+    The first writer to find no commit in progress becomes the leader: it
+    takes every write queued at that moment, commits them in one transaction
+    with one ``fsync``, and wakes their writers. Writers that arrive meanwhile
+    queue up for the next leader. A lone writer thus commits in its own thread
+    with no hand-off; many writers share syncs.
+    """
+
+    def __init__(self, env: lmdb.Environment) -> None:
+        self._env = env
+        self._cv = threading.Condition()
+        self._queue: list[_Pending] = []
+        self._leading = False
+        self._closed = False
+
+    def submit(self, fn: Callable[[lmdb.Transaction], T]) -> T:
+        """Run ``fn(txn)`` in the next commit and wait until it is on disk.
+
+        Returns:
+            What ``fn`` returned.
+
+        Raises:
+            Whatever ``fn`` raised (its writes are rolled back), or StorageError
+            when the commit itself failed or the store is closed.
+        """
+        return self.wait(self.enqueue(fn))
+
+    def enqueue(self, fn: Callable[[lmdb.Transaction], Any]) -> _Pending:
+        """Queue ``fn`` for a coming commit without waiting; :meth:`wait` for it.
+        Queued writes are applied, and become visible, in the order they were
+        queued.
+
+        Raises:
+            StorageError: the store is closed.
+        """
+        pending = _Pending(fn)
+        with self._cv:
+            if self._closed:
+                raise StorageError("IOException: the store is closed")
+            self._queue.append(pending)
+        return pending
+
+    def wait(self, pending: _Pending) -> Any:
+        """Wait until a queued write is on disk (leading a commit if none is in
+        progress); return what its function returned.
+
+        Raises:
+            as :meth:`submit`.
+        """
+        with self._cv:
+            while self._leading and not pending.done:
+                self._cv.wait()
+            if not pending.done:
+                self._leading = True
+                batch, self._queue = self._queue, []
+        if not pending.done:
+            try:
+                self._commit(batch)
+            except BaseException as exc:
+                self._fail(batch, StorageError(f"IOException: commit failed: {exc}"))
+                raise
+            finally:
+                with self._cv:
+                    for item in batch:
+                        item.done = True
+                    self._leading = False
+                    self._cv.notify_all()
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    def _commit(self, batch: list[_Pending]) -> None:
+        try:
+            with self._env.begin(write=True) as txn:
+                for pending in batch:
+                    child = self._env.begin(write=True, parent=txn)
+                    try:
+                        pending.result = pending.fn(child)
+                    except BaseException as exc:
+                        child.abort()
+                        pending.error = exc
+                    else:
+                        child.commit()
+        except lmdb.MapFullError:
+            self._fail(batch, StorageError(
+                "IOException: the store is full; restart `hqueue standalone` with a larger "
+                "--map-size"))
+        except lmdb.Error as exc:
+            self._fail(batch, StorageError(f"IOException: commit failed: {exc}"))
+
+    @staticmethod
+    def _fail(batch: list[_Pending], error: StorageError) -> None:
+        for pending in batch:
+            if pending.error is None:
+                pending.error = error
+
+    def close(self) -> None:
+        """Refuse new writes and wait for the commit in progress, if any."""
+        with self._cv:
+            self._closed = True
+            while self._leading or self._queue:
+                self._cv.wait()
+
+
+class Store:
+    """HBase tables over one LMDB environment; thread-safe.
+
+    Args:
+        path: the data directory (created if missing).
+        map_size: the largest the database may grow, in bytes.
+        sync: fsync every commit (the durability guarantee); only tests of
+            something else may turn it off.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], map_size: int = 64 << 30,
+                 sync: bool = True) -> None:
+        os.makedirs(path, exist_ok=True)
+        self.path = os.fspath(path)
+        try:
+            self._env = lmdb.open(self.path, map_size=map_size, max_dbs=4, max_readers=1024,
+                                  sync=sync, metasync=sync, readahead=False)
+        except lmdb.Error as exc:
+            raise StorageError(f"cannot open the store at {self.path}: {exc}") from exc
+        self._meta = self._env.open_db(b"meta")
+        self._data = self._env.open_db(b"data")
+        self._tables: dict[bytes, TableDescriptor] = {}
+        # Serializes admin calls so a descriptor is never read-modify-written twice at once.
+        self._admin_lock = threading.Lock()
+        with self._env.begin(db=self._meta) as txn:
+            for key, raw in txn.cursor():
+                if key.startswith(_META_TABLE):
+                    desc = TableDescriptor.from_json(raw)
+                    self._tables[desc.name] = desc
+        self._committer = _GroupCommitter(self._env)
+
+    def close(self) -> None:
+        """Finish queued writes and close the environment."""
+        self._committer.close()
+        self._env.close()
+
+    # ------------------------------------------------------------------ admin
+
+    def table_names(self) -> list[bytes]:
+        """Return every table's name, sorted."""
+        return sorted(self._tables)
+
+    def describe(self, name: bytes) -> TableDescriptor:
+        """Return a table's descriptor.
+
+        Raises:
+            TableNotFoundError: no such table.
+        """
+        try:
+            return self._tables[name]
+        except KeyError:
+            raise TableNotFoundError(
+                f"TableNotFoundException: {name.decode(errors='replace')}") from None
+
+    def create_table(self, name: bytes, families: dict[bytes, FamilyOptions],
+                     split_keys: list[bytes] | tuple[bytes, ...] = ()) -> TableDescriptor:
+        """Create an enabled table, pre-split at ``split_keys``.
+
+        Returns:
+            The new table's descriptor.
+
+        Raises:
+            InvalidArgumentError: bad name, no families, bad family or split keys.
+            TableExistsError: the name is taken.
+        """
+        _check_table_name(name)
+        if not families:
+            raise InvalidArgumentError("IllegalArgumentException: a table needs at least one "
+                                       "column family")
+        for fam, opts in families.items():
+            if not fam or b":" in fam:
+                raise InvalidArgumentError(
+                    f"IllegalArgumentException: invalid column family name {fam!r}")
+            if opts.max_versions < 1:
+                raise InvalidArgumentError(
+                    f"IllegalArgumentException: max_versions of {fam!r} must be >= 1")
+            if opts.time_to_live < 1:
+                raise InvalidArgumentError(
+                    f"IllegalArgumentException: time_to_live of {fam!r} must be >= 1 second")
+        splits = tuple(sorted(set(split_keys)))
+        if len(splits) != len(split_keys):
+            raise InvalidArgumentError("IllegalArgumentException: split keys must be unique")
+        if any(not k for k in splits):
+            raise InvalidArgumentError("IllegalArgumentException: empty split key must not "
+                                       "be passed")
+
+        def create(txn: lmdb.Transaction) -> TableDescriptor:
+            if name in self._tables:
+                raise TableExistsError(f"TableExistsException: {name.decode(errors='replace')}")
+            raw_id = txn.get(_META_NEXT_ID, db=self._meta)
+            table_id = int(raw_id) if raw_id else 1
+            txn.put(_META_NEXT_ID, b"%d" % (table_id + 1), db=self._meta)
+            desc = TableDescriptor(name=name, table_id=table_id, families=dict(families),
+                                   split_keys=splits, enabled=True, created_ms=now_ms())
+            txn.put(_META_TABLE + name, desc.to_json(), db=self._meta)
+            return desc
+
+        with self._admin_lock:
+            desc = self._committer.submit(create)
+            self._tables[name] = desc
+        return desc
+
+    def set_enabled(self, name: bytes, enabled: bool) -> None:
+        """Enable or disable a table (a no-op when it already is).
+
+        Raises:
+            TableNotFoundError: no such table.
+        """
+        with self._admin_lock:
+            desc = self.describe(name)
+            if desc.enabled == enabled:
+                return
+            new = desc.with_changes(enabled=enabled)
+            self._committer.submit(
+                lambda txn: txn.put(_META_TABLE + name, new.to_json(), db=self._meta))
+            self._tables[name] = new
+
+    def modify_family(self, name: bytes, family: bytes, **changes: Any) -> TableDescriptor:
+        """Change an existing family's options (``max_versions``, ``time_to_live``),
+        as HBase's ``modifyColumnFamily`` does; other options are kept.
+
+        Returns:
+            The table's new descriptor.
+
+        Raises:
+            TableNotFoundError: no such table.
+            ColumnFamilyNotFoundError: the table has no such family.
+            InvalidArgumentError: an option is out of range.
+        """
+        if changes.get("max_versions", 1) < 1:
+            raise InvalidArgumentError("IllegalArgumentException: max_versions must be >= 1")
+        if changes.get("time_to_live", 1) < 1:
+            raise InvalidArgumentError(
+                "IllegalArgumentException: time_to_live must be >= 1 second")
+        with self._admin_lock:
+            desc = self.describe(name)
+            if family not in desc.families:
+                raise ColumnFamilyNotFoundError(
+                    f"NoSuchColumnFamilyException: {family.decode(errors='replace')} in "
+                    f"{name.decode(errors='replace')}")
+            families = dict(desc.families)
+            families[family] = replace(families[family], **changes)
+            new = desc.with_changes(families=families)
+            self._committer.submit(
+                lambda txn: txn.put(_META_TABLE + name, new.to_json(), db=self._meta))
+            self._tables[name] = new
+            return new
+
+    def delete_table(self, name: bytes) -> None:
+        """Delete a disabled table and all its rows.
+
+        Raises:
+            TableNotFoundError: no such table.
+            TableStateError: the table is enabled (HBase's TableNotDisabledException).
+        """
+        with self._admin_lock:
+            desc = self.describe(name)
+            if desc.enabled:
+                raise TableStateError(
+                    f"TableNotDisabledException: {name.decode(errors='replace')}")
+
+            def delete(txn: lmdb.Transaction) -> None:
+                txn.delete(_META_TABLE + name, db=self._meta)
+                cursor = txn.cursor(db=self._data)
+                if cursor.set_range(desc.prefix):
+                    while cursor.key()[:4] == desc.prefix:
+                        if not cursor.delete():
+                            break
+
+            self._committer.submit(delete)
+            del self._tables[name]
+
+    # ------------------------------------------------------------------ reads
+
+    def enabled(self, name: bytes) -> TableDescriptor:
+        """Return the descriptor of a table that may be read and written.
+
+        Raises:
+            TableNotFoundError: no such table.
+            TableStateError: the table is disabled.
+        """
+        desc = self.describe(name)
+        if not desc.enabled:
+            raise TableStateError(f"TableNotEnabledException: {name.decode(errors='replace')} "
+                                  "is disabled")
+        return desc
+
+    def get_rows(self, name: bytes, rows: list[bytes], columns: list[bytes] | None = None,
+                 max_ts: int | None = None,
+                 max_versions: int = 1) -> list[tuple[bytes, list[Cell]]]:
+        """Read rows by key.
+
+        Returns:
+            ``(row, cells)`` for each row that has visible cells, in the order asked.
+
+        Raises:
+            TableNotFoundError, TableStateError, ColumnFamilyNotFoundError.
+        """
+        desc = self.enabled(name)
+        selector = ColumnSelector.parse(columns, desc)
+        cutoffs = desc.ttl_cutoffs(now_ms())
+        prefix = desc.prefix
+        out = []
+        with self._env.begin(db=self._data) as txn:
+            for row in rows:
+                raw = txn.get(prefix + row)
+                if raw is None:
+                    continue
+                cells = visible_cells(decode_cells(raw), cutoffs, selector, max_ts, max_versions)
+                if cells:
+                    out.append((row, cells))
+        return out
+
+    def iter_raw(self, desc: TableDescriptor, start: bytes, stop: bytes, reverse: bool = False,
+                 after: bytes | None = None) -> Generator[tuple[bytes, bytes], None, None]:
+        """Iterate stored rows in key order, undecoded (see :mod:`~hqueue.standalone.engine.cells`).
+
+        Args:
+            desc: the table.
+            start: first row (inclusive); for a reversed scan, the highest row.
+            stop: row to stop before (exclusive); b"" means the table's end.
+            reverse: iterate in descending key order.
+            after: resume after this row (it is skipped) instead of at ``start``.
+
+        Yields:
+            ``(row, stored value)``. The read transaction stays open until the
+            iterator is exhausted or closed, so callers close it promptly.
+        """
+        prefix = desc.prefix
+        plen = len(prefix)
+        stop_key = prefix + stop if stop else None
+        with self._env.begin(db=self._data) as txn:
+            cursor = txn.cursor()
+            first = prefix + (after if after is not None else start)
+            if not reverse:
+                if not cursor.set_range(first):
+                    return
+                if after is not None and cursor.key() == first and not cursor.next():
+                    return
+                for key, raw in cursor:
+                    if key[:plen] != prefix or (stop_key is not None and key >= stop_key):
+                        return
+                    yield key[plen:], raw
+                return
+            if after is None and not start:
+                # An empty start row in a reversed scan means the table's last row.
+                found = cursor.set_range(_TABLE_ID.pack(desc.table_id + 1))
+                positioned = cursor.prev() if found else cursor.last()
+            elif not cursor.set_range(first):
+                positioned = cursor.last()
+            elif cursor.key() > first or after is not None:
+                positioned = cursor.prev()
+            else:
+                positioned = True
+            if not positioned:
+                return
+            for key, raw in cursor.iterprev():
+                if key[:plen] != prefix or (stop_key is not None and key <= stop_key):
+                    return
+                yield key[plen:], raw
+
+    def raw_rows(self, desc: TableDescriptor, start: bytes, stop: bytes,
+                 count: int) -> tuple[list[bytes], list[bytes]]:
+        """Read up to ``count`` stored rows of ``[start, stop)`` in key order, undecoded,
+        in one read transaction: the bulk form of :meth:`iter_raw` for scans that
+        process rows by column.
+
+        Args:
+            desc: the table.
+            start: first row (inclusive).
+            stop: row to stop before (exclusive); b"" means the table's end.
+            count: the most rows to read.
+
+        Returns:
+            ``(keys, stored values)``. The keys keep the table's key prefix
+            (``desc.prefix``), so a caller that wants them bare strips them all in one
+            pass instead of one slice per row.
+        """
+        prefix = desc.prefix
+        stop_key = prefix + stop if stop else _TABLE_ID.pack(desc.table_id + 1)
+        keys: list[bytes] = []
+        raws: list[bytes] = []
+        add_key = keys.append
+        add_raw = raws.append
+        with self._env.begin(db=self._data) as txn:
+            cursor = txn.cursor()
+            if not cursor.set_range(prefix + start):
+                return keys, raws
+            # The rows go into two lists rather than one list of (key, value) tuples:
+            # a million tuples kept alive set off the cyclic garbage collector over and
+            # over, which doubled the cost of a read. The stop row is found afterwards
+            # by bisection, not compared row by row.
+            for key, raw in itertools.islice(cursor.iternext(), count):
+                add_key(key)
+                add_raw(raw)
+        cut = bisect.bisect_left(keys, stop_key)
+        if cut < len(keys):
+            del keys[cut:], raws[cut:]
+        return keys, raws
+
+    def iter_rows(self, desc: TableDescriptor, start: bytes, stop: bytes, reverse: bool = False,
+                  after: bytes | None = None) -> Generator[tuple[bytes, list[Cell]], None, None]:
+        """As :meth:`iter_raw`, with each row decoded into all its cells (no visibility rules)."""
+        rows = self.iter_raw(desc, start, stop, reverse, after)
+        try:
+            for row, raw in rows:
+                yield row, decode_cells(raw)
+        finally:
+            rows.close()
+
+    def scan_wire(self, desc: TableDescriptor, start: bytes, stop: bytes, reverse: bool,
+                  after: bytes | None, limit: int) -> tuple[list[bytes], bytes | None, bool]:
+        """Read up to ``limit`` rows of a plain scan as binary-protocol ``TRowResult`` structs.
+
+        A plain scan returns every column's newest visible version. A row whose
+        newest cells are all within the TTL is sent as stored, unparsed; only
+        rows with expired cells are decoded.
+
+        Returns:
+            ``(results, last row read, True if the range is exhausted)``.
+        """
+        cutoffs = desc.ttl_cutoffs(now_ms())
+        # A row whose oldest newest-cell is at or above every family's cutoff
+        # is wholly visible and goes out as stored.
+        newest_cutoff = max(cutoffs.values()) if cutoffs else -1
+        out: list[bytes] = []
+        append = out.append
+        last: bytes | None = None
+        unpack_header = ROW_HEADER.unpack_from
+        pack_len = _I32.pack
+        start_at = HEADER_SIZE - 4
+        rows = self.iter_raw(desc, start, stop, reverse, after)
+        try:
+            for row, raw in rows:
+                last = row
+                _, min_ts, newest_len, _ = unpack_header(raw)
+                if min_ts >= newest_cutoff:
+                    append(b"".join((ROW_RESULT_START, pack_len(len(row)), row, COLUMNS_START,
+                                     raw[start_at:HEADER_SIZE + newest_len], STRUCT_END)))
+                else:
+                    cells = visible_cells(decode_cells(raw), cutoffs, None, None, 1)
+                    if cells:
+                        append(cells_result_wire(row, cells))
+                if len(out) >= limit:
+                    return out, last, False
+            return out, last, True
+        finally:
+            rows.close()
+
+    # ----------------------------------------------------------------- writes
+
+    def mutate_rows(self, name: bytes, batches: Sequence[RowMutationLike],
+                    ts: int | None = None) -> None:
+        """Apply deletes and puts to rows, durably, all or nothing.
+
+        Within a row, deletes are applied before puts (HBase Thrift1's order).
+        A put without ``ts`` is stamped with the current time; a delete without
+        ``ts`` removes every version, with ``ts`` the versions at or before it.
+        Thrift1 ``BatchMutation`` objects are accepted as they are.
+
+        Raises:
+            TableNotFoundError, TableStateError, ColumnFamilyNotFoundError,
+            InvalidArgumentError (empty or too long row key, put without a
+            value, mutation without a column), StorageError.
+        """
+        desc = self.enabled(name)
+        single_puts = _check_batches(desc, batches)
+
+        def apply(txn: lmdb.Transaction) -> None:
+            current = self._check_live(desc)
+            stamp = now_ms() if ts is None else ts
+            if single_puts is not None:
+                self._put_simple(txn, current, batches, single_puts, stamp)
+            else:
+                for batch in batches:
+                    self._apply_row(txn, current, batch, stamp, ts)
+
+        self._committer.submit(apply)
+
+    def _put_simple(self, txn: lmdb.Transaction, desc: TableDescriptor,
+                    batches: Sequence[RowMutationLike], single_puts: _SinglePuts,
+                    stamp: int) -> None:
+        # The hot path of a queue: one put per row, rows mostly new. Encode
+        # every row as if it were new and insert without overwriting, in C;
+        # the rows that already existed are merged one by one afterwards.
+        prefix = desc.prefix
+        firsts, columns = single_puts
+        if len(columns) == 1:
+            values = encode_singles(_head(next(iter(columns))), stamp,
+                                    [m.value for m in firsts])  # type: ignore[misc]
+        else:
+            values = [b""] * len(firsts)
+            for column in columns:
+                idx = [i for i, m in enumerate(firsts) if m.column == column]
+                encoded = encode_singles(_head(column), stamp,
+                                         [firsts[i].value for i in idx])  # type: ignore[misc]
+                for i, value in zip(idx, encoded, strict=True):
+                    values[i] = value
+        items = list(zip([prefix + b.row for b in batches], values, strict=True))
+        consumed, added = txn.cursor(db=self._data).putmulti(items, overwrite=False)
+        if added == consumed:
+            return
+        for batch, (key, value) in zip(batches, items, strict=True):
+            if txn.get(key, db=self._data) != value:
+                self._apply_row(txn, desc, batch, stamp, None)
+
+    def put_columns(self, name: bytes,
+                    groups: Sequence[tuple[bytes, int, Sequence[bytes], Sequence[bytes]]]
+                    ) -> None:
+        """Put one cell per row, durably, all or nothing, given ``groups`` of
+        ``(column, ts, rows, values)``: the queue's write path (a sidecar in this
+        process), which skips building a mutation object per row.
+
+        Raises:
+            as :meth:`mutate_rows`.
+        """
+        self.put_columns_queued(name, groups)()
+
+    def put_columns_queued(
+        self, name: bytes,
+        groups: Sequence[tuple[bytes, int, Sequence[bytes], Sequence[bytes]]],
+    ) -> Callable[[], None]:
+        """Queue :meth:`put_columns`'s write and return a function that waits until
+        it is durable (raising what :meth:`put_columns` would). Writes queued one
+        after another become visible in that order, so a caller that queues under
+        its own lock and waits outside it keeps its order and shares fsyncs.
+
+        Raises:
+            as :meth:`mutate_rows`, for a bad argument (nothing is queued).
+        """
+        desc = self.enabled(name)
+        for column, _ts, rows, values in groups:
+            if family_of(column) not in desc.families:
+                raise ColumnFamilyNotFoundError(
+                    f"NoSuchColumnFamilyException: column family {family_of(column)!r} does "
+                    f"not exist in table {name.decode(errors='replace')}")
+            if len(rows) != len(values):
+                raise InvalidArgumentError("IllegalArgumentException: one value per row")
+            for row in rows:
+                if not row or len(row) > MAX_ROW_BYTES:
+                    _check_row(row)
+
+        def apply(txn: lmdb.Transaction) -> None:
+            current = self._check_live(desc)
+            prefix = current.prefix
+            cursor = txn.cursor(db=self._data)
+            for column, ts, rows, values in groups:
+                items = list(zip([prefix + row for row in rows],
+                                 encode_singles(_head(column), ts, list(values)), strict=True))
+                consumed, added = cursor.putmulti(items, overwrite=False)
+                if added == consumed:
+                    continue
+                # Rows that existed already are merged one by one.
+                for row, value, (key, encoded) in zip(rows, values, items, strict=True):
+                    if txn.get(key, db=self._data) != encoded:
+                        self._apply_row(txn, current,
+                                        RowMutation(row, [Mutation(column, value)]), ts, None)
+
+        pending = self._committer.enqueue(apply)
+        return functools.partial(self._committer.wait, pending)
+
+    def check_and_put(self, name: bytes, row: bytes, column: bytes, expected: bytes | None,
+                      put_column: bytes, put_value: bytes) -> bool:
+        """Put one cell if ``column``'s newest visible value equals ``expected``.
+
+        ``expected`` None or b"" means the column must be absent (or, for b"",
+        empty), as in HBase's checkAndMutate.
+
+        Returns:
+            True if the put was applied.
+
+        Raises:
+            as :meth:`mutate_rows`.
+        """
+        desc = self.enabled(name)
+        _check_row(row)
+        for col in (column, put_column):
+            if family_of(col) not in desc.families:
+                raise ColumnFamilyNotFoundError(
+                    f"NoSuchColumnFamilyException: column family {family_of(col)!r} does not "
+                    f"exist in table {name.decode(errors='replace')}")
+
+        def apply(txn: lmdb.Transaction) -> bool:
+            current = self._check_live(desc)
+            newest = self._newest_cell(txn, current, row, column)
+            value = newest[2] if newest is not None else None
+            # HBase treats an empty expected value like a missing one.
+            ok = value == expected if expected else value is None or value == b""
+            if ok:
+                stamp = now_ms()
+                self._apply_row(txn, current, RowMutation(row, [Mutation(put_column, put_value)]),
+                                stamp, None)
+            return ok
+
+        return self._committer.submit(apply)
+
+    def increment(self, name: bytes, row: bytes, column: bytes, amount: int) -> int:
+        """Add ``amount`` to a 64-bit big-endian counter cell (absent counts as 0).
+
+        Returns:
+            The counter's new value.
+
+        Raises:
+            StorageError: the cell holds something other than 8 bytes (HBase's
+                DoNotRetryIOException, an IOException: Thrift1 IOError).
+            InvalidArgumentError: the counter would overflow.
+            as :meth:`mutate_rows` otherwise.
+        """
+        desc = self.enabled(name)
+        _check_row(row)
+        if family_of(column) not in desc.families:
+            raise ColumnFamilyNotFoundError(
+                f"NoSuchColumnFamilyException: column family {family_of(column)!r} does not "
+                f"exist in table {name.decode(errors='replace')}")
+
+        def apply(txn: lmdb.Transaction) -> int:
+            current = self._check_live(desc)
+            cell = self._newest_cell(txn, current, row, column)
+            old = cell[2] if cell is not None else None
+            if old is not None and len(old) != 8:
+                raise StorageError(
+                    f"DoNotRetryIOException: Field is not a long, it's {len(old)} bytes wide")
+            value = (struct.unpack(">q", old)[0] if old is not None else 0) + amount
+            if not -(2**63) <= value < 2**63:
+                raise InvalidArgumentError("DoNotRetryIOException: counter overflow")
+            # As HBase (HRegion.reckonDelta): newer than the cell it replaces even
+            # when that cell is stamped ahead of this clock, else the new value
+            # would sort behind the old one and the increment would be lost.
+            stamp = now_ms() if cell is None else max(now_ms(), cell[1] + 1)
+            counter = RowMutation(row, [Mutation(column, struct.pack(">q", value))])
+            self._apply_row(txn, current, counter, stamp, None)
+            return value
+
+        return self._committer.submit(apply)
+
+    def purge(self, name: bytes, batch_rows: int = 1000) -> int:
+        """Remove expired cells and versions beyond ``max_versions`` (a major compaction).
+
+        Runs in chunks of ``batch_rows`` rows per commit so writers are not held up.
+
+        Returns:
+            How many rows were rewritten or removed.
+
+        Raises:
+            TableNotFoundError.
+        """
+        desc = self.describe(name)
+        changed = 0
+        after: bytes | None = None
+        while True:
+            chunk: list[bytes] = []
+            rows = self.iter_raw(desc, b"", b"", after=after)
+            try:
+                for row, _ in rows:
+                    chunk.append(row)
+                    if len(chunk) >= batch_rows:
+                        break
+            finally:
+                rows.close()
+            if not chunk:
+                return changed
+
+            def rewrite(txn: lmdb.Transaction, keys: list[bytes] = chunk) -> int:
+                current = self._tables.get(desc.name)
+                if current is None or current.table_id != desc.table_id:
+                    return 0
+                cutoffs = current.ttl_cutoffs(now_ms())
+                n = 0
+                for row in keys:
+                    key = current.prefix + row
+                    raw = txn.get(key, db=self._data)
+                    if raw is None:
+                        continue
+                    cells = decode_cells(bytes(raw))
+                    kept = self._trim(current, cells, cutoffs)
+                    if len(kept) != len(cells):
+                        n += 1
+                        if kept:
+                            txn.put(key, encode_cells(kept), db=self._data)
+                        else:
+                            txn.delete(key, db=self._data)
+                return n
+
+            changed += self._committer.submit(rewrite)
+            after = chunk[-1]
+
+    # --------------------------------------------------------------- helpers
+
+    def _check_live(self, desc: TableDescriptor) -> TableDescriptor:
+        # The table may have been dropped (or dropped and re-created) between
+        # the caller's validation and this commit.
+        current = self._tables.get(desc.name)
+        if current is None or current.table_id != desc.table_id:
+            raise TableNotFoundError(
+                f"TableNotFoundException: {desc.name.decode(errors='replace')}")
+        if not current.enabled:
+            raise TableStateError(
+                f"TableNotEnabledException: {desc.name.decode(errors='replace')} is disabled")
+        return current
+
+    def _newest_cell(self, txn: lmdb.Transaction, desc: TableDescriptor, row: bytes,
+                     column: bytes) -> Cell | None:
+        raw = txn.get(desc.prefix + row, db=self._data)
+        if raw is None:
+            return None
+        cells = visible_cells(decode_cells(bytes(raw)), desc.ttl_cutoffs(now_ms()), None, None,
+                              1)
+        for cell in cells:
+            if cell[0] == column:
+                return cell
+        return None
+
+    def _apply_row(self, txn: lmdb.Transaction, desc: TableDescriptor, batch: RowMutationLike,
+                   stamp: int, delete_ts: int | None) -> None:
+        key = desc.prefix + batch.row
+        raw = txn.get(key, db=self._data)
+        cells = decode_cells(bytes(raw)) if raw is not None else []
+        puts: dict[tuple[bytes, int], bytes] = {}
+        for m in batch.mutations:
+            column = m.column
+            if m.isDelete:
+                whole_family = b":" not in column
+                fam = family_of(column)
+                cells = [c for c in cells
+                         if not ((family_of(c[0]) == fam if whole_family else c[0] == column)
+                                 and (delete_ts is None or c[1] <= delete_ts))]
+        for m in batch.mutations:
+            if not m.isDelete:
+                column = m.column if b":" in m.column else m.column + b":"
+                puts[(column, stamp)] = m.value  # type: ignore[assignment]
+        if puts:
+            if cells:
+                merged = {(c[0], c[1]): c[2] for c in cells}
+                merged.update(puts)
+            else:
+                merged = puts
+            cells = [(c, t, v) for (c, t), v in merged.items()]
+            if len(cells) > 1:
+                cells.sort(key=kv_order)
+                cells = self._trim(desc, cells, None)
+        if cells:
+            txn.put(key, encode_cells(cells), db=self._data)
+        elif raw is not None:
+            txn.delete(key, db=self._data)
+
+    @staticmethod
+    def _trim(desc: TableDescriptor, cells: list[Cell],
+              cutoffs: dict[bytes, int] | None) -> list[Cell]:
+        # Keep max_versions per column (and, when purging, drop expired cells).
+        out: list[Cell] = []
+        prev: bytes | None = None
+        taken = 0
+        for cell in cells:
+            column, ts, _ = cell
+            fam = family_of(column)
+            opts = desc.families.get(fam)
+            if opts is None:
+                continue
+            if column != prev:
+                prev, taken = column, 0
+            if taken >= opts.max_versions:
+                continue
+            if cutoffs is not None and fam in cutoffs and ts < cutoffs[fam]:
+                continue
+            out.append(cell)
+            taken += 1
+        return out
+
+
+_SinglePuts = tuple[list[MutationLike], set[bytes]]
+"""The fast path's input: the one put of each row, and their columns."""
+
+
+def _head(column: bytes) -> bytes:
+    # A put to "cf" writes the empty qualifier, stored as "cf:".
+    return encode_head(column if b":" in column else column + b":")
+
+
+def _check_table_name(name: bytes) -> None:
+    ns, colon, qualifier = name.rpartition(b":")
+    parts = [ns, qualifier] if colon else [qualifier]
+    if not qualifier or any(not p or not set(p) <= _TABLE_NAME_CHARS for p in parts) \
+            or qualifier.startswith((b".", b"-")):
+        raise InvalidArgumentError(
+            f"IllegalArgumentException: illegal table name {name!r}: use [a-zA-Z_0-9-.], "
+            "optionally after 'namespace:'")
+
+
+def _check_row(row: bytes) -> None:
+    if not row:
+        raise InvalidArgumentError("IllegalArgumentException: row key is empty")
+    if len(row) > MAX_ROW_BYTES:
+        raise InvalidArgumentError(
+            f"IllegalArgumentException: row key of {len(row)} bytes is longer than the "
+            f"standalone store's limit of {MAX_ROW_BYTES} bytes")
+
+
+def _check_batches(desc: TableDescriptor,
+                   batches: Sequence[RowMutationLike]) -> _SinglePuts | None:
+    """Validate mutations before anything is written.
+
+    Returns:
+        When every row has exactly one put (the fast path): those puts, one
+        per row, and the set of their columns, for :meth:`Store._put_simple`.
+        None otherwise.
+
+    Raises:
+        InvalidArgumentError, ColumnFamilyNotFoundError.
+    """
+    try:
+        # List comprehensions and C built-ins: this runs for every row of every batch.
+        all_mutations = [b.mutations for b in batches]
+        simple = set(map(len, all_mutations)) == {1}
+        if simple:
+            firsts = [ms[0] for ms in all_mutations]
+            simple = not any([m.isDelete for m in firsts]) and \
+                None not in [m.value for m in firsts]
+            columns = {m.column for m in firsts}
+        else:
+            columns = {m.column for ms in all_mutations for m in ms}
+        lengths = list(map(len, [b.row for b in batches]))
+    except TypeError:
+        raise InvalidArgumentError("IllegalArgumentException: a row mutation is missing its row "
+                                   "or mutations") from None
+    if lengths and (min(lengths) == 0 or max(lengths) > MAX_ROW_BYTES):
+        for batch in batches:
+            _check_row(batch.row)
+    for column in columns:
+        if not column:
+            raise InvalidArgumentError("IllegalArgumentException: a mutation has no column")
+        if family_of(column) not in desc.families:
+            raise ColumnFamilyNotFoundError(
+                f"NoSuchColumnFamilyException: column family {family_of(column)!r} does not "
+                f"exist in table {desc.name.decode(errors='replace')}")
+    if simple:
+        return firsts, columns
+    for batch in batches:
+        for m in batch.mutations:
+            if not m.isDelete and m.value is None:
+                raise InvalidArgumentError(
+                    f"IllegalArgumentException: put to {m.column!r} has no value")
+    return None

@@ -1,0 +1,14 @@
+"""Real servers for tests and benchmarks, as kazoo ships ``kazoo.testing``.
+
+- :mod:`hqueue.testing.zookeeper`: a ZooKeeper server run from its jars with the
+  machine's Java, on a free port, with session expiry and connection loss on demand.
+- :mod:`hqueue.testing.standalone`: ``hqueue standalone`` started as users start it,
+  ready when it prints its ready line.
+- :mod:`hqueue.testing.sidecar`, :mod:`hqueue.testing.subscriber`,
+  :mod:`hqueue.testing.cluster`: sidecar and subscriber processes, and a cluster of
+  them over one storage.
+- :mod:`hqueue.testing.process`: the child-process harness they share (ready lines,
+  ``kill -9``, SIGSTOP).
+
+Used by hqueue's own tests and benchmarks; nothing here is needed to run hqueue.
+"""

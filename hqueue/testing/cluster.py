@@ -1,0 +1,76 @@
+"""A cluster of sidecars on one standalone server, for tests that start, kill and
+expire sidecars: :class:`Cluster`, and :func:`wait_for`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from hqueue.client.client import Client, connect
+from hqueue.sidecar.node import SidecarConfig, SidecarServer
+from hqueue.testing.sidecar import SidecarProcess
+from hqueue.testing.standalone import StandaloneProcess
+
+__all__ = ["SESSION", "Cluster", "wait_for"]
+
+SESSION = 3.0
+"""Session timeout / lease TTL of the test sidecars: failover takes about this long."""
+
+
+class Cluster:
+    """Sidecars and clients of one test, all on ``storage`` with one table prefix."""
+
+    def __init__(self, storage: StandaloneProcess, prefix: str, tmp: Path,
+                 zookeeper: str | None = None) -> None:
+        self.storage = storage
+        self.prefix = prefix
+        self.tmp = tmp
+        self.zookeeper = zookeeper
+        self.processes: list[SidecarProcess] = []
+        self.servers: list[SidecarServer] = []
+        self.clients: list[Client] = []
+
+    def process(self, *args: str) -> SidecarProcess:
+        """Start a ``hqueue sidecar`` process."""
+        n = len(self.processes)
+        proc = SidecarProcess(self.storage.address, self.tmp / f"sidecar{n}.log",
+                              "--session-timeout", str(SESSION), "--takeover-grace", "0.5",
+                              *args, zookeeper=self.zookeeper, table_prefix=self.prefix)
+        self.processes.append(proc.start())
+        return proc
+
+    def in_process(self, **overrides: object) -> SidecarServer:
+        """Start a sidecar in this process."""
+        config = SidecarConfig(hbase=self.storage.address, zookeeper=self.zookeeper,
+                               table_prefix=self.prefix, session_timeout=SESSION,
+                               takeover_grace=0.5, **overrides)  # type: ignore[arg-type]
+        server = SidecarServer(config).start()
+        self.servers.append(server)
+        return server
+
+    def client(self) -> Client:
+        """A client of this cluster."""
+        client = connect(self.storage.address,
+                         hbase_admin=f"{self.storage.host}:{self.storage.thrift2_port}",
+                         zookeeper=self.zookeeper, table_prefix=self.prefix, put_timeout=30,
+                         session_timeout=SESSION)
+        self.clients.append(client)
+        return client
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+        for server in self.servers:
+            server.stop()
+        for proc in self.processes:
+            proc.kill()
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -1,0 +1,46 @@
+"""Run ``hqueue sidecar`` as a real child process for tests: started as users start
+it, ready when it prints its ready line; :meth:`SidecarProcess.kill` is ``kill -9``,
+:meth:`SidecarProcess.stop` is SIGTERM (a graceful hand-over)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+from hqueue.testing.process import ChildProcess
+
+_READY = re.compile(r"hqueue sidecar ready: address=(?P<address>\S+) id=(?P<id>\S+)")
+
+
+class SidecarProcess(ChildProcess):
+    """A ``hqueue sidecar`` child process."""
+
+    def __init__(self, hbase: str, log_path: Path, *args: str, zookeeper: str | None = None,
+                 table_prefix: str | None = None) -> None:
+        self.hbase = hbase
+        self.args = args
+        self.zookeeper = zookeeper
+        self.table_prefix = table_prefix
+        self.log_path = log_path
+        self.address = ""
+        self.id = ""
+
+    def start(self, timeout: float = 30.0) -> SidecarProcess:
+        """Start and wait for the ready line; return self.
+
+        Raises:
+            RuntimeError: it exited or did not get ready in time (its log is in the message).
+        """
+        cmd = [sys.executable, "-m", "hqueue", "--hbase", self.hbase]
+        if self.zookeeper:
+            cmd += ["--zookeeper", self.zookeeper]
+        cmd += ["sidecar", "--port", "0", "--log-level", "INFO", *self.args]
+        env = dict(os.environ)
+        env.pop("HQUEUE_TABLE_PREFIX", None)
+        if self.table_prefix:
+            env["HQUEUE_TABLE_PREFIX"] = self.table_prefix
+        m = self._spawn(cmd, env, _READY, timeout)
+        self.address, self.id = m["address"], m["id"]
+        return self

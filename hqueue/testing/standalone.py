@@ -1,0 +1,62 @@
+"""Run ``hqueue standalone`` as a real child process for tests.
+
+The process is started exactly as users start it (``python -m hqueue
+standalone``), on a free port, and is ready when it prints its ready line (no
+sleeping). Faults are injected through the same object: :meth:`kill` is
+``kill -9``, :meth:`restart` brings it back on the same data directory and
+ports.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+from hqueue.testing.process import ChildProcess
+
+_READY = re.compile(r"ready: hbase-thrift1=(?P<h1>[^ ]+):(?P<p1>\d+) "
+                    r"hbase-thrift2=(?P<h2>[^ ]+):(?P<p2>\d+)"
+                    r"(?: sidecar=(?P<sidecar>[^ ]+))?")
+
+
+class StandaloneProcess(ChildProcess):
+    """A ``hqueue standalone`` child process."""
+
+    def __init__(self, data_dir: Path, extra_args: tuple[str, ...] = ()) -> None:
+        self.data_dir = Path(data_dir)
+        self.extra_args = extra_args
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.thrift2_port = 0
+        self.sidecar_port = 0
+        self.sidecar_address: str | None = None
+        self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
+
+    def start(self, timeout: float = 30.0) -> StandaloneProcess:
+        """Start the server and wait for its ready line; return self.
+
+        Raises:
+            RuntimeError: it exited or did not get ready in time (its log is in the message).
+        """
+        cmd = [sys.executable, "-m", "hqueue", "standalone", "--data-dir", str(self.data_dir),
+               "--host", self.host, "--port", str(self.port),
+               "--thrift2-port", str(self.thrift2_port), "--sidecar-port", str(self.sidecar_port),
+               "--log-level", "INFO", *self.extra_args]
+        m = self._spawn(cmd, dict(os.environ), _READY, timeout)
+        self.port = int(m["p1"])
+        self.thrift2_port = int(m["p2"])
+        self.sidecar_address = m["sidecar"]
+        if self.sidecar_address:
+            self.sidecar_port = int(self.sidecar_address.rpartition(":")[2])
+        return self
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the Thrift1 server."""
+        return f"{self.host}:{self.port}"
+
+    def restart(self) -> StandaloneProcess:
+        """Start again on the same data directory and ports; return self."""
+        return self.start()

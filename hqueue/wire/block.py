@@ -1,0 +1,171 @@
+"""Messages by column, as views into one buffer (the sidecar's ``scan`` answer).
+
+A :class:`MessageBlock` holds n messages of one read as four buffers:
+
+- ``rowkeys``: n 12-byte rowkeys (partition, timestamp, sequence), concatenated;
+- ``data``: bytes that the views point into; what lies between the views is
+  unspecified (the standalone sidecar sends its stored rows as they are, headers
+  included, so that it never copies a value out of its row);
+- ``topic_views``: n pairs of little-endian int32 ``(start, length)`` into ``data``,
+  each the UTF-8 topic of one message;
+- ``value_views``: n such pairs, each the payload of one message.
+
+This is the layout of Arrow's view arrays (``binary_view``): a Spark reader turns an
+answer into Arrow columns without a Python object per message, and a server builds
+one without cutting a Python object out of each stored row. A view's start and
+length are int32; an answer is bounded far below 2 GiB (``MAX_SCAN_BYTES`` in
+:mod:`hqueue.sidecar.core`).
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import repeat
+from typing import Any
+
+from hqueue.errors import StorageError
+from hqueue.message import ROWKEY_BYTES, Message, messages_from_columns
+
+__all__ = ["MessageBlock", "int32_le"]
+
+_BIG_ENDIAN = sys.byteorder == "big"
+
+
+def int32_le(data: bytes | memoryview) -> array:
+    """Return ``data`` (little-endian int32, as a block carries them) as an int array.
+
+    :raises StorageError: if the length is not a multiple of 4.
+    """
+    if len(data) % 4:
+        raise StorageError(f"malformed messages: {len(data)} bytes is not a list of int32")
+    out = array("i")
+    out.frombytes(data)
+    if _BIG_ENDIAN:
+        out.byteswap()
+    return out
+
+
+def _to_le(values: Sequence[int]) -> bytes:
+    out = array("i", values)
+    if _BIG_ENDIAN:
+        out.byteswap()
+    return out.tobytes()
+
+
+@dataclass(frozen=True)
+class MessageBlock:
+    """Messages by column (see the module docstring); build one with
+    :meth:`from_lists`, or from a ``TMessageColumns`` answer with
+    :meth:`from_thrift`, which checks it."""
+
+    rowkeys: bytes
+    data: bytes | memoryview
+    topic_views: bytes | memoryview
+    value_views: bytes | memoryview
+
+    @classmethod
+    def empty(cls) -> MessageBlock:
+        """Return a block of no messages."""
+        return cls(b"", b"", b"", b"")
+
+    @classmethod
+    def from_lists(cls, rowkeys: Sequence[bytes] | bytes, topics: Sequence[str],
+                   values: Sequence[bytes]) -> MessageBlock:
+        """Return the block of messages given one entry per message (``rowkeys`` as a
+        list of 12-byte keys or already concatenated). Each distinct topic is stored
+        once and every message of it points there."""
+        parts: list[bytes] = []
+        at = 0
+        where: dict[str, tuple[int, int]] = {}
+        for topic in topics:
+            if topic not in where:
+                raw = topic.encode("utf-8", "surrogatepass")
+                where[topic] = (at, len(raw))
+                parts.append(raw)
+                at += len(raw)
+        topic_views = [x for topic in topics for x in where[topic]]
+        value_views: list[int] = []
+        for value in values:
+            value_views += (at, len(value))
+            at += len(value)
+        keys = rowkeys if isinstance(rowkeys, bytes) else b"".join(rowkeys)
+        return cls(keys, b"".join((*parts, *values)), _to_le(topic_views), _to_le(value_views))
+
+    @classmethod
+    def from_thrift(cls, answer: Any, deep: bool = True) -> MessageBlock:
+        """Return the block of a sidecar's ``TMessageColumns`` answer, checked (see
+        :meth:`check` for ``deep``). Its buffers may be ``memoryview`` slices of the
+        reply (:class:`~hqueue.wire.framed.FramedClient`); the rowkeys become bytes.
+
+        :raises StorageError: if the answer is malformed.
+        """
+        return cls(bytes(answer.rowkeys or b""), answer.data or b"",
+                   answer.topicViews or b"", answer.valueViews or b"").check(deep)
+
+    def __len__(self) -> int:
+        return len(self.rowkeys) // ROWKEY_BYTES
+
+    @property
+    def nbytes(self) -> int:
+        """Return the bytes of the values."""
+        return sum(int32_le(self.value_views)[1::2])
+
+    def check(self, deep: bool = True) -> MessageBlock:
+        """Return the block if its buffers agree in length and, if ``deep``, every view
+        lies within ``data`` (one step per message; a reader that hands the buffers to
+        Arrow lets Arrow's validation do that instead).
+
+        :raises StorageError: naming the first disagreement (a malformed answer).
+        """
+        n, rem = divmod(len(self.rowkeys), ROWKEY_BYTES)
+        problem = None
+        if rem:
+            problem = f"{len(self.rowkeys)} rowkey bytes is not a whole number of rowkeys"
+        elif len(self.topic_views) != 8 * n or len(self.value_views) != 8 * n:
+            problem = (f"{len(self.topic_views) // 8} topics and {len(self.value_views) // 8}"
+                       f" values for {n} messages")
+        elif deep:
+            size = len(self.data)
+            for views in (self.topic_views, self.value_views):
+                pairs = int32_le(views)
+                if not all(start >= 0 and length >= 0 and start + length <= size
+                           for start, length in zip(pairs[::2], pairs[1::2], strict=True)):
+                    problem = f"a view is out of the {size} bytes of data"
+                    break
+        if problem:
+            raise StorageError(f"malformed messages: {problem}")
+        return self
+
+    def _slices(self, views: bytes | memoryview) -> list[bytes]:
+        pairs = int32_le(views)
+        starts = pairs[::2]
+        ends = array("i", map(int.__add__, starts, pairs[1::2]))
+        data = self.data if isinstance(self.data, bytes) else bytes(self.data)
+        return list(map(bytes.__getitem__, repeat(data), map(slice, starts, ends)))
+
+    def topic_list(self) -> list[str]:
+        """Return one topic per message (a topic that is not UTF-8, written around
+        hqueue, is decoded with replacement characters rather than refused)."""
+        names: dict[bytes, str] = {}
+        out = []
+        for raw in self._slices(self.topic_views):
+            name = names.get(raw)
+            if name is None:
+                name = names[raw] = raw.decode("utf-8", "replace")
+            out.append(name)
+        return out
+
+    def value_list(self) -> list[bytes]:
+        """Return one value per message."""
+        return self._slices(self.value_views)
+
+    def last_rowkey(self) -> bytes:
+        """Return the rowkey of the last message (b"" for an empty block)."""
+        return self.rowkeys[-ROWKEY_BYTES:] if self.rowkeys else b""
+
+    def messages(self) -> list[Message]:
+        """Return the messages, in order."""
+        return messages_from_columns(self.rowkeys, self.topic_list(), self.value_list())

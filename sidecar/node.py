@@ -1,0 +1,156 @@
+"""A sidecar process's parts wired together: metadata store, storage, the
+:class:`~hqueue.sidecar.core.Sidecar` and its Thrift server.
+
+``hqueue sidecar`` runs one against HBase over Thrift1; ``hqueue standalone`` runs one
+inside its process over the store engine (:class:`~hqueue.sidecar.storage.EngineStorage`).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from hqueue.metadata.factory import open_metastore
+from hqueue.metadata.metastore import MetaStore
+from hqueue.metadata.resources import check_name
+from hqueue.sidecar.core import Sidecar, SidecarOptions
+from hqueue.sidecar.service import SidecarHandler
+from hqueue.sidecar.storage import HBaseStorage, MessageStorage
+from hqueue.sidecar.subscription_manager import SubscriptionService
+from hqueue.sidecar.workers import DeliveryOptions
+from hqueue.storage.hbase import HBase
+from hqueue.wire.idl import sidecar as sidecar_idl
+from hqueue.wire.rpc_server import ThriftServer
+
+__all__ = ["SidecarConfig", "SidecarServer"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SidecarConfig:
+    """Settings of a sidecar.
+
+    ``hbase`` is the Thrift1 gateway; ``zookeeper`` a connect string (metadata in
+    HBase without one); ``sidecar_id`` defaults to ``{advertised host}:{port}``;
+    ``session_timeout`` is the ZooKeeper session timeout or the HBase lease TTL, the
+    time after which a dead sidecar's partitions move.
+    ``max_request_bytes`` bounds one request (refused before it is buffered);
+    ``max_payload_bytes`` one message's value.
+    """
+
+    hbase: str = "127.0.0.1:9090"
+    zookeeper: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 0
+    sidecar_id: str | None = None
+    advertised_host: str | None = None
+    table_prefix: str | None = None
+    max_payload_bytes: int = 1 << 20
+    max_request_bytes: int = 64 << 20
+    session_timeout: float = 10.0
+    takeover_grace: float = 2.0
+    clock_offset_ms: int = 0
+    delivery: DeliveryOptions = field(default_factory=DeliveryOptions)
+
+
+def _metastore(config: SidecarConfig) -> MetaStore:
+    if config.zookeeper:
+        return open_metastore(zookeeper=config.zookeeper,
+                              session_timeout=config.session_timeout)
+    return open_metastore(hbase=config.hbase, table_prefix=config.table_prefix,
+                          lease_ttl=config.session_timeout)
+
+
+class SidecarServer:
+    """A running sidecar: :meth:`start`, then :meth:`stop` (graceful)."""
+
+    def __init__(self, config: SidecarConfig, storage: MessageStorage | None = None) -> None:
+        self.config = config
+        self._storage = storage
+        self.store: MetaStore | None = None
+        self.sidecar: Sidecar | None = None
+        self.subscriptions: SubscriptionService | None = None
+        self.thrift: ThriftServer | None = None
+        self._hbase: HBase | None = None
+
+    def start(self) -> SidecarServer:
+        """Connect, serve, join the cluster; return self.
+
+        :raises InvalidArgumentError: on bad configuration.
+        :raises ConnectionLostError: if the metadata store cannot be reached.
+        :raises OSError: if the port cannot be bound.
+        """
+        cfg = self.config
+        if cfg.sidecar_id is not None:
+            check_name(cfg.sidecar_id, "sidecar")
+        try:
+            self.store = _metastore(cfg)
+            storage = self._storage
+            if storage is None:
+                self._hbase = HBase(cfg.hbase, table_prefix=cfg.table_prefix)
+                storage = HBaseStorage(self._hbase)
+            # The handler needs the sidecar, the sidecar needs the bound address.
+            deferred = _Deferred()
+            self.thrift = ThriftServer(sidecar_idl().HQueueSidecar, deferred, cfg.host,
+                                       cfg.port, cfg.max_request_bytes, name="sidecar")
+            self.thrift.start()
+            host = cfg.advertised_host or (cfg.host if cfg.host not in ("0.0.0.0", "::", "")
+                                           else socket.gethostname())
+            address = f"{host}:{self.thrift.port}"
+            options = SidecarOptions(max_payload_bytes=cfg.max_payload_bytes,
+                                     takeover_grace=cfg.takeover_grace,
+                                     clock_offset_ms=cfg.clock_offset_ms)
+            self.sidecar = Sidecar(cfg.sidecar_id or address, address, self.store, storage,
+                                   options)
+            self.subscriptions = SubscriptionService(self.sidecar, cfg.delivery).attach()
+            deferred.target = SidecarHandler(self.sidecar, self.subscriptions)
+            self.sidecar.start()
+            self.subscriptions.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @property
+    def address(self) -> str:
+        """``HOST:PORT`` clients reach this sidecar at."""
+        assert self.sidecar is not None
+        return self.sidecar.address
+
+    def ready_line(self) -> str:
+        """The line printed once the sidecar serves."""
+        assert self.sidecar is not None
+        return f"hqueue sidecar ready: address={self.sidecar.address} id={self.sidecar.id}"
+
+    def stop(self) -> None:
+        """Hand partitions over (in-flight writes finish first), then stop serving.
+        Idempotent."""
+        if self.subscriptions is not None:
+            self.subscriptions.stop()  # checkpoints first, while the partitions are ours
+            self.subscriptions = None
+        if self.sidecar is not None:
+            self.sidecar.stop()
+            self.sidecar = None
+        if self.thrift is not None:
+            self.thrift.stop()
+            self.thrift = None
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+        if self._hbase is not None:
+            self._hbase.close()
+            self._hbase = None
+
+
+class _Deferred:
+    """A handler that forwards to ``target`` once it is set."""
+
+    target: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self.target is None:
+            raise AttributeError(f"{name}: the sidecar is still starting")
+        return getattr(self.target, name)

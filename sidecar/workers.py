@@ -1,0 +1,368 @@
+"""One partition of one subscription, pushed to its subscriber: the DeliveryWorker.
+
+A worker has two threads around a bounded buffer:
+
+- the *reader* reads the partition's rows after its position into the buffer. It
+  reads only up to the partition's newest acknowledged id (``HeldPartition.newest``,
+  set after a write is durable, under the partition's lock), so it never passes a row
+  that a write in flight has not made visible yet: on HBase a multi-row put becomes
+  visible row by row. It sleeps until a put on the partition wakes it
+  (:meth:`DeliveryWorker.wake`), so the hot path has no polling delay.
+- the *sender* takes up to ``batch_messages`` from the buffer, pushes them to the
+  subscriber's Thrift service and, on SUCCESS, drops them from the buffer and moves
+  ``delivered`` on. RETRY_LATER, ERROR and transport failures are retried with an
+  exponential backoff; while the subscriber has no address (it is not running) the
+  sender waits for one.
+
+The buffer holds at most ``buffer_messages`` messages and ``buffer_bytes`` bytes of
+values (one message over, when a single message is larger than the whole bound).
+The checkpoint is written by :class:`hqueue.sidecar.subscription_manager.SubscriptionService`.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from thriftpy2.rpc import make_client
+from thriftpy2.thrift import TException
+
+from hqueue.errors import HQueueError
+from hqueue.message import COLUMN_PREFIX, ROWKEY, ROWKEY_BYTES, MessageId, encode_rowkey
+from hqueue.sidecar.partitions import HeldPartition, PartitionState
+from hqueue.sidecar.storage import MessageStorage
+from hqueue.storage.hbase import parse_address
+from hqueue.wire.block import MessageBlock
+from hqueue.wire.idl import subscriber as subscriber_idl
+
+__all__ = ["DeliveryOptions", "DeliveryWorker", "WorkerState"]
+
+log = logging.getLogger(__name__)
+
+
+
+@dataclass(frozen=True)
+class DeliveryOptions:
+    """Tunables of delivery. The buffer bounds are per (subscription, partition)."""
+
+    buffer_messages: int = 10_000
+    buffer_bytes: int = 8 << 20
+    batch_messages: int = 1_000
+    checkpoint_interval: float = 1.0
+    send_timeout: float = 30.0
+    backoff_min: float = 0.05
+    backoff_max: float = 5.0
+
+    def __post_init__(self) -> None:
+        for name in ("buffer_messages", "buffer_bytes", "batch_messages"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name!r} must be at least 1")
+        if self.checkpoint_interval <= 0 or self.send_timeout <= 0:
+            raise ValueError("'checkpoint_interval' and 'send_timeout' must be positive")
+
+
+class WorkerState(enum.Enum):
+    """What a worker's sender is doing, as the lag report shows it."""
+
+    IDLE = "idle"
+    DELIVERING = "delivering"
+    PAUSED = "paused"
+    """the subscriber is not running (no address)"""
+    BACKOFF = "backoff"
+    STOPPED = "stopped"
+
+
+class _Chunk:
+    """Messages read together: rowkeys (12 bytes each, concatenated), topics and
+    values by column."""
+
+    __slots__ = ("count", "nbytes", "rowkeys", "topics", "values")
+
+    def __init__(self, block: MessageBlock) -> None:
+        self.rowkeys = block.rowkeys
+        self.topics = block.topic_list()
+        self.values = block.value_list()
+        self.count = len(self.values)
+        self.nbytes = block.nbytes
+
+
+class DeliveryWorker:
+    """Push one partition of one subscription to its subscriber. :meth:`start`, then
+    :meth:`stop`; ``delivered`` is the last id the subscriber accepted."""
+
+    def __init__(
+        self,
+        held: HeldPartition,
+        subscription: str,
+        generation: int,
+        start: MessageId,
+        topics: tuple[str, ...],
+        storage: MessageStorage,
+        address: Callable[[], str | None],
+        options: DeliveryOptions,
+        sidecar_id: str = "",
+    ) -> None:
+        self.held = held
+        self.queue = held.queue
+        self.partition = held.partition
+        self.subscription = subscription
+        self.generation = generation
+        self.topics = topics
+        self.start_id = start
+        self._storage = storage
+        self._address = address
+        self.options = options
+        self._sidecar_id = sidecar_id
+        self._columns = {COLUMN_PREFIX + t.encode("utf-8") for t in topics} or None
+        self._next = start
+        """the first id the reader has not looked at"""
+        self.delivered: MessageId | None = None
+        self.checkpointed: MessageId | None = None
+        self.state = WorkerState.IDLE
+        self.last_error: str | None = None
+        self._buffer: collections.deque[_Chunk] = collections.deque()
+        self.buffered_messages = 0
+        self.buffered_bytes = 0
+        self.peak_messages = 0
+        self.peak_bytes = 0
+        self._value_size = 0
+        """the mean value size of the last read, to size the next one"""
+        self._cond = threading.Condition()
+        self._data = threading.Event()
+        """set by a put on the partition (or a stop): the reader has work"""
+        self._poke = threading.Event()
+        """set when the subscriber's address may have changed, or on stop"""
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._client: Any = None
+        self._client_address: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """``(queue, subscription, partition)``."""
+        return self.queue, self.subscription, self.partition
+
+    def start(self) -> DeliveryWorker:
+        """Start the reader and sender threads; return self."""
+        name = f"{self.queue}/{self.partition}/{self.subscription}"
+        for target, role in ((self._read_loop, "read"), (self._send_loop, "send")):
+            thread = threading.Thread(target=target, name=f"deliver-{role}-{name}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+        return self
+
+    def wake(self) -> None:
+        """A put on the partition made new rows visible."""
+        self._data.set()
+
+    def poke(self) -> None:
+        """The subscriber's address may have changed: retry at once."""
+        self._poke.set()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop both threads and wait for them (up to ``timeout`` s, by default the
+        send timeout, since a push in flight finishes or times out first)."""
+        self._stopping.set()
+        self._data.set()
+        self._poke.set()
+        with self._cond:
+            self._cond.notify_all()
+        deadline = time.monotonic() + (self.options.send_timeout + 1 if timeout is None
+                                       else timeout)
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._close_client()
+        self.state = WorkerState.STOPPED
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopping.is_set()
+
+    # -- reader ----------------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        backoff = self.options.backoff_min
+        while not self._stopping.is_set():
+            self._data.clear()
+            newest = self.held.newest
+            if self.held.state is not PartitionState.WRITABLE:
+                return  # the partition is being released: the service stops us
+            if newest is None or self._next > newest:
+                self._data.wait(1.0)
+                continue
+            if not self._wait_for_space():
+                return
+            try:
+                got = self._read(newest)
+            except HQueueError as exc:
+                self.last_error = f"read: {exc}"
+                log.warning("delivery %s/%d to %r cannot read: %s", self.queue,
+                            self.partition, self.subscription, exc)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, self.options.backoff_max)
+                continue
+            backoff = self.options.backoff_min
+            if not got:
+                self._data.wait(1.0)
+
+    def _wait_for_space(self) -> bool:
+        """Block while the buffer is full; return False if stopping."""
+        opts = self.options
+        with self._cond:
+            while (self.buffered_messages >= opts.buffer_messages
+                   or self.buffered_bytes >= opts.buffer_bytes):
+                if self._stopping.is_set():
+                    return False
+                self._cond.wait(1.0)
+        return not self._stopping.is_set()
+
+    def _read(self, newest: MessageId) -> bool:
+        """Read rows ``[next, newest]`` into the free part of the buffer; return
+        whether any message was buffered."""
+        opts = self.options
+        with self._cond:
+            free_count = opts.buffer_messages - self.buffered_messages
+            free_bytes = opts.buffer_bytes - self.buffered_bytes
+            empty = not self.buffered_messages
+        limit = min(free_count, opts.batch_messages)
+        if self._value_size:
+            # Do not read (to throw away) many more rows than the free bytes hold.
+            limit = max(1, min(limit, free_bytes // self._value_size + 1))
+        stop = encode_rowkey(self.partition, newest.successor())
+        # Within the byte bound; a message larger than the whole bound goes alone
+        # into an empty buffer, or it could never be delivered.
+        block = self._storage.read(
+            self.held.table, encode_rowkey(self.partition, self._next), stop, self._columns,
+            limit, max(1, free_bytes))
+        if not len(block):
+            # Nothing (of our topics) up to the newest acknowledged id.
+            self._next = newest.successor()
+            return False
+        if block.nbytes > free_bytes and not empty:
+            return False
+        chunk = _Chunk(block)
+        self._value_size = max(1, chunk.nbytes // chunk.count)
+        _, ts, seq = ROWKEY.unpack(block.last_rowkey())
+        self._next = MessageId(ts, seq).successor()
+        with self._cond:
+            self._buffer.append(chunk)
+            self.buffered_messages += chunk.count
+            self.buffered_bytes += chunk.nbytes
+            self.peak_messages = max(self.peak_messages, self.buffered_messages)
+            self.peak_bytes = max(self.peak_bytes, self.buffered_bytes)
+            self._cond.notify_all()
+        return True
+
+    # -- sender ----------------------------------------------------------------------
+
+    def _take(self) -> list[_Chunk] | None:
+        """Wait for buffered messages; return the leading chunks, up to a batch (at
+        least one chunk), or None when stopping."""
+        with self._cond:
+            while not self._buffer:
+                if self._stopping.is_set():
+                    return None
+                self.state = WorkerState.IDLE
+                self._cond.wait(1.0)
+            chunks = [self._buffer[0]]
+            count = chunks[0].count
+            for chunk in list(self._buffer)[1:]:
+                if count + chunk.count > self.options.batch_messages:
+                    break
+                chunks.append(chunk)
+                count += chunk.count
+            return chunks
+
+    def _send_loop(self) -> None:
+        opts = self.options
+        backoff = opts.backoff_min
+        while not self._stopping.is_set():
+            chunks = self._take()
+            if chunks is None:
+                return
+            address = self._address()
+            if address is None:
+                self.state = WorkerState.PAUSED
+                self._poke.clear()
+                self._poke.wait(1.0)
+                continue
+            self.state = WorkerState.DELIVERING
+            status = self._push(address, chunks)
+            if status == 0:
+                self._accepted(chunks)
+                backoff = opts.backoff_min
+                continue
+            if self._stopping.is_set():
+                return
+            self.state = WorkerState.BACKOFF
+            # ERROR is a listener failing: give it longer than a busy one.
+            self._poke.clear()
+            self._poke.wait(backoff * (4 if status == 2 else 1))
+            backoff = min(backoff * 2, opts.backoff_max)
+
+    def _accepted(self, chunks: list[_Chunk]) -> None:
+        last = chunks[-1].rowkeys[-ROWKEY_BYTES:]
+        _, ts, seq = ROWKEY.unpack(last)
+        self.delivered = MessageId(ts, seq)
+        self.last_error = None
+        with self._cond:
+            for chunk in chunks:
+                self._buffer.popleft()
+                self.buffered_messages -= chunk.count
+                self.buffered_bytes -= chunk.nbytes
+            self._cond.notify_all()
+        self._data.set()  # space: a reader that found the next message too big retries
+
+    def _push(self, address: str, chunks: list[_Chunk]) -> int:
+        """Send the chunks as one batch; return the subscriber's status (0 SUCCESS, 1
+        RETRY_LATER, 2 ERROR), or -1 on a transport failure."""
+        idl = subscriber_idl()
+        if len(chunks) == 1:
+            rowkeys, topics, values = chunks[0].rowkeys, chunks[0].topics, chunks[0].values
+        else:
+            rowkeys = b"".join(chunk.rowkeys for chunk in chunks)
+            topics, values = [], []
+            for chunk in chunks:
+                topics += chunk.topics
+                values += chunk.values
+        delivery = idl.TDelivery(queue=self.queue, subscription=self.subscription,
+                                 partition=self.partition, generation=self.generation,
+                                 rowkeys=rowkeys, topics=topics, values=values,
+                                 sidecar=self._sidecar_id)
+        try:
+            client = self._connect(address)
+            status = int(client.consume(delivery))
+        except (OSError, TException) as exc:
+            self._close_client()
+            self.last_error = f"push to {address}: {exc or type(exc).__name__}"
+            log.info("delivery %s/%d to %r failed: %s", self.queue, self.partition,
+                     self.subscription, self.last_error)
+            return -1
+        if status != 0:
+            self.last_error = f"subscriber answered {'RETRY_LATER' if status == 1 else 'ERROR'}"
+        return status
+
+    def _connect(self, address: str) -> Any:
+        if self._client is not None and self._client_address == address:
+            return self._client
+        self._close_client()
+        host, port = parse_address(address)
+        self._client = make_client(subscriber_idl().HQueueSubscriber, host, port,
+                                   timeout=int(self.options.send_timeout * 1000))
+        self._client_address = address
+        return self._client
+
+    def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            # Closing a broken socket may fail: there is nothing left to do then.
+            with contextlib.suppress(Exception):
+                client.close()
