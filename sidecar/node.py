@@ -2,7 +2,8 @@
 :class:`~hqueue.sidecar.core.Sidecar` and its Thrift server.
 
 ``hqueue sidecar`` runs one against HBase over Thrift1; ``hqueue standalone`` runs one
-inside its process over the store engine (:class:`~hqueue.sidecar.storage.EngineStorage`).
+inside its process over the store engine
+(:class:`~hqueue.standalone.sidecar_storage.EngineStorage`).
 """
 
 from __future__ import annotations

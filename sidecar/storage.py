@@ -1,8 +1,10 @@
 """Where a sidecar writes messages and finds a partition's last id.
 
 :class:`HBaseStorage` goes through happybase over Thrift1, as against a real cluster;
-:class:`EngineStorage` calls the standalone server's store in-process (the sidecar
-inside ``hqueue standalone``), skipping a Thrift round trip. Both acknowledge only
+``hqueue standalone`` gives its sidecar an in-process implementation of
+:class:`MessageStorage` instead
+(:class:`hqueue.standalone.sidecar_storage.EngineStorage`), skipping a Thrift round
+trip. Both acknowledge only
 durable writes: HBase after its WAL sync, the store after its fsync.
 """
 
@@ -11,19 +13,16 @@ from __future__ import annotations
 import bisect
 import itertools
 import struct
-import threading
 from collections.abc import Callable
 from typing import Protocol
 
 from hqueue.errors import StorageError
-from hqueue.message import COLUMN_PREFIX, FAMILY, ROWKEY_BYTES, MessageId, decode_rowkey
-from hqueue.standalone.engine.read import read_block, whole_rows
-from hqueue.standalone.engine.store import Store, now_ms
+from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES, MessageId, decode_rowkey
 from hqueue.storage.hbase import HBase
-from hqueue.wire.block import MessageBlock
+from hqueue.wire.block import MessageBlock, whole_rows
 from hqueue.wire.idl import hbase1
 
-__all__ = ["CellGroup", "EngineStorage", "HBaseStorage", "MessageStorage", "topics_of"]
+__all__ = ["CellGroup", "HBaseStorage", "MessageStorage", "partition_bounds", "topics_of"]
 
 CellGroup = tuple[bytes, int, list[bytes], list[bytes]]
 """Rows written alike: column (``message:<topic>``), timestamp (ms), rowkeys, values."""
@@ -82,7 +81,7 @@ def _done() -> None:
     """A write that was durable when it returned."""
 
 
-def _partition_bounds(partition: int) -> tuple[bytes, bytes]:
+def partition_bounds(partition: int) -> tuple[bytes, bytes]:
     return struct.pack(">H", partition), struct.pack(">H", partition + 1)
 
 
@@ -96,7 +95,7 @@ class HBaseStorage:
         return self._hbase.table_name(queue)
 
     def last_id(self, table: bytes, partition: int) -> MessageId | None:
-        key = self._hbase.last_rowkey(table, *_partition_bounds(partition))
+        key = self._hbase.last_rowkey(table, *partition_bounds(partition))
         return None if key is None else decode_rowkey(key)[1]
 
     def read(self, table: bytes, start: bytes, stop: bytes, columns: set[bytes] | None,
@@ -144,40 +143,3 @@ class HBaseStorage:
         return _done
 
 
-class EngineStorage:
-    """Messages in the standalone server's store, in-process."""
-
-    def __init__(self, store: Store, table_prefix: str | None = None) -> None:
-        self._store = store
-        self._prefix = table_prefix or None
-        # LMDB releases the interpreter lock at every cursor step, so two threads
-        # scanning at once hand it back and forth once per row and together burn
-        # about twice the CPU of the same scans one after the other. Reads are
-        # CPU-bound either way: run them one at a time.
-        self._read_lock = threading.Lock()
-
-    def table_name(self, queue: str) -> bytes:
-        return (f"{self._prefix}_{queue}" if self._prefix else queue).encode()
-
-    def last_id(self, table: bytes, partition: int) -> MessageId | None:
-        first, after = _partition_bounds(partition)
-        desc = self._store.enabled(table)
-        # Expired rows count too: ids must not go back below them either.
-        rows = self._store.iter_raw(desc, after, first, reverse=True)
-        try:
-            for key, _raw in rows:
-                return decode_rowkey(key)[1]
-        finally:
-            rows.close()
-        return None
-
-    def read(self, table: bytes, start: bytes, stop: bytes, columns: set[bytes] | None,
-             limit: int, max_bytes: int) -> MessageBlock:
-        desc = self._store.enabled(table)
-        cutoff = desc.ttl_cutoffs(now_ms()).get(FAMILY, 0)
-        with self._read_lock:
-            return read_block(self._store, desc, start, stop, columns, limit, max_bytes,
-                              cutoff)
-
-    def write(self, table: bytes, groups: list[CellGroup]) -> Callable[[], None]:
-        return self._store.put_columns_queued(table, groups)

@@ -26,7 +26,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from hqueue.client.subscription_admin import generation_of
 from hqueue.errors import HQueueError, NoSubscriptionError
 from hqueue.message import MessageId
 from hqueue.metadata.managers import SubscriptionDataManager, SubscriptionPreferences
@@ -155,7 +154,7 @@ class SubscriptionService:
             self._watch(queue)
             for name, entry in self._cache.list(subscriptions_table(queue)).items():
                 prefs = SubscriptionPreferences.from_value(entry.value)
-                generation = generation_of(prefs)
+                generation = prefs.generation
                 for partition, start in prefs.partitions.items():
                     held_here = partitions.get(partition)
                     if held_here is not None:
@@ -265,7 +264,7 @@ class SubscriptionService:
         for (queue, name), items in moved.items():
             try:
                 prefs = self._subs.read_subscription_data(queue, name).value.preferences
-                if generation_of(prefs) != items[0][0].generation:
+                if prefs.generation != items[0][0].generation:
                     continue
                 self._subs.update_subscription_state(
                     queue, name, {w.partition: str(d) for w, d in items})

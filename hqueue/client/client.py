@@ -24,7 +24,8 @@ from hqueue.metadata.managers import (
     SubscriptionDataManager,
 )
 from hqueue.metadata.metastore import MetaStore
-from hqueue.storage.hbase import HBase, parse_address
+from hqueue.settings import parse_address
+from hqueue.storage.hbase import HBase
 
 if TYPE_CHECKING:
     # The scanners import this module's Queue; they are loaded when first used.

@@ -35,7 +35,7 @@ from hqueue.errors import (
     UnavailableError,
 )
 from hqueue.message import MessageId, check_topic
-from hqueue.storage.hbase import parse_address
+from hqueue.settings import parse_address
 from hqueue.wire.idl import sidecar as sidecar_idl
 
 if TYPE_CHECKING:

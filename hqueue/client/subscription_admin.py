@@ -21,7 +21,8 @@ from thriftpy2.thrift import TException
 from hqueue.errors import HQueueError
 from hqueue.message import MessageId, decode_rowkey, parse_position
 from hqueue.metadata.managers import SubscriptionPreferences
-from hqueue.storage.hbase import parse_address
+from hqueue.metadata.managers.subscription_data import GENERATION_OPTION
+from hqueue.settings import parse_address
 from hqueue.wire.idl import sidecar as sidecar_idl
 
 if TYPE_CHECKING:
@@ -33,15 +34,11 @@ __all__ = [
     "PartitionLag",
     "SubscriptionInfo",
     "delete_subscription",
-    "generation_of",
     "lag",
     "reset_subscription",
     "resolve_starts",
     "subscriptions",
 ]
-
-GENERATION_OPTION = "generation"
-"""The subscription option that counts resets (read by the sidecars too)."""
 
 
 def resolve_starts(queue: Queue, partitions: Iterable[int], start: object) -> dict[int, MessageId]:
@@ -97,13 +94,6 @@ class SubscriptionInfo:
         }
 
 
-def generation_of(prefs: SubscriptionPreferences) -> int:
-    """Return how many times the subscription was reset (0 if never)."""
-    try:
-        return int(prefs.options.get(GENERATION_OPTION, "0"))
-    except ValueError:
-        return 0
-
 
 def subscriptions(queue: Queue) -> list[SubscriptionInfo]:
     """Return the queue's subscriptions, by name (read from the store, not a cache)."""
@@ -117,7 +107,7 @@ def subscriptions(queue: Queue) -> list[SubscriptionInfo]:
             {p: MessageId.parse(s) for p, s in sorted(prefs.partitions.items())},
             {p: MessageId.parse(s) for p, s in sorted(data.state.items())},
             tuple(prefs.topics), subs.read_subscriber_address(queue.name, name),
-            generation_of(prefs),
+            prefs.generation,
             _dt.datetime.fromtimestamp(prefs.created_ms / 1000, tz=_dt.UTC)))
     return out
 
@@ -142,7 +132,7 @@ def reset_subscription(queue: Queue, name: str, to: object) -> dict[int, Message
     prefs = current.value.preferences
     starts = resolve_starts(queue, prefs.partitions, to)
     options = dict(prefs.options)
-    options[GENERATION_OPTION] = str(generation_of(prefs) + 1)
+    options[GENERATION_OPTION] = str(prefs.generation + 1)
     new = SubscriptionPreferences({p: str(i) for p, i in starts.items()}, prefs.topics,
                                   options, prefs.created_ms)
     # The new generation first: a sidecar checkpoints only at its own generation,

@@ -16,7 +16,7 @@ from typing import Any
 from hqueue.errors import InvalidArgumentError
 from hqueue.message import MAX_PARTITIONS, MessageId, check_topic, parse_position
 from hqueue.metadata.factory import TABLE_PREFIX_ENV
-from hqueue.storage.hbase import parse_address
+from hqueue.settings import parse_address
 
 __all__ = ["DEFAULT_BATCH_ROWS", "SourceOptions", "StreamOptions", "WriteOptions",
            "parse_int_list"]

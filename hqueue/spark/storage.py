@@ -62,7 +62,7 @@ from hqueue.message import (
     decode_rowkey,
     encode_rowkey,
 )
-from hqueue.storage.hbase import parse_address
+from hqueue.settings import parse_address
 from hqueue.wire.block import MessageBlock
 from hqueue.wire.framed import FramedClient
 from hqueue.wire.idl import hbase1

@@ -17,11 +17,11 @@ from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TException
 
 from hqueue.errors import ConnectionLostError, InvalidArgumentError, StorageError
-from hqueue.metadata.backends.hbase.client import hbase_errors
-from hqueue.metadata.backends.hbase.metastore import parse_address
+from hqueue.settings import parse_address
+from hqueue.wire.errors import hbase_errors
 from hqueue.wire.idl import hbase1, hbase2
 
-__all__ = ["HBase", "hbase_errors", "parse_address"]
+__all__ = ["HBase"]
 
 
 class HBase:

@@ -29,7 +29,7 @@ from typing import Any
 from hqueue.errors import StorageError
 from hqueue.message import ROWKEY_BYTES, Message, messages_from_columns
 
-__all__ = ["MessageBlock", "int32_le"]
+__all__ = ["MessageBlock", "int32_le", "whole_rows"]
 
 _BIG_ENDIAN = sys.byteorder == "big"
 
@@ -169,3 +169,23 @@ class MessageBlock:
     def messages(self) -> list[Message]:
         """Return the messages, in order."""
         return messages_from_columns(self.rowkeys, self.topic_list(), self.value_list())
+
+
+def whole_rows(keys: list[bytes], take: int, first: bool) -> int:
+    """Return ``take`` (a number of messages to keep, by their rows' ``keys``) moved
+    back so that no row's messages are split between two answers, since the next
+    answer resumes after the last row; if that keeps nothing and this is the
+    answer's ``first`` part, moved forward instead (a row written around hqueue with
+    more message cells than the limit still comes, whole)."""
+    if take <= 0 or take >= len(keys) or keys[take] != keys[take - 1]:
+        return take
+    row = keys[take]
+    back = take
+    while back > 0 and keys[back - 1] == row:
+        back -= 1
+    if back or not first:
+        return back
+    ahead = take
+    while ahead < len(keys) and keys[ahead] == row:
+        ahead += 1
+    return ahead

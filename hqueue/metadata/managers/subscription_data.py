@@ -44,7 +44,16 @@ from hqueue.metadata.resources import (
 )
 from hqueue.metadata.version import Version, Versioned
 
-__all__ = ["SubscriptionData", "SubscriptionDataManager", "SubscriptionPreferences"]
+__all__ = [
+    "GENERATION_OPTION",
+    "SubscriptionData",
+    "SubscriptionDataManager",
+    "SubscriptionPreferences",
+]
+
+GENERATION_OPTION = "generation"
+"""The subscription option counting its resets (see
+:attr:`SubscriptionPreferences.generation`)."""
 
 _MESSAGE_ID = re.compile(r"(0|[1-9][0-9]{0,19}):(0|[1-9][0-9]{0,4})")
 
@@ -83,6 +92,15 @@ class SubscriptionPreferences:
         if self.options:
             value["options"] = dict(self.options)
         return value
+
+    @property
+    def generation(self) -> int:
+        """How many times the subscription was reset (0 if never): the ``generation``
+        option, which a reset increments so that sidecars restart their workers."""
+        try:
+            return int(self.options.get(GENERATION_OPTION, "0"))
+        except ValueError:
+            return 0
 
     @classmethod
     def from_value(cls, value: Value) -> SubscriptionPreferences:

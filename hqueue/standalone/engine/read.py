@@ -30,9 +30,9 @@ from hqueue.errors import StorageError
 from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES
 from hqueue.standalone.engine.cells import FORMAT, decode_cells, encode_head, encode_single
 from hqueue.standalone.engine.store import Store, TableDescriptor
-from hqueue.wire.block import MessageBlock
+from hqueue.wire.block import MessageBlock, whole_rows
 
-__all__ = ["read_block", "whole_rows"]
+__all__ = ["read_block"]
 
 # The first bytes of a stored row: the row header, the first column's length and the
 # column's family prefix.
@@ -119,25 +119,6 @@ def read_block(store: Store, desc: TableDescriptor, start: bytes, stop: bytes,
         start = last[plen:] + b"\x00"
     return _block(parts, plen)
 
-
-def whole_rows(keys: list[bytes], take: int, first: bool) -> int:
-    """Return ``take`` (a number of messages to keep, by their rows' ``keys``) moved
-    back so that no row's messages are split between two answers, since the next
-    answer resumes after the last row; if that keeps nothing and this is the
-    answer's ``first`` part, moved forward instead (a row written around hqueue with
-    more message cells than the limit still comes, whole)."""
-    if take <= 0 or take >= len(keys) or keys[take] != keys[take - 1]:
-        return take
-    row = keys[take]
-    back = take
-    while back > 0 and keys[back - 1] == row:
-        back -= 1
-    if back or not first:
-        return back
-    ahead = take
-    while ahead < len(keys) and keys[ahead] == row:
-        ahead += 1
-    return ahead
 
 
 def _heads(raws: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray, bytes]:

@@ -14,40 +14,11 @@ import happybase
 
 # happybase loads the HBase IDL as the module Hbase_thrift when imported (above).
 import Hbase_thrift
-from happybase.pool import NoConnectionsAvailable
-from thriftpy2.thrift import TException
-from thriftpy2.transport import TTransportException
 
-from hqueue.errors import (
-    ConnectionLostError,
-    InvalidArgumentError,
-    StorageError,
-    TableExistsError,
-)
 from hqueue.metadata.backends.hbase.rows import FAMILIES
+from hqueue.wire.errors import hbase_errors
 
 Row = dict[bytes, bytes]
-
-
-@contextlib.contextmanager
-def hbase_errors(what: str) -> Iterator[None]:
-    """Translate Thrift, socket and pool errors into hqueue's for the block."""
-    try:
-        yield
-    except Hbase_thrift.AlreadyExists as exc:
-        raise TableExistsError(f"{what}: {exc.message}") from None
-    except Hbase_thrift.IllegalArgument as exc:
-        raise InvalidArgumentError(f"{what}: {exc.message}") from None
-    except Hbase_thrift.IOError as exc:
-        raise StorageError(f"{what}: {exc.message}") from None
-    except (NoConnectionsAvailable, OSError) as exc:
-        raise ConnectionLostError(f"{what}: HBase unreachable ({exc})") from None
-    except TTransportException as exc:
-        raise ConnectionLostError(f"{what}: HBase unreachable ({exc.message})") from None
-    except TException as exc:
-        # Transport errors (TTransportException) and broken replies alike: the
-        # connection is no longer trustworthy, and happybase's pool replaces it.
-        raise ConnectionLostError(f"{what}: HBase Thrift error ({exc!r})") from None
 
 
 class HBaseClient:

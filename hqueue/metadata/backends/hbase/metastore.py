@@ -61,23 +61,13 @@ from hqueue.metadata.metastore import (
 from hqueue.metadata.table import TableBase
 from hqueue.metadata.values import check_table_name, in_range, merge, project
 from hqueue.metadata.version import Version, Versioned
+from hqueue.settings import parse_address
 
 __all__ = ["HBaseMetaStore"]
 
 log = logging.getLogger(__name__)
 
 _MAX_ATTEMPTS = 100
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """Return ``(host, port)`` of ``HOST:PORT``.
-
-    :raises InvalidArgumentError: if it is not of that form.
-    """
-    host, sep, port = str(address).rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise InvalidArgumentError(f"'hbase' must be HOST:PORT, not {address!r}")
-    return host, int(port)
 
 
 def _number(config: Mapping[str, Any], name: str, default: float) -> float:

@@ -1,0 +1,58 @@
+"""The sidecar's storage inside ``hqueue standalone``: the store engine, in-process.
+
+Implements :class:`hqueue.sidecar.storage.MessageStorage` over
+:class:`~hqueue.standalone.engine.store.Store`, skipping the Thrift round trip the
+sidecar makes to a real HBase. Acknowledges only durable writes (after the store's
+fsync).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from hqueue.message import FAMILY, MessageId, decode_rowkey
+from hqueue.sidecar.storage import CellGroup, partition_bounds
+from hqueue.standalone.engine.read import read_block
+from hqueue.standalone.engine.store import Store, now_ms
+from hqueue.wire.block import MessageBlock
+
+__all__ = ["EngineStorage"]
+
+class EngineStorage:
+    """Messages in the standalone server's store, in-process."""
+
+    def __init__(self, store: Store, table_prefix: str | None = None) -> None:
+        self._store = store
+        self._prefix = table_prefix or None
+        # LMDB releases the interpreter lock at every cursor step, so two threads
+        # scanning at once hand it back and forth once per row and together burn
+        # about twice the CPU of the same scans one after the other. Reads are
+        # CPU-bound either way: run them one at a time.
+        self._read_lock = threading.Lock()
+
+    def table_name(self, queue: str) -> bytes:
+        return (f"{self._prefix}_{queue}" if self._prefix else queue).encode()
+
+    def last_id(self, table: bytes, partition: int) -> MessageId | None:
+        first, after = partition_bounds(partition)
+        desc = self._store.enabled(table)
+        # Expired rows count too: ids must not go back below them either.
+        rows = self._store.iter_raw(desc, after, first, reverse=True)
+        try:
+            for key, _raw in rows:
+                return decode_rowkey(key)[1]
+        finally:
+            rows.close()
+        return None
+
+    def read(self, table: bytes, start: bytes, stop: bytes, columns: set[bytes] | None,
+             limit: int, max_bytes: int) -> MessageBlock:
+        desc = self._store.enabled(table)
+        cutoff = desc.ttl_cutoffs(now_ms()).get(FAMILY, 0)
+        with self._read_lock:
+            return read_block(self._store, desc, start, stop, columns, limit, max_bytes,
+                              cutoff)
+
+    def write(self, table: bytes, groups: list[CellGroup]) -> Callable[[], None]:
+        return self._store.put_columns_queued(table, groups)
