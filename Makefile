@@ -8,8 +8,10 @@ DATA   ?= .hqueue-data
 HOST   ?= 127.0.0.1
 PORT   ?= 9090
 ZK_JAR := /usr/share/java/zookeeper.jar
+DIST   ?= dist
+SMOKE_VENV ?= /tmp/hqueue-smoke-venv
 
-.PHONY: run test venv deps-test zookeeper lint typecheck pytest bench clean
+.PHONY: run test venv deps-test zookeeper lint typecheck pytest wheel smoke bench clean
 
 run: $(BIN)/hqueue
 	$(BIN)/hqueue standalone --data-dir $(DATA) --host $(HOST) --port $(PORT)
@@ -36,11 +38,27 @@ zookeeper:
 lint: deps-test
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 pytest: deps-test zookeeper
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/pytest -q
 
-test: lint pytest
+# The wheel users install, built as pip builds it.
+wheel: $(BIN)/hqueue
+	rm -rf $(DIST)
+	$(BIN)/pip wheel --quiet --no-deps --wheel-dir $(DIST) .
+
+# The installed-wheel smoke test: a fresh virtual environment outside the checkout
+# holding only the wheel, `hqueue standalone` up, put, scan, subscribe, a Spark read.
+smoke: wheel
+	rm -rf $(SMOKE_VENV)
+	$(PYTHON) -m venv $(SMOKE_VENV)
+	$(SMOKE_VENV)/bin/pip install --quiet --upgrade pip
+	$(SMOKE_VENV)/bin/pip install --quiet "$$(echo $(CURDIR)/$(DIST)/hqueue-*.whl)[spark]"
+	cp .ci/smoke_wheel.py $(SMOKE_VENV)/smoke_wheel.py
+	cd $(SMOKE_VENV) && ./bin/python smoke_wheel.py
+
+test: lint pytest smoke
 
 # The queue benchmark's peers, run from Debian's packages (bench/peers.py starts them).
 .PHONY: bench-deps
@@ -60,4 +78,4 @@ bench: deps-test bench-deps
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/python bench/bench_spark.py
 
 clean:
-	rm -rf $(VENV) $(DATA) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DATA) $(DIST) $(SMOKE_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
