@@ -12,7 +12,7 @@ Three peers do the same work in one run, on this machine:
   faster against any server.
 
 Work: batch puts of 1,000 rows of 100 bytes per call, then a full scan with
-1,000 rows per ``scannerGetList``. Target (issue 2): standalone reaches at
+1,000 rows per ``scannerGetList``. Target: standalone reaches at
 least 70% of the null ceiling for both.
 
 Run: ``.venv/bin/python bench/bench_hbase.py [--rows 200000]``

@@ -1,4 +1,4 @@
-"""Benchmark (issue 4): hqueue's produce and scan beside Redis Streams and NATS JetStream.
+"""Benchmark: hqueue's produce and scan beside Redis Streams and NATS JetStream.
 
 Three peers, each a server child process on loopback started by this script, do the
 same work in one run, on this machine:
@@ -497,7 +497,7 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
     for name, why in failed.items():
         print(f"| (all) | {name} | failed: {why.splitlines()[0][:160]} | | | |")
 
-    print("\n| target (issue 4) | measured | met |")
+    print("\n| target | measured | met |")
     print("| --- | ---: | :---: |")
     hq_b, hq_s = rate.get((BATCHED, hq_label[BATCHED])), rate.get((SCAN, hq_label[SCAN]))
     redis_b, redis_s = fastest(BATCHED, "redis"), fastest(SCAN, "redis")

@@ -12,7 +12,7 @@ partitions) into Spark's ``noop`` sink (every column materialized, nothing writt
 - ``null source``: a Python data source that does no I/O and yields prebuilt Arrow
   batches of the same shape (what the Python data source machinery costs by itself).
 
-Target (issue 6): hqueue reaches at least 25% of the Parquet rate.
+Target: hqueue reaches at least 25% of the Parquet rate.
 
 Run: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_spark.py
 [--rows 1000000] [--partitions 4] [--repeat 5]``

@@ -1,4 +1,4 @@
-"""Benchmark (issue 5): subscriptions' push delivery, hqueue beside Redis and NATS.
+"""Benchmark: subscriptions' push delivery, hqueue beside Redis and NATS.
 
 Latency from put to listener at paced rates and the maximum push rate, of hqueue's
 subscriptions beside Redis Streams consumer groups and NATS JetStream push consumers.
@@ -1045,7 +1045,7 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
     for name, why in failed.items():
         print(f"| (all) | {name} | failed: {why.splitlines()[0][:160]} | | | | | |")
 
-    print("\n| target (issue 5) | measured | met |")
+    print("\n| target | measured | met |")
     print("| --- | ---: | :---: |")
     for w5, how in ((paced_name(5000), "one per put"),
                     (paced_name(5000, args.linger_ms), f"batched every {args.linger_ms:g} ms")):

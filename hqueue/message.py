@@ -1,4 +1,5 @@
-"""Messages, message ids and the 12-byte rowkey (DESIGN.md, "Message storage").
+"""Messages, message ids and the 12-byte rowkey (docs/architecture.md, "How messages are
+stored").
 
 A row of a queue table is one message: the rowkey is ``partition`` (unsigned 16 bit)
 + ``timestamp`` (unsigned 64 bit, ms since the epoch) + ``sequence`` (unsigned 16 bit),

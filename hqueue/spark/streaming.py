@@ -4,7 +4,7 @@ An offset is, per partition, the id of the last message read, as JSON a person c
 read: ``{"partitions": {"0": "1700000000000:3", "1": null}}`` (``null``: nothing read
 yet). A micro-batch reads, per partition, the ids after its start offset up to and
 including its end offset. The latest offset is each partition's last stored id; since
-ids within a partition become visible in increasing order (DESIGN.md, write-path
+ids within a partition become visible in increasing order (docs/architecture.md, write-path
 invariant 1), no message can later appear at or below an offset already planned, so a
 query restarted from its checkpoint misses and repeats nothing.
 

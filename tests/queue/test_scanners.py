@@ -2,8 +2,8 @@
 ``hqueue standalone``.
 
 Rows are written straight into the queue table with Thrift1 ``mutateRows`` (the
-layout of DESIGN.md, "Message storage"), so these tests depend on the storage format
-only, not on the producer.
+layout of docs/architecture.md, "How messages are stored"), so these tests depend on the
+storage format only, not on the producer.
 """
 
 from __future__ import annotations

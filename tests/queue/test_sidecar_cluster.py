@@ -1,4 +1,4 @@
-"""Sidecars as a cluster, and the four write-path invariants of DESIGN.md.
+"""Sidecars as a cluster, and the four write-path invariants of docs/architecture.md.
 
 Each test runs its own sidecars against a standalone server without a sidecar of its
 own (so only the test's sidecars serve its queues), with metadata in that server's
