@@ -35,7 +35,8 @@ import happybase
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hqueue.standalone.engine.cursors import Scanner, ScanSpec
-from hqueue.standalone.engine.store import FamilyOptions, Mutation, RowMutation, Store
+from hqueue.standalone.engine.schema import FamilyOptions, Mutation, RowMutation
+from hqueue.standalone.engine.store import Store
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.idl import hbase1
 from hqueue.wire.rpc_server import ThriftServer

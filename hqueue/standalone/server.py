@@ -12,7 +12,8 @@ from pathlib import Path
 from hqueue.sidecar.node import SidecarConfig, SidecarServer
 from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.standalone.engine.cursors import DEFAULT_LEASE_SECONDS, ScannerRegistry
-from hqueue.standalone.engine.store import FOREVER, Store
+from hqueue.standalone.engine.schema import FOREVER
+from hqueue.standalone.engine.store import Store
 from hqueue.standalone.sidecar_storage import EngineStorage
 from hqueue.standalone.thrift1 import HbaseHandler
 from hqueue.standalone.thrift2 import THBaseHandler

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from hqueue.message import FAMILY, MessageId, decode_rowkey
 from hqueue.sidecar.storage import CellGroup, partition_bounds
 from hqueue.standalone.engine.read import read_block
-from hqueue.standalone.engine.store import Store, now_ms
+from hqueue.standalone.engine.schema import now_ms
+from hqueue.standalone.engine.store import Store
 from hqueue.wire.block import MessageBlock
 
 __all__ = ["EngineStorage"]

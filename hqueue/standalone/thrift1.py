@@ -26,7 +26,8 @@ from hqueue.errors import (
 )
 from hqueue.standalone.engine.cells import Cell
 from hqueue.standalone.engine.cursors import Scanner, ScannerRegistry, ScanSpec
-from hqueue.standalone.engine.store import FOREVER, FamilyOptions, Mutation, RowMutation, Store
+from hqueue.standalone.engine.schema import FOREVER, FamilyOptions, Mutation, RowMutation
+from hqueue.standalone.engine.store import Store
 from hqueue.wire.idl import hbase1
 from hqueue.wire.rpc_server import PreEncodedStructs
 

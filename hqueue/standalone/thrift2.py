@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from hqueue.errors import HQueueError
-from hqueue.standalone.engine.store import FOREVER, FamilyOptions, Store
+from hqueue.standalone.engine.schema import FOREVER, FamilyOptions
+from hqueue.standalone.engine.store import Store
 from hqueue.wire.idl import hbase2
 
 H2 = hbase2()

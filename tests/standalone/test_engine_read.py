@@ -13,7 +13,8 @@ import pytest
 from hqueue.errors import StorageError
 from hqueue.standalone.engine.cells import decode_cells, encode_cells
 from hqueue.standalone.engine.read import read_block
-from hqueue.standalone.engine.store import FamilyOptions, Mutation, RowMutation, Store, now_ms
+from hqueue.standalone.engine.schema import FamilyOptions, Mutation, RowMutation, now_ms
+from hqueue.standalone.engine.store import Store
 from hqueue.wire.block import MessageBlock
 
 TABLE = b"q"

@@ -20,7 +20,8 @@ from hqueue.errors import (
     TableStateError,
 )
 from hqueue.standalone.engine.cells import Cell, decode_cells, encode_cells, kv_order
-from hqueue.standalone.engine.store import FamilyOptions, Mutation, RowMutation, Store
+from hqueue.standalone.engine.schema import FamilyOptions, Mutation, RowMutation
+from hqueue.standalone.engine.store import Store
 
 FAMILIES = {b"cf": FamilyOptions(max_versions=2), b"ttl": FamilyOptions(time_to_live=60)}
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from hqueue.errors import InvalidArgumentError
 from hqueue.standalone.engine.cells import Cell, cells_result_wire
 from hqueue.standalone.engine.filters import RowDecision, parse_filter
-from hqueue.standalone.engine.store import ColumnSelector, Store, now_ms, visible_cells
+from hqueue.standalone.engine.schema import ColumnSelector, now_ms, visible_cells
+from hqueue.standalone.engine.store import Store
 
 DEFAULT_LEASE_SECONDS = 60.0
 

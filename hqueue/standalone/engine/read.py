@@ -29,7 +29,8 @@ import numpy as np
 from hqueue.errors import StorageError
 from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES
 from hqueue.standalone.engine.cells import FORMAT, decode_cells, encode_head, encode_single
-from hqueue.standalone.engine.store import Store, TableDescriptor
+from hqueue.standalone.engine.schema import TableDescriptor
+from hqueue.standalone.engine.store import Store
 from hqueue.wire.block import MessageBlock, whole_rows
 
 __all__ = ["read_block"]

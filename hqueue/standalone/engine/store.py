@@ -12,12 +12,9 @@ table id followed by the row key to the row's cells (see
 :mod:`~hqueue.standalone.engine.cells`). Table ids are never reused, so deleting a
 table can never expose its rows to a later table of the same name.
 
-Writes are group-committed: the first writer to find no commit in progress
-applies every write waiting at that moment in one LMDB transaction and commits
-it with ``fsync`` before any of them is acknowledged; one client pays one sync
-per call, many clients share syncs. Each write runs in its own nested
-transaction, so a write that fails leaves nothing behind while its neighbours
-commit.
+Writes are group-committed (:mod:`~hqueue.standalone.engine.commit`): none is
+acknowledged before the transaction that holds it is synced. The schema types and
+the visibility rules of a read are in :mod:`~hqueue.standalone.engine.schema`.
 
 Differences from HBase, all documented in docs/standalone.md: a row key is at
 most :data:`MAX_ROW_BYTES` bytes (LMDB's key limit; HBase allows 32,767);
@@ -31,15 +28,13 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
-import json
 import logging
 import os
 import struct
 import threading
-import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Protocol, TypeVar
+from dataclasses import replace
+from typing import Any
 
 import lmdb
 
@@ -66,349 +61,31 @@ from hqueue.standalone.engine.cells import (
     family_of,
     kv_order,
 )
+from hqueue.standalone.engine.commit import GroupCommitter
+from hqueue.standalone.engine.schema import (
+    TABLE_ID,
+    ColumnSelector,
+    FamilyOptions,
+    Mutation,
+    MutationLike,
+    RowMutation,
+    RowMutationLike,
+    TableDescriptor,
+    now_ms,
+    visible_cells,
+)
+
+__all__ = ["MAX_ROW_BYTES", "Store"]
 
 log = logging.getLogger(__name__)
-
-FOREVER = 2**31 - 1
-"""HBase's ``HConstants.FOREVER``: a time-to-live that never expires (seconds)."""
 
 MAX_ROW_BYTES = 511 - 4
 """Longest row key the store accepts: LMDB's 511-byte key limit minus the table id."""
 
-_TABLE_ID = struct.Struct(">I")
 _I32 = struct.Struct(">i")
 _META_TABLE = b"table:"
 _META_NEXT_ID = b"next-table-id"
 _TABLE_NAME_CHARS = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
-
-T = TypeVar("T")
-
-
-def now_ms() -> int:
-    """Return the current time in milliseconds since the epoch (HBase's cell clock)."""
-    return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True)
-class FamilyOptions:
-    """A column family's settings, as HBase's Thrift1 ``ColumnDescriptor`` carries them."""
-
-    max_versions: int = 3
-    time_to_live: int = FOREVER
-    compression: str = "NONE"
-    in_memory: bool = False
-    bloom_filter_type: str = "NONE"
-    bloom_filter_vector_size: int = 0
-    bloom_filter_nb_hashes: int = 0
-    block_cache_enabled: bool = False
-
-
-@dataclass(frozen=True)
-class Region:
-    """One region of a table: rows from ``start`` (inclusive) to ``end`` (exclusive, b"" = end)."""
-
-    table: bytes
-    start: bytes
-    end: bytes
-    region_id: int
-
-    @property
-    def name(self) -> bytes:
-        """HBase's region name: ``table,startKey,regionId``."""
-        return b"%s,%s,%d" % (self.table, self.start, self.region_id)
-
-    def contains(self, row: bytes) -> bool:
-        """Return True if ``row`` falls in this region."""
-        return self.start <= row and (not self.end or row < self.end)
-
-
-@dataclass(frozen=True)
-class TableDescriptor:
-    """A table's schema and state."""
-
-    name: bytes
-    table_id: int
-    families: dict[bytes, FamilyOptions]
-    split_keys: tuple[bytes, ...] = ()
-    enabled: bool = True
-    created_ms: int = 0
-    prefix: bytes = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "prefix", _TABLE_ID.pack(self.table_id))
-
-    def regions(self) -> list[Region]:
-        """Return the table's regions in key order (one per split key, plus one)."""
-        bounds = [b"", *self.split_keys, b""]
-        return [Region(self.name, bounds[i], bounds[i + 1], self.created_ms + i)
-                for i in range(len(bounds) - 1)]
-
-    def ttl_cutoffs(self, now: int) -> dict[bytes, int]:
-        """Return, per family with a TTL, the oldest timestamp still visible at ``now``."""
-        return {name: now - opts.time_to_live * 1000
-                for name, opts in self.families.items() if opts.time_to_live < FOREVER}
-
-    def to_json(self) -> bytes:
-        """Serialize for the ``meta`` database."""
-        return json.dumps({
-            "name": self.name.hex(), "table_id": self.table_id, "enabled": self.enabled,
-            "created_ms": self.created_ms, "split_keys": [k.hex() for k in self.split_keys],
-            "families": {k.hex(): asdict(v) for k, v in self.families.items()},
-        }).encode()
-
-    @classmethod
-    def from_json(cls, raw: bytes) -> TableDescriptor:
-        """Parse what :meth:`to_json` wrote."""
-        d = json.loads(raw)
-        return cls(
-            name=bytes.fromhex(d["name"]), table_id=d["table_id"], enabled=d["enabled"],
-            created_ms=d["created_ms"], split_keys=tuple(bytes.fromhex(k) for k in d["split_keys"]),
-            families={bytes.fromhex(k): FamilyOptions(**v) for k, v in d["families"].items()},
-        )
-
-    def with_changes(self, **changes: Any) -> TableDescriptor:
-        """Return a copy with the given fields replaced."""
-        values = {k: getattr(self, k) for k in
-                  ("name", "table_id", "families", "split_keys", "enabled", "created_ms")}
-        values.update(changes)
-        return TableDescriptor(**values)
-
-
-@dataclass(frozen=True)
-class ColumnSelector:
-    """Which columns a read returns: whole families and exact ``family:qualifier`` columns."""
-
-    families: frozenset[bytes]
-    exact: frozenset[bytes]
-
-    @classmethod
-    def parse(cls, columns: list[bytes] | None, desc: TableDescriptor) -> ColumnSelector | None:
-        """Build a selector from Thrift1 column names (``b"cf"`` is a family, ``b"cf:q"`` a column).
-
-        Returns:
-            None when ``columns`` is empty (every column).
-
-        Raises:
-            ColumnFamilyNotFoundError: a column names a family the table lacks.
-        """
-        if not columns:
-            return None
-        families: set[bytes] = set()
-        exact: set[bytes] = set()
-        for column in columns:
-            fam, colon, _ = column.partition(b":")
-            if fam not in desc.families:
-                raise ColumnFamilyNotFoundError(
-                    f"NoSuchColumnFamilyException: column family {fam!r} does not exist "
-                    f"in table {desc.name.decode(errors='replace')}")
-            if not colon:
-                # Only "cf" names the whole family: since HBase 0.96 (HBASE-9549)
-                # CellUtil.parseColumn reads "cf:" as the empty qualifier.
-                families.add(fam)
-            else:
-                exact.add(column)
-        return cls(frozenset(families), frozenset(exact))
-
-    def matches(self, column: bytes) -> bool:
-        """Return True if the selector takes ``column``."""
-        return column in self.exact or family_of(column) in self.families
-
-
-class MutationLike(Protocol):
-    """One cell change, shaped like Thrift1's ``Mutation`` so its objects pass straight through."""
-
-    @property
-    def column(self) -> bytes: ...
-
-    @property
-    def value(self) -> bytes | None: ...
-
-    @property
-    def isDelete(self) -> bool | None: ...
-
-
-class RowMutationLike(Protocol):
-    """Changes to one row, shaped like Thrift1's ``BatchMutation``."""
-
-    @property
-    def row(self) -> bytes: ...
-
-    @property
-    def mutations(self) -> Sequence[MutationLike]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Mutation:
-    """A put of ``value`` to ``column``, or, with ``isDelete``, a delete.
-
-    A delete of a column without a qualifier (``b"cf"``) removes the whole family.
-    """
-
-    column: bytes
-    value: bytes | None = None
-    isDelete: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class RowMutation:
-    """Mutations of one row (see :class:`RowMutationLike`)."""
-
-    row: bytes
-    mutations: Sequence[MutationLike]
-
-
-def visible_cells(cells: list[Cell], cutoffs: dict[bytes, int], selector: ColumnSelector | None,
-                  max_ts: int | None, max_versions: int) -> list[Cell]:
-    """Filter a row's cells down to what a read sees.
-
-    Args:
-        cells: the row's cells in KeyValue order.
-        cutoffs: per family, the oldest visible timestamp (TTL); see
-            :meth:`TableDescriptor.ttl_cutoffs`.
-        selector: the columns asked for, or None for all.
-        max_ts: only cells with a timestamp below this (Thrift1's ``*Ts`` calls), or None.
-        max_versions: versions per column to return, newest first.
-
-    Returns:
-        The visible cells, in KeyValue order.
-    """
-    out: list[Cell] = []
-    prev: bytes | None = None
-    taken = 0
-    for cell in cells:
-        column, ts, _ = cell
-        if column != prev:
-            prev = column
-            taken = 0
-        elif taken >= max_versions:
-            continue
-        if max_ts is not None and ts >= max_ts:
-            continue
-        if selector is not None and not selector.matches(column):
-            continue
-        if cutoffs:
-            cutoff = cutoffs.get(family_of(column))
-            if cutoff is not None and ts < cutoff:
-                continue
-        out.append(cell)
-        taken += 1
-    return out
-
-
-class _Pending:
-    __slots__ = ("done", "error", "fn", "result")
-
-    def __init__(self, fn: Callable[[lmdb.Transaction], Any]) -> None:
-        self.fn = fn
-        self.done = False
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-
-class _GroupCommitter:
-    """Applies queued writes in shared, synced LMDB transactions (leader-based group commit).
-
-    The first writer to find no commit in progress becomes the leader: it
-    takes every write queued at that moment, commits them in one transaction
-    with one ``fsync``, and wakes their writers. Writers that arrive meanwhile
-    queue up for the next leader. A lone writer thus commits in its own thread
-    with no hand-off; many writers share syncs.
-    """
-
-    def __init__(self, env: lmdb.Environment) -> None:
-        self._env = env
-        self._cv = threading.Condition()
-        self._queue: list[_Pending] = []
-        self._leading = False
-        self._closed = False
-
-    def submit(self, fn: Callable[[lmdb.Transaction], T]) -> T:
-        """Run ``fn(txn)`` in the next commit and wait until it is on disk.
-
-        Returns:
-            What ``fn`` returned.
-
-        Raises:
-            Whatever ``fn`` raised (its writes are rolled back), or StorageError
-            when the commit itself failed or the store is closed.
-        """
-        return self.wait(self.enqueue(fn))
-
-    def enqueue(self, fn: Callable[[lmdb.Transaction], Any]) -> _Pending:
-        """Queue ``fn`` for a coming commit without waiting; :meth:`wait` for it.
-        Queued writes are applied, and become visible, in the order they were
-        queued.
-
-        Raises:
-            StorageError: the store is closed.
-        """
-        pending = _Pending(fn)
-        with self._cv:
-            if self._closed:
-                raise StorageError("IOException: the store is closed")
-            self._queue.append(pending)
-        return pending
-
-    def wait(self, pending: _Pending) -> Any:
-        """Wait until a queued write is on disk (leading a commit if none is in
-        progress); return what its function returned.
-
-        Raises:
-            as :meth:`submit`.
-        """
-        with self._cv:
-            while self._leading and not pending.done:
-                self._cv.wait()
-            if not pending.done:
-                self._leading = True
-                batch, self._queue = self._queue, []
-        if not pending.done:
-            try:
-                self._commit(batch)
-            except BaseException as exc:
-                self._fail(batch, StorageError(f"IOException: commit failed: {exc}"))
-                raise
-            finally:
-                with self._cv:
-                    for item in batch:
-                        item.done = True
-                    self._leading = False
-                    self._cv.notify_all()
-        if pending.error is not None:
-            raise pending.error
-        return pending.result
-
-    def _commit(self, batch: list[_Pending]) -> None:
-        try:
-            with self._env.begin(write=True) as txn:
-                for pending in batch:
-                    child = self._env.begin(write=True, parent=txn)
-                    try:
-                        pending.result = pending.fn(child)
-                    except BaseException as exc:
-                        child.abort()
-                        pending.error = exc
-                    else:
-                        child.commit()
-        except lmdb.MapFullError:
-            self._fail(batch, StorageError(
-                "IOException: the store is full; restart `hqueue standalone` with a larger "
-                "--map-size"))
-        except lmdb.Error as exc:
-            self._fail(batch, StorageError(f"IOException: commit failed: {exc}"))
-
-    @staticmethod
-    def _fail(batch: list[_Pending], error: StorageError) -> None:
-        for pending in batch:
-            if pending.error is None:
-                pending.error = error
-
-    def close(self) -> None:
-        """Refuse new writes and wait for the commit in progress, if any."""
-        with self._cv:
-            self._closed = True
-            while self._leading or self._queue:
-                self._cv.wait()
 
 
 class Store:
@@ -440,7 +117,7 @@ class Store:
                 if key.startswith(_META_TABLE):
                     desc = TableDescriptor.from_json(raw)
                     self._tables[desc.name] = desc
-        self._committer = _GroupCommitter(self._env)
+        self._committer = GroupCommitter(self._env)
 
     def close(self) -> None:
         """Finish queued writes and close the environment."""
@@ -657,7 +334,7 @@ class Store:
                 return
             if after is None and not start:
                 # An empty start row in a reversed scan means the table's last row.
-                found = cursor.set_range(_TABLE_ID.pack(desc.table_id + 1))
+                found = cursor.set_range(TABLE_ID.pack(desc.table_id + 1))
                 positioned = cursor.prev() if found else cursor.last()
             elif not cursor.set_range(first):
                 positioned = cursor.last()
@@ -690,7 +367,7 @@ class Store:
             pass instead of one slice per row.
         """
         prefix = desc.prefix
-        stop_key = prefix + stop if stop else _TABLE_ID.pack(desc.table_id + 1)
+        stop_key = prefix + stop if stop else TABLE_ID.pack(desc.table_id + 1)
         keys: list[bytes] = []
         raws: list[bytes] = []
         add_key = keys.append
