@@ -1,110 +1,72 @@
-"""Session-wide servers for the whole suite.
+"""The suite's servers and markers.
 
-``hbase_server`` is one ``hqueue standalone`` process per test session; each
-test gets its own table prefix (``hbase_prefix``), so tests never see each
-other's tables.
+The fixtures (``hbase_server``, ``hq``, ``zookeeper_server``, ``storage``,
+``cluster``, ...) are :mod:`hqueue.testing.fixtures`, loaded as a plugin: one
+``hqueue standalone`` and one ZooKeeper per session, each test isolated by its own
+table prefix, queue name or chroot.
+
+Markers are set here from the fixtures a test uses (and the servers its body
+starts), so no test module has to declare them: ``server`` (it uses a real server:
+the standalone server, ZooKeeper or Spark), ``java`` (of those, ZooKeeper or Spark),
+and ``unit`` for all the others, which need no server and no Java. ``pytest -m
+unit`` runs those in seconds; a plain ``pytest`` runs everything.
 """
 
 from __future__ import annotations
 
-import itertools
+import inspect
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
-import happybase
 import pytest
 
-from hqueue.client.client import Client, connect
-from hqueue.testing.cluster import Cluster
-from hqueue.testing.standalone import StandaloneProcess
-from hqueue.testing.zookeeper import ZooKeeperServer, zookeeper_available
+pytest_plugins = ["hqueue.testing.fixtures"]
 
-_counter = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def hbase_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
-    """The standalone server shared by the session (``.host``, ``.port``, ``.thrift2_port``)."""
-    server = StandaloneProcess(tmp_path_factory.mktemp("standalone") / "data").start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def hbase_prefix(request: pytest.FixtureRequest) -> str:
-    """A table-name prefix unique to this test."""
-    name = re.sub(r"[^A-Za-z0-9]", "", request.node.name)[:40]
-    return f"t{next(_counter)}{name}"
+# The areas' own fixtures that start servers, besides the plugin's; those that pick
+# a backend per parameter call getfixturevalue, which a test's fixture closure does
+# not show.
+_SERVER_FIXTURES = {"spark", "own_server", "backend", "zk_backend", "hbase_backend",
+                    "any_cluster"}
+_JAVA_FIXTURES = {"spark", "zk_backend"}
+# Parametrized fixtures whose "zookeeper" parameter starts ZooKeeper.
+_BACKEND_PARAMS = ("backend", "any_cluster")
+# A few tests start a server of their own in their body (to kill it, or to give it
+# odd settings): the harness's starters and the in-process servers, named there.
+_STARTS_A_SERVER = re.compile(
+    r"\b(StandaloneProcess|SidecarProcess|SubscriberProcess|ZooKeeperServer|"
+    r"StandaloneServer|SidecarServer)\(")
 
 
-@pytest.fixture
-def hbase(hbase_server: StandaloneProcess, hbase_prefix: str) -> Iterator[happybase.Connection]:
-    """A happybase connection to the session server, confined to this test's prefix."""
-    conn = happybase.Connection(hbase_server.host, hbase_server.port, table_prefix=hbase_prefix)
-    yield conn
-    conn.close()
+def _starts_a_server(item: pytest.Item) -> bool:
+    function = getattr(item, "function", None)
+    try:
+        source = inspect.getsource(function) if function is not None else ""
+    except (OSError, TypeError):
+        return False
+    return _STARTS_A_SERVER.search(source) is not None
 
 
-@pytest.fixture
-def hq(hbase_server: StandaloneProcess) -> Iterator[Client]:
-    """An hqueue client of the session server (metadata in its HBase, no table prefix,
-    so the sidecar inside the server serves its queues). Isolate tests by queue name
-    (``queue_name``)."""
-    client = connect(
-        hbase=hbase_server.address,
-        hbase_admin=f"{hbase_server.host}:{hbase_server.thrift2_port}",
-        table_prefix="",
-    )
-    yield client
-    client.close()
+def _needs_java(item: pytest.Item, used: set[str], java_fixtures: set[str]) -> bool:
+    if used & java_fixtures:
+        return True
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    return any(params.get(name) == "zookeeper" for name in _BACKEND_PARAMS)
 
 
-@pytest.fixture
-def queue_name(request: pytest.FixtureRequest) -> str:
-    """A queue name unique to this test."""
-    name = re.sub(r"[^A-Za-z0-9]", "", request.node.name)[:60]
-    return f"q{next(_counter)}_{name}"
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test ``server`` (and ``java``) or ``unit`` by the fixtures it uses and
+    the servers its body starts."""
+    # Imported here, not at the top: a plugin imported before pytest loads it from
+    # pytest_plugins escapes pytest's assertion rewriting (and pytest warns).
+    from hqueue.testing.fixtures import JAVA_FIXTURES, SERVER_FIXTURES
 
-
-@pytest.fixture(scope="session")
-def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    """One real ZooKeeper for the session."""
-    if not zookeeper_available():
-        pytest.fail("ZooKeeper's jars (Debian package 'zookeeper') or java missing: "
-                    "run `make zookeeper`")
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def zookeeper_hosts(zookeeper_server: ZooKeeperServer) -> str:
-    """A connect string into a chroot of this test's own."""
-    return zookeeper_server.chroot()
-
-
-@pytest.fixture(scope="module")
-def storage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
-    """A standalone server without a sidecar, shared by this module's tests."""
-    server = StandaloneProcess(tmp_path_factory.mktemp("cluster") / "data",
-                               ("--no-sidecar",)).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def cluster(storage: StandaloneProcess, hbase_prefix: str, tmp_path: Path) -> Iterator[Cluster]:
-    """A cluster with metadata in the storage's HBase."""
-    c = Cluster(storage, hbase_prefix, tmp_path)
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def zk_cluster(storage: StandaloneProcess, hbase_prefix: str, tmp_path: Path,
-               zookeeper_hosts: str) -> Iterator[Cluster]:
-    """A cluster with metadata in ZooKeeper."""
-    c = Cluster(storage, hbase_prefix, tmp_path, zookeeper=zookeeper_hosts)
-    yield c
-    c.close()
+    server_fixtures = SERVER_FIXTURES | _SERVER_FIXTURES
+    java_fixtures = JAVA_FIXTURES | _JAVA_FIXTURES
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if used & server_fixtures or _starts_a_server(item):
+            item.add_marker(pytest.mark.server)
+            if _needs_java(item, used, java_fixtures):
+                item.add_marker(pytest.mark.java)
+        else:
+            item.add_marker(pytest.mark.unit)

@@ -32,7 +32,12 @@ class Cluster:
         self.clients: list[Client] = []
 
     def process(self, *args: str) -> SidecarProcess:
-        """Start a ``hqueue sidecar`` process."""
+        """Start a ``hqueue sidecar`` process with extra command-line ``args``; return it
+        once ready.
+
+        Raises:
+            RuntimeError: it exited or did not get ready in time (its log is in the message).
+        """
         n = len(self.processes)
         proc = SidecarProcess(self.storage.address, self.tmp / f"sidecar{n}.log",
                               "--session-timeout", str(SESSION), "--takeover-grace", "0.5",
@@ -41,7 +46,8 @@ class Cluster:
         return proc
 
     def in_process(self, **overrides: object) -> SidecarServer:
-        """Start a sidecar in this process."""
+        """Start a sidecar in this process (``overrides`` are :class:`SidecarConfig`
+        fields); return it, started."""
         config = SidecarConfig(hbase=self.storage.address, zookeeper=self.zookeeper,
                                table_prefix=self.prefix, session_timeout=SESSION,
                                takeover_grace=0.5, **overrides)  # type: ignore[arg-type]
@@ -50,7 +56,7 @@ class Cluster:
         return server
 
     def client(self) -> Client:
-        """A client of this cluster."""
+        """Return a new client of this cluster (closed by :meth:`close`)."""
         client = connect(self.storage.address,
                          hbase_admin=f"{self.storage.host}:{self.storage.thrift2_port}",
                          zookeeper=self.zookeeper, table_prefix=self.prefix, put_timeout=30,
@@ -59,6 +65,8 @@ class Cluster:
         return client
 
     def close(self) -> None:
+        """Close the clients, stop the in-process sidecars and ``kill -9`` the sidecar
+        processes."""
         for client in self.clients:
             client.close()
         for server in self.servers:
@@ -68,6 +76,12 @@ class Cluster:
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` every 50 ms until it returns true.
+
+    Raises:
+        AssertionError: it did not within ``timeout`` seconds (naming ``what``), so a
+            test fails rather than errors.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():

@@ -1,14 +1,34 @@
-"""A server run as a real child process for tests, ready when it prints its ready
-line (no sleeping); :meth:`ChildProcess.kill` is ``kill -9``, :meth:`ChildProcess.stop`
-SIGTERM."""
+"""A server run as a real child process, ready when it prints its ready line (no
+sleeping): :class:`ChildProcess`, whose :meth:`~ChildProcess.kill` is ``kill -9`` and
+:meth:`~ChildProcess.stop` SIGTERM; and :func:`free_port`.
+
+hqueue's own servers are started as ``sys.executable -m hqueue ...``: the
+interpreter running the harness, with whatever ``hqueue`` it imports (an installed
+wheel or a checkout), never a path into a source tree.
+"""
 
 from __future__ import annotations
 
 import re
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
+
+__all__ = ["ChildProcess", "free_port"]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """Return a TCP port on ``host`` that nobody listened on a moment ago.
+
+    The kernel picks it (bind to port 0) and the socket is closed before the caller's
+    server binds, so another process could take it in between; on a test machine
+    that is rare enough that the server's start-up error is the right outcome.
+    """
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
 
 
 class ChildProcess:
@@ -42,7 +62,8 @@ class ChildProcess:
         raise RuntimeError(f"{' '.join(cmd[2:5])} did not start:\n{self.log_path.read_text()}")
 
     def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait; return the exit code."""
+        """SIGTERM and wait up to ``timeout`` seconds (then ``kill -9``); return the
+        exit code, 0 if it was not running."""
         if self.proc is None:
             return 0
         self.proc.send_signal(signal.SIGTERM)
@@ -55,7 +76,7 @@ class ChildProcess:
         return code
 
     def kill(self) -> None:
-        """``kill -9``."""
+        """``kill -9`` and wait for the process; nothing if it was not running."""
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()

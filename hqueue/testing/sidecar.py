@@ -9,13 +9,18 @@ import re
 import sys
 from pathlib import Path
 
+from hqueue.settings import ENV_TABLE_PREFIX
 from hqueue.testing.process import ChildProcess
+
+__all__ = ["SidecarProcess"]
 
 _READY = re.compile(r"hqueue sidecar ready: address=(?P<address>\S+) id=(?P<id>\S+)")
 
 
 class SidecarProcess(ChildProcess):
-    """A ``hqueue sidecar`` child process."""
+    """A ``hqueue sidecar`` child process of the storage at ``hbase`` (``host:port``),
+    metadata in ZooKeeper when ``zookeeper`` is given (else in HBase), logging to
+    ``log_path``. After :meth:`start`: its :attr:`address` and :attr:`id`."""
 
     def __init__(self, hbase: str, log_path: Path, *args: str, zookeeper: str | None = None,
                  table_prefix: str | None = None) -> None:
@@ -38,9 +43,9 @@ class SidecarProcess(ChildProcess):
             cmd += ["--zookeeper", self.zookeeper]
         cmd += ["sidecar", "--port", "0", "--log-level", "INFO", *self.args]
         env = dict(os.environ)
-        env.pop("HQUEUE_TABLE_PREFIX", None)
+        env.pop(ENV_TABLE_PREFIX, None)
         if self.table_prefix:
-            env["HQUEUE_TABLE_PREFIX"] = self.table_prefix
+            env[ENV_TABLE_PREFIX] = self.table_prefix
         m = self._spawn(cmd, env, _READY, timeout)
         self.address, self.id = m["address"], m["id"]
         return self

@@ -16,13 +16,20 @@ from pathlib import Path
 
 from hqueue.testing.process import ChildProcess
 
+__all__ = ["StandaloneProcess"]
+
 _READY = re.compile(r"ready: hbase-thrift1=(?P<h1>[^ ]+):(?P<p1>\d+) "
                     r"hbase-thrift2=(?P<h2>[^ ]+):(?P<p2>\d+)"
                     r"(?: sidecar=(?P<sidecar>[^ ]+))?")
 
 
 class StandaloneProcess(ChildProcess):
-    """A ``hqueue standalone`` child process."""
+    """A ``hqueue standalone`` child process on ``data_dir`` (its log beside it, in
+    ``<data_dir>.log``), with ``extra_args`` after the defaults (say ``--no-sidecar``).
+
+    After :meth:`start`: :attr:`port` (Thrift1), :attr:`thrift2_port`, and the
+    sidecar's :attr:`sidecar_address` / :attr:`sidecar_port` (None / 0 without one).
+    """
 
     def __init__(self, data_dir: Path, extra_args: tuple[str, ...] = ()) -> None:
         self.data_dir = Path(data_dir)
@@ -58,5 +65,9 @@ class StandaloneProcess(ChildProcess):
         return f"{self.host}:{self.port}"
 
     def restart(self) -> StandaloneProcess:
-        """Start again on the same data directory and ports; return self."""
+        """Start again on the same data directory and ports; return self.
+
+        Raises:
+            RuntimeError: as :meth:`start` (for instance, a port taken meanwhile).
+        """
         return self.start()

@@ -13,7 +13,10 @@ import time
 from pathlib import Path
 
 from hqueue.message import MessageId
+from hqueue.settings import ENV_TABLE_PREFIX
 from hqueue.testing.process import ChildProcess
+
+__all__ = ["SubscriberProcess"]
 
 _READY = re.compile(r"hqueue subscriber ready: .* address=(?P<address>\S+)")
 
@@ -42,9 +45,9 @@ class SubscriberProcess(ChildProcess):
             cmd += ["--zookeeper", self.zookeeper]
         cmd += ["subscribe", *self.args]
         env = dict(os.environ)
-        env.pop("HQUEUE_TABLE_PREFIX", None)
+        env.pop(ENV_TABLE_PREFIX, None)
         if self.table_prefix:
-            env["HQUEUE_TABLE_PREFIX"] = self.table_prefix
+            env[ENV_TABLE_PREFIX] = self.table_prefix
         start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.out_path, "a") as out, open(self.log_path, "a") as log:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=log, text=True,
@@ -62,7 +65,8 @@ class SubscriberProcess(ChildProcess):
         raise RuntimeError(f"hqueue subscribe did not start:\n{self.log_path.read_text()}")
 
     def received(self) -> list[tuple[int, MessageId]]:
-        """Return ``(partition, id)`` of every complete line written so far."""
+        """Return ``(partition, id)`` of every complete line written so far (a line cut
+        off by a ``kill -9`` is left out)."""
         out = []
         for line in self.out_path.read_text().splitlines(keepends=True):
             if not line.endswith("\n"):

@@ -1,4 +1,4 @@
-"""A real ZooKeeper for tests, run from Debian's jars with the machine's Java.
+"""A real ZooKeeper for tests, run from its jars with the machine's Java.
 
 One server per test session (:class:`ZooKeeperServer`), on a free port; it is ready
 when it answers ZooKeeper's own ``ruok`` with ``imok`` (polled, no blind sleep). Each
@@ -7,6 +7,11 @@ the way kazoo's own test harness does: :func:`expire_session` really expires a
 client's session on the server (a second client attaches to the same session id and
 password, then closes it), :func:`drop_connection` breaks its TCP connection
 (kazoo's testing hook) while the session survives.
+
+The jars are Debian's (package ``zookeeper``, under ``/usr/share/java``) unless the
+environment variable ``HQUEUE_ZOOKEEPER_CLASSPATH`` names others: a Java class path
+(``:``-separated) holding ZooKeeper's server jar, its dependencies and an SLF4J
+binding, for instance the ``lib/*`` of an Apache ZooKeeper download.
 """
 
 from __future__ import annotations
@@ -24,23 +29,35 @@ from kazoo.client import KazooClient
 from kazoo.protocol.connection import _CONNECTION_DROP
 from kazoo.protocol.states import KazooState
 
+from hqueue.testing.process import free_port
+
+__all__ = ["CLASSPATH_ENV", "ZooKeeperServer", "classpath", "drop_connection",
+           "expire_session", "four_letter_word", "zookeeper_available"]
+
+CLASSPATH_ENV = "HQUEUE_ZOOKEEPER_CLASSPATH"
+"""The environment variable that overrides :data:`DEBIAN_CLASSPATH`."""
+
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
-# The jar's manifest names its dependencies under /usr/share/java; slf4j needs a
+# Debian's jar's manifest names its dependencies under /usr/share/java; slf4j needs a
 # binding to print anything, and the simple one writes to stderr (our log file).
 SLF4J_BINDING = Path("/usr/share/java/slf4j-simple.jar")
+DEBIAN_CLASSPATH = f"{ZOOKEEPER_JAR}:{SLF4J_BINDING}"
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 
 
+def classpath() -> str:
+    """Return the Java class path ZooKeeper runs from: ``$HQUEUE_ZOOKEEPER_CLASSPATH``
+    if set, else Debian's jars."""
+    return os.environ.get(CLASSPATH_ENV) or DEBIAN_CLASSPATH
+
+
 def zookeeper_available() -> bool:
-    """Return whether Debian's ZooKeeper jars and a ``java`` are installed."""
-    return ZOOKEEPER_JAR.is_file() and shutil.which("java") is not None
-
-
-def free_port() -> int:
-    """Return a TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """Return whether a ``java`` is on the PATH and ZooKeeper's jars are there (Debian's
+    ``/usr/share/java/zookeeper.jar``, or ``$HQUEUE_ZOOKEEPER_CLASSPATH`` when set,
+    which is trusted as given)."""
+    if shutil.which("java") is None:
+        return False
+    return bool(os.environ.get(CLASSPATH_ENV)) or ZOOKEEPER_JAR.is_file()
 
 
 def four_letter_word(host: str, port: int, word: bytes, timeout: float = 1.0) -> bytes:
@@ -77,9 +94,11 @@ class ZooKeeperServer:
         return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 60.0, attempts: int = 3) -> ZooKeeperServer:
-        """Start the server and wait until it answers ``ruok``; return self.
+        """Start the server on a free port and wait until it answers ``ruok``; return
+        self. A port taken in between is retried, up to ``attempts`` starts.
 
-        :raises RuntimeError: if it exits or does not answer in time (with its log).
+        Raises:
+            RuntimeError: it exited or did not answer in time (its log is in the message).
         """
         for attempt in range(attempts):
             self.port = free_port()
@@ -112,7 +131,6 @@ class ZooKeeperServer:
                 ]
             )
         )
-        classpath = f"{ZOOKEEPER_JAR}:{SLF4J_BINDING}"
         cmd = [
             shutil.which("java") or "java",
             "-Xmx256m",
@@ -120,7 +138,7 @@ class ZooKeeperServer:
             "-XX:TieredStopAtLevel=1",
             "-Dzookeeper.admin.enableServer=false",
             "-cp",
-            classpath,
+            classpath(),
             MAIN_CLASS,
             str(config),
         ]
@@ -146,7 +164,8 @@ class ZooKeeperServer:
         return False
 
     def stop(self, timeout: float = 15.0) -> None:
-        """Terminate the server and wait for it."""
+        """SIGTERM and wait up to ``timeout`` seconds (then ``kill -9``); nothing if it
+        is not running."""
         if self.proc is None:
             return
         if self.proc.poll() is None:
@@ -159,7 +178,11 @@ class ZooKeeperServer:
         self.proc = None
 
     def chroot(self) -> str:
-        """Create a fresh, unique chroot znode; return the connect string into it."""
+        """Create a fresh, unique chroot znode; return the connect string into it.
+
+        Raises:
+            kazoo.handlers.threading.KazooTimeoutError: the server did not answer in 30 s.
+        """
         path = f"/t-{uuid.uuid4().hex}"
         client = KazooClient(hosts=self.hosts, timeout=10.0)
         client.start(timeout=30)
@@ -171,7 +194,11 @@ class ZooKeeperServer:
         return self.hosts + path
 
     def client(self, chroot_hosts: str, session_timeout: float = 10.0) -> KazooClient:
-        """Return a started kazoo client on ``chroot_hosts`` (caller stops it)."""
+        """Return a started kazoo client on ``chroot_hosts`` (the caller stops it).
+
+        Raises:
+            kazoo.handlers.threading.KazooTimeoutError: it did not connect in 30 s.
+        """
         client = KazooClient(hosts=chroot_hosts, timeout=session_timeout)
         client.start(timeout=30)
         return client
@@ -208,6 +235,9 @@ def expire_session(client: KazooClient, hosts: str, timeout: float = 30.0) -> No
     LOST and connected again with a new session.
 
     ``hosts`` is the server's connect string (no chroot needed).
+
+    Raises:
+        TimeoutError: the client did not see LOST, or did not reconnect, in ``timeout``.
     """
 
     def close_session() -> None:
@@ -222,5 +252,9 @@ def expire_session(client: KazooClient, hosts: str, timeout: float = 30.0) -> No
 
 def drop_connection(client: KazooClient, timeout: float = 30.0) -> None:
     """Break ``client``'s connection (its session survives); wait until the client has
-    seen SUSPENDED and is connected again."""
+    seen SUSPENDED and is connected again.
+
+    Raises:
+        TimeoutError: the client did not see SUSPENDED, or did not reconnect, in ``timeout``.
+    """
     _wait_state(client, lambda: client._call(_CONNECTION_DROP, None), KazooState.SUSPENDED, timeout)
