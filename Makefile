@@ -1,5 +1,6 @@
 # Two entry points: `make run` (the embedded default) and `make test` (the whole suite).
-# Everything else is a step of those two.
+# Everything else is a step of those two, but `make test-unit` (the tests that need no
+# server and no Java, in seconds) and `make bench`.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -11,7 +12,7 @@ ZK_JAR := /usr/share/java/zookeeper.jar
 DIST   ?= dist
 SMOKE_VENV ?= /tmp/hqueue-smoke-venv
 
-.PHONY: run test venv deps-test zookeeper lint typecheck pytest wheel smoke bench clean
+.PHONY: run test venv deps-test zookeeper lint typecheck pytest test-unit wheel smoke bench clean
 
 run: $(BIN)/hqueue
 	$(BIN)/hqueue standalone --data-dir $(DATA) --host $(HOST) --port $(PORT)
@@ -43,6 +44,10 @@ lint: deps-test
 pytest: deps-test zookeeper
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/pytest -q
 
+# The tests that need no server and no Java (marked `unit` by tests/conftest.py): seconds.
+test-unit: deps-test
+	$(BIN)/pytest -q -m unit
+
 # The wheel users install, built as pip builds it.
 wheel: $(BIN)/hqueue
 	rm -rf $(DIST)
@@ -71,6 +76,7 @@ bench-deps:
 	fi
 
 bench: deps-test bench-deps
+	$(BIN)/python bench/bench_cli.py
 	$(BIN)/python bench/bench_hbase.py
 	$(BIN)/python bench/bench_metadata.py
 	$(BIN)/python bench/bench_queue.py

@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import happybase
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from rounds import alternate, text_table
 
 from hqueue.standalone.engine.cursors import Scanner, ScanSpec
 from hqueue.standalone.engine.schema import FamilyOptions, Mutation, RowMutation
@@ -147,8 +146,6 @@ def main() -> None:
 
     # Peers alternate round by round and each reports its median, so a
     # passing disturbance on this shared machine does not favour one of them.
-    runs: dict[str, list[tuple[float, float]]] = {
-        "null (happybase ceiling)": [], "standalone (happybase)": [], "engine (in-process)": []}
     null = subprocess.Popen([sys.executable, __file__, "--serve-null", "--rows", str(args.rows)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert null.stdout is not None and null.stdin is not None
@@ -156,12 +153,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = StandaloneProcess(Path(tmp) / "data").start()
         try:
-            for r in range(args.rounds):
-                runs["null (happybase ceiling)"].append(
-                    happybase_put_scan(null_port, args.rows, None))
-                runs["standalone (happybase)"].append(
-                    happybase_put_scan(server.port, args.rows, b"bench%d" % r))
-                runs["engine (in-process)"].append(engine_put_scan(args.rows))
+            runs = alternate({
+                "null (happybase ceiling)": lambda r: happybase_put_scan(null_port, args.rows,
+                                                                         None),
+                "standalone (happybase)": lambda r: happybase_put_scan(server.port, args.rows,
+                                                                       b"bench%d" % r),
+                "engine (in-process)": lambda r: engine_put_scan(args.rows),
+            }, args.rounds)
         finally:
             server.stop()
             null.stdin.close()
@@ -173,10 +171,10 @@ def main() -> None:
     print(f"\nhqueue standalone benchmark: {args.rows:,} rows of {len(VALUE)} B, "
           f"{BATCH:,} rows per call, median of {args.rounds} alternating rounds, "
           f"{os.cpu_count()} cores")
-    print(f"{'peer':<28}{'put rows/s':>14}{'vs ceiling':>12}{'scan rows/s':>14}{'vs ceiling':>12}")
-    for name, (put, scan) in results.items():
-        print(f"{name:<28}{put:>14,.0f}{put / ceiling[0]:>11.0%} {scan:>14,.0f}"
-              f"{scan / ceiling[1]:>11.0%}")
+    print(text_table(
+        ("peer", "put rows/s", "vs ceiling", "scan rows/s", "vs ceiling"), (28, 14, 12, 14, 12),
+        [(name, f"{put:,.0f}", f"{put / ceiling[0]:.0%}", f"{scan:,.0f}",
+          f"{scan / ceiling[1]:.0%}") for name, (put, scan) in results.items()]))
     sa = results["standalone (happybase)"]
     print(f"\ntarget: standalone >= 70% of the ceiling: put {sa[0] / ceiling[0]:.0%}, "
           f"scan {sa[1] / ceiling[1]:.0%}")

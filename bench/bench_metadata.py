@@ -10,8 +10,8 @@ gateway) it measures
 - reading all subscriptions of a queue (preferences and checkpoints) with 10,000
   subscriptions, straight from the store (best of three), and from a warm cache.
 
-It prints a Markdown table. The servers are started from the repository's test
-harness (ZooKeeper from Debian's jars) unless ``--zookeeper`` / ``--hbase`` are given.
+It prints a Markdown table. The servers are started with :mod:`hqueue.testing`
+(ZooKeeper from Debian's jars) unless ``--zookeeper`` / ``--hbase`` are given.
 
     .venv/bin/python bench/bench_metadata.py [--subscriptions 10000] [--seconds 2]
 """
@@ -28,15 +28,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from rounds import markdown_header, markdown_row
 
-from hqueue.metadata import MetaStore, Version, open_metastore  # noqa: E402
-from hqueue.metadata.cache import MetadataCache  # noqa: E402
-from hqueue.metadata.managers import (  # noqa: E402
-    SubscriptionDataManager,
-    SubscriptionPreferences,
-)
+from hqueue.metadata import MetaStore, Version, open_metastore
+from hqueue.metadata.cache import MetadataCache
+from hqueue.metadata.managers import SubscriptionDataManager, SubscriptionPreferences
 
 
 def rate(operation: Callable[[], None], seconds: float) -> float:
@@ -176,12 +172,12 @@ def main() -> None:
             print(f"{backend}: done", file=sys.stderr)
 
     n = f"{args.subscriptions:,}"
-    print(f"| backend | CAS updates/s | partial updates/s | create {n} subs (s) "
-          f"| read all {n} subs (s) | same, warm cache (s) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print(markdown_header(("backend", "CAS updates/s", "partial updates/s",
+                           f"create {n} subs (s)", f"read all {n} subs (s)",
+                           "same, warm cache (s)"), "lrrrrr"))
     for backend, cas, partial, loaded, direct, warm in rows:
-        print(f"| {backend} | {cas:,.0f} | {partial:,.0f} | {loaded:.1f} | {direct:.3f} "
-              f"| {warm:.4f} |")
+        print(markdown_row((backend, f"{cas:,.0f}", f"{partial:,.0f}", f"{loaded:.1f}",
+                            f"{direct:.3f}", f"{warm:.4f}")))
 
 
 if __name__ == "__main__":

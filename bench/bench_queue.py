@@ -48,13 +48,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
+import functools
 import os
 import statistics
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -65,11 +64,8 @@ import happybase
 import nats
 import redis
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from peers import NATS_SERVER, REDIS_SERVER, NatsServer, RedisServer, percentile, version
+from peers import NATS_SERVER, REDIS_SERVER, NatsServer, RedisServer
+from rounds import markdown_header, markdown_row, median_of_rounds, run_rounds, version
 
 import hqueue
 from hqueue.testing.standalone import StandaloneProcess
@@ -122,13 +118,11 @@ class HQueuePeer:
 
     def start(self) -> None:
         self.server.start()
-        # A short put timeout: if the sidecar cannot take a partition, the probe in
-        # check() fails in seconds instead of the client's default 30 s per put.
+        # A short put timeout: if the sidecar cannot take a partition, the probe
+        # below fails in seconds instead of the client's default 30 s per put.
         self.client = hqueue.connect(self.server.address,
                                      hbase_admin=f"127.0.0.1:{self.server.thrift2_port}",
                                      table_prefix="", put_timeout=15.0)
-
-    def check(self) -> None:
         self._new_queue("probe")
 
     def stop(self) -> None:
@@ -216,9 +210,6 @@ class RedisPeer:
     def start(self) -> None:
         self.server.start()
         self.r = redis.Redis(host=self.server.host, port=self.server.port)
-
-    def check(self) -> None:
-        assert self.r is not None
         self.r.ping()
 
     def stop(self) -> None:
@@ -292,8 +283,6 @@ class NatsPeer:
         self.server.start()
         self.nc = self.loop.run_until_complete(nats.connect(self.server.url))
         self.js = self.nc.jetstream()
-
-    def check(self) -> None:
         self.loop.run_until_complete(self.js.account_info())
 
     def stop(self) -> None:
@@ -411,50 +400,20 @@ def run(args: argparse.Namespace, workdir: Path) -> tuple[dict[tuple[str, str], 
         peers.append(RedisPeer(workdir, args.redis_fsync))
     if "nats" in wanted:
         peers.append(NatsPeer(workdir))
-    samples: dict[tuple[str, str], list[Sample]] = {}
-    failed: dict[str, str] = {}
     sizes = {BATCHED: args.messages, SINGLE: args.single_messages}
-    with contextlib.ExitStack() as stack:
-        for p in peers:
-            stack.callback(p.stop)  # stops even the ones that failed half-way
-            try:
-                p.start()
-                p.check()
-            except Exception as e:  # a broken peer is reported, the others still run
-                failed[p.name] = f"{type(e).__name__}: {e}"
-                traceback.print_exc()
-        for r in range(args.rounds):
-            order = peers[r % len(peers):] + peers[:r % len(peers)]
-            for workload in WORKLOADS:
-                for p in order:
-                    if p.name in failed:
-                        continue
-                    # A peer's own rows rotate too: the first scan after a produce
-                    # would otherwise always meet whatever the server left to do.
-                    rows = p.rows()[workload]
-                    rows = rows[r % len(rows):] + rows[:r % len(rows)]
-                    for label, fn in rows:
-                        if p.name in failed:
-                            break
-                        try:
-                            s = fn(r, sizes[workload]) if workload in sizes else fn(r)
-                        except Exception as e:
-                            # One failure (say a put that timed out) would fail again
-                            # each round; stop using the peer and report why.
-                            failed[p.name] = f"{label}: {type(e).__name__}: {e}"
-                            traceback.print_exc()
-                            continue
-                        samples.setdefault((workload, label), []).append(s)
-                        print(f"round {r + 1}/{args.rounds} {workload:<30} {label:<44}"
-                              f"{s.rate:>12,.0f} msgs/s", file=sys.stderr, flush=True)
-            # Cleanup after every row of the round ran, since the rows' order rotates.
-            for p in peers:
-                if p.name not in failed:
-                    try:
-                        p.end_round(r)
-                    except Exception as e:
-                        failed[p.name] = f"cleanup: {type(e).__name__}: {e}"
-    return samples, failed
+
+    def rows(p: Peer, workload: str) -> list[tuple[str, Callable[[int], Sample]]]:
+        if workload not in sizes:
+            return p.rows()[workload]
+        return [(label, functools.partial(fn, n=sizes[workload]))
+                for label, fn in p.rows()[workload]]
+
+    def describe(workload: str, label: str, s: Sample) -> str:
+        return f"{workload:<30} {label:<44}{s.rate:>12,.0f} msgs/s"
+
+    # Cleanup after every row of the round ran, since the rows' order rotates.
+    return run_rounds(peers, args.rounds, WORKLOADS, rows, describe,
+                      end_round=lambda p, r: p.end_round(r))
 
 
 def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]],
@@ -462,8 +421,8 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
     rate = {k: statistics.median(s.rate for s in v) for k, v in samples.items()}
 
     def lat_ms(k: tuple[str, str], q: float) -> float | None:
-        per_round = [percentile(s.latencies, q) for s in samples[k] if s.latencies]
-        return statistics.median(per_round) * 1000 if per_round else None
+        median = median_of_rounds((s.latencies for s in samples[k]), q)
+        return None if median is None else median * 1000
 
     def fastest(workload: str, prefix: str) -> tuple[str, float] | None:
         found = [(label, v) for (w, label), v in rate.items()
@@ -482,8 +441,8 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
           + ("Redis fsyncs every write (AOF always); " if args.redis_fsync
              else "Redis keeps streams in memory only; ")
           + "NATS writes files and syncs them on its own schedule.\n")
-    print("| workload | peer | msgs/s | p50 ms | p99 ms | hqueue ÷ peer |")
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    print(markdown_header(("workload", "peer", "msgs/s", "p50 ms", "p99 ms", "hqueue ÷ peer"),
+                          "llrrrr"))
     for workload in WORKLOADS:
         hq = rate.get((workload, hq_label[workload]))
         for (w, label), v in rate.items():
@@ -491,33 +450,34 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
                 continue
             p50, p99 = lat_ms((w, label), 0.50), lat_ms((w, label), 0.99)
             ratio = "" if label == hq_label[workload] or hq is None else f"{hq / v:.2f}x"
-            print(f"| {workload} | {label} | {v:,.0f} | "
-                  f"{'' if p50 is None else f'{p50:.3f}'} | "
-                  f"{'' if p99 is None else f'{p99:.3f}'} | {ratio} |")
+            print(markdown_row((workload, label, f"{v:,.0f}",
+                                "" if p50 is None else f"{p50:.3f}",
+                                "" if p99 is None else f"{p99:.3f}", ratio)))
     for name, why in failed.items():
-        print(f"| (all) | {name} | failed: {why.splitlines()[0][:160]} | | | |")
+        print(markdown_row(("(all)", name, f"failed: {why.splitlines()[0][:160]}", "", "", "")))
 
-    print("\n| target | measured | met |")
-    print("| --- | ---: | :---: |")
+    print()
+    print(markdown_header(("target", "measured", "met"), "lrc"))
     hq_b, hq_s = rate.get((BATCHED, hq_label[BATCHED])), rate.get((SCAN, hq_label[SCAN]))
     redis_b, redis_s = fastest(BATCHED, "redis"), fastest(SCAN, "redis")
     for text, hq, peer in (("batched produce >= 2x Redis pipelined XADD", hq_b, redis_b),
                            ("scan >= 2x Redis XREAD", hq_s, redis_s)):
         if hq is None or peer is None:
-            print(f"| {text} | n/a | n/a |")
+            print(markdown_row((text, "n/a", "n/a")))
         else:
             ratio = hq / peer[1]
-            print(f"| {text} | {ratio:.2f}x | {'yes' if ratio >= 2 else 'no'} |")
+            print(markdown_row((text, f"{ratio:.2f}x", "yes" if ratio >= 2 else "no")))
     p50 = lat_ms((SINGLE, hq_label[SINGLE]), 0.5) if (SINGLE, hq_label[SINGLE]) in rate else None
     if p50 is None:
-        print("| unbatched put p50 < 1 ms | n/a | n/a |")
+        print(markdown_row(("unbatched put p50 < 1 ms", "n/a", "n/a")))
     else:
-        print(f"| unbatched put p50 < 1 ms | {p50:.3f} ms | {'yes' if p50 < 1 else 'no'} |")
+        print(markdown_row(("unbatched put p50 < 1 ms", f"{p50:.3f} ms",
+                            "yes" if p50 < 1 else "no")))
     for text, workload in (("batched produce vs fastest NATS", BATCHED),
                            ("scan vs fastest NATS", SCAN)):
         hq, peer = rate.get((workload, hq_label[workload])), fastest(workload, "nats")
         if hq is not None and peer is not None:
-            print(f"| ({text}: {peer[0]}, no target) | {hq / peer[1]:.2f}x | |")
+            print(markdown_row((f"({text}: {peer[0]}, no target)", f"{hq / peer[1]:.2f}x", "")))
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ Run: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_spark.py
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import struct
 import sys
@@ -30,9 +31,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import happybase
+from rounds import alternate, text_table
 
 from hqueue.client.client import connect
 from hqueue.testing.standalone import StandaloneProcess
@@ -152,22 +152,24 @@ Timing = tuple[float, float | None, float | None]
 """Seconds, the server's CPU seconds and the whole machine's CPU seconds of one read."""
 
 
+def read(df: Any, server_pid: int, r: int = 0) -> Timing:
+    """Read ``df`` in full into the noop sink (``r``, the round, is not used); return
+    its :data:`Timing`."""
+    cpu_before, all_before = process_cpu(server_pid), machine_cpu()
+    started = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    seconds = time.perf_counter() - started
+    return (seconds, _delta(cpu_before, process_cpu(server_pid)),
+            _delta(all_before, machine_cpu()))
+
+
 def timed(peers: dict[str, Any], repeat: int, server_pid: int) -> dict[str, Timing]:
     """Return, per peer, the best of ``repeat`` full reads into the noop sink. Rounds
     alternate the peers, so a burst of load on the machine does not fall on one peer
     only."""
-    best: dict[str, Timing] = {name: (float("inf"), None, None) for name in peers}
-    for _ in range(repeat):
-        for name, df in peers.items():
-            cpu_before, all_before = process_cpu(server_pid), machine_cpu()
-            started = time.perf_counter()
-            df.write.format("noop").mode("overwrite").save()
-            seconds = time.perf_counter() - started
-            server_cpu = _delta(cpu_before, process_cpu(server_pid))
-            all_cpu = _delta(all_before, machine_cpu())
-            if seconds < best[name][0]:
-                best[name] = (seconds, server_cpu, all_cpu)
-    return best
+    runs = alternate({name: functools.partial(read, df, server_pid)
+                      for name, df in peers.items()}, repeat)
+    return {name: min(timings, key=lambda t: t[0]) for name, timings in runs.items()}
 
 
 def main() -> None:
@@ -218,15 +220,16 @@ def main() -> None:
     print(f"\nSpark read benchmark: {args.rows:,} messages of {len(VALUE)} B, "
           f"{args.partitions} partitions, local[*] on {cores} cores, best of {args.repeat} "
           f"(loading the queue took {load_s:.1f} s)")
-    print(f"{'peer':<24}{'seconds':>10}{'rows/s':>14}{'vs parquet':>12}"
-          f"{'server CPU s':>14}{'all CPU s':>11}")
+    table = []
     for name, (seconds, server_cpu, all_cpu) in results.items():
         rate = args.rows / seconds
         cpu = f"{server_cpu:.2f}" if server_cpu is not None and name.startswith("hqueue") \
             else ""
         total = f"{all_cpu:.2f}" if all_cpu is not None else ""
-        print(f"{name:<24}{seconds:>10.2f}{rate:>14,.0f}{rate / ceiling:>11.0%}{cpu:>14}"
-              f"{total:>11}")
+        table.append((name, f"{seconds:.2f}", f"{rate:,.0f}", f"{rate / ceiling:.0%}", cpu,
+                      total))
+    print(text_table(("peer", "seconds", "rows/s", "vs parquet", "server CPU s", "all CPU s"),
+                     (24, 10, 14, 12, 14, 11), table))
     hq_rate = args.rows / results[HQUEUE][0]
     print(f"\ntarget: hqueue >= 25% of parquet: {hq_rate / ceiling:.0%}")
     print("server CPU s: CPU time of the standalone process (Thrift servers and sidecar, "

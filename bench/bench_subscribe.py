@@ -114,11 +114,15 @@ from typing import Any
 import nats
 import redis
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from peers import NATS_SERVER, REDIS_SERVER, NatsServer, RedisServer, percentile, version
+from peers import NATS_SERVER, REDIS_SERVER, NatsServer, RedisServer
+from rounds import (
+    markdown_header,
+    markdown_row,
+    median_of_rounds,
+    percentile,
+    run_rounds,
+    version,
+)
 
 import hqueue
 from hqueue.testing.standalone import StandaloneProcess
@@ -927,41 +931,16 @@ def run(args: argparse.Namespace, workdir: Path) -> tuple[dict[tuple[str, str], 
             print(f"skipping {name}: {skipped[name]}", file=sys.stderr)
             continue
         peers.append(cls(workdir))
-    samples: dict[tuple[str, str], list[Sample]] = {}
-    failed: dict[str, str] = {}
-    with contextlib.ExitStack() as stack:
-        for p in peers:
-            stack.callback(p.stop)  # stops even the ones that failed half-way
-            try:
-                p.start()
-            except Exception as e:  # a broken peer is reported, the others still run
-                failed[p.name] = f"start: {type(e).__name__}: {e}"
-                traceback.print_exc()
-        for r in range(args.rounds):
-            order = peers[r % len(peers):] + peers[:r % len(peers)] if peers else []
-            for workload in workloads(args):
-                for p in order:
-                    rows = p.rows(args)[workload]
-                    rows = rows[r % len(rows):] + rows[:r % len(rows)]
-                    for row, fn in rows:
-                        if p.name in failed:
-                            break
-                        t0 = time.perf_counter()
-                        try:
-                            s = fn(r)
-                        except Exception as e:
-                            # It would fail again each round: stop using the peer, say why.
-                            failed[p.name] = f"{workload}: {type(e).__name__}: {e}"
-                            traceback.print_exc()
-                            continue
-                        samples.setdefault((workload, row), []).append(s)
-                        extra = ""
-                        if s.latencies:
-                            extra = (f"  p50 {percentile(s.latencies, 0.5) / 1e6:7.3f} ms"
-                                     f"  p99 {percentile(s.latencies, 0.99) / 1e6:7.3f} ms")
-                        print(f"round {r + 1}/{args.rounds} {workload:<34} {row:<10}"
-                              f"{s.rate:>10,.0f} msgs/s{extra}  "
-                              f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
+
+    def describe(workload: str, row: str, s: Sample) -> str:
+        extra = ""
+        if s.latencies:
+            extra = (f"  p50 {percentile(s.latencies, 0.5) / 1e6:7.3f} ms"
+                     f"  p99 {percentile(s.latencies, 0.99) / 1e6:7.3f} ms")
+        return f"{workload:<34} {row:<10}{s.rate:>10,.0f} msgs/s{extra}"
+
+    samples, failed = run_rounds(peers, args.rounds, workloads(args),
+                                 lambda p, workload: p.rows(args)[workload], describe)
     return samples, failed, skipped
 
 
@@ -976,9 +955,8 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
 
     def ms(k: tuple[str, str], q: float | None, what: str = "latencies") -> float | None:
         """Median over the rounds of the ``q`` quantile (the maximum if None)."""
-        per_round = [percentile(getattr(s, what), q) if q is not None else max(getattr(s, what))
-                     for s in samples.get(k, []) if getattr(s, what)]
-        return statistics.median(per_round) / 1e6 if per_round else None
+        median = median_of_rounds((getattr(s, what) for s in samples.get(k, [])), q)
+        return None if median is None else median / 1e6
 
     def fmt(v: float | None, spec: str = ".2f") -> str:
         return "" if v is None else format(v, spec)
@@ -1000,9 +978,9 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
           f"\"batched\": one sender sends every {args.linger_ms:g} ms what came due "
           "meanwhile in one call (put_batch, a Redis pipeline, NATS async publishes), "
           "latency counted from the moment a message came due:\n")
-    print("| rate | peer | sent msgs/s | put p50 | p50 | p99 | max | after ack p50 | "
-          "after ack p99 | peer p99 ÷ hqueue p99 |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(markdown_header(("rate", "peer", "sent msgs/s", "put p50", "p50", "p99", "max",
+                           "after ack p50", "after ack p99", "peer p99 ÷ hqueue p99"),
+                          "llrrrrrrrr"))
     for target, linger in paced_kinds(args):
         w = paced_name(target, linger)
         hq99 = ms((w, "hqueue"), 0.99)
@@ -1015,17 +993,16 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
                      else f"{p99 / hq99:.2f}x")
             short = " (short)" if rate[k] < 0.95 * target else ""
             kind = f", batched every {linger:g} ms" if linger else ""
-            print(f"| {target:,}/s{kind} | {labels[name]} | {rate[k]:,.0f}{short} | "
-                  f"{fmt(ms(k, 0.5, 'puts'))} | {fmt(ms(k, 0.5))} | {fmt(p99)} | "
-                  f"{fmt(ms(k, None))} | {fmt(ms(k, 0.5, 'after_ack'))} | "
-                  f"{fmt(ms(k, 0.99, 'after_ack'))} | {ratio} |")
+            print(markdown_row((f"{target:,}/s{kind}", labels[name], f"{rate[k]:,.0f}{short}",
+                                fmt(ms(k, 0.5, "puts")), fmt(ms(k, 0.5)), fmt(p99),
+                                fmt(ms(k, None)), fmt(ms(k, 0.5, "after_ack")),
+                                fmt(ms(k, 0.99, "after_ack")), ratio)))
 
     print("\nPush rate: msgs/s from the subscribe call (drain) or the first send (batched "
           "produce) to the last delivery; \"first ms\" until the first delivery; \"after "
           "the first\" msgs/s from the first delivery to the last; latencies in ms:\n")
-    print("| workload | peer | msgs/s | hqueue ÷ peer | first ms | after the first msgs/s | "
-          "p50 | p99 |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(markdown_header(("workload", "peer", "msgs/s", "hqueue ÷ peer", "first ms",
+                           "after the first msgs/s", "p50", "p99"), "llrrrrrr"))
     for w, size in ((DRAIN, args.messages), (LIVE, args.live_messages)):
         hq = rate.get((w, "hqueue"))
         for name in order:
@@ -1037,35 +1014,35 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
             steadies = [s.steady for s in samples[k] if s.steady is not None]
             steady = statistics.median(steadies) if steadies else None
             ratio = "" if name == "hqueue" or hq is None else f"{hq / rate[k]:.2f}x"
-            print(f"| {w} ({size:,}) | {labels[name]} | {rate[k]:,.0f} | {ratio} | "
-                  f"{fmt(first, '.1f')} | {fmt(steady, ',.0f')} | {fmt(ms(k, 0.5))} | "
-                  f"{fmt(ms(k, 0.99))} |")
+            print(markdown_row((f"{w} ({size:,})", labels[name], f"{rate[k]:,.0f}", ratio,
+                                fmt(first, ".1f"), fmt(steady, ",.0f"), fmt(ms(k, 0.5)),
+                                fmt(ms(k, 0.99)))))
     for name, why in skipped.items():
-        print(f"| (all) | {name} | skipped: {why} | | | | | |")
+        print(markdown_row(("(all)", name, f"skipped: {why}", *[""] * 5)))
     for name, why in failed.items():
-        print(f"| (all) | {name} | failed: {why.splitlines()[0][:160]} | | | | | |")
+        print(markdown_row(("(all)", name, f"failed: {why.splitlines()[0][:160]}", *[""] * 5)))
 
-    print("\n| target | measured | met |")
-    print("| --- | ---: | :---: |")
+    print()
+    print(markdown_header(("target", "measured", "met"), "lrc"))
     for w5, how in ((paced_name(5000), "one per put"),
                     (paced_name(5000, args.linger_ms), f"batched every {args.linger_ms:g} ms")):
         for name in ("hqueue", diagnostic_row(args)):
             p99 = ms((w5, name), 0.99)
             if p99 is None:
                 if name == "hqueue":
-                    print(f"| p99 < 10 ms at 5,000 msg/s, {how} | n/a | n/a |")
+                    print(markdown_row((f"p99 < 10 ms at 5,000 msg/s, {how}", "n/a", "n/a")))
                 continue
             sent = rate[(w5, name)]
             met = ("no: rate not reached" if sent < 0.95 * 5000
                    else ("yes" if p99 < 10 else "no"))
-            print(f"| p99 < 10 ms at 5,000 msg/s, {how} ({labels[name]}) | {p99:.2f} ms at "
-                  f"{sent:,.0f} msg/s | {met} |")
+            print(markdown_row((f"p99 < 10 ms at 5,000 msg/s, {how} ({labels[name]})",
+                                f"{p99:.2f} ms at {sent:,.0f} msg/s", met)))
     hq, rd = rate.get((DRAIN, "hqueue")), rate.get((DRAIN, "redis"))
     if hq is None or rd is None:
-        print("| push rate >= Redis consumer group (drain) | n/a | n/a |")
+        print(markdown_row(("push rate >= Redis consumer group (drain)", "n/a", "n/a")))
     else:
-        print(f"| push rate >= Redis consumer group (drain) | {hq / rd:.2f}x | "
-              f"{'yes' if hq >= rd else 'no'} |")
+        print(markdown_row(("push rate >= Redis consumer group (drain)", f"{hq / rd:.2f}x",
+                            "yes" if hq >= rd else "no")))
 
 
 def main() -> None:

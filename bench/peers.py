@@ -17,40 +17,15 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["NatsServer", "RedisServer", "free_port", "percentile", "version"]
+from hqueue.testing.process import free_port
+
+__all__ = ["NATS_SERVER", "REDIS_SERVER", "NatsServer", "RedisServer"]
 
 REDIS_SERVER = "/usr/bin/redis-server"
 NATS_SERVER = "/usr/sbin/nats-server"
-
-
-def version(cmd: list[str]) -> str:
-    """Return what ``cmd`` (a ``--version`` call) prints, or why it could not run."""
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
-    except OSError as e:
-        return f"unknown ({e})"
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q`` quantile (0..1) by nearest rank: no interpolation across a gap."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port that was free a moment ago.
-
-    The kernel picks it (bind to port 0); the socket is closed before the server
-    binds, so another process could take it in between, which on a benchmark
-    machine is rare enough that the start-up error is the right outcome.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def _binary(path: str, package: str) -> str:

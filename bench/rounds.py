@@ -1,0 +1,196 @@
+"""The benchmarks' shared method and report.
+
+Method: every benchmark runs its peers in the same process run, on the same machine,
+alternating round by round (:func:`alternate` for a set of timed calls,
+:func:`run_rounds` for peers with several workloads, which also rotates their
+order), and reports per figure the best or the median over the rounds, so a passing
+disturbance on a shared machine does not fall on one peer only.
+
+Report: :func:`percentile` and :func:`median_of_rounds` for latencies,
+:func:`version` for the peers' versions, and two table formats, Markdown
+(:func:`markdown_header`, :func:`markdown_row`) and fixed-width text
+(:func:`text_table`), with peers side by side and hqueue's figure as a ratio of
+each peer's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol, TypeVar
+
+__all__ = ["Peer", "alternate", "markdown_header", "markdown_row", "median_of_rounds",
+           "percentile", "run_rounds", "text_table", "version"]
+
+T = TypeVar("T")
+
+
+# -- method --------------------------------------------------------------------------
+
+
+def alternate(peers: Mapping[str, Callable[[int], T]], rounds: int) -> dict[str, list[T]]:
+    """Call every peer once per round (``peers[name](round)``), in the mapping's order,
+    for ``rounds`` rounds; return each peer's results in round order.
+
+    Raises:
+        ValueError: ``rounds`` is below 1.
+    """
+    if rounds < 1:
+        raise ValueError(f"'rounds' must be >= 1, not {rounds}")
+    results: dict[str, list[T]] = {name: [] for name in peers}
+    for r in range(rounds):
+        for name, run in peers.items():
+            results[name].append(run(r))
+    return results
+
+
+def rotated(items: Sequence[T], r: int) -> list[T]:
+    """``items`` rotated left by ``r`` places (round ``r``'s order)."""
+    if not items:
+        return []
+    k = r % len(items)
+    return [*items[k:], *items[:k]]
+
+
+class Peer(Protocol):
+    """What :func:`run_rounds` needs of a peer: a name, and start and stop."""
+
+    name: str
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+P = TypeVar("P", bound=Peer)
+Row = tuple[str, Callable[[int], T]]
+"""A row of a workload: its label and the call that measures round ``r`` of it."""
+
+
+def run_rounds(peers: Sequence[P], rounds: int, workloads: Sequence[str],
+               rows: Callable[[P, str], Sequence[Row[T]]],
+               describe: Callable[[str, str, T], str],
+               end_round: Callable[[P, int], None] | None = None,
+               ) -> tuple[dict[tuple[str, str], list[T]], dict[str, str]]:
+    """Start ``peers``, run ``rounds`` rounds of every workload, stop them all.
+
+    In round ``r`` each workload runs the peers in turn, their order rotated by ``r``,
+    and each peer its ``rows(peer, workload)``, also rotated by ``r`` (so the first row
+    after a produce does not always meet whatever the server left to do). A line per
+    row and round goes to stderr: ``round r/rounds`` and ``describe(workload, label,
+    sample)``. After all the rows of a round, ``end_round(peer, r)`` cleans up.
+
+    A peer that fails to start, or whose row or clean-up raises, is reported and not
+    used again (it would fail again each round); the others still run. Returns the
+    samples per ``(workload, label)``, in round order, and per failed peer why.
+    """
+    samples: dict[tuple[str, str], list[T]] = {}
+    failed: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        for p in peers:
+            stack.callback(p.stop)  # stops even the ones that failed half-way
+            try:
+                p.start()
+            except Exception as e:  # a broken peer is reported, the others still run
+                failed[p.name] = f"start: {type(e).__name__}: {e}"
+                traceback.print_exc()
+        for r in range(rounds):
+            for workload in workloads:
+                for p in rotated(peers, r):
+                    for label, measure in rotated(rows(p, workload), r):
+                        if p.name in failed:
+                            break
+                        t0 = time.perf_counter()
+                        try:
+                            sample = measure(r)
+                        except Exception as e:
+                            failed[p.name] = f"{workload}, {label}: {type(e).__name__}: {e}"
+                            traceback.print_exc()
+                            continue
+                        samples.setdefault((workload, label), []).append(sample)
+                        print(f"round {r + 1}/{rounds} {describe(workload, label, sample)}  "
+                              f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr,
+                              flush=True)
+            if end_round is None:
+                continue
+            for p in peers:
+                if p.name not in failed:
+                    try:
+                        end_round(p, r)
+                    except Exception as e:
+                        failed[p.name] = f"cleanup: {type(e).__name__}: {e}"
+    return samples, failed
+
+
+# -- report --------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Return the ``q`` quantile (0..1) by nearest rank: no interpolation across a gap.
+
+    Raises:
+        ValueError: ``values`` is empty.
+    """
+    if not values:
+        raise ValueError("no values")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+def median_of_rounds(per_round: Iterable[Sequence[float]], q: float | None) -> float | None:
+    """Return the median over the rounds of each round's ``q`` quantile (its maximum
+    when ``q`` is None); rounds without values are left out, None if none has any."""
+    figures = [percentile(values, q) if q is not None else max(values)
+               for values in per_round if values]
+    return statistics.median(figures) if figures else None
+
+
+def version(cmd: list[str]) -> str:
+    """Return what ``cmd`` (a ``--version`` call) prints, or why it could not run."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+    except OSError as e:
+        return f"unknown ({e})"
+
+
+_ALIGN = {"l": "---", "r": "---:", "c": ":---:"}
+
+
+def markdown_row(cells: Iterable[object]) -> str:
+    """Return one row of a Markdown table."""
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def markdown_header(titles: Sequence[str], align: str) -> str:
+    """Return a Markdown table's header and rule; ``align`` has a letter per column,
+    ``l``, ``r`` or ``c``.
+
+    Raises:
+        ValueError: ``align`` has not one known letter per title.
+    """
+    if len(align) != len(titles) or set(align) - set(_ALIGN):
+        raise ValueError(f"'align' must have one of l, r, c per title, not {align!r}")
+    return markdown_row(titles) + "\n" + markdown_row(_ALIGN[a] for a in align)
+
+
+def text_table(titles: Sequence[str], widths: Sequence[int],
+               rows: Iterable[Sequence[str]]) -> str:
+    """Return a fixed-width table: the first column left-aligned, the others right.
+
+    Raises:
+        ValueError: ``widths`` has not one width per title.
+    """
+    if len(widths) != len(titles):
+        raise ValueError("'widths' must have one width per title")
+
+    def line(cells: Sequence[str]) -> str:
+        first, *rest = cells
+        return f"{first:<{widths[0]}}" + "".join(
+            f"{c:>{w}}" for c, w in zip(rest, widths[1:], strict=True))
+
+    return "\n".join([line(titles), *(line(r) for r in rows)])
