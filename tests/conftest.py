@@ -5,8 +5,8 @@ The fixtures (``hbase_server``, ``hq``, ``zookeeper_server``, ``storage``,
 ``hqueue standalone`` and one ZooKeeper per session, each test isolated by its own
 table prefix, queue name or chroot.
 
-Markers are set here from the fixtures a test uses (and the servers its body
-starts), so no test module has to declare them: ``server`` (it uses a real server:
+Markers are set here from the fixtures a test uses (and the servers it or its
+fixtures start), so no test module has to declare them: ``server`` (it uses a real server:
 the standalone server, ZooKeeper or Spark), ``java`` (of those, ZooKeeper or Spark),
 and ``unit`` for all the others, which need no server and no Java. ``pytest -m
 unit`` runs those in seconds; a plain ``pytest`` runs everything.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Iterator
 
 import pytest
 
@@ -29,20 +30,32 @@ _SERVER_FIXTURES = {"spark", "own_server", "backend", "zk_backend", "hbase_backe
 _JAVA_FIXTURES = {"spark", "zk_backend"}
 # Parametrized fixtures whose "zookeeper" parameter starts ZooKeeper.
 _BACKEND_PARAMS = ("backend", "any_cluster")
-# A few tests start a server of their own in their body (to kill it, or to give it
-# odd settings): the harness's starters and the in-process servers, named there.
+# Some tests, and some test modules' own fixtures, start a server of their own (to
+# kill it, or to give it odd settings): the harness's starters and the in-process
+# servers, named in their source.
 _STARTS_A_SERVER = re.compile(
     r"\b(StandaloneProcess|SidecarProcess|SubscriberProcess|ZooKeeperServer|"
     r"StandaloneServer|SidecarServer)\(")
 
 
+def _functions(item: pytest.Item) -> Iterator[object]:
+    """The test function and the functions of every fixture it uses."""
+    yield getattr(item, "function", None)
+    info = getattr(item, "_fixtureinfo", None)  # pytest's, stable since pytest 3
+    for definitions in getattr(info, "name2fixturedefs", {}).values():
+        for definition in definitions:
+            yield definition.func
+
+
 def _starts_a_server(item: pytest.Item) -> bool:
-    function = getattr(item, "function", None)
-    try:
-        source = inspect.getsource(function) if function is not None else ""
-    except (OSError, TypeError):
-        return False
-    return _STARTS_A_SERVER.search(source) is not None
+    for function in _functions(item):
+        try:
+            source = inspect.getsource(function)  # type: ignore[arg-type]
+        except (OSError, TypeError):
+            continue
+        if _STARTS_A_SERVER.search(source):
+            return True
+    return False
 
 
 def _needs_java(item: pytest.Item, used: set[str], java_fixtures: set[str]) -> bool:
@@ -55,7 +68,7 @@ def _needs_java(item: pytest.Item, used: set[str], java_fixtures: set[str]) -> b
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test ``server`` (and ``java``) or ``unit`` by the fixtures it uses and
-    the servers its body starts."""
+    the servers it or its fixtures start."""
     # Imported here, not at the top: a plugin imported before pytest loads it from
     # pytest_plugins escapes pytest's assertion rewriting (and pytest warns).
     from hqueue.testing.fixtures import JAVA_FIXTURES, SERVER_FIXTURES
