@@ -46,10 +46,13 @@ from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.managers import OwnerInfo, PartitionOwnershipManager, QueueInfoManager
 from hqueue.metadata.metastore import MetaStore, MetastoreTable, SessionState, WatchEvent
 from hqueue.metadata.resources import (
+    ASSIGNMENT,
     ASSIGNMENTS,
     CLUSTER,
+    LEADER,
     LEADER_KEY,
     QUEUES,
+    SIDECAR,
     SIDECARS,
 )
 from hqueue.metadata.version import Version
@@ -114,9 +117,9 @@ class Sidecar:
         self.cache = MetadataCache(store)
         self._owners = PartitionOwnershipManager(store)
         self._queue_infos = QueueInfoManager(store)
-        self._cluster: MetastoreTable = store.create_table(CLUSTER, "leader")
-        self._sidecars: MetastoreTable = store.create_table(SIDECARS, "sidecar")
-        self._assignments: MetastoreTable = store.create_table(ASSIGNMENTS, "assignment")
+        self._cluster: MetastoreTable = LEADER.open_table(store)
+        self._sidecars: MetastoreTable = SIDECAR.open_table(store)
+        self._assignments: MetastoreTable = ASSIGNMENT.open_table(store)
         self.held: dict[tuple[str, int], HeldPartition] = {}
         self.held_lock = threading.Lock()
         self.leading = False

@@ -61,8 +61,8 @@ def _metastore(config: SidecarConfig) -> MetaStore:
     if config.zookeeper:
         return open_metastore(zookeeper=config.zookeeper,
                               session_timeout=config.session_timeout)
-    return open_metastore(hbase=config.hbase, table_prefix=config.table_prefix,
-                          lease_ttl=config.session_timeout)
+    return open_metastore(hbase=config.hbase, table_prefix=config.table_prefix or "",
+                          session_timeout=config.session_timeout)
 
 
 class SidecarServer:

@@ -30,7 +30,7 @@ from hqueue.errors import HQueueError, NoSubscriptionError
 from hqueue.message import MessageId
 from hqueue.metadata.managers import SubscriptionDataManager, SubscriptionPreferences
 from hqueue.metadata.metastore import WatchEvent
-from hqueue.metadata.resources import subscribers_table, subscriptions_table
+from hqueue.metadata.resources import SUBSCRIBER, SUBSCRIPTION
 from hqueue.sidecar.core import Sidecar
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.sidecar.workers import DeliveryOptions, DeliveryWorker
@@ -137,7 +137,7 @@ class SubscriptionService:
             self._wake.wait(self.sidecar.options.tick)
 
     def _watch(self, queue: str) -> None:
-        for table in (subscriptions_table(queue), subscribers_table(queue)):
+        for table in (SUBSCRIPTION.table_name(queue), SUBSCRIBER.table_name(queue)):
             if table not in self._watched:
                 self._cache.add_listener(table, self._on_event)
                 self._watched.add(table)
@@ -152,7 +152,7 @@ class SubscriptionService:
         wanted: dict[tuple[str, str, int], _Wanted] = {}
         for queue, partitions in by_queue.items():
             self._watch(queue)
-            for name, entry in self._cache.list(subscriptions_table(queue)).items():
+            for name, entry in self._cache.list(SUBSCRIPTION.table_name(queue)).items():
                 prefs = SubscriptionPreferences.from_value(entry.value)
                 generation = prefs.generation
                 for partition, start in prefs.partitions.items():
@@ -224,7 +224,7 @@ class SubscriptionService:
                  name, start)
 
     def _address_of(self, queue: str, name: str) -> Any:
-        table = subscribers_table(queue)
+        table = SUBSCRIBER.table_name(queue)
 
         def address() -> str | None:
             try:

@@ -112,8 +112,8 @@ class Client(Closeable):
         self.zookeeper = zookeeper or None
         self.metastore: MetaStore = open_metastore(
             hbase=hbase, zookeeper=self.zookeeper, timeout=timeout,
-            **({"session_timeout": session_timeout} if self.zookeeper
-               else {"table_prefix": table_prefix or None, "lease_ttl": session_timeout}),
+            session_timeout=session_timeout,
+            table_prefix=None if self.zookeeper else table_prefix or "",
         )
         self.cache = MetadataCache(self.metastore)
         self.queue_infos = QueueInfoManager(self.metastore, self.cache)

@@ -2,7 +2,8 @@
 
 A :class:`MetaStore` holds named tables; a :class:`MetastoreTable` maps string keys to
 versioned values; a value is a JSON object whose top-level members are its *fields*.
-A :class:`MetastoreScannableTable` adds ordered cursors over key ranges.
+Every table iterates key ranges in key order (BookKeeper's scannable tables; both
+backends can, so there is one table type).
 
 Beyond the seed, because partition ownership and subscriptions need them:
 
@@ -14,8 +15,8 @@ Beyond the seed, because partition ownership and subscriptions need them:
   acting on them before somebody else takes over.
 
 Backends live in :mod:`hqueue.metadata.backends.zookeeper.metastore` and
-:mod:`hqueue.metadata.backends.hbase.metastore`;
-:func:`hqueue.metadata.open_metastore` picks one from configuration.
+:mod:`hqueue.metadata.backends.hbase.metastore`; construct one, or let
+:func:`hqueue.metadata.open_metastore` pick one from configuration.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ __all__ = [
     "EventType",
     "MetaStore",
     "MetastoreCursor",
-    "MetastoreScannableTable",
     "MetastoreTable",
     "MetastoreTableItem",
     "Order",
@@ -250,10 +250,24 @@ class MetastoreTable(ABC):
         """
 
     @abstractmethod
-    def open_cursor(self, fields: Sequence[str] | None = None) -> MetastoreCursor:
-        """Return a cursor over all entries, in no particular order, each projected
-        on ``fields`` when given. Entries written while the cursor runs may or may
-        not be seen."""
+    def open_cursor(
+        self,
+        fields: Sequence[str] | None = None,
+        *,
+        first_key: str | None = EMPTY_START_KEY,
+        first_inclusive: bool = True,
+        last_key: str | None = EMPTY_END_KEY,
+        last_inclusive: bool = True,
+        order: Order = Order.ASC,
+    ) -> MetastoreCursor:
+        """Return a cursor over the keys from ``first_key`` to ``last_key`` (each bound
+        inclusive or not; ``None`` means unbounded), in ``order`` of their UTF-8 bytes,
+        each entry projected on ``fields`` when given. Entries written while the
+        cursor runs may or may not be seen.
+
+        :raises InvalidArgumentError: on a malformed bound, projection or order.
+        :raises ConnectionLostError: if the store cannot be reached.
+        """
 
     @abstractmethod
     def watch(self, key: str, callback: WatchCallback) -> Watch:
@@ -273,28 +287,11 @@ class MetastoreTable(ABC):
         """
 
 
-class MetastoreScannableTable(MetastoreTable):
-    """A table that also iterates key ranges in key order (UTF-8 byte order)."""
-
-    @abstractmethod
-    def open_cursor(
-        self,
-        fields: Sequence[str] | None = None,
-        *,
-        first_key: str | None = EMPTY_START_KEY,
-        first_inclusive: bool = True,
-        last_key: str | None = EMPTY_END_KEY,
-        last_inclusive: bool = True,
-        order: Order = Order.ASC,
-    ) -> MetastoreCursor:
-        """Return a cursor over the keys from ``first_key`` to ``last_key`` (each
-        bound inclusive or not; ``None`` means unbounded), in ``order``."""
-
-
 class MetaStore(Closeable, ABC):
-    """A metadata store: named tables, a session, watches. Construct a backend, then
-    call :meth:`init`; or use :func:`hqueue.metadata.open_metastore`. A context
-    manager that closes on exit."""
+    """A metadata store: named tables, a session, watches. Construct a backend (its
+    constructor connects and takes the backend's settings as keyword arguments), or
+    use :func:`hqueue.metadata.open_metastore`. A context manager that closes on
+    exit."""
 
     SPI_VERSION = 1
 
@@ -309,14 +306,6 @@ class MetaStore(Closeable, ABC):
         return self.SPI_VERSION
 
     @abstractmethod
-    def init(self, config: Mapping[str, Any]) -> None:
-        """Connect with the backend's configuration and start the session.
-
-        :raises InvalidArgumentError: on a bad configuration entry.
-        :raises ConnectionLostError: if the backend cannot be reached.
-        """
-
-    @abstractmethod
     def close(self) -> None:
         """Remove this session's ephemerals, stop watches and disconnect; idempotent."""
 
@@ -328,12 +317,6 @@ class MetaStore(Closeable, ABC):
 
         :raises InvalidArgumentError: on a malformed name or unknown schema.
         """
-
-    @abstractmethod
-    def create_scannable_table(
-        self, name: str, schema: str | None = None
-    ) -> MetastoreScannableTable:
-        """Like :meth:`create_table`, returning a table with ordered range cursors."""
 
     @abstractmethod
     def drop_table(self, name: str) -> None:

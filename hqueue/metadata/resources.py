@@ -1,9 +1,12 @@
-"""The resource map: every metadata table and key layout of hqueue, in one place.
+"""The resource map: every metadata table, key layout and schema name of hqueue, in
+one place.
 
-A resource is a (table, key) pattern with a JSON Schema and a lifetime. The backends
-turn it into a znode path (``{root}/{table}/{key}``, root ``/hqueue`` by default) or
-an HBase row (``e:{table}\\0{key}`` in table ``hqueue_metadata``). docs/metadata.md
-shows the same map; ``tests/metadata/test_resources.py`` checks they agree.
+A :class:`Resource` is a (table, key) pattern with a JSON Schema and a lifetime;
+managers and the sidecar open its table with :meth:`Resource.open_table` and never
+spell a table or schema name themselves. The backends turn a table and key into a
+znode path (``{root}/{table}/{key}``, root :data:`ZOOKEEPER_ROOT`) or an HBase row
+(``e:{table}\\0{key}`` in the table :data:`HBASE_TABLE`). docs/metadata.md shows
+the same map; ``tests/metadata/test_resources.py`` checks they agree.
 
 No table is nested under a key (queue-wide tables live under ``queue/{queue}/``, not
 under the queue's own key ``queues/{queue}``), so removing a key never has to remove
@@ -16,35 +19,39 @@ import re
 from dataclasses import dataclass
 
 from hqueue.errors import InvalidArgumentError
+from hqueue.message import MAX_PARTITIONS
+from hqueue.metadata.metastore import MetaStore, MetastoreTable
 
 __all__ = [
+    "ASSIGNMENT",
     "ASSIGNMENTS",
     "CHECKPOINTS",
     "CLUSTER",
+    "HBASE_TABLE",
     "LEADER",
     "LEADER_KEY",
-    "MAX_PARTITIONS",
-    "OWNERS",
+    "PARTITION_OWNER",
+    "QUEUE",
     "QUEUES",
     "RESOURCES",
+    "SIDECAR",
     "SIDECARS",
-    "SUBSCRIBERS",
-    "SUBSCRIPTIONS",
+    "SUBSCRIBER",
+    "SUBSCRIPTION",
+    "ZOOKEEPER_ROOT",
     "Resource",
     "check_name",
     "check_partition",
     "check_queue_name",
-    "checkpoints_table",
-    "owners_table",
     "partition_key",
     "partition_of_key",
     "queue_root",
-    "subscribers_table",
-    "subscriptions_table",
 ]
 
-MAX_PARTITIONS = 32768
-"""Partition ids are 0..32767 (an unsigned 16-bit field capped at 2**15)."""
+ZOOKEEPER_ROOT = "/hqueue"
+"""The znode under which the ZooKeeper backend keeps every table (by default)."""
+HBASE_TABLE = "hqueue_metadata"
+"""The HBase table in which the HBase backend keeps every table (by default)."""
 
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@=+,-]{0,199}")
@@ -52,23 +59,56 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@=+,-]{0,199}")
 
 @dataclass(frozen=True)
 class Resource:
-    """One kind of metadata entry."""
+    """One kind of metadata entry: where it is kept and what it holds."""
 
     name: str
     table: str
+    """The table's name; per-queue tables contain ``{queue}``."""
     key: str
+    """The key's pattern."""
     schema: str
+    """The JSON Schema (``schemas/{schema}.json``) every value is validated against."""
     lifetime: str
     """``persistent``, ``ephemeral`` (vanishes with its writer's session), or
     ``ephemeral or CAS`` (the writer chooses)."""
     description: str
 
+    @property
+    def per_queue(self) -> bool:
+        """Return whether each queue has a table of this resource."""
+        return "{queue}" in self.table
+
+    def table_name(self, queue: str | None = None) -> str:
+        """Return the name of the resource's table (``queue``'s, for per-queue
+        resources).
+
+        :raises InvalidArgumentError: on a bad queue name, or if ``queue`` is missing
+            for a per-queue resource or given for another.
+        """
+        if not self.per_queue:
+            if queue is not None:
+                raise InvalidArgumentError(f"the {self.name} table is not per queue")
+            return self.table
+        if queue is None:
+            raise InvalidArgumentError(f"the {self.name} table is per queue: give 'queue'")
+        return self.table.format(queue=check_queue_name(queue))
+
+    def open_table(self, store: MetaStore, queue: str | None = None) -> MetastoreTable:
+        """Return the resource's table in ``store`` (``queue``'s, for per-queue
+        resources), validating every value written against :attr:`schema`.
+
+        :raises InvalidArgumentError: as :meth:`table_name`.
+        :raises ConnectionLostError: if the store cannot be reached.
+        """
+        return store.create_table(self.table_name(queue), self.schema)
+
 
 CLUSTER = "cluster"
-SIDECARS = "cluster/sidecars"
-ASSIGNMENTS = "cluster/assignments"
+SIDECARS = f"{CLUSTER}/sidecars"
+ASSIGNMENTS = f"{CLUSTER}/assignments"
 QUEUES = "queues"
 LEADER_KEY = "leader"
+_QUEUE_TABLES = "queue/{queue}"
 
 LEADER = Resource(
     "leader", CLUSTER, LEADER_KEY, "leader", "ephemeral",
@@ -87,27 +127,28 @@ QUEUE = Resource(
     "queue", QUEUES, "{queue}", "queue", "persistent",
     "QueueInfo: partitions, regions, TTL, payload schema, creation time",
 )
-OWNERS = Resource(
-    "partition owner", "queue/{queue}/owners", "{partition:05d}", "partition_owner",
+PARTITION_OWNER = Resource(
+    "partition owner", f"{_QUEUE_TABLES}/owners", "{partition:05d}", "partition_owner",
     "ephemeral or CAS", "the sidecar that owns a partition: sidecar id, address, epoch",
 )
-SUBSCRIPTIONS = Resource(
-    "subscription", "queue/{queue}/subscriptions", "{subscription}", "subscription",
+SUBSCRIPTION = Resource(
+    "subscription", f"{_QUEUE_TABLES}/subscriptions", "{subscription}", "subscription",
     "persistent", "SubscriptionData preferences: partitions with start ids, topics",
 )
-SUBSCRIBERS = Resource(
-    "subscriber", "queue/{queue}/subscribers", "{subscription}", "subscriber", "ephemeral",
-    "the Thrift address of the running subscriber of a subscription",
+SUBSCRIBER = Resource(
+    "subscriber", f"{_QUEUE_TABLES}/subscribers", "{subscription}", "subscriber",
+    "ephemeral", "the Thrift address of the running subscriber of a subscription",
 )
 CHECKPOINTS = Resource(
-    "checkpoints", "queue/{queue}/checkpoints", "{subscription}", "checkpoints",
+    "checkpoints", f"{_QUEUE_TABLES}/checkpoints", "{subscription}", "checkpoints",
     "persistent",
     "SubscriptionData state: one field per partition, the last delivered id "
     "\"timestamp:sequence\"; written often, partially",
 )
 
 RESOURCES: tuple[Resource, ...] = (
-    LEADER, SIDECAR, ASSIGNMENT, QUEUE, OWNERS, SUBSCRIPTIONS, SUBSCRIBERS, CHECKPOINTS,
+    LEADER, SIDECAR, ASSIGNMENT, QUEUE, PARTITION_OWNER, SUBSCRIPTION, SUBSCRIBER,
+    CHECKPOINTS,
 )
 
 
@@ -152,33 +193,20 @@ def check_partition(partition: int, partitions: int | None = None) -> int:
 
 
 def queue_root(queue: str) -> str:
-    """Return the table-name prefix under which all of a queue's tables live."""
-    return f"queue/{check_queue_name(queue)}"
+    """Return the table-name prefix under which all of a queue's tables live.
 
-
-def owners_table(queue: str) -> str:
-    """Return the table of a queue's partition owners."""
-    return f"{queue_root(queue)}/owners"
-
-
-def subscriptions_table(queue: str) -> str:
-    """Return the table of a queue's subscription preferences."""
-    return f"{queue_root(queue)}/subscriptions"
-
-
-def subscribers_table(queue: str) -> str:
-    """Return the table of a queue's running subscribers' addresses."""
-    return f"{queue_root(queue)}/subscribers"
-
-
-def checkpoints_table(queue: str) -> str:
-    """Return the table of a queue's subscription checkpoints."""
-    return f"{queue_root(queue)}/checkpoints"
+    :raises InvalidArgumentError: on a bad queue name.
+    """
+    return _QUEUE_TABLES.format(queue=check_queue_name(queue))
 
 
 def partition_key(partition: int) -> str:
-    """Return the key of a partition: five digits, so keys sort like numbers."""
-    return f"{check_partition(partition):05d}"
+    """Return the key of a partition in the :data:`PARTITION_OWNER` table: five
+    digits, so keys sort like numbers.
+
+    :raises InvalidArgumentError: if ``partition`` is not a partition id.
+    """
+    return PARTITION_OWNER.key.format(partition=check_partition(partition))
 
 
 def partition_of_key(key: str) -> int:

@@ -16,7 +16,7 @@ from hqueue.metadata.metastore import (
     EMPTY_END_KEY,
     EMPTY_START_KEY,
     MetastoreCursor,
-    MetastoreScannableTable,
+    MetastoreTable,
     Order,
     Value,
     Watch,
@@ -33,9 +33,9 @@ from hqueue.metadata.values import (
 from hqueue.metadata.version import Version, Versioned
 
 
-class TableBase(MetastoreScannableTable):
+class TableBase(MetastoreTable):
     """Checks arguments, validates values against the table's schema, and hands the
-    rest to the backend. Both backends' tables are scannable."""
+    rest to the backend."""
 
     def __init__(self, name: str, schema: str | None) -> None:
         self._name = check_table_name(name)

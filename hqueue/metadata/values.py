@@ -135,3 +135,16 @@ def check_order(order: Order) -> Order:
     if not isinstance(order, Order):
         raise InvalidArgumentError("'order' must be Order.ASC or Order.DESC")
     return order
+
+
+def check_seconds(name: str, value: float, *, allow_zero: bool = False) -> float:
+    """Return ``value`` as a float if it is a number of seconds above zero (or zero,
+    with ``allow_zero``).
+
+    :raises InvalidArgumentError: otherwise, naming the setting ``name``.
+    """
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not is_number or not (value >= 0 if allow_zero else value > 0):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise InvalidArgumentError(f"'{name}' must be a number of seconds {bound}, not {value!r}")
+    return float(value)

@@ -21,10 +21,10 @@ from hqueue.testing.zookeeper import ZooKeeperServer
 REPO = Path(__file__).resolve().parents[2]
 
 # Short timeouts keep fault tests fast; production defaults are in the backends.
-ZK_OPTIONS = {"session_timeout": 4.0, "operation_timeout": 5.0}
+ZK_OPTIONS = {"session_timeout": 4.0, "timeout": 5.0}
 HBASE_OPTIONS = {
     "poll_interval": 0.1,
-    "lease_ttl": 1.5,
+    "session_timeout": 1.5,
     "clock_skew": 0.1,
     "resync_interval": 5.0,
     "timeout": 10.0,

@@ -16,7 +16,7 @@ from hqueue.errors import (
 from hqueue.metadata import (
     EventType,
     MetaStore,
-    MetastoreScannableTable,
+    MetastoreTable,
     Order,
     SessionState,
     Version,
@@ -192,7 +192,7 @@ def test_a_removed_key_can_be_created_again(store: MetaStore) -> None:
 # -- cursors -----------------------------------------------------------------------------
 
 
-def _fill(table: MetastoreScannableTable, count: int) -> list[str]:
+def _fill(table: MetastoreTable, count: int) -> list[str]:
     keys = [f"k{i:02d}" for i in range(count)]
     for i, key in enumerate(keys):
         table.put(key, {"i": i, "pad": "x" * i}, Version.NEW)
@@ -200,7 +200,7 @@ def _fill(table: MetastoreScannableTable, count: int) -> list[str]:
 
 
 def test_cursor_reads_every_entry_in_batches(store: MetaStore) -> None:
-    table = store.create_scannable_table("t")
+    table = store.create_table("t")
     keys = _fill(table, 25)
     seen = []
     with table.open_cursor() as cursor:
@@ -215,7 +215,7 @@ def test_cursor_reads_every_entry_in_batches(store: MetaStore) -> None:
 
 
 def test_cursor_projects_on_fields(store: MetaStore) -> None:
-    table = store.create_scannable_table("t")
+    table = store.create_table("t")
     _fill(table, 3)
     with table.open_cursor(fields=["i"]) as cursor:
         assert sorted(item.value["i"] for item in cursor) == [0, 1, 2]
@@ -224,7 +224,7 @@ def test_cursor_projects_on_fields(store: MetaStore) -> None:
 
 
 def test_cursor_of_an_empty_table_is_empty(store: MetaStore) -> None:
-    table = store.create_scannable_table("t")
+    table = store.create_table("t")
     with table.open_cursor() as cursor:
         assert list(cursor) == []
     with pytest.raises(InvalidArgumentError):
@@ -254,7 +254,7 @@ def test_range_cursors_honour_bounds_and_order(
     last_inclusive: bool,
     order: Order,
 ) -> None:
-    table = store.create_scannable_table("t")
+    table = store.create_table("t")
     keys = _fill(table, 10)
     # A neighbouring table must not leak into the range.
     store.create_table("t2").put("k05", {"other": True}, Version.NEW)
@@ -282,7 +282,7 @@ def test_range_cursors_honour_bounds_and_order(
 def test_keys_with_awkward_characters_round_trip_and_sort_by_code_point(
     store: MetaStore,
 ) -> None:
-    table = store.create_scannable_table("t")
+    table = store.create_table("t")
     keys = ["a/b", "50%", ".", "..", "with space", "ünïcödé", "x:y@z", "Z", "a"]
     for key in keys:
         table.put(key, {"key": key}, Version.NEW)

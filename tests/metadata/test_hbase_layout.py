@@ -13,11 +13,12 @@ import pytest
 from hqueue.errors import BadVersionError
 from hqueue.metadata import MetaStore, Version
 from hqueue.metadata.backends.hbase.rows import COMMIT_COLUMN, entry_row
+from hqueue.metadata.resources import HBASE_TABLE
 from tests.metadata.conftest import Backend
 
 
 def _row(hbase: happybase.Connection, table: str, key: str) -> Any:
-    return hbase.table("hqueue_metadata").row(entry_row(table, key), include_timestamp=True)
+    return hbase.table(HBASE_TABLE).row(entry_row(table, key), include_timestamp=True)
 
 
 def _commit(row: dict[bytes, tuple[bytes, int]]) -> Any:

@@ -28,7 +28,7 @@ from hqueue.metadata.managers import (
     SubscriptionDataManager,
     SubscriptionPreferences,
 )
-from hqueue.metadata.resources import checkpoints_table, subscriptions_table
+from hqueue.metadata.resources import CHECKPOINTS, SUBSCRIPTION
 from tests.metadata.conftest import Backend
 from tests.metadata.events import wait_until
 
@@ -311,5 +311,5 @@ def test_managers_read_through_the_cache(backend: Backend) -> None:
         assert cached_subs.read_subscription_data("q", "s").value.state == {0: "5:1"}
         assert list(cached_queues.list_queues()) == ["q"]
         assert list(cached_owners.read_owners("q")) == [2]
-        assert cache.get(subscriptions_table("q"), "s") is not None
-        assert cache.get(checkpoints_table("q"), "s") is not None
+        assert cache.get(SUBSCRIPTION.table_name("q"), "s") is not None
+        assert cache.get(CHECKPOINTS.table_name("q"), "s") is not None

@@ -10,16 +10,18 @@ import jsonschema
 import pytest
 
 from hqueue.errors import InvalidArgumentError, SchemaValidationError
-from hqueue.metadata import schemas
+from hqueue.metadata import MetaStore, Version, schemas
 from hqueue.metadata.resources import (
+    CHECKPOINTS,
+    PARTITION_OWNER,
+    QUEUE,
     RESOURCES,
+    SUBSCRIBER,
+    SUBSCRIPTION,
     check_queue_name,
-    checkpoints_table,
-    owners_table,
     partition_key,
     partition_of_key,
-    subscribers_table,
-    subscriptions_table,
+    queue_root,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,10 +76,19 @@ def test_docs_show_the_resource_map() -> None:
 
 
 def test_names_and_keys() -> None:
-    assert owners_table("q") == "queue/q/owners"
-    assert subscriptions_table("q") == "queue/q/subscriptions"
-    assert subscribers_table("q") == "queue/q/subscribers"
-    assert checkpoints_table("q") == "queue/q/checkpoints"
+    assert PARTITION_OWNER.table_name("q") == "queue/q/owners"
+    assert SUBSCRIPTION.table_name("q") == "queue/q/subscriptions"
+    assert SUBSCRIBER.table_name("q") == "queue/q/subscribers"
+    assert CHECKPOINTS.table_name("q") == "queue/q/checkpoints"
+    assert QUEUE.table_name() == "queues"
+    for per_queue in (PARTITION_OWNER, SUBSCRIPTION, SUBSCRIBER, CHECKPOINTS):
+        assert per_queue.table_name("q").startswith(queue_root("q") + "/")
+    with pytest.raises(InvalidArgumentError, match="per queue"):
+        SUBSCRIPTION.table_name()
+    with pytest.raises(InvalidArgumentError):
+        QUEUE.table_name("q")
+    with pytest.raises(InvalidArgumentError):
+        SUBSCRIPTION.table_name("a/b")
     assert partition_key(7) == "00007"
     assert partition_of_key("32767") == 32767
     assert sorted(partition_key(p) for p in (10, 9, 100)) == ["00009", "00010", "00100"]
@@ -88,3 +99,11 @@ def test_names_and_keys() -> None:
         partition_key(32768)
     with pytest.raises(InvalidArgumentError):
         partition_of_key("7")
+
+
+def test_a_resource_opens_its_table_with_its_schema(store: MetaStore) -> None:
+    table = PARTITION_OWNER.open_table(store, "orders")
+    assert table.name == "queue/orders/owners"
+    with pytest.raises(SchemaValidationError, match=r"^partition_owner value"):
+        table.put(partition_key(0), INVALID["partition_owner"], Version.NEW)
+    table.put(partition_key(0), VALID["partition_owner"], Version.NEW)

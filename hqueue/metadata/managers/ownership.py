@@ -17,10 +17,9 @@ from hqueue.errors import NoKeyError, NoOwnerInfoError
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
 from hqueue.metadata.resources import (
+    PARTITION_OWNER,
     check_name,
     check_partition,
-    check_queue_name,
-    owners_table,
     partition_key,
     partition_of_key,
 )
@@ -63,7 +62,7 @@ class PartitionOwnershipManager:
         self._cache = cache
 
     def _table(self, queue: str) -> MetastoreTable:
-        return self._store.create_table(owners_table(check_queue_name(queue)), "partition_owner")
+        return PARTITION_OWNER.open_table(self._store, queue)
 
     def read_owner_info(self, queue: str, partition: int) -> Versioned[OwnerInfo]:
         """Return the partition's owner and the entry's version.
@@ -72,7 +71,7 @@ class PartitionOwnershipManager:
         """
         key = partition_key(partition)
         if self._cache is not None:
-            cached = self._cache.get(owners_table(check_queue_name(queue)), key)
+            cached = self._cache.get(PARTITION_OWNER.table_name(queue), key)
             if cached is None:
                 raise NoOwnerInfoError(f"partition {partition} of {queue!r} has no owner")
             return Versioned(OwnerInfo.from_value(cached.value), cached.version)
@@ -123,7 +122,7 @@ class PartitionOwnershipManager:
     def read_owners(self, queue: str) -> dict[int, Versioned[OwnerInfo]]:
         """Return the owner of every owned partition of the queue, by partition."""
         if self._cache is not None:
-            entries = self._cache.list(owners_table(check_queue_name(queue)))
+            entries = self._cache.list(PARTITION_OWNER.table_name(queue))
             return {
                 partition_of_key(key): Versioned(OwnerInfo.from_value(v.value), v.version)
                 for key, v in sorted(entries.items())

@@ -14,9 +14,10 @@ from hqueue.errors import (
     NoQueueError,
     QueueExistsError,
 )
+from hqueue.message import MAX_PARTITIONS
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
-from hqueue.metadata.resources import MAX_PARTITIONS, QUEUES, check_queue_name, queue_root
+from hqueue.metadata.resources import QUEUE, check_queue_name, queue_root
 from hqueue.metadata.version import Version, Versioned
 
 __all__ = ["QueueInfo", "QueueInfoManager"]
@@ -81,7 +82,7 @@ class QueueInfoManager:
     def __init__(self, store: MetaStore, cache: MetadataCache | None = None) -> None:
         self._store = store
         self._cache = cache
-        self._table: MetastoreTable = store.create_table(QUEUES, schema="queue")
+        self._table: MetastoreTable = QUEUE.open_table(store)
 
     def create_queue_info(
         self,
@@ -115,7 +116,7 @@ class QueueInfoManager:
         """
         check_queue_name(name)
         if self._cache is not None:
-            cached = self._cache.get(QUEUES, name)
+            cached = self._cache.get(QUEUE.table, name)
             if cached is None:
                 raise NoQueueError(f"no queue {name!r}")
             return Versioned(QueueInfo.from_value(cached.value), cached.version)
@@ -162,7 +163,7 @@ class QueueInfoManager:
     def list_queues(self) -> dict[str, Versioned[QueueInfo]]:
         """Return every queue's info, by name."""
         if self._cache is not None:
-            entries = self._cache.list(QUEUES)
+            entries = self._cache.list(QUEUE.table)
             return {
                 name: Versioned(QueueInfo.from_value(v.value), v.version)
                 for name, v in sorted(entries.items())

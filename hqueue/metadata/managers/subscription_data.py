@@ -32,15 +32,15 @@ from hqueue.errors import (
     NoSubscriptionError,
     SubscriptionExistsError,
 )
+from hqueue.message import MAX_SEQUENCE
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
 from hqueue.metadata.resources import (
+    CHECKPOINTS,
+    SUBSCRIBER,
+    SUBSCRIPTION,
     check_name,
     check_partition,
-    check_queue_name,
-    checkpoints_table,
-    subscribers_table,
-    subscriptions_table,
 )
 from hqueue.metadata.version import Version, Versioned
 
@@ -64,7 +64,7 @@ def check_message_id(text: str) -> str:
     :raises InvalidArgumentError: otherwise.
     """
     match = _MESSAGE_ID.fullmatch(text) if isinstance(text, str) else None
-    if match is None or int(match[1]) >= 2**64 or int(match[2]) > 32767:
+    if match is None or int(match[1]) >= 2**64 or int(match[2]) > MAX_SEQUENCE:
         raise InvalidArgumentError(f"{text!r} is not a message id 'timestamp:sequence'")
     return text
 
@@ -156,14 +156,13 @@ class SubscriptionDataManager:
         return self._store.is_partial_update_supported()
 
     def _prefs(self, queue: str) -> MetastoreTable:
-        table = subscriptions_table(check_queue_name(queue))
-        return self._store.create_table(table, "subscription")
+        return SUBSCRIPTION.open_table(self._store, queue)
 
     def _checkpoints(self, queue: str) -> MetastoreTable:
-        return self._store.create_table(checkpoints_table(check_queue_name(queue)), "checkpoints")
+        return CHECKPOINTS.open_table(self._store, queue)
 
     def _subscribers(self, queue: str) -> MetastoreTable:
-        return self._store.create_table(subscribers_table(check_queue_name(queue)), "subscriber")
+        return SUBSCRIBER.open_table(self._store, queue)
 
     @staticmethod
     def _missing(queue: str, name: str) -> NoSubscriptionError:
@@ -249,10 +248,10 @@ class SubscriptionDataManager:
         """
         state: Versioned[Value] | None
         if self._cache is not None:
-            cached = self._cache.get(subscriptions_table(check_queue_name(queue)), name)
+            cached = self._cache.get(SUBSCRIPTION.table_name(queue), name)
             if cached is None:
                 raise self._missing(queue, name)
-            return self._data(cached, self._cache.get(checkpoints_table(queue), name))
+            return self._data(cached, self._cache.get(CHECKPOINTS.table_name(queue), name))
         try:
             prefs = self._prefs(queue).get(name)
         except NoKeyError:
@@ -266,8 +265,8 @@ class SubscriptionDataManager:
     def read_subscriptions(self, queue: str) -> dict[str, Versioned[SubscriptionData]]:
         """Return every subscription of the queue (preferences and state), by name."""
         if self._cache is not None:
-            prefs = self._cache.list(subscriptions_table(check_queue_name(queue)))
-            states = self._cache.list(checkpoints_table(queue))
+            prefs = self._cache.list(SUBSCRIPTION.table_name(queue))
+            states = self._cache.list(CHECKPOINTS.table_name(queue))
         else:
             with self._prefs(queue).open_cursor() as cursor:
                 prefs = {item.key: Versioned(item.value, item.version) for item in cursor}
@@ -347,7 +346,7 @@ class SubscriptionDataManager:
     def read_subscriber_address(self, queue: str, name: str) -> str | None:
         """Return the running subscriber's address, or ``None`` if none runs."""
         if self._cache is not None:
-            cached = self._cache.get(subscribers_table(check_queue_name(queue)), name)
+            cached = self._cache.get(SUBSCRIBER.table_name(queue), name)
             return None if cached is None else str(cached.value["address"])
         try:
             value, _ = self._subscribers(queue).get(name)

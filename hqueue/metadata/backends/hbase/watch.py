@@ -27,21 +27,20 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from hqueue.errors import HQueueError
+from hqueue.metadata.backends.hbase.client import HBaseClient
 from hqueue.metadata.backends.hbase.rows import (
     COMMIT_COLUMN,
     COUNTER_COLUMN,
     counter_row,
     entry_row,
 )
-from hqueue.metadata.dispatch import deliver_events
+from hqueue.metadata.backends.hbase.session import Leases
+from hqueue.metadata.backends.hbase.table import HBaseTable
+from hqueue.metadata.dispatch import Dispatcher, deliver_events
 from hqueue.metadata.metastore import EventType, Value, Watch, WatchCallback, WatchEvent
 from hqueue.metadata.version import Versioned
-
-if TYPE_CHECKING:
-    from hqueue.metadata.backends.hbase.metastore import HBaseMetaStore, _HBaseTable
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +59,7 @@ class Known:
 @dataclass
 class _Watch:
     id: int
-    table: _HBaseTable
+    table: HBaseTable
     callback: WatchCallback
     active: bool = True
 
@@ -96,11 +95,21 @@ def _event(table: str, key: str, old: Known | None, new: Known | None) -> list[W
 
 
 class Poller:
-    """Polls for the watches of one :class:`HBaseMetaStore`; its thread starts with
-    the first watch and stops with :meth:`stop`."""
+    """Polls for the watches of one ``HBaseMetaStore`` through its ``client``, hands
+    events to its ``dispatcher`` and checks the ``leases`` of ephemerals; its thread
+    starts at once and stops with :meth:`stop`."""
 
-    def __init__(self, store: HBaseMetaStore, interval: float, resync_interval: float) -> None:
-        self._store = store
+    def __init__(
+        self,
+        client: HBaseClient,
+        dispatcher: Dispatcher,
+        leases: Leases,
+        interval: float,
+        resync_interval: float,
+    ) -> None:
+        self._client = client
+        self._dispatcher = dispatcher
+        self._leases = leases
         self._interval = interval
         self._resync_interval = resync_interval
         self._lock = threading.Lock()
@@ -119,23 +128,23 @@ class Poller:
 
     # -- registration ----------------------------------------------------------------
 
-    def _snapshot(self, table: _HBaseTable, key: str, cells: dict[bytes, bytes]) -> Known | None:
+    def _snapshot(self, table: HBaseTable, key: str, cells: dict[bytes, bytes]) -> Known | None:
         current = table.interpret(key, cells)
         entry = table.entry(key, current)
         if entry is None or current.commit is None:
             return None
         return Known(current.commit.raw, entry, current.commit.session)
 
-    def watch_key(self, table: _HBaseTable, key: str, callback: WatchCallback) -> Watch:
+    def watch_key(self, table: HBaseTable, key: str, callback: WatchCallback) -> Watch:
         """Register a key watch; its ``initial`` is read before polling includes it."""
         row = entry_row(table.name, key)
-        known = self._snapshot(table, key, self._store.client.row(row))
+        known = self._snapshot(table, key, self._client.row(row))
         watch = _KeyWatch(next(self._ids), table, callback, key=key, row=row, known=known)
         with self._lock:
             self._keys[watch.id] = watch
         return Watch(None if known is None else known.entry, self._canceller(watch))
 
-    def watch_table(self, table: _HBaseTable, callback: WatchCallback) -> Watch:
+    def watch_table(self, table: HBaseTable, callback: WatchCallback) -> Watch:
         """Register a table watch; its ``initial`` is the table as read after its
         change counter."""
         counter = self._counters([table.name]).get(table.name, 0)
@@ -170,7 +179,7 @@ class Poller:
             except HQueueError as exc:
                 log.warning("metadata watch poll failed: %s", exc)
                 # Watchers cannot be sure they are current: tell them (caches drop).
-                self._store.leases.report_failure()
+                self._leases.report_failure()
             except Exception:
                 log.exception("metadata watch poll failed")
 
@@ -186,10 +195,10 @@ class Poller:
 
     def _emit(self, watch: _Watch, events: list[WatchEvent]) -> None:
         if events:
-            self._store.dispatcher.submit(lambda: watch.deliver(events))
+            self._dispatcher.submit(lambda: watch.deliver(events))
 
     def _poll_keys(self, watches: list[_KeyWatch]) -> None:
-        client = self._store.client
+        client = self._client
         rows = sorted({watch.row for watch in watches})
         found: dict[bytes, dict[bytes, bytes]] = {}
         for start in range(0, len(rows), _BATCH):
@@ -202,7 +211,7 @@ class Poller:
             self._emit(watch, _event(watch.table.name, watch.key, old, new))
 
     def _counters(self, tables: list[str]) -> dict[str, int]:
-        client = self._store.client
+        client = self._client
         found = client.rows([counter_row(t) for t in tables], [COUNTER_COLUMN])
         counters: dict[str, int] = {}
         for table in tables:
@@ -210,10 +219,10 @@ class Poller:
             counters[table] = 0 if cell is None else int.from_bytes(cell, "big", signed=True)
         return counters
 
-    def _read_table(self, table: _HBaseTable) -> dict[str, Known]:
+    def _read_table(self, table: HBaseTable) -> dict[str, Known]:
         known: dict[str, Known] = {}
         stop = table.prefix[:-1] + b"\x01"
-        for row, cells in self._store.client.scan_all(table.prefix, stop):
+        for row, cells in self._client.scan_all(table.prefix, stop):
             key = row[len(table.prefix) :].decode()
             snapshot = self._snapshot(table, key, cells)
             if snapshot is not None:
@@ -221,7 +230,7 @@ class Poller:
         return known
 
     def _lease_dead(self, known: Known) -> bool:
-        return known.session is not None and not self._store.leases.is_live(known.session)
+        return known.session is not None and not self._leases.is_live(known.session)
 
     def _poll_tables(self, watches: list[_TableWatch]) -> None:
         counters = self._counters(sorted({watch.table.name for watch in watches}))
@@ -237,7 +246,7 @@ class Poller:
             self._refresh_table(watch)
 
     def _refresh_table(self, watch: _TableWatch) -> None:
-        table, client = watch.table, self._store.client
+        table, client = watch.table, self._client
         stop = table.prefix[:-1] + b"\x01"
         commits = {
             row[len(table.prefix) :].decode(): cells.get(COMMIT_COLUMN, b"")

@@ -1,0 +1,345 @@
+"""A table of the HBase backend: entry rows ``e:{table}\0{key}`` of the metadata
+table, written through a commit cell swung with ``checkAndPut`` (the row layout and
+the write protocol are described in :mod:`hqueue.metadata.backends.hbase.rows`).
+
+Not public API; obtain tables from ``HBaseMetaStore.create_table``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hqueue.errors import (
+    BadVersionError,
+    HQueueError,
+    InvalidArgumentError,
+    KeyExistsError,
+    MetadataError,
+    NoKeyError,
+)
+from hqueue.metadata.backends.hbase.client import Row
+from hqueue.metadata.backends.hbase.rows import (
+    COMMIT_COLUMN,
+    SEP,
+    Commit,
+    assemble,
+    data_column,
+    encode_field,
+    entry_prefix,
+    entry_row,
+    key_of,
+    new_cell_id,
+    parse_commit,
+)
+from hqueue.metadata.metastore import (
+    MetastoreCursor,
+    MetastoreTableItem,
+    Order,
+    Value,
+    Watch,
+    WatchCallback,
+)
+from hqueue.metadata.table import TableBase
+from hqueue.metadata.values import in_range, merge, project
+from hqueue.metadata.version import Version, Versioned
+
+if TYPE_CHECKING:
+    from hqueue.metadata.backends.hbase.metastore import HBaseMetaStore
+
+__all__ = ["MAX_ATTEMPTS", "Current", "HBaseCursor", "HBaseTable"]
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 100
+"""How many times a write retries a compare-and-set lost to rival writers."""
+
+
+@dataclass(frozen=True)
+class Current:
+    """What an entry row holds: its newest commit (``None``: never written), whether
+    that commit is a live entry, and the row's cells when they were read."""
+
+    commit: Commit | None
+    live: bool
+    cells: Row
+
+    def value(self) -> Value:
+        """Return the entry's value (the row must have been read whole)."""
+        assert self.commit is not None
+        return assemble(self.commit, self.cells)
+
+
+class HBaseTable(TableBase):
+    """A table of an :class:`HBaseMetaStore`; obtain it from ``create_table``."""
+
+    def __init__(self, store: HBaseMetaStore, name: str, schema: str | None) -> None:
+        super().__init__(name, schema)
+        self._store = store
+        self.prefix = entry_prefix(name)
+
+    def _what(self, op: str, key: str) -> str:
+        return f"{op} {self._name}/{key}"
+
+    # -- reading ---------------------------------------------------------------------
+
+    def current(self, key: str, whole: bool = True) -> Current:
+        """Return what the key's row holds (all cells, or the commit only)."""
+        client = self._store.client
+        row = entry_row(self._name, key)
+        cells = client.row(row) if whole else client.row(row, [COMMIT_COLUMN])
+        return self.interpret(key, cells)
+
+    def interpret(self, key: str, cells: Row) -> Current:
+        """Return the :class:`Current` of a row's cells; a dead lease's entry is
+        reaped on the way."""
+        raw = cells.get(COMMIT_COLUMN)
+        commit = None if raw is None else parse_commit(raw)
+        live = self._store.is_live(commit)
+        if not live and commit is not None and not commit.deleted:
+            commit = self.reap(key, commit) or commit
+        return Current(commit, live, cells)
+
+    def reap(self, key: str, commit: Commit) -> Commit | None:
+        """Delete an entry whose lease is dead; return the tombstone, or ``None`` if
+        somebody changed the entry first."""
+        try:
+            tomb = self.tombstone(key, commit)
+            if tomb is not None:
+                log.info("removed %s/%s: its lease %s expired", self._name, key, commit.session)
+            return tomb
+        except HQueueError as exc:
+            log.debug("could not reap %s/%s: %s", self._name, key, exc)
+            return None
+
+    def tombstone(self, key: str, commit: Commit) -> Commit | None:
+        """Swing the entry from ``commit`` to a tombstone and collect its cells; return
+        the tombstone, or ``None`` if the commit was no longer current."""
+        cells = (*commit.fields.values(), *commit.garbage)
+        tomb = Commit(commit.version + 1, deleted=True, garbage=cells).sealed()
+        row = entry_row(self._name, key)
+        client = self._store.client
+        if not client.check_and_put(row, COMMIT_COLUMN, commit.raw, tomb.raw):
+            return None
+        with contextlib.suppress(HQueueError):
+            # The next writer collects them otherwise (they are listed in "g").
+            client.mutate(row, {}, [data_column(cell) for cell in cells])
+        self._store.changed(self._name)
+        if commit.session is not None:
+            self._store.track_ephemeral(self._name, key, owned=False)
+        return tomb
+
+    def _get(self, key: str, fields: Sequence[str] | None) -> Versioned[Value]:
+        current = self.current(key)
+        if not current.live or current.commit is None:
+            raise NoKeyError(f"{self._what('get', key)}: no such key")
+        value = project(current.value(), fields)
+        return Versioned(value, Version(current.commit.version, current.commit.raw))
+
+    # -- writing ---------------------------------------------------------------------
+
+    def _swing(
+        self,
+        key: str,
+        base: Commit | None,
+        fields: dict[str, str],
+        session: str | None,
+        garbage: list[str],
+        puts: dict[bytes, bytes],
+    ) -> Version | None:
+        """Write new cells, then move the commit from ``base`` to one naming
+        ``fields``; return the new version, or ``None`` if ``base`` was not current."""
+        client = self._store.client
+        row = entry_row(self._name, key)
+        version = 0 if base is None else base.version + 1
+        new = Commit(version, fields, session, tuple(garbage)).sealed()
+        collect = [] if base is None else [data_column(cell) for cell in base.garbage]
+        client.mutate(row, puts, collect)
+        if client.check_and_put(row, COMMIT_COLUMN, None if base is None else base.raw, new.raw):
+            self._store.changed(self._name)
+            return Version(new.version, new.raw)
+        if puts:
+            with contextlib.suppress(HQueueError):
+                client.mutate(row, {}, list(puts))
+        return None
+
+    def _put(self, key: str, value: Value, version: Version, ephemeral: bool) -> Version:
+        what = self._what("put", key)
+        session = self._store.ephemeral_session() if ephemeral else None
+        # Optimistic first attempt where the expected commit is known without a read:
+        # absent for a create, the version's token for an exact version.
+        base: Commit | None = None
+        known = version.is_new or (version.is_exact and bool(version.token))
+        if version.is_exact and version.token:
+            base = parse_commit(version.token)
+        for _ in range(MAX_ATTEMPTS):
+            if not known:
+                current = self.current(key, whole=False)
+                if version.is_new and current.live:
+                    raise KeyExistsError(f"{what}: key exists")
+                if not version.is_new and not current.live:
+                    raise NoKeyError(f"{what}: no such key")
+                base = current.commit
+                if version.is_exact and base is not None and base.version != version.number:
+                    raise BadVersionError(f"{what}: at version {base.version}, not {version}")
+            known = False
+            cells = {name: new_cell_id() for name in value}
+            puts = {data_column(cells[name]): encode_field(value[name]) for name in value}
+            keep_session = None
+            garbage: list[str] = []
+            if base is not None and not base.deleted:
+                keep_session = None if version.is_new else base.session
+                garbage = list(base.fields.values())
+            new_version = self._swing(
+                key, base, cells, session or keep_session, garbage, puts
+            )
+            if new_version is not None:
+                if session is not None:
+                    self._store.track_ephemeral(self._name, key, owned=True)
+                return new_version
+        raise MetadataError(f"{what}: gave up after {MAX_ATTEMPTS} conflicting writers")
+
+    def _update(self, key: str, fields: Value, version: Version) -> Version:
+        what = self._what("update", key)
+        for _ in range(MAX_ATTEMPTS):
+            current = self.current(key)
+            base = current.commit
+            if not current.live or base is None:
+                raise NoKeyError(f"{what}: no such key")
+            if version.is_exact and base.version != version.number:
+                raise BadVersionError(f"{what}: at version {base.version}, not {version}")
+            self.check_value(merge(current.value(), fields))
+            cells = dict(base.fields)
+            garbage: list[str] = []
+            puts: dict[bytes, bytes] = {}
+            for name, field_value in fields.items():
+                if name in cells:
+                    garbage.append(cells.pop(name))
+                if field_value is not None:
+                    cells[name] = new_cell_id()
+                    puts[data_column(cells[name])] = encode_field(field_value)
+            new_version = self._swing(key, base, cells, base.session, garbage, puts)
+            if new_version is not None:
+                return new_version
+        raise MetadataError(f"{what}: gave up after {MAX_ATTEMPTS} conflicting writers")
+
+    def _remove(self, key: str, version: Version) -> None:
+        what = self._what("remove", key)
+        base = parse_commit(version.token) if version.is_exact and version.token else None
+        for _ in range(MAX_ATTEMPTS):
+            if base is None:
+                current = self.current(key, whole=False)
+                if not current.live or current.commit is None:
+                    raise NoKeyError(f"{what}: no such key")
+                base = current.commit
+                if version.is_exact and base.version != version.number:
+                    raise BadVersionError(f"{what}: at version {base.version}, not {version}")
+            if self.tombstone(key, base) is not None:
+                return
+            base = None
+        raise MetadataError(f"{what}: gave up after {MAX_ATTEMPTS} conflicting writers")
+
+    # -- cursors and watches ---------------------------------------------------------
+
+    def _cursor(
+        self,
+        fields: Sequence[str] | None,
+        first_key: str | None,
+        first_inclusive: bool,
+        last_key: str | None,
+        last_inclusive: bool,
+        order: Order,
+    ) -> MetastoreCursor:
+        bounds = (first_key, first_inclusive, last_key, last_inclusive)
+        return HBaseCursor(self, fields, *bounds, order)
+
+    def _watch(self, key: str, callback: WatchCallback) -> Watch:
+        return self._store.poller.watch_key(self, key, callback)
+
+    def _watch_table(self, callback: WatchCallback) -> Watch:
+        return self._store.poller.watch_table(self, callback)
+
+    def entry(self, key: str, current: Current) -> Versioned[Value] | None:
+        """Return the live value of a read row, or ``None``."""
+        if not current.live or current.commit is None:
+            return None
+        return Versioned(current.value(), Version(current.commit.version, current.commit.raw))
+
+
+class HBaseCursor(MetastoreCursor):
+    """Pages through a key range with short scans (one open/read/close per page), so
+    nothing is held on the server between pages."""
+
+    def __init__(
+        self,
+        table: HBaseTable,
+        fields: Sequence[str] | None,
+        first_key: str | None,
+        first_inclusive: bool,
+        last_key: str | None,
+        last_inclusive: bool,
+        order: Order,
+    ) -> None:
+        self._table = table
+        self._fields = fields
+        self._bounds = (first_key, first_inclusive, last_key, last_inclusive)
+        self._reverse = order is Order.DESC
+        prefix = table.prefix
+        low = prefix + first_key.encode() if first_key is not None else prefix
+        # Keys hold no NUL, so "key\0" sorts right after key and before anything else.
+        high = prefix + last_key.encode() + SEP if last_key is not None else prefix[:-1] + b"\x01"
+        if self._reverse:
+            # A reversed scan starts at its (inclusive) high end and stops above its
+            # (exclusive) low end; going one byte below the low key keeps it in range.
+            if first_key is not None:
+                raw = first_key.encode()
+                low = prefix + raw[:-1] + bytes([raw[-1] - 1])
+            self._start, self._stop = high, low
+        else:
+            self._start, self._stop = low, high
+        self._last: bytes | None = None
+        self._done = False
+
+    def read_entries(self, max_entries: int) -> list[MetastoreTableItem]:
+        if max_entries <= 0:
+            raise InvalidArgumentError("'max_entries' must be > 0")
+        items: list[MetastoreTableItem] = []
+        client = self._table._store.client
+        while not items and not self._done:
+            start = self._start
+            extra = 0
+            if self._last is not None:
+                if self._reverse:
+                    start, extra = self._last, 1  # re-reads the last row; skipped below
+                else:
+                    start = self._last + SEP
+            rows = client.scan(
+                start,
+                self._stop,
+                limit=max_entries + extra,
+                reverse=self._reverse,
+                batch_size=min(max_entries + extra, 5000),
+            )
+            if len(rows) < max_entries + extra:
+                self._done = True
+            for row, cells in rows:
+                if self._last is not None and self._reverse and row >= self._last:
+                    continue
+                self._last = row
+                key = key_of(row, self._table.prefix)
+                if not in_range(key, *self._bounds):
+                    continue
+                entry = self._table.entry(key, self._table.interpret(key, cells))
+                if entry is not None:
+                    value = project(entry.value, self._fields)
+                    items.append(MetastoreTableItem(key, value, entry.version))
+        return items
+
+    def has_more_entries(self) -> bool:
+        return not self._done
+
+    def close(self) -> None:
+        self._done = True

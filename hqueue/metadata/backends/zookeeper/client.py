@@ -1,0 +1,114 @@
+"""The kazoo calls the ZooKeeper backend makes, each bounded by a timeout, reads
+retried across connection losses, and kazoo's exceptions turned into hqueue's at
+this boundary (:func:`zk_errors`).
+
+Not public API.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from kazoo import exceptions as kz
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import WatchedEvent, ZnodeStat
+
+from hqueue.errors import (
+    BadVersionError,
+    ConnectionLostError,
+    HQueueError,
+    KeyExistsError,
+    MetadataError,
+    NoKeyError,
+    SessionExpiredError,
+)
+
+__all__ = ["RETRIED", "ZooKeeperClient", "zk_errors"]
+
+_FETCH_BATCH = 1000
+
+RETRIED = (kz.ConnectionLoss, kz.OperationTimeoutError, KazooTimeoutError)
+"""The kazoo exceptions after which an idempotent read is sent again."""
+
+
+@contextlib.contextmanager
+def zk_errors(what: str) -> Iterator[None]:
+    """Translate kazoo's exceptions into hqueue's for the block (``what`` names the
+    operation in the message)."""
+    try:
+        yield
+    except HQueueError:
+        raise
+    except kz.NoNodeError:
+        raise NoKeyError(f"{what}: no such key") from None
+    except kz.NodeExistsError:
+        raise KeyExistsError(f"{what}: key exists") from None
+    except kz.BadVersionError:
+        raise BadVersionError(f"{what}: version changed") from None
+    except kz.SessionExpiredError:
+        raise SessionExpiredError(f"{what}: ZooKeeper session expired") from None
+    except (kz.ConnectionClosedError, *RETRIED) as exc:
+        raise ConnectionLostError(
+            f"{what}: ZooKeeper unreachable ({exc or type(exc).__name__})"
+        ) from None
+    except kz.KazooException as exc:
+        raise MetadataError(f"{what}: ZooKeeper error ({exc or type(exc).__name__})") from None
+
+
+class ZooKeeperClient:
+    """A kazoo client with the backend's timeouts: each request waits at most
+    ``timeout`` seconds; reads are retried until ``read_deadline`` seconds have passed.
+
+    Raises kazoo's exceptions; callers translate them with :func:`zk_errors`.
+    """
+
+    def __init__(self, kazoo: KazooClient, *, timeout: float, read_deadline: float) -> None:
+        self.kazoo = kazoo
+        self._timeout = timeout
+        self._read_deadline = read_deadline
+        self.closed = False
+
+    def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Return the result of one kazoo ``*_async`` request."""
+        return method(*args, **kwargs).get(timeout=self._timeout)
+
+    def read(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Return the result of one idempotent kazoo request, sent again after
+        connection losses until the read deadline."""
+        deadline = time.monotonic() + self._read_deadline
+        delay = 0.05
+        while True:
+            try:
+                return self.call(method, *args, **kwargs)
+            except RETRIED:
+                if time.monotonic() + delay > deadline or self.closed:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def fetch(
+        self, paths: Sequence[str], watch: Callable[[WatchedEvent], None] | None = None
+    ) -> list[tuple[bytes, ZnodeStat] | None]:
+        """Return ``(data, stat)`` of each path (``None`` where it does not exist),
+        pipelining the requests."""
+        results: list[tuple[bytes, ZnodeStat] | None] = []
+        kazoo = self.kazoo
+        for start in range(0, len(paths), _FETCH_BATCH):
+            batch = paths[start : start + _FETCH_BATCH]
+            pending = [kazoo.get_async(path, watch=watch) for path in batch]
+            for path, result in zip(batch, pending, strict=True):
+                try:
+                    results.append(result.get(timeout=self._timeout))
+                except kz.NoNodeError:
+                    results.append(None)
+                except RETRIED:
+                    # One lost answer: read that path again, with retries.
+                    try:
+                        results.append(self.read(kazoo.get_async, path, watch=watch))
+                    except kz.NoNodeError:
+                        results.append(None)
+        return results

@@ -1,0 +1,216 @@
+"""A table of the ZooKeeper backend: a znode directory whose children are its keys.
+
+Layout: table ``T`` is the znode ``{root}/T``; key ``K`` is ``{root}/T/{quote(K)}``
+holding the value as JSON; the version is the znode's data version. A znode with
+empty data is a directory (an intermediate node of a nested table name), never a
+key.
+
+Writes are not retried after a connection loss (a create or a compare-and-set whose
+answer was lost cannot tell its own success from a rival's); reads are.
+
+``update`` reads, merges and writes back with the version read: ZooKeeper cannot
+write part of a znode.
+
+Not public API; obtain tables from ``ZooKeeperMetaStore.create_table``.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from kazoo import exceptions as kz
+from kazoo.protocol.states import ZnodeStat
+
+from hqueue.errors import (
+    BadVersionError,
+    InvalidArgumentError,
+    KeyExistsError,
+    MetadataError,
+    NoKeyError,
+)
+from hqueue.metadata.backends.zookeeper.client import ZooKeeperClient, zk_errors
+from hqueue.metadata.metastore import (
+    MetastoreCursor,
+    MetastoreTableItem,
+    Order,
+    Value,
+    Watch,
+    WatchCallback,
+)
+from hqueue.metadata.table import TableBase
+from hqueue.metadata.values import decode, encode, in_range, merge, project
+from hqueue.metadata.version import Version, Versioned
+
+if TYPE_CHECKING:
+    from hqueue.metadata.backends.zookeeper.watch import Watcher
+
+__all__ = ["ZooKeeperTable", "quote_key", "unquote_key", "znode_version"]
+
+
+def quote_key(key: str) -> str:
+    """Return the znode name of ``key`` (percent-encoded; ``.``/``..`` escaped too)."""
+    name = urllib.parse.quote(key, safe="-_:@=+,")
+    return name.replace(".", "%2E") if name in (".", "..") else name
+
+
+def unquote_key(name: str) -> str:
+    """Return the key a znode name stands for."""
+    return urllib.parse.unquote(name)
+
+
+def znode_version(stat: ZnodeStat) -> Version:
+    """Return the :class:`Version` of a znode: its data version."""
+    return Version(stat.version)
+
+
+class ZooKeeperTable(TableBase):
+    """A table of a ``ZooKeeperMetaStore``, at the znode ``path``."""
+
+    def __init__(
+        self, zookeeper: ZooKeeperClient, watcher: Watcher, path: str, name: str,
+        schema: str | None,
+    ) -> None:
+        super().__init__(name, schema)
+        self.zookeeper = zookeeper
+        self._watcher = watcher
+        self.path = path
+
+    def key_path(self, key: str) -> str:
+        """Return the znode of ``key``."""
+        return f"{self.path}/{quote_key(key)}"
+
+    def _what(self, op: str, key: str) -> str:
+        return f"{op} {self._name}/{key}"
+
+    def _get(self, key: str, fields: Sequence[str] | None) -> Versioned[Value]:
+        zookeeper = self.zookeeper
+        with zk_errors(self._what("get", key)):
+            data, stat = zookeeper.read(zookeeper.kazoo.get_async, self.key_path(key))
+        if not data:
+            raise NoKeyError(f"{self._what('get', key)}: no such key")
+        return Versioned(project(decode(data), fields), znode_version(stat))
+
+    def _put(self, key: str, value: Value, version: Version, ephemeral: bool) -> Version:
+        zookeeper, path, data = self.zookeeper, self.key_path(key), encode(value)
+        what = self._what("put", key)
+        kazoo = zookeeper.kazoo
+        if version.is_new:
+            try:
+                with zk_errors(what):
+                    zookeeper.call(kazoo.create_async, path, data, ephemeral=ephemeral,
+                                   makepath=True)
+                return Version(0)
+            except KeyExistsError:
+                # A directory znode (empty data) is not a key: take it over, unless the
+                # entry must be ephemeral, which an existing znode cannot become.
+                with zk_errors(what):
+                    existing, stat = zookeeper.read(kazoo.get_async, path)
+                if existing or ephemeral:
+                    raise
+                with zk_errors(what):
+                    stat = zookeeper.call(kazoo.set_async, path, data, stat.version)
+                return znode_version(stat)
+        expected = -1 if version.is_any else version.number
+        with zk_errors(what):
+            stat = zookeeper.call(kazoo.set_async, path, data, expected)
+        return znode_version(stat)
+
+    def _update(self, key: str, fields: Value, version: Version) -> Version:
+        zookeeper, path = self.zookeeper, self.key_path(key)
+        kazoo = zookeeper.kazoo
+        what = self._what("update", key)
+        while True:
+            with zk_errors(what):
+                data, stat = zookeeper.read(kazoo.get_async, path)
+            if not data:
+                raise NoKeyError(f"{what}: no such key")
+            if version.is_exact and stat.version != version.number:
+                raise BadVersionError(f"{what}: at version {stat.version}, not {version}")
+            merged = merge(decode(data), fields)
+            self.check_value(merged)
+            try:
+                with zk_errors(what):
+                    new_stat = zookeeper.call(kazoo.set_async, path, encode(merged), stat.version)
+                return znode_version(new_stat)
+            except BadVersionError:
+                if version.is_exact:
+                    raise
+                # Version.ANY: somebody wrote in between; merge into their value.
+
+    def _remove(self, key: str, version: Version) -> None:
+        expected = -1 if version.is_any else version.number
+        zookeeper = self.zookeeper
+        with zk_errors(self._what("remove", key)):
+            try:
+                zookeeper.call(zookeeper.kazoo.delete_async, self.key_path(key), expected)
+            except kz.NotEmptyError:
+                raise MetadataError(
+                    f"{self._what('remove', key)}: the key has tables nested under it"
+                ) from None
+
+    def _cursor(
+        self,
+        fields: Sequence[str] | None,
+        first_key: str | None,
+        first_inclusive: bool,
+        last_key: str | None,
+        last_inclusive: bool,
+        order: Order,
+    ) -> MetastoreCursor:
+        zookeeper = self.zookeeper
+        with zk_errors(f"list {self._name}"):
+            try:
+                names = zookeeper.read(zookeeper.kazoo.get_children_async, self.path)
+            except kz.NoNodeError:
+                names = []
+        keys = sorted(
+            key
+            for key in map(unquote_key, names)
+            if in_range(key, first_key, first_inclusive, last_key, last_inclusive)
+        )
+        if order is Order.DESC:
+            keys.reverse()
+        return ZooKeeperCursor(self, keys, fields)
+
+    def _watch(self, key: str, callback: WatchCallback) -> Watch:
+        return self._watcher.watch_key(self, key, callback)
+
+    def _watch_table(self, callback: WatchCallback) -> Watch:
+        return self._watcher.watch_table(self, callback)
+
+
+class ZooKeeperCursor(MetastoreCursor):
+    """Reads a fixed list of keys (taken when the cursor opened) in batches."""
+
+    def __init__(
+        self, table: ZooKeeperTable, keys: list[str], fields: Sequence[str] | None
+    ) -> None:
+        self._table = table
+        self._keys = keys
+        self._fields = fields
+        self._next = 0
+
+    def read_entries(self, max_entries: int) -> list[MetastoreTableItem]:
+        if max_entries <= 0:
+            raise InvalidArgumentError("'max_entries' must be > 0")
+        items: list[MetastoreTableItem] = []
+        table = self._table
+        while not items and self._next < len(self._keys):
+            keys = self._keys[self._next : self._next + max_entries]
+            self._next += len(keys)
+            with zk_errors(f"read {table.name}"):
+                results = table.zookeeper.fetch([table.key_path(k) for k in keys])
+            for key, result in zip(keys, results, strict=True):
+                # Keys deleted since the listing, and directories, are skipped.
+                if result is not None and result[0]:
+                    value = project(decode(result[0]), self._fields)
+                    items.append(MetastoreTableItem(key, value, znode_version(result[1])))
+        return items
+
+    def has_more_entries(self) -> bool:
+        return self._next < len(self._keys)
+
+    def close(self) -> None:
+        self._next = len(self._keys)
