@@ -44,7 +44,8 @@ COLUMN_PREFIX = FAMILY + b":"
 ``message:t``."""
 
 MAX_PARTITIONS = 32768
-"""Partition ids are 0..32767."""
+"""Partition ids are 0..32767 (unsigned 16-bit, capped at 2**15), so a queue has
+1..32768 partitions."""
 
 MAX_SEQUENCE = 32767
 """Sequence ids are 0..32767: up to 32768 messages per partition per millisecond."""

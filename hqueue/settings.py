@@ -1,4 +1,5 @@
-"""Where hqueue's servers are, and every default of an address or port, in one place.
+"""Where hqueue's servers are, every default of an address or port, and the defaults
+that the command line and the library share, in one place.
 
 Settings are resolved in this order: an explicit argument (or command-line option),
 then the ``HQUEUE_*`` environment variable, then the default here:
@@ -11,16 +12,27 @@ HBase Thrift2 gateway  ``HQUEUE_HBASE_ADMIN``    port 9091 on the Thrift1 host
 ZooKeeper              ``HQUEUE_ZOOKEEPER``      none: metadata is kept in HBase
 table prefix           ``HQUEUE_TABLE_PREFIX``   none
 =====================  ========================  ===================================
+
+The functions :func:`hbase_address`, :func:`hbase_admin_address`,
+:func:`zookeeper_hosts` and :func:`table_prefix` apply that order; the command line
+lets click read the same variables (``envvar=ENV_*``) so that ``--help`` can show them.
 """
 
 from __future__ import annotations
+
+import os
 
 from hqueue.errors import InvalidArgumentError
 
 __all__ = [
     "DEFAULT_HBASE",
     "DEFAULT_HOST",
+    "DEFAULT_LAG_TIMEOUT",
+    "DEFAULT_PUT_TIMEOUT",
+    "DEFAULT_SCAN_BATCH_SIZE",
+    "DEFAULT_SESSION_TIMEOUT",
     "DEFAULT_SIDECAR_PORT",
+    "DEFAULT_SUBSCRIBE_WAIT",
     "DEFAULT_THRIFT1_PORT",
     "DEFAULT_THRIFT2_PORT",
     "ENV_HBASE",
@@ -28,7 +40,11 @@ __all__ = [
     "ENV_TABLE_PREFIX",
     "ENV_ZOOKEEPER",
     "admin_address",
+    "hbase_address",
+    "hbase_admin_address",
     "parse_address",
+    "table_prefix",
+    "zookeeper_hosts",
 ]
 
 DEFAULT_HOST = "127.0.0.1"
@@ -41,11 +57,54 @@ standalone server and docker/compose.yml run it."""
 DEFAULT_SIDECAR_PORT = 9092
 """The sidecar's port."""
 DEFAULT_HBASE = f"{DEFAULT_HOST}:{DEFAULT_THRIFT1_PORT}"
+"""The HBase Thrift1 gateway assumed when none is given: ``hqueue standalone``'s."""
+
+DEFAULT_SESSION_TIMEOUT = 10.0
+"""Seconds after which a dead process's ephemeral entries expire (a sidecar's
+partitions move, a subscriber stops being 'running'): the ZooKeeper session timeout,
+or the lease of the HBase metadata backend."""
+DEFAULT_PUT_TIMEOUT = 30.0
+"""Seconds a put keeps retrying while partitions move."""
+DEFAULT_SCAN_BATCH_SIZE = 1000
+"""Rows a scanner fetches per round trip."""
+DEFAULT_LAG_TIMEOUT = 5.0
+"""Seconds to wait for each sidecar's answer to a lag report."""
+DEFAULT_SUBSCRIBE_WAIT = 30.0
+"""Seconds a new subscriber waits for a previous one's address to expire."""
 
 ENV_HBASE = "HQUEUE_HBASE"
 ENV_HBASE_ADMIN = "HQUEUE_HBASE_ADMIN"
 ENV_ZOOKEEPER = "HQUEUE_ZOOKEEPER"
 ENV_TABLE_PREFIX = "HQUEUE_TABLE_PREFIX"
+
+
+def hbase_address(explicit: str | None = None) -> str:
+    """Return the HBase Thrift1 gateway ``HOST:PORT``: ``explicit``, else
+    ``HQUEUE_HBASE``, else :data:`DEFAULT_HBASE` (an empty value counts as unset)."""
+    return explicit or os.environ.get(ENV_HBASE) or DEFAULT_HBASE
+
+
+def hbase_admin_address(explicit: str | None = None) -> str | None:
+    """Return the HBase Thrift2 gateway ``HOST:PORT``: ``explicit``, else
+    ``HQUEUE_HBASE_ADMIN``, else ``None`` (then :func:`admin_address` of the Thrift1
+    gateway is meant)."""
+    return explicit or os.environ.get(ENV_HBASE_ADMIN) or None
+
+
+def zookeeper_hosts(explicit: str | None = None) -> str | None:
+    """Return the ZooKeeper connect string: ``explicit`` if given (``""`` forces the
+    metadata into HBase even when the variable is set), else ``HQUEUE_ZOOKEEPER``,
+    else ``None``: metadata lives in HBase."""
+    value = explicit if explicit is not None else os.environ.get(ENV_ZOOKEEPER)
+    return value or None
+
+
+def table_prefix(explicit: str | None = None) -> str | None:
+    """Return the happybase table-name prefix of the whole installation: ``explicit``
+    if given (``""`` means none even when the variable is set), else
+    ``HQUEUE_TABLE_PREFIX``, else ``None``."""
+    value = explicit if explicit is not None else os.environ.get(ENV_TABLE_PREFIX)
+    return value or None
 
 
 def parse_address(address: str, what: str = "hbase") -> tuple[str, int]:

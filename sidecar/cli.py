@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import signal
 import sys
 import threading
@@ -15,7 +14,13 @@ from typing import Any, TypeVar
 import click
 
 from hqueue.errors import HQueueError
-from hqueue.metadata.factory import TABLE_PREFIX_ENV
+from hqueue.settings import (
+    DEFAULT_HOST,
+    DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_SIDECAR_PORT,
+    hbase_address,
+    table_prefix,
+)
 from hqueue.sidecar.node import SidecarConfig, SidecarServer
 from hqueue.sidecar.workers import DeliveryOptions
 
@@ -58,8 +63,9 @@ def delivery_options(command: F) -> F:
 
 
 @click.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", type=click.IntRange(0, 65535), default=9092, show_default=True,
+@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to bind.")
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_SIDECAR_PORT,
+              show_default=True,
               help="Thrift port; 0 picks a free one.")
 @click.option("--id", "sidecar_id", default=None,
               help="The sidecar's id in the cluster (default: its HOST:PORT).")
@@ -70,7 +76,8 @@ def delivery_options(command: F) -> F:
               help="Largest message value accepted.")
 @click.option("--max-request-bytes", type=click.IntRange(1024), default=64 << 20,
               show_default=True, help="Largest request accepted; larger ones are refused unread.")
-@click.option("--session-timeout", type=click.FloatRange(min=1), default=10.0, show_default=True,
+@click.option("--session-timeout", type=click.FloatRange(min=1), default=DEFAULT_SESSION_TIMEOUT,
+              show_default=True,
               help="Seconds after which a dead sidecar's partitions move (ZooKeeper session "
                    "timeout, or HBase lease TTL).")
 @click.option("--takeover-grace", type=click.FloatRange(min=0), default=2.0, show_default=True,
@@ -95,9 +102,9 @@ def sidecar(ctx: click.Context, host: str, port: int, sidecar_id: str | None,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = ctx.find_root().obj or {}
     config = SidecarConfig(
-        hbase=options.get("hbase") or "127.0.0.1:9090", zookeeper=options.get("zookeeper"),
+        hbase=hbase_address(options.get("hbase")), zookeeper=options.get("zookeeper"),
         host=host, port=port, sidecar_id=sidecar_id, advertised_host=advertised_host,
-        table_prefix=os.environ.get(TABLE_PREFIX_ENV) or None,
+        table_prefix=table_prefix(),
         max_payload_bytes=max_payload_bytes, max_request_bytes=max_request_bytes,
         session_timeout=session_timeout, takeover_grace=takeover_grace,
         clock_offset_ms=clock_offset_ms, delivery=delivery,

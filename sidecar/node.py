@@ -16,6 +16,7 @@ from typing import Any
 from hqueue.metadata.factory import open_metastore
 from hqueue.metadata.metastore import MetaStore
 from hqueue.metadata.resources import check_name
+from hqueue.settings import DEFAULT_HBASE, DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT
 from hqueue.sidecar.core import Sidecar, SidecarOptions
 from hqueue.sidecar.service import SidecarHandler
 from hqueue.sidecar.storage import HBaseStorage, MessageStorage
@@ -42,16 +43,16 @@ class SidecarConfig:
     ``max_payload_bytes`` one message's value.
     """
 
-    hbase: str = "127.0.0.1:9090"
+    hbase: str = DEFAULT_HBASE
     zookeeper: str | None = None
-    host: str = "127.0.0.1"
+    host: str = DEFAULT_HOST
     port: int = 0
     sidecar_id: str | None = None
     advertised_host: str | None = None
     table_prefix: str | None = None
     max_payload_bytes: int = 1 << 20
     max_request_bytes: int = 64 << 20
-    session_timeout: float = 10.0
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT
     takeover_grace: float = 2.0
     clock_offset_ms: int = 0
     delivery: DeliveryOptions = field(default_factory=DeliveryOptions)

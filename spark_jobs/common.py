@@ -10,6 +10,8 @@ import os
 import sys
 from typing import Any
 
+from hqueue import settings
+
 __all__ = ["add_connection_args", "connection_options", "spark_session"]
 
 
@@ -17,14 +19,14 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     """Add ``--queue``, ``--hbase``, ``--hbase-admin``, ``--zookeeper`` and
     ``--table-prefix`` (defaults from ``HQUEUE_*`` environment variables)."""
     parser.add_argument("--queue", required=True, help="the queue's name")
-    parser.add_argument("--hbase", default=os.environ.get("HQUEUE_HBASE", "127.0.0.1:9090"),
-                        help="HOST:PORT of the HBase Thrift1 gateway (HQUEUE_HBASE)")
-    parser.add_argument("--hbase-admin", default=os.environ.get("HQUEUE_HBASE_ADMIN"),
-                        help="HOST:PORT of the Thrift2 gateway (HQUEUE_HBASE_ADMIN)")
-    parser.add_argument("--zookeeper", default=os.environ.get("HQUEUE_ZOOKEEPER"),
-                        help="ZooKeeper hosts holding the metadata (HQUEUE_ZOOKEEPER)")
-    parser.add_argument("--table-prefix", default=os.environ.get("HQUEUE_TABLE_PREFIX", ""),
-                        help="the installation's table prefix (HQUEUE_TABLE_PREFIX)")
+    parser.add_argument("--hbase", default=settings.hbase_address(),
+                        help=f"HOST:PORT of the HBase Thrift1 gateway ({settings.ENV_HBASE})")
+    parser.add_argument("--hbase-admin", default=settings.hbase_admin_address(),
+                        help=f"HOST:PORT of the Thrift2 gateway ({settings.ENV_HBASE_ADMIN})")
+    parser.add_argument("--zookeeper", default=settings.zookeeper_hosts(),
+                        help=f"ZooKeeper hosts holding the metadata ({settings.ENV_ZOOKEEPER})")
+    parser.add_argument("--table-prefix", default=settings.table_prefix() or "",
+                        help=f"the installation's table prefix ({settings.ENV_TABLE_PREFIX})")
 
 
 def connection_options(args: argparse.Namespace) -> dict[str, str]:

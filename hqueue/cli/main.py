@@ -11,17 +11,54 @@ from __future__ import annotations
 import click
 
 from hqueue import __version__
+from hqueue.cli.lazy_group import LazyCommand, LazyGroup
+from hqueue.settings import (
+    DEFAULT_HBASE,
+    DEFAULT_THRIFT2_PORT,
+    ENV_HBASE,
+    ENV_HBASE_ADMIN,
+    ENV_ZOOKEEPER,
+)
+
+__all__ = ["cli", "main"]
+
+COMMANDS = {
+    "standalone": LazyCommand(
+        "hqueue.standalone.cli:standalone",
+        "Run the embedded HBase (Thrift1 + Thrift2 over LMDB) in the foreground."),
+    "sidecar": LazyCommand(
+        "hqueue.sidecar.cli:sidecar",
+        "Run a sidecar: the producer path of the queues on HBase (the global --hbase), "
+        "with metadata in ZooKeeper (--zookeeper) or HBase."),
+    "queue": LazyCommand(
+        "hqueue.cli.queue:queue",
+        "Create, list, describe, alter and delete queues (table and metadata)."),
+    "scan": LazyCommand("hqueue.cli.scan:scan", "Print the messages of QUEUE, one per line."),
+    "put": LazyCommand("hqueue.cli.put:put",
+                       "Put messages into QUEUE and print their ids, one per line."),
+    "subscribe": LazyCommand(
+        "hqueue.cli.subscribe:subscribe",
+        "Print the messages of subscription NAME of QUEUE as they arrive."),
+    "subscriptions": LazyCommand(
+        "hqueue.cli.subscriptions:subscriptions",
+        "List, delete and reset the subscriptions of a queue."),
+    "lag": LazyCommand(
+        "hqueue.cli.subscriptions:lag",
+        "Print how far each subscription of QUEUE is behind, per partition."),
+}
+"""The verbs, imported when first used (see :mod:`hqueue.cli.lazy_group`)."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="hqueue")
-@click.option("--hbase", envvar="HQUEUE_HBASE", default="127.0.0.1:9090", show_default=True,
+@click.option("--hbase", envvar=ENV_HBASE, default=DEFAULT_HBASE, show_default=True,
               help="HBase Thrift1 gateway (or `hqueue standalone`) as HOST:PORT.")
-@click.option("--zookeeper", envvar="HQUEUE_ZOOKEEPER", default=None,
+@click.option("--zookeeper", envvar=ENV_ZOOKEEPER, default=None,
               help="ZooKeeper connect string; without it metadata lives in HBase.")
-@click.option("--hbase-admin", envvar="HQUEUE_HBASE_ADMIN", default=None, metavar="HOST:PORT",
+@click.option("--hbase-admin", envvar=ENV_HBASE_ADMIN, default=None, metavar="HOST:PORT",
               help="HBase Thrift2 gateway, for creating and altering queue tables "
-                   "[default: port 9091 on the --hbase host].")
+                   f"[default: port {DEFAULT_THRIFT2_PORT} on the --hbase host].")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Output format; json prints one object per line.")
 @click.pass_context
@@ -35,20 +72,4 @@ def cli(ctx: click.Context, hbase: str, zookeeper: str | None, hbase_admin: str 
 
 def main() -> None:
     """Console-script entry point."""
-    from hqueue.cli.put import put
-    from hqueue.cli.queue import queue
-    from hqueue.cli.scan import scan
-    from hqueue.cli.subscribe import subscribe
-    from hqueue.cli.subscriptions import lag, subscriptions
-    from hqueue.sidecar.cli import sidecar
-    from hqueue.standalone.cli import standalone
-
-    cli.add_command(standalone)
-    cli.add_command(sidecar)
-    cli.add_command(queue)
-    cli.add_command(scan)
-    cli.add_command(put)
-    cli.add_command(subscribe)
-    cli.add_command(subscriptions)
-    cli.add_command(lag)
     cli(prog_name="hqueue")

@@ -31,21 +31,22 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import os
 import random
 import select
 import sys
 import time
 from collections.abc import Iterator
-from typing import IO, Any, TextIO
+from typing import IO, TYPE_CHECKING, TextIO
 
 import click
 
-from hqueue.client.client import Queue, connect
-from hqueue.client.producer import NewMessage, partition_for_key
+from hqueue.cli.common import client_for, root_options, silence_stdout
 from hqueue.errors import HQueueError
 from hqueue.message import MessageId, check_topic
+
+if TYPE_CHECKING:
+    from hqueue.client.client import Queue
 
 __all__ = ["put", "read_batches"]
 
@@ -163,6 +164,8 @@ def _put_all(queue: Queue, batches: Iterator[list[bytes]], topic: str,
 
     :raises click.ClickException: naming the input lines of a batch that failed.
     """
+    from hqueue.client.producer import NewMessage, partition_for_key
+
     progress = _Progress(sys.stderr)
     next_partition = random.randrange(queue.partitions)
     count = 0
@@ -192,24 +195,13 @@ def _put_all(queue: Queue, batches: Iterator[list[bytes]], topic: str,
         except BrokenPipeError:
             # The messages are durable but nobody can learn their ids: stop sending
             # rather than produce more unreported messages.
-            _silence_stdout()
+            silence_stdout()
             raise click.ClickException(
                 f"output closed: stopped after {count + len(ids)} messages were put"
             ) from None
         count += len(ids)
         progress.update(count)
     progress.finish(count)
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's last flush cannot fail again."""
-    try:
-        fd = sys.stdout.fileno()
-    except (OSError, ValueError):
-        return  # not a real file (click's test runner): no interpreter flush to fear
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)
 
 
 @click.command("put")
@@ -227,33 +219,24 @@ def _silence_stdout() -> None:
 def put(ctx: click.Context, queue_name: str, topic: str, partition: int | None,
         key: str | None, value: str | None, batch_size: int) -> None:
     """Put messages into QUEUE and print their ids, one per line."""
-    options: dict[str, Any] = ctx.find_root().obj or {}
     if partition is not None and key is not None:
         raise click.UsageError("--partition and --key are mutually exclusive")
     try:
         check_topic(topic)
     except HQueueError as exc:
         raise click.ClickException(f"--topic: {exc}") from None
-    if not logging.getLogger().handlers:
-        # kazoo narrates every reconnection attempt; the error below says it all.
-        logging.getLogger("kazoo").setLevel(logging.CRITICAL)
-    try:
-        with connect(hbase=options.get("hbase"), zookeeper=options.get("zookeeper"),
-                     hbase_admin=options.get("hbase_admin")) as client:
-            queue = client.queue(queue_name)
-            if partition is not None and not 0 <= partition < queue.partitions:
-                raise click.ClickException(
-                    f"--partition {partition} is out of range: queue {queue_name!r} has "
-                    f"{queue.partitions} partitions (0..{queue.partitions - 1})"
-                )
-            batches: Iterator[list[bytes]]
-            if value is not None:
-                # os.fsencode gives back the exact argv bytes, even if not UTF-8.
-                batches = iter([[os.fsencode(value)]])
-            else:
-                batches = read_batches(sys.stdin.buffer, batch_size)
-            _put_all(queue, batches, topic, partition,
-                     None if key is None else os.fsencode(key),
-                     options.get("format") == "json", sys.stdout)
-    except HQueueError as exc:
-        raise click.ClickException(str(exc)) from None
+    with client_for(ctx) as client:
+        queue = client.queue(queue_name)
+        if partition is not None and not 0 <= partition < queue.partitions:
+            raise click.ClickException(
+                f"--partition {partition} is out of range: queue {queue_name!r} has "
+                f"{queue.partitions} partitions (0..{queue.partitions - 1})"
+            )
+        batches: Iterator[list[bytes]]
+        if value is not None:
+            # os.fsencode gives back the exact argv bytes, even if not UTF-8.
+            batches = iter([[os.fsencode(value)]])
+        else:
+            batches = read_batches(sys.stdin.buffer, batch_size)
+        _put_all(queue, batches, topic, partition, None if key is None else os.fsencode(key),
+                 root_options(ctx).get("format") == "json", sys.stdout)

@@ -23,16 +23,19 @@ import datetime as _dt
 import json
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from hqueue.cli.common import client_for as _client
 from hqueue.cli.common import root_options as _options
-from hqueue.client.admin import MAX_QUEUE_PARTITIONS, QueueDescription
 from hqueue.errors import HQueueError
-from hqueue.metadata.managers import OwnerInfo, QueueInfo
+from hqueue.message import MAX_PARTITIONS
 from hqueue.metadata.resources import check_queue_name
+
+if TYPE_CHECKING:
+    from hqueue.client.admin import QueueDescription
+    from hqueue.metadata.managers import OwnerInfo, QueueInfo
 
 __all__ = ["format_ttl", "parse_ttl", "queue"]
 
@@ -165,7 +168,7 @@ def queue() -> None:
 @queue.command("create")
 @click.argument("name")
 @click.option("--partitions", type=int, required=True, metavar="N",
-              help=f"Number of partitions (1..{MAX_QUEUE_PARTITIONS}).")
+              help=f"Number of partitions (1..{MAX_PARTITIONS}).")
 @click.option("--ttl", default=None, metavar="DURATION",
               help="How long messages are kept: seconds, or 7d, 12h, 30m, 45s, 1h30m; "
                    "default: forever.")
@@ -177,9 +180,9 @@ def create(ctx: click.Context, name: str, partitions: int, ttl: str | None,
     """Create queue NAME: its pre-split HBase table and its metadata. Fails if it
     exists."""
     _check_name(name)
-    if not 1 <= partitions <= MAX_QUEUE_PARTITIONS:
+    if not 1 <= partitions <= MAX_PARTITIONS:
         raise click.ClickException(
-            f"--partitions must be 1..{MAX_QUEUE_PARTITIONS}, not {partitions}"
+            f"--partitions must be 1..{MAX_PARTITIONS}, not {partitions}"
         )
     if regions is not None and not 1 <= regions <= partitions:
         raise click.ClickException(

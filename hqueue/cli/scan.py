@@ -22,19 +22,20 @@ head``) ends the scan quietly with status 0.
 from __future__ import annotations
 
 import json
-import logging
-import os
 import sys
 import time
 from collections.abc import Iterable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
-from hqueue.client.client import connect
-from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
+from hqueue.cli.common import client_for, root_options, silence_stdout
 from hqueue.errors import HQueueError
 from hqueue.message import Message, MessageId, check_topic, parse_position
+from hqueue.settings import DEFAULT_SCAN_BATCH_SIZE
+
+if TYPE_CHECKING:
+    from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
 
 __all__ = ["scan"]
 
@@ -125,17 +126,13 @@ def _print(messages: Iterable[Message], json_output: bool, out: TextIO) -> None:
 @click.option("--merge", is_flag=True,
               help="Merge all partitions in id order (default without --partition: "
                    "partition by partition, the fastest).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="Rows per round trip to HBase.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=DEFAULT_SCAN_BATCH_SIZE,
+              show_default=True, help="Rows per round trip to HBase.")
 @click.pass_context
 def scan(ctx: click.Context, queue_name: str, partitions: tuple[int, ...],
          topics: tuple[str, ...], start: str | None, stop: str | None, limit: int | None,
          merge: bool, batch_size: int) -> None:
     """Print the messages of QUEUE, one per line."""
-    options: dict[str, Any] = ctx.find_root().obj or {}
-    if not logging.getLogger().handlers:
-        # kazoo narrates every reconnection attempt; the error below says it all.
-        logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     for topic in topics:
         try:
             check_topic(topic)
@@ -149,8 +146,7 @@ def scan(ctx: click.Context, queue_name: str, partitions: tuple[int, ...],
         "batch_size": batch_size,
     }
     try:
-        with connect(hbase=options.get("hbase"), zookeeper=options.get("zookeeper"),
-                     hbase_admin=options.get("hbase_admin")) as client:
+        with client_for(ctx) as client:
             queue = client.queue(queue_name)
             for p in partitions:
                 if p >= queue.partitions:
@@ -167,14 +163,8 @@ def scan(ctx: click.Context, queue_name: str, partitions: tuple[int, ...],
             else:
                 scanner = queue.scan(**scan_options)
             with scanner:
-                _print(scanner, options.get("format") == "json", sys.stdout)
+                _print(scanner, root_options(ctx).get("format") == "json", sys.stdout)
     except BrokenPipeError:
-        # The reader went away (``| head``): that is the end of the output, not an
-        # error. Point stdout at /dev/null so the interpreter's final flush of what
-        # is still buffered cannot fail and print a traceback.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        # The reader went away (``| head``): that is the end of the output, not an error.
+        silence_stdout()
         ctx.exit(0)
-    except HQueueError as exc:
-        raise click.ClickException(str(exc)) from None

@@ -11,19 +11,22 @@ A closed stdout ends it quietly (status 0).
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 
-from hqueue.cli.common import client_for, root_options
+from hqueue.cli.common import client_for, root_options, silence_stdout
 from hqueue.cli.scan import _json_line, _text_line
-from hqueue.client.subscriber import ConsumeStatus
 from hqueue.errors import HQueueError
 from hqueue.message import Message, check_topic
+from hqueue.settings import DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT, DEFAULT_SUBSCRIBE_WAIT
+
+if TYPE_CHECKING:
+    from hqueue.client.subscriber import ConsumeStatus
 
 __all__ = ["subscribe"]
 
@@ -32,21 +35,25 @@ class _Printer:
     """The listener: writes each batch to stdout and flushes it."""
 
     def __init__(self, json_output: bool, done: threading.Event) -> None:
+        # Imported here, not at the top: ``hqueue subscribe --help`` runs without it.
+        from hqueue.client.subscriber import ConsumeStatus
+
+        self._success, self._retry_later = ConsumeStatus.SUCCESS, ConsumeStatus.RETRY_LATER
         self._format = _json_line if json_output else _text_line
         self._done = done
         self.broken = False
 
     def __call__(self, messages: list[Message]) -> ConsumeStatus:
         if self._done.is_set():
-            return ConsumeStatus.RETRY_LATER
+            return self._retry_later
         try:
             sys.stdout.write("".join(map(self._format, messages)))
             sys.stdout.flush()
         except BrokenPipeError:
             self.broken = True
             self._done.set()
-            return ConsumeStatus.RETRY_LATER
-        return ConsumeStatus.SUCCESS
+            return self._retry_later
+        return self._success
 
 
 @click.command("subscribe")
@@ -61,16 +68,17 @@ class _Printer:
               help="Where a new subscription starts: earliest, latest, 'timestamp:sequence', "
                    "an ISO-8601 time or milliseconds. An existing one resumes after its "
                    "checkpoint.")
-@click.option("--host", default="127.0.0.1", show_default=True,
+@click.option("--host", default=DEFAULT_HOST, show_default=True,
               help="Address the subscriber's Thrift service binds.")
 @click.option("--port", type=click.IntRange(0, 65535), default=0,
               help="Port of the subscriber's Thrift service [default: a free one].")
 @click.option("--advertised-host", default=None,
               help="Host the sidecars reach the subscriber at [default: --host].")
-@click.option("--session-timeout", type=click.FloatRange(min=1.0), default=10.0,
+@click.option("--session-timeout", type=click.FloatRange(min=1.0), default=DEFAULT_SESSION_TIMEOUT,
               show_default=True,
               help="Seconds after which a subscriber that died stops being 'running'.")
-@click.option("--wait", type=click.FloatRange(min=0.0), default=30.0, show_default=True,
+@click.option("--wait", type=click.FloatRange(min=0.0), default=DEFAULT_SUBSCRIBE_WAIT,
+              show_default=True,
               help="Seconds to wait for a previous subscriber's address to expire.")
 @click.pass_context
 def subscribe(ctx: click.Context, queue_name: str, name: str, topics: tuple[str, ...],
@@ -109,6 +117,4 @@ def subscribe(ctx: click.Context, queue_name: str, name: str, topics: tuple[str,
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     if printer.broken:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        silence_stdout()

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import click
 
 from hqueue.cli.common import client_for, root_options
-from hqueue.client.subscription_admin import DeliveryLag, LagReport, SubscriptionInfo
 from hqueue.errors import HQueueError
+from hqueue.settings import DEFAULT_LAG_TIMEOUT
+
+if TYPE_CHECKING:
+    from hqueue.client.subscription_admin import DeliveryLag, LagReport, SubscriptionInfo
 
 __all__ = ["lag", "subscriptions"]
 
@@ -100,7 +104,8 @@ def _table(report: LagReport) -> str:
 
 @click.command("lag")
 @click.argument("queue_name", metavar="QUEUE")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=DEFAULT_LAG_TIMEOUT,
+              show_default=True,
               help="Seconds to wait for each sidecar's answer.")
 @click.pass_context
 def lag(ctx: click.Context, queue_name: str, timeout: float) -> None:

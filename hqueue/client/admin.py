@@ -26,7 +26,7 @@ from hqueue.errors import (
     SubscriptionExistsError,
     TableExistsError,
 )
-from hqueue.message import FAMILY
+from hqueue.message import FAMILY, MAX_PARTITIONS
 from hqueue.metadata.managers import (
     OwnerInfo,
     PartitionOwnershipManager,
@@ -38,11 +38,7 @@ from hqueue.metadata.resources import check_queue_name
 from hqueue.metadata.version import Version
 from hqueue.storage.hbase import HBase
 
-__all__ = ["MAX_QUEUE_PARTITIONS", "QueueAdmin", "QueueDescription", "RegionInfo", "ttl_seconds"]
-
-MAX_QUEUE_PARTITIONS = 32767
-"""A queue has 1..32767 partitions."""
-
+__all__ = ["QueueAdmin", "QueueDescription", "RegionInfo", "ttl_seconds"]
 
 @dataclass(frozen=True)
 class RegionInfo:
@@ -115,10 +111,10 @@ def split_keys(partitions: int, regions: int) -> list[bytes]:
 
 def _check_partitions(partitions: object, regions: object) -> tuple[int, int]:
     if isinstance(partitions, bool) or not isinstance(partitions, int) or not (
-        1 <= partitions <= MAX_QUEUE_PARTITIONS
+        1 <= partitions <= MAX_PARTITIONS
     ):
         raise InvalidArgumentError(
-            f"'partitions' must be an integer in 1..{MAX_QUEUE_PARTITIONS}, not {partitions!r}"
+            f"'partitions' must be an integer in 1..{MAX_PARTITIONS}, not {partitions!r}"
         )
     if regions is None:
         regions = partitions

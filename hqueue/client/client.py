@@ -5,18 +5,18 @@ administers queues and hands out :class:`Queue` objects for producing and scanni
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import threading
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from hqueue import settings
 from hqueue.client.admin import QueueAdmin, QueueDescription
 from hqueue.client.producer import NewMessage, Producer
 from hqueue.closing import Closeable
 from hqueue.errors import InvalidArgumentError, NoQueueError
 from hqueue.message import MessageId
 from hqueue.metadata.cache import MetadataCache
-from hqueue.metadata.factory import TABLE_PREFIX_ENV, open_metastore
+from hqueue.metadata.factory import open_metastore
 from hqueue.metadata.managers import (
     PartitionOwnershipManager,
     QueueInfo,
@@ -24,7 +24,15 @@ from hqueue.metadata.managers import (
     SubscriptionDataManager,
 )
 from hqueue.metadata.metastore import MetaStore
-from hqueue.settings import parse_address
+from hqueue.settings import (
+    DEFAULT_HOST,
+    DEFAULT_LAG_TIMEOUT,
+    DEFAULT_PUT_TIMEOUT,
+    DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_SUBSCRIBE_WAIT,
+    admin_address,
+    parse_address,
+)
 from hqueue.storage.hbase import HBase
 
 if TYPE_CHECKING:
@@ -33,18 +41,7 @@ if TYPE_CHECKING:
     from hqueue.client.subscriber import Listener, Subscriber
     from hqueue.client.subscription_admin import LagReport, SubscriptionInfo
 
-__all__ = ["Client", "Queue", "connect", "default_admin_address"]
-
-DEFAULT_HBASE = "127.0.0.1:9090"
-ADMIN_PORT = 9091
-"""Default port of the HBase Thrift2 gateway (``hqueue standalone``'s default too)."""
-
-
-def default_admin_address(hbase: str) -> str:
-    """Return the Thrift2 gateway assumed when none is given: the Thrift1 host, port
-    9091."""
-    host, _ = parse_address(hbase)
-    return f"{host}:{ADMIN_PORT}"
+__all__ = ["Client", "Queue", "connect"]
 
 
 def connect(
@@ -54,9 +51,9 @@ def connect(
     hbase_admin: str | None = None,
     table_prefix: str | None = None,
     timeout: float = 10.0,
-    put_timeout: float = 30.0,
+    put_timeout: float = DEFAULT_PUT_TIMEOUT,
     fast_scan: bool = True,
-    session_timeout: float = 10.0,
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT,
 ) -> Client:
     """Connect to hqueue and return a :class:`Client` (a context manager).
 
@@ -77,11 +74,10 @@ def connect(
     :raises ConnectionLostError: if the metadata store cannot be reached.
     """
     return Client(
-        hbase or os.environ.get("HQUEUE_HBASE") or DEFAULT_HBASE,
-        zookeeper=zookeeper if zookeeper is not None else os.environ.get("HQUEUE_ZOOKEEPER"),
-        hbase_admin=hbase_admin or os.environ.get("HQUEUE_HBASE_ADMIN"),
-        table_prefix=table_prefix if table_prefix is not None
-        else os.environ.get(TABLE_PREFIX_ENV),
+        settings.hbase_address(hbase),
+        zookeeper=settings.zookeeper_hosts(zookeeper),
+        hbase_admin=settings.hbase_admin_address(hbase_admin),
+        table_prefix=settings.table_prefix(table_prefix),
         timeout=timeout,
         put_timeout=put_timeout,
         fast_scan=fast_scan,
@@ -100,13 +96,13 @@ class Client(Closeable):
         hbase_admin: str | None = None,
         table_prefix: str | None = None,
         timeout: float = 10.0,
-        put_timeout: float = 30.0,
+        put_timeout: float = DEFAULT_PUT_TIMEOUT,
         fast_scan: bool = True,
-        session_timeout: float = 10.0,
+        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
     ) -> None:
         parse_address(hbase)
         self.fast_scan = fast_scan
-        self.hbase = HBase(hbase, hbase_admin or default_admin_address(hbase),
+        self.hbase = HBase(hbase, hbase_admin or admin_address(hbase),
                            table_prefix=table_prefix or None,
                            timeout_ms=int(max(timeout, 30.0) * 1000))
         self.zookeeper = zookeeper or None
@@ -311,10 +307,10 @@ class Queue:
         partitions: Iterable[int] | None = None,
         topics: Iterable[str] | str | None = None,
         start: object = "latest",
-        host: str = "127.0.0.1",
+        host: str = DEFAULT_HOST,
         port: int = 0,
         advertised_host: str | None = None,
-        wait: float = 30.0,
+        wait: float = DEFAULT_SUBSCRIBE_WAIT,
     ) -> Subscriber:
         """Start a subscriber and return it; see :mod:`hqueue.client.subscriber`.
 
@@ -364,7 +360,7 @@ class Queue:
 
         return reset_subscription(self, name, to)
 
-    def lag(self, timeout: float = 5.0) -> LagReport:
+    def lag(self, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
         """Return the delivery lag of every subscription; see
         :func:`hqueue.client.subscription_admin.lag`."""
         from hqueue.client.subscription_admin import lag

@@ -36,6 +36,7 @@ from hqueue.errors import (
 )
 from hqueue.message import MessageId, check_topic
 from hqueue.settings import parse_address
+from hqueue.settings import DEFAULT_PUT_TIMEOUT
 from hqueue.wire.idl import sidecar as sidecar_idl
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ def _declared() -> tuple[type, ...]:
 class Producer:
     """Routes batches to partition owners for one :class:`~hqueue.Client`."""
 
-    def __init__(self, client: Client, *, put_timeout: float = 30.0) -> None:
+    def __init__(self, client: Client, *, put_timeout: float = DEFAULT_PUT_TIMEOUT) -> None:
         if put_timeout <= 0:
             raise InvalidArgumentError("'put_timeout' must be > 0")
         self._client = client

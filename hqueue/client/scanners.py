@@ -77,6 +77,7 @@ from hqueue.message import (
     parse_position,
     partition_range,
 )
+from hqueue.settings import DEFAULT_SCAN_BATCH_SIZE
 from hqueue.storage.hbase import HBase
 from hqueue.wire.block import MessageBlock
 from hqueue.wire.idl import hbase1
@@ -85,14 +86,10 @@ if TYPE_CHECKING:
     from hqueue.client.client import Queue
 
 __all__ = [
-    "DEFAULT_BATCH_SIZE",
     "CombinedPartitionScanner",
     "PartitionScanner",
     "QueueScanner",
 ]
-
-DEFAULT_BATCH_SIZE = 1000
-"""Rows fetched per ``scannerGetList`` round trip unless ``batch_size`` says otherwise."""
 
 _Hbase = hbase1()
 # Bound once: called once per row on the hot path.
@@ -293,7 +290,7 @@ class _Scanner(Closeable):
         stop: object = None,
         topics: Iterable[str] | str | None = None,
         limit: int | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_size: int = DEFAULT_SCAN_BATCH_SIZE,
     ) -> None:
         self.queue = queue
         self.start: MessageId | None = None if start is None else parse_position(

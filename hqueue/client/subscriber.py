@@ -43,6 +43,7 @@ from hqueue.message import (
 from hqueue.metadata.managers import SubscriptionPreferences
 from hqueue.metadata.metastore import SessionState
 from hqueue.metadata.resources import check_name
+from hqueue.settings import DEFAULT_HOST, DEFAULT_SUBSCRIBE_WAIT
 from hqueue.wire.idl import subscriber as subscriber_idl
 from hqueue.wire.rpc_server import ThriftServer
 
@@ -159,10 +160,10 @@ class Subscriber(Closeable):
         partitions: Iterable[int] | None = None,
         topics: Iterable[str] | str | None = None,
         start: object = "latest",
-        host: str = "127.0.0.1",
+        host: str = DEFAULT_HOST,
         port: int = 0,
         advertised_host: str | None = None,
-        wait: float = 30.0,
+        wait: float = DEFAULT_SUBSCRIBE_WAIT,
     ) -> None:
         check_name(name, "subscription")
         if not listeners:

@@ -22,7 +22,7 @@ from hqueue.errors import HQueueError
 from hqueue.message import MessageId, decode_rowkey, parse_position
 from hqueue.metadata.managers import SubscriptionPreferences
 from hqueue.metadata.managers.subscription_data import GENERATION_OPTION
-from hqueue.settings import parse_address
+from hqueue.settings import DEFAULT_LAG_TIMEOUT, parse_address
 from hqueue.wire.idl import sidecar as sidecar_idl
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ def _ask(address: str, queue: str, timeout_ms: int) -> Any:
         client.close()
 
 
-def lag(queue: Queue, timeout: float = 5.0) -> LagReport:
+def lag(queue: Queue, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
     """Ask the sidecars that own the queue's partitions for their deliveries; fill in
     from the checkpoints the subscriptions no sidecar is delivering (state
     ``"undelivered"``: no owner, or the owner has not started them).

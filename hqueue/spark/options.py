@@ -8,15 +8,13 @@ Not public API; the options are documented in docs/spark.md.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hqueue.errors import InvalidArgumentError
 from hqueue.message import MAX_PARTITIONS, MessageId, check_topic, parse_position
-from hqueue.metadata.factory import TABLE_PREFIX_ENV
-from hqueue.settings import parse_address
+from hqueue.settings import DEFAULT_PUT_TIMEOUT, parse_address, table_prefix
 
 __all__ = ["DEFAULT_BATCH_ROWS", "SourceOptions", "StreamOptions", "WriteOptions",
            "parse_int_list"]
@@ -128,9 +126,7 @@ class Connection:
                 parse_address(admin)
             except InvalidArgumentError as exc:
                 raise InvalidArgumentError(f"option 'hbase_admin': {exc}") from None
-        prefix = _get(options, "table_prefix")
-        if prefix is None:
-            prefix = os.environ.get(TABLE_PREFIX_ENV, "")
+        prefix = table_prefix(_get(options, "table_prefix")) or ""
         return cls(queue, hbase, admin, _get(options, "zookeeper") or None, prefix)
 
     def connect(self) -> Any:
@@ -302,7 +298,7 @@ class WriteOptions:
     conn: Connection
     topic: str | None = None
     batch_size: int = 1000
-    put_timeout: float = 30.0
+    put_timeout: float = DEFAULT_PUT_TIMEOUT
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:

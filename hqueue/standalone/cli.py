@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 import threading
@@ -13,7 +12,14 @@ from types import FrameType
 import click
 
 from hqueue.errors import HQueueError
-from hqueue.metadata.factory import TABLE_PREFIX_ENV
+from hqueue.settings import (
+    DEFAULT_HOST,
+    DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_SIDECAR_PORT,
+    DEFAULT_THRIFT1_PORT,
+    DEFAULT_THRIFT2_PORT,
+    table_prefix,
+)
 from hqueue.sidecar.cli import delivery_options
 from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.standalone.engine.cursors import DEFAULT_LEASE_SECONDS
@@ -24,18 +30,21 @@ from hqueue.wire.rpc_server import DEFAULT_MAX_MESSAGE_BYTES
 @click.command()
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path(".hqueue-data"), show_default=True, help="Where the store lives.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", type=click.IntRange(0, 65535), default=9090, show_default=True,
+@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to bind.")
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_THRIFT1_PORT,
+              show_default=True,
               help="HBase Thrift1 port (happybase's); 0 picks a free one.")
-@click.option("--thrift2-port", type=click.IntRange(0, 65535), default=9091, show_default=True,
+@click.option("--thrift2-port", type=click.IntRange(0, 65535), default=DEFAULT_THRIFT2_PORT,
+              show_default=True,
               help="HBase Thrift2 port (queue creation: pre-split tables); 0 picks a free one.")
 @click.option("--sidecar/--no-sidecar", default=True, show_default=True,
               help="Run a sidecar (the producer path) inside this process.")
-@click.option("--sidecar-port", type=click.IntRange(0, 65535), default=9092, show_default=True,
+@click.option("--sidecar-port", type=click.IntRange(0, 65535), default=DEFAULT_SIDECAR_PORT,
+              show_default=True,
               help="The sidecar's Thrift port; 0 picks a free one.")
 @click.option("--sidecar-id", default=None,
               help="The sidecar's id in the cluster (default: its HOST:PORT).")
-@click.option("--session-timeout", type=click.FloatRange(min=1), default=10.0,
+@click.option("--session-timeout", type=click.FloatRange(min=1), default=DEFAULT_SESSION_TIMEOUT,
               show_default=True,
               help="Seconds after which a dead sidecar's partitions move (ZooKeeper session "
                    "timeout, or HBase lease TTL).")
@@ -76,7 +85,7 @@ def standalone(ctx: click.Context, data_dir: Path, host: str, port: int, thrift2
                               advertised_host=advertised_host, sidecar=sidecar,
                               sidecar_port=sidecar_port, sidecar_id=sidecar_id,
                               zookeeper=options.get("zookeeper"),
-                              table_prefix=os.environ.get(TABLE_PREFIX_ENV) or None,
+                              table_prefix=table_prefix(),
                               session_timeout=session_timeout, delivery=delivery)
     server = StandaloneServer(config)
     stop = threading.Event()

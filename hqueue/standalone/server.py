@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hqueue.settings import DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT, DEFAULT_THRIFT1_PORT
 from hqueue.sidecar.node import SidecarConfig, SidecarServer
 from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.standalone.engine.cursors import DEFAULT_LEASE_SECONDS, ScannerRegistry
@@ -37,8 +38,8 @@ class StandaloneConfig:
     """
 
     data_dir: Path
-    host: str = "127.0.0.1"
-    port: int = 9090
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_THRIFT1_PORT
     thrift2_port: int = 0
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     map_size: int = 64 << 30
@@ -50,7 +51,7 @@ class StandaloneConfig:
     sidecar_id: str | None = None
     zookeeper: str | None = None
     table_prefix: str | None = None
-    session_timeout: float = 10.0
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT
     delivery: DeliveryOptions = field(default_factory=DeliveryOptions)
     takeover_grace: float = 2.0
 

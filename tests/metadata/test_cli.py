@@ -22,8 +22,8 @@ from click.testing import CliRunner
 from hqueue.cli.main import cli
 from hqueue.cli.queue import queue
 from hqueue.errors import NoQueueError
-from hqueue.metadata.factory import TABLE_PREFIX_ENV
 from hqueue.metadata.managers import QueueInfoManager
+from hqueue.settings import ENV_TABLE_PREFIX
 from hqueue.testing.standalone import StandaloneProcess
 from tests.metadata.conftest import REPO, Backend
 
@@ -38,10 +38,10 @@ def _global_options(backend: Backend, server: StandaloneProcess, prefix: str
     and the tables, under ``prefix``, on the session server."""
     hbase = ["--hbase", server.address, "--hbase-admin", f"{server.host}:{server.thrift2_port}"]
     if backend.name == "zookeeper":
-        return [*hbase, "--zookeeper", backend.spec["zookeeper"]], {TABLE_PREFIX_ENV: prefix}
+        return [*hbase, "--zookeeper", backend.spec["zookeeper"]], {ENV_TABLE_PREFIX: prefix}
     # The HBase backend's prefix covers its metadata tables and the queue tables alike.
     assert backend.spec["options"]["table_prefix"] == prefix
-    return hbase, {TABLE_PREFIX_ENV: prefix}
+    return hbase, {ENV_TABLE_PREFIX: prefix}
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def test_create_list_describe_delete(backend: Backend, run: Run,
     ("args", "status"),
     [
         (["queue", "create", "q", "--partitions", "0"], 1),
-        (["queue", "create", "q", "--partitions", "32768"], 1),
+        (["queue", "create", "q", "--partitions", "32769"], 1),
         (["queue", "create", "q", "--partitions", "2", "--ttl", "0"], 1),
         (["queue", "create", "q"], 2),  # a malformed command line: click's usage error
     ],

@@ -225,8 +225,8 @@ def test_delete_asks_on_a_terminal(hbase_server: StandaloneProcess, hq: Client,
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--partitions", "0"], "Error: --partitions must be 1..32767, not 0"),
-        (["--partitions", "32768"], "Error: --partitions must be 1..32767, not 32768"),
+        (["--partitions", "0"], "Error: --partitions must be 1..32768, not 0"),
+        (["--partitions", "32769"], "Error: --partitions must be 1..32768, not 32769"),
         (["--partitions", "4", "--regions", "5"],
          "Error: --regions must be 1..4 (the partition count), not 5"),
         (["--partitions", "2", "--ttl", "0"], "Error: --ttl '0' is out of range"),

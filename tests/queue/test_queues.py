@@ -61,7 +61,7 @@ def test_create_refuses_duplicates_and_bad_arguments(hq: Client, queue_name: str
     for bad in ("", "-x", "a/b", "x" * 129, "sp ace"):
         with pytest.raises(InvalidArgumentError, match="queue name"):
             hq.create_queue(bad)
-    for partitions in (0, 32768, -1, True, "3"):
+    for partitions in (0, 32769, -1, True, "3"):
         with pytest.raises(InvalidArgumentError, match="'partitions'"):
             hq.create_queue(queue_name + "x", partitions=partitions)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="'ttl'"):
