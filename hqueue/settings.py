@@ -13,6 +13,9 @@ ZooKeeper              ``HQUEUE_ZOOKEEPER``      none: metadata is kept in HBase
 table prefix           ``HQUEUE_TABLE_PREFIX``   none
 =====================  ========================  ===================================
 
+``HQUEUE_ZOOKEEPER_CLASSPATH`` is read by the test harness only (:mod:`hqueue.testing`):
+the Java class path of the ZooKeeper it starts.
+
 The functions :func:`hbase_address`, :func:`hbase_admin_address`,
 :func:`zookeeper_hosts` and :func:`table_prefix` apply that order; the command line
 lets click read the same variables (``envvar=ENV_*``) so that ``--help`` can show them.
@@ -39,6 +42,7 @@ __all__ = [
     "ENV_HBASE_ADMIN",
     "ENV_TABLE_PREFIX",
     "ENV_ZOOKEEPER",
+    "ENV_ZOOKEEPER_CLASSPATH",
     "admin_address",
     "hbase_address",
     "hbase_admin_address",
@@ -76,6 +80,7 @@ ENV_HBASE = "HQUEUE_HBASE"
 ENV_HBASE_ADMIN = "HQUEUE_HBASE_ADMIN"
 ENV_ZOOKEEPER = "HQUEUE_ZOOKEEPER"
 ENV_TABLE_PREFIX = "HQUEUE_TABLE_PREFIX"
+ENV_ZOOKEEPER_CLASSPATH = "HQUEUE_ZOOKEEPER_CLASSPATH"
 
 
 def hbase_address(explicit: str | None = None) -> str:

@@ -31,9 +31,10 @@ import happybase
 import pytest
 
 from hqueue.client.client import Client, connect
+from hqueue.settings import ENV_ZOOKEEPER_CLASSPATH
 from hqueue.testing.cluster import Cluster
 from hqueue.testing.standalone import StandaloneProcess
-from hqueue.testing.zookeeper import CLASSPATH_ENV, ZooKeeperServer, zookeeper_available
+from hqueue.testing.zookeeper import ZooKeeperServer, zookeeper_available
 
 __all__ = ["JAVA_FIXTURES", "SERVER_FIXTURES"]
 
@@ -100,7 +101,7 @@ def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKe
     missing."""
     if not zookeeper_available():
         pytest.fail("ZooKeeper's jars (Debian package 'zookeeper', or a class path in "
-                    f"${CLASSPATH_ENV}) or java missing: run `make zookeeper`")
+                    f"${ENV_ZOOKEEPER_CLASSPATH}) or java missing: run `make zookeeper`")
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
     yield server
     server.stop()

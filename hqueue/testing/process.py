@@ -16,10 +16,12 @@ import subprocess
 import time
 from pathlib import Path
 
+from hqueue.settings import DEFAULT_HOST
+
 __all__ = ["ChildProcess", "free_port"]
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+def free_port(host: str = DEFAULT_HOST) -> int:
     """Return a TCP port on ``host`` that nobody listened on a moment ago.
 
     The kernel picks it (bind to port 0) and the socket is closed before the caller's

@@ -14,6 +14,7 @@ import re
 import sys
 from pathlib import Path
 
+from hqueue.settings import DEFAULT_HOST
 from hqueue.testing.process import ChildProcess
 
 __all__ = ["StandaloneProcess"]
@@ -34,7 +35,7 @@ class StandaloneProcess(ChildProcess):
     def __init__(self, data_dir: Path, extra_args: tuple[str, ...] = ()) -> None:
         self.data_dir = Path(data_dir)
         self.extra_args = extra_args
-        self.host = "127.0.0.1"
+        self.host = DEFAULT_HOST
         self.port = 0
         self.thrift2_port = 0
         self.sidecar_port = 0

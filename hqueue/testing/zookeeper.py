@@ -29,13 +29,11 @@ from kazoo.client import KazooClient
 from kazoo.protocol.connection import _CONNECTION_DROP
 from kazoo.protocol.states import KazooState
 
+from hqueue.settings import DEFAULT_HOST, ENV_ZOOKEEPER_CLASSPATH
 from hqueue.testing.process import free_port
 
-__all__ = ["CLASSPATH_ENV", "ZooKeeperServer", "classpath", "drop_connection",
+__all__ = ["ZooKeeperServer", "classpath", "drop_connection",
            "expire_session", "four_letter_word", "zookeeper_available"]
-
-CLASSPATH_ENV = "HQUEUE_ZOOKEEPER_CLASSPATH"
-"""The environment variable that overrides :data:`DEBIAN_CLASSPATH`."""
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 # Debian's jar's manifest names its dependencies under /usr/share/java; slf4j needs a
@@ -48,7 +46,7 @@ MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 def classpath() -> str:
     """Return the Java class path ZooKeeper runs from: ``$HQUEUE_ZOOKEEPER_CLASSPATH``
     if set, else Debian's jars."""
-    return os.environ.get(CLASSPATH_ENV) or DEBIAN_CLASSPATH
+    return os.environ.get(ENV_ZOOKEEPER_CLASSPATH) or DEBIAN_CLASSPATH
 
 
 def zookeeper_available() -> bool:
@@ -57,7 +55,7 @@ def zookeeper_available() -> bool:
     which is trusted as given)."""
     if shutil.which("java") is None:
         return False
-    return bool(os.environ.get(CLASSPATH_ENV)) or ZOOKEEPER_JAR.is_file()
+    return bool(os.environ.get(ENV_ZOOKEEPER_CLASSPATH)) or ZOOKEEPER_JAR.is_file()
 
 
 def four_letter_word(host: str, port: int, word: bytes, timeout: float = 1.0) -> bytes:
@@ -83,7 +81,7 @@ class ZooKeeperServer:
         self.work_dir = Path(work_dir)
         self.tick_ms = tick_ms
         self.force_sync = force_sync
-        self.host = "127.0.0.1"
+        self.host = DEFAULT_HOST
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.work_dir / "zookeeper.log"

@@ -38,6 +38,8 @@ from thriftpy2.transport import TTransportException
 from thriftpy2.transport.buffered import TCyBufferedTransport
 from thriftpy2.transport.memory import TCyMemoryBuffer
 
+from hqueue.settings import DEFAULT_HOST
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 << 20
@@ -208,7 +210,7 @@ class ThriftServer:
         name: used in thread names and log lines.
     """
 
-    def __init__(self, service: ModuleType | type, handler: object, host: str = "127.0.0.1",
+    def __init__(self, service: ModuleType | type, handler: object, host: str = DEFAULT_HOST,
                  port: int = 0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  name: str = "thrift") -> None:
         if max_message_bytes < 1024:

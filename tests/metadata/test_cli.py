@@ -20,14 +20,11 @@ import pytest
 from click.testing import CliRunner
 
 from hqueue.cli.main import cli
-from hqueue.cli.queue import queue
 from hqueue.errors import NoQueueError
 from hqueue.metadata.managers import QueueInfoManager
 from hqueue.settings import ENV_TABLE_PREFIX
 from hqueue.testing.standalone import StandaloneProcess
 from tests.metadata.conftest import REPO, Backend
-
-cli.add_command(queue)
 
 Run = Callable[..., tuple[int, str, str]]
 

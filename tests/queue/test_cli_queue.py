@@ -20,17 +20,11 @@ import pytest
 from click.testing import CliRunner
 
 from hqueue.cli.main import cli
-from hqueue.cli.put import put
-from hqueue.cli.queue import format_ttl, parse_ttl, queue
-from hqueue.cli.scan import scan
+from hqueue.cli.queue import format_ttl, parse_ttl
 from hqueue.client.client import Client
 from hqueue.errors import NoQueueError
 from hqueue.metadata.managers import SubscriptionPreferences
 from hqueue.testing.standalone import StandaloneProcess
-
-cli.add_command(queue)
-cli.add_command(put)
-cli.add_command(scan)
 
 # Settings of the test runner's shell must not leak into the commands under test.
 _UNSET = ("HQUEUE_TABLE_PREFIX", "HQUEUE_ZOOKEEPER", "HQUEUE_HBASE", "HQUEUE_HBASE_ADMIN")
