@@ -34,7 +34,7 @@ from hqueue.metadata.dispatch import Dispatcher
 from hqueue.metadata.metastore import MetaStore, SessionListener, SessionState
 from hqueue.metadata.resources import HBASE_TABLE
 from hqueue.metadata.values import check_seconds, check_table_name
-from hqueue.settings import DEFAULT_HBASE, parse_address
+from hqueue.settings import DEFAULT_HBASE, DEFAULT_SESSION_TIMEOUT, parse_address
 
 __all__ = ["HBaseMetaStore"]
 
@@ -62,7 +62,7 @@ class HBaseMetaStore(MetaStore):
         self,
         hbase: str = DEFAULT_HBASE,
         *,
-        session_timeout: float = 10.0,
+        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
         timeout: float = 10.0,
         table_prefix: str | None = None,
         table: str = HBASE_TABLE,

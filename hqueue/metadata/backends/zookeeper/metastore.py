@@ -25,6 +25,7 @@ from hqueue.metadata.dispatch import Dispatcher
 from hqueue.metadata.metastore import MetaStore, SessionListener, SessionState
 from hqueue.metadata.resources import ZOOKEEPER_ROOT
 from hqueue.metadata.values import check_seconds, check_table_name
+from hqueue.settings import DEFAULT_SESSION_TIMEOUT
 
 __all__ = ["ZooKeeperMetaStore"]
 
@@ -55,7 +56,7 @@ class ZooKeeperMetaStore(MetaStore):
         self,
         hosts: str | KazooClient,
         *,
-        session_timeout: float = 10.0,
+        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
         timeout: float = 10.0,
         connect_timeout: float = 10.0,
         root: str = ZOOKEEPER_ROOT,
