@@ -1,5 +1,7 @@
 """A sidecar process's parts wired together: metadata store, storage, the
-:class:`~hqueue.sidecar.core.Sidecar` and its Thrift server.
+:class:`~hqueue.sidecar.core.Sidecar` over its
+:class:`~hqueue.sidecar.membership.Membership`, the subscription manager and the
+Thrift server.
 
 ``hqueue sidecar`` runs one against HBase over Thrift1; ``hqueue standalone`` runs one
 inside its process over the store engine
@@ -17,10 +19,12 @@ from hqueue.metadata.factory import open_metastore
 from hqueue.metadata.metastore import MetaStore
 from hqueue.metadata.resources import check_name
 from hqueue.settings import DEFAULT_HBASE, DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT
-from hqueue.sidecar.core import Sidecar, SidecarOptions
+from hqueue.sidecar.core import Sidecar
+from hqueue.sidecar.membership import Membership
+from hqueue.sidecar.options import SidecarOptions
 from hqueue.sidecar.service import SidecarHandler
 from hqueue.sidecar.storage import HBaseStorage, MessageStorage
-from hqueue.sidecar.subscription_manager import SubscriptionService
+from hqueue.sidecar.subscription_manager import SubscriptionManager
 from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.storage.hbase import HBase
 from hqueue.wire.idl import sidecar as sidecar_idl
@@ -74,7 +78,7 @@ class SidecarServer:
         self._storage = storage
         self.store: MetaStore | None = None
         self.sidecar: Sidecar | None = None
-        self.subscriptions: SubscriptionService | None = None
+        self.subscriptions: SubscriptionManager | None = None
         self.thrift: ThriftServer | None = None
         self._hbase: HBase | None = None
 
@@ -105,9 +109,10 @@ class SidecarServer:
             options = SidecarOptions(max_payload_bytes=cfg.max_payload_bytes,
                                      takeover_grace=cfg.takeover_grace,
                                      clock_offset_ms=cfg.clock_offset_ms)
-            self.sidecar = Sidecar(cfg.sidecar_id or address, address, self.store, storage,
-                                   options)
-            self.subscriptions = SubscriptionService(self.sidecar, cfg.delivery).attach()
+            membership = Membership(cfg.sidecar_id or address, address, self.store, storage,
+                                    options)
+            self.sidecar = Sidecar(membership)
+            self.subscriptions = SubscriptionManager(membership, cfg.delivery).attach()
             deferred.target = SidecarHandler(self.sidecar, self.subscriptions)
             self.sidecar.start()
             self.subscriptions.start()

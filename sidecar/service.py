@@ -10,7 +10,7 @@ from typing import Any
 from hqueue.errors import InvalidArgumentError, NoQueueError, NotOwnerError, UnavailableError
 from hqueue.message import MessageId
 from hqueue.sidecar.core import Sidecar
-from hqueue.sidecar.subscription_manager import SubscriptionService
+from hqueue.sidecar.subscription_manager import SubscriptionManager
 from hqueue.wire.idl import sidecar as sidecar_idl
 
 __all__ = ["SidecarHandler"]
@@ -20,7 +20,7 @@ class SidecarHandler:
     """``HQueueSidecar`` RPCs over a :class:`Sidecar`."""
 
     def __init__(self, sidecar: Sidecar,
-                 subscriptions: SubscriptionService | None = None) -> None:
+                 subscriptions: SubscriptionManager | None = None) -> None:
         self.sidecar = sidecar
         self.subscriptions = subscriptions
         self.idl = sidecar_idl()

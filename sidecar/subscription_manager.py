@@ -1,4 +1,4 @@
-"""The sidecar's side of subscriptions: one :class:`DeliveryWorker` per (subscription,
+"""The sidecar's side of subscriptions: one :class:`SubscriptionWorker` per (subscription,
 partition this sidecar can write), started and stopped as subscriptions and
 ownership change, and the checkpoint chore.
 
@@ -31,11 +31,11 @@ from hqueue.message import MessageId
 from hqueue.metadata.managers import SubscriptionDataManager, SubscriptionPreferences
 from hqueue.metadata.metastore import WatchEvent
 from hqueue.metadata.resources import SUBSCRIBER, SUBSCRIPTION
-from hqueue.sidecar.core import Sidecar
+from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
-from hqueue.sidecar.workers import DeliveryOptions, DeliveryWorker
+from hqueue.sidecar.workers import DeliveryOptions, SubscriptionWorker
 
-__all__ = ["SubscriptionService"]
+__all__ = ["SubscriptionManager"]
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +47,17 @@ class _Wanted:
     start: str
 
 
-class SubscriptionService:
-    """Delivers the subscriptions of the partitions a :class:`Sidecar` holds."""
+class SubscriptionManager:
+    """Delivers the subscriptions of the partitions a sidecar's :class:`Membership`
+    holds."""
 
-    def __init__(self, sidecar: Sidecar, options: DeliveryOptions | None = None) -> None:
-        self.sidecar = sidecar
+    def __init__(self, membership: Membership, options: DeliveryOptions | None = None) -> None:
+        self.membership = membership
         self.options = options or DeliveryOptions()
-        self._cache = sidecar.cache
-        self._subs = SubscriptionDataManager(sidecar.store)
-        self.workers: dict[tuple[str, str, int], DeliveryWorker] = {}
-        self._by_partition: dict[tuple[str, int], list[DeliveryWorker]] = {}
+        self._cache = membership.cache
+        self._subs = SubscriptionDataManager(membership.store)
+        self.workers: dict[tuple[str, str, int], SubscriptionWorker] = {}
+        self._by_partition: dict[tuple[str, int], list[SubscriptionWorker]] = {}
         self._lock = threading.RLock()
         self._watched: set[str] = set()
         self._wake = threading.Event()
@@ -65,19 +66,19 @@ class SubscriptionService:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def attach(self) -> SubscriptionService:
-        """Hook into the sidecar (before it starts): writes wake workers, partitions
-        opened start them, partitions released stop them. Return self."""
-        hooks = self.sidecar.options
+    def attach(self) -> SubscriptionManager:
+        """Hook into the sidecar's options (before it starts): writes wake workers,
+        partitions opened start them, partitions released stop them. Return self."""
+        hooks = self.membership.options
         hooks.on_write.append(self._on_write)
         hooks.on_open.append(self._on_open)
         hooks.on_release.append(self._on_release)
         return self
 
-    def start(self) -> SubscriptionService:
+    def start(self) -> SubscriptionManager:
         """Start the control and checkpoint threads; return self."""
         for target, name in ((self._run, "subscriptions"), (self._chore, "checkpoints")):
-            thread = threading.Thread(target=target, name=f"{name}-{self.sidecar.id}",
+            thread = threading.Thread(target=target, name=f"{name}-{self.membership.id}",
                                       daemon=True)
             self._threads.append(thread)
             thread.start()
@@ -131,10 +132,10 @@ class SubscriptionService:
             try:
                 self.reconcile()
             except HQueueError as exc:
-                log.warning("sidecar %s: subscriptions: %s", self.sidecar.id, exc)
+                log.warning("sidecar %s: subscriptions: %s", self.membership.id, exc)
             except Exception:
-                log.exception("sidecar %s: subscriptions step failed", self.sidecar.id)
-            self._wake.wait(self.sidecar.options.tick)
+                log.exception("sidecar %s: subscriptions step failed", self.membership.id)
+            self._wake.wait(self.membership.options.tick)
 
     def _watch(self, queue: str) -> None:
         for table in (SUBSCRIPTION.table_name(queue), SUBSCRIBER.table_name(queue)):
@@ -143,11 +144,8 @@ class SubscriptionService:
                 self._watched.add(table)
 
     def _wanted(self) -> dict[tuple[str, str, int], _Wanted]:
-        with self.sidecar.held_lock:
-            held = [hp for hp in self.sidecar.held.values()
-                    if hp.state is PartitionState.WRITABLE]
         by_queue: dict[str, dict[int, HeldPartition]] = {}
-        for hp in held:
+        for hp in self.membership.writable_partitions():
             by_queue.setdefault(hp.queue, {})[hp.partition] = hp
         wanted: dict[tuple[str, str, int], _Wanted] = {}
         for queue, partitions in by_queue.items():
@@ -169,8 +167,8 @@ class SubscriptionService:
         wanted = self._wanted()
         with self._lock:
             current = dict(self.workers)
-        stale: list[DeliveryWorker] = []
-        keep_position: list[DeliveryWorker] = []
+        stale: list[SubscriptionWorker] = []
+        keep_position: list[SubscriptionWorker] = []
         for key, worker in current.items():
             want = wanted.get(key)
             if want is None:
@@ -191,7 +189,7 @@ class SubscriptionService:
                 return
             self._start_worker(key, want)
 
-    def _forget(self, workers: Iterable[DeliveryWorker]) -> None:
+    def _forget(self, workers: Iterable[SubscriptionWorker]) -> None:
         with self._lock:
             for worker in workers:
                 if self.workers.get(worker.key) is worker:
@@ -209,9 +207,9 @@ class SubscriptionService:
         checkpoint = state.get(partition)
         start = (MessageId.parse(checkpoint).successor() if checkpoint is not None
                  else MessageId.parse(want.start))
-        worker = DeliveryWorker(
-            want.held, name, want.generation, start, want.topics, self.sidecar.storage,
-            self._address_of(queue, name), self.options, self.sidecar.id)
+        worker = SubscriptionWorker(
+            want.held, name, want.generation, start, want.topics, self.membership.storage,
+            self._address_of(queue, name), self.options, self.membership.id)
         if checkpoint is not None:
             worker.checkpointed = worker.delivered = MessageId.parse(checkpoint)
         with self._lock:
@@ -220,7 +218,7 @@ class SubscriptionService:
             self.workers[key] = worker
             self._by_partition.setdefault((queue, partition), []).append(worker)
             worker.start()
-        log.info("sidecar %s delivers %s/%d to %r from %s", self.sidecar.id, queue, partition,
+        log.info("sidecar %s delivers %s/%d to %r from %s", self.membership.id, queue, partition,
                  name, start)
 
     def _address_of(self, queue: str, name: str) -> Any:
@@ -235,7 +233,7 @@ class SubscriptionService:
 
         return address
 
-    def _stop_workers(self, workers: list[DeliveryWorker], flush: bool) -> None:
+    def _stop_workers(self, workers: list[SubscriptionWorker], flush: bool) -> None:
         for worker in workers:
             worker.stop()
         if flush:
@@ -250,12 +248,12 @@ class SubscriptionService:
             try:
                 self._write_checkpoints(workers)
             except Exception:
-                log.exception("sidecar %s: checkpoint chore failed", self.sidecar.id)
+                log.exception("sidecar %s: checkpoint chore failed", self.membership.id)
 
-    def _write_checkpoints(self, workers: Iterable[DeliveryWorker]) -> None:
+    def _write_checkpoints(self, workers: Iterable[SubscriptionWorker]) -> None:
         """Record the delivered position of the workers that moved, one update per
         subscription, if the subscription is still at the workers' generation."""
-        moved: dict[tuple[str, str], list[tuple[DeliveryWorker, MessageId]]] = {}
+        moved: dict[tuple[str, str], list[tuple[SubscriptionWorker, MessageId]]] = {}
         for worker in workers:
             delivered = worker.delivered
             if delivered is not None and delivered != worker.checkpointed:
@@ -283,11 +281,8 @@ class SubscriptionService:
         each held partition to ``(epoch, newest id)``; ``subscriptions`` lists one
         dict per worker (subscription, partition, delivered, checkpointed, state,
         buffer use and peaks, last error)."""
-        partitions: dict[int, tuple[int, MessageId | None]] = {}
-        with self.sidecar.held_lock:
-            for (q, p), hp in self.sidecar.held.items():
-                if q == queue and hp.state is PartitionState.WRITABLE:
-                    partitions[p] = (hp.epoch, hp.newest)
+        partitions = {hp.partition: (hp.epoch, hp.newest)
+                      for hp in self.membership.writable_partitions(queue)}
         with self._lock:
             workers = [w for w in self.workers.values() if w.queue == queue]
         subscriptions = [

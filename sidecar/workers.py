@@ -1,4 +1,4 @@
-"""One partition of one subscription, pushed to its subscriber: the DeliveryWorker.
+"""One partition of one subscription, pushed to its subscriber: the SubscriptionWorker.
 
 A worker has two threads around a bounded buffer:
 
@@ -7,7 +7,7 @@ A worker has two threads around a bounded buffer:
   set after a write is durable, under the partition's lock), so it never passes a row
   that a write in flight has not made visible yet: on HBase a multi-row put becomes
   visible row by row. It sleeps until a put on the partition wakes it
-  (:meth:`DeliveryWorker.wake`), so the hot path has no polling delay.
+  (:meth:`SubscriptionWorker.wake`), so the hot path has no polling delay.
 - the *sender* takes up to ``batch_messages`` from the buffer, pushes them to the
   subscriber's Thrift service and, on SUCCESS, drops them from the buffer and moves
   ``delivered`` on. RETRY_LATER, ERROR and transport failures are retried with an
@@ -16,7 +16,7 @@ A worker has two threads around a bounded buffer:
 
 The buffer holds at most ``buffer_messages`` messages and ``buffer_bytes`` bytes of
 values (one message over, when a single message is larger than the whole bound).
-The checkpoint is written by :class:`hqueue.sidecar.subscription_manager.SubscriptionService`.
+The checkpoint is written by :class:`hqueue.sidecar.subscription_manager.SubscriptionManager`.
 """
 
 from __future__ import annotations
@@ -42,10 +42,9 @@ from hqueue.sidecar.storage import MessageStorage
 from hqueue.wire.block import MessageBlock
 from hqueue.wire.idl import subscriber as subscriber_idl
 
-__all__ = ["DeliveryOptions", "DeliveryWorker", "WorkerState"]
+__all__ = ["DeliveryOptions", "SubscriptionWorker", "WorkerState"]
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True)
@@ -93,7 +92,7 @@ class _Chunk:
         self.nbytes = block.nbytes
 
 
-class DeliveryWorker:
+class SubscriptionWorker:
     """Push one partition of one subscription to its subscriber. :meth:`start`, then
     :meth:`stop`; ``delivered`` is the last id the subscriber accepted."""
 
@@ -149,7 +148,7 @@ class DeliveryWorker:
         """``(queue, subscription, partition)``."""
         return self.queue, self.subscription, self.partition
 
-    def start(self) -> DeliveryWorker:
+    def start(self) -> SubscriptionWorker:
         """Start the reader and sender threads; return self."""
         name = f"{self.queue}/{self.partition}/{self.subscription}"
         for target, role in ((self._read_loop, "read"), (self._send_loop, "send")):

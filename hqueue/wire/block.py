@@ -14,7 +14,7 @@ This is the layout of Arrow's view arrays (``binary_view``): a Spark reader turn
 answer into Arrow columns without a Python object per message, and a server builds
 one without cutting a Python object out of each stored row. A view's start and
 length are int32; an answer is bounded far below 2 GiB (``MAX_SCAN_BYTES`` in
-:mod:`hqueue.sidecar.core`).
+:mod:`hqueue.sidecar.reader`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,396 @@
+"""A sidecar's cluster membership: its place in the cluster and the partitions it holds.
+
+One control thread keeps the sidecar's place in the cluster, reacting to metadata
+watches (and a short tick while something is pending):
+
+1. registration: an ephemeral entry ``cluster/sidecars/{id}`` with its address;
+2. leadership: whoever creates the ephemeral ``cluster/leader`` entry computes the
+   assignment of every queue's partitions to the live sidecars
+   (:mod:`hqueue.sidecar.assignment`) and writes it to ``cluster/assignments/{queue}``;
+3. ownership: each sidecar claims the partitions assigned to it by creating their
+   ephemeral owner entries once the previous owner's entry is gone, and releases
+   partitions assigned elsewhere (after finishing the write in flight).
+
+A new owner whose partition had an owner before waits ``takeover_grace`` seconds
+before it reads the partition's last stored row: Thrift1 has no conditional
+multi-row write to fence a deposed owner at the storage, so the grace lets a write
+that the old owner had in flight when it lost its session land first; the new owner
+then continues after it (invariant 2). The old owner acknowledges none of those
+(invariant 3): when the metadata session is lost, every held partition stops taking
+writes at once, before the control thread runs.
+
+The write path over the partitions held here is :mod:`hqueue.sidecar.writer`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from hqueue.errors import (
+    HQueueError,
+    KeyExistsError,
+    NoKeyError,
+    NoQueueError,
+    UnavailableError,
+)
+from hqueue.message import MessageId
+from hqueue.metadata.cache import MetadataCache
+from hqueue.metadata.managers import OwnerInfo, PartitionOwnershipManager, QueueInfoManager
+from hqueue.metadata.metastore import MetaStore, MetastoreTable, SessionState, WatchEvent
+from hqueue.metadata.resources import (
+    ASSIGNMENT,
+    ASSIGNMENTS,
+    CLUSTER,
+    LEADER,
+    LEADER_KEY,
+    QUEUES,
+    SIDECAR,
+    SIDECARS,
+)
+from hqueue.metadata.version import Version
+from hqueue.sidecar.assignment import Assignment, rebalance
+from hqueue.sidecar.ids import wall_clock_ms
+from hqueue.sidecar.options import SidecarOptions
+from hqueue.sidecar.partitions import HeldPartition, PartitionState
+from hqueue.sidecar.storage import MessageStorage
+
+__all__ = ["Membership"]
+
+log = logging.getLogger(__name__)
+
+
+class Membership:
+    """One sidecar's place in the cluster and the partitions it holds. :meth:`start`
+    it; :meth:`stop` hands its partitions over."""
+
+    def __init__(
+        self,
+        sidecar_id: str,
+        address: str,
+        store: MetaStore,
+        storage: MessageStorage,
+        options: SidecarOptions | None = None,
+    ) -> None:
+        self.id = sidecar_id
+        self.address = address
+        self.store = store
+        self.storage = storage
+        self.options = options or SidecarOptions()
+        self.cache = MetadataCache(store)
+        self._owners = PartitionOwnershipManager(store)
+        self._queue_infos = QueueInfoManager(store)
+        self._cluster: MetastoreTable = LEADER.open_table(store)
+        self._sidecars: MetastoreTable = SIDECAR.open_table(store)
+        self._assignments: MetastoreTable = ASSIGNMENT.open_table(store)
+        self._held: dict[tuple[str, int], HeldPartition] = {}
+        self._held_lock = threading.Lock()
+        self.leading = False
+        self._registered = False
+        self._lost = threading.Event()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._clock = self._make_clock()
+        self._warned: dict[tuple[str, int], str] = {}
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def _make_clock(self) -> Callable[[], int]:
+        offset = self.options.clock_offset_ms
+        if not offset:
+            return wall_clock_ms
+        return lambda: wall_clock_ms() + offset
+
+    def start(self) -> Membership:
+        """Join the cluster (register, stand for leader, claim assigned partitions) in
+        a background thread; return self."""
+        for table in (CLUSTER, SIDECARS, QUEUES, ASSIGNMENTS):
+            self.cache.add_listener(table, self._on_event)
+        self.store.add_session_listener(self._on_session)
+        self._thread = threading.Thread(target=self._run, name=f"sidecar-{self.id}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Leave the cluster cleanly: stop accepting writes, finish the ones in flight,
+        hand the partitions over, resign leadership, deregister. Idempotent."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        # Deregister first, so the leader reassigns our partitions while we release.
+        self._quietly(lambda: self._sidecars.remove(self.id, Version.ANY), "deregister")
+        if self.leading:
+            self._quietly(lambda: self._cluster.remove(LEADER_KEY, Version.ANY), "resign")
+            self.leading = False
+        with self._held_lock:
+            held = list(self._held.values())
+        for hp in held:
+            self._release(hp)
+        self.store.remove_session_listener(self._on_session)
+        self.cache.close()
+
+    @staticmethod
+    def _quietly(action: Callable[[], Any], what: str) -> None:
+        try:
+            action()
+        except NoKeyError:
+            pass
+        except HQueueError as exc:
+            log.warning("%s failed: %s", what, exc)
+
+    def _on_event(self, event: WatchEvent) -> None:
+        self._wake.set()
+
+    def _on_session(self, state: SessionState) -> None:
+        # Called on the store's threads: flag, and let the control thread act. On
+        # LOST the partitions stop taking writes here and now: the store may report
+        # a new session before the control thread runs, and the old session's owner
+        # entries are gone (invariant 3).
+        if state is SessionState.LOST:
+            with self._held_lock:
+                for hp in self._held.values():
+                    hp.lost = True
+                    hp.state = PartitionState.RELEASING
+            self._lost.set()
+        self._wake.set()
+
+    # -- control loop ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.clear()
+            try:
+                pending = self._step()
+            except HQueueError as exc:
+                log.warning("sidecar %s: %s", self.id, exc)
+                pending = True
+            except Exception:
+                log.exception("sidecar %s control step failed", self.id)
+                pending = True
+            self._wake.wait(0.1 if pending else self.options.tick)
+
+    def _step(self) -> bool:
+        """Run one round of the control loop; return whether work is pending (so the
+        next round comes sooner)."""
+        if self._lost.is_set():
+            self._lost.clear()
+            self._drop_all("session lost")
+            self._registered = False
+            self.leading = False
+        if not self.store.session_confirmed():
+            return True
+        pending = False
+        if not self._registered:
+            self._register()
+        if not self._registered:
+            return True
+        self._lead()
+        if self.leading:
+            self._assign()
+        pending |= self._reconcile()
+        return pending
+
+    def _register(self) -> None:
+        value = {"address": self.address, "load": self.options.load,
+                 "since_ms": wall_clock_ms()}
+        try:
+            self._sidecars.put(self.id, value, Version.NEW, ephemeral=True)
+        except KeyExistsError:
+            current = self._sidecars.get(self.id)
+            raise UnavailableError(
+                f"sidecar id {self.id!r} is registered by another process at "
+                f"{current.value.get('address')}; waiting for it to go away"
+            ) from None
+        self._registered = True
+        log.info("sidecar %s registered at %s", self.id, self.address)
+
+    def _lead(self) -> None:
+        leader = self.cache.get(CLUSTER, LEADER_KEY)
+        if leader is not None:
+            self.leading = leader.value.get("sidecar") == self.id
+            return
+        value = {"sidecar": self.id, "address": self.address, "epoch": wall_clock_ms(),
+                 "since_ms": wall_clock_ms()}
+        try:
+            self._cluster.put(LEADER_KEY, value, Version.NEW, ephemeral=True)
+        except KeyExistsError:
+            return
+        self.leading = True
+        log.info("sidecar %s leads", self.id)
+
+    def _assign(self) -> None:
+        queues = {name: v.value["partitions"] for name, v in self.cache.list(QUEUES).items()}
+        current_raw = self.cache.list(ASSIGNMENTS)
+        current = {name: Assignment.from_value(v.value) for name, v in current_raw.items()}
+        live = list(self.cache.list(SIDECARS))
+        wanted = rebalance(queues, current, live)
+        now = wall_clock_ms()
+        for name, assignment in wanted.items():
+            if current.get(name) == assignment:
+                continue
+            version = current_raw[name].version if name in current_raw else Version.NEW
+            self._assignments.put(name, assignment.to_value(self.id, now), version)
+        for name in sorted(current_raw.keys() - wanted.keys()):
+            version = current_raw[name].version
+            self._quietly(partial(self._assignments.remove, name, version),
+                          f"drop assignment of {name!r}")
+
+    def _reconcile(self) -> bool:
+        desired: dict[tuple[str, int], int] = {}
+        queues = self.cache.list(QUEUES)
+        for name, entry in self.cache.list(ASSIGNMENTS).items():
+            if name not in queues:
+                continue
+            for p, epoch in Assignment.from_value(entry.value).partitions_of(self.id).items():
+                desired[(name, p)] = epoch
+        with self._held_lock:
+            held = dict(self._held)
+        pending = False
+        for key, hp in held.items():
+            if key not in desired or desired[key] != hp.epoch:
+                self._release(hp)
+                pending = True
+        for key, epoch in desired.items():
+            # One partition's trouble (say, its table was dropped behind the
+            # metadata's back) must not keep the others from being served.
+            try:
+                hp_now = held.get(key)
+                if hp_now is None or hp_now.epoch != epoch:
+                    pending |= not self._claim(key[0], key[1], epoch)
+                elif hp_now.state is PartitionState.CLAIMED:
+                    pending |= not self._open(hp_now)
+                self._warned.pop(key, None)
+            except HQueueError as exc:
+                pending = True
+                self._warn_once(key, exc)
+        return pending
+
+    def _warn_once(self, key: tuple[str, int], exc: HQueueError) -> None:
+        text = str(exc)
+        if self._warned.get(key) != text:
+            self._warned[key] = text
+            log.warning("sidecar %s cannot serve %s/%d yet: %s", self.id, key[0], key[1], text)
+
+    def _claim(self, queue: str, partition: int, epoch: int) -> bool:
+        """Try to take the partition; return whether it is now held."""
+        owner = OwnerInfo(self.id, self.address, epoch, wall_clock_ms())
+        try:
+            self._owners.write_owner_info(queue, partition, owner, Version.NEW)
+        except KeyExistsError:
+            return False  # the previous owner has not let go yet
+        grace = self.options.takeover_grace if epoch > 1 else 0.0
+        hp = HeldPartition(queue, partition, self.storage.table_name(queue), epoch,
+                           time.monotonic() + grace)
+        with self._held_lock:
+            self._held[(queue, partition)] = hp
+        log.info("sidecar %s claimed %s/%d (epoch %d)", self.id, queue, partition, epoch)
+        return self._open(hp)
+
+    def _open(self, hp: HeldPartition) -> bool:
+        """Make a claimed partition writable once its grace has passed; return whether
+        it is."""
+        if time.monotonic() < hp.ready_at:
+            return False
+        last = self.storage.last_id(hp.table, hp.partition)
+        hp.open(last, self._clock)
+        log.info("sidecar %s writes %s/%d after %s", self.id, hp.queue, hp.partition, last)
+        self._notify(self.options.on_open, hp)
+        return True
+
+    @staticmethod
+    def _notify(hooks: list[Callable[[str, int], None]], hp: HeldPartition) -> None:
+        for hook in hooks:
+            try:
+                hook(hp.queue, hp.partition)
+            except Exception:
+                log.exception("partition hook failed for %s/%d", hp.queue, hp.partition)
+
+    def _release(self, hp: HeldPartition) -> None:
+        hp.state = PartitionState.RELEASING
+        hp.drain()  # the writes in flight finish first
+        with self._held_lock:
+            if self._held.get((hp.queue, hp.partition)) is hp:
+                del self._held[(hp.queue, hp.partition)]
+        self._notify(self.options.on_release, hp)
+        try:
+            current = self._owners.read_owner_info(hp.queue, hp.partition)
+            if current.value.sidecar == self.id and current.value.epoch == hp.epoch:
+                self._owners.delete_owner_info(hp.queue, hp.partition, current.version)
+        except NoKeyError:
+            pass
+        except HQueueError as exc:
+            log.warning("release of %s/%d failed: %s", hp.queue, hp.partition, exc)
+        log.info("sidecar %s released %s/%d", self.id, hp.queue, hp.partition)
+
+    def _drop_all(self, why: str) -> None:
+        with self._held_lock:
+            held, self._held = list(self._held.values()), {}
+        for hp in held:
+            hp.state = PartitionState.RELEASING
+        for hp in held:
+            self._notify(self.options.on_release, hp)
+        if held:
+            log.warning("sidecar %s dropped %d partitions: %s", self.id, len(held), why)
+
+    # -- what is held here -----------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`stop` has begun (no new writes are taken)."""
+        return self._stopping.is_set()
+
+    def session_confirmed(self) -> bool:
+        """Return whether the metadata session is confirmed: while it is not, no held
+        partition may be written (another sidecar may own it by now)."""
+        return self.store.session_confirmed()
+
+    def held_partition(self, queue: str, partition: int) -> HeldPartition | None:
+        """Return the partition if it is held here (in any state), else None."""
+        return self._held.get((queue, partition))
+
+    def writable_partitions(self, queue: str | None = None) -> list[HeldPartition]:
+        """Return the writable partitions held here (of ``queue``, if given), sorted
+        by queue and partition."""
+        with self._held_lock:
+            return [hp for (q, _), hp in sorted(self._held.items())
+                    if hp.state is PartitionState.WRITABLE and queue in (None, q)]
+
+    def owner_address(self, queue: str, partition: int) -> str | None:
+        """Return the address of the sidecar the partition is assigned to, if known."""
+        entry = self.cache.get(ASSIGNMENTS, queue)
+        if entry is None:
+            return None
+        owners = Assignment.from_value(entry.value).owners
+        if partition >= len(owners) or owners[partition] is None:
+            return None
+        if owners[partition] == self.id:
+            return None
+        sidecar = self.cache.get(SIDECARS, owners[partition])  # type: ignore[arg-type]
+        return None if sidecar is None else sidecar.value["address"]
+
+    def queue_exists(self, queue: str) -> bool:
+        """Return whether the queue exists (asking the store when the cache has not
+        seen it)."""
+        if self.cache.get(QUEUES, queue) is not None:
+            return True
+        # The cache may lag behind a queue created a moment ago.
+        try:
+            self._queue_infos.read_queue_info(queue)
+        except NoQueueError:
+            return False
+        return True
+
+    def status(self) -> dict[str, dict[int, tuple[int, MessageId | None]]]:
+        """Return what this sidecar holds: ``{queue: {partition: (epoch, newest)}}``."""
+        out: dict[str, dict[int, tuple[int, MessageId | None]]] = {}
+        for hp in self.writable_partitions():
+            out.setdefault(hp.queue, {})[hp.partition] = (hp.epoch, hp.newest)
+        return out

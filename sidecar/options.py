@@ -1,0 +1,30 @@
+"""The tunables of a sidecar, shared by its membership and its write path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hqueue.message import MessageId
+
+__all__ = ["SidecarOptions"]
+
+
+@dataclass(frozen=True)
+class SidecarOptions:
+    """Tunables of a sidecar. ``clock_offset_ms`` shifts the sidecar's clock; it
+    exists to test that ids never go backwards when a new owner's clock is behind
+    (a fault that cannot otherwise be caused without changing the machine's clock)."""
+
+    max_payload_bytes: int = 1 << 20
+    takeover_grace: float = 2.0
+    tick: float = 0.5
+    clock_offset_ms: int = 0
+    load: float = 0.0
+    on_write: list[Callable[[str, int, MessageId], None]] = field(default_factory=list)
+    """called with (queue, partition, newest id) after each acknowledged write"""
+    on_open: list[Callable[[str, int], None]] = field(default_factory=list)
+    """called with (queue, partition) when a held partition becomes writable"""
+    on_release: list[Callable[[str, int], None]] = field(default_factory=list)
+    """called with (queue, partition) when a partition stops being writable here, before
+    its owner entry is removed (so what depends on the ownership can finish first)"""

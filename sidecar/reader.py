@@ -1,0 +1,53 @@
+"""A sidecar's read path: a queue's rows straight from the storage, by column.
+
+Any sidecar answers a scan of any partition (reads need no ownership); an answer is
+bounded in messages and in bytes so that it stays well inside a client's buffers.
+"""
+
+from __future__ import annotations
+
+from hqueue.errors import HQueueError, NoQueueError, UnavailableError
+from hqueue.sidecar.membership import Membership
+from hqueue.sidecar.storage import MessageStorage
+from hqueue.sidecar.writer import invalid_message, topic_column
+from hqueue.wire.block import MessageBlock
+
+__all__ = ["MAX_SCAN_BYTES", "MAX_SCAN_LIMIT", "Reader"]
+
+MAX_SCAN_LIMIT = 10_000
+"""The most messages one scan call returns."""
+MAX_SCAN_BYTES = 8 << 20
+"""A ``scan`` answer stops before this many bytes of messages (the stored rows it
+sends, in the standalone server; the values, against HBase) unless its first message
+alone is larger: answers stay well inside a client's buffers and int32 views."""
+
+
+class Reader:
+    """Reads the messages of the queues a :class:`Membership` knows."""
+
+    def __init__(self, membership: Membership, storage: MessageStorage) -> None:
+        self.membership = membership
+        self.storage = storage
+
+    def scan(self, queue: str, start: bytes, stop: bytes, topics: list[str] | None,
+             limit: int) -> MessageBlock:
+        """Read up to ``limit`` messages of rows ``[start, stop)`` straight from the
+        storage, and no more than about :data:`MAX_SCAN_BYTES` (see there); return
+        them by column.
+
+        :raises InvalidArgumentError: on a bad limit or topic.
+        :raises NoQueueError: no such queue.
+        :raises UnavailableError: the storage failed.
+        """
+        if not 1 <= limit <= MAX_SCAN_LIMIT:
+            raise invalid_message(-1, f"'limit' must be in 1..{MAX_SCAN_LIMIT}")
+        columns: set[bytes] | None = None
+        if topics:
+            columns = {topic_column(topic, index) for index, topic in enumerate(topics)}
+        if not self.membership.queue_exists(queue):
+            raise NoQueueError(f"no queue {queue!r}")
+        try:
+            return self.storage.read(self.storage.table_name(queue), start, stop, columns,
+                                     limit, MAX_SCAN_BYTES)
+        except HQueueError as exc:
+            raise UnavailableError(f"scan of {queue!r} failed: {exc}") from None
