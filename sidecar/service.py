@@ -1,16 +1,15 @@
 """The sidecar's Thrift service (``thrift/sidecar.thrift``): hqueue errors become the
-IDL's typed exceptions at this boundary."""
+IDL's typed exceptions at this boundary, through the one table of
+:mod:`hqueue.wire.errors`."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
-from hqueue.errors import InvalidArgumentError, NoQueueError, NotOwnerError, UnavailableError
 from hqueue.message import MessageId
 from hqueue.sidecar.core import Sidecar
 from hqueue.sidecar.subscription_manager import SubscriptionManager
+from hqueue.wire.errors import sidecar_exceptions
 from hqueue.wire.idl import sidecar as sidecar_idl
 
 __all__ = ["SidecarHandler"]
@@ -31,34 +30,17 @@ class SidecarHandler:
         return self.idl.TMessageId(timestamp=message_id.timestamp,
                                    sequence=message_id.sequence)
 
-    @contextlib.contextmanager
-    def _typed_errors(self) -> Iterator[None]:
-        """Raise hqueue's errors in the block as the IDL's declared exceptions."""
-        idl = self.idl
-        try:
-            yield
-        except NotOwnerError as exc:
-            raise idl.TNotOwner(message=str(exc), partition=exc.partition,
-                                ownerAddress=exc.owner) from None
-        except NoQueueError as exc:
-            raise idl.TQueueNotFound(message=str(exc)) from None
-        except InvalidArgumentError as exc:
-            raise idl.TInvalidMessage(message=str(exc),
-                                      index=getattr(exc, "index", -1)) from None
-        except UnavailableError as exc:
-            raise idl.TUnavailable(message=str(exc)) from None
-
     def put(self, queue: str, batch: Any) -> Any:
         idl = self.idl
         if batch is None or batch.values is None:
             raise idl.TInvalidMessage(message="the batch has no values", index=-1)
-        with self._typed_errors():
+        with sidecar_exceptions():
             timestamps, sequences = self.sidecar.put(
                 queue, batch.values, batch.topics or [], batch.partitions or [])
         return idl.TMessageIds(timestamps=timestamps, sequences=sequences)
 
     def scan(self, queue: str, request: Any) -> Any:
-        with self._typed_errors():
+        with sidecar_exceptions():
             block = self.sidecar.scan(
                 queue, request.startRow or b"", request.stopRow or b"", request.topics,
                 request.limit or 0)

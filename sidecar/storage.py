@@ -10,19 +10,17 @@ durable writes: HBase after its WAL sync, the store after its fsync.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import struct
 from collections.abc import Callable
 from typing import Protocol
 
-from hqueue.errors import StorageError
-from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES, MessageId, decode_rowkey
+from hqueue.message import MessageId, decode_rowkey
 from hqueue.storage.hbase import HBase
-from hqueue.wire.block import MessageBlock, whole_rows
+from hqueue.storage.reader import Thrift1Range, rows_to_block
+from hqueue.wire.block import MessageBlock
 from hqueue.wire.idl import hbase1
 
-__all__ = ["CellGroup", "HBaseStorage", "MessageStorage", "partition_bounds", "topics_of"]
+__all__ = ["CellGroup", "HBaseStorage", "MessageStorage", "partition_bounds"]
 
 CellGroup = tuple[bytes, int, list[bytes], list[bytes]]
 """Rows written alike: column (``message:<topic>``), timestamp (ms), rowkeys, values."""
@@ -63,20 +61,6 @@ class MessageStorage(Protocol):
 
 
 
-def topics_of(columns: list[bytes]) -> list[str]:
-    """Return the topic of each column (``message:<topic>``), decoding each distinct
-    column once ("replace": a row written around hqueue with a bad qualifier must not
-    make the queue unreadable)."""
-    names: dict[bytes, str] = {}
-    out: list[str] = []
-    for column in columns:
-        name = names.get(column)
-        if name is None:
-            name = names[column] = column[len(COLUMN_PREFIX):].decode("utf-8", "replace")
-        out.append(name)
-    return out
-
-
 def _done() -> None:
     """A write that was durable when it returned."""
 
@@ -100,33 +84,15 @@ class HBaseStorage:
 
     def read(self, table: bytes, start: bytes, stop: bytes, columns: set[bytes] | None,
              limit: int, max_bytes: int) -> MessageBlock:
-        h1 = hbase1()
-        scan = h1.TScan(startRow=start, stopRow=stop, caching=limit,
-                        columns=sorted(columns) if columns else None)
-        keys: list[bytes] = []
-        cols: list[bytes] = []
-        vals: list[bytes] = []
-        with self._hbase.connection("scan messages") as conn:
-            client = conn.client
-            scanner = client.scannerOpenWithScan(table, scan, {})
-            try:
-                rows = client.scannerGetList(scanner, limit)
-            finally:
-                client.scannerClose(scanner)
-        for row in rows:
-            for column, cell in row.columns.items():
-                keys.append(row.row)
-                cols.append(column)
-                vals.append(cell.value)
-        # HBase has no byte limit on a scan: trim what came back (at least one message).
-        sizes = list(itertools.accumulate(map(len, vals)))
-        keep = max(1, bisect.bisect_right(sizes, max_bytes)) if vals else 0
-        keep = whole_rows(keys, keep, first=True)
-        bad = next((k for k in keys[:keep] if len(k) != ROWKEY_BYTES), None)
-        if bad is not None:
-            raise StorageError(f"row {bad!r} is not a queue rowkey (12 bytes): "
-                               "is this a queue table?")
-        return MessageBlock.from_lists(keys[:keep], topics_of(cols[:keep]), vals[:keep])
+        # One answer of at most ``limit`` rows: the scanner is closed after it.
+        scan = Thrift1Range(self._hbase.client, table, start, stop, caching=limit,
+                            columns=sorted(columns) if columns else None)
+        try:
+            rows = scan.rows(limit)
+        finally:
+            scan.close()
+        # HBase has no byte limit on a scan: trim what came back (at least one row).
+        return rows_to_block(rows, max_bytes)
 
     def write(self, table: bytes, groups: list[CellGroup]) -> Callable[[], None]:
         # Thrift1 has no asynchronous write: this one is done, and so in order, when

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from hqueue import settings
 from hqueue.client.admin import QueueAdmin, QueueDescription
+from hqueue.client.context import ClientContext
 from hqueue.client.producer import NewMessage, Producer
 from hqueue.closing import Closeable
 from hqueue.errors import InvalidArgumentError, NoQueueError
@@ -34,6 +35,7 @@ from hqueue.settings import (
     parse_address,
 )
 from hqueue.storage.hbase import HBase
+from hqueue.storage.sidecars import Sidecars
 
 if TYPE_CHECKING:
     # The scanners import this module's Queue; they are loaded when first used.
@@ -117,7 +119,13 @@ class Client(Closeable):
         self.subscriptions = SubscriptionDataManager(self.metastore)
         self.admin = QueueAdmin(self.hbase, QueueInfoManager(self.metastore), self.owners,
                                 self.subscriptions)
-        self.producer = Producer(self, put_timeout=put_timeout)
+        self.sidecars = Sidecars()
+        self.context = ClientContext(
+            hbase=self.hbase, sidecars=self.sidecars, owners=self.owners,
+            subscriptions=self.subscriptions, metastore=self.metastore,
+            queue_info=self.admin.queue_info, fast_scan=fast_scan)
+        self.producer = Producer(self.sidecars, self.owners, self.admin.queue_info,
+                                 put_timeout=put_timeout)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -187,7 +195,7 @@ class Client(Closeable):
             if self._closed:
                 return
             self._closed = True
-        self.producer.close()
+        self.sidecars.close()
         self.cache.close()
         self.metastore.close()
         self.hbase.close()
@@ -201,6 +209,9 @@ class Queue:
     def __init__(self, client: Client, info: QueueInfo) -> None:
         self.client = client
         self.info = info
+        self.context: ClientContext = client.context
+        """What the queue's scanners, subscriber and subscription administration use
+        of the client."""
 
     @property
     def name(self) -> str:

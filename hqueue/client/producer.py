@@ -15,35 +15,27 @@ Not public API, except :class:`NewMessage`.
 from __future__ import annotations
 
 import itertools
-import queue as _queue
 import threading
 import time
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from thriftpy2.rpc import make_client
-from thriftpy2.thrift import TApplicationException, TException
-
 from hqueue.errors import (
-    HQueueError,
     InvalidArgumentError,
     NoOwnerInfoError,
-    NoQueueError,
     NotOwnerError,
     UnavailableError,
 )
 from hqueue.message import MessageId, check_topic
-from hqueue.settings import parse_address
 from hqueue.settings import DEFAULT_PUT_TIMEOUT
+from hqueue.storage.sidecars import Sidecars, SidecarUnreachableError
 from hqueue.wire.idl import sidecar as sidecar_idl
 
 if TYPE_CHECKING:
-    from hqueue.client.client import Client
-    from hqueue.metadata.managers import QueueInfo
+    from hqueue.metadata.managers import PartitionOwnershipManager, QueueInfo
 
-__all__ = ["NewMessage", "Producer", "SidecarClients", "partition_for_key"]
+__all__ = ["NewMessage", "Producer", "partition_for_key"]
 
 _BACKOFF_START = 0.05
 _BACKOFF_MAX = 1.0
@@ -66,80 +58,24 @@ def partition_for_key(key: bytes | str, partitions: int) -> int:
     return zlib.crc32(raw) % partitions
 
 
-class SidecarClients:
-    """Pooled Thrift clients of sidecars, by address. Thread-safe."""
-
-    def __init__(self, timeout_ms: int = 30_000) -> None:
-        self._timeout_ms = timeout_ms
-        self._idle: dict[str, _queue.LifoQueue[Any]] = {}
-        self._lock = threading.Lock()
-
-    @contextmanager
-    def client(self, address: str) -> Iterator[Any]:
-        """Yield a client of the sidecar at ``address``; it returns to the pool unless
-        the block raised a transport error.
-
-        :raises ConnectionLostError: (as OSError/TException) if it cannot connect.
-        """
-        with self._lock:
-            idle = self._idle.setdefault(address, _queue.LifoQueue())
-        try:
-            conn = idle.get_nowait()
-        except _queue.Empty:
-            host, port = parse_address(address)
-            conn = make_client(sidecar_idl().HQueueSidecar, host, port,
-                               timeout=self._timeout_ms)
-        try:
-            yield conn
-        except (OSError, TApplicationException) as exc:
-            conn.close()
-            raise exc
-        except TException as exc:
-            # Declared exceptions leave the connection usable; others do not.
-            if isinstance(exc, _declared()):
-                idle.put(conn)
-            else:
-                conn.close()
-            raise
-        except BaseException:
-            conn.close()
-            raise
-        else:
-            idle.put(conn)
-
-    def close(self) -> None:
-        """Close every idle client."""
-        with self._lock:
-            pools, self._idle = list(self._idle.values()), {}
-        for pool in pools:
-            while True:
-                try:
-                    pool.get_nowait().close()
-                except _queue.Empty:
-                    break
-
-
-def _declared() -> tuple[type, ...]:
-    idl = sidecar_idl()
-    return (idl.TNotOwner, idl.TQueueNotFound, idl.TInvalidMessage, idl.TUnavailable)
-
-
 class Producer:
-    """Routes batches to partition owners for one :class:`~hqueue.Client`."""
+    """Routes batches to partition owners for one :class:`~hqueue.Client`: the owners
+    come from ``owners``, the batches go through ``sidecars``, and ``queue_info`` (the
+    metadata's, read past the cache) tells a deleted queue from an unowned partition.
+    """
 
-    def __init__(self, client: Client, *, put_timeout: float = DEFAULT_PUT_TIMEOUT) -> None:
+    def __init__(self, sidecars: Sidecars, owners: PartitionOwnershipManager,
+                 queue_info: Callable[[str], QueueInfo], *,
+                 put_timeout: float = DEFAULT_PUT_TIMEOUT) -> None:
         if put_timeout <= 0:
             raise InvalidArgumentError("'put_timeout' must be > 0")
-        self._client = client
+        self._owners = owners
+        self._queue_info = queue_info
         self.put_timeout = put_timeout
-        self.sidecars = SidecarClients()
+        self.sidecars = sidecars
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._hints: dict[tuple[str, int], str] = {}
         self._lock = threading.Lock()
-
-    def close(self) -> None:
-        """Close sidecar connections."""
-        self.sidecars.close()
 
     def _next_partition(self, info: QueueInfo) -> int:
         with self._lock:
@@ -205,7 +141,7 @@ class Producer:
         if hint is not None:
             return hint
         try:
-            return self._client.owners.read_owner_info(queue, partition).value.address
+            return self._owners.read_owner_info(queue, partition).value.address
         except NoOwnerInfoError:
             return None
 
@@ -251,7 +187,8 @@ class Producer:
                     continue
                 except UnavailableError as exc:
                     failed_partition = partitions[indices[0]]
-                    last_error = f"sidecar {address}: {exc}"
+                    last_error = (str(exc) if isinstance(exc, SidecarUnreachableError)
+                                  else f"sidecar {address}: {exc}")
                     self._forget(info.name, indices, partitions, address, None)
                     retry.extend(indices)
                     continue
@@ -264,7 +201,7 @@ class Producer:
                 break
             if any(owners.get(partitions[i]) is None for i in retry):
                 # Unowned may mean deleted: then no owner will ever come.
-                self._client.admin.queue_info(info.name)
+                self._queue_info(info.name)
             # Nobody owns it yet (a new queue, a move in progress): the owner appears in
             # the metadata cache, so look again soon rather than backing off.
             unowned = all(owners.get(partitions[i]) is None for i in retry)
@@ -306,22 +243,12 @@ class Producer:
             partitions = partitions[:1]
         batch = idl.TMessageBatch(values=values, topics=topics, partitions=partitions)
         try:
-            with self.sidecars.client(address) as conn:
-                result = conn.put(queue, batch)
-        except idl.TNotOwner as exc:
-            raise NotOwnerError(exc.message, exc.partition, exc.ownerAddress) from None
-        except idl.TQueueNotFound as exc:
-            raise NoQueueError(exc.message) from None
-        except idl.TInvalidMessage as exc:
-            text = exc.message
-            if not everything and 0 <= exc.index < len(indices):
+            result = self.sidecars.put(address, queue, batch)
+        except InvalidArgumentError as exc:
+            text = str(exc)
+            index = getattr(exc, "index", -1)
+            if not everything and 0 <= index < len(indices):
                 # The sidecar numbers this part's messages; the caller numbers the batch.
-                text = f"message {indices[exc.index]}: {text.partition(': ')[2] or text}"
+                text = f"message {indices[index]}: {text.partition(': ')[2] or text}"
             raise InvalidArgumentError(f"sidecar {address} refused {text}") from None
-        except idl.TUnavailable as exc:
-            raise UnavailableError(exc.message) from None
-        except TApplicationException as exc:
-            raise HQueueError(f"sidecar {address} failed the put: {exc.message}") from None
-        except (OSError, TException) as exc:
-            raise UnavailableError(f"unreachable ({exc})") from None
         return list(map(MessageId, result.timestamps, result.sequences))

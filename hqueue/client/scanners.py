@@ -53,22 +53,15 @@ Scanners are not thread-safe: iterate each from one thread.
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from thriftpy2.thrift import TException
-
-from hqueue.client.producer import sidecar_idl
 from hqueue.closing import Closeable
-from hqueue.errors import HQueueError, InvalidArgumentError, NoQueueError, StorageError
+from hqueue.errors import HQueueError, InvalidArgumentError
 from hqueue.message import (
-    COLUMN_PREFIX,
-    FAMILY,
-    ROWKEY,
     Message,
     MessageId,
     check_partition,
@@ -78,9 +71,7 @@ from hqueue.message import (
     partition_range,
 )
 from hqueue.settings import DEFAULT_SCAN_BATCH_SIZE
-from hqueue.storage.hbase import HBase
-from hqueue.wire.block import MessageBlock
-from hqueue.wire.idl import hbase1
+from hqueue.storage.reader import QueueRange
 
 if TYPE_CHECKING:
     from hqueue.client.client import Queue
@@ -91,192 +82,11 @@ __all__ = [
     "QueueScanner",
 ]
 
-_Hbase = hbase1()
-# Bound once: called once per row on the hot path.
-_unpack_rowkey = ROWKEY.unpack
-# tuple.__new__ builds the named tuples without running their Python-level
-# __new__, which cuts the per-row cost of building a Message by about a third.
-_new_tuple = tuple.__new__
-_TOPIC_CACHE_MAX = 4096
-
-
-class _Topics(dict[bytes, str]):
-    """Column name (``b"message:<topic>"``) to topic, decoded once per distinct
-    column."""
-
-    def __missing__(self, column: bytes) -> str:
-        if len(self) >= _TOPIC_CACHE_MAX:
-            self.clear()
-        # "replace": a row written around hqueue with a bad qualifier must not make
-        # the queue unreadable.
-        topic = column[len(FAMILY) + 1:].decode("utf-8", "replace")
-        self[column] = topic
-        return topic
-
-
-def _messages(rows: list[Any], topics: _Topics) -> list[Message]:
-    """Return the messages of ``TRowResult`` rows, one per cell.
-
-    :raises StorageError: if a row key is not a 12-byte queue rowkey.
-    """
-    out: list[Message] = []
-    append = out.append
-    new = _new_tuple
-    try:
-        for row in rows:
-            partition, ts, seq = _unpack_rowkey(row.row)
-            message_id = new(MessageId, (ts, seq))
-            for column, cell in row.columns.items():
-                append(new(Message, (message_id, partition, topics[column], cell.value)))
-    except struct.error:
-        raise StorageError(
-            f"row {row.row!r} is not a queue rowkey (12 bytes): is this a queue table?"
-        ) from None
-    return out
-
-
-class _RangeScan:
-    """One server-side scanner over the rows ``[row_start, row_stop)``: opened on the
-    first fetch, closed when exhausted or on :meth:`close`."""
-
-    def __init__(
-        self, hbase: HBase, table: bytes, row_start: bytes, row_stop: bytes,
-        columns: list[bytes] | None, batch_size: int,
-    ) -> None:
-        self._hbase = hbase
-        self._table = table
-        self._row_start = row_start
-        self._row_stop = row_stop
-        self._columns = columns
-        self._batch_size = batch_size
-        self.scanner_id: int | None = None
-        self.decoded = False
-        """Whether :meth:`fetch` returns Messages already (else ``TRowResult`` rows)."""
-        self.done = row_start >= row_stop
-        self.batch: list[Message] = []
-        """The messages being handed out; emptied on close to end the iteration."""
-
-    def _open(self, client: Any) -> int:
-        scan = _Hbase.TScan(startRow=self._row_start, stopRow=self._row_stop,
-                            columns=self._columns, caching=self._batch_size)
-        self.scanner_id = client.scannerOpenWithScan(self._table, scan, {})
-        return self.scanner_id
-
-    def fetch(self, n: int) -> list[Any]:
-        """Return up to ``n`` more rows (``TRowResult``); an empty list means the range
-        is exhausted, and the server-side scanner has been closed.
-
-        :raises StorageError: if the table is gone or HBase failed.
-        :raises ConnectionLostError: if HBase is unreachable.
-        """
-        if self.done:
-            return []
-        # A connection per round trip, not per scanner: scanner ids belong to the
-        # gateway, not to a connection, and a combined scanner over many partitions
-        # would otherwise pin as many pooled connections.
-        with self._hbase.connection("scan queue") as conn:
-            client = conn.client
-            scanner_id = self.scanner_id
-            if scanner_id is None:
-                scanner_id = self._open(client)
-            try:
-                rows = client.scannerGetList(scanner_id, n)
-            except _Hbase.IllegalArgument:
-                # The gateway reclaimed the scanner after its lease (a slow
-                # consumer): carry on after the last row read.
-                self.scanner_id = None
-                rows = client.scannerGetList(self._open(client), n)
-            if rows:
-                # Just past the last row, where a reopened scanner must start.
-                self._row_start = rows[-1].row + b"\x00"
-                return rows
-            self.done = True
-            self.scanner_id = None
-            client.scannerClose(scanner_id)
-        return []
-
-    def close(self) -> None:
-        """Close the server-side scanner, if open; idempotent.
-
-        :raises ConnectionLostError: if HBase is unreachable.
-        """
-        self.done = True
-        scanner_id, self.scanner_id = self.scanner_id, None
-        if scanner_id is not None:
-            # IllegalArgument: the gateway already reclaimed it; closed is closed.
-            with self._hbase.connection("close queue scanner") as conn, \
-                    contextlib.suppress(_Hbase.IllegalArgument):
-                conn.client.scannerClose(scanner_id)
-
 
 def _check_int(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidArgumentError(f"'{name}' must be an integer >= {minimum}, not {value!r}")
     return value
-
-
-class _SidecarRangeScan:
-    """The rows ``[row_start, row_stop)`` read through a sidecar's ``scan`` call, which
-    answers with messages by column (no HBase row structs to decode). Stateless on
-    the server: each call starts just past the last row read. If the sidecar cannot
-    be reached, the rest of the range is read through HBase (:class:`_RangeScan`)."""
-
-    def __init__(self, scanner: _Scanner, address: str, row_start: bytes,
-                 row_stop: bytes) -> None:
-        self._scanner = scanner
-        self._address = address
-        self._row_start = row_start
-        self._row_stop = row_stop
-        self._fallback: _RangeScan | None = None
-        self.decoded = True
-        self.done = row_start >= row_stop
-        self.batch: list[Message] = []
-
-    @property
-    def scanner_id(self) -> int | None:
-        """The HBase scanner id once the range fell back to HBase."""
-        return None if self._fallback is None else self._fallback.scanner_id
-
-    def fetch(self, n: int) -> list[Any]:
-        """Return up to ``n`` more messages; an empty list at the end of the range.
-
-        :raises NoQueueError: if the queue is gone.
-        :raises StorageError: if the storage failed.
-        """
-        if self._fallback is not None:
-            return _messages(self._fallback.fetch(n), self._scanner._topic_names)
-        if self.done:
-            return []
-        sc = self._scanner
-        idl = sidecar_idl()
-        request = idl.TScanRequest(startRow=self._row_start, stopRow=self._row_stop,
-                                   topics=list(sc.topics) if sc.topics else None,
-                                   limit=min(n, 10_000))
-        producer = sc.queue.client.producer
-        try:
-            with producer.sidecars.client(self._address) as conn:
-                result = conn.scan(sc.queue.name, request)
-        except idl.TQueueNotFound as exc:
-            raise NoQueueError(exc.message) from None
-        except idl.TUnavailable as exc:
-            raise StorageError(exc.message) from None
-        except (OSError, TException):
-            # An unreachable or older sidecar: HBase has the same rows.
-            self._fallback = _RangeScan(sc._hbase, sc._table, self._row_start, self._row_stop,
-                                        sc._columns, sc.batch_size)
-            return _messages(self._fallback.fetch(n), sc._topic_names)
-        block = MessageBlock.from_thrift(result)
-        if not len(block):
-            self.done = True
-            return []
-        self._row_start = block.last_rowkey() + b"\x00"
-        return block.messages()
-
-    def close(self) -> None:
-        """End the range (and close the HBase scanner of a fallback); idempotent."""
-        self.done = True
-        if self._fallback is not None:
-            self._fallback.close()
 
 
 class _Scanner(Closeable):
@@ -304,40 +114,38 @@ class _Scanner(Closeable):
         self.topics: tuple[str, ...] | None = check_topics(topics)
         self.limit = None if limit is None else _check_int("limit", limit, 0)
         self.batch_size = _check_int("batch_size", batch_size, 1)
-        self._hbase: HBase = queue.client.hbase
-        self._table = self._hbase.table_name(queue.name)
-        self._columns = None if self.topics is None else [
-            COLUMN_PREFIX + check_topic(t) for t in self.topics
-        ]
-        self._topic_names = _Topics()
-        self._open: list[_RangeScan] = []
+        for topic in self.topics or ():
+            check_topic(topic)
+        self._context = queue.context
+        self._table = self._context.hbase.table_name(queue.name)
+        self._open: list[QueueRange] = []
+        self._handed: dict[QueueRange, list[Message]] = {}
+        """Each range's batch being handed out; emptied on close to end the iteration."""
         self._iterator: Iterator[Message] | None = None
         self._closed = False
 
-    def _range(self, row_start: bytes, row_stop: bytes) -> _RangeScan:
-        address = self._sidecar_for(row_start)
-        scan: Any
-        if address is not None:
-            scan = _SidecarRangeScan(self, address, row_start, row_stop)
-        else:
-            scan = _RangeScan(self._hbase, self._table, row_start, row_stop, self._columns,
-                              self.batch_size)
+    def _range(self, row_start: bytes, row_stop: bytes) -> QueueRange:
+        context = self._context
+        scan = QueueRange(queue=self.queue.name, table=self._table, start=row_start,
+                          stop=row_stop, topics=self.topics or (),
+                          sidecar=self._sidecar_for(row_start), sidecars=context.sidecars,
+                          connect=context.hbase.client, caching=self.batch_size)
         self._open.append(scan)
         return scan
 
     def _sidecar_for(self, row_start: bytes) -> str | None:
         """Return the sidecar to read through (the owner of the range's first
         partition), or ``None`` to read through HBase."""
-        client = self.queue.client
-        if not client.fast_scan:
+        if not self._context.fast_scan:
             return None
         partition = int.from_bytes(row_start[:2]) if len(row_start) >= 2 else 0
         try:
-            return client.owners.read_owner_info(self.queue.name, partition).value.address
+            return self._context.owners.read_owner_info(self.queue.name,
+                                                        partition).value.address
         except HQueueError:
             return None
 
-    def _partition_range(self, partition: int) -> _RangeScan:
+    def _partition_range(self, partition: int) -> QueueRange:
         return self._range(*partition_range(partition, self.start, self.stop))
 
     def _iterate(self) -> Iterator[Message]:
@@ -368,30 +176,31 @@ class _Scanner(Closeable):
         self._closed = True
         self._iterator = iter(())
         scans, self._open = self._open, []
-        for scan in scans:
+        handed, self._handed = self._handed, {}
+        for batch in handed.values():
             # A for loop already running holds the inner iterators, which walk
             # these lists: emptied, they end at once instead of finishing a batch.
-            scan.batch.clear()
+            batch.clear()
+        for scan in scans:
             scan.close()
 
-    def _retire(self, scan: _RangeScan) -> None:
+    def _retire(self, scan: QueueRange) -> None:
         if scan in self._open:
             self._open.remove(scan)
 
 
-    def _batches(self, scan: _RangeScan, remaining: list[int] | None) -> Iterator[list[Message]]:
+    def _batches(self, scan: QueueRange, remaining: list[int] | None) -> Iterator[list[Message]]:
         """Yield the messages of one range, a batch per round trip; ``remaining`` (a
         one-element list shared across ranges) counts down the limit."""
-        fetch = scan.fetch
-        topics = self._topic_names
+        read = scan.read
         size = self.batch_size
         while True:
             n = size if remaining is None else min(size, remaining[0])
-            rows = fetch(n)
-            if not rows:
+            block = read(n)
+            if not len(block):
                 self._retire(scan)
                 return
-            batch = rows if scan.decoded else _messages(rows, topics)
+            batch = block.messages()
             if remaining is not None:
                 if len(batch) >= remaining[0]:
                     del batch[remaining[0]:]
@@ -402,14 +211,14 @@ class _Scanner(Closeable):
                     yield batch
                     return
                 remaining[0] -= len(batch)
-            scan.batch = batch
+            self._handed[scan] = batch
             yield batch
 
 
 class _SequentialScanner(_Scanner):
     """Scans row ranges one after another, one server-side scanner at a time."""
 
-    def _ranges(self) -> Iterator[_RangeScan]:
+    def _ranges(self) -> Iterator[QueueRange]:
         raise NotImplementedError
 
     def _iterate(self) -> Iterator[Message]:
@@ -442,7 +251,7 @@ class PartitionScanner(_SequentialScanner):
         self.partition = check_partition(partition, queue.partitions, queue.name)
         super().__init__(queue, **options)
 
-    def _ranges(self) -> Iterator[_RangeScan]:
+    def _ranges(self) -> Iterator[QueueRange]:
         yield self._partition_range(self.partition)
 
     def __repr__(self) -> str:
@@ -462,7 +271,7 @@ class QueueScanner(_SequentialScanner):
     :raises ConnectionLostError: while iterating, if HBase is unreachable.
     """
 
-    def _ranges(self) -> Iterator[_RangeScan]:
+    def _ranges(self) -> Iterator[QueueRange]:
         if self.start is None and self.stop is None:
             # One scanner over the whole table: every partition's rows are contiguous
             # and in order, so nothing needs skipping.
@@ -515,23 +324,22 @@ class CombinedPartitionScanner(_Scanner):
             for p in self.partitions
         ])
 
-    def _partition_batches(self, scan: _RangeScan) -> Iterator[list[Message]]:
+    def _partition_batches(self, scan: QueueRange) -> Iterator[list[Message]]:
         # The limit applies to the merged stream, which cannot know in advance which
         # partitions it will come from; but no partition can contribute more than
         # the limit, so none reads further than that.
-        fetch = scan.fetch
-        topics = self._topic_names
+        read = scan.read
         size = self.batch_size
         left = self.limit
         while left is None or left > 0:
-            rows = fetch(size if left is None else min(size, left))
-            if not rows:
+            block = read(size if left is None else min(size, left))
+            if not len(block):
                 self._retire(scan)
                 return
-            batch = rows if scan.decoded else _messages(rows, topics)
+            batch = block.messages()
             if left is not None:
                 left -= len(batch)
-            scan.batch = batch
+            self._handed[scan] = batch
             yield batch
         scan.close()
         self._retire(scan)

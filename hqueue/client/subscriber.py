@@ -170,7 +170,7 @@ class Subscriber(Closeable):
             raise InvalidArgumentError("subscribe() needs at least one listener")
         self.queue = queue
         self.name = name
-        self._subs = queue.client.subscriptions
+        self._subs = queue.context.subscriptions
         self._partitions = _check_partitions(queue, partitions)
         self._topics = _check_topics(topics)
         self._start = start
@@ -187,7 +187,7 @@ class Subscriber(Closeable):
         except BaseException:
             self._server.stop(grace=0)
             raise
-        queue.client.metastore.add_session_listener(self._on_session)
+        queue.context.metastore.add_session_listener(self._on_session)
 
     # -- setting up ------------------------------------------------------------------
 
@@ -283,7 +283,7 @@ class Subscriber(Closeable):
         if self._closed:
             return
         self._closed = True
-        self.queue.client.metastore.remove_session_listener(self._on_session)
+        self.queue.context.metastore.remove_session_listener(self._on_session)
         try:
             self._subs.delete_subscriber_address(self.queue.name, self.name)
         except HQueueError as exc:

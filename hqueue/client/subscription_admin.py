@@ -16,14 +16,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from thriftpy2.thrift import TException
-
 from hqueue.errors import HQueueError
 from hqueue.message import MessageId, decode_rowkey, parse_position
 from hqueue.metadata.managers import SubscriptionPreferences
 from hqueue.metadata.managers.subscription_data import GENERATION_OPTION
-from hqueue.settings import DEFAULT_LAG_TIMEOUT, parse_address
-from hqueue.wire.idl import sidecar as sidecar_idl
+from hqueue.settings import DEFAULT_LAG_TIMEOUT
+from hqueue.storage.sidecars import Sidecars
 
 if TYPE_CHECKING:
     from hqueue.client.client import Queue
@@ -54,7 +52,7 @@ def resolve_starts(queue: Queue, partitions: Iterable[int], start: object) -> di
     if isinstance(start, str) and start.strip().lower() == "earliest":
         return {p: MessageId(0, 0) for p in partitions}
     if isinstance(start, str) and start.strip().lower() == "latest":
-        hbase = queue.client.hbase
+        hbase = queue.context.hbase
         table = hbase.table_name(queue.name)
         out: dict[int, MessageId] = {}
         for p in partitions:
@@ -97,7 +95,7 @@ class SubscriptionInfo:
 
 def subscriptions(queue: Queue) -> list[SubscriptionInfo]:
     """Return the queue's subscriptions, by name (read from the store, not a cache)."""
-    subs = queue.client.subscriptions
+    subs = queue.context.subscriptions
     out = []
     for name, entry in subs.read_subscriptions(queue.name).items():
         data = entry.value
@@ -117,7 +115,7 @@ def delete_subscription(queue: Queue, name: str) -> None:
 
     :raises NoSubscriptionError: if there is none of that name.
     """
-    queue.client.subscriptions.delete_subscription_data(queue.name, name)
+    queue.context.subscriptions.delete_subscription_data(queue.name, name)
 
 
 def reset_subscription(queue: Queue, name: str, to: object) -> dict[int, MessageId]:
@@ -127,7 +125,7 @@ def reset_subscription(queue: Queue, name: str, to: object) -> dict[int, Message
     :raises NoSubscriptionError: if there is none of that name.
     :raises InvalidArgumentError: on a bad position.
     """
-    subs = queue.client.subscriptions
+    subs = queue.context.subscriptions
     current = subs.read_subscription_data(queue.name, name)
     prefs = current.value.preferences
     starts = resolve_starts(queue, prefs.partitions, to)
@@ -223,17 +221,6 @@ def _id(t: Any) -> MessageId | None:
     return None if t is None else MessageId(t.timestamp, t.sequence)
 
 
-def _ask(address: str, queue: str, timeout_ms: int) -> Any:
-    from thriftpy2.rpc import make_client
-
-    host, port = parse_address(address)
-    client = make_client(sidecar_idl().HQueueSidecar, host, port, timeout=timeout_ms)
-    try:
-        return client.lag(queue)
-    finally:
-        client.close()
-
-
 def lag(queue: Queue, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
     """Ask the sidecars that own the queue's partitions for their deliveries; fill in
     from the checkpoints the subscriptions no sidecar is delivering (state
@@ -241,18 +228,24 @@ def lag(queue: Queue, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
 
     :raises ConnectionLostError: if the metadata store cannot be read.
     """
-    owners = queue.client.owners.read_owners(queue.name)
+    owners = queue.context.owners.read_owners(queue.name)
     addresses = sorted({o.value.address for o in owners.values()})
     newest: dict[int, MessageId | None] = {}
     owner_of: dict[int, str] = {}
     live: dict[tuple[str, int], DeliveryLag] = {}
     unreachable: list[str] = []
-    for address in addresses:
-        try:
-            report = _ask(address, queue.name, int(timeout * 1000))
-        except (OSError, TException, HQueueError) as exc:
-            unreachable.append(f"{address} ({exc or type(exc).__name__})")
-            continue
+    # A pool of its own: the report's timeout bounds its calls, not the client's.
+    sidecars = Sidecars(timeout_ms=int(timeout * 1000))
+    try:
+        reports = []
+        for address in addresses:
+            try:
+                reports.append(sidecars.lag(address, queue.name))
+            except HQueueError as exc:
+                unreachable.append(f"{address} ({exc or type(exc).__name__})")
+    finally:
+        sidecars.close()
+    for report in reports:
         for part in report.partitions or []:
             newest[part.partition] = _id(part.newest)
             owner_of[part.partition] = report.sidecar

@@ -1,5 +1,6 @@
-"""HBase access for queue tables: a happybase pool (Thrift1) for data, a Thrift2 client
-for the admin calls Thrift1 lacks (pre-split creation, changing a family's TTL, region
+"""HBase access: a pool of happybase connections (Thrift1) for data, the one pool
+wrapper of hqueue (the queue tables', the metadata backend's), and a Thrift2 client for
+the admin calls Thrift1 lacks (pre-split creation, changing a family's TTL, region
 locations). Thrift and socket errors become hqueue's at this boundary.
 
 Not public API.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,10 +20,78 @@ from thriftpy2.thrift import TException
 
 from hqueue.errors import ConnectionLostError, InvalidArgumentError, StorageError
 from hqueue.settings import parse_address
+from hqueue.storage.reader import Thrift1Range
 from hqueue.wire.errors import hbase_errors
-from hqueue.wire.idl import hbase1, hbase2
+from hqueue.wire.idl import hbase2
 
-__all__ = ["HBase"]
+__all__ = ["ConnectionPool", "HBase"]
+
+
+class ConnectionPool:
+    """At most ``size`` happybase connections (``kwargs`` as for
+    ``happybase.Connection``), each opened on first use; thread-safe. Unlike
+    happybase's own pool it can be closed: it owns the connections it made.
+
+    The first connection opens at once, so that an unreachable gateway fails the
+    constructor (as happybase's pool does).
+
+    :raises OSError: (or a ``TException``) if the first connection cannot be opened.
+    """
+
+    def __init__(self, size: int, **kwargs: Any) -> None:
+        if size < 1:
+            raise InvalidArgumentError(f"'pool_size' must be >= 1, not {size}")
+        self._kwargs = {**kwargs, "autoconnect": False}
+        self._idle: queue.LifoQueue[happybase.Connection] = queue.LifoQueue()
+        self._slots = threading.BoundedSemaphore(size)
+        self._local = threading.local()
+        self._closed = False
+        with self.connection():
+            pass
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[happybase.Connection]:
+        """Yield an open connection, waiting for one while all ``size`` are in use. A
+        block nested in another on the same thread gets the same connection. One
+        whose block raised a Thrift or socket error is closed, not reused: its state
+        is unknown."""
+        current = getattr(self._local, "current", None)
+        if current is not None:
+            yield current
+            return
+        with self._slots:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                conn = happybase.Connection(**self._kwargs)
+            self._local.current = conn
+            keep = False
+            try:
+                conn.open()
+                yield conn
+                keep = True
+            except (TException, OSError):
+                raise
+            except BaseException:
+                keep = True
+                raise
+            finally:
+                del self._local.current
+                if keep and not self._closed:
+                    self._idle.put(conn)
+                else:
+                    conn.close()
+
+    def close(self) -> None:
+        """Close the idle connections, and each busy one when its block ends;
+        idempotent."""
+        self._closed = True
+        while True:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                return
+            conn.close()
 
 
 class HBase:
@@ -44,10 +114,8 @@ class HBase:
         self._timeout_ms = timeout_ms
         host, port = parse_address(address)
         with hbase_errors(f"connect to HBase at {address}"):
-            self.pool = happybase.ConnectionPool(
-                pool_size, host=host, port=port, table_prefix=self.table_prefix,
-                timeout=timeout_ms, autoconnect=False,
-            )
+            self.pool = ConnectionPool(pool_size, host=host, port=port,
+                                       table_prefix=self.table_prefix, timeout=timeout_ms)
 
     def table_name(self, queue: str) -> bytes:
         """Return the full HBase table name of a queue (prefix included)."""
@@ -61,25 +129,28 @@ class HBase:
         with hbase_errors(what), self.pool.connection() as conn:
             yield conn
 
+    @contextlib.contextmanager
+    def client(self, what: str) -> Iterator[Any]:
+        """Yield the Thrift1 ``Hbase`` client of a pooled connection; errors in the block
+        become hqueue's, prefixed with ``what``."""
+        with self.connection(what) as conn:
+            yield conn.client
+
     def last_rowkey(self, table: bytes, start: bytes, stop: bytes) -> bytes | None:
         """Return the highest rowkey in ``[start, stop)`` of ``table``, or ``None`` if
         there is none.
 
         :raises StorageError: (or ConnectionLostError) if HBase fails.
         """
-        h1 = hbase1()
         # A reversed scan starts at its (inclusive) start row and runs down to its
         # (exclusive) stop row; starting at ``stop`` itself is harmless, since ``stop``
         # is the first key of the next range and the key-only filter reads no value.
-        scan = h1.TScan(startRow=stop, stopRow=start, reversed=True, caching=2,
-                        filterString=b"KeyOnlyFilter()")
-        with self.connection("read the last row") as conn:
-            client = conn.client
-            scanner = client.scannerOpenWithScan(table, scan, {})
-            try:
-                rows = client.scannerGetList(scanner, 2)
-            finally:
-                client.scannerClose(scanner)
+        scan = Thrift1Range(self.client, table, stop, start, caching=2, reverse=True,
+                            filter_string=b"KeyOnlyFilter()", short_is_end=True)
+        try:
+            rows = scan.rows(2)
+        finally:
+            scan.close()
         for row in rows:
             if start <= row.row < stop:
                 return bytes(row.row)
@@ -117,11 +188,5 @@ class HBase:
             client.close()
 
     def close(self) -> None:
-        """Close the pooled connections."""
-        # happybase's pool has no close(): drain its queue of idle connections.
-        while True:
-            try:
-                conn = self.pool._queue.get_nowait()
-            except queue.Empty:
-                return
-            conn.close()
+        """Close the pooled connections; idempotent."""
+        self.pool.close()

@@ -19,10 +19,11 @@ length are int32; an answer is bounded far below 2 GiB (``MAX_SCAN_BYTES`` in
 
 from __future__ import annotations
 
+import itertools
 import sys
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
@@ -48,8 +49,8 @@ def int32_le(data: bytes | memoryview) -> array:
     return out
 
 
-def _to_le(values: Sequence[int]) -> bytes:
-    out = array("i", values)
+def _to_le(values: Sequence[int] | array) -> bytes:
+    out = values if isinstance(values, array) else array("i", values)
     if _BIG_ENDIAN:
         out.byteswap()
     return out.tobytes()
@@ -65,6 +66,8 @@ class MessageBlock:
     data: bytes | memoryview
     topic_views: bytes | memoryview
     value_views: bytes | memoryview
+    _lists: tuple[list[str], list[bytes]] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def empty(cls) -> MessageBlock:
@@ -80,19 +83,27 @@ class MessageBlock:
         parts: list[bytes] = []
         at = 0
         where: dict[str, tuple[int, int]] = {}
-        for topic in topics:
-            if topic not in where:
-                raw = topic.encode("utf-8", "surrogatepass")
-                where[topic] = (at, len(raw))
-                parts.append(raw)
-                at += len(raw)
-        topic_views = [x for topic in topics for x in where[topic]]
-        value_views: list[int] = []
-        for value in values:
-            value_views += (at, len(value))
-            at += len(value)
+        for topic in dict.fromkeys(topics):
+            raw = topic.encode("utf-8", "surrogatepass")
+            where[topic] = (at, len(raw))
+            parts.append(raw)
+            at += len(raw)
+        if len(where) == 1:
+            # One topic (the usual batch): the same view for every message.
+            topic_views = array("i", next(iter(where.values()))) * len(topics)
+        else:
+            topic_views = array("i", itertools.chain.from_iterable(
+                map(where.__getitem__, topics)))
+        lengths = array("i", map(len, values))
+        value_views = array("i", bytes(8 * len(lengths)))
+        value_views[0::2] = array("i", itertools.accumulate(lengths, initial=at))[:-1]
+        value_views[1::2] = lengths
         keys = rowkeys if isinstance(rowkeys, bytes) else b"".join(rowkeys)
-        return cls(keys, b"".join((*parts, *values)), _to_le(topic_views), _to_le(value_views))
+        block = cls(keys, b"".join((*parts, *values)), _to_le(topic_views),
+                    _to_le(value_views))
+        # The lists it was built from: messages() need not cut them out again.
+        object.__setattr__(block, "_lists", (list(topics), list(values)))
+        return block
 
     @classmethod
     def from_thrift(cls, answer: Any, deep: bool = True) -> MessageBlock:
@@ -149,6 +160,8 @@ class MessageBlock:
     def topic_list(self) -> list[str]:
         """Return one topic per message (a topic that is not UTF-8, written around
         hqueue, is decoded with replacement characters rather than refused)."""
+        if self._lists is not None:
+            return list(self._lists[0])
         names: dict[bytes, str] = {}
         out = []
         for raw in self._slices(self.topic_views):
@@ -160,6 +173,8 @@ class MessageBlock:
 
     def value_list(self) -> list[bytes]:
         """Return one value per message."""
+        if self._lists is not None:
+            return list(self._lists[1])
         return self._slices(self.value_views)
 
     def last_rowkey(self) -> bytes:
@@ -168,6 +183,8 @@ class MessageBlock:
 
     def messages(self) -> list[Message]:
         """Return the messages, in order."""
+        if self._lists is not None:
+            return messages_from_columns(self.rowkeys, *self._lists)
         return messages_from_columns(self.rowkeys, self.topic_list(), self.value_list())
 
 

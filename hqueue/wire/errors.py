@@ -4,13 +4,24 @@ Callers never catch a Thrift, socket or happybase exception: each is translated 
 into the :class:`~hqueue.errors.HQueueError` subclass that says what went wrong, with
 a message naming what was tried.
 
+- :func:`hbase_errors`: the HBase Thrift1 gateway's exceptions (and socket, pool and
+  transport failures) become hqueue's.
+- :data:`SIDECAR_ERRORS`: the one table between the sidecar IDL's declared exceptions
+  (``thrift/sidecar.thrift``) and hqueue's, read both ways: the sidecar's handler
+  raises :func:`to_sidecar_exception` of an hqueue error, every client of a sidecar
+  raises :func:`from_sidecar_exception` of what came back (kazoo's and redis-py's
+  exception registries do the same). ``TUnavailable`` is
+  :class:`~hqueue.errors.UnavailableError` both ways: retriable, the call was not
+  served.
+
 Not public API.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 from happybase.pool import NoConnectionsAvailable
 from thriftpy2.thrift import TException
@@ -18,15 +29,26 @@ from thriftpy2.transport import TTransportException
 
 from hqueue.errors import (
     ConnectionLostError,
+    HQueueError,
     InvalidArgumentError,
+    NoQueueError,
+    NotOwnerError,
     StorageError,
     TableExistsError,
+    UnavailableError,
 )
-from hqueue.wire.idl import hbase1
+from hqueue.wire.idl import hbase1, sidecar
 
-__all__ = ["hbase_errors"]
+__all__ = [
+    "SIDECAR_ERRORS",
+    "from_sidecar_exception",
+    "hbase_errors",
+    "sidecar_exceptions",
+    "to_sidecar_exception",
+]
 
 _Hbase = hbase1()
+_Sidecar = sidecar()
 
 
 @contextlib.contextmanager
@@ -49,3 +71,87 @@ def hbase_errors(what: str) -> Iterator[None]:
         # connection is no longer trustworthy, and happybase's pool replaces it.
         raise ConnectionLostError(f"{what}: HBase Thrift error ({exc!r})") from None
 
+
+
+def _text(message: object) -> str:
+    """Return an exception's message as text (a framed reply leaves strings as bytes)."""
+    if isinstance(message, bytes | bytearray | memoryview):
+        return bytes(message).decode("utf-8", "replace")
+    return "" if message is None else str(message)
+
+
+def _invalid(text: str, index: int) -> InvalidArgumentError:
+    error = InvalidArgumentError(text)
+    # Which message of a batch: the producer renumbers it for the caller's batch.
+    error.index = index  # type: ignore[attr-defined]
+    return error
+
+
+class SidecarError(NamedTuple):
+    """One row of :data:`SIDECAR_ERRORS`: an IDL exception, the hqueue error it stands
+    for, and how to build each from the other."""
+
+    thrift: type[BaseException]
+    hqueue: type[HQueueError]
+    to_thrift: Callable[[Any], Any]
+    from_thrift: Callable[[Any], HQueueError]
+
+
+SIDECAR_ERRORS: tuple[SidecarError, ...] = (
+    # Most specific first: NotOwnerError is an UnavailableError.
+    SidecarError(
+        _Sidecar.TNotOwner, NotOwnerError,
+        lambda e: _Sidecar.TNotOwner(message=str(e), partition=e.partition,
+                                     ownerAddress=e.owner),
+        lambda t: NotOwnerError(_text(t.message), t.partition,
+                                _text(t.ownerAddress) if t.ownerAddress else None)),
+    SidecarError(
+        _Sidecar.TQueueNotFound, NoQueueError,
+        lambda e: _Sidecar.TQueueNotFound(message=str(e)),
+        lambda t: NoQueueError(_text(t.message))),
+    SidecarError(
+        _Sidecar.TInvalidMessage, InvalidArgumentError,
+        lambda e: _Sidecar.TInvalidMessage(message=str(e), index=getattr(e, "index", -1)),
+        lambda t: _invalid(_text(t.message), t.index)),
+    SidecarError(
+        _Sidecar.TUnavailable, UnavailableError,
+        lambda e: _Sidecar.TUnavailable(message=str(e)),
+        lambda t: UnavailableError(_text(t.message))),
+)
+"""The sidecar IDL's declared exceptions and hqueue's errors, one to one."""
+
+DECLARED: tuple[type[BaseException], ...] = tuple(row.thrift for row in SIDECAR_ERRORS)
+"""The sidecar's declared exceptions: after one, the connection is still usable."""
+
+
+def to_sidecar_exception(error: HQueueError) -> Any | None:
+    """Return the IDL exception that carries ``error`` to a sidecar's client, or
+    ``None`` when the IDL declares none for it."""
+    for row in SIDECAR_ERRORS:
+        if isinstance(error, row.hqueue):
+            return row.to_thrift(error)
+    return None
+
+
+def from_sidecar_exception(exc: Any) -> HQueueError:
+    """Return the hqueue error a sidecar's declared exception stands for.
+
+    :raises TypeError: if ``exc`` is not one of :data:`DECLARED`.
+    """
+    for row in SIDECAR_ERRORS:
+        if isinstance(exc, row.thrift):
+            return row.from_thrift(exc)
+    raise TypeError(f"not a declared sidecar exception: {exc!r}")
+
+
+@contextlib.contextmanager
+def sidecar_exceptions() -> Iterator[None]:
+    """Raise the hqueue errors of the block that the IDL declares as its exceptions
+    (the sidecar's side of the boundary); others pass unchanged."""
+    try:
+        yield
+    except HQueueError as exc:
+        typed = to_sidecar_exception(exc)
+        if typed is None:
+            raise
+        raise typed from None

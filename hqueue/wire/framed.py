@@ -133,8 +133,8 @@ class FramedClient:
 
     def _decoded(self, api: str, frame: bytearray, at: int) -> Any:
         """Return the result (or raise the exception) of a reply, decoded by thriftpy2
-        as ``TClient`` would (strings left as bytes)."""
-        proto = TCyBinaryProtocol(TCyMemoryBuffer(bytes(frame[at:])), decode_response=False)
+        as ``TClient`` would (``string`` fields as str, ``binary`` ones as bytes)."""
+        proto = TCyBinaryProtocol(TCyMemoryBuffer(bytes(frame[at:])), decode_response=True)
         if frame[3] == TMessageType.EXCEPTION:
             error = TApplicationException()
             proto.read_struct(error)

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import pytest
 
 from hqueue.client.client import Client, connect
-from hqueue.client.scanners import _RangeScan, _SidecarRangeScan
 from hqueue.message import MessageId, encode_rowkey
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.idl import hbase1
@@ -44,11 +43,11 @@ def test_fast_and_hbase_paths_agree(hq: Client, slow: Client, queue_name: str) -
             assert fast_messages == list(reference), option
     with queue.partition_scanner(1) as scanner:
         first = next(iter(scanner))
-        assert isinstance(scanner._open[0], _SidecarRangeScan)
+        assert scanner._open[0].through == "sidecar"
         assert first.id == ids[1][0]
     with slow.queue(queue_name).partition_scanner(1) as scanner:
         next(iter(scanner))
-        assert isinstance(scanner._open[0], _RangeScan)
+        assert scanner._open[0].through == "hbase"
     with queue.combined_scanner([0, 1, 2], limit=3000) as merged, \
             slow.queue(queue_name).combined_scanner([0, 1, 2], limit=3000) as reference:
         assert list(merged) == list(reference)

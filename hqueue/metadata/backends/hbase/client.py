@@ -1,5 +1,8 @@
-"""The few HBase Thrift1 calls the HBase backend makes, over a happybase pool, with
-Thrift and socket errors turned into hqueue's at this boundary.
+"""The few HBase Thrift1 calls the HBase backend makes, over hqueue's pool of happybase
+connections (:class:`hqueue.storage.hbase.HBase`), with Thrift and socket errors turned
+into hqueue's at this boundary. Scans use the storage's Thrift1 scanner
+(:class:`hqueue.storage.reader.Thrift1Range`) but not its message decoding: metadata
+rows are cells by column, not messages.
 
 Not public API.
 """
@@ -10,19 +13,21 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import happybase
-
-# happybase loads the HBase IDL as the module Hbase_thrift when imported (above).
-import Hbase_thrift
-
 from hqueue.metadata.backends.hbase.rows import FAMILIES
-from hqueue.wire.errors import hbase_errors
+from hqueue.storage.hbase import HBase
+from hqueue.storage.reader import Thrift1Range
+from hqueue.wire.idl import hbase1
 
 Row = dict[bytes, bytes]
 
+Hbase_thrift = hbase1()
+
 
 class HBaseClient:
-    """One HBase table reached through a pool of happybase connections; thread-safe."""
+    """One HBase table reached through a pool of happybase connections; thread-safe.
+
+    :raises ConnectionLostError: from the constructor, if HBase is unreachable.
+    """
 
     def __init__(
         self,
@@ -34,26 +39,21 @@ class HBaseClient:
         pool_size: int = 8,
         timeout_ms: int = 10_000,
     ) -> None:
-        with hbase_errors(f"connect to HBase at {host}:{port}"):
-            self._pool = happybase.ConnectionPool(
-                pool_size,
-                host=host,
-                port=port,
-                table_prefix=table_prefix,
-                timeout=timeout_ms,
-            )
-        self._table = table
         self.address = f"{host}:{port}"
+        self._hbase = HBase(self.address, table_prefix=table_prefix, pool_size=pool_size,
+                            timeout_ms=timeout_ms)
+        self._table = table
+        self._table_name = self._hbase.table_name(table)
 
     @contextlib.contextmanager
     def _client(self, what: str) -> Iterator[tuple[Any, bytes]]:
         """Yield the raw Thrift client and the full table name, translating errors."""
-        with hbase_errors(what), self._pool.connection() as conn:
-            yield conn.client, conn.table(self._table).name
+        with self._hbase.client(what) as client:
+            yield client, self._table_name
 
     def ensure_table(self) -> None:
         """Create the metadata table unless it exists (racing creators are fine)."""
-        with hbase_errors("create metadata table"), self._pool.connection() as conn:
+        with self._hbase.connection("create metadata table") as conn:
             if conn.table(self._table).name in conn.client.getTableNames():
                 return
             with contextlib.suppress(Hbase_thrift.AlreadyExists):
@@ -118,26 +118,20 @@ class HBaseClient:
     ) -> list[tuple[bytes, Row]]:
         """Return up to ``limit`` rows from ``start`` (inclusive) to ``stop``
         (exclusive); reversed scans start at the high end."""
-        with self._client("scan") as (client, table):
-            scan = Hbase_thrift.TScan(
-                startRow=start,
-                stopRow=stop,
-                columns=list(columns) if columns else None,
-                caching=batch_size,
-                reversed=reverse,
-            )
-            scanner = client.scannerOpenWithScan(table, scan, {})
-            try:
-                found: list[tuple[bytes, Row]] = []
-                while limit is None or len(found) < limit:
-                    want = batch_size if limit is None else min(batch_size, limit - len(found))
-                    results = client.scannerGetList(scanner, want)
-                    if not results:
-                        break
-                    found.extend((result.row, _cells(result)) for result in results)
-                return found
-            finally:
-                client.scannerClose(scanner)
+        scan = Thrift1Range(self._hbase.client, self._table_name, start, stop,
+                            columns=list(columns) if columns else None,
+                            caching=batch_size, reverse=reverse)
+        found: list[tuple[bytes, Row]] = []
+        try:
+            while limit is None or len(found) < limit:
+                want = batch_size if limit is None else min(batch_size, limit - len(found))
+                results = scan.rows(want)
+                if not results:
+                    break
+                found.extend((result.row, _cells(result)) for result in results)
+            return found
+        finally:
+            scan.close()
 
     def scan_all(
         self, start: bytes, stop: bytes, *, columns: Sequence[bytes] | None = None, page: int = 5000
@@ -152,11 +146,8 @@ class HBaseClient:
             start = rows[-1][0] + b"\x00"
 
     def close(self) -> None:
-        """Close the pooled connections."""
-        with contextlib.suppress(Exception):
-            while True:
-                conn = self._pool._queue.get_nowait()
-                conn.close()
+        """Close the pooled connections; idempotent."""
+        self._hbase.close()
 
 
 def _cells(result: Any) -> Row:

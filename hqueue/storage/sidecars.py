@@ -1,0 +1,162 @@
+"""The one client of the sidecars: framed connections pooled by address, for every call
+of ``thrift/sidecar.thrift`` (``put``, ``scan``, ``lag``).
+
+Every call goes through :class:`~hqueue.wire.framed.FramedClient`: a ``scan`` answer's
+buffers are views of the reply frame (copied once, from the socket), other answers are
+decoded by thriftpy2. Errors become hqueue's here, declared exceptions through the one
+table of :mod:`hqueue.wire.errors`; a sidecar that cannot be reached or breaks off a
+call raises :class:`SidecarUnreachableError`, one that fails a call it does not know
+(an older sidecar) :class:`SidecarCallError`.
+
+Not public API.
+"""
+
+from __future__ import annotations
+
+import queue as _queue
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from thriftpy2.thrift import TApplicationException, TException
+
+from hqueue.errors import ConnectionLostError, HQueueError, UnavailableError
+from hqueue.settings import parse_address
+from hqueue.wire.block import MessageBlock
+from hqueue.wire.errors import DECLARED, from_sidecar_exception
+from hqueue.wire.framed import FramedClient
+from hqueue.wire.idl import sidecar as sidecar_idl
+
+__all__ = ["MAX_SCAN_LIMIT", "SidecarCallError", "SidecarUnreachableError", "Sidecars"]
+
+MAX_SCAN_LIMIT = 10_000
+"""The most messages one ``scan`` call may ask for (a sidecar refuses more)."""
+
+_CONNECT_TIMEOUT_MS = 5_000
+
+
+class SidecarUnreachableError(UnavailableError, ConnectionLostError):
+    """A sidecar could not be reached or broke off a call: nothing is known of its
+    answer."""
+
+
+class SidecarCallError(HQueueError):
+    """A sidecar failed a call without a declared exception (a
+    ``TApplicationException``: an internal error, or a call an older sidecar does not
+    serve)."""
+
+
+class Sidecars:
+    """Connections to sidecars, pooled by address; thread-safe. A connection returns
+    to its pool after an answer or a declared exception, and is closed after anything
+    else. ``timeout_ms`` bounds each call."""
+
+    def __init__(self, *, timeout_ms: int = 30_000) -> None:
+        self.timeout_ms = timeout_ms
+        self._idle: dict[str, _queue.LifoQueue[FramedClient]] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._idl = sidecar_idl()
+
+    def put(self, address: str, queue: str, batch: Any) -> Any:
+        """Write a ``TMessageBatch`` to ``queue`` through the sidecar at ``address``;
+        return its ``TMessageIds``.
+
+        :raises NotOwnerError: if the sidecar does not own a partition of the batch.
+        :raises NoQueueError: if the sidecar knows no such queue.
+        :raises InvalidArgumentError: if a message is invalid (its ``index`` says
+            which).
+        :raises UnavailableError: if the sidecar cannot write now.
+        :raises SidecarUnreachableError: if it cannot be reached or broke off.
+        :raises SidecarCallError: if it failed the call otherwise.
+        """
+        return self._call(address, "put", queue, batch)
+
+    def scan(self, address: str, queue: str, start: bytes, stop: bytes,
+             topics: Sequence[str], limit: int, *, deep: bool = True) -> MessageBlock:
+        """Return up to ``limit`` messages of rows ``[start, stop)`` of ``queue``
+        (only ``topics`` when some are given) read through the sidecar at ``address``;
+        an empty block is the end of the range (fewer than ``limit`` is not). The
+        block's buffers are views of the reply; ``deep`` checks every view (a reader
+        that hands them to Arrow lets Arrow check instead).
+
+        :raises NoQueueError: if the sidecar knows no such queue.
+        :raises InvalidArgumentError: if it refuses the request (a bad topic).
+        :raises UnavailableError: if its storage failed the read.
+        :raises StorageError: if its answer is malformed.
+        :raises SidecarUnreachableError: if it cannot be reached or broke off.
+        :raises SidecarCallError: if it does not serve ``scan`` (an older sidecar).
+        """
+        request = self._idl.TScanRequest(startRow=start, stopRow=stop,
+                                         topics=list(topics) or None, limit=limit)
+        return MessageBlock.from_thrift(self._call(address, "scan", queue, request), deep)
+
+    def lag(self, address: str, queue: str) -> Any:
+        """Return the ``TQueueLag`` of ``queue`` from the sidecar at ``address``.
+
+        :raises SidecarUnreachableError: if it cannot be reached or broke off.
+        :raises SidecarCallError: if it failed the call.
+        """
+        return self._call(address, "lag", queue)
+
+    def _call(self, address: str, api: str, *args: Any) -> Any:
+        pool = self._pool(address)
+        try:
+            conn = pool.get_nowait()
+        except _queue.Empty:
+            conn = self._connect(address)
+        try:
+            result = conn.call(api, *args)
+        except DECLARED as exc:
+            pool.put(conn)
+            raise from_sidecar_exception(exc) from None
+        except TApplicationException as exc:
+            conn.close()
+            raise SidecarCallError(
+                f"sidecar {address} failed the {api}: {_text(exc.message)}") from None
+        except (OSError, TException) as exc:
+            conn.close()
+            raise SidecarUnreachableError(
+                f"the sidecar at {address} is unreachable ({exc})") from None
+        except BaseException:
+            conn.close()
+            raise
+        if self._closed:
+            conn.close()
+        else:
+            pool.put(conn)
+        return result
+
+    def _pool(self, address: str) -> _queue.LifoQueue[FramedClient]:
+        with self._lock:
+            pool = self._idle.get(address)
+            if pool is None:
+                pool = self._idle[address] = _queue.LifoQueue()
+            return pool
+
+    def _connect(self, address: str) -> FramedClient:
+        try:
+            host, port = parse_address(address)
+            return FramedClient(host, port, self._idl.HQueueSidecar,
+                                timeout_ms=self.timeout_ms,
+                                connect_timeout_ms=min(self.timeout_ms, _CONNECT_TIMEOUT_MS))
+        except OSError as exc:
+            raise SidecarUnreachableError(
+                f"the sidecar at {address} is unreachable ({exc})") from None
+
+    def close(self) -> None:
+        """Close every idle connection (and each busy one when its call returns);
+        idempotent."""
+        with self._lock:
+            self._closed = True
+            pools, self._idle = list(self._idle.values()), {}
+        for pool in pools:
+            while True:
+                try:
+                    pool.get_nowait().close()
+                except _queue.Empty:
+                    break
+
+
+def _text(message: object) -> str:
+    return message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
