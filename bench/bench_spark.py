@@ -93,7 +93,7 @@ def null_source(rows: int, partitions: int) -> type:
         def read(self, partition: InputPartition) -> Iterator[Any]:
             import pyarrow as pa
 
-            from hqueue.spark.storage import ARROW_SCHEMA
+            from hqueue.spark.arrow import ARROW_SCHEMA
 
             n = 10_000
             batch = pa.RecordBatch.from_arrays([

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,28 +47,20 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from hqueue.errors import HQueueError, InvalidArgumentError
+from hqueue.errors import InvalidArgumentError
 from hqueue.message import MAX_PARTITIONS, MessageId, partition_range
 from hqueue.spark import SCHEMA
-from hqueue.spark.options import Connection, SourceOptions, WriteOptions
-from hqueue.spark.storage import QueueReader, RowRange, ThriftReader
+from hqueue.spark.options import SourceOptions, WriteOptions
+from hqueue.spark.planning import (
+    ScanPartition,
+    owner_addresses,
+    read_ranges,
+    route,
+    sidecar_addresses,
+)
+from hqueue.spark.storage import RowRange, ThriftReader
 
-__all__ = ["SCHEMA", "HQueueDataSource", "HQueueReader", "HQueueWriter", "ScanPartition",
-           "read_ranges", "route", "sidecar_addresses"]
-
-
-class ScanPartition(InputPartition):
-    """One Spark partition of a read: rowkey ranges of one table, scanned in order."""
-
-    def __init__(self, index: int, ranges: Sequence[RowRange], hosts: Sequence[str] = ()):
-        super().__init__(index)
-        self.index = index
-        self.ranges = list(ranges)
-        self.hosts = list(hosts)
-
-    def __repr__(self) -> str:
-        parts = ",".join(str(r.partition) for r in self.ranges)
-        return f"ScanPartition({self.index}, partitions=[{parts}])"
+__all__ = ["SCHEMA", "HQueueDataSource", "HQueueReader", "HQueueWriter"]
 
 
 @dataclass
@@ -173,68 +165,6 @@ def apply_filter(push: Pushdown, f: Filter) -> bool:
     return False
 
 
-def _partition_count(conn: Connection) -> int:
-    """Return the queue's partition count from its metadata.
-
-    :raises NoQueueError: if there is no such queue.
-    """
-    with conn.connect() as client:
-        return int(client.queue_infos.read_queue_info(conn.queue).value.partitions)
-
-
-def _owner_addresses(client: Any, queue: str) -> dict[int, str]:
-    """Return the address of each owned partition's sidecar (none when the metadata
-    cannot say: the read then goes through HBase)."""
-    try:
-        return {p: v.value.address for p, v in client.owners.read_owners(queue).items()}
-    except HQueueError:
-        return {}
-
-
-def sidecar_addresses(options: SourceOptions) -> dict[int, str]:
-    """Return the sidecar to read each partition through, looked up once (on the
-    driver): the partition owners from the metadata, or none with ``via=hbase`` or
-    when the ``sidecar`` option names the sidecars itself (see :func:`route`)."""
-    if options.via == "hbase" or options.sidecars:
-        return {}
-    try:
-        with options.conn.connect() as client:
-            return _owner_addresses(client, options.conn.queue)
-    except HQueueError:
-        return {}
-
-
-def route(ranges: Iterable[RowRange], options: SourceOptions,
-          owners: dict[int, str]) -> list[RowRange]:
-    """Return ``ranges`` with the sidecar each is read through: none with
-    ``via=hbase``; with the ``sidecar`` option, one of those (partition modulo their
-    count); else the partition's owner from ``owners`` (none if it has no owner)."""
-    out = []
-    for rr in ranges:
-        address: str | None
-        if options.via == "hbase":
-            address = None
-        elif options.sidecars:
-            address = options.sidecars[rr.partition % len(options.sidecars)]
-        else:
-            address = owners.get(rr.partition)
-        out.append(RowRange(rr.partition, rr.start, rr.stop, address))
-    return out
-
-
-def read_ranges(options: SourceOptions, ranges: Sequence[RowRange],
-                topics: Sequence[str]) -> Iterator[Any]:
-    """Yield the rows of ``ranges`` as Arrow record batches (executor side).
-
-    :raises StorageError: if the storage refuses the scan.
-    :raises ConnectionLostError: if the Thrift1 gateway (or with ``via=sidecar``, a
-        sidecar) fails.
-    """
-    conn = options.conn
-    with QueueReader(conn.hbase, conn.table, conn.queue, via=options.via) as reader:
-        yield from reader.scan_batches(ranges, topics, batch_rows=options.batch_rows)
-
-
 class HQueueReader(DataSourceReader):
     """The batch reader: plans :class:`ScanPartition`s, reads them as Arrow batches."""
 
@@ -271,7 +201,7 @@ class HQueueReader(DataSourceReader):
             with conn.connect() as client:
                 count = int(client.queue_infos.read_queue_info(conn.queue).value.partitions)
                 if self.options.via != "hbase" and not self.options.sidecars:
-                    owners = _owner_addresses(client, conn.queue)
+                    owners = owner_addresses(client, conn.queue)
         wanted = sorted(self.push.partitions) if self.push.partitions is not None else range(
             count)
         if self.options.partitions is not None and self.options.partitions[-1] >= count:

@@ -1,28 +1,19 @@
-"""Executor-side access to a queue table: rowkey ranges read straight into Arrow
-record batches, region locations, and the last id of a partition.
+"""Executor-side I/O of the Spark source: row ranges of a queue read into Arrow record
+batches, region locations, and the last ids of partitions.
 
-Two read paths, neither builds per-message objects:
-
-- **sidecar** (the fast one, :class:`SidecarReader`): the ``scan`` call of
-  ``thrift/sidecar.thrift`` answers with a :class:`~hqueue.wire.block.MessageBlock`:
-  12-byte rowkeys, one data buffer, and a view (start, length) of each message's topic
-  and value in it. The reply frame is read whole into one buffer and its fields are
-  taken as views of it (:class:`~hqueue.wire.framed.FramedClient`), and
-  :func:`block_to_batch` turns them into Arrow columns with no per-message Python:
-  the rowkeys are one NumPy view with a big-endian structured dtype
-  (``>u2, >u8, >u2``) giving ``partition``, ``timestamp`` and ``sequence``; ``id`` is
-  joined by Arrow kernels; ``topic`` and ``value`` are Arrow view arrays over the
-  data, compacted by Arrow into ``string`` and ``binary``.
-- **Thrift1** (the fallback, :class:`ThriftReader`): the HBase gateway's
-  ``scannerGetList`` rows, thriftpy2 structs, one tuple per cell
-  (:func:`rows_to_batch`). About 15 times the client CPU of the sidecar path per
-  message (see docs/spark.md).
-
-:class:`QueueReader` chooses per row range: through the range's sidecar (resolved once
-on the driver from the partition owners, :attr:`RowRange.sidecar`) unless it has none
-or it cannot be reached, then through Thrift1 from where the sidecar stopped. The
-calls run one step ahead in a background thread, so the next answer is on its way
-while Spark ships the current batch.
+Ranges are read by hqueue's range reader (:class:`hqueue.storage.reader.QueueRange`):
+through the range's sidecar (resolved once on the driver from the partition owners,
+:attr:`RowRange.sidecar`) unless it has none or it cannot be reached, then through
+HBase Thrift1 from where the sidecar stopped, as option ``via`` says. Each answer, a
+:class:`~hqueue.wire.block.MessageBlock`, becomes an Arrow record batch without a
+Python object per message (:func:`hqueue.spark.arrow.block_to_batch`): a sidecar's
+answer is read whole into one buffer and its fields are taken as views of it
+(:class:`~hqueue.wire.framed.FramedClient`); Thrift1 rows (thriftpy2 structs, about 15
+times the client CPU of the sidecar path per message, see docs/spark.md) are decoded
+once into a block. The Thrift1 connection is raw (:class:`ThriftReader`): thriftpy2's
+Cython binary protocol over a buffered transport with a 1 MiB read buffer, without
+happybase's per-row dicts. The calls run one step ahead in a background thread, so
+the next answer is on its way while Spark ships the current batch.
 
 Not public API.
 """
@@ -38,24 +29,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.rpc import TClient
-from thriftpy2.thrift import TException
 from thriftpy2.transport import TBufferedTransport, TSocket
 
 from hqueue.closing import Closeable
-from hqueue.errors import (
-    ConnectionLostError,
-    InvalidArgumentError,
-    NoQueueError,
-    StorageError,
-    UnavailableError,
-)
+from hqueue.errors import InvalidArgumentError
 from hqueue.message import (
-    COLUMN_PREFIX,
     MAX_TOPIC_BYTES,
     ROWKEY_BYTES,
     MessageId,
@@ -63,49 +44,16 @@ from hqueue.message import (
     encode_rowkey,
 )
 from hqueue.settings import parse_address
-from hqueue.wire.block import MessageBlock
-from hqueue.wire.framed import FramedClient
+from hqueue.spark.arrow import block_to_batch
+from hqueue.storage.reader import VIA, QueueRange, Thrift1Range, columns_of
+from hqueue.storage.sidecars import Sidecars
+from hqueue.wire.errors import hbase_errors
 from hqueue.wire.idl import hbase1
-from hqueue.wire.idl import sidecar as sidecar_idl
 
-__all__ = [
-    "ARROW_SCHEMA",
-    "MAX_SCAN_LIMIT",
-    "VIA",
-    "QueueReader",
-    "RowRange",
-    "SidecarReader",
-    "SidecarUnreachableError",
-    "ThriftReader",
-    "block_to_batch",
-    "region_hosts",
-    "rows_to_batch",
-]
+__all__ = ["QueueReader", "RowRange", "ThriftReader", "region_hosts"]
 
 log = logging.getLogger(__name__)
 
-ARROW_SCHEMA = pa.schema([
-    pa.field("partition", pa.int32()),
-    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-    pa.field("sequence", pa.int32()),
-    pa.field("id", pa.string()),
-    pa.field("topic", pa.string()),
-    pa.field("value", pa.binary()),
-])
-"""The Arrow schema of the rows read (the Spark schema ``SCHEMA``, as Spark's Arrow
-conversion spells it)."""
-
-MAX_SCAN_LIMIT = 10_000
-"""The most messages one sidecar ``scan`` call may ask for (a sidecar refuses more)."""
-
-VIA = ("auto", "sidecar", "hbase")
-"""How a read reaches the rows: ``auto`` (a range's sidecar when it has one and it
-answers, else HBase Thrift1), ``sidecar`` (sidecars only: fail rather than fall back),
-``hbase`` (Thrift1 only)."""
-
-_PREFIX_LEN = len(COLUMN_PREFIX)
-_ROWKEY_DTYPE = np.dtype([("partition", ">u2"), ("timestamp", ">u8"), ("sequence", ">u2")])
-_TIMESTAMP_US = pa.timestamp("us", tz="UTC")
 _READ_BUFFER = 1 << 20
 """Read buffer of the Thrift1 connections: a ``scannerGetList`` answer of 10,000 rows
 of 100 bytes is about 1.5 MB, read in a few ``recv`` calls rather than hundreds of
@@ -126,271 +74,53 @@ class RowRange:
     sidecar: str | None = None
 
 
-def _empty_batch() -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
+class ThriftReader(Closeable):
+    """A raw Thrift1 connection to one queue table (Cython binary protocol over a
+    buffered transport with a 1 MiB read buffer, strings left as ``bytes``), opened by
+    the constructor; a context manager that closes it.
 
-
-def _batch(rowkeys: bytes, topics: pa.Array, values: pa.Array) -> pa.RecordBatch:
-    """Return the record batch of messages given their rowkeys (12 bytes each,
-    concatenated, as many as ``values``) and their topic and value columns."""
-    n = len(values)
-    if len(rowkeys) != ROWKEY_BYTES * n or len(topics) != n:
-        raise StorageError(
-            f"malformed messages: {len(rowkeys)} rowkey bytes, {len(topics)} topics, "
-            f"{n} values"
-        )
-    keys = np.frombuffer(rowkeys, dtype=_ROWKEY_DTYPE)
-    millis = keys["timestamp"].astype(np.int64)
-    sequences = pa.array(keys["sequence"].astype(np.int32))
-    stamps = pa.Array.from_buffers(_TIMESTAMP_US, n, [None, pa.py_buffer(millis * 1000)])
-    ids = pc.binary_join_element_wise(pc.cast(pa.array(millis), pa.string()),
-                                      pc.cast(sequences, pa.string()), ":")
-    return pa.RecordBatch.from_arrays([
-        pa.array(keys["partition"].astype(np.int32)),
-        stamps,
-        sequences,
-        ids,
-        topics,
-        values,
-    ], schema=ARROW_SCHEMA)
-
-
-def _views(data: bytes | memoryview, views: bytes | memoryview, kind: pa.DataType) -> pa.Array:
-    """Return the Arrow view array (``kind``: ``binary_view`` or ``string_view``) of
-    ``(start, length)`` pairs (little-endian int32) into ``data``.
-
-    Arrow's 16-byte view holds the length and, up to 12 bytes, the bytes themselves
-    (zero-padded); a longer one holds its first 4 bytes, the buffer's index (0) and
-    its start.
-
-    :raises StorageError: if a view is out of ``data``.
+    :raises ConnectionLostError: from the constructor, if the gateway cannot be
+        reached.
     """
-    pairs = np.frombuffer(views, "<i4").reshape(-1, 2).astype(np.int64)
-    n = len(pairs)
-    starts, lengths = pairs[:, 0], pairs[:, 1]
-    if n and (starts.min() < 0 or lengths.min() < 0 or (starts + lengths).max() > len(data)):
-        raise StorageError(f"malformed messages: a view is out of the {len(data)} bytes of data")
-    raw = np.frombuffer(data, np.uint8)
-    out = np.zeros((n, 16), np.uint8)
-    out[:, :4] = lengths.astype("<i4").view(np.uint8).reshape(n, 4)
-    if len(raw):
-        at = np.minimum(starts[:, None] + _INLINE, len(raw) - 1).clip(0)
-        out[:, 4:] = np.where(lengths[:, None] > _INLINE, raw[at], 0)
-    long = lengths > 12
-    out[long, 8:12] = 0
-    out[long, 12:] = starts[long].astype("<i4").view(np.uint8).reshape(-1, 4)
-    return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(out), pa.py_buffer(data)])
 
-
-_INLINE = np.arange(12)
-
-
-def block_to_batch(block: MessageBlock) -> pa.RecordBatch:
-    """Return the Arrow record batch (schema :data:`ARROW_SCHEMA`) of a sidecar's
-    ``scan`` answer. The block's views become Arrow view arrays over its data, which
-    Arrow then compacts into the plain ``binary`` and ``string`` columns Spark takes:
-    no Python object per message.
-
-    :raises StorageError: if a view is out of the data or a topic is not UTF-8.
-    """
-    # block.check(deep=False) has matched the lengths; _views checks every view.
-    values = _views(block.data, block.value_views, pa.binary_view())
-    topics = _views(block.data, block.topic_views, pa.binary_view())
-    value_column = values.cast(pa.binary())
-    try:
-        topic_column = topics.cast(pa.string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        raise StorageError("a message's topic is not UTF-8") from None
-    return _batch(block.rowkeys, topic_column, value_column)
-
-
-def rows_to_batch(rows: Sequence[Any]) -> pa.RecordBatch:
-    """Return the Arrow record batch (schema :data:`ARROW_SCHEMA`) of Thrift1
-    ``TRowResult`` rows of a queue table: one message per ``message:<topic>`` cell (a
-    row hqueue wrote has exactly one), as the sidecar's ``scan`` and hqueue's scanners
-    count them.
-
-    :raises StorageError: if a row key is not a 12-byte queue rowkey.
-    """
-    cells = [(r.row, column, cell.value) for r in rows for column, cell in r.columns.items()]
-    if not cells:
-        return _empty_batch()
-    keys, qualifiers, values = zip(*cells, strict=True)
-    rowkeys = b"".join(keys)
-    if len(rowkeys) != ROWKEY_BYTES * len(keys):
-        raise StorageError("a queue table holds a row whose key is not 12 bytes")
-    topics = pc.binary_slice(pa.array(qualifiers, pa.binary()), _PREFIX_LEN,
-                             _PREFIX_LEN + MAX_TOPIC_BYTES)
-    try:
-        topic_column = topics.cast(pa.string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        raise StorageError("a message's topic is not UTF-8") from None
-    return _batch(rowkeys, topic_column, pa.array(values, pa.binary()))
-
-
-def _text(message: Any) -> str:
-    return message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
-
-
-class SidecarUnreachableError(ConnectionLostError):
-    """A sidecar could not be reached, broke off a call, or does not serve ``scan``."""
-
-
-class _RawConnection(Closeable):
-    """A raw Thrift connection (Cython binary protocol over a buffered transport with
-    a 1 MiB read buffer, strings left as ``bytes``), not opened yet; a context manager
-    that closes it."""
-
-    def __init__(self, address: str, service: Any, timeout_ms: int) -> None:
+    def __init__(self, address: str, table: bytes, *, timeout_ms: int = 60_000) -> None:
         self.address = address
+        self.table = table
         host, port = parse_address(address)
         socket = TSocket(host=host, port=port, socket_timeout=timeout_ms,
                          connect_timeout=min(timeout_ms, _CONNECT_TIMEOUT_MS))
         self._transport = TBufferedTransport(socket, buf_size=_READ_BUFFER)
-        self.client = TClient(service, TBinaryProtocol(self._transport, decode_response=False))
+        self.client = TClient(hbase1().Hbase,
+                              TBinaryProtocol(self._transport, decode_response=False))
+        with self.connect("connect"):
+            self._transport.open()
+
+    @contextlib.contextmanager
+    def connect(self, what: str) -> Iterator[Any]:
+        """Yield the Thrift1 client; errors in the block become hqueue's, naming
+        ``what`` and the table (the :data:`hqueue.storage.reader.Connect` of the
+        range reader: every round trip uses this one connection)."""
+        with hbase_errors(f"{what} on table {self.table.decode()!r} through the HBase "
+                          f"Thrift1 gateway at {self.address}"):
+            yield self.client
 
     def close(self) -> None:
         """Close the connection; idempotent."""
         with contextlib.suppress(Exception):
             self._transport.close()
 
-
-class SidecarReader(Closeable):
-    """One connection to a sidecar, for its ``scan`` call on one queue; a context
-    manager. Framed, with each answer's buffers taken as views of the reply frame
-    (:class:`~hqueue.wire.framed.FramedClient`): the answer is copied once, from the
-    socket."""
-
-    def __init__(self, address: str, queue: str, *, timeout_ms: int = 60_000) -> None:
-        self._idl = sidecar_idl()
-        self.address = address
-        self.queue = queue
-        host, port = parse_address(address)
+    def _scan(self, start: bytes, stop: bytes, columns: list[bytes] | None,
+              batch_rows: int, *, reverse: bool = False,
+              filter_string: bytes | None = None) -> Iterator[list[Any]]:
+        scan = Thrift1Range(self.connect, self.table, start, stop, columns=columns,
+                            caching=batch_rows, reverse=reverse,
+                            filter_string=filter_string, short_is_end=True)
         try:
-            self._client = FramedClient(host, port, self._idl.HQueueSidecar,
-                                        timeout_ms=timeout_ms,
-                                        connect_timeout_ms=min(timeout_ms, _CONNECT_TIMEOUT_MS))
-        except OSError as exc:
-            raise SidecarUnreachableError(
-                f"cannot connect to the sidecar at {address} ({exc})") from None
-
-    def scan(self, start: bytes, stop: bytes, topics: Sequence[str], limit: int,
-             ) -> MessageBlock:
-        """Return up to ``limit`` messages of rows ``[start, stop)`` (only ``topics``
-        when some are given); an empty block means the end of the range (fewer than
-        ``limit`` does not). The block's buffers may be views of the reply.
-
-        :raises NoQueueError: if the sidecar knows no such queue.
-        :raises InvalidArgumentError: if it refuses the request (a bad topic).
-        :raises StorageError: if its storage failed or its answer is malformed.
-        :raises SidecarUnreachableError: if it cannot be reached or broke off.
-        """
-        idl = self._idl
-        request = idl.TScanRequest(startRow=start, stopRow=stop,
-                                   topics=list(topics) or None, limit=limit)
-        try:
-            result = self._client.call("scan", self.queue, request)
-        except idl.TQueueNotFound as exc:
-            raise NoQueueError(_text(exc.message)) from None
-        except idl.TInvalidMessage as exc:
-            raise InvalidArgumentError(_text(exc.message)) from None
-        except idl.TUnavailable as exc:
-            raise StorageError(_text(exc.message)) from None
-        except (OSError, TException) as exc:
-            raise SidecarUnreachableError(
-                f"scan through the sidecar at {self.address} failed ({exc})") from None
-        return MessageBlock.from_thrift(result, deep=False)
-
-    def close(self) -> None:
-        """Close the connection; idempotent."""
-        with contextlib.suppress(OSError):
-            self._client.close()
-
-
-class ThriftReader(_RawConnection):
-    """A raw Thrift1 connection for scanning one queue table; a context manager.
-
-    Uses thriftpy2's Cython binary protocol and buffered transport directly, without
-    happybase's per-row dicts.
-    """
-
-    def __init__(self, address: str, table: bytes, *, timeout_ms: int = 60_000) -> None:
-        self._hbase = hbase1()
-        super().__init__(address, self._hbase.Hbase, timeout_ms)
-        self.table = table
-        with self._errors("connect"):
-            self._transport.open()
-
-    @contextlib.contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except self._hbase.IOError as exc:
-            raise StorageError(
-                f"{what} on table {self.table.decode()!r}: {_text(exc.message)}") from None
-        except self._hbase.IllegalArgument as exc:
-            raise StorageError(
-                f"{what} on table {self.table.decode()!r}: {_text(exc.message)}") from None
-        except (OSError, TException) as exc:
-            raise ConnectionLostError(
-                f"{what}: HBase Thrift1 gateway at {self.address} failed ({exc})"
-            ) from None
-
-    def scan_batches(
-        self,
-        ranges: Sequence[RowRange],
-        topics: Sequence[str] = (),
-        *,
-        batch_rows: int = 10_000,
-        limit: int | None = None,
-    ) -> Iterator[pa.RecordBatch]:
-        """Yield the rows of ``ranges`` (in order) as Arrow record batches of up to
-        ``batch_rows`` rows, only ``topics`` when some are given, at most ``limit`` rows
-        in all. Always through Thrift1 (see :class:`QueueReader` for the sidecar path).
-
-        :raises StorageError: if HBase refuses the scan (no such table, for example).
-        :raises ConnectionLostError: if the gateway fails.
-        """
-        wanted = _usable_topics(topics)
-        if wanted is None:
-            return
-        batches = (batch for rr in ranges
-                   for batch in self.range_batches(rr.start, rr.stop, wanted, batch_rows))
-        yield from _limited(batches, limit)
-
-    def range_batches(self, start: bytes, stop: bytes, topics: Sequence[str],
-                      batch_rows: int) -> Iterator[pa.RecordBatch]:
-        """Yield the rows ``[start, stop)`` (only ``topics`` when some are given) as
-        Arrow record batches, one per ``scannerGetList`` of ``batch_rows`` rows.
-
-        :raises StorageError: if HBase refuses the scan.
-        :raises ConnectionLostError: if the gateway fails.
-        """
-        for rows in self._scan(start, stop, _columns(topics), batch_rows):
-            batch = rows_to_batch(rows)
-            if batch.num_rows:
-                yield batch
-
-    def _scan(self, start: bytes, stop: bytes, columns: list[bytes], batch_rows: int,
-              *, reverse: bool = False, filter_string: bytes | None = None,
-              ) -> Iterator[list[Any]]:
-        scan = self._hbase.TScan(startRow=start, stopRow=stop, columns=columns,
-                                 caching=batch_rows, reversed=reverse or None,
-                                 filterString=filter_string)
-        with self._errors("open scanner"):
-            scanner = self.client.scannerOpenWithScan(self.table, scan, {})
-        try:
-            while True:
-                with self._errors("scan"):
-                    rows = self.client.scannerGetList(scanner, batch_rows)
-                if not rows:
-                    return
+            while rows := scan.rows(batch_rows):
                 yield rows
-                if len(rows) < batch_rows:
-                    return
         finally:
             with contextlib.suppress(Exception):
-                self.client.scannerClose(scanner)
+                scan.close()
 
     def last_id(self, partition: int, topics: Sequence[str] = (),
                 before: MessageId | None = None) -> MessageId | None:
@@ -403,7 +133,7 @@ class ThriftReader(_RawConnection):
         wanted = _usable_topics(topics)
         if wanted is None:
             return None
-        columns = _columns(wanted)
+        columns = columns_of(wanted)
         # A reversed scan starts at its startRow (inclusive) and walks down to stopRow.
         start = struct.pack(">H", partition) + b"\xff" * (ROWKEY_BYTES - 2)
         stop = struct.pack(">H", partition)
@@ -430,7 +160,7 @@ class ThriftReader(_RawConnection):
         wanted = _usable_topics(topics)
         if wanted is None:
             return None
-        columns = _columns(wanted)
+        columns = columns_of(wanted)
         last: bytes | None = None
         remaining = n
         for rows in self._scan(rr.start, rr.stop, columns, min(max(n, 1), 10_000),
@@ -449,8 +179,8 @@ class ThriftReader(_RawConnection):
         :raises StorageError: if HBase refuses the call.
         :raises ConnectionLostError: if the gateway fails.
         """
-        with self._errors("get table regions"):
-            infos = self.client.getTableRegions(self.table)
+        with self.connect("get table regions") as client:
+            infos = client.getTableRegions(self.table)
         out = []
         for info in infos:
             host = info.serverName
@@ -458,15 +188,19 @@ class ThriftReader(_RawConnection):
                         host.decode() if isinstance(host, bytes) else str(host or "")))
         return sorted(out)
 
+
 class QueueReader(Closeable):
     """Reads row ranges of one queue, each through its sidecar (:attr:`RowRange.sidecar`)
-    or HBase Thrift1, as ``via`` (one of :data:`VIA`) says; a context manager.
+    or HBase Thrift1, as ``via`` (one of :data:`~hqueue.storage.reader.VIA`) says; a
+    context manager.
 
     With ``via="auto"``, a range whose sidecar cannot be reached (or breaks off, or is
     too old to serve ``scan``) is read on through Thrift1 from just past the last row
     the sidecar returned, and that sidecar is not asked again by this reader. Errors
     that Thrift1 would hit as well (no such queue, storage failures) are raised.
     Connections are opened on first use and kept until :meth:`close`.
+
+    :raises InvalidArgumentError: if ``via`` is not one of ``VIA``.
     """
 
     def __init__(self, hbase: str, table: bytes, queue: str, *, via: str = "auto",
@@ -479,7 +213,7 @@ class QueueReader(Closeable):
         self.via = via
         self.timeout_ms = timeout_ms
         self._thrift: ThriftReader | None = None
-        self._sidecars: dict[str, SidecarReader] = {}
+        self._sidecars = Sidecars(timeout_ms=timeout_ms)
         self.unreachable: set[str] = set()
         """Sidecars this reader gave up on (``via="auto"``)."""
 
@@ -494,15 +228,15 @@ class QueueReader(Closeable):
     ) -> Iterator[pa.RecordBatch]:
         """Yield the rows of ``ranges`` (in order) as Arrow record batches, only
         ``topics`` when some are given, at most ``limit`` rows in all. A batch holds
-        one round trip: up to ``batch_rows`` rows (at most :data:`MAX_SCAN_LIMIT`
-        through a sidecar). With ``prefetch`` the round trips run one batch ahead in a
-        background thread.
+        one round trip: up to ``batch_rows`` rows (at most
+        :data:`~hqueue.storage.sidecars.MAX_SCAN_LIMIT` through a sidecar). With
+        ``prefetch`` the round trips run one batch ahead in a background thread.
 
         :raises NoQueueError: if a sidecar knows no such queue.
         :raises StorageError: if the storage refuses or fails the scan.
-        :raises ConnectionLostError: if the Thrift1 gateway fails (or, with
-            ``via="sidecar"``, a sidecar).
-        :raises UnavailableError: with ``via="sidecar"``, if a range has no sidecar.
+        :raises ConnectionLostError: if the Thrift1 gateway fails.
+        :raises UnavailableError: with ``via="sidecar"``, if a range has no sidecar or
+            its sidecar cannot be reached.
         """
         wanted = _usable_topics(topics)
         if wanted is None or not ranges:
@@ -512,61 +246,40 @@ class QueueReader(Closeable):
 
     def _batches(self, ranges: Sequence[RowRange], topics: Sequence[str],
                  batch_rows: int) -> Iterator[pa.RecordBatch]:
-        per_call = max(1, min(batch_rows, MAX_SCAN_LIMIT))
+        per_call = max(1, batch_rows)
         for rr in ranges:
-            start = rr.start
-            if start >= rr.stop:
+            if rr.start >= rr.stop:
                 continue
-            address = rr.sidecar if self.via != "hbase" else None
-            if address is None and self.via == "sidecar":
-                raise UnavailableError(
-                    f"partition {rr.partition} of {self.queue!r} has no sidecar to read "
-                    "through (option via=sidecar)")
-            if address is not None and address not in self.unreachable:
-                try:
-                    sidecar = self._sidecar(address)
-                    while True:
-                        block = sidecar.scan(start, rr.stop, topics, per_call)
-                        if not len(block):
-                            break
-                        start = block.last_rowkey() + b"\x00"
-                        yield block_to_batch(block)
-                    continue
-                except SidecarUnreachableError as exc:
-                    if self.via == "sidecar":
-                        raise
-                    self._drop(address)
-                    log.warning("reading partition %d of %r through HBase Thrift1: %s",
-                                rr.partition, self.queue, exc)
-            yield from self._thrift_reader().range_batches(start, rr.stop, topics, batch_rows)
 
-    def _sidecar(self, address: str) -> SidecarReader:
-        reader = self._sidecars.get(address)
-        if reader is None:
-            reader = self._sidecars[address] = SidecarReader(
-                address, self.queue, timeout_ms=self.timeout_ms)
-        return reader
+            def fell_back(address: str, exc: Exception, partition: int = rr.partition) -> None:
+                log.warning("reading partition %d of %r through HBase Thrift1: %s",
+                            partition, self.queue, exc)
 
-    def _drop(self, address: str) -> None:
-        self.unreachable.add(address)
-        reader = self._sidecars.pop(address, None)
-        if reader is not None:
-            reader.close()
+            scan = QueueRange(queue=self.queue, table=self.table, start=rr.start,
+                              stop=rr.stop, topics=topics, sidecar=rr.sidecar,
+                              sidecars=self._sidecars, connect=self._connect,
+                              via=self.via, caching=batch_rows, short_is_end=True,
+                              deep=False, unreachable=self.unreachable,
+                              on_fallback=fell_back)
+            try:
+                while len(block := scan.read(per_call)):
+                    yield block_to_batch(block)
+            finally:
+                scan.close()
 
-    def _thrift_reader(self) -> ThriftReader:
+    @contextlib.contextmanager
+    def _connect(self, what: str) -> Iterator[Any]:
         if self._thrift is None:
             self._thrift = ThriftReader(self.hbase, self.table, timeout_ms=self.timeout_ms)
-        return self._thrift
+        with self._thrift.connect(what) as client:
+            yield client
 
     def close(self) -> None:
         """Close every connection; idempotent."""
-        readers, self._sidecars = list(self._sidecars.values()), {}
-        for reader in readers:
-            reader.close()
+        self._sidecars.close()
         if self._thrift is not None:
             self._thrift.close()
             self._thrift = None
-
 
 
 def _limited(batches: Iterator[pa.RecordBatch], limit: int | None,
@@ -644,12 +357,6 @@ def _usable_topics(topics: Sequence[str]) -> tuple[str, ...] | None:
     usable = tuple(t for t in topics
                    if 1 <= len(t.encode("utf-8", "surrogatepass")) <= MAX_TOPIC_BYTES)
     return usable or None
-
-
-def _columns(topics: Sequence[str]) -> list[bytes]:
-    # No column list when every topic is wanted: the table has one family, and an
-    # unrestricted scan lets the server send stored rows without re-encoding them.
-    return [COLUMN_PREFIX + t.encode("utf-8", "surrogatepass") for t in topics]
 
 
 def region_hosts(regions: Sequence[tuple[bytes, bytes, str]], partition: int) -> list[str]:

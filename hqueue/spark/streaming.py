@@ -33,7 +33,13 @@ from pyspark.sql.streaming.datasource import (
 
 from hqueue.message import MessageId, partition_range
 from hqueue.spark.options import StreamOptions
-from hqueue.spark.source import ScanPartition, read_ranges, route, sidecar_addresses
+from hqueue.spark.planning import (
+    ScanPartition,
+    partition_count,
+    read_ranges,
+    route,
+    sidecar_addresses,
+)
 from hqueue.spark.storage import RowRange, ThriftReader
 
 __all__ = ["HQueueStreamReader", "offset_json", "parse_offset"]
@@ -73,9 +79,7 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _wanted(self) -> list[int]:
         if self._partitions is None:
-            from hqueue.spark.source import _partition_count
-
-            count = _partition_count(self.options.source.conn)
+            count = partition_count(self.options.source.conn)
             chosen = self.options.source.partitions
             self._partitions = [p for p in (chosen or range(count)) if p < count]
         return self._partitions

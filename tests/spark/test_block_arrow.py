@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from hqueue.errors import StorageError
-from hqueue.spark.storage import ARROW_SCHEMA, block_to_batch
+from hqueue.spark.arrow import ARROW_SCHEMA, block_to_batch
 from hqueue.wire.block import MessageBlock
 
 KEYS = [struct.pack(">HQH", 3, 1_700_000_000_000 + i, i) for i in range(5)]

@@ -16,7 +16,8 @@ import pytest
 from hqueue.errors import InvalidArgumentError
 from hqueue.message import partition_range
 from hqueue.spark.options import SourceOptions, StreamOptions
-from hqueue.spark.source import HQueueReader, ScanPartition
+from hqueue.spark.planning import ScanPartition
+from hqueue.spark.source import HQueueReader
 from hqueue.spark.storage import QueueReader, RowRange
 from hqueue.spark.streaming import HQueueStreamReader
 from tests.spark.conftest import options, store_rows
