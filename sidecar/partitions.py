@@ -1,11 +1,12 @@
-"""The partitions a sidecar holds, and the write path over them.
+"""A partition a sidecar holds: its life, its lock and its newest acknowledged id.
 
 A held partition goes CLAIMED (owner entry written, waiting out the takeover grace)
 -> WRITABLE (last stored id read, ids handed out) -> RELEASING (no new writes; the
-in-flight one finishes) -> dropped. Writes to it hold its lock from id assignment
-until the storage has made the rows durable (invariant 1), and check before
-assigning and again before acknowledging that the ownership is still confirmed
-(invariant 3).
+in-flight one finishes) -> dropped; :mod:`hqueue.sidecar.membership` moves it along.
+Writes to it (:mod:`hqueue.sidecar.writer`) hold its lock from id assignment until
+the storage has started the rows' write, in id order (invariant 1), and check
+before assigning and again before acknowledging that the ownership is still
+confirmed (invariant 3).
 """
 
 from __future__ import annotations
