@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from hqueue.errors import InvalidArgumentError
+from hqueue.errors import HQueueError, InvalidArgumentError
 from hqueue.message import (
     MessageId,
     decode_rowkey,
@@ -80,3 +80,26 @@ def test_rebalance_is_even_sticky_and_bumps_epochs() -> None:
     assert nobody["q"].owners == (None, None)
     value = second["q"].to_value("a", 1)
     assert Assignment.from_value(value) == second["q"]
+
+
+class HQueueErrorLike(HQueueError):
+    """An hqueue error the IDL declares no exception for."""
+
+
+def test_sidecar_errors_cross_the_wire_as_themselves() -> None:
+    from hqueue.errors import NoQueueError, NotOwnerError, UnavailableError
+    from hqueue.wire.errors import from_sidecar_exception, to_sidecar_exception
+
+    not_owner = from_sidecar_exception(to_sidecar_exception(
+        NotOwnerError("not mine", 3, "10.0.0.1:9092")))
+    assert isinstance(not_owner, NotOwnerError)
+    assert (str(not_owner), not_owner.partition, not_owner.owner) == (
+        "not mine", 3, "10.0.0.1:9092")
+    invalid = InvalidArgumentError("message 2: bad topic")
+    invalid.index = 2  # type: ignore[attr-defined]
+    back = from_sidecar_exception(to_sidecar_exception(invalid))
+    assert type(back) is InvalidArgumentError and back.index == 2  # type: ignore[attr-defined]
+    for error in (NoQueueError("no queue 'q'"), UnavailableError("shutting down")):
+        again = from_sidecar_exception(to_sidecar_exception(error))
+        assert type(again) is type(error) and str(again) == str(error)
+    assert to_sidecar_exception(HQueueErrorLike("other")) is None
