@@ -203,10 +203,7 @@ def partition_range(
 
     :raises InvalidArgumentError: if the partition is out of range.
     """
-    if isinstance(partition, bool) or not isinstance(partition, int) or not (
-        0 <= partition < MAX_PARTITIONS
-    ):
-        raise InvalidArgumentError(f"'partition' must be an integer in 0..{MAX_PARTITIONS - 1}")
+    check_partition(partition)
     row_start = encode_rowkey(partition, start) if start is not None else struct.pack(
         ">H", partition
     )
@@ -279,13 +276,19 @@ def messages_from_columns(rowkeys: bytes, topics: list[str],
                 ROWKEY.iter_unpack(rowkeys), topics, values, strict=True)]
 
 
-def check_partition(partition: object, partitions: int, queue: str,
-                    name: str = "partition") -> int:
-    """Return ``partition`` if it is a partition of ``queue`` (which has
-    ``partitions``), naming the argument ``name`` otherwise.
+def check_partition(partition: object, partitions: int = MAX_PARTITIONS,
+                    queue: str | None = None, name: str = "partition") -> int:
+    """Return ``partition`` if it is a partition id below ``partitions`` (a partition
+    of ``queue`` when it is named), naming the argument ``name`` otherwise.
 
     :raises InvalidArgumentError: if it is not an integer in range.
     """
+    if queue is None:
+        # No queue to name: any valid id, as the metadata's keys hold them.
+        if isinstance(partition, bool) or not isinstance(partition, int) \
+                or not 0 <= partition < partitions:
+            raise InvalidArgumentError(f"'{name}' must be an integer in 0..{partitions - 1}")
+        return partition
     if isinstance(partition, bool) or not isinstance(partition, int):
         raise InvalidArgumentError(f"'{name}' must be an integer, not {partition!r}")
     if not 0 <= partition < partitions:

@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_SUBSCRIBE_WAIT",
     "DEFAULT_THRIFT1_PORT",
     "DEFAULT_THRIFT2_PORT",
+    "DEFAULT_TIMEOUT",
     "ENV_HBASE",
     "ENV_HBASE_ADMIN",
     "ENV_TABLE_PREFIX",
@@ -63,6 +64,8 @@ DEFAULT_SIDECAR_PORT = 9092
 DEFAULT_HBASE = f"{DEFAULT_HOST}:{DEFAULT_THRIFT1_PORT}"
 """The HBase Thrift1 gateway assumed when none is given: ``hqueue standalone``'s."""
 
+DEFAULT_TIMEOUT = 10.0
+"""Seconds one call to the metadata store may take before it fails."""
 DEFAULT_SESSION_TIMEOUT = 10.0
 """Seconds after which a dead process's ephemeral entries expire (a sidecar's
 partitions move, a subscriber stops being 'running'): the ZooKeeper session timeout,

@@ -10,12 +10,10 @@ from hqueue.errors import HQueueError, NoQueueError, UnavailableError
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.storage import MessageStorage
 from hqueue.sidecar.writer import invalid_message, topic_column
-from hqueue.wire.block import MessageBlock
+from hqueue.wire.block import MAX_SCAN_LIMIT, MessageBlock
 
-__all__ = ["MAX_SCAN_BYTES", "MAX_SCAN_LIMIT", "Reader"]
+__all__ = ["MAX_SCAN_BYTES", "Reader"]
 
-MAX_SCAN_LIMIT = 10_000
-"""The most messages one scan call returns."""
 MAX_SCAN_BYTES = 8 << 20
 """A ``scan`` answer stops before this many bytes of messages (the stored rows it
 sends, in the standalone server; the values, against HBase) unless its first message

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from hqueue.errors import InvalidArgumentError
-from hqueue.message import MAX_PARTITIONS
+from hqueue.message import check_partition
 from hqueue.metadata.metastore import MetaStore, MetastoreTable
 
 __all__ = [
@@ -41,7 +41,6 @@ __all__ = [
     "ZOOKEEPER_ROOT",
     "Resource",
     "check_name",
-    "check_partition",
     "check_queue_name",
     "partition_key",
     "partition_of_key",
@@ -178,18 +177,6 @@ def check_name(name: str, what: str) -> str:
             "starting with a letter, digit or '_'"
         )
     return name
-
-
-def check_partition(partition: int, partitions: int | None = None) -> int:
-    """Return ``partition`` if it is a valid partition id (below ``partitions`` when
-    given).
-
-    :raises InvalidArgumentError: otherwise.
-    """
-    limit = MAX_PARTITIONS if partitions is None else partitions
-    if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < limit:
-        raise InvalidArgumentError(f"'partition' must be an integer in 0..{limit - 1}")
-    return partition
 
 
 def queue_root(queue: str) -> str:

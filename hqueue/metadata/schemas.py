@@ -31,7 +31,8 @@ def schema(name: str) -> dict[str, Any]:
 
     :raises InvalidArgumentError: if there is no schema of that name.
     """
-    return validator(name).schema
+    document: dict[str, Any] = validator(name).schema
+    return document
 
 
 @functools.cache

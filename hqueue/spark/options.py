@@ -15,6 +15,7 @@ from typing import Any
 from hqueue.errors import InvalidArgumentError
 from hqueue.message import MAX_PARTITIONS, MessageId, check_topic, parse_position
 from hqueue.settings import DEFAULT_PUT_TIMEOUT, parse_address, table_prefix
+from hqueue.storage.reader import VIA
 
 __all__ = ["DEFAULT_BATCH_ROWS", "SourceOptions", "StreamOptions", "WriteOptions",
            "parse_int_list"]
@@ -205,9 +206,10 @@ class SourceOptions:
                 f"option 'split' must be 'partition' or 'region', not {split!r}"
             )
         via = (_get(options, "via") or "auto").strip().lower()
-        if via not in ("auto", "sidecar", "hbase"):
+        if via not in VIA:
+            choices = ", ".join(f"'{v}'" for v in VIA[:-1])
             raise InvalidArgumentError(
-                f"option 'via' must be 'auto', 'sidecar' or 'hbase', not {via!r}"
+                f"option 'via' must be {choices} or '{VIA[-1]}', not {via!r}"
             )
         sidecars: list[str] = []
         for address in (_get(options, "sidecar") or "").split(","):

@@ -98,9 +98,10 @@ def _micros(value: Any) -> int | None:
     """Return a timestamp literal as microseconds since the epoch (naive taken as UTC)."""
     if not isinstance(value, _dt.datetime):
         return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=_dt.UTC)
-    delta = value - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+    moment: _dt.datetime = value
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=_dt.UTC)
+    delta = moment - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 

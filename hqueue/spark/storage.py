@@ -35,7 +35,6 @@ from thriftpy2.rpc import TClient
 from thriftpy2.transport import TBufferedTransport, TSocket
 
 from hqueue.closing import Closeable
-from hqueue.errors import InvalidArgumentError
 from hqueue.message import (
     MAX_TOPIC_BYTES,
     ROWKEY_BYTES,
@@ -45,7 +44,7 @@ from hqueue.message import (
 )
 from hqueue.settings import parse_address
 from hqueue.spark.arrow import block_to_batch
-from hqueue.storage.reader import VIA, QueueRange, Thrift1Range, columns_of
+from hqueue.storage.reader import QueueRange, Thrift1Range, check_via, columns_of
 from hqueue.storage.sidecars import Sidecars
 from hqueue.wire.errors import hbase_errors
 from hqueue.wire.idl import hbase1
@@ -205,8 +204,7 @@ class QueueReader(Closeable):
 
     def __init__(self, hbase: str, table: bytes, queue: str, *, via: str = "auto",
                  timeout_ms: int = 60_000) -> None:
-        if via not in VIA:
-            raise InvalidArgumentError(f"'via' must be one of {', '.join(VIA)}, not {via!r}")
+        check_via(via)
         self.hbase = hbase
         self.table = table
         self.queue = queue
@@ -229,7 +227,7 @@ class QueueReader(Closeable):
         """Yield the rows of ``ranges`` (in order) as Arrow record batches, only
         ``topics`` when some are given, at most ``limit`` rows in all. A batch holds
         one round trip: up to ``batch_rows`` rows (at most
-        :data:`~hqueue.storage.sidecars.MAX_SCAN_LIMIT` through a sidecar). With
+        :data:`~hqueue.wire.block.MAX_SCAN_LIMIT` through a sidecar). With
         ``prefetch`` the round trips run one batch ahead in a background thread.
 
         :raises NoQueueError: if a sidecar knows no such queue.

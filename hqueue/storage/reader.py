@@ -38,8 +38,8 @@ from typing import Any
 
 from hqueue.errors import InvalidArgumentError, StorageError, UnavailableError
 from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES
-from hqueue.storage.sidecars import MAX_SCAN_LIMIT, SidecarCallError, Sidecars
-from hqueue.wire.block import MessageBlock, whole_rows
+from hqueue.storage.sidecars import SidecarCallError, Sidecars
+from hqueue.wire.block import MAX_SCAN_LIMIT, MessageBlock, whole_rows
 from hqueue.wire.idl import hbase1
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "QueueRange",
     "SidecarRange",
     "Thrift1Range",
+    "check_via",
     "columns_of",
     "rows_to_block",
     "topics_of",
@@ -57,6 +58,16 @@ VIA = ("auto", "sidecar", "hbase")
 """How a read reaches the rows: ``auto`` (a range's sidecar when it has one and it
 answers, else HBase Thrift1), ``sidecar`` (sidecars only: fail rather than fall back),
 ``hbase`` (Thrift1 only)."""
+
+
+def check_via(via: str) -> str:
+    """Return ``via`` if it is one of :data:`VIA`.
+
+    :raises InvalidArgumentError: otherwise, naming the choices.
+    """
+    if via not in VIA:
+        raise InvalidArgumentError(f"'via' must be one of {', '.join(VIA)}, not {via!r}")
+    return via
 
 Connect = Callable[[str], AbstractContextManager[Any]]
 """``connect(what)``: a context manager yielding a Thrift1 ``Hbase`` client, errors in
@@ -164,6 +175,7 @@ class Thrift1Range:
             scanner_id = self.scanner_id
             if scanner_id is None:
                 scanner_id = self._open(client)
+            rows: list[Any]
             try:
                 rows = client.scannerGetList(scanner_id, n)
             except _Hbase.IllegalArgument:
@@ -276,9 +288,7 @@ class QueueRange:
                  short_is_end: bool = False, deep: bool = True,
                  unreachable: set[str] | None = None,
                  on_fallback: Callable[[str, Exception], None] | None = None) -> None:
-        if via not in VIA:
-            raise InvalidArgumentError(f"'via' must be one of {', '.join(VIA)}, not {via!r}")
-        self.via = via
+        self.via = check_via(via)
         self._queue = queue
         self._table = table
         self._stop = stop

@@ -27,10 +27,7 @@ from hqueue.wire.errors import DECLARED, from_sidecar_exception
 from hqueue.wire.framed import FramedClient
 from hqueue.wire.idl import sidecar as sidecar_idl
 
-__all__ = ["MAX_SCAN_LIMIT", "SidecarCallError", "SidecarUnreachableError", "Sidecars"]
-
-MAX_SCAN_LIMIT = 10_000
-"""The most messages one ``scan`` call may ask for (a sidecar refuses more)."""
+__all__ = ["SidecarCallError", "SidecarUnreachableError", "Sidecars"]
 
 _CONNECT_TIMEOUT_MS = 5_000
 

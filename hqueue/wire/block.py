@@ -30,12 +30,16 @@ from typing import Any
 from hqueue.errors import StorageError
 from hqueue.message import ROWKEY_BYTES, Message, messages_from_columns
 
-__all__ = ["MessageBlock", "int32_le", "whole_rows"]
+__all__ = ["MAX_SCAN_LIMIT", "MessageBlock", "int32_le", "whole_rows"]
+
+MAX_SCAN_LIMIT = 10_000
+"""The most messages one sidecar ``scan`` call may ask for and return (a sidecar
+refuses more): part of the call's contract, like the block it answers with."""
 
 _BIG_ENDIAN = sys.byteorder == "big"
 
 
-def int32_le(data: bytes | memoryview) -> array:
+def int32_le(data: bytes | memoryview) -> array[int]:
     """Return ``data`` (little-endian int32, as a block carries them) as an int array.
 
     :raises StorageError: if the length is not a multiple of 4.
@@ -49,7 +53,7 @@ def int32_le(data: bytes | memoryview) -> array:
     return out
 
 
-def _to_le(values: Sequence[int] | array) -> bytes:
+def _to_le(values: Sequence[int] | array[int]) -> bytes:
     out = values if isinstance(values, array) else array("i", values)
     if _BIG_ENDIAN:
         out.byteswap()

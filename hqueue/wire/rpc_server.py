@@ -277,10 +277,10 @@ class ThriftServer:
             try:
                 conn, peer = self._listener.accept()
             except OSError:
-                if self._closing:
-                    return
-                log.warning("%s: accept failed", self.name, exc_info=True)
-                time.sleep(0.05)
+                # close() (another thread) shuts the listener: the loop's test ends it.
+                if not self._closing:
+                    log.warning("%s: accept failed", self.name, exc_info=True)
+                    time.sleep(0.05)
                 continue
             with self._lock:
                 self._conns[conn] = False

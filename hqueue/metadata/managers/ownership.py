@@ -14,12 +14,12 @@ import time
 from dataclasses import dataclass
 
 from hqueue.errors import NoKeyError, NoOwnerInfoError
+from hqueue.message import check_partition
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
 from hqueue.metadata.resources import (
     PARTITION_OWNER,
     check_name,
-    check_partition,
     partition_key,
     partition_of_key,
 )

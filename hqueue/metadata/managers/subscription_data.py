@@ -32,7 +32,7 @@ from hqueue.errors import (
     NoSubscriptionError,
     SubscriptionExistsError,
 )
-from hqueue.message import MAX_SEQUENCE
+from hqueue.message import MAX_SEQUENCE, check_partition
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
 from hqueue.metadata.resources import (
@@ -40,7 +40,6 @@ from hqueue.metadata.resources import (
     SUBSCRIBER,
     SUBSCRIPTION,
     check_name,
-    check_partition,
 )
 from hqueue.metadata.version import Version, Versioned
 

@@ -61,7 +61,8 @@ class GroupCommitter:
             Whatever ``fn`` raised (its writes are rolled back), or StorageError
             when the commit itself failed or the store is closed.
         """
-        return self.wait(self.enqueue(fn))
+        result: T = self.wait(self.enqueue(fn))
+        return result
 
     def enqueue(self, fn: Callable[[lmdb.Transaction], Any]) -> PendingWrite:
         """Queue ``fn`` for a coming commit without waiting; :meth:`wait` for it.

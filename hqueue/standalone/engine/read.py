@@ -139,10 +139,11 @@ def _regular(head: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     that does not add up."""
     column_len = head["column_len"].astype(np.int64)
     value_end = head["newest_len"].astype(np.int64) + _VALUE_END_AFTER_NEWEST_LEN
-    return ((lengths >= _HEAD.itemsize) & (head["fmt"] == FORMAT) & (head["count"] == 1)
+    regular: np.ndarray = ((lengths >= _HEAD.itemsize) & (head["fmt"] == FORMAT) & (head["count"] == 1)
             & (head["prefix"] == _PREFIX) & (column_len >= len(COLUMN_PREFIX))
             & (column_len + (_COLUMN_AT + _VALUE_AFTER_COLUMN) <= value_end)
             & (value_end <= lengths))
+    return regular
 
 
 def _parse(keys: list[bytes], raws: list[bytes], columns: set[bytes] | None,

@@ -34,7 +34,7 @@ from hqueue.metadata.dispatch import Dispatcher
 from hqueue.metadata.metastore import MetaStore, SessionListener, SessionState
 from hqueue.metadata.resources import HBASE_TABLE
 from hqueue.metadata.values import check_seconds, check_table_name
-from hqueue.settings import DEFAULT_HBASE, DEFAULT_SESSION_TIMEOUT, parse_address
+from hqueue.settings import DEFAULT_HBASE, DEFAULT_SESSION_TIMEOUT, DEFAULT_TIMEOUT, parse_address
 
 __all__ = ["HBaseMetaStore"]
 
@@ -63,7 +63,7 @@ class HBaseMetaStore(MetaStore):
         hbase: str = DEFAULT_HBASE,
         *,
         session_timeout: float = DEFAULT_SESSION_TIMEOUT,
-        timeout: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT,
         table_prefix: str | None = None,
         table: str = HBASE_TABLE,
         clock_skew: float = 0.5,

@@ -25,7 +25,7 @@ from hqueue.metadata.dispatch import Dispatcher
 from hqueue.metadata.metastore import MetaStore, SessionListener, SessionState
 from hqueue.metadata.resources import ZOOKEEPER_ROOT
 from hqueue.metadata.values import check_seconds, check_table_name
-from hqueue.settings import DEFAULT_SESSION_TIMEOUT
+from hqueue.settings import DEFAULT_SESSION_TIMEOUT, DEFAULT_TIMEOUT
 
 __all__ = ["ZooKeeperMetaStore"]
 
@@ -57,8 +57,8 @@ class ZooKeeperMetaStore(MetaStore):
         hosts: str | KazooClient,
         *,
         session_timeout: float = DEFAULT_SESSION_TIMEOUT,
-        timeout: float = 10.0,
-        connect_timeout: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT,
+        connect_timeout: float = DEFAULT_TIMEOUT,
         root: str = ZOOKEEPER_ROOT,
     ) -> None:
         if not isinstance(root, str) or not root.startswith("/"):
