@@ -38,6 +38,7 @@ zookeeper:
 
 lint: deps-test
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -32,19 +32,34 @@ def check(condition: bool, what: str) -> None:
 
 
 def run(*args: str, stdin: str | None = None) -> str:
-    done = subprocess.run([HQUEUE, "--hbase", HBASE, *args], input=stdin, text=True,
-                          capture_output=True, timeout=120)
+    done = subprocess.run(
+        [HQUEUE, "--hbase", HBASE, *args], input=stdin, text=True, capture_output=True, timeout=120
+    )
     if done.returncode != 0:
-        sys.exit(f"smoke test failed: hqueue {' '.join(args)} exited {done.returncode}:\n"
-                 f"{done.stderr}")
+        sys.exit(
+            f"smoke test failed: hqueue {' '.join(args)} exited {done.returncode}:\n{done.stderr}"
+        )
     return done.stdout
 
 
 def start_standalone(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
     server = subprocess.Popen(
-        [HQUEUE, "standalone", "--data-dir", str(data_dir), "--port", "0",
-         "--thrift2-port", "0", "--sidecar-port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            HQUEUE,
+            "standalone",
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            "0",
+            "--thrift2-port",
+            "0",
+            "--sidecar-port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert server.stdout is not None
     deadline = time.monotonic() + 60
     for line in server.stdout:
@@ -65,8 +80,10 @@ def main() -> None:
     global HBASE
     import hqueue
 
-    check(Path(hqueue.__file__).resolve().is_relative_to(SITE.resolve()),
-          f"hqueue is imported from the installed wheel ({hqueue.__file__})")
+    check(
+        Path(hqueue.__file__).resolve().is_relative_to(SITE.resolve()),
+        f"hqueue is imported from the installed wheel ({hqueue.__file__})",
+    )
     with tempfile.TemporaryDirectory(prefix="hqueue-smoke-") as tmp:
         server, HBASE = start_standalone(Path(tmp) / "data")
         try:
@@ -84,8 +101,10 @@ def smoke() -> None:
     run("queue", "create", "smoke", "--partitions", "2")
     run("put", "smoke", "--topic", "t", "--partition", "1", stdin="one\ntwo\nthree\n")
     rows = [json.loads(line) for line in run("--format", "json", "scan", "smoke").splitlines()]
-    check([r["value"] for r in rows] == ["one", "two", "three"],
-          "hqueue put then hqueue scan return the three messages")
+    check(
+        [r["value"] for r in rows] == ["one", "two", "three"],
+        "hqueue put then hqueue scan return the three messages",
+    )
 
     got: list[bytes] = []
     arrived = threading.Event()
@@ -108,16 +127,25 @@ def smoke() -> None:
     import hqueue.spark
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (SparkSession.builder.master("local[2]").appName("hqueue-smoke")
-             .config("spark.ui.enabled", "false").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("hqueue-smoke")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
     try:
         hqueue.spark.register(spark)
         df = spark.read.format("hqueue").option("queue", "smoke").option("hbase", HBASE).load()
         check(df.count() == 6, "Spark reads the six messages of the queue")
-        worker_file = (spark.sparkContext.parallelize([0], 1)
-                       .map(lambda _: __import__("hqueue").__file__).collect()[0])
-        check(Path(worker_file).resolve().is_relative_to(SITE.resolve()),
-              f"Spark's Python workers import hqueue from the wheel ({worker_file})")
+        worker_file = (
+            spark.sparkContext.parallelize([0], 1)
+            .map(lambda _: __import__("hqueue").__file__)
+            .collect()[0]
+        )
+        check(
+            Path(worker_file).resolve().is_relative_to(SITE.resolve()),
+            f"Spark's Python workers import hqueue from the wheel ({worker_file})",
+        )
     finally:
         spark.stop()
 

@@ -42,8 +42,9 @@ PYTHON = "python -c pass"
 
 # Counted in a fresh interpreter, so nothing is loaded yet but what Python itself
 # loads at start-up.
-COUNT_MODULES = ("import sys; before = set(sys.modules); import {module}; "
-                 "print(len(set(sys.modules) - before))")
+COUNT_MODULES = (
+    "import sys; before = set(sys.modules); import {module}; print(len(set(sys.modules) - before))"
+)
 IMPORTS = ("hqueue.message", "hqueue", "happybase", "kazoo")
 
 
@@ -85,8 +86,12 @@ def wall_clock(cmd: Sequence[str], r: int = 0) -> float:
 
 def modules_loaded(module: str) -> int:
     """Return how many modules ``import module`` adds in a fresh interpreter."""
-    done = subprocess.run([sys.executable, "-c", COUNT_MODULES.format(module=module)],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", COUNT_MODULES.format(module=module)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(done.stdout)
 
 
@@ -99,22 +104,38 @@ def main() -> None:
 
     peers = commands()
     wall_clock(peers[PYTHON])  # warm the page cache: the first run is not a round
-    runs = alternate({label: functools.partial(wall_clock, cmd) for label, cmd in peers.items()},
-                     args.runs)
+    runs = alternate(
+        {label: functools.partial(wall_clock, cmd) for label, cmd in peers.items()}, args.runs
+    )
     best = {label: min(times) for label, times in runs.items()}
     median = {label: statistics.median(times) for label, times in runs.items()}
     floor = median[PYTHON]
 
-    print(f"\nhqueue start-up: wall-clock of a fresh process, best and median of {args.runs} "
-          f"alternating rounds, {os.cpu_count()} cores; Python "
-          f"{sys.version.split()[0]}; the hqueue command is {' '.join(hqueue_command())}.\n")
-    print(markdown_header(("command", "best ms", "median ms", "median - python ms",
-                           "hqueue --help ÷ command"), "lrrrr"))
+    print(
+        f"\nhqueue start-up: wall-clock of a fresh process, best and median of {args.runs} "
+        f"alternating rounds, {os.cpu_count()} cores; Python "
+        f"{sys.version.split()[0]}; the hqueue command is {' '.join(hqueue_command())}.\n"
+    )
+    print(
+        markdown_header(
+            ("command", "best ms", "median ms", "median - python ms", "hqueue --help ÷ command"),
+            "lrrrr",
+        )
+    )
     hq_help = median["hqueue --help"]
     for label in peers:
         ratio = "" if label.startswith("hqueue") else f"{hq_help / median[label]:.2f}x"
-        print(markdown_row((label, f"{best[label] * 1000:.1f}", f"{median[label] * 1000:.1f}",
-                            f"{(median[label] - floor) * 1000:.1f}", ratio)))
+        print(
+            markdown_row(
+                (
+                    label,
+                    f"{best[label] * 1000:.1f}",
+                    f"{median[label] * 1000:.1f}",
+                    f"{(median[label] - floor) * 1000:.1f}",
+                    ratio,
+                )
+            )
+        )
 
     print()
     print(markdown_header(("import", "modules loaded"), "lr"))
@@ -124,8 +145,15 @@ def main() -> None:
     print()
     print(markdown_header(("target", "measured (median)", "met"), "lrc"))
     for label in ("hqueue --version", "hqueue --help"):
-        print(markdown_row((f"{label} < {TARGET_S * 1000:.0f} ms", f"{median[label] * 1000:.1f} ms",
-                            "yes" if median[label] < TARGET_S else "no")))
+        print(
+            markdown_row(
+                (
+                    f"{label} < {TARGET_S * 1000:.0f} ms",
+                    f"{median[label] * 1000:.1f} ms",
+                    "yes" if median[label] < TARGET_S else "no",
+                )
+            )
+        )
 
 
 if __name__ == "__main__":

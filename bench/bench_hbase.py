@@ -56,9 +56,10 @@ class NullHandler:
         h = hbase1()
         self.total_rows = total_rows
         self.served: dict[int, int] = {}
-        self.rows = [h.TRowResult(row=row_key(i), columns={b"cf:v": h.TCell(value=VALUE,
-                                                                               timestamp=1)})
-                     for i in range(BATCH)]
+        self.rows = [
+            h.TRowResult(row=row_key(i), columns={b"cf:v": h.TCell(value=VALUE, timestamp=1)})
+            for i in range(BATCH)
+        ]
         self.next_id = 0
 
     def getTableNames(self) -> list[bytes]:
@@ -119,8 +120,13 @@ def engine_put_scan(rows: int) -> tuple[float, float]:
         store.create_table(TABLE, {b"cf": FamilyOptions(max_versions=1)})
         t0 = time.perf_counter()
         for start in range(0, rows, BATCH):
-            store.mutate_rows(TABLE, [RowMutation(row_key(i), [Mutation(b"cf:v", VALUE)])
-                                      for i in range(start, min(start + BATCH, rows))])
+            store.mutate_rows(
+                TABLE,
+                [
+                    RowMutation(row_key(i), [Mutation(b"cf:v", VALUE)])
+                    for i in range(start, min(start + BATCH, rows))
+                ],
+            )
         put_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         scanner = Scanner(store, TABLE, ScanSpec())
@@ -146,38 +152,65 @@ def main() -> None:
 
     # Peers alternate round by round and each reports its median, so a
     # passing disturbance on this shared machine does not favour one of them.
-    null = subprocess.Popen([sys.executable, __file__, "--serve-null", "--rows", str(args.rows)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    null = subprocess.Popen(
+        [sys.executable, __file__, "--serve-null", "--rows", str(args.rows)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert null.stdout is not None and null.stdin is not None
     null_port = int(null.stdout.readline().split("port=")[1])
     with tempfile.TemporaryDirectory() as tmp:
         server = StandaloneProcess(Path(tmp) / "data").start()
         try:
-            runs = alternate({
-                "null (happybase ceiling)": lambda r: happybase_put_scan(null_port, args.rows,
-                                                                         None),
-                "standalone (happybase)": lambda r: happybase_put_scan(server.port, args.rows,
-                                                                       b"bench%d" % r),
-                "engine (in-process)": lambda r: engine_put_scan(args.rows),
-            }, args.rounds)
+            runs = alternate(
+                {
+                    "null (happybase ceiling)": lambda r: happybase_put_scan(
+                        null_port, args.rows, None
+                    ),
+                    "standalone (happybase)": lambda r: happybase_put_scan(
+                        server.port, args.rows, b"bench%d" % r
+                    ),
+                    "engine (in-process)": lambda r: engine_put_scan(args.rows),
+                },
+                args.rounds,
+            )
         finally:
             server.stop()
             null.stdin.close()
             null.wait()
-    results = {name: (statistics.median(p for p, _ in rs), statistics.median(s for _, s in rs))
-               for name, rs in runs.items()}
+    results = {
+        name: (statistics.median(p for p, _ in rs), statistics.median(s for _, s in rs))
+        for name, rs in runs.items()
+    }
 
     ceiling = results["null (happybase ceiling)"]
-    print(f"\nhqueue standalone benchmark: {args.rows:,} rows of {len(VALUE)} B, "
-          f"{BATCH:,} rows per call, median of {args.rounds} alternating rounds, "
-          f"{os.cpu_count()} cores")
-    print(text_table(
-        ("peer", "put rows/s", "vs ceiling", "scan rows/s", "vs ceiling"), (28, 14, 12, 14, 12),
-        [(name, f"{put:,.0f}", f"{put / ceiling[0]:.0%}", f"{scan:,.0f}",
-          f"{scan / ceiling[1]:.0%}") for name, (put, scan) in results.items()]))
+    print(
+        f"\nhqueue standalone benchmark: {args.rows:,} rows of {len(VALUE)} B, "
+        f"{BATCH:,} rows per call, median of {args.rounds} alternating rounds, "
+        f"{os.cpu_count()} cores"
+    )
+    print(
+        text_table(
+            ("peer", "put rows/s", "vs ceiling", "scan rows/s", "vs ceiling"),
+            (28, 14, 12, 14, 12),
+            [
+                (
+                    name,
+                    f"{put:,.0f}",
+                    f"{put / ceiling[0]:.0%}",
+                    f"{scan:,.0f}",
+                    f"{scan / ceiling[1]:.0%}",
+                )
+                for name, (put, scan) in results.items()
+            ],
+        )
+    )
     sa = results["standalone (happybase)"]
-    print(f"\ntarget: standalone >= 70% of the ceiling: put {sa[0] / ceiling[0]:.0%}, "
-          f"scan {sa[1] / ceiling[1]:.0%}")
+    print(
+        f"\ntarget: standalone >= 70% of the ceiling: put {sa[0] / ceiling[0]:.0%}, "
+        f"scan {sa[1] / ceiling[1]:.0%}"
+    )
 
 
 if __name__ == "__main__":

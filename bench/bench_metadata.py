@@ -156,6 +156,7 @@ def main() -> None:
     rows = []
     with servers(args) as targets:
         for backend, target in targets.items():
+
             def factory(target: dict[str, str] = target) -> MetaStore:
                 return open_metastore(**target)  # type: ignore[arg-type]
 
@@ -172,12 +173,32 @@ def main() -> None:
             print(f"{backend}: done", file=sys.stderr)
 
     n = f"{args.subscriptions:,}"
-    print(markdown_header(("backend", "CAS updates/s", "partial updates/s",
-                           f"create {n} subs (s)", f"read all {n} subs (s)",
-                           "same, warm cache (s)"), "lrrrrr"))
+    print(
+        markdown_header(
+            (
+                "backend",
+                "CAS updates/s",
+                "partial updates/s",
+                f"create {n} subs (s)",
+                f"read all {n} subs (s)",
+                "same, warm cache (s)",
+            ),
+            "lrrrrr",
+        )
+    )
     for backend, cas, partial, loaded, direct, warm in rows:
-        print(markdown_row((backend, f"{cas:,.0f}", f"{partial:,.0f}", f"{loaded:.1f}",
-                            f"{direct:.3f}", f"{warm:.4f}")))
+        print(
+            markdown_row(
+                (
+                    backend,
+                    f"{cas:,.0f}",
+                    f"{partial:,.0f}",
+                    f"{loaded:.1f}",
+                    f"{direct:.3f}",
+                    f"{warm:.4f}",
+                )
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -120,9 +120,12 @@ class HQueuePeer:
         self.server.start()
         # A short put timeout: if the sidecar cannot take a partition, the probe
         # below fails in seconds instead of the client's default 30 s per put.
-        self.client = hqueue.connect(self.server.address,
-                                     hbase_admin=f"127.0.0.1:{self.server.thrift2_port}",
-                                     table_prefix="", put_timeout=15.0)
+        self.client = hqueue.connect(
+            self.server.address,
+            hbase_admin=f"127.0.0.1:{self.server.thrift2_port}",
+            table_prefix="",
+            put_timeout=15.0,
+        )
         self._new_queue("probe")
 
     def stop(self) -> None:
@@ -191,11 +194,15 @@ class HQueuePeer:
         pass  # the queues stay: the temporary data directory goes at the end
 
     def rows(self) -> dict[str, list[tuple[str, Callable[..., Sample]]]]:
-        return {BATCHED: [("hqueue put_batch", self.batched)],
-                SCAN: [(self.primary_scan, self.scan_partition),
-                       ("hqueue queue.scan()", self.scan_queue),
-                       ("happybase scan (Thrift1 only, diagnostic)", self.scan_happybase)],
-                SINGLE: [("hqueue put", self.single)]}
+        return {
+            BATCHED: [("hqueue put_batch", self.batched)],
+            SCAN: [
+                (self.primary_scan, self.scan_partition),
+                ("hqueue queue.scan()", self.scan_queue),
+                ("happybase scan (Thrift1 only, diagnostic)", self.scan_happybase),
+            ],
+            SINGLE: [("hqueue put", self.single)],
+        }
 
 
 class RedisPeer:
@@ -261,9 +268,11 @@ class RedisPeer:
 
     def rows(self) -> dict[str, list[tuple[str, Callable[..., Sample]]]]:
         how = ", fsync always" if self.fsync else ""
-        return {BATCHED: [(f"redis pipelined XADD{how}", self.batched)],
-                SCAN: [("redis XREAD COUNT 1000", self.scan)],
-                SINGLE: [(f"redis XADD{how}", self.single)]}
+        return {
+            BATCHED: [(f"redis pipelined XADD{how}", self.batched)],
+            SCAN: [("redis XREAD COUNT 1000", self.scan)],
+            SINGLE: [(f"redis XADD{how}", self.single)],
+        }
 
 
 class NatsPeer:
@@ -321,7 +330,8 @@ class NatsPeer:
         async def run() -> Sample:
             t0 = time.perf_counter()
             sub = await self.js.pull_subscribe(
-                subject, stream=subject, config=ConsumerConfig(ack_policy=AckPolicy.NONE))
+                subject, stream=subject, config=ConsumerConfig(ack_policy=AckPolicy.NONE)
+            )
             n = 0
             while n < self.produced:
                 n += len(await sub.fetch(min(BATCH, self.produced - n), timeout=10))
@@ -346,8 +356,7 @@ class NatsPeer:
                     done.set()
 
             t0 = time.perf_counter()
-            sub = await self.js.subscribe(subject, stream=subject, ordered_consumer=True,
-                                          cb=on_msg)
+            sub = await self.js.subscribe(subject, stream=subject, ordered_consumer=True, cb=on_msg)
             await asyncio.wait_for(done.wait(), timeout=120)
             seconds = time.perf_counter() - t0
             await sub.unsubscribe()
@@ -376,10 +385,14 @@ class NatsPeer:
         self.loop.run_until_complete(self.js.delete_stream(f"b{r}"))
 
     def rows(self) -> dict[str, list[tuple[str, Callable[..., Sample]]]]:
-        return {BATCHED: [("nats publish_async x1000", self.batched)],
-                SCAN: [("nats pull fetch 1000", self.scan_pull),
-                       ("nats ordered consumer", self.scan_ordered)],
-                SINGLE: [("nats await publish", self.single)]}
+        return {
+            BATCHED: [("nats publish_async x1000", self.batched)],
+            SCAN: [
+                ("nats pull fetch 1000", self.scan_pull),
+                ("nats ordered consumer", self.scan_ordered),
+            ],
+            SINGLE: [("nats await publish", self.single)],
+        }
 
 
 Peer = HQueuePeer | RedisPeer | NatsPeer
@@ -388,8 +401,9 @@ Peer = HQueuePeer | RedisPeer | NatsPeer
 # -- the run -------------------------------------------------------------------------
 
 
-def run(args: argparse.Namespace, workdir: Path) -> tuple[dict[tuple[str, str], list[Sample]],
-                                                           dict[str, str]]:
+def run(
+    args: argparse.Namespace, workdir: Path
+) -> tuple[dict[tuple[str, str], list[Sample]], dict[str, str]]:
     """Start the chosen peers, run the rounds, stop everything; return the samples per
     (workload, row) and, per peer that failed, why."""
     wanted = args.peers.split(",")
@@ -405,19 +419,22 @@ def run(args: argparse.Namespace, workdir: Path) -> tuple[dict[tuple[str, str], 
     def rows(p: Peer, workload: str) -> list[tuple[str, Callable[[int], Sample]]]:
         if workload not in sizes:
             return p.rows()[workload]
-        return [(label, functools.partial(fn, n=sizes[workload]))
-                for label, fn in p.rows()[workload]]
+        return [
+            (label, functools.partial(fn, n=sizes[workload])) for label, fn in p.rows()[workload]
+        ]
 
     def describe(workload: str, label: str, s: Sample) -> str:
         return f"{workload:<30} {label:<44}{s.rate:>12,.0f} msgs/s"
 
     # Cleanup after every row of the round ran, since the rows' order rotates.
-    return run_rounds(peers, args.rounds, WORKLOADS, rows, describe,
-                      end_round=lambda p, r: p.end_round(r))
+    return run_rounds(
+        peers, args.rounds, WORKLOADS, rows, describe, end_round=lambda p, r: p.end_round(r)
+    )
 
 
-def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]],
-           failed: dict[str, str]) -> None:
+def report(
+    args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]], failed: dict[str, str]
+) -> None:
     rate = {k: statistics.median(s.rate for s in v) for k, v in samples.items()}
 
     def lat_ms(k: tuple[str, str], q: float) -> float | None:
@@ -425,24 +442,38 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
         return None if median is None else median * 1000
 
     def fastest(workload: str, prefix: str) -> tuple[str, float] | None:
-        found = [(label, v) for (w, label), v in rate.items()
-                 if w == workload and label.startswith(prefix)]
+        found = [
+            (label, v)
+            for (w, label), v in rate.items()
+            if w == workload and label.startswith(prefix)
+        ]
         return max(found, key=lambda x: x[1]) if found else None
 
-    hq_label = {BATCHED: "hqueue put_batch", SCAN: HQueuePeer.primary_scan,
-                SINGLE: "hqueue put"}
-    print(f"\nhqueue vs Redis Streams vs NATS JetStream: {VALUE.__len__()} B messages; "
-          f"{args.messages:,} batched / scanned, {args.single_messages:,} one at a time; "
-          f"median of {args.rounds} rounds, peers alternating; {os.cpu_count()} cores.")
-    print(f"{version([REDIS_SERVER, '--version']).split(' sha=')[0]}; "
-          f"{version([NATS_SERVER, '--version'])}; redis-py {redis.__version__}, "
-          f"nats-py {metadata.version('nats-py')}, hqueue {hqueue.__version__}.")
-    print("Durability: hqueue fsyncs every write before acknowledging it; "
-          + ("Redis fsyncs every write (AOF always); " if args.redis_fsync
-             else "Redis keeps streams in memory only; ")
-          + "NATS writes files and syncs them on its own schedule.\n")
-    print(markdown_header(("workload", "peer", "msgs/s", "p50 ms", "p99 ms", "hqueue ÷ peer"),
-                          "llrrrr"))
+    hq_label = {BATCHED: "hqueue put_batch", SCAN: HQueuePeer.primary_scan, SINGLE: "hqueue put"}
+    print(
+        f"\nhqueue vs Redis Streams vs NATS JetStream: {VALUE.__len__()} B messages; "
+        f"{args.messages:,} batched / scanned, {args.single_messages:,} one at a time; "
+        f"median of {args.rounds} rounds, peers alternating; {os.cpu_count()} cores."
+    )
+    print(
+        f"{version([REDIS_SERVER, '--version']).split(' sha=')[0]}; "
+        f"{version([NATS_SERVER, '--version'])}; redis-py {redis.__version__}, "
+        f"nats-py {metadata.version('nats-py')}, hqueue {hqueue.__version__}."
+    )
+    print(
+        "Durability: hqueue fsyncs every write before acknowledging it; "
+        + (
+            "Redis fsyncs every write (AOF always); "
+            if args.redis_fsync
+            else "Redis keeps streams in memory only; "
+        )
+        + "NATS writes files and syncs them on its own schedule.\n"
+    )
+    print(
+        markdown_header(
+            ("workload", "peer", "msgs/s", "p50 ms", "p99 ms", "hqueue ÷ peer"), "llrrrr"
+        )
+    )
     for workload in WORKLOADS:
         hq = rate.get((workload, hq_label[workload]))
         for (w, label), v in rate.items():
@@ -450,9 +481,18 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
                 continue
             p50, p99 = lat_ms((w, label), 0.50), lat_ms((w, label), 0.99)
             ratio = "" if label == hq_label[workload] or hq is None else f"{hq / v:.2f}x"
-            print(markdown_row((workload, label, f"{v:,.0f}",
-                                "" if p50 is None else f"{p50:.3f}",
-                                "" if p99 is None else f"{p99:.3f}", ratio)))
+            print(
+                markdown_row(
+                    (
+                        workload,
+                        label,
+                        f"{v:,.0f}",
+                        "" if p50 is None else f"{p50:.3f}",
+                        "" if p99 is None else f"{p99:.3f}",
+                        ratio,
+                    )
+                )
+            )
     for name, why in failed.items():
         print(markdown_row(("(all)", name, f"failed: {why.splitlines()[0][:160]}", "", "", "")))
 
@@ -460,8 +500,10 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
     print(markdown_header(("target", "measured", "met"), "lrc"))
     hq_b, hq_s = rate.get((BATCHED, hq_label[BATCHED])), rate.get((SCAN, hq_label[SCAN]))
     redis_b, redis_s = fastest(BATCHED, "redis"), fastest(SCAN, "redis")
-    for text, hq, peer in (("batched produce >= 2x Redis pipelined XADD", hq_b, redis_b),
-                           ("scan >= 2x Redis XREAD", hq_s, redis_s)):
+    for text, hq, peer in (
+        ("batched produce >= 2x Redis pipelined XADD", hq_b, redis_b),
+        ("scan >= 2x Redis XREAD", hq_s, redis_s),
+    ):
         if hq is None or peer is None:
             print(markdown_row((text, "n/a", "n/a")))
         else:
@@ -471,10 +513,13 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
     if p50 is None:
         print(markdown_row(("unbatched put p50 < 1 ms", "n/a", "n/a")))
     else:
-        print(markdown_row(("unbatched put p50 < 1 ms", f"{p50:.3f} ms",
-                            "yes" if p50 < 1 else "no")))
-    for text, workload in (("batched produce vs fastest NATS", BATCHED),
-                           ("scan vs fastest NATS", SCAN)):
+        print(
+            markdown_row(("unbatched put p50 < 1 ms", f"{p50:.3f} ms", "yes" if p50 < 1 else "no"))
+        )
+    for text, workload in (
+        ("batched produce vs fastest NATS", BATCHED),
+        ("scan vs fastest NATS", SCAN),
+    ):
         hq, peer = rate.get((workload, hq_label[workload])), fastest(workload, "nats")
         if hq is not None and peer is not None:
             print(markdown_row((f"({text}: {peer[0]}, no target)", f"{hq / peer[1]:.2f}x", "")))
@@ -482,18 +527,28 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--messages", type=int, default=200_000,
-                        help="messages per round for batched produce and scan "
-                             "(rounded down to whole batches of 1,000)")
-    parser.add_argument("--single-messages", type=int, default=5_000,
-                        help="messages per round put one at a time")
+    parser.add_argument(
+        "--messages",
+        type=int,
+        default=200_000,
+        help="messages per round for batched produce and scan "
+        "(rounded down to whole batches of 1,000)",
+    )
+    parser.add_argument(
+        "--single-messages", type=int, default=5_000, help="messages per round put one at a time"
+    )
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 10,000 / 500 messages, 1 round")
-    parser.add_argument("--peers", default="hqueue,redis,nats",
-                        help="comma-separated subset of hqueue,redis,nats")
-    parser.add_argument("--redis-fsync", action="store_true",
-                        help="run Redis with appendonly yes, appendfsync always")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 10,000 / 500 messages, 1 round"
+    )
+    parser.add_argument(
+        "--peers", default="hqueue,redis,nats", help="comma-separated subset of hqueue,redis,nats"
+    )
+    parser.add_argument(
+        "--redis-fsync",
+        action="store_true",
+        help="run Redis with appendonly yes, appendfsync always",
+    )
     args = parser.parse_args()
     if args.quick:
         args.messages, args.single_messages, args.rounds = 10_000, 500, 1

@@ -58,8 +58,9 @@ def wait_owned(client: Any, partitions: int, timeout: float = 60.0) -> None:
 def load(server: StandaloneProcess, rows: int, partitions: int) -> float:
     """Store ``rows`` messages straight into the queue table; return the seconds taken."""
     h = hbase1()
-    with connect(server.address, hbase_admin=f"{server.host}:{server.thrift2_port}",
-                 table_prefix="") as client:
+    with connect(
+        server.address, hbase_admin=f"{server.host}:{server.thrift2_port}", table_prefix=""
+    ) as client:
         client.create_queue(QUEUE, partitions=partitions)
         table = client.hbase.table_name(QUEUE)
         wait_owned(client, partitions)
@@ -68,9 +69,12 @@ def load(server: StandaloneProcess, rows: int, partitions: int) -> float:
     batch = []
     for i in range(rows):
         n = i // partitions
-        batch.append(h.BatchMutation(
-            row=struct.pack(">HQH", i % partitions, BASE + n // 8, n % 8),
-            mutations=[h.Mutation(column=b"message:topic%d" % (i % 4), value=VALUE)]))
+        batch.append(
+            h.BatchMutation(
+                row=struct.pack(">HQH", i % partitions, BASE + n // 8, n % 8),
+                mutations=[h.Mutation(column=b"message:topic%d" % (i % 4), value=VALUE)],
+            )
+        )
         if len(batch) == 10_000:
             conn.client.mutateRows(table, batch, {})
             batch = []
@@ -96,14 +100,17 @@ def null_source(rows: int, partitions: int) -> type:
             from hqueue.spark.arrow import ARROW_SCHEMA
 
             n = 10_000
-            batch = pa.RecordBatch.from_arrays([
-                pa.array([partition.value] * n, pa.int32()),
-                pa.array([BASE * 1000] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-                pa.array(range(n), pa.int32()),
-                pa.array([f"{BASE}:{i}" for i in range(n)], pa.string()),
-                pa.array(["topic0"] * n, pa.string()),
-                pa.array([VALUE] * n, pa.binary()),
-            ], schema=ARROW_SCHEMA)
+            batch = pa.RecordBatch.from_arrays(
+                [
+                    pa.array([partition.value] * n, pa.int32()),
+                    pa.array([BASE * 1000] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+                    pa.array(range(n), pa.int32()),
+                    pa.array([f"{BASE}:{i}" for i in range(n)], pa.string()),
+                    pa.array(["topic0"] * n, pa.string()),
+                    pa.array([VALUE] * n, pa.binary()),
+                ],
+                schema=ARROW_SCHEMA,
+            )
             for _ in range(rows // partitions // n):
                 yield batch
 
@@ -159,16 +166,16 @@ def read(df: Any, server_pid: int, r: int = 0) -> Timing:
     started = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
     seconds = time.perf_counter() - started
-    return (seconds, _delta(cpu_before, process_cpu(server_pid)),
-            _delta(all_before, machine_cpu()))
+    return (seconds, _delta(cpu_before, process_cpu(server_pid)), _delta(all_before, machine_cpu()))
 
 
 def timed(peers: dict[str, Any], repeat: int, server_pid: int) -> dict[str, Timing]:
     """Return, per peer, the best of ``repeat`` full reads into the noop sink. Rounds
     alternate the peers, so a burst of load on the machine does not fall on one peer
     only."""
-    runs = alternate({name: functools.partial(read, df, server_pid)
-                      for name, df in peers.items()}, repeat)
+    runs = alternate(
+        {name: functools.partial(read, df, server_pid) for name, df in peers.items()}, repeat
+    )
     return {name: min(timings, key=lambda t: t[0]) for name, timings in runs.items()}
 
 
@@ -188,21 +195,35 @@ def main() -> None:
         server = StandaloneProcess(Path(tmp) / "data").start()
         try:
             load_s = load(server, args.rows, args.partitions)
-            spark = (SparkSession.builder.master("local[*]").appName("bench-spark")
-                     .config("spark.ui.enabled", "false")
-                     .config("spark.ui.showConsoleProgress", "false")
-                     .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+            spark = (
+                SparkSession.builder.master("local[*]")
+                .appName("bench-spark")
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.sql.session.timeZone", "UTC")
+                .getOrCreate()
+            )
             spark.sparkContext.setLogLevel("ERROR")
             hqueue.spark.register(spark)
             spark.dataSource.register(null_source(args.rows, args.partitions))
-            hq = (spark.read.format("hqueue").option("queue", QUEUE)
-                  .option("hbase", server.address).option("table_prefix", "").load())
+            hq = (
+                spark.read.format("hqueue")
+                .option("queue", QUEUE)
+                .option("hbase", server.address)
+                .option("table_prefix", "")
+                .load()
+            )
             parquet_path = str(Path(tmp) / "bench.parquet")
             hq.write.parquet(parquet_path)
             assert spark.read.parquet(parquet_path).count() == args.rows
-            thrift1 = (spark.read.format("hqueue").option("queue", QUEUE)
-                       .option("hbase", server.address).option("table_prefix", "")
-                       .option("via", "hbase").load())
+            thrift1 = (
+                spark.read.format("hqueue")
+                .option("queue", QUEUE)
+                .option("hbase", server.address)
+                .option("table_prefix", "")
+                .option("via", "hbase")
+                .load()
+            )
             peers = {
                 HQUEUE: hq,
                 "hqueue (Thrift1 only)": thrift1,
@@ -217,23 +238,30 @@ def main() -> None:
 
     ceiling = args.rows / results[PARQUET][0]
     cores = os.cpu_count()
-    print(f"\nSpark read benchmark: {args.rows:,} messages of {len(VALUE)} B, "
-          f"{args.partitions} partitions, local[*] on {cores} cores, best of {args.repeat} "
-          f"(loading the queue took {load_s:.1f} s)")
+    print(
+        f"\nSpark read benchmark: {args.rows:,} messages of {len(VALUE)} B, "
+        f"{args.partitions} partitions, local[*] on {cores} cores, best of {args.repeat} "
+        f"(loading the queue took {load_s:.1f} s)"
+    )
     table = []
     for name, (seconds, server_cpu, all_cpu) in results.items():
         rate = args.rows / seconds
-        cpu = f"{server_cpu:.2f}" if server_cpu is not None and name.startswith("hqueue") \
-            else ""
+        cpu = f"{server_cpu:.2f}" if server_cpu is not None and name.startswith("hqueue") else ""
         total = f"{all_cpu:.2f}" if all_cpu is not None else ""
-        table.append((name, f"{seconds:.2f}", f"{rate:,.0f}", f"{rate / ceiling:.0%}", cpu,
-                      total))
-    print(text_table(("peer", "seconds", "rows/s", "vs parquet", "server CPU s", "all CPU s"),
-                     (24, 10, 14, 12, 14, 11), table))
+        table.append((name, f"{seconds:.2f}", f"{rate:,.0f}", f"{rate / ceiling:.0%}", cpu, total))
+    print(
+        text_table(
+            ("peer", "seconds", "rows/s", "vs parquet", "server CPU s", "all CPU s"),
+            (24, 10, 14, 12, 14, 11),
+            table,
+        )
+    )
     hq_rate = args.rows / results[HQUEUE][0]
     print(f"\ntarget: hqueue >= 25% of parquet: {hq_rate / ceiling:.0%}")
-    print("server CPU s: CPU time of the standalone process (Thrift servers and sidecar, "
-          "one process) during the best read")
+    print(
+        "server CPU s: CPU time of the standalone process (Thrift servers and sidecar, "
+        "one process) during the best read"
+    )
     print("all CPU s: CPU time of the whole machine (every core, every process) during it")
 
 

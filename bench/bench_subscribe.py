@@ -242,8 +242,9 @@ class Recorder:
 
     def wait_done(self, timeout: float = WAIT) -> None:
         if not self.done.wait(timeout):
-            raise RuntimeError(f"only {self.count:,} of {self.expected:,} messages "
-                               f"arrived within {timeout:.0f} s")
+            raise RuntimeError(
+                f"only {self.count:,} of {self.expected:,} messages arrived within {timeout:.0f} s"
+            )
 
     def expect(self, expected: int) -> None:
         """Lower the count awaited to what was actually sent."""
@@ -258,8 +259,14 @@ class Recorder:
         done = array.array("q")
         done.frombytes(acked)
         rows = [(s, r, d) for s, r, d in zip(self.sent, self.received, done, strict=True) if d]
-        return Sample(len(rows), seconds, first, [r - s for s, r, _ in rows],
-                      [d - s for s, _, d in rows], [r - d for _, r, d in rows])
+        return Sample(
+            len(rows),
+            seconds,
+            first,
+            [r - s for s, r, _ in rows],
+            [d - s for s, _, d in rows],
+            [r - d for _, r, d in rows],
+        )
 
 
 # -- the producing side: one child process per peer ----------------------------------
@@ -285,8 +292,9 @@ class Sender:
     def close(self) -> None:
         pass
 
-    def paced(self, dest: str, rate: int, n: int, senders: int,
-              linger_ms: float = 0.0) -> tuple[float, int, bytes]:
+    def paced(
+        self, dest: str, rate: int, n: int, senders: int, linger_ms: float = 0.0
+    ) -> tuple[float, int, bytes]:
         """``senders`` threads, message i at ``start + i / rate`` (at once when late),
         until ``n`` are sent or ``n / rate`` seconds are over. With ``linger_ms``, one
         thread instead sends every ``linger_ms`` whatever came due meanwhile in one
@@ -320,8 +328,7 @@ class Sender:
             raise errors[0]
         return time.perf_counter() - start, int(start * 1e9), acked.tobytes()
 
-    def lingered(self, dest: str, rate: int, n: int,
-                 linger_ms: float) -> tuple[float, int, bytes]:
+    def lingered(self, dest: str, rate: int, n: int, linger_ms: float) -> tuple[float, int, bytes]:
         """The batching producer of :meth:`paced`: a message is created at its due time
         (its stamp), waits for the next tick, and goes with the others due by then."""
         start = time.perf_counter() + 0.02
@@ -356,8 +363,9 @@ class Sender:
 
 class HQueueSender(Sender):
     def __init__(self, address: str, admin: str) -> None:
-        self.client: Any = hqueue.connect(address, hbase_admin=admin, table_prefix="",
-                                          put_timeout=15.0)
+        self.client: Any = hqueue.connect(
+            address, hbase_admin=admin, table_prefix="", put_timeout=15.0
+        )
         self.queues: dict[str, Any] = {}
 
     def _queue(self, name: str) -> Any:
@@ -410,8 +418,9 @@ class NatsSender(Sender):
     def one(self, dest: str, value: bytes, slot: int) -> None:
         self.loop.run_until_complete(self.js.publish(dest, value))
 
-    def paced(self, dest: str, rate: int, n: int, senders: int,
-              linger_ms: float = 0.0) -> tuple[float, int, bytes]:
+    def paced(
+        self, dest: str, rate: int, n: int, senders: int, linger_ms: float = 0.0
+    ) -> tuple[float, int, bytes]:
         if linger_ms:
             return self.lingered(dest, rate, n, linger_ms)
         acked = array.array("q", bytes(8 * n))
@@ -449,8 +458,7 @@ class NatsSender(Sender):
             t0 = time.perf_counter()
             for first in range(0, n, BATCH):
                 last = min(n, first + BATCH)
-                acks = [await self.js.publish_async(dest, stamped(i))
-                        for i in range(first, last)]
+                acks = [await self.js.publish_async(dest, stamped(i)) for i in range(first, last)]
                 await asyncio.gather(*acks)
                 acked[first:last] = array.array("q", [time.perf_counter_ns()]) * (last - first)
             return time.perf_counter() - t0, int(t0 * 1e9), acked.tobytes()
@@ -499,8 +507,9 @@ class Producer:
     def __init__(self, kind: str, target: dict[str, Any]) -> None:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process with threads
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=producer_main, args=(child, kind, target),
-                                name=f"producer-{kind}", daemon=True)
+        self.proc = ctx.Process(
+            target=producer_main, args=(child, kind, target), name=f"producer-{kind}", daemon=True
+        )
         self.proc.start()
         child.close()
         self._answer(60.0)
@@ -541,8 +550,9 @@ def wait_for_queue(client: Any, name: str) -> Any:
 # -- the runs, common to the peers ---------------------------------------------------
 
 
-def warm_up(producer: Producer, dest: str, rec: Recorder, slots: int = 1,
-            timeout: float = 30.0) -> None:
+def warm_up(
+    producer: Producer, dest: str, rec: Recorder, slots: int = 1, timeout: float = 30.0
+) -> None:
     """Put warm-up messages every 50 ms until one of every slot reached the listener."""
     deadline = time.monotonic() + timeout
     while True:
@@ -556,8 +566,16 @@ def warm_up(producer: Producer, dest: str, rec: Recorder, slots: int = 1,
             raise RuntimeError(f"warm-up messages did not arrive within {timeout:.0f} s")
 
 
-def paced_run(producer: Producer, dest: str, rec: Recorder, rate: int, n: int,
-              senders: int, slots: int = 1, linger_ms: float = 0.0) -> Sample:
+def paced_run(
+    producer: Producer,
+    dest: str,
+    rec: Recorder,
+    rate: int,
+    n: int,
+    senders: int,
+    slots: int = 1,
+    linger_ms: float = 0.0,
+) -> Sample:
     """With the subscription open at the latest position: warm up, send ``n`` messages
     paced at ``rate``, wait for all of them."""
     rec.arm(n, parse=True)
@@ -608,8 +626,9 @@ def paced_name(rate: int, linger_ms: float = 0.0) -> str:
 
 def paced_kinds(args: argparse.Namespace) -> list[tuple[int, float]]:
     """The paced workloads: (rate, linger ms), one message per put call first."""
-    return ([(rate, 0.0) for rate in args.rate_list]
-            + [(rate, args.linger_ms) for rate in args.batched_list])
+    return [(rate, 0.0) for rate in args.rate_list] + [
+        (rate, args.linger_ms) for rate in args.batched_list
+    ]
 
 
 class HQueuePeer:
@@ -624,8 +643,9 @@ class HQueuePeer:
     def start(self) -> None:
         self.server.start()
         admin = f"127.0.0.1:{self.server.thrift2_port}"
-        self.client = hqueue.connect(self.server.address, hbase_admin=admin, table_prefix="",
-                                     put_timeout=15.0)
+        self.client = hqueue.connect(
+            self.server.address, hbase_admin=admin, table_prefix="", put_timeout=15.0
+        )
         self.producer = Producer("hqueue", {"address": self.server.address, "admin": admin})
 
     def stop(self) -> None:
@@ -645,15 +665,15 @@ class HQueuePeer:
     def _listener(self, messages: list[hqueue.Message]) -> None:
         self.rec.record([m.value for m in messages])
 
-    def paced(self, r: int, rate: int, n: int, senders: int, partitions: int,
-              linger_ms: float = 0.0) -> Sample:
+    def paced(
+        self, r: int, rate: int, n: int, senders: int, partitions: int, linger_ms: float = 0.0
+    ) -> Sample:
         assert self.producer is not None
         name = f"p{r}_{rate}_{partitions}_{int(linger_ms * 1000)}"
         q = self._new_queue(name, partitions)
         sub = q.subscribe("bench", self._listener, start="latest")
         try:
-            return paced_run(self.producer, name, self.rec, rate, n, senders, partitions,
-                             linger_ms)
+            return paced_run(self.producer, name, self.rec, rate, n, senders, partitions, linger_ms)
         finally:
             sub.unsubscribe()
 
@@ -672,19 +692,39 @@ class HQueuePeer:
         name = f"d{r}"
         q = self._new_queue(name)
         self.producer.call("fill", name, n - 1)  # plus the one _new_queue put
-        return drain_run(self.rec, n, lambda: q.subscribe(
-            "bench", self._listener, start="earliest").unsubscribe)
+        return drain_run(
+            self.rec, n, lambda: q.subscribe("bench", self._listener, start="earliest").unsubscribe
+        )
 
     def rows(self, args: argparse.Namespace) -> Rows:
         out: Rows = {}
         for rate, linger in paced_kinds(args):
-            out[paced_name(rate, linger)] = [("hqueue", functools.partial(
-                self.paced, rate=rate, n=rate * args.seconds, senders=args.producers,
-                partitions=1, linger_ms=linger))]
+            out[paced_name(rate, linger)] = [
+                (
+                    "hqueue",
+                    functools.partial(
+                        self.paced,
+                        rate=rate,
+                        n=rate * args.seconds,
+                        senders=args.producers,
+                        partitions=1,
+                        linger_ms=linger,
+                    ),
+                )
+            ]
             if args.hqueue_partitions > 1 and not linger:
-                out[paced_name(rate)].append((diagnostic_row(args), functools.partial(
-                    self.paced, rate=rate, n=rate * args.seconds, senders=args.producers,
-                    partitions=args.hqueue_partitions)))
+                out[paced_name(rate)].append(
+                    (
+                        diagnostic_row(args),
+                        functools.partial(
+                            self.paced,
+                            rate=rate,
+                            n=rate * args.seconds,
+                            senders=args.producers,
+                            partitions=args.hqueue_partitions,
+                        ),
+                    )
+                )
         out[DRAIN] = [("hqueue", functools.partial(self.drain, n=args.messages))]
         out[LIVE] = [("hqueue", functools.partial(self.live, n=args.live_messages))]
         return out
@@ -728,8 +768,9 @@ class RedisPeer:
         def consume() -> None:
             try:
                 while not stopping.is_set():
-                    resp: Any = conn.xreadgroup(REDIS_GROUP, "c", {key: ">"}, count=BATCH,
-                                                block=100)
+                    resp: Any = conn.xreadgroup(
+                        REDIS_GROUP, "c", {key: ">"}, count=BATCH, block=100
+                    )
                     if not resp:
                         continue
                     entries = resp[0][1]
@@ -757,8 +798,7 @@ class RedisPeer:
         key = f"p{r}_{rate}_{int(linger_ms * 1000)}"
         stop = self._subscribe(key, "$")
         try:
-            return paced_run(self.producer, key, self.rec, rate, n, senders,
-                             linger_ms=linger_ms)
+            return paced_run(self.producer, key, self.rec, rate, n, senders, linger_ms=linger_ms)
         finally:
             stop()
 
@@ -779,10 +819,20 @@ class RedisPeer:
 
     def rows(self, args: argparse.Namespace) -> Rows:
         out: Rows = {
-            paced_name(rate, linger): [("redis", functools.partial(
-                self.paced, rate=rate, n=rate * args.seconds, senders=args.producers,
-                linger_ms=linger))]
-            for rate, linger in paced_kinds(args)}
+            paced_name(rate, linger): [
+                (
+                    "redis",
+                    functools.partial(
+                        self.paced,
+                        rate=rate,
+                        n=rate * args.seconds,
+                        senders=args.producers,
+                        linger_ms=linger,
+                    ),
+                )
+            ]
+            for rate, linger in paced_kinds(args)
+        }
         out[DRAIN] = [("redis", functools.partial(self.drain, n=args.messages))]
         out[LIVE] = [("redis", functools.partial(self.live, n=args.live_messages))]
         return out
@@ -797,8 +847,9 @@ class NatsPeer:
     def __init__(self, workdir: Path) -> None:
         self.server = NatsServer(workdir / "nats")
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="nats-consumer",
-                                       daemon=True)
+        self.thread = threading.Thread(
+            target=self.loop.run_forever, name="nats-consumer", daemon=True
+        )
         self.nc: Any = None
         self.js: Any = None
         self.producer: Producer | None = None
@@ -845,8 +896,16 @@ class NatsPeer:
                 await msg.ack()
 
         config = ConsumerConfig(ack_policy=AckPolicy.ALL, max_ack_pending=NATS_MAX_ACK_PENDING)
-        sub = self._run(self.js.subscribe(subject, stream=subject, cb=on_msg, manual_ack=True,
-                                          deliver_policy=policy, config=config))
+        sub = self._run(
+            self.js.subscribe(
+                subject,
+                stream=subject,
+                cb=on_msg,
+                manual_ack=True,
+                deliver_policy=policy,
+                config=config,
+            )
+        )
 
         async def close() -> None:
             if last[0] is not None:
@@ -857,8 +916,7 @@ class NatsPeer:
         return lambda: self._run(close())
 
     def _new_stream(self, subject: str) -> None:
-        self._run(self.js.add_stream(name=subject, subjects=[subject],
-                                     storage=StorageType.FILE))
+        self._run(self.js.add_stream(name=subject, subjects=[subject], storage=StorageType.FILE))
 
     def paced(self, r: int, rate: int, n: int, senders: int, linger_ms: float = 0.0) -> Sample:
         assert self.producer is not None
@@ -866,8 +924,9 @@ class NatsPeer:
         self._new_stream(subject)
         stop = self._subscribe(subject, DeliverPolicy.NEW)
         try:
-            return paced_run(self.producer, subject, self.rec, rate, n, senders,
-                             linger_ms=linger_ms)
+            return paced_run(
+                self.producer, subject, self.rec, rate, n, senders, linger_ms=linger_ms
+            )
         finally:
             stop()
 
@@ -890,10 +949,20 @@ class NatsPeer:
 
     def rows(self, args: argparse.Namespace) -> Rows:
         out: Rows = {
-            paced_name(rate, linger): [("nats", functools.partial(
-                self.paced, rate=rate, n=rate * args.seconds, senders=args.producers,
-                linger_ms=linger))]
-            for rate, linger in paced_kinds(args)}
+            paced_name(rate, linger): [
+                (
+                    "nats",
+                    functools.partial(
+                        self.paced,
+                        rate=rate,
+                        n=rate * args.seconds,
+                        senders=args.producers,
+                        linger_ms=linger,
+                    ),
+                )
+            ]
+            for rate, linger in paced_kinds(args)
+        }
         out[DRAIN] = [("nats", functools.partial(self.drain, n=args.messages))]
         out[LIVE] = [("nats", functools.partial(self.live, n=args.live_messages))]
         return out
@@ -914,8 +983,9 @@ def workloads(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def run(args: argparse.Namespace, workdir: Path) -> tuple[dict[tuple[str, str], list[Sample]],
-                                                           dict[str, str], dict[str, str]]:
+def run(
+    args: argparse.Namespace, workdir: Path
+) -> tuple[dict[tuple[str, str], list[Sample]], dict[str, str], dict[str, str]]:
     """Start the chosen peers, run the rounds, stop everything; return the samples per
     (workload, row), and per peer that was skipped or failed, why."""
     wanted = args.peers.split(",")
@@ -935,22 +1005,30 @@ def run(args: argparse.Namespace, workdir: Path) -> tuple[dict[tuple[str, str], 
     def describe(workload: str, row: str, s: Sample) -> str:
         extra = ""
         if s.latencies:
-            extra = (f"  p50 {percentile(s.latencies, 0.5) / 1e6:7.3f} ms"
-                     f"  p99 {percentile(s.latencies, 0.99) / 1e6:7.3f} ms")
+            extra = (
+                f"  p50 {percentile(s.latencies, 0.5) / 1e6:7.3f} ms"
+                f"  p99 {percentile(s.latencies, 0.99) / 1e6:7.3f} ms"
+            )
         return f"{workload:<34} {row:<10}{s.rate:>10,.0f} msgs/s{extra}"
 
-    samples, failed = run_rounds(peers, args.rounds, workloads(args),
-                                 lambda p, workload: p.rows(args)[workload], describe)
+    samples, failed = run_rounds(
+        peers, args.rounds, workloads(args), lambda p, workload: p.rows(args)[workload], describe
+    )
     return samples, failed, skipped
 
 
-def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]],
-           failed: dict[str, str], skipped: dict[str, str]) -> None:
-    labels = {"hqueue": "hqueue subscribe, 1 partition",
-              diagnostic_row(args): f"hqueue subscribe, {args.hqueue_partitions} partitions "
-                                    "(diagnostic)",
-              "redis": "redis XREADGROUP COUNT 1000 + XACK",
-              "nats": f"nats push consumer, ack all every {NATS_ACK_EVERY}"}
+def report(
+    args: argparse.Namespace,
+    samples: dict[tuple[str, str], list[Sample]],
+    failed: dict[str, str],
+    skipped: dict[str, str],
+) -> None:
+    labels = {
+        "hqueue": "hqueue subscribe, 1 partition",
+        diagnostic_row(args): f"hqueue subscribe, {args.hqueue_partitions} partitions (diagnostic)",
+        "redis": "redis XREADGROUP COUNT 1000 + XACK",
+        "nats": f"nats push consumer, ack all every {NATS_ACK_EVERY}",
+    }
     rate = {k: statistics.median(s.rate for s in v) for k, v in samples.items()}
 
     def ms(k: tuple[str, str], q: float | None, what: str = "latencies") -> float | None:
@@ -961,26 +1039,48 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
     def fmt(v: float | None, spec: str = ".2f") -> str:
         return "" if v is None else format(v, spec)
 
-    print(f"\nPush delivery: hqueue subscriptions vs Redis Streams consumer groups vs NATS "
-          f"JetStream push consumers; {VALUE_SIZE} B messages; median of {args.rounds} "
-          f"round(s), peers alternating; {os.cpu_count()} cores.")
-    print(f"{version([REDIS_SERVER, '--version']).split(' sha=')[0]}; "
-          f"{version([NATS_SERVER, '--version'])}; redis-py {redis.__version__}, "
-          f"nats-py {metadata.version('nats-py')}, hqueue {hqueue.__version__}.")
-    print("Durability: hqueue fsyncs every write before acknowledging (and pushing) it; "
-          "Redis keeps streams in memory only; NATS writes files and syncs them on its "
-          "own schedule.\n")
+    print(
+        f"\nPush delivery: hqueue subscriptions vs Redis Streams consumer groups vs NATS "
+        f"JetStream push consumers; {VALUE_SIZE} B messages; median of {args.rounds} "
+        f"round(s), peers alternating; {os.cpu_count()} cores."
+    )
+    print(
+        f"{version([REDIS_SERVER, '--version']).split(' sha=')[0]}; "
+        f"{version([NATS_SERVER, '--version'])}; redis-py {redis.__version__}, "
+        f"nats-py {metadata.version('nats-py')}, hqueue {hqueue.__version__}."
+    )
+    print(
+        "Durability: hqueue fsyncs every write before acknowledging (and pushing) it; "
+        "Redis keeps streams in memory only; NATS writes files and syncs them on its "
+        "own schedule.\n"
+    )
 
     order = ["hqueue", diagnostic_row(args), "redis", "nats"]
-    print(f"Latency from put call to listener (ms), one message per put call, "
-          f"{args.producers} concurrent senders, {args.seconds} s per rate; \"put\" is the "
-          "put call alone, \"after ack\" from the put call's return to the listener. Rows "
-          f"\"batched\": one sender sends every {args.linger_ms:g} ms what came due "
-          "meanwhile in one call (put_batch, a Redis pipeline, NATS async publishes), "
-          "latency counted from the moment a message came due:\n")
-    print(markdown_header(("rate", "peer", "sent msgs/s", "put p50", "p50", "p99", "max",
-                           "after ack p50", "after ack p99", "peer p99 ÷ hqueue p99"),
-                          "llrrrrrrrr"))
+    print(
+        f"Latency from put call to listener (ms), one message per put call, "
+        f'{args.producers} concurrent senders, {args.seconds} s per rate; "put" is the '
+        'put call alone, "after ack" from the put call\'s return to the listener. Rows '
+        f'"batched": one sender sends every {args.linger_ms:g} ms what came due '
+        "meanwhile in one call (put_batch, a Redis pipeline, NATS async publishes), "
+        "latency counted from the moment a message came due:\n"
+    )
+    print(
+        markdown_header(
+            (
+                "rate",
+                "peer",
+                "sent msgs/s",
+                "put p50",
+                "p50",
+                "p99",
+                "max",
+                "after ack p50",
+                "after ack p99",
+                "peer p99 ÷ hqueue p99",
+            ),
+            "llrrrrrrrr",
+        )
+    )
     for target, linger in paced_kinds(args):
         w = paced_name(target, linger)
         hq99 = ms((w, "hqueue"), 0.99)
@@ -989,20 +1089,48 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
             if k not in rate:
                 continue
             p99 = ms(k, 0.99)
-            ratio = ("" if name.startswith("hqueue") or not hq99 or p99 is None
-                     else f"{p99 / hq99:.2f}x")
+            ratio = (
+                "" if name.startswith("hqueue") or not hq99 or p99 is None else f"{p99 / hq99:.2f}x"
+            )
             short = " (short)" if rate[k] < 0.95 * target else ""
             kind = f", batched every {linger:g} ms" if linger else ""
-            print(markdown_row((f"{target:,}/s{kind}", labels[name], f"{rate[k]:,.0f}{short}",
-                                fmt(ms(k, 0.5, "puts")), fmt(ms(k, 0.5)), fmt(p99),
-                                fmt(ms(k, None)), fmt(ms(k, 0.5, "after_ack")),
-                                fmt(ms(k, 0.99, "after_ack")), ratio)))
+            print(
+                markdown_row(
+                    (
+                        f"{target:,}/s{kind}",
+                        labels[name],
+                        f"{rate[k]:,.0f}{short}",
+                        fmt(ms(k, 0.5, "puts")),
+                        fmt(ms(k, 0.5)),
+                        fmt(p99),
+                        fmt(ms(k, None)),
+                        fmt(ms(k, 0.5, "after_ack")),
+                        fmt(ms(k, 0.99, "after_ack")),
+                        ratio,
+                    )
+                )
+            )
 
-    print("\nPush rate: msgs/s from the subscribe call (drain) or the first send (batched "
-          "produce) to the last delivery; \"first ms\" until the first delivery; \"after "
-          "the first\" msgs/s from the first delivery to the last; latencies in ms:\n")
-    print(markdown_header(("workload", "peer", "msgs/s", "hqueue ÷ peer", "first ms",
-                           "after the first msgs/s", "p50", "p99"), "llrrrrrr"))
+    print(
+        "\nPush rate: msgs/s from the subscribe call (drain) or the first send (batched "
+        'produce) to the last delivery; "first ms" until the first delivery; "after '
+        'the first" msgs/s from the first delivery to the last; latencies in ms:\n'
+    )
+    print(
+        markdown_header(
+            (
+                "workload",
+                "peer",
+                "msgs/s",
+                "hqueue ÷ peer",
+                "first ms",
+                "after the first msgs/s",
+                "p50",
+                "p99",
+            ),
+            "llrrrrrr",
+        )
+    )
     for w, size in ((DRAIN, args.messages), (LIVE, args.live_messages)):
         hq = rate.get((w, "hqueue"))
         for name in order:
@@ -1014,9 +1142,20 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
             steadies = [s.steady for s in samples[k] if s.steady is not None]
             steady = statistics.median(steadies) if steadies else None
             ratio = "" if name == "hqueue" or hq is None else f"{hq / rate[k]:.2f}x"
-            print(markdown_row((f"{w} ({size:,})", labels[name], f"{rate[k]:,.0f}", ratio,
-                                fmt(first, ".1f"), fmt(steady, ",.0f"), fmt(ms(k, 0.5)),
-                                fmt(ms(k, 0.99)))))
+            print(
+                markdown_row(
+                    (
+                        f"{w} ({size:,})",
+                        labels[name],
+                        f"{rate[k]:,.0f}",
+                        ratio,
+                        fmt(first, ".1f"),
+                        fmt(steady, ",.0f"),
+                        fmt(ms(k, 0.5)),
+                        fmt(ms(k, 0.99)),
+                    )
+                )
+            )
     for name, why in skipped.items():
         print(markdown_row(("(all)", name, f"skipped: {why}", *[""] * 5)))
     for name, why in failed.items():
@@ -1024,8 +1163,10 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
 
     print()
     print(markdown_header(("target", "measured", "met"), "lrc"))
-    for w5, how in ((paced_name(5000), "one per put"),
-                    (paced_name(5000, args.linger_ms), f"batched every {args.linger_ms:g} ms")):
+    for w5, how in (
+        (paced_name(5000), "one per put"),
+        (paced_name(5000, args.linger_ms), f"batched every {args.linger_ms:g} ms"),
+    ):
         for name in ("hqueue", diagnostic_row(args)):
             p99 = ms((w5, name), 0.99)
             if p99 is None:
@@ -1033,54 +1174,94 @@ def report(args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]
                     print(markdown_row((f"p99 < 10 ms at 5,000 msg/s, {how}", "n/a", "n/a")))
                 continue
             sent = rate[(w5, name)]
-            met = ("no: rate not reached" if sent < 0.95 * 5000
-                   else ("yes" if p99 < 10 else "no"))
-            print(markdown_row((f"p99 < 10 ms at 5,000 msg/s, {how} ({labels[name]})",
-                                f"{p99:.2f} ms at {sent:,.0f} msg/s", met)))
+            met = "no: rate not reached" if sent < 0.95 * 5000 else ("yes" if p99 < 10 else "no")
+            print(
+                markdown_row(
+                    (
+                        f"p99 < 10 ms at 5,000 msg/s, {how} ({labels[name]})",
+                        f"{p99:.2f} ms at {sent:,.0f} msg/s",
+                        met,
+                    )
+                )
+            )
     hq, rd = rate.get((DRAIN, "hqueue")), rate.get((DRAIN, "redis"))
     if hq is None or rd is None:
         print(markdown_row(("push rate >= Redis consumer group (drain)", "n/a", "n/a")))
     else:
-        print(markdown_row(("push rate >= Redis consumer group (drain)", f"{hq / rd:.2f}x",
-                            "yes" if hq >= rd else "no")))
+        print(
+            markdown_row(
+                (
+                    "push rate >= Redis consumer group (drain)",
+                    f"{hq / rd:.2f}x",
+                    "yes" if hq >= rd else "no",
+                )
+            )
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=(__doc__ or "").splitlines()[0],
-        epilog="The module docstring describes the peers, workloads and method.")
-    parser.add_argument("--rates", default="1000,5000,10000",
-                        help="comma-separated paced rates, msg/s (default %(default)s)")
-    parser.add_argument("--batched-rates", default="5000,10000",
-                        help="comma-separated paced rates of the batched rows (one sender "
-                             "sending what came due every --linger-ms); empty skips them "
-                             "(default %(default)s)")
-    parser.add_argument("--linger-ms", type=float, default=1.0,
-                        help="tick of the batched rows, ms (default %(default)s)")
-    parser.add_argument("--seconds", type=int,
-                        help="seconds of paced sending per rate (default 3)")
-    parser.add_argument("--messages", type=int,
-                        help="messages pre-filled for the drain; 0 skips it (default 200,000)")
-    parser.add_argument("--live-messages", type=int,
-                        help="messages of batched produce while subscribed; 0 skips it "
-                             "(default 100,000)")
+        epilog="The module docstring describes the peers, workloads and method.",
+    )
+    parser.add_argument(
+        "--rates",
+        default="1000,5000,10000",
+        help="comma-separated paced rates, msg/s (default %(default)s)",
+    )
+    parser.add_argument(
+        "--batched-rates",
+        default="5000,10000",
+        help="comma-separated paced rates of the batched rows (one sender "
+        "sending what came due every --linger-ms); empty skips them "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--linger-ms",
+        type=float,
+        default=1.0,
+        help="tick of the batched rows, ms (default %(default)s)",
+    )
+    parser.add_argument("--seconds", type=int, help="seconds of paced sending per rate (default 3)")
+    parser.add_argument(
+        "--messages",
+        type=int,
+        help="messages pre-filled for the drain; 0 skips it (default 200,000)",
+    )
+    parser.add_argument(
+        "--live-messages",
+        type=int,
+        help="messages of batched produce while subscribed; 0 skips it (default 100,000)",
+    )
     parser.add_argument("--rounds", type=int, help="(default 3)")
-    parser.add_argument("--producers", type=int, default=4,
-                        help="concurrent senders of the paced runs, each with one put in "
-                             "flight (default %(default)s)")
-    parser.add_argument("--hqueue-partitions", type=int, default=0,
-                        help="add a diagnostic hqueue row to the paced runs with a queue of "
-                             "this many partitions, sender k putting to partition k modulo "
-                             "them (default: none)")
-    parser.add_argument("--quick", action="store_true",
-                        help="short run: defaults of 1 s per rate, 20,000 / 20,000 "
-                             "messages, 1 round")
-    parser.add_argument("--peers", default="hqueue,redis,nats",
-                        help="comma-separated subset of hqueue,redis,nats")
+    parser.add_argument(
+        "--producers",
+        type=int,
+        default=4,
+        help="concurrent senders of the paced runs, each with one put in "
+        "flight (default %(default)s)",
+    )
+    parser.add_argument(
+        "--hqueue-partitions",
+        type=int,
+        default=0,
+        help="add a diagnostic hqueue row to the paced runs with a queue of "
+        "this many partitions, sender k putting to partition k modulo "
+        "them (default: none)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="short run: defaults of 1 s per rate, 20,000 / 20,000 messages, 1 round",
+    )
+    parser.add_argument(
+        "--peers", default="hqueue,redis,nats", help="comma-separated subset of hqueue,redis,nats"
+    )
     args = parser.parse_args()
     defaults = (1, 20_000, 20_000, 1) if args.quick else (3, 200_000, 100_000, 3)
-    for name, value in zip(("seconds", "messages", "live_messages", "rounds"), defaults,
-                           strict=True):
+    for name, value in zip(
+        ("seconds", "messages", "live_messages", "rounds"), defaults, strict=True
+    ):
         if getattr(args, name) is None:
             setattr(args, name, value)
     try:
@@ -1090,8 +1271,11 @@ def main() -> None:
         parser.error("--rates and --batched-rates take integers separated by commas")
     if args.linger_ms <= 0:
         parser.error("--linger-ms must be positive")
-    if any(x < 1 for x in args.rate_list + args.batched_list) or args.seconds < 1 \
-            or args.producers < 1:
+    if (
+        any(x < 1 for x in args.rate_list + args.batched_list)
+        or args.seconds < 1
+        or args.producers < 1
+    ):
         parser.error("--rates, --seconds and --producers must be positive")
     if args.rounds < 1 or args.messages < 0 or args.live_messages < 0:
         parser.error("--rounds must be positive and message counts not negative")

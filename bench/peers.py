@@ -31,8 +31,9 @@ NATS_SERVER = "/usr/sbin/nats-server"
 def _binary(path: str, package: str) -> str:
     found = path if Path(path).exists() else shutil.which(Path(path).name)
     if not found:
-        raise RuntimeError(f"{path} not found: install Debian's {package} package "
-                           f"(`make bench-deps`)")
+        raise RuntimeError(
+            f"{path} not found: install Debian's {package} package (`make bench-deps`)"
+        )
     return found
 
 
@@ -64,8 +65,13 @@ class _Server:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port(self.host)
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self._command(), stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=self.workdir)
+            self.proc = subprocess.Popen(
+                self._command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.workdir,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -79,8 +85,10 @@ class _Server:
             # is decided by the connection above.
             time.sleep(0.02)
         self.stop()
-        raise RuntimeError(f"{self.name} did not start on port {self.port}:\n"
-                           f"{self.log_path.read_text(errors='replace')}")
+        raise RuntimeError(
+            f"{self.name} did not start on port {self.port}:\n"
+            f"{self.log_path.read_text(errors='replace')}"
+        )
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM, wait, then SIGKILL if it does not exit in ``timeout``; idempotent."""
@@ -98,8 +106,12 @@ class _Server:
     def __enter__(self) -> _Server:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
 
@@ -119,9 +131,21 @@ class RedisServer(_Server):
         self.fsync = fsync
 
     def _command(self) -> list[str]:
-        cmd = [_binary(REDIS_SERVER, "redis-server"), "--bind", self.host,
-               "--port", str(self.port), "--dir", str(self.workdir), "--save", "",
-               "--daemonize", "no", "--protected-mode", "no"]
+        cmd = [
+            _binary(REDIS_SERVER, "redis-server"),
+            "--bind",
+            self.host,
+            "--port",
+            str(self.port),
+            "--dir",
+            str(self.workdir),
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "no",
+        ]
         if self.fsync:
             cmd += ["--appendonly", "yes", "--appendfsync", "always"]
         else:
@@ -149,8 +173,16 @@ class NatsServer(_Server):
     name = "nats"
 
     def _command(self) -> list[str]:
-        return [_binary(NATS_SERVER, "nats-server"), "-a", self.host, "-p", str(self.port),
-                "-js", "-sd", str(self.workdir / "jetstream")]
+        return [
+            _binary(NATS_SERVER, "nats-server"),
+            "-a",
+            self.host,
+            "-p",
+            str(self.port),
+            "-js",
+            "-sd",
+            str(self.workdir / "jetstream"),
+        ]
 
     def _probe(self) -> bool:
         # A NATS server greets every client with one INFO line; it lists JetStream

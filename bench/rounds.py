@@ -24,8 +24,17 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
-__all__ = ["Peer", "alternate", "markdown_header", "markdown_row", "median_of_rounds",
-           "percentile", "run_rounds", "text_table", "version"]
+__all__ = [
+    "Peer",
+    "alternate",
+    "markdown_header",
+    "markdown_row",
+    "median_of_rounds",
+    "percentile",
+    "run_rounds",
+    "text_table",
+    "version",
+]
 
 T = TypeVar("T")
 
@@ -72,11 +81,14 @@ Row = tuple[str, Callable[[int], T]]
 """A row of a workload: its label and the call that measures round ``r`` of it."""
 
 
-def run_rounds(peers: Sequence[P], rounds: int, workloads: Sequence[str],
-               rows: Callable[[P, str], Sequence[Row[T]]],
-               describe: Callable[[str, str, T], str],
-               end_round: Callable[[P, int], None] | None = None,
-               ) -> tuple[dict[tuple[str, str], list[T]], dict[str, str]]:
+def run_rounds(
+    peers: Sequence[P],
+    rounds: int,
+    workloads: Sequence[str],
+    rows: Callable[[P, str], Sequence[Row[T]]],
+    describe: Callable[[str, str, T], str],
+    end_round: Callable[[P, int], None] | None = None,
+) -> tuple[dict[tuple[str, str], list[T]], dict[str, str]]:
     """Start ``peers``, run ``rounds`` rounds of every workload, stop them all.
 
     In round ``r`` each workload runs the peers in turn, their order rotated by ``r``,
@@ -113,9 +125,12 @@ def run_rounds(peers: Sequence[P], rounds: int, workloads: Sequence[str],
                             traceback.print_exc()
                             continue
                         samples.setdefault((workload, label), []).append(sample)
-                        print(f"round {r + 1}/{rounds} {describe(workload, label, sample)}  "
-                              f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr,
-                              flush=True)
+                        print(
+                            f"round {r + 1}/{rounds} {describe(workload, label, sample)}  "
+                            f"({time.perf_counter() - t0:.1f} s)",
+                            file=sys.stderr,
+                            flush=True,
+                        )
             if end_round is None:
                 continue
             for p in peers:
@@ -145,8 +160,9 @@ def percentile(values: Sequence[float], q: float) -> float:
 def median_of_rounds(per_round: Iterable[Sequence[float]], q: float | None) -> float | None:
     """Return the median over the rounds of each round's ``q`` quantile (its maximum
     when ``q`` is None); rounds without values are left out, None if none has any."""
-    figures = [percentile(values, q) if q is not None else max(values)
-               for values in per_round if values]
+    figures = [
+        percentile(values, q) if q is not None else max(values) for values in per_round if values
+    ]
     return statistics.median(figures) if figures else None
 
 
@@ -178,8 +194,7 @@ def markdown_header(titles: Sequence[str], align: str) -> str:
     return markdown_row(titles) + "\n" + markdown_row(_ALIGN[a] for a in align)
 
 
-def text_table(titles: Sequence[str], widths: Sequence[int],
-               rows: Iterable[Sequence[str]]) -> str:
+def text_table(titles: Sequence[str], widths: Sequence[int], rows: Iterable[Sequence[str]]) -> str:
     """Return a fixed-width table: the first column left-aligned, the others right.
 
     Raises:
@@ -191,6 +206,7 @@ def text_table(titles: Sequence[str], widths: Sequence[int],
     def line(cells: Sequence[str]) -> str:
         first, *rest = cells
         return f"{first:<{widths[0]}}" + "".join(
-            f"{c:>{w}}" for c, w in zip(rest, widths[1:], strict=True))
+            f"{c:>{w}}" for c, w in zip(rest, widths[1:], strict=True)
+        )
 
     return "\n".join([line(titles), *(line(r) for r in rows)])

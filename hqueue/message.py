@@ -93,12 +93,16 @@ class MessageId(NamedTuple):
 
         :raises InvalidArgumentError: if a field is out of range.
         """
-        if isinstance(timestamp, bool) or not isinstance(timestamp, int) or not (
-            0 <= timestamp <= _MAX_TIMESTAMP
+        if (
+            isinstance(timestamp, bool)
+            or not isinstance(timestamp, int)
+            or not (0 <= timestamp <= _MAX_TIMESTAMP)
         ):
             raise InvalidArgumentError(f"message id timestamp {timestamp!r} is out of range")
-        if isinstance(sequence, bool) or not isinstance(sequence, int) or not (
-            0 <= sequence <= MAX_SEQUENCE
+        if (
+            isinstance(sequence, bool)
+            or not isinstance(sequence, int)
+            or not (0 <= sequence <= MAX_SEQUENCE)
         ):
             raise InvalidArgumentError(
                 f"message id sequence {sequence!r} must be an integer in 0..{MAX_SEQUENCE}"
@@ -136,7 +140,6 @@ class MessageId(NamedTuple):
         if self.timestamp == 0:
             raise InvalidArgumentError("message id 0:0 has no predecessor")
         return MessageId(self.timestamp - 1, MAX_SEQUENCE)
-
 
 
 class Message(NamedTuple):
@@ -204,11 +207,11 @@ def partition_range(
     :raises InvalidArgumentError: if the partition is out of range.
     """
     check_partition(partition)
-    row_start = encode_rowkey(partition, start) if start is not None else struct.pack(
-        ">H", partition
+    row_start = (
+        encode_rowkey(partition, start) if start is not None else struct.pack(">H", partition)
     )
-    row_stop = encode_rowkey(partition, stop) if stop is not None else struct.pack(
-        ">H", partition + 1
+    row_stop = (
+        encode_rowkey(partition, stop) if stop is not None else struct.pack(">H", partition + 1)
     )
     return row_start, row_stop
 
@@ -263,21 +266,27 @@ def parse_position(position: object, what: str = "position") -> MessageId:
     )
 
 
-def messages_from_columns(rowkeys: bytes, topics: list[str],
-                          values: list[bytes]) -> list[Message]:
+def messages_from_columns(rowkeys: bytes, topics: list[str], values: list[bytes]) -> list[Message]:
     """Return the messages of a batch given by column (the sidecar's ``scan`` answer,
     a subscriber's delivery): ``rowkeys`` holds 12 bytes per message.
 
     :raises ValueError: if the columns disagree in length.
     """
     new = _new_tuple
-    return [new(Message, (new(MessageId, (ts, seq)), p, topic, value))
-            for (p, ts, seq), topic, value in zip(
-                ROWKEY.iter_unpack(rowkeys), topics, values, strict=True)]
+    return [
+        new(Message, (new(MessageId, (ts, seq)), p, topic, value))
+        for (p, ts, seq), topic, value in zip(
+            ROWKEY.iter_unpack(rowkeys), topics, values, strict=True
+        )
+    ]
 
 
-def check_partition(partition: object, partitions: int = MAX_PARTITIONS,
-                    queue: str | None = None, name: str = "partition") -> int:
+def check_partition(
+    partition: object,
+    partitions: int = MAX_PARTITIONS,
+    queue: str | None = None,
+    name: str = "partition",
+) -> int:
     """Return ``partition`` if it is a partition id below ``partitions`` (a partition
     of ``queue`` when it is named), naming the argument ``name`` otherwise.
 
@@ -285,8 +294,11 @@ def check_partition(partition: object, partitions: int = MAX_PARTITIONS,
     """
     if queue is None:
         # No queue to name: any valid id, as the metadata's keys hold them.
-        if isinstance(partition, bool) or not isinstance(partition, int) \
-                or not 0 <= partition < partitions:
+        if (
+            isinstance(partition, bool)
+            or not isinstance(partition, int)
+            or not 0 <= partition < partitions
+        ):
             raise InvalidArgumentError(f"'{name}' must be an integer in 0..{partitions - 1}")
         return partition
     if isinstance(partition, bool) or not isinstance(partition, int):

@@ -35,26 +35,51 @@ def delivery_options(command: F) -> F:
     """Add the subscription-delivery options to a command; it receives them as one
     ``delivery`` keyword (a :class:`DeliveryOptions`)."""
     options = [
-        click.option("--buffer-messages", type=click.IntRange(1),
-                     default=_DEFAULTS.buffer_messages, show_default=True,
-                     help="Messages buffered per subscription and partition."),
-        click.option("--buffer-bytes", type=click.IntRange(1),
-                     default=_DEFAULTS.buffer_bytes, show_default=True,
-                     help="Bytes of values buffered per subscription and partition."),
-        click.option("--batch-messages", type=click.IntRange(1),
-                     default=_DEFAULTS.batch_messages, show_default=True,
-                     help="Most messages pushed to a subscriber in one call."),
-        click.option("--checkpoint-interval", type=click.FloatRange(min=0, min_open=True),
-                     default=_DEFAULTS.checkpoint_interval, show_default=True,
-                     help="Seconds between checkpoint writes."),
+        click.option(
+            "--buffer-messages",
+            type=click.IntRange(1),
+            default=_DEFAULTS.buffer_messages,
+            show_default=True,
+            help="Messages buffered per subscription and partition.",
+        ),
+        click.option(
+            "--buffer-bytes",
+            type=click.IntRange(1),
+            default=_DEFAULTS.buffer_bytes,
+            show_default=True,
+            help="Bytes of values buffered per subscription and partition.",
+        ),
+        click.option(
+            "--batch-messages",
+            type=click.IntRange(1),
+            default=_DEFAULTS.batch_messages,
+            show_default=True,
+            help="Most messages pushed to a subscriber in one call.",
+        ),
+        click.option(
+            "--checkpoint-interval",
+            type=click.FloatRange(min=0, min_open=True),
+            default=_DEFAULTS.checkpoint_interval,
+            show_default=True,
+            help="Seconds between checkpoint writes.",
+        ),
     ]
 
     @functools.wraps(command)
-    def wrapper(*args: Any, buffer_messages: int, buffer_bytes: int, batch_messages: int,
-                checkpoint_interval: float, **kwargs: Any) -> Any:
+    def wrapper(
+        *args: Any,
+        buffer_messages: int,
+        buffer_bytes: int,
+        batch_messages: int,
+        checkpoint_interval: float,
+        **kwargs: Any,
+    ) -> Any:
         kwargs["delivery"] = DeliveryOptions(
-            buffer_messages=buffer_messages, buffer_bytes=buffer_bytes,
-            batch_messages=batch_messages, checkpoint_interval=checkpoint_interval)
+            buffer_messages=buffer_messages,
+            buffer_bytes=buffer_bytes,
+            batch_messages=batch_messages,
+            checkpoint_interval=checkpoint_interval,
+        )
         return command(*args, **kwargs)
 
     for option in reversed(options):
@@ -64,50 +89,107 @@ def delivery_options(command: F) -> F:
 
 @click.command()
 @click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to bind.")
-@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_SIDECAR_PORT,
-              show_default=True,
-              help="Thrift port; 0 picks a free one.")
-@click.option("--id", "sidecar_id", default=None,
-              help="The sidecar's id in the cluster (default: its HOST:PORT).")
-@click.option("--advertised-host", default=None,
-              help="Host producers reach this sidecar at (default: --host, or the host "
-                   "name when binding all interfaces).")
-@click.option("--max-payload-bytes", type=click.IntRange(1), default=1 << 20, show_default=True,
-              help="Largest message value accepted.")
-@click.option("--max-request-bytes", type=click.IntRange(1024), default=64 << 20,
-              show_default=True, help="Largest request accepted; larger ones are refused unread.")
-@click.option("--session-timeout", type=click.FloatRange(min=1), default=DEFAULT_SESSION_TIMEOUT,
-              show_default=True,
-              help="Seconds after which a dead sidecar's partitions move (ZooKeeper session "
-                   "timeout, or HBase lease TTL).")
-@click.option("--takeover-grace", type=click.FloatRange(min=0), default=2.0, show_default=True,
-              help="Seconds a new owner waits before writing to a partition that had an owner.")
-@click.option("--clock-offset-ms", type=int, default=0, hidden=True,
-              help="Shift this sidecar's clock (fault injection for tests).")
-@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
-              default="WARNING", show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=DEFAULT_SIDECAR_PORT,
+    show_default=True,
+    help="Thrift port; 0 picks a free one.",
+)
+@click.option(
+    "--id",
+    "sidecar_id",
+    default=None,
+    help="The sidecar's id in the cluster (default: its HOST:PORT).",
+)
+@click.option(
+    "--advertised-host",
+    default=None,
+    help="Host producers reach this sidecar at (default: --host, or the host "
+    "name when binding all interfaces).",
+)
+@click.option(
+    "--max-payload-bytes",
+    type=click.IntRange(1),
+    default=1 << 20,
+    show_default=True,
+    help="Largest message value accepted.",
+)
+@click.option(
+    "--max-request-bytes",
+    type=click.IntRange(1024),
+    default=64 << 20,
+    show_default=True,
+    help="Largest request accepted; larger ones are refused unread.",
+)
+@click.option(
+    "--session-timeout",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_SESSION_TIMEOUT,
+    show_default=True,
+    help="Seconds after which a dead sidecar's partitions move (ZooKeeper session "
+    "timeout, or HBase lease TTL).",
+)
+@click.option(
+    "--takeover-grace",
+    type=click.FloatRange(min=0),
+    default=2.0,
+    show_default=True,
+    help="Seconds a new owner waits before writing to a partition that had an owner.",
+)
+@click.option(
+    "--clock-offset-ms",
+    type=int,
+    default=0,
+    hidden=True,
+    help="Shift this sidecar's clock (fault injection for tests).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
+    default="WARNING",
+    show_default=True,
+)
 @delivery_options
 @click.pass_context
-def sidecar(ctx: click.Context, host: str, port: int, sidecar_id: str | None,
-            advertised_host: str | None, max_payload_bytes: int, max_request_bytes: int,
-            session_timeout: float, takeover_grace: float, clock_offset_ms: int,
-            log_level: str, delivery: DeliveryOptions) -> None:
+def sidecar(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    sidecar_id: str | None,
+    advertised_host: str | None,
+    max_payload_bytes: int,
+    max_request_bytes: int,
+    session_timeout: float,
+    takeover_grace: float,
+    clock_offset_ms: int,
+    log_level: str,
+    delivery: DeliveryOptions,
+) -> None:
     """Run a sidecar: the producer path of the queues on HBase (the global --hbase),
     with metadata in ZooKeeper (--zookeeper) or HBase.
 
     Prints one ready line once it serves; SIGTERM or Ctrl-C finishes the writes in
     flight and hands its partitions over before it exits.
     """
-    logging.basicConfig(level=log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     options = ctx.find_root().obj or {}
     config = SidecarConfig(
-        hbase=hbase_address(options.get("hbase")), zookeeper=options.get("zookeeper"),
-        host=host, port=port, sidecar_id=sidecar_id, advertised_host=advertised_host,
+        hbase=hbase_address(options.get("hbase")),
+        zookeeper=options.get("zookeeper"),
+        host=host,
+        port=port,
+        sidecar_id=sidecar_id,
+        advertised_host=advertised_host,
         table_prefix=table_prefix(),
-        max_payload_bytes=max_payload_bytes, max_request_bytes=max_request_bytes,
-        session_timeout=session_timeout, takeover_grace=takeover_grace,
-        clock_offset_ms=clock_offset_ms, delivery=delivery,
+        max_payload_bytes=max_payload_bytes,
+        max_request_bytes=max_request_bytes,
+        session_timeout=session_timeout,
+        takeover_grace=takeover_grace,
+        clock_offset_ms=clock_offset_ms,
+        delivery=delivery,
     )
     stop = threading.Event()
 

@@ -60,8 +60,9 @@ class Sidecar:
         """Write a batch; see :meth:`Writer.put` for what it returns and raises."""
         return self._writer.put(queue, values, topics, partitions)
 
-    def scan(self, queue: str, start: bytes, stop: bytes, topics: list[str] | None,
-             limit: int) -> MessageBlock:
+    def scan(
+        self, queue: str, start: bytes, stop: bytes, topics: list[str] | None, limit: int
+    ) -> MessageBlock:
         """Read messages; see :meth:`Reader.scan` for what it returns and raises."""
         return self._reader.scan(queue, start, stop, topics, limit)
 

@@ -33,8 +33,11 @@ class IdClock:
 
     def take(self, count: int) -> list[MessageId]:
         """Return ``count`` new ids, each above every id given or stored before."""
-        return [MessageId(ts, s) for ts, first, n in self.take_runs(count)
-                for s in range(first, first + n)]
+        return [
+            MessageId(ts, s)
+            for ts, first, n in self.take_runs(count)
+            for s in range(first, first + n)
+        ]
 
     def take_runs(self, count: int) -> list[tuple[int, int, int]]:
         """Return ``count`` new ids as runs ``(timestamp, first sequence, length)``:

@@ -199,8 +199,7 @@ class Membership:
         return pending
 
     def _register(self) -> None:
-        value = {"address": self.address, "load": self.options.load,
-                 "since_ms": wall_clock_ms()}
+        value = {"address": self.address, "load": self.options.load, "since_ms": wall_clock_ms()}
         try:
             self._sidecars.put(self.id, value, Version.NEW, ephemeral=True)
         except KeyExistsError:
@@ -217,8 +216,12 @@ class Membership:
         if leader is not None:
             self.leading = leader.value.get("sidecar") == self.id
             return
-        value = {"sidecar": self.id, "address": self.address, "epoch": wall_clock_ms(),
-                 "since_ms": wall_clock_ms()}
+        value = {
+            "sidecar": self.id,
+            "address": self.address,
+            "epoch": wall_clock_ms(),
+            "since_ms": wall_clock_ms(),
+        }
         try:
             self._cluster.put(LEADER_KEY, value, Version.NEW, ephemeral=True)
         except KeyExistsError:
@@ -240,8 +243,9 @@ class Membership:
             self._assignments.put(name, assignment.to_value(self.id, now), version)
         for name in sorted(current_raw.keys() - wanted.keys()):
             version = current_raw[name].version
-            self._quietly(partial(self._assignments.remove, name, version),
-                          f"drop assignment of {name!r}")
+            self._quietly(
+                partial(self._assignments.remove, name, version), f"drop assignment of {name!r}"
+            )
 
     def _reconcile(self) -> bool:
         desired: dict[tuple[str, int], int] = {}
@@ -287,8 +291,9 @@ class Membership:
         except KeyExistsError:
             return False  # the previous owner has not let go yet
         grace = self.options.takeover_grace if epoch > 1 else 0.0
-        hp = HeldPartition(queue, partition, self.storage.table_name(queue), epoch,
-                           time.monotonic() + grace)
+        hp = HeldPartition(
+            queue, partition, self.storage.table_name(queue), epoch, time.monotonic() + grace
+        )
         with self._held_lock:
             self._held[(queue, partition)] = hp
         log.info("sidecar %s claimed %s/%d (epoch %d)", self.id, queue, partition, epoch)
@@ -360,8 +365,11 @@ class Membership:
         """Return the writable partitions held here (of ``queue``, if given), sorted
         by queue and partition."""
         with self._held_lock:
-            return [hp for (q, _), hp in sorted(self._held.items())
-                    if hp.state is PartitionState.WRITABLE and queue in (None, q)]
+            return [
+                hp
+                for (q, _), hp in sorted(self._held.items())
+                if hp.state is PartitionState.WRITABLE and queue in (None, q)
+            ]
 
     def owner_address(self, queue: str, partition: int) -> str | None:
         """Return the address of the sidecar the partition is assigned to, if known."""

@@ -64,10 +64,12 @@ class SidecarConfig:
 
 def _metastore(config: SidecarConfig) -> MetaStore:
     if config.zookeeper:
-        return open_metastore(zookeeper=config.zookeeper,
-                              session_timeout=config.session_timeout)
-    return open_metastore(hbase=config.hbase, table_prefix=config.table_prefix or "",
-                          session_timeout=config.session_timeout)
+        return open_metastore(zookeeper=config.zookeeper, session_timeout=config.session_timeout)
+    return open_metastore(
+        hbase=config.hbase,
+        table_prefix=config.table_prefix or "",
+        session_timeout=config.session_timeout,
+    )
 
 
 class SidecarServer:
@@ -100,17 +102,27 @@ class SidecarServer:
                 storage = HBaseStorage(self._hbase)
             # The handler needs the sidecar, the sidecar needs the bound address.
             deferred = _Deferred()
-            self.thrift = ThriftServer(sidecar_idl().HQueueSidecar, deferred, cfg.host,
-                                       cfg.port, cfg.max_request_bytes, name="sidecar")
+            self.thrift = ThriftServer(
+                sidecar_idl().HQueueSidecar,
+                deferred,
+                cfg.host,
+                cfg.port,
+                cfg.max_request_bytes,
+                name="sidecar",
+            )
             self.thrift.start()
-            host = cfg.advertised_host or (cfg.host if cfg.host not in ("0.0.0.0", "::", "")
-                                           else socket.gethostname())
+            host = cfg.advertised_host or (
+                cfg.host if cfg.host not in ("0.0.0.0", "::", "") else socket.gethostname()
+            )
             address = f"{host}:{self.thrift.port}"
-            options = SidecarOptions(max_payload_bytes=cfg.max_payload_bytes,
-                                     takeover_grace=cfg.takeover_grace,
-                                     clock_offset_ms=cfg.clock_offset_ms)
-            membership = Membership(cfg.sidecar_id or address, address, self.store, storage,
-                                    options)
+            options = SidecarOptions(
+                max_payload_bytes=cfg.max_payload_bytes,
+                takeover_grace=cfg.takeover_grace,
+                clock_offset_ms=cfg.clock_offset_ms,
+            )
+            membership = Membership(
+                cfg.sidecar_id or address, address, self.store, storage, options
+            )
             self.sidecar = Sidecar(membership)
             self.subscriptions = SubscriptionManager(membership, cfg.delivery).attach()
             deferred.target = SidecarHandler(self.sidecar, self.subscriptions)

@@ -27,8 +27,9 @@ class Reader:
         self.membership = membership
         self.storage = storage
 
-    def scan(self, queue: str, start: bytes, stop: bytes, topics: list[str] | None,
-             limit: int) -> MessageBlock:
+    def scan(
+        self, queue: str, start: bytes, stop: bytes, topics: list[str] | None, limit: int
+    ) -> MessageBlock:
         """Read up to ``limit`` messages of rows ``[start, stop)`` straight from the
         storage, and no more than about :data:`MAX_SCAN_BYTES` (see there); return
         them by column.
@@ -45,7 +46,8 @@ class Reader:
         if not self.membership.queue_exists(queue):
             raise NoQueueError(f"no queue {queue!r}")
         try:
-            return self.storage.read(self.storage.table_name(queue), start, stop, columns,
-                                     limit, MAX_SCAN_BYTES)
+            return self.storage.read(
+                self.storage.table_name(queue), start, stop, columns, limit, MAX_SCAN_BYTES
+            )
         except HQueueError as exc:
             raise UnavailableError(f"scan of {queue!r} failed: {exc}") from None

@@ -38,8 +38,15 @@ class MessageStorage(Protocol):
         :raises StorageError: (or ConnectionLostError) if the storage fails.
         """
 
-    def read(self, table: bytes, start: bytes, stop: bytes, columns: set[bytes] | None,
-             limit: int, max_bytes: int) -> MessageBlock:
+    def read(
+        self,
+        table: bytes,
+        start: bytes,
+        stop: bytes,
+        columns: set[bytes] | None,
+        limit: int,
+        max_bytes: int,
+    ) -> MessageBlock:
         """Return the visible messages of rows ``[start, stop)`` (only the ``columns``
         given, if any): at most ``limit``, and values of at most ``max_bytes`` in all
         unless the first message alone is larger.
@@ -57,8 +64,6 @@ class MessageStorage(Protocol):
         :raises StorageError: (or ConnectionLostError) if the storage fails, from this
             call or from the returned one; some rows may then have been written.
         """
-
-
 
 
 def _done() -> None:
@@ -82,11 +87,24 @@ class HBaseStorage:
         key = self._hbase.last_rowkey(table, *partition_bounds(partition))
         return None if key is None else decode_rowkey(key)[1]
 
-    def read(self, table: bytes, start: bytes, stop: bytes, columns: set[bytes] | None,
-             limit: int, max_bytes: int) -> MessageBlock:
+    def read(
+        self,
+        table: bytes,
+        start: bytes,
+        stop: bytes,
+        columns: set[bytes] | None,
+        limit: int,
+        max_bytes: int,
+    ) -> MessageBlock:
         # One answer of at most ``limit`` rows: the scanner is closed after it.
-        scan = Thrift1Range(self._hbase.client, table, start, stop, caching=limit,
-                            columns=sorted(columns) if columns else None)
+        scan = Thrift1Range(
+            self._hbase.client,
+            table,
+            start,
+            stop,
+            caching=limit,
+            columns=sorted(columns) if columns else None,
+        )
         try:
             rows = scan.rows(limit)
         finally:
@@ -102,10 +120,13 @@ class HBaseStorage:
         with self._hbase.connection(f"write {count} messages") as conn:
             # Thrift1 carries one timestamp per call: one call per group.
             for column, ts, keys, values in groups:
-                conn.client.mutateRowsTs(table, [
-                    h1.BatchMutation(row=key, mutations=[h1.Mutation(column=column, value=val)])
-                    for key, val in zip(keys, values, strict=True)
-                ], ts, {})
+                conn.client.mutateRowsTs(
+                    table,
+                    [
+                        h1.BatchMutation(row=key, mutations=[h1.Mutation(column=column, value=val)])
+                        for key, val in zip(keys, values, strict=True)
+                    ],
+                    ts,
+                    {},
+                )
         return _done
-
-

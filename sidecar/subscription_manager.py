@@ -39,6 +39,7 @@ __all__ = ["SubscriptionManager"]
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class _Wanted:
     held: HeldPartition
@@ -78,8 +79,9 @@ class SubscriptionManager:
     def start(self) -> SubscriptionManager:
         """Start the control and checkpoint threads; return self."""
         for target, name in ((self._run, "subscriptions"), (self._chore, "checkpoints")):
-            thread = threading.Thread(target=target, name=f"{name}-{self.membership.id}",
-                                      daemon=True)
+            thread = threading.Thread(
+                target=target, name=f"{name}-{self.membership.id}", daemon=True
+            )
             self._threads.append(thread)
             thread.start()
         return self
@@ -157,7 +159,8 @@ class SubscriptionManager:
                     held_here = partitions.get(partition)
                     if held_here is not None:
                         wanted[(queue, name, partition)] = _Wanted(
-                            held_here, generation, tuple(prefs.topics), start)
+                            held_here, generation, tuple(prefs.topics), start
+                        )
         return wanted
 
     def reconcile(self) -> None:
@@ -205,11 +208,22 @@ class SubscriptionManager:
         except NoSubscriptionError:
             return  # deleted meanwhile
         checkpoint = state.get(partition)
-        start = (MessageId.parse(checkpoint).successor() if checkpoint is not None
-                 else MessageId.parse(want.start))
+        start = (
+            MessageId.parse(checkpoint).successor()
+            if checkpoint is not None
+            else MessageId.parse(want.start)
+        )
         worker = SubscriptionWorker(
-            want.held, name, want.generation, start, want.topics, self.membership.storage,
-            self._address_of(queue, name), self.options, self.membership.id)
+            want.held,
+            name,
+            want.generation,
+            start,
+            want.topics,
+            self.membership.storage,
+            self._address_of(queue, name),
+            self.options,
+            self.membership.id,
+        )
         if checkpoint is not None:
             worker.checkpointed = worker.delivered = MessageId.parse(checkpoint)
         with self._lock:
@@ -218,8 +232,14 @@ class SubscriptionManager:
             self.workers[key] = worker
             self._by_partition.setdefault((queue, partition), []).append(worker)
             worker.start()
-        log.info("sidecar %s delivers %s/%d to %r from %s", self.membership.id, queue, partition,
-                 name, start)
+        log.info(
+            "sidecar %s delivers %s/%d to %r from %s",
+            self.membership.id,
+            queue,
+            partition,
+            name,
+            start,
+        )
 
     def _address_of(self, queue: str, name: str) -> Any:
         table = SUBSCRIBER.table_name(queue)
@@ -258,14 +278,16 @@ class SubscriptionManager:
             delivered = worker.delivered
             if delivered is not None and delivered != worker.checkpointed:
                 moved.setdefault((worker.queue, worker.subscription), []).append(
-                    (worker, delivered))
+                    (worker, delivered)
+                )
         for (queue, name), items in moved.items():
             try:
                 prefs = self._subs.read_subscription_data(queue, name).value.preferences
                 if prefs.generation != items[0][0].generation:
                     continue
                 self._subs.update_subscription_state(
-                    queue, name, {w.partition: str(d) for w, d in items})
+                    queue, name, {w.partition: str(d) for w, d in items}
+                )
             except NoSubscriptionError:
                 continue
             except HQueueError as exc:
@@ -281,17 +303,23 @@ class SubscriptionManager:
         each held partition to ``(epoch, newest id)``; ``subscriptions`` lists one
         dict per worker (subscription, partition, delivered, checkpointed, state,
         buffer use and peaks, last error)."""
-        partitions = {hp.partition: (hp.epoch, hp.newest)
-                      for hp in self.membership.writable_partitions(queue)}
+        partitions = {
+            hp.partition: (hp.epoch, hp.newest) for hp in self.membership.writable_partitions(queue)
+        }
         with self._lock:
             workers = [w for w in self.workers.values() if w.queue == queue]
         subscriptions = [
             {
-                "subscription": w.subscription, "partition": w.partition,
-                "delivered": w.delivered, "checkpointed": w.checkpointed,
-                "state": w.state.value, "buffered_messages": w.buffered_messages,
-                "buffered_bytes": w.buffered_bytes, "peak_messages": w.peak_messages,
-                "peak_bytes": w.peak_bytes, "error": w.last_error,
+                "subscription": w.subscription,
+                "partition": w.partition,
+                "delivered": w.delivered,
+                "checkpointed": w.checkpointed,
+                "state": w.state.value,
+                "buffered_messages": w.buffered_messages,
+                "buffered_bytes": w.buffered_bytes,
+                "peak_messages": w.peak_messages,
+                "peak_bytes": w.peak_bytes,
+                "error": w.last_error,
             }
             for w in sorted(workers, key=lambda w: (w.subscription, w.partition))
         ]

@@ -173,8 +173,9 @@ class SubscriptionWorker:
         self._poke.set()
         with self._cond:
             self._cond.notify_all()
-        deadline = time.monotonic() + (self.options.send_timeout + 1 if timeout is None
-                                       else timeout)
+        deadline = time.monotonic() + (
+            self.options.send_timeout + 1 if timeout is None else timeout
+        )
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._close_client()
@@ -203,8 +204,13 @@ class SubscriptionWorker:
                 got = self._read(newest)
             except HQueueError as exc:
                 self.last_error = f"read: {exc}"
-                log.warning("delivery %s/%d to %r cannot read: %s", self.queue,
-                            self.partition, self.subscription, exc)
+                log.warning(
+                    "delivery %s/%d to %r cannot read: %s",
+                    self.queue,
+                    self.partition,
+                    self.subscription,
+                    exc,
+                )
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, self.options.backoff_max)
                 continue
@@ -216,8 +222,10 @@ class SubscriptionWorker:
         """Block while the buffer is full; return False if stopping."""
         opts = self.options
         with self._cond:
-            while (self.buffered_messages >= opts.buffer_messages
-                   or self.buffered_bytes >= opts.buffer_bytes):
+            while (
+                self.buffered_messages >= opts.buffer_messages
+                or self.buffered_bytes >= opts.buffer_bytes
+            ):
                 if self._stopping.is_set():
                     return False
                 self._cond.wait(1.0)
@@ -239,8 +247,13 @@ class SubscriptionWorker:
         # Within the byte bound; a message larger than the whole bound goes alone
         # into an empty buffer, or it could never be delivered.
         block = self._storage.read(
-            self.held.table, encode_rowkey(self.partition, self._next), stop, self._columns,
-            limit, max(1, free_bytes))
+            self.held.table,
+            encode_rowkey(self.partition, self._next),
+            stop,
+            self._columns,
+            limit,
+            max(1, free_bytes),
+        )
         if not len(block):
             # Nothing (of our topics) up to the newest acknowledged id.
             self._next = newest.successor()
@@ -332,18 +345,29 @@ class SubscriptionWorker:
             for chunk in chunks:
                 topics += chunk.topics
                 values += chunk.values
-        delivery = idl.TDelivery(queue=self.queue, subscription=self.subscription,
-                                 partition=self.partition, generation=self.generation,
-                                 rowkeys=rowkeys, topics=topics, values=values,
-                                 sidecar=self._sidecar_id)
+        delivery = idl.TDelivery(
+            queue=self.queue,
+            subscription=self.subscription,
+            partition=self.partition,
+            generation=self.generation,
+            rowkeys=rowkeys,
+            topics=topics,
+            values=values,
+            sidecar=self._sidecar_id,
+        )
         try:
             client = self._connect(address)
             status = int(client.consume(delivery))
         except (OSError, TException) as exc:
             self._close_client()
             self.last_error = f"push to {address}: {exc or type(exc).__name__}"
-            log.info("delivery %s/%d to %r failed: %s", self.queue, self.partition,
-                     self.subscription, self.last_error)
+            log.info(
+                "delivery %s/%d to %r failed: %s",
+                self.queue,
+                self.partition,
+                self.subscription,
+                self.last_error,
+            )
             return -1
         if status != 0:
             self.last_error = f"subscriber answered {'RETRY_LATER' if status == 1 else 'ERROR'}"
@@ -354,8 +378,12 @@ class SubscriptionWorker:
             return self._client
         self._close_client()
         host, port = parse_address(address)
-        self._client = make_client(subscriber_idl().HQueueSubscriber, host, port,
-                                   timeout=int(self.options.send_timeout * 1000))
+        self._client = make_client(
+            subscriber_idl().HQueueSubscriber,
+            host,
+            port,
+            timeout=int(self.options.send_timeout * 1000),
+        )
         self._client_address = address
         return self._client
 

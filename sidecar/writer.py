@@ -40,8 +40,9 @@ _SEQ = [struct.pack(">H", s) for s in range(MAX_SEQUENCE + 1)]
 class Writer:
     """Writes batches to the partitions a :class:`Membership` holds."""
 
-    def __init__(self, membership: Membership, storage: MessageStorage,
-                 options: SidecarOptions) -> None:
+    def __init__(
+        self, membership: Membership, storage: MessageStorage, options: SidecarOptions
+    ) -> None:
         self.membership = membership
         self.storage = storage
         self.options = options
@@ -72,7 +73,9 @@ class Writer:
                     raise NoQueueError(f"no queue {queue!r}")
                 raise NotOwnerError(
                     f"sidecar {self.membership.id} does not own partition {partition} of {queue!r}",
-                    partition, self.membership.owner_address(queue, partition))
+                    partition,
+                    self.membership.owner_address(queue, partition),
+                )
             held.append(hp)
         timestamps = [0] * count
         sequences = [0] * count
@@ -89,7 +92,7 @@ class Writer:
                 indices = by_partition[hp.partition]
                 pos = 0
                 for ts, first, n in hp.clock.take_runs(len(indices)):
-                    run = indices[pos:pos + n]
+                    run = indices[pos : pos + n]
                     pos += n
                     head = _HEAD.pack(hp.partition, ts)
                     keys = [head + _SEQ[s] for s in range(first, first + n)]
@@ -104,8 +107,9 @@ class Writer:
             try:
                 wait = self.storage.write(held[0].table, groups)
             except HQueueError as exc:
-                raise UnavailableError(f"write to {queue!r} failed, not acknowledged: {exc}") \
-                    from None
+                raise UnavailableError(
+                    f"write to {queue!r} failed, not acknowledged: {exc}"
+                ) from None
             for hp in held:
                 hp.pending = wait
         finally:
@@ -114,8 +118,7 @@ class Writer:
         try:
             wait()
         except HQueueError as exc:
-            raise UnavailableError(f"write to {queue!r} failed, not acknowledged: {exc}") \
-                from None
+            raise UnavailableError(f"write to {queue!r} failed, not acknowledged: {exc}") from None
         self._check_owned(held, after_write=True)
         for hp, last in zip(held, lasts, strict=True):
             hp.advance(last)
@@ -140,8 +143,9 @@ class Writer:
         # The Thrift decoder gives a list<binary> no None elements to check for.
         if max(map(len, values)) > limit:
             index = next(i for i, v in enumerate(values) if len(v) > limit)
-            raise invalid_message(index, f"payload of {len(values[index])} bytes is over the "
-                                  f"{limit}-byte limit")
+            raise invalid_message(
+                index, f"payload of {len(values[index])} bytes is over the {limit}-byte limit"
+            )
         encoded: dict[str, bytes] = {}
         for index, topic in enumerate(topics):
             if topic not in encoded:
@@ -165,17 +169,21 @@ class Writer:
             # to acknowledge (the owner entry goes only after it); one that outlived
             # the session is not.
             ok = hp.state is PartitionState.WRITABLE or (
-                after_write and hp.state is PartitionState.RELEASING)
+                after_write and hp.state is PartitionState.RELEASING
+            )
             if not ok or hp.lost or not confirmed:
                 when = "while writing; the write is not acknowledged" if after_write else ""
                 raise NotOwnerError(
                     f"sidecar {self.membership.id} cannot confirm its ownership of partition "
                     f"{hp.partition} of {hp.queue!r} {when}".rstrip(),
-                    hp.partition, None)
+                    hp.partition,
+                    None,
+                )
 
 
-def _groups(ts: int, run: list[int], keys: list[bytes], values: list[bytes],
-            columns: list[bytes]) -> list[CellGroup]:
+def _groups(
+    ts: int, run: list[int], keys: list[bytes], values: list[bytes], columns: list[bytes]
+) -> list[CellGroup]:
     """Return the cell groups of one run of ids (one timestamp), by column."""
     if len(columns) == 1:
         if len(run) == len(values):
@@ -207,4 +215,3 @@ def invalid_message(index: int, text: str) -> InvalidArgumentError:
     error = InvalidArgumentError(f"message {index}: {text}")
     error.index = index  # type: ignore[attr-defined]
     return error
-

@@ -19,14 +19,26 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     """Add ``--queue``, ``--hbase``, ``--hbase-admin``, ``--zookeeper`` and
     ``--table-prefix`` (defaults from ``HQUEUE_*`` environment variables)."""
     parser.add_argument("--queue", required=True, help="the queue's name")
-    parser.add_argument("--hbase", default=settings.hbase_address(),
-                        help=f"HOST:PORT of the HBase Thrift1 gateway ({settings.ENV_HBASE})")
-    parser.add_argument("--hbase-admin", default=settings.hbase_admin_address(),
-                        help=f"HOST:PORT of the Thrift2 gateway ({settings.ENV_HBASE_ADMIN})")
-    parser.add_argument("--zookeeper", default=settings.zookeeper_hosts(),
-                        help=f"ZooKeeper hosts holding the metadata ({settings.ENV_ZOOKEEPER})")
-    parser.add_argument("--table-prefix", default=settings.table_prefix() or "",
-                        help=f"the installation's table prefix ({settings.ENV_TABLE_PREFIX})")
+    parser.add_argument(
+        "--hbase",
+        default=settings.hbase_address(),
+        help=f"HOST:PORT of the HBase Thrift1 gateway ({settings.ENV_HBASE})",
+    )
+    parser.add_argument(
+        "--hbase-admin",
+        default=settings.hbase_admin_address(),
+        help=f"HOST:PORT of the Thrift2 gateway ({settings.ENV_HBASE_ADMIN})",
+    )
+    parser.add_argument(
+        "--zookeeper",
+        default=settings.zookeeper_hosts(),
+        help=f"ZooKeeper hosts holding the metadata ({settings.ENV_ZOOKEEPER})",
+    )
+    parser.add_argument(
+        "--table-prefix",
+        default=settings.table_prefix() or "",
+        help=f"the installation's table prefix ({settings.ENV_TABLE_PREFIX})",
+    )
 
 
 def connection_options(args: argparse.Namespace) -> dict[str, str]:
@@ -49,8 +61,9 @@ def spark_session(app: str) -> Any:
 
     builder = SparkSession.builder.appName(app)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # run with python -m, not spark-submit
-        builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]")) \
-            .config("spark.ui.enabled", "false")
+        builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]")).config(
+            "spark.ui.enabled", "false"
+        )
     spark = builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
     hqueue.spark.register(spark)
     return spark

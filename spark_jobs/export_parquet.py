@@ -27,8 +27,7 @@ from hqueue.spark_jobs.common import add_connection_args, connection_options, sp
 __all__ = ["export", "main"]
 
 
-def export(spark: Any, options: dict[str, str], out: str, *,
-           max_per_batch: int = 500_000) -> int:
+def export(spark: Any, options: dict[str, str], out: str, *, max_per_batch: int = 500_000) -> int:
     """Export the queue's messages selected by ``options`` (the data source's options:
     ``start``, ``end``, ``topics``, ``partitions``...) to Parquet under ``out``; return
     how many messages this run exported.
@@ -38,29 +37,44 @@ def export(spark: Any, options: dict[str, str], out: str, *,
     """
     from pyspark.sql import functions as F
 
-    stream = (spark.readStream.format("hqueue").options(**options)
-              .option("maxMessagesPerTrigger", str(max_per_batch)).load()
-              .withColumn("date", F.date_format("timestamp", "yyyy-MM-dd")))
-    query = (stream.writeStream.format("parquet").partitionBy("date", "topic")
-             .option("path", out)
-             .option("checkpointLocation", str(Path(out) / "_checkpoint"))
-             .trigger(availableNow=True).start())
+    stream = (
+        spark.readStream.format("hqueue")
+        .options(**options)
+        .option("maxMessagesPerTrigger", str(max_per_batch))
+        .load()
+        .withColumn("date", F.date_format("timestamp", "yyyy-MM-dd"))
+    )
+    query = (
+        stream.writeStream.format("parquet")
+        .partitionBy("date", "topic")
+        .option("path", out)
+        .option("checkpointLocation", str(Path(out) / "_checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     return sum(int(p["numInputRows"]) for p in query.recentProgress)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the export from the command line; return the exit code."""
-    parser = argparse.ArgumentParser(prog="hqueue.spark_jobs.export_parquet", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="hqueue.spark_jobs.export_parquet",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_connection_args(parser)
     parser.add_argument("--out", required=True, help="the output directory")
     parser.add_argument("--start", help="first id or time (inclusive)")
     parser.add_argument("--end", help="last id or time (exclusive)")
     parser.add_argument("--topics", help="comma-separated topics (default: all)")
     parser.add_argument("--partitions", help="queue partitions, e.g. 0,2,5-7 (default: all)")
-    parser.add_argument("--max-per-batch", type=int, default=500_000,
-                        help="messages per micro-batch (the unit of resumption)")
+    parser.add_argument(
+        "--max-per-batch",
+        type=int,
+        default=500_000,
+        help="messages per micro-batch (the unit of resumption)",
+    )
     args = parser.parse_args(argv)
     options = connection_options(args)
     for name in ("start", "end", "topics", "partitions"):

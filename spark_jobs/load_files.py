@@ -36,7 +36,8 @@ def file_format(paths: list[str], given: str | None) -> str:
     found = {fmt for ext, fmt in _FORMATS.items() for p in paths if p.endswith(ext)}
     if len(found) != 1:
         raise InvalidArgumentError(
-            "cannot tell the files' format from their names: pass --format parquet|json")
+            "cannot tell the files' format from their names: pass --format parquet|json"
+        )
     return found.pop()
 
 
@@ -59,8 +60,11 @@ def load(spark: Any, options: dict[str, str], paths: list[str], fmt: str) -> int
 
 def main(argv: list[str] | None = None) -> int:
     """Run the load from the command line; return the exit code."""
-    parser = argparse.ArgumentParser(prog="hqueue.spark_jobs.load_files", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="hqueue.spark_jobs.load_files",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_connection_args(parser)
     parser.add_argument("paths", nargs="+", help="files or directories")
     parser.add_argument("--format", choices=("parquet", "json"))

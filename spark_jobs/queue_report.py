@@ -43,8 +43,7 @@ def subscription_positions(options: dict[str, str]) -> list[tuple[str, int, int,
     conn = Connection.parse(options)
     out: list[tuple[str, int, int, int]] = []
     with conn.connect() as client:
-        for name, versioned in sorted(client.subscriptions.read_subscriptions(conn.queue)
-                                      .items()):
+        for name, versioned in sorted(client.subscriptions.read_subscriptions(conn.queue).items()):
             data = versioned.value
             for partition, start in data.preferences.partitions.items():
                 state = data.state.get(partition)
@@ -66,36 +65,60 @@ def report(spark: Any, options: dict[str, str], bucket_seconds: int = 60) -> Rep
     """
     from pyspark.sql import functions as F
 
-    df = spark.read.format("hqueue").options(**options).load() \
-        .withColumn("bytes", F.length("value")).cache()
+    df = (
+        spark.read.format("hqueue")
+        .options(**options)
+        .load()
+        .withColumn("bytes", F.length("value"))
+        .cache()
+    )
     try:
         result = Report()
         for key in ("topic", "partition"):
-            rows = (df.groupBy(key).agg(F.count("*").alias("messages"),
-                                        F.sum("bytes").alias("bytes"),
-                                        F.min("timestamp").alias("first"),
-                                        F.max("timestamp").alias("last"))
-                    .orderBy(key).collect())
+            rows = (
+                df.groupBy(key)
+                .agg(
+                    F.count("*").alias("messages"),
+                    F.sum("bytes").alias("bytes"),
+                    F.min("timestamp").alias("first"),
+                    F.max("timestamp").alias("last"),
+                )
+                .orderBy(key)
+                .collect()
+            )
             result[f"per_{key}"] = (
                 [key, "messages", "bytes", "first", "last"],
-                [(r[key], r.messages, r.bytes, r["first"].isoformat(),
-                  r["last"].isoformat()) for r in rows])
+                [
+                    (r[key], r.messages, r.bytes, r["first"].isoformat(), r["last"].isoformat())
+                    for r in rows
+                ],
+            )
         seconds = F.floor(F.unix_seconds("timestamp") / bucket_seconds) * bucket_seconds
-        rate = (df.groupBy(seconds.alias("bucket"), "topic").count()
-                .orderBy("bucket", "topic").collect())
-        result["rate"] = (["bucket_start", "topic", "messages", "per_second"],
-                          [(_iso(r.bucket), r.topic, r["count"],
-                            round(r["count"] / bucket_seconds, 3)) for r in rate])
+        rate = (
+            df.groupBy(seconds.alias("bucket"), "topic")
+            .count()
+            .orderBy("bucket", "topic")
+            .collect()
+        )
+        result["rate"] = (
+            ["bucket_start", "topic", "messages", "per_second"],
+            [
+                (_iso(r.bucket), r.topic, r["count"], round(r["count"] / bucket_seconds, 3))
+                for r in rate
+            ],
+        )
         positions = subscription_positions(options)
         lag_rows: list[tuple[Any, ...]] = []
         if positions:
-            pos = spark.createDataFrame(
-                positions, "subscription string, p int, ts long, seq int")
+            pos = spark.createDataFrame(positions, "subscription string, p int, ts long, seq int")
             ts = F.unix_millis("timestamp")
             pending = df.join(F.broadcast(pos), df.partition == pos.p).where(
-                (ts > pos.ts) | ((ts == pos.ts) & (df.sequence > pos.seq)))
-            counts = {(r.subscription, r.p): r["count"] for r in
-                      pending.groupBy("subscription", "p").count().collect()}
+                (ts > pos.ts) | ((ts == pos.ts) & (df.sequence > pos.seq))
+            )
+            counts = {
+                (r.subscription, r.p): r["count"]
+                for r in pending.groupBy("subscription", "p").count().collect()
+            }
             lag_rows = [(name, p, counts.get((name, p), 0)) for name, p, _, _ in positions]
         result["lag"] = (["subscription", "partition", "lag_messages"], lag_rows)
         return result
@@ -166,8 +189,11 @@ def draw_rate_chart(rate: list[tuple[Any, ...]], path: Path) -> Path | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the report from the command line; return the exit code."""
-    parser = argparse.ArgumentParser(prog="hqueue.spark_jobs.queue_report", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="hqueue.spark_jobs.queue_report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_connection_args(parser)
     parser.add_argument("--out", required=True, help="directory for the CSV files and chart")
     parser.add_argument("--bucket", type=int, default=60, help="seconds per rate bucket")

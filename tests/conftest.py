@@ -25,8 +25,7 @@ pytest_plugins = ["hqueue.testing.fixtures"]
 # The areas' own fixtures that start servers, besides the plugin's; those that pick
 # a backend per parameter call getfixturevalue, which a test's fixture closure does
 # not show.
-_SERVER_FIXTURES = {"spark", "own_server", "backend", "zk_backend", "hbase_backend",
-                    "any_cluster"}
+_SERVER_FIXTURES = {"spark", "own_server", "backend", "zk_backend", "hbase_backend", "any_cluster"}
 _JAVA_FIXTURES = {"spark", "zk_backend"}
 # Parametrized fixtures whose "zookeeper" parameter starts ZooKeeper.
 _BACKEND_PARAMS = ("backend", "any_cluster")
@@ -35,7 +34,8 @@ _BACKEND_PARAMS = ("backend", "any_cluster")
 # servers, named in their source.
 _STARTS_A_SERVER = re.compile(
     r"\b(StandaloneProcess|SidecarProcess|SubscriberProcess|ZooKeeperServer|"
-    r"StandaloneServer|SidecarServer)\(")
+    r"StandaloneServer|SidecarServer)\("
+)
 
 
 def _functions(item: pytest.Item) -> Iterator[object]:

@@ -38,8 +38,12 @@ def client_for(ctx: click.Context, **settings: Any) -> Iterator[Client]:
         # kazoo narrates every reconnection attempt; the error below says it all.
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     try:
-        with connect(hbase=options.get("hbase"), zookeeper=options.get("zookeeper"),
-                     hbase_admin=options.get("hbase_admin"), **settings) as client:
+        with connect(
+            hbase=options.get("hbase"),
+            zookeeper=options.get("zookeeper"),
+            hbase_admin=options.get("hbase_admin"),
+            **settings,
+        ) as client:
             yield client
     except HQueueError as exc:
         raise click.ClickException(str(exc)) from None

@@ -44,8 +44,7 @@ class LazyGroup(click.Group):
     """A :class:`click.Group` that imports the commands ``lazy_commands`` names (verb
     to :class:`LazyCommand`) the first time one is invoked or asked for its help."""
 
-    def __init__(self, *args: Any, lazy_commands: Mapping[str, LazyCommand],
-                 **kwargs: Any) -> None:
+    def __init__(self, *args: Any, lazy_commands: Mapping[str, LazyCommand], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lazy_commands = dict(lazy_commands)
 
@@ -74,5 +73,6 @@ class LazyGroup(click.Group):
         if rows:
             limit = formatter.width - 6 - max(len(name) for name, _ in rows)
             with formatter.section("Commands"):
-                formatter.write_dl([(name, command.get_short_help_str(limit))
-                                    for name, command in rows])
+                formatter.write_dl(
+                    [(name, command.get_short_help_str(limit)) for name, command in rows]
+                )

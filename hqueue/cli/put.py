@@ -66,8 +66,9 @@ def _more_waiting(fd: int) -> bool:
     return bool(readable)
 
 
-def read_batches(stream: IO[bytes], size: int, max_bytes: int = _BATCH_BYTES
-                 ) -> Iterator[list[bytes]]:
+def read_batches(
+    stream: IO[bytes], size: int, max_bytes: int = _BATCH_BYTES
+) -> Iterator[list[bytes]]:
     """Yield the lines of ``stream`` (without their ``\\n``) in lists of at most
     ``size`` lines; a list is cut early once it holds ``max_bytes`` of payload, or
     when nothing more is waiting to be read (so slow input is not held back)."""
@@ -152,14 +153,19 @@ class _Progress:
 
 def _lines(ids: list[MessageId], partition: int, json_output: bool) -> str:
     if json_output:
-        return "".join(
-            json.dumps({"id": str(mid), "partition": partition}) + "\n" for mid in ids
-        )
+        return "".join(json.dumps({"id": str(mid), "partition": partition}) + "\n" for mid in ids)
     return "".join(f"{mid}\n" for mid in ids)
 
 
-def _put_all(queue: Queue, batches: Iterator[list[bytes]], topic: str,
-             partition: int | None, key: bytes | None, json_output: bool, out: TextIO) -> None:
+def _put_all(
+    queue: Queue,
+    batches: Iterator[list[bytes]],
+    topic: str,
+    partition: int | None,
+    key: bytes | None,
+    json_output: bool,
+    out: TextIO,
+) -> None:
     """Put each batch, printing its ids once it is durable.
 
     :raises click.ClickException: naming the input lines of a batch that failed.
@@ -179,13 +185,17 @@ def _put_all(queue: Queue, batches: Iterator[list[bytes]], topic: str,
             next_partition = (next_partition + 1) % queue.partitions
         # The key travels with the messages, so the producer routes them exactly as a
         # library call with key= would; the partition computed above is for the output.
-        messages = [NewMessage(value, topic, None if key is not None else target, key)
-                    for value in batch]
+        messages = [
+            NewMessage(value, topic, None if key is not None else target, key) for value in batch
+        ]
         try:
             ids = queue.put_batch(messages)
         except HQueueError as exc:
-            where = (f"line {count + 1}" if len(batch) == 1
-                     else f"lines {count + 1}..{count + len(batch)}")
+            where = (
+                f"line {count + 1}"
+                if len(batch) == 1
+                else f"lines {count + 1}..{count + len(batch)}"
+            )
             raise click.ClickException(
                 f"{where} not written ({count} messages put before): {exc}"
             ) from None
@@ -207,17 +217,36 @@ def _put_all(queue: Queue, batches: Iterator[list[bytes]], topic: str,
 @click.command("put")
 @click.argument("queue_name", metavar="QUEUE")
 @click.option("--topic", "-t", required=True, help="The messages' topic (1..255 bytes).")
-@click.option("--partition", "-p", type=int, default=None,
-              help="Put into this partition.")
-@click.option("--key", "-k", default=None,
-              help="Put into the partition this key hashes to (CRC-32 of its UTF-8).")
-@click.option("--value", "-v", default=None,
-              help="Put this one message; without it, one message per line of stdin.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="Most stdin lines per request.")
+@click.option("--partition", "-p", type=int, default=None, help="Put into this partition.")
+@click.option(
+    "--key",
+    "-k",
+    default=None,
+    help="Put into the partition this key hashes to (CRC-32 of its UTF-8).",
+)
+@click.option(
+    "--value",
+    "-v",
+    default=None,
+    help="Put this one message; without it, one message per line of stdin.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Most stdin lines per request.",
+)
 @click.pass_context
-def put(ctx: click.Context, queue_name: str, topic: str, partition: int | None,
-        key: str | None, value: str | None, batch_size: int) -> None:
+def put(
+    ctx: click.Context,
+    queue_name: str,
+    topic: str,
+    partition: int | None,
+    key: str | None,
+    value: str | None,
+    batch_size: int,
+) -> None:
     """Put messages into QUEUE and print their ids, one per line."""
     if partition is not None and key is not None:
         raise click.UsageError("--partition and --key are mutually exclusive")
@@ -238,5 +267,12 @@ def put(ctx: click.Context, queue_name: str, topic: str, partition: int | None,
             batches = iter([[os.fsencode(value)]])
         else:
             batches = read_batches(sys.stdin.buffer, batch_size)
-        _put_all(queue, batches, topic, partition, None if key is None else os.fsencode(key),
-                 root_options(ctx).get("format") == "json", sys.stdout)
+        _put_all(
+            queue,
+            batches,
+            topic,
+            partition,
+            None if key is None else os.fsencode(key),
+            root_options(ctx).get("format") == "json",
+            sys.stdout,
+        )

@@ -152,8 +152,10 @@ def _describe_text(description: QueueDescription) -> str:
         f"ttl: {format_ttl(description.ttl_seconds)}",
         f"created: {created.isoformat(timespec='seconds').replace('+00:00', 'Z')}",
         f"regions: {len(description.regions)}",
-        *(f"  {_span(r.first_partition, r.last_partition)}: {r.host}:{r.port}"
-          for r in description.regions),
+        *(
+            f"  {_span(r.first_partition, r.last_partition)}: {r.host}:{r.port}"
+            for r in description.regions
+        ),
         f"owners: {len(description.owners)} of {description.partitions} partitions owned",
         *_owner_lines(description),
     ]
@@ -167,23 +169,35 @@ def queue() -> None:
 
 @queue.command("create")
 @click.argument("name")
-@click.option("--partitions", type=int, required=True, metavar="N",
-              help=f"Number of partitions (1..{MAX_PARTITIONS}).")
-@click.option("--ttl", default=None, metavar="DURATION",
-              help="How long messages are kept: seconds, or 7d, 12h, 30m, 45s, 1h30m; "
-                   "default: forever.")
-@click.option("--regions", type=int, default=None, metavar="R",
-              help="Regions to pre-split the table into (1..N; default: one per partition).")
+@click.option(
+    "--partitions",
+    type=int,
+    required=True,
+    metavar="N",
+    help=f"Number of partitions (1..{MAX_PARTITIONS}).",
+)
+@click.option(
+    "--ttl",
+    default=None,
+    metavar="DURATION",
+    help="How long messages are kept: seconds, or 7d, 12h, 30m, 45s, 1h30m; default: forever.",
+)
+@click.option(
+    "--regions",
+    type=int,
+    default=None,
+    metavar="R",
+    help="Regions to pre-split the table into (1..N; default: one per partition).",
+)
 @click.pass_context
-def create(ctx: click.Context, name: str, partitions: int, ttl: str | None,
-           regions: int | None) -> None:
+def create(
+    ctx: click.Context, name: str, partitions: int, ttl: str | None, regions: int | None
+) -> None:
     """Create queue NAME: its pre-split HBase table and its metadata. Fails if it
     exists."""
     _check_name(name)
     if not 1 <= partitions <= MAX_PARTITIONS:
-        raise click.ClickException(
-            f"--partitions must be 1..{MAX_PARTITIONS}, not {partitions}"
-        )
+        raise click.ClickException(f"--partitions must be 1..{MAX_PARTITIONS}, not {partitions}")
     if regions is not None and not 1 <= regions <= partitions:
         raise click.ClickException(
             f"--regions must be 1..{partitions} (the partition count), not {regions}"
@@ -191,9 +205,12 @@ def create(ctx: click.Context, name: str, partitions: int, ttl: str | None,
     ttl_seconds = None if ttl is None else parse_ttl(ttl)
     with _client(ctx) as client:
         info = client.create_queue(name, partitions, ttl=ttl_seconds, regions=regions)
-    _emit(ctx, {"created": True, **_record(info)},
-          f"created queue {info.name}: {info.partitions} partitions, "
-          f"{info.regions} regions, ttl {format_ttl(info.ttl_seconds)}")
+    _emit(
+        ctx,
+        {"created": True, **_record(info)},
+        f"created queue {info.name}: {info.partitions} partitions, "
+        f"{info.regions} regions, ttl {format_ttl(info.ttl_seconds)}",
+    )
 
 
 @queue.command("list")
@@ -203,9 +220,12 @@ def list_queues(ctx: click.Context) -> None:
     with _client(ctx) as client:
         found = client.queues()
     for info in found:
-        _emit(ctx, _record(info),
-              f"{info.name}\tpartitions={info.partitions}\tregions={info.regions}\t"
-              f"ttl={format_ttl(info.ttl_seconds)}")
+        _emit(
+            ctx,
+            _record(info),
+            f"{info.name}\tpartitions={info.partitions}\tregions={info.regions}\t"
+            f"ttl={format_ttl(info.ttl_seconds)}",
+        )
 
 
 @queue.command("describe")
@@ -222,9 +242,13 @@ def describe(ctx: click.Context, name: str) -> None:
 
 @queue.command("alter")
 @click.argument("name")
-@click.option("--ttl", required=True, metavar="DURATION",
-              help="New TTL: seconds, or 7d, 12h, 30m, 45s, 1h30m; 'none' keeps messages "
-                   "forever. Applies to the messages already stored too.")
+@click.option(
+    "--ttl",
+    required=True,
+    metavar="DURATION",
+    help="New TTL: seconds, or 7d, 12h, 30m, 45s, 1h30m; 'none' keeps messages "
+    "forever. Applies to the messages already stored too.",
+)
 @click.pass_context
 def alter(ctx: click.Context, name: str, ttl: str) -> None:
     """Change queue NAME's TTL."""
@@ -232,16 +256,26 @@ def alter(ctx: click.Context, name: str, ttl: str) -> None:
     ttl_seconds = parse_ttl(ttl)
     with _client(ctx) as client:
         info = client.alter_queue(name, ttl=ttl_seconds)
-    _emit(ctx, {"altered": True, **_record(info)},
-          f"altered queue {info.name}: ttl {format_ttl(info.ttl_seconds)}")
+    _emit(
+        ctx,
+        {"altered": True, **_record(info)},
+        f"altered queue {info.name}: ttl {format_ttl(info.ttl_seconds)}",
+    )
 
 
 @queue.command("delete")
 @click.argument("name")
-@click.option("--force", is_flag=True,
-              help="Delete even if the queue has subscriptions (they are deleted too).")
-@click.option("--yes", "-y", is_flag=True,
-              help="Do not ask for confirmation (only ever asked when stdin is a terminal).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Delete even if the queue has subscriptions (they are deleted too).",
+)
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help="Do not ask for confirmation (only ever asked when stdin is a terminal).",
+)
 @click.pass_context
 def delete(ctx: click.Context, name: str, force: bool, yes: bool) -> None:
     """Delete queue NAME: its table with every message, and its metadata (owners,
@@ -252,7 +286,10 @@ def delete(ctx: click.Context, name: str, force: bool, yes: bool) -> None:
             # Read first so that a missing queue fails before the question is asked.
             info = client.queue(name).info
             # The prompt goes to stderr: stdout may be JSON for a program.
-            click.confirm(f"Delete queue {name} ({info.partitions} partitions) and all "
-                          "its messages?", abort=True, err=True)
+            click.confirm(
+                f"Delete queue {name} ({info.partitions} partitions) and all its messages?",
+                abort=True,
+                err=True,
+            )
         client.delete_queue(name, force=force)
     _emit(ctx, {"deleted": True, "name": name}, f"deleted queue {name}")

@@ -111,27 +111,61 @@ def _print(messages: Iterable[Message], json_output: bool, out: TextIO) -> None:
 
 @click.command("scan")
 @click.argument("queue_name", metavar="QUEUE")
-@click.option("--partition", "-p", "partitions", type=click.IntRange(min=0), multiple=True,
-              help="Only this partition; repeat for several (merged in id order).")
-@click.option("--topic", "-t", "topics", multiple=True,
-              help="Only this topic; repeat for several.")
-@click.option("--from", "start", metavar="ID|TIME",
-              help="First id to print (inclusive): 'timestamp:sequence', an ISO-8601 time "
-                   "or milliseconds since the epoch.")
-@click.option("--to", "stop", metavar="ID|TIME",
-              help="Where to stop (exclusive): 'timestamp:sequence', an ISO-8601 time or "
-                   "milliseconds since the epoch.")
-@click.option("--limit", "-n", type=click.IntRange(min=0), default=None,
-              help="Print at most this many messages.")
-@click.option("--merge", is_flag=True,
-              help="Merge all partitions in id order (default without --partition: "
-                   "partition by partition, the fastest).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=DEFAULT_SCAN_BATCH_SIZE,
-              show_default=True, help="Rows per round trip to HBase.")
+@click.option(
+    "--partition",
+    "-p",
+    "partitions",
+    type=click.IntRange(min=0),
+    multiple=True,
+    help="Only this partition; repeat for several (merged in id order).",
+)
+@click.option("--topic", "-t", "topics", multiple=True, help="Only this topic; repeat for several.")
+@click.option(
+    "--from",
+    "start",
+    metavar="ID|TIME",
+    help="First id to print (inclusive): 'timestamp:sequence', an ISO-8601 time "
+    "or milliseconds since the epoch.",
+)
+@click.option(
+    "--to",
+    "stop",
+    metavar="ID|TIME",
+    help="Where to stop (exclusive): 'timestamp:sequence', an ISO-8601 time or "
+    "milliseconds since the epoch.",
+)
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Print at most this many messages.",
+)
+@click.option(
+    "--merge",
+    is_flag=True,
+    help="Merge all partitions in id order (default without --partition: "
+    "partition by partition, the fastest).",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=DEFAULT_SCAN_BATCH_SIZE,
+    show_default=True,
+    help="Rows per round trip to HBase.",
+)
 @click.pass_context
-def scan(ctx: click.Context, queue_name: str, partitions: tuple[int, ...],
-         topics: tuple[str, ...], start: str | None, stop: str | None, limit: int | None,
-         merge: bool, batch_size: int) -> None:
+def scan(
+    ctx: click.Context,
+    queue_name: str,
+    partitions: tuple[int, ...],
+    topics: tuple[str, ...],
+    start: str | None,
+    stop: str | None,
+    limit: int | None,
+    merge: bool,
+    batch_size: int,
+) -> None:
     """Print the messages of QUEUE, one per line."""
     for topic in topics:
         try:
@@ -158,8 +192,9 @@ def scan(ctx: click.Context, queue_name: str, partitions: tuple[int, ...],
             if len(partitions) == 1:
                 scanner = queue.partition_scanner(partitions[0], **scan_options)
             elif partitions or merge:
-                scanner = queue.combined_scanner(partitions or range(queue.partitions),
-                                                 **scan_options)
+                scanner = queue.combined_scanner(
+                    partitions or range(queue.partitions), **scan_options
+                )
             else:
                 scanner = queue.scan(**scan_options)
             with scanner:

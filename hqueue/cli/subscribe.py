@@ -59,32 +59,76 @@ class _Printer:
 @click.command("subscribe")
 @click.argument("queue_name", metavar="QUEUE")
 @click.argument("name", metavar="NAME")
-@click.option("--topic", "-t", "topics", multiple=True,
-              help="Only this topic; repeat for several (default: all).")
-@click.option("--partition", "-p", "partitions", type=click.IntRange(min=0), multiple=True,
-              help="Only this partition; repeat for several (default: all).")
-@click.option("--from", "start", default="latest", show_default=True,
-              metavar="earliest|latest|ID|TIME",
-              help="Where a new subscription starts: earliest, latest, 'timestamp:sequence', "
-                   "an ISO-8601 time or milliseconds. An existing one resumes after its "
-                   "checkpoint.")
-@click.option("--host", default=DEFAULT_HOST, show_default=True,
-              help="Address the subscriber's Thrift service binds.")
-@click.option("--port", type=click.IntRange(0, 65535), default=0,
-              help="Port of the subscriber's Thrift service [default: a free one].")
-@click.option("--advertised-host", default=None,
-              help="Host the sidecars reach the subscriber at [default: --host].")
-@click.option("--session-timeout", type=click.FloatRange(min=1.0), default=DEFAULT_SESSION_TIMEOUT,
-              show_default=True,
-              help="Seconds after which a subscriber that died stops being 'running'.")
-@click.option("--wait", type=click.FloatRange(min=0.0), default=DEFAULT_SUBSCRIBE_WAIT,
-              show_default=True,
-              help="Seconds to wait for a previous subscriber's address to expire.")
+@click.option(
+    "--topic",
+    "-t",
+    "topics",
+    multiple=True,
+    help="Only this topic; repeat for several (default: all).",
+)
+@click.option(
+    "--partition",
+    "-p",
+    "partitions",
+    type=click.IntRange(min=0),
+    multiple=True,
+    help="Only this partition; repeat for several (default: all).",
+)
+@click.option(
+    "--from",
+    "start",
+    default="latest",
+    show_default=True,
+    metavar="earliest|latest|ID|TIME",
+    help="Where a new subscription starts: earliest, latest, 'timestamp:sequence', "
+    "an ISO-8601 time or milliseconds. An existing one resumes after its "
+    "checkpoint.",
+)
+@click.option(
+    "--host",
+    default=DEFAULT_HOST,
+    show_default=True,
+    help="Address the subscriber's Thrift service binds.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    help="Port of the subscriber's Thrift service [default: a free one].",
+)
+@click.option(
+    "--advertised-host",
+    default=None,
+    help="Host the sidecars reach the subscriber at [default: --host].",
+)
+@click.option(
+    "--session-timeout",
+    type=click.FloatRange(min=1.0),
+    default=DEFAULT_SESSION_TIMEOUT,
+    show_default=True,
+    help="Seconds after which a subscriber that died stops being 'running'.",
+)
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0.0),
+    default=DEFAULT_SUBSCRIBE_WAIT,
+    show_default=True,
+    help="Seconds to wait for a previous subscriber's address to expire.",
+)
 @click.pass_context
-def subscribe(ctx: click.Context, queue_name: str, name: str, topics: tuple[str, ...],
-              partitions: tuple[int, ...], start: str, host: str, port: int,
-              advertised_host: str | None, session_timeout: float,
-              wait: float) -> None:
+def subscribe(
+    ctx: click.Context,
+    queue_name: str,
+    name: str,
+    topics: tuple[str, ...],
+    partitions: tuple[int, ...],
+    start: str,
+    host: str,
+    port: int,
+    advertised_host: str | None,
+    session_timeout: float,
+    wait: float,
+) -> None:
     """Print the messages of subscription NAME of QUEUE as they arrive."""
     for topic in topics:
         try:
@@ -103,14 +147,24 @@ def subscribe(ctx: click.Context, queue_name: str, name: str, topics: tuple[str,
             queue = client.queue(queue_name)
             try:
                 subscriber = queue.subscribe(
-                    name, printer, partitions=partitions or None, topics=topics or None,
-                    start=start, host=host, port=port,
-                    advertised_host=advertised_host, wait=wait)
+                    name,
+                    printer,
+                    partitions=partitions or None,
+                    topics=topics or None,
+                    start=start,
+                    host=host,
+                    port=port,
+                    advertised_host=advertised_host,
+                    wait=wait,
+                )
             except OSError as exc:
                 raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
             with subscriber:
-                click.echo(f"hqueue subscriber ready: queue={queue_name} subscription={name} "
-                           f"address={subscriber.address}", err=True)
+                click.echo(
+                    f"hqueue subscriber ready: queue={queue_name} subscription={name} "
+                    f"address={subscriber.address}",
+                    err=True,
+                )
                 while not done.wait(0.5):
                     pass
     finally:

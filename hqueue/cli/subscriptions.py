@@ -39,8 +39,10 @@ def _ids(ids: Mapping[int, object]) -> str:
 def _list_line(info: SubscriptionInfo) -> str:
     topics = ",".join(info.topics) or "*"
     running = info.subscriber or "not running"
-    return (f"{info.name}\tpartitions={','.join(map(str, info.partitions))}\t"
-            f"topics={topics}\t{running}\tcheckpoints={_ids(info.checkpoints)}")
+    return (
+        f"{info.name}\tpartitions={','.join(map(str, info.partitions))}\t"
+        f"topics={topics}\t{running}\tcheckpoints={_ids(info.checkpoints)}"
+    )
 
 
 @subscriptions.command("list")
@@ -68,45 +70,72 @@ def delete_subscription(ctx: click.Context, queue_name: str, name: str) -> None:
 @subscriptions.command("reset")
 @click.argument("queue_name", metavar="QUEUE")
 @click.argument("name", metavar="NAME")
-@click.option("--to", "to", required=True, metavar="earliest|latest|ID|TIME",
-              help="The new start: earliest, latest, 'timestamp:sequence', an ISO-8601 "
-                   "time or milliseconds since the epoch.")
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    metavar="earliest|latest|ID|TIME",
+    help="The new start: earliest, latest, 'timestamp:sequence', an ISO-8601 "
+    "time or milliseconds since the epoch.",
+)
 @click.pass_context
 def reset_subscription(ctx: click.Context, queue_name: str, name: str, to: str) -> None:
     """Move subscription NAME of QUEUE to a new start on all its partitions."""
     with client_for(ctx) as client:
         starts = client.queue(queue_name).reset_subscription(name, to)
     if root_options(ctx).get("format") == "json":
-        click.echo(json.dumps({"subscription": name,
-                               "starts": {str(p): str(i) for p, i in starts.items()}}))
+        click.echo(
+            json.dumps(
+                {"subscription": name, "starts": {str(p): str(i) for p, i in starts.items()}}
+            )
+        )
     else:
         click.echo(f"{name}\tstarts={_ids(starts)}")
 
 
-_HEADER = ("SUBSCRIPTION", "PARTITION", "NEWEST", "DELIVERED", "CHECKPOINT", "BEHIND_MS",
-           "STATE", "BUFFERED")
+_HEADER = (
+    "SUBSCRIPTION",
+    "PARTITION",
+    "NEWEST",
+    "DELIVERED",
+    "CHECKPOINT",
+    "BEHIND_MS",
+    "STATE",
+    "BUFFERED",
+)
 
 
 def _row(d: DeliveryLag) -> tuple[str, ...]:
     behind = d.behind_ms
-    return (d.subscription, str(d.partition), str(d.newest or "-"), str(d.delivered or "-"),
-            str(d.checkpointed or "-"), "-" if behind is None else str(behind),
-            d.state + (f" ({d.error})" if d.error else ""),
-            f"{d.buffered_messages}/{d.buffered_bytes}B")
+    return (
+        d.subscription,
+        str(d.partition),
+        str(d.newest or "-"),
+        str(d.delivered or "-"),
+        str(d.checkpointed or "-"),
+        "-" if behind is None else str(behind),
+        d.state + (f" ({d.error})" if d.error else ""),
+        f"{d.buffered_messages}/{d.buffered_bytes}B",
+    )
 
 
 def _table(report: LagReport) -> str:
     rows = [_HEADER] + [_row(d) for d in report.deliveries]
     widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADER))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in rows)
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
 
 
 @click.command("lag")
 @click.argument("queue_name", metavar="QUEUE")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=DEFAULT_LAG_TIMEOUT,
-              show_default=True,
-              help="Seconds to wait for each sidecar's answer.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=DEFAULT_LAG_TIMEOUT,
+    show_default=True,
+    help="Seconds to wait for each sidecar's answer.",
+)
 @click.pass_context
 def lag(ctx: click.Context, queue_name: str, timeout: float) -> None:
     """Print how far each subscription of QUEUE is behind, per partition."""

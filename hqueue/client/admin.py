@@ -40,6 +40,7 @@ from hqueue.storage.hbase import HBase
 
 __all__ = ["QueueAdmin", "QueueDescription", "RegionInfo", "ttl_seconds"]
 
+
 @dataclass(frozen=True)
 class RegionInfo:
     """One region of a queue table: its first and last partition and its server."""
@@ -73,8 +74,11 @@ class QueueDescription:
             "created_ms": self.created_ms,
             "table": self.table,
             "regions": [
-                {"partitions": [r.first_partition, r.last_partition],
-                 "host": r.host, "port": r.port}
+                {
+                    "partitions": [r.first_partition, r.last_partition],
+                    "host": r.host,
+                    "port": r.port,
+                }
                 for r in self.regions
             ],
             "owners": {
@@ -110,16 +114,20 @@ def split_keys(partitions: int, regions: int) -> list[bytes]:
 
 
 def _check_partitions(partitions: object, regions: object) -> tuple[int, int]:
-    if isinstance(partitions, bool) or not isinstance(partitions, int) or not (
-        1 <= partitions <= MAX_PARTITIONS
+    if (
+        isinstance(partitions, bool)
+        or not isinstance(partitions, int)
+        or not (1 <= partitions <= MAX_PARTITIONS)
     ):
         raise InvalidArgumentError(
             f"'partitions' must be an integer in 1..{MAX_PARTITIONS}, not {partitions!r}"
         )
     if regions is None:
         regions = partitions
-    if isinstance(regions, bool) or not isinstance(regions, int) or not (
-        1 <= regions <= partitions
+    if (
+        isinstance(regions, bool)
+        or not isinstance(regions, int)
+        or not (1 <= regions <= partitions)
     ):
         raise InvalidArgumentError(
             f"'regions' must be an integer in 1..partitions ({partitions}), not {regions!r}"
@@ -208,15 +216,31 @@ class QueueAdmin:
             start = loc.regionInfo.startKey or b""
             end = loc.regionInfo.endKey or b""
             first = struct.unpack(">H", start[:2].ljust(2, b"\0"))[0] if start else 0
-            last = (struct.unpack(">H", end[:2].ljust(2, b"\0"))[0] - 1) if end else (
-                info.partitions - 1
+            last = (
+                (struct.unpack(">H", end[:2].ljust(2, b"\0"))[0] - 1)
+                if end
+                else (info.partitions - 1)
             )
-            regions.append(RegionInfo(first, min(last, info.partitions - 1),
-                                      loc.serverName.hostName, loc.serverName.port or 0,
-                                      start, end))
+            regions.append(
+                RegionInfo(
+                    first,
+                    min(last, info.partitions - 1),
+                    loc.serverName.hostName,
+                    loc.serverName.port or 0,
+                    start,
+                    end,
+                )
+            )
         owners = {p: v.value for p, v in self._owners.read_owners(name).items()}
-        return QueueDescription(info.name, info.partitions, info.ttl_seconds, info.created_ms,
-                                table.decode(), regions, owners)
+        return QueueDescription(
+            info.name,
+            info.partitions,
+            info.ttl_seconds,
+            info.created_ms,
+            table.decode(),
+            regions,
+            owners,
+        )
 
     def alter_queue(self, name: str, *, ttl: int | float | _dt.timedelta | None) -> QueueInfo:
         """Change the queue's TTL (``None``: keep messages forever); return its new info.
@@ -237,8 +261,9 @@ class QueueAdmin:
                     h2.TTableName(qualifier=self._hbase.table_name(name)), family
                 )
             info = current.value
-            new = QueueInfo(info.name, info.partitions, info.regions, ttl_s, info.created_ms,
-                            info.schema)
+            new = QueueInfo(
+                info.name, info.partitions, info.regions, ttl_s, info.created_ms, info.schema
+            )
             try:
                 self._queues.write_queue_info(new, current.version)
             except BadVersionError:

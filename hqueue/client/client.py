@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as _dt
 import threading
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from hqueue import settings
 from hqueue.client.admin import QueueAdmin, QueueDescription
@@ -105,12 +105,17 @@ class Client(Closeable):
     ) -> None:
         parse_address(hbase)
         self.fast_scan = fast_scan
-        self.hbase = HBase(hbase, hbase_admin or admin_address(hbase),
-                           table_prefix=table_prefix or None,
-                           timeout_ms=int(max(timeout, 30.0) * 1000))
+        self.hbase = HBase(
+            hbase,
+            hbase_admin or admin_address(hbase),
+            table_prefix=table_prefix or None,
+            timeout_ms=int(max(timeout, 30.0) * 1000),
+        )
         self.zookeeper = zookeeper or None
         self.metastore: MetaStore = open_metastore(
-            hbase=hbase, zookeeper=self.zookeeper, timeout=timeout,
+            hbase=hbase,
+            zookeeper=self.zookeeper,
+            timeout=timeout,
             session_timeout=session_timeout,
             table_prefix=None if self.zookeeper else table_prefix or "",
         )
@@ -118,15 +123,22 @@ class Client(Closeable):
         self.queue_infos = QueueInfoManager(self.metastore, self.cache)
         self.owners = PartitionOwnershipManager(self.metastore, self.cache)
         self.subscriptions = SubscriptionDataManager(self.metastore)
-        self.admin = QueueAdmin(self.hbase, QueueInfoManager(self.metastore), self.owners,
-                                self.subscriptions)
+        self.admin = QueueAdmin(
+            self.hbase, QueueInfoManager(self.metastore), self.owners, self.subscriptions
+        )
         self.sidecars = Sidecars()
         self.context = ClientContext(
-            hbase=self.hbase, sidecars=self.sidecars, owners=self.owners,
-            subscriptions=self.subscriptions, metastore=self.metastore,
-            queue_info=self.admin.queue_info, fast_scan=fast_scan)
-        self.producer = Producer(self.sidecars, self.owners, self.admin.queue_info,
-                                 put_timeout=put_timeout)
+            hbase=self.hbase,
+            sidecars=self.sidecars,
+            owners=self.owners,
+            subscriptions=self.subscriptions,
+            metastore=self.metastore,
+            queue_info=self.admin.queue_info,
+            fast_scan=fast_scan,
+        )
+        self.producer = Producer(
+            self.sidecars, self.owners, self.admin.queue_info, put_timeout=put_timeout
+        )
         self._lock = threading.Lock()
         self._closed = False
 
@@ -202,7 +214,6 @@ class Client(Closeable):
         self.hbase.close()
 
 
-
 class Queue:
     """One queue: produce with :meth:`put` / :meth:`put_batch`, read with the scanners.
     Obtain it from :meth:`Client.queue`."""
@@ -243,9 +254,7 @@ class Queue:
             payload over the sidecar's limit (nothing is written).
         :raises UnavailableError: if no owner acknowledged it within ``put_timeout``.
         """
-        return self.client.producer.put(
-            self.info, [NewMessage(value, topic, partition, key)]
-        )[0]
+        return self.client.producer.put(self.info, [NewMessage(value, topic, partition, key)])[0]
 
     def put_batch(
         self,
@@ -341,11 +350,23 @@ class Queue:
         """
         from hqueue.client.subscriber import Subscriber
 
-        listeners: list[Listener] = (list(listener) if isinstance(listener, list | tuple)
-                                     else [listener])  # type: ignore[list-item]
-        return Subscriber(self, name, listeners, partitions=partitions, topics=topics,
-                          start=start, host=host, port=port, advertised_host=advertised_host,
-                          wait=wait)
+        # A list or tuple holds listeners; anything else is one listener (a callable
+        # or a MessageListener, which may itself be a sequence type).
+        listeners: list[Listener] = (
+            list(listener) if isinstance(listener, list | tuple) else [cast("Listener", listener)]
+        )
+        return Subscriber(
+            self,
+            name,
+            listeners,
+            partitions=partitions,
+            topics=topics,
+            start=start,
+            host=host,
+            port=port,
+            advertised_host=advertised_host,
+            wait=wait,
+        )
 
     def subscriptions(self) -> list[SubscriptionInfo]:
         """Return the queue's subscriptions, by name."""

@@ -64,9 +64,14 @@ class Producer:
     metadata's, read past the cache) tells a deleted queue from an unowned partition.
     """
 
-    def __init__(self, sidecars: Sidecars, owners: PartitionOwnershipManager,
-                 queue_info: Callable[[str], QueueInfo], *,
-                 put_timeout: float = DEFAULT_PUT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        sidecars: Sidecars,
+        owners: PartitionOwnershipManager,
+        queue_info: Callable[[str], QueueInfo],
+        *,
+        put_timeout: float = DEFAULT_PUT_TIMEOUT,
+    ) -> None:
         if put_timeout <= 0:
             raise InvalidArgumentError("'put_timeout' must be > 0")
         self._owners = owners
@@ -101,8 +106,7 @@ class Producer:
                     value = bytes(value)
                 else:
                     raise InvalidArgumentError(
-                        f"message {index}: 'value' must be bytes or str, not "
-                        f"{type(value).__name__}"
+                        f"message {index}: 'value' must be bytes or str, not {type(value).__name__}"
                     )
             topic = msg.topic
             if topic not in checked:
@@ -115,16 +119,16 @@ class Producer:
             if partition is None:
                 if msg.key is not None:
                     if not isinstance(msg.key, bytes | str):
-                        raise InvalidArgumentError(
-                            f"message {index}: 'key' must be bytes or str"
-                        )
+                        raise InvalidArgumentError(f"message {index}: 'key' must be bytes or str")
                     partition = partition_for_key(msg.key, info.partitions)
                 else:
                     if sticky is None:
                         sticky = self._next_partition(info)
                     partition = sticky
-            elif isinstance(partition, bool) or not isinstance(partition, int) or not (
-                0 <= partition < info.partitions
+            elif (
+                isinstance(partition, bool)
+                or not isinstance(partition, int)
+                or not (0 <= partition < info.partitions)
             ):
                 raise InvalidArgumentError(
                     f"message {index}: 'partition' must be an integer in "
@@ -177,8 +181,15 @@ class Producer:
                     retry.extend(indices)
                     continue
                 try:
-                    result = self._send(address, info.name, values, topics, partitions,
-                                        indices, len(indices) == len(values))
+                    result = self._send(
+                        address,
+                        info.name,
+                        values,
+                        topics,
+                        partitions,
+                        indices,
+                        len(indices) == len(values),
+                    )
                 except NotOwnerError as exc:
                     failed_partition = exc.partition
                     last_error = f"sidecar {address}: {exc}"
@@ -187,8 +198,11 @@ class Producer:
                     continue
                 except UnavailableError as exc:
                     failed_partition = partitions[indices[0]]
-                    last_error = (str(exc) if isinstance(exc, SidecarUnreachableError)
-                                  else f"sidecar {address}: {exc}")
+                    last_error = (
+                        str(exc)
+                        if isinstance(exc, SidecarUnreachableError)
+                        else f"sidecar {address}: {exc}"
+                    )
                     self._forget(info.name, indices, partitions, address, None)
                     retry.extend(indices)
                     continue
@@ -218,8 +232,14 @@ class Producer:
             pending = retry
         return ids  # type: ignore[return-value]
 
-    def _forget(self, queue: str, indices: list[int], partitions: list[int], address: str,
-                refusal: NotOwnerError | None) -> None:
+    def _forget(
+        self,
+        queue: str,
+        indices: list[int],
+        partitions: list[int],
+        address: str,
+        refusal: NotOwnerError | None,
+    ) -> None:
         with self._lock:
             for p in {partitions[i] for i in indices}:
                 if self._hints.get((queue, p)) == address:
@@ -227,8 +247,16 @@ class Producer:
             if refusal is not None and refusal.owner and refusal.owner != address:
                 self._hints[(queue, refusal.partition)] = refusal.owner
 
-    def _send(self, address: str, queue: str, values: list[bytes], topics: list[str],
-              partitions: list[int], indices: list[int], everything: bool) -> list[MessageId]:
+    def _send(
+        self,
+        address: str,
+        queue: str,
+        values: list[bytes],
+        topics: list[str],
+        partitions: list[int],
+        indices: list[int],
+        everything: bool,
+    ) -> list[MessageId]:
         """Send the messages at ``indices`` (all of them when ``everything``) to one
         sidecar; return their ids."""
         idl = sidecar_idl()

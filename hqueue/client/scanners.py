@@ -103,14 +103,10 @@ class _Scanner(Closeable):
         batch_size: int = DEFAULT_SCAN_BATCH_SIZE,
     ) -> None:
         self.queue = queue
-        self.start: MessageId | None = None if start is None else parse_position(
-            start, "'start'")
-        self.stop: MessageId | None = None if stop is None else parse_position(
-            stop, "'stop'")
+        self.start: MessageId | None = None if start is None else parse_position(start, "'start'")
+        self.stop: MessageId | None = None if stop is None else parse_position(stop, "'stop'")
         if self.start is not None and self.stop is not None and self.start > self.stop:
-            raise InvalidArgumentError(
-                f"'start' ({self.start}) is after 'stop' ({self.stop})"
-            )
+            raise InvalidArgumentError(f"'start' ({self.start}) is after 'stop' ({self.stop})")
         self.topics: tuple[str, ...] | None = check_topics(topics)
         self.limit = None if limit is None else _check_int("limit", limit, 0)
         self.batch_size = _check_int("batch_size", batch_size, 1)
@@ -126,10 +122,17 @@ class _Scanner(Closeable):
 
     def _range(self, row_start: bytes, row_stop: bytes) -> QueueRange:
         context = self._context
-        scan = QueueRange(queue=self.queue.name, table=self._table, start=row_start,
-                          stop=row_stop, topics=self.topics or (),
-                          sidecar=self._sidecar_for(row_start), sidecars=context.sidecars,
-                          connect=context.hbase.client, caching=self.batch_size)
+        scan = QueueRange(
+            queue=self.queue.name,
+            table=self._table,
+            start=row_start,
+            stop=row_stop,
+            topics=self.topics or (),
+            sidecar=self._sidecar_for(row_start),
+            sidecars=context.sidecars,
+            connect=context.hbase.client,
+            caching=self.batch_size,
+        )
         self._open.append(scan)
         return scan
 
@@ -140,8 +143,7 @@ class _Scanner(Closeable):
             return None
         partition = int.from_bytes(row_start[:2]) if len(row_start) >= 2 else 0
         try:
-            return self._context.owners.read_owner_info(self.queue.name,
-                                                        partition).value.address
+            return self._context.owners.read_owner_info(self.queue.name, partition).value.address
         except HQueueError:
             return None
 
@@ -188,7 +190,6 @@ class _Scanner(Closeable):
         if scan in self._open:
             self._open.remove(scan)
 
-
     def _batches(self, scan: QueueRange, remaining: list[int] | None) -> Iterator[list[Message]]:
         """Yield the messages of one range, a batch per round trip; ``remaining`` (a
         one-element list shared across ranges) counts down the limit."""
@@ -203,7 +204,7 @@ class _Scanner(Closeable):
             batch = block.messages()
             if remaining is not None:
                 if len(batch) >= remaining[0]:
-                    del batch[remaining[0]:]
+                    del batch[remaining[0] :]
                     remaining[0] = 0
                     # Close before handing out the last batch: the caller may never
                     # come back for more.
@@ -300,14 +301,14 @@ class CombinedPartitionScanner(_Scanner):
     :raises ConnectionLostError: while iterating, if HBase is unreachable.
     """
 
-    def __init__(self, queue: Queue, partitions: Sequence[int] | Iterable[int],
-                 **options: Any) -> None:
+    def __init__(
+        self, queue: Queue, partitions: Sequence[int] | Iterable[int], **options: Any
+    ) -> None:
         try:
             chosen = list(partitions)
         except TypeError:
             raise InvalidArgumentError(
-                f"'partitions' must be an iterable of integers, not "
-                f"{type(partitions).__name__}"
+                f"'partitions' must be an iterable of integers, not {type(partitions).__name__}"
             ) from None
         if not chosen:
             raise InvalidArgumentError("'partitions' must name at least one partition")
@@ -319,10 +320,12 @@ class CombinedPartitionScanner(_Scanner):
         super().__init__(queue, **options)
 
     def _iterate(self) -> Iterator[Message]:
-        return self._merge([
-            itertools.chain.from_iterable(self._partition_batches(self._partition_range(p)))
-            for p in self.partitions
-        ])
+        return self._merge(
+            [
+                itertools.chain.from_iterable(self._partition_batches(self._partition_range(p)))
+                for p in self.partitions
+            ]
+        )
 
     def _partition_batches(self, scan: QueueRange) -> Iterator[list[Message]]:
         # The limit applies to the merged stream, which cannot know in advance which

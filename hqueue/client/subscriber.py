@@ -54,6 +54,7 @@ __all__ = ["ConsumeStatus", "Listener", "MessageListener", "Subscriber"]
 
 log = logging.getLogger(__name__)
 
+
 class ConsumeStatus(enum.IntEnum):
     """What a listener answers for a batch (the IDL's ``TConsumeStatus``)."""
 
@@ -84,7 +85,8 @@ def _callable(listener: Listener) -> Callable[[list[Message]], ConsumeStatus | N
     if callable(listener):
         return listener
     raise InvalidArgumentError(
-        f"a listener must be a MessageListener or a callable, not {type(listener).__name__}")
+        f"a listener must be a MessageListener or a callable, not {type(listener).__name__}"
+    )
 
 
 class _Handler:
@@ -103,8 +105,13 @@ class _Handler:
 
     def consume(self, delivery: Any) -> int:
         if delivery.queue != self.queue or delivery.subscription != self.name:
-            log.warning("subscriber %r of %s refused a batch for %r of %s", self.name,
-                        self.queue, delivery.subscription, delivery.queue)
+            log.warning(
+                "subscriber %r of %s refused a batch for %r of %s",
+                self.name,
+                self.queue,
+                delivery.subscription,
+                delivery.queue,
+            )
             return ConsumeStatus.ERROR
         rowkeys = delivery.rowkeys or b""
         values = delivery.values or []
@@ -134,8 +141,7 @@ class _Handler:
                 try:
                     status = listener(fresh)
                 except Exception:
-                    log.exception("listener of subscription %r on %s failed", self.name,
-                                  self.queue)
+                    log.exception("listener of subscription %r on %s failed", self.name, self.queue)
                     return ConsumeStatus.ERROR
                 if status is not None and status != ConsumeStatus.SUCCESS:
                     return ConsumeStatus(status)
@@ -175,8 +181,9 @@ class Subscriber(Closeable):
         self._topics = _check_topics(topics)
         self._start = start
         self._handler = _Handler(queue.name, name, list(listeners))
-        self._server = ThriftServer(subscriber_idl().HQueueSubscriber, self._handler, host,
-                                    port, name=f"subscriber-{name}")
+        self._server = ThriftServer(
+            subscriber_idl().HQueueSubscriber, self._handler, host, port, name=f"subscriber-{name}"
+        )
         self._closed = False
         self._session_lost = False
         self._server.start()
@@ -202,8 +209,7 @@ class Subscriber(Closeable):
             current = self._subs.read_subscription_data(queue.name, self.name).value
         except NoSubscriptionError:
             starts = resolve_starts(queue, wanted, self._start)
-            prefs = SubscriptionPreferences(
-                {p: str(starts[p]) for p in wanted}, self._topics or ())
+            prefs = SubscriptionPreferences({p: str(starts[p]) for p in wanted}, self._topics or ())
             try:
                 self._subs.create_subscription_data(queue.name, self.name, prefs)
                 return
@@ -214,16 +220,20 @@ class Subscriber(Closeable):
         if self._partitions is not None and set(self._partitions) != set(prefs.partitions):
             added = [p for p in self._partitions if p not in prefs.partitions]
             starts = resolve_starts(queue, added, self._start)
-            fields["partitions"] = {p: prefs.partitions.get(p) or str(starts[p])
-                                    for p in self._partitions}
+            fields["partitions"] = {
+                p: prefs.partitions.get(p) or str(starts[p]) for p in self._partitions
+            }
         if self._topics is not None and set(self._topics) != set(prefs.topics):
             fields["topics"] = list(self._topics)
         if fields:
             if "partitions" in fields:
                 # A partial update merges maps: replace to drop partitions.
-                merged = SubscriptionPreferences(fields["partitions"],
-                                                 fields.get("topics", prefs.topics),
-                                                 prefs.options, prefs.created_ms)
+                merged = SubscriptionPreferences(
+                    fields["partitions"],
+                    fields.get("topics", prefs.topics),
+                    prefs.options,
+                    prefs.created_ms,
+                )
                 self._subs.replace_subscription_data(queue.name, self.name, merged)
             else:
                 self._subs.update_subscription_data(queue.name, self.name, fields)
@@ -245,7 +255,8 @@ class Subscriber(Closeable):
                     raise SubscriberRunningError(
                         f"subscription {self.name!r} of {self.queue.name!r} already has a "
                         f"running subscriber at {holder}; a dead one's entry expires "
-                        "after its session timeout") from None
+                        "after its session timeout"
+                    ) from None
                 time.sleep(0.2)
 
     def _on_session(self, state: SessionState) -> None:
@@ -254,8 +265,9 @@ class Subscriber(Closeable):
             self._session_lost = True
         elif state is SessionState.CONNECTED and self._session_lost and not self._closed:
             self._session_lost = False
-            threading.Thread(target=self._reannounce, daemon=True,
-                             name=f"subscriber-{self.name}-announce").start()
+            threading.Thread(
+                target=self._reannounce, daemon=True, name=f"subscriber-{self.name}-announce"
+            ).start()
 
     def _reannounce(self) -> None:
         try:
@@ -301,20 +313,22 @@ class Subscriber(Closeable):
         self.close()
         self._subs.delete_subscription_data(self.queue.name, self.name)
 
-
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"at {self.address}"
         return f"Subscriber({self.queue.name!r}, {self.name!r}, {state})"
 
 
-def _check_partitions(queue: Queue, partitions: Iterable[int] | int | None,
-                      ) -> tuple[int, ...] | None:
+def _check_partitions(
+    queue: Queue,
+    partitions: Iterable[int] | int | None,
+) -> tuple[int, ...] | None:
     if partitions is None:
         return None
     if isinstance(partitions, int):
         partitions = [partitions]
-    chosen = tuple(dict.fromkeys(
-        check_partition(p, queue.partitions, queue.name) for p in partitions))
+    chosen = tuple(
+        dict.fromkeys(check_partition(p, queue.partitions, queue.name) for p in partitions)
+    )
     if not chosen:
         raise InvalidArgumentError("'partitions' must name at least one partition")
     return chosen

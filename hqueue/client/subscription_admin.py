@@ -84,13 +84,15 @@ class SubscriptionInfo:
     def to_json(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
         return {
-            "queue": self.queue, "subscription": self.name,
+            "queue": self.queue,
+            "subscription": self.name,
             "partitions": {str(p): str(i) for p, i in sorted(self.partitions.items())},
             "checkpoints": {str(p): str(i) for p, i in sorted(self.checkpoints.items())},
-            "topics": list(self.topics), "subscriber": self.subscriber,
-            "generation": self.generation, "created": self.created.isoformat(),
+            "topics": list(self.topics),
+            "subscriber": self.subscriber,
+            "generation": self.generation,
+            "created": self.created.isoformat(),
         }
-
 
 
 def subscriptions(queue: Queue) -> list[SubscriptionInfo]:
@@ -100,13 +102,18 @@ def subscriptions(queue: Queue) -> list[SubscriptionInfo]:
     for name, entry in subs.read_subscriptions(queue.name).items():
         data = entry.value
         prefs = data.preferences
-        out.append(SubscriptionInfo(
-            queue.name, name,
-            {p: MessageId.parse(s) for p, s in sorted(prefs.partitions.items())},
-            {p: MessageId.parse(s) for p, s in sorted(data.state.items())},
-            tuple(prefs.topics), subs.read_subscriber_address(queue.name, name),
-            prefs.generation,
-            _dt.datetime.fromtimestamp(prefs.created_ms / 1000, tz=_dt.UTC)))
+        out.append(
+            SubscriptionInfo(
+                queue.name,
+                name,
+                {p: MessageId.parse(s) for p, s in sorted(prefs.partitions.items())},
+                {p: MessageId.parse(s) for p, s in sorted(data.state.items())},
+                tuple(prefs.topics),
+                subs.read_subscriber_address(queue.name, name),
+                prefs.generation,
+                _dt.datetime.fromtimestamp(prefs.created_ms / 1000, tz=_dt.UTC),
+            )
+        )
     return out
 
 
@@ -131,8 +138,9 @@ def reset_subscription(queue: Queue, name: str, to: object) -> dict[int, Message
     starts = resolve_starts(queue, prefs.partitions, to)
     options = dict(prefs.options)
     options[GENERATION_OPTION] = str(prefs.generation + 1)
-    new = SubscriptionPreferences({p: str(i) for p, i in starts.items()}, prefs.topics,
-                                  options, prefs.created_ms)
+    new = SubscriptionPreferences(
+        {p: str(i) for p, i in starts.items()}, prefs.topics, options, prefs.created_ms
+    )
     # The new generation first: a sidecar checkpoints only at its own generation,
     # so once this is written no old worker can record a position over the reset.
     subs.replace_subscription_data(queue.name, name, new, current.version)
@@ -190,19 +198,25 @@ class DeliveryLag:
 
     def to_json(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
+
         def text(i: MessageId | None) -> str | None:
             return None if i is None else str(i)
 
         return {
-            "subscription": self.subscription, "partition": self.partition,
+            "subscription": self.subscription,
+            "partition": self.partition,
             "newest": text(self.newest),
             "newest_time": None if self.newest is None else self.newest.datetime.isoformat(),
             "delivered": text(self.delivered),
-            "checkpointed": text(self.checkpointed), "behind_ms": self.behind_ms,
-            "caught_up": self.caught_up, "state": self.state,
+            "checkpointed": text(self.checkpointed),
+            "behind_ms": self.behind_ms,
+            "caught_up": self.caught_up,
+            "state": self.state,
             "buffered_messages": self.buffered_messages,
-            "buffered_bytes": self.buffered_bytes, "peak_messages": self.peak_messages,
-            "peak_bytes": self.peak_bytes, "error": self.error,
+            "buffered_bytes": self.buffered_bytes,
+            "peak_messages": self.peak_messages,
+            "peak_bytes": self.peak_bytes,
+            "error": self.error,
         }
 
 
@@ -251,23 +265,47 @@ def lag(queue: Queue, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
             owner_of[part.partition] = report.sidecar
         for d in report.deliveries or []:
             live[(d.subscription, d.partition)] = DeliveryLag(
-                d.subscription, d.partition, None, _id(d.delivered), _id(d.checkpointed),
-                d.state, d.bufferedMessages, d.bufferedBytes, d.peakMessages, d.peakBytes,
-                d.error)
-    partitions = [PartitionLag(p, newest.get(p), owner_of.get(p))
-                  for p in range(queue.partitions)]
+                d.subscription,
+                d.partition,
+                None,
+                _id(d.delivered),
+                _id(d.checkpointed),
+                d.state,
+                d.bufferedMessages,
+                d.bufferedBytes,
+                d.peakMessages,
+                d.peakBytes,
+                d.error,
+            )
+    partitions = [PartitionLag(p, newest.get(p), owner_of.get(p)) for p in range(queue.partitions)]
     deliveries: list[DeliveryLag] = []
     for info in subscriptions(queue):
         for p in info.partitions:
             got = live.get((info.name, p))
             if got is None:
-                got = DeliveryLag(info.name, p, None, None, info.checkpoints.get(p),
-                                  "undelivered" if info.subscriber else "no subscriber")
-            deliveries.append(DeliveryLag(
-                got.subscription, p, newest.get(p), got.delivered, got.checkpointed,
-                got.state, got.buffered_messages, got.buffered_bytes, got.peak_messages,
-                got.peak_bytes, got.error))
+                got = DeliveryLag(
+                    info.name,
+                    p,
+                    None,
+                    None,
+                    info.checkpoints.get(p),
+                    "undelivered" if info.subscriber else "no subscriber",
+                )
+            deliveries.append(
+                DeliveryLag(
+                    got.subscription,
+                    p,
+                    newest.get(p),
+                    got.delivered,
+                    got.checkpointed,
+                    got.state,
+                    got.buffered_messages,
+                    got.buffered_bytes,
+                    got.peak_messages,
+                    got.peak_bytes,
+                    got.error,
+                )
+            )
     if not addresses and queue.partitions and not owners:
         unreachable.append("no sidecar owns any partition")
     return LagReport(queue.name, partitions, deliveries, unreachable)
-

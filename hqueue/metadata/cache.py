@@ -102,7 +102,6 @@ class MetadataCache(Closeable):
         self._store.remove_session_listener(self._on_session)
         self.invalidate()
 
-
     # -- internals -------------------------------------------------------------------
 
     def _table(self, name: str) -> dict[str, Versioned[Value]]:

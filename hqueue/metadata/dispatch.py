@@ -98,8 +98,9 @@ class Dispatcher:
                 log.exception("metadata callback failed")
 
 
-def deliver_events(callback: Callable[[WatchEvent], None], events: list[WatchEvent],
-                   active: Callable[[], bool]) -> None:
+def deliver_events(
+    callback: Callable[[WatchEvent], None], events: list[WatchEvent], active: Callable[[], bool]
+) -> None:
     """Hand ``events`` to a watch's callback in order, while the watch is ``active()``.
 
     A failing callback is logged and does not stop later events: one broken

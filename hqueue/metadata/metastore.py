@@ -144,7 +144,6 @@ class MetastoreCursor(Closeable, ABC):
             yield from batch
 
 
-
 class Watch:
     """A registered watch. ``initial`` is the state read atomically with the
     registration: for a key watch the key's :class:`Versioned` value or ``None``; for a
@@ -348,4 +347,3 @@ class MetaStore(Closeable, ABC):
     @abstractmethod
     def remove_session_listener(self, listener: SessionListener) -> None:
         """Stop calling ``listener``; unknown listeners are ignored."""
-

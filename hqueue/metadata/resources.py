@@ -110,43 +110,80 @@ LEADER_KEY = "leader"
 _QUEUE_TABLES = "queue/{queue}"
 
 LEADER = Resource(
-    "leader", CLUSTER, LEADER_KEY, "leader", "ephemeral",
+    "leader",
+    CLUSTER,
+    LEADER_KEY,
+    "leader",
+    "ephemeral",
     "the sidecar that currently leads (assigns partitions)",
 )
 SIDECAR = Resource(
-    "sidecar", SIDECARS, "{sidecar}", "sidecar", "ephemeral",
+    "sidecar",
+    SIDECARS,
+    "{sidecar}",
+    "sidecar",
+    "ephemeral",
     "a live sidecar: its address and load",
 )
 ASSIGNMENT = Resource(
-    "assignment", ASSIGNMENTS, "{queue}", "assignment", "persistent",
+    "assignment",
+    ASSIGNMENTS,
+    "{queue}",
+    "assignment",
+    "persistent",
     "the leader's assignment of a queue's partitions to sidecars, with per-partition "
     "ownership epochs",
 )
 QUEUE = Resource(
-    "queue", QUEUES, "{queue}", "queue", "persistent",
+    "queue",
+    QUEUES,
+    "{queue}",
+    "queue",
+    "persistent",
     "QueueInfo: partitions, regions, TTL, payload schema, creation time",
 )
 PARTITION_OWNER = Resource(
-    "partition owner", f"{_QUEUE_TABLES}/owners", "{partition:05d}", "partition_owner",
-    "ephemeral or CAS", "the sidecar that owns a partition: sidecar id, address, epoch",
+    "partition owner",
+    f"{_QUEUE_TABLES}/owners",
+    "{partition:05d}",
+    "partition_owner",
+    "ephemeral or CAS",
+    "the sidecar that owns a partition: sidecar id, address, epoch",
 )
 SUBSCRIPTION = Resource(
-    "subscription", f"{_QUEUE_TABLES}/subscriptions", "{subscription}", "subscription",
-    "persistent", "SubscriptionData preferences: partitions with start ids, topics",
+    "subscription",
+    f"{_QUEUE_TABLES}/subscriptions",
+    "{subscription}",
+    "subscription",
+    "persistent",
+    "SubscriptionData preferences: partitions with start ids, topics",
 )
 SUBSCRIBER = Resource(
-    "subscriber", f"{_QUEUE_TABLES}/subscribers", "{subscription}", "subscriber",
-    "ephemeral", "the Thrift address of the running subscriber of a subscription",
+    "subscriber",
+    f"{_QUEUE_TABLES}/subscribers",
+    "{subscription}",
+    "subscriber",
+    "ephemeral",
+    "the Thrift address of the running subscriber of a subscription",
 )
 CHECKPOINTS = Resource(
-    "checkpoints", f"{_QUEUE_TABLES}/checkpoints", "{subscription}", "checkpoints",
+    "checkpoints",
+    f"{_QUEUE_TABLES}/checkpoints",
+    "{subscription}",
+    "checkpoints",
     "persistent",
     "SubscriptionData state: one field per partition, the last delivered id "
-    "\"timestamp:sequence\"; written often, partially",
+    '"timestamp:sequence"; written often, partially',
 )
 
 RESOURCES: tuple[Resource, ...] = (
-    LEADER, SIDECAR, ASSIGNMENT, QUEUE, PARTITION_OWNER, SUBSCRIPTION, SUBSCRIBER,
+    LEADER,
+    SIDECAR,
+    ASSIGNMENT,
+    QUEUE,
+    PARTITION_OWNER,
+    SUBSCRIPTION,
+    SUBSCRIBER,
     CHECKPOINTS,
 )
 

@@ -30,8 +30,7 @@ def check_table_name(name: str) -> str:
     for segment in name.split("/"):
         if not _TABLE_SEGMENT.fullmatch(segment):
             raise InvalidArgumentError(
-                f"'name' {name!r}: each '/'-separated segment must match "
-                f"{_TABLE_SEGMENT.pattern}"
+                f"'name' {name!r}: each '/'-separated segment must match {_TABLE_SEGMENT.pattern}"
             )
     return name
 

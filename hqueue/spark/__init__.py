@@ -19,8 +19,7 @@ from hqueue.spark.options import SourceOptions
 
 __all__ = ["SCHEMA", "read_queue", "register"]
 
-SCHEMA = ("partition int, timestamp timestamp, sequence int, id string, topic string, "
-          "value binary")
+SCHEMA = "partition int, timestamp timestamp, sequence int, id string, topic string, value binary"
 """The columns of a read, as a Spark DDL string."""
 
 
@@ -65,10 +64,22 @@ def read_queue(
     """
     from hqueue.spark.locality import read_located
 
-    options = {k: v for k, v in {
-        "queue": queue, "hbase": hbase, "hbase_admin": hbase_admin, "zookeeper": zookeeper,
-        "table_prefix": table_prefix, "partitions": partitions, "topics": topics,
-        "start": start, "end": end, "split": split, "via": via, "sidecar": sidecar,
-    }.items() if v is not None}
+    options = {
+        k: v
+        for k, v in {
+            "queue": queue,
+            "hbase": hbase,
+            "hbase_admin": hbase_admin,
+            "zookeeper": zookeeper,
+            "table_prefix": table_prefix,
+            "partitions": partitions,
+            "topics": topics,
+            "start": start,
+            "end": end,
+            "split": split,
+            "via": via,
+            "sidecar": sidecar,
+        }.items()
+        if v is not None
+    }
     return read_located(spark, SourceOptions.parse(options))
-

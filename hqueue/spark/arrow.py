@@ -24,14 +24,16 @@ from hqueue.wire.block import MessageBlock
 
 __all__ = ["ARROW_SCHEMA", "block_to_batch"]
 
-ARROW_SCHEMA = pa.schema([
-    pa.field("partition", pa.int32()),
-    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-    pa.field("sequence", pa.int32()),
-    pa.field("id", pa.string()),
-    pa.field("topic", pa.string()),
-    pa.field("value", pa.binary()),
-])
+ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("partition", pa.int32()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("sequence", pa.int32()),
+        pa.field("id", pa.string()),
+        pa.field("topic", pa.string()),
+        pa.field("value", pa.binary()),
+    ]
+)
 """The Arrow schema of the rows read (the Spark schema ``SCHEMA``, as Spark's Arrow
 conversion spells it)."""
 
@@ -45,24 +47,27 @@ def _batch(rowkeys: bytes, topics: pa.Array, values: pa.Array) -> pa.RecordBatch
     n = len(values)
     if len(rowkeys) != ROWKEY_BYTES * n or len(topics) != n:
         raise StorageError(
-            f"malformed messages: {len(rowkeys)} rowkey bytes, {len(topics)} topics, "
-            f"{n} values"
+            f"malformed messages: {len(rowkeys)} rowkey bytes, {len(topics)} topics, {n} values"
         )
     keys = np.frombuffer(rowkeys, dtype=_ROWKEY_DTYPE)
     millis = keys["timestamp"].astype(np.int64)
     sequences = pa.array(keys["sequence"].astype(np.int32))
     stamps = pa.Array.from_buffers(_TIMESTAMP_US, n, [None, pa.py_buffer(millis * 1000)])
-    ids = pc.binary_join_element_wise(pc.cast(pa.array(millis), pa.string()),
-                                      pc.cast(sequences, pa.string()), ":")
+    ids = pc.binary_join_element_wise(
+        pc.cast(pa.array(millis), pa.string()), pc.cast(sequences, pa.string()), ":"
+    )
     """Return a record batch of no rows."""
-    return pa.RecordBatch.from_arrays([
-        pa.array(keys["partition"].astype(np.int32)),
-        stamps,
-        sequences,
-        ids,
-        topics,
-        values,
-    ], schema=ARROW_SCHEMA)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(keys["partition"].astype(np.int32)),
+            stamps,
+            sequences,
+            ids,
+            topics,
+            values,
+        ],
+        schema=ARROW_SCHEMA,
+    )
 
 
 def _views(data: bytes | memoryview, views: bytes | memoryview, kind: pa.DataType) -> pa.Array:

@@ -42,14 +42,19 @@ def plan_located(options: SourceOptions) -> list[ScanPartition]:
 
 
 def _encode(part: ScanPartition) -> str:
-    return json.dumps({"index": part.index,
-                       "ranges": [[r.partition, r.start.hex(), r.stop.hex(), r.sidecar]
-                                  for r in part.ranges]})
+    return json.dumps(
+        {
+            "index": part.index,
+            "ranges": [[r.partition, r.start.hex(), r.stop.hex(), r.sidecar] for r in part.ranges],
+        }
+    )
 
 
 def _decode(text: str) -> list[RowRange]:
-    return [RowRange(p, bytes.fromhex(a), bytes.fromhex(b), sidecar)
-            for p, a, b, sidecar in json.loads(text)["ranges"]]
+    return [
+        RowRange(p, bytes.fromhex(a), bytes.fromhex(b), sidecar)
+        for p, a, b, sidecar in json.loads(text)["ranges"]
+    ]
 
 
 def located_rdd(spark: Any, parts: list[ScanPartition]) -> Any:

@@ -17,8 +17,7 @@ from hqueue.message import MAX_PARTITIONS, MessageId, check_topic, parse_positio
 from hqueue.settings import DEFAULT_PUT_TIMEOUT, parse_address, table_prefix
 from hqueue.storage.reader import VIA
 
-__all__ = ["DEFAULT_BATCH_ROWS", "SourceOptions", "StreamOptions", "WriteOptions",
-           "parse_int_list"]
+__all__ = ["DEFAULT_BATCH_ROWS", "SourceOptions", "StreamOptions", "WriteOptions", "parse_int_list"]
 
 DEFAULT_BATCH_ROWS = 5_000
 """Rows per round trip and per Arrow batch. Measured on 2 cores (bench/bench_spark.py),
@@ -26,8 +25,7 @@ DEFAULT_BATCH_ROWS = 5_000
 which serves one scan at a time, than with 10,000, and 2,500 pays more per call."""
 
 _COMMON = {"queue", "hbase", "hbase_admin", "zookeeper", "table_prefix", "path"}
-_READ = _COMMON | {"partitions", "topics", "start", "end", "split", "batch_rows", "via",
-                   "sidecar"}
+_READ = _COMMON | {"partitions", "topics", "start", "end", "split", "batch_rows", "via", "sidecar"}
 _STREAM = _READ | {"startingoffsets", "maxmessagespertrigger"}
 _WRITE = _COMMON | {"topic", "batch_size", "put_timeout"}
 
@@ -84,8 +82,7 @@ def parse_int_list(raw: str, name: str) -> tuple[int, ...]:
             ) from None
         if not 0 <= first <= last < MAX_PARTITIONS:
             raise InvalidArgumentError(
-                f"option {name!r}: {part!r} is not a partition id range in "
-                f"0..{MAX_PARTITIONS - 1}"
+                f"option {name!r}: {part!r} is not a partition id range in 0..{MAX_PARTITIONS - 1}"
             )
         out.update(range(first, last + 1))
     if not out:
@@ -137,8 +134,12 @@ class Connection:
         """
         from hqueue.client.client import connect
 
-        return connect(self.hbase, zookeeper=self.zookeeper, hbase_admin=self.hbase_admin,
-                       table_prefix=self.table_prefix)
+        return connect(
+            self.hbase,
+            zookeeper=self.zookeeper,
+            hbase_admin=self.hbase_admin,
+            table_prefix=self.table_prefix,
+        )
 
     @property
     def table(self) -> bytes:
@@ -222,8 +223,17 @@ class SourceOptions:
                 sidecars.append(address)
         if sidecars and via == "hbase":
             raise InvalidArgumentError("option 'sidecar' contradicts option via='hbase'")
-        return cls(conn, partitions, tuple(sorted(set(topics))), bounds[0], bounds[1], split,
-                   _positive_int(options, "batch_rows", DEFAULT_BATCH_ROWS), via, tuple(sidecars))
+        return cls(
+            conn,
+            partitions,
+            tuple(sorted(set(topics))),
+            bounds[0],
+            bounds[1],
+            split,
+            _positive_int(options, "batch_rows", DEFAULT_BATCH_ROWS),
+            via,
+            tuple(sidecars),
+        )
 
     def with_conn(self, conn: Connection) -> SourceOptions:
         """Return a copy reading through ``conn``."""
@@ -255,8 +265,9 @@ class StreamOptions:
         else:
             starting = parse_offsets_json(raw, "startingOffsets")
         limit = _get(options, "maxMessagesPerTrigger")
-        return cls(source, starting,
-                   _positive_int(options, "maxMessagesPerTrigger", 1) if limit else None)
+        return cls(
+            source, starting, _positive_int(options, "maxMessagesPerTrigger", 1) if limit else None
+        )
 
 
 def parse_offsets_json(raw: str, name: str) -> dict[int, MessageId | None]:
@@ -282,7 +293,8 @@ def parse_offsets_json(raw: str, name: str) -> dict[int, MessageId | None]:
             partition = int(key)
         except ValueError:
             raise InvalidArgumentError(
-                f"option {name!r}: key {key!r} is not a partition id") from None
+                f"option {name!r}: key {key!r} is not a partition id"
+            ) from None
         if not 0 <= partition < MAX_PARTITIONS:
             raise InvalidArgumentError(f"option {name!r}: partition {partition} out of range")
         try:
@@ -316,5 +328,9 @@ class WriteOptions:
                 check_topic(topic)
             except InvalidArgumentError as exc:
                 raise InvalidArgumentError(f"option 'topic': {exc}") from None
-        return cls(conn, topic, _positive_int(options, "batch_size", 1000),
-                   float(_positive_int(options, "put_timeout", 30)))
+        return cls(
+            conn,
+            topic,
+            _positive_int(options, "batch_size", 1000),
+            float(_positive_int(options, "put_timeout", 30)),
+        )

@@ -64,8 +64,9 @@ def sidecar_addresses(options: SourceOptions) -> dict[int, str]:
         return {}
 
 
-def route(ranges: Iterable[RowRange], options: SourceOptions,
-          owners: dict[int, str]) -> list[RowRange]:
+def route(
+    ranges: Iterable[RowRange], options: SourceOptions, owners: dict[int, str]
+) -> list[RowRange]:
     """Return ``ranges`` with the sidecar each is read through: none with
     ``via=hbase``; with the ``sidecar`` option, one of those (partition modulo their
     count); else the partition's owner from ``owners`` (none if it has no owner)."""
@@ -82,8 +83,9 @@ def route(ranges: Iterable[RowRange], options: SourceOptions,
     return out
 
 
-def read_ranges(options: SourceOptions, ranges: Sequence[RowRange],
-                topics: Sequence[str]) -> Iterator[Any]:
+def read_ranges(
+    options: SourceOptions, ranges: Sequence[RowRange], topics: Sequence[str]
+) -> Iterator[Any]:
     """Yield the rows of ``ranges`` as Arrow record batches (executor side).
 
     :raises StorageError: if the storage refuses the scan.

@@ -120,8 +120,9 @@ def apply_filter(push: Pushdown, f: Filter) -> bool:
             push.restrict_partitions([value])
         elif isinstance(f, In) and all(isinstance(v, int) for v in value):
             push.restrict_partitions(value)
-        elif isinstance(f, GreaterThan | GreaterThanOrEqual | LessThan | LessThanOrEqual) \
-                and isinstance(value, int):
+        elif isinstance(
+            f, GreaterThan | GreaterThanOrEqual | LessThan | LessThanOrEqual
+        ) and isinstance(value, int):
             lo, hi = 0, MAX_PARTITIONS - 1
             if isinstance(f, GreaterThan):
                 lo = value + 1
@@ -203,8 +204,7 @@ class HQueueReader(DataSourceReader):
                 count = int(client.queue_infos.read_queue_info(conn.queue).value.partitions)
                 if self.options.via != "hbase" and not self.options.sidecars:
                     owners = owner_addresses(client, conn.queue)
-        wanted = sorted(self.push.partitions) if self.push.partitions is not None else range(
-            count)
+        wanted = sorted(self.push.partitions) if self.push.partitions is not None else range(count)
         if self.options.partitions is not None and self.options.partitions[-1] >= count:
             raise InvalidArgumentError(
                 f"option 'partitions': queue {conn.queue!r} has partitions 0..{count - 1}, "
@@ -215,16 +215,20 @@ class HQueueReader(DataSourceReader):
             return []
         if push.start is not None and push.stop is not None and push.start >= push.stop:
             return []
-        ranges = route([RowRange(p, *partition_range(p, push.start, push.stop))
-                        for p in wanted if p < count], self.options, owners)
+        ranges = route(
+            [RowRange(p, *partition_range(p, push.start, push.stop)) for p in wanted if p < count],
+            self.options,
+            owners,
+        )
         if self.options.split == "partition":
             return [ScanPartition(i, [r]) for i, r in enumerate(ranges)]
         with ThriftReader(conn.hbase, conn.table) as reader:
             regions = reader.regions()
         out: list[ScanPartition] = []
         for start, end, host in regions:
-            inside = [r for r in ranges
-                      if r.start[:2] >= start[:2] and (not end or r.start[:2] < end[:2])]
+            inside = [
+                r for r in ranges if r.start[:2] >= start[:2] and (not end or r.start[:2] < end[:2])
+            ]
             if inside:
                 out.append(ScanPartition(len(out), inside, [host]))
         return out
@@ -263,7 +267,8 @@ class HQueueWriter(DataSourceWriter):
             raise InvalidArgumentError("writing to hqueue needs a 'value' column")
         if "topic" not in names and options.topic is None:
             raise InvalidArgumentError(
-                "writing to hqueue needs a 'topic' column or the option 'topic'")
+                "writing to hqueue needs a 'topic' column or the option 'topic'"
+            )
         self.columns = names
         self.total = 0
 
@@ -291,11 +296,18 @@ class HQueueWriter(DataSourceWriter):
                 topic = (row["topic"] if has_topic else None) or opts.topic
                 if topic is None:
                     raise InvalidArgumentError(
-                        "column 'topic' is null and no option 'topic' was given")
+                        "column 'topic' is null and no option 'topic' was given"
+                    )
                 partition = row["partition"] if has_partition else None
                 key = row["key"] if has_key else None
-                batch.append(NewMessage(bytes(value) if isinstance(value, bytearray) else value,
-                                        topic, partition, key))
+                batch.append(
+                    NewMessage(
+                        bytes(value) if isinstance(value, bytearray) else value,
+                        topic,
+                        partition,
+                        key,
+                    )
+                )
                 if len(batch) >= opts.batch_size:
                     queue.put_batch(batch)
                     count += len(batch)
@@ -348,6 +360,5 @@ class HQueueDataSource(DataSource):
         :raises InvalidArgumentError: on a bad option or missing column, or overwrite.
         """
         if overwrite:
-            raise InvalidArgumentError(
-                "a queue is append-only: use mode 'append', not 'overwrite'")
+            raise InvalidArgumentError("a queue is append-only: use mode 'append', not 'overwrite'")
         return HQueueWriter(WriteOptions.parse(self.options), schema)

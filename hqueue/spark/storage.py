@@ -86,11 +86,16 @@ class ThriftReader(Closeable):
         self.address = address
         self.table = table
         host, port = parse_address(address)
-        socket = TSocket(host=host, port=port, socket_timeout=timeout_ms,
-                         connect_timeout=min(timeout_ms, _CONNECT_TIMEOUT_MS))
+        socket = TSocket(
+            host=host,
+            port=port,
+            socket_timeout=timeout_ms,
+            connect_timeout=min(timeout_ms, _CONNECT_TIMEOUT_MS),
+        )
         self._transport = TBufferedTransport(socket, buf_size=_READ_BUFFER)
-        self.client = TClient(hbase1().Hbase,
-                              TBinaryProtocol(self._transport, decode_response=False))
+        self.client = TClient(
+            hbase1().Hbase, TBinaryProtocol(self._transport, decode_response=False)
+        )
         with self.connect("connect"):
             self._transport.open()
 
@@ -99,8 +104,10 @@ class ThriftReader(Closeable):
         """Yield the Thrift1 client; errors in the block become hqueue's, naming
         ``what`` and the table (the :data:`hqueue.storage.reader.Connect` of the
         range reader: every round trip uses this one connection)."""
-        with hbase_errors(f"{what} on table {self.table.decode()!r} through the HBase "
-                          f"Thrift1 gateway at {self.address}"):
+        with hbase_errors(
+            f"{what} on table {self.table.decode()!r} through the HBase "
+            f"Thrift1 gateway at {self.address}"
+        ):
             yield self.client
 
     def close(self) -> None:
@@ -108,12 +115,27 @@ class ThriftReader(Closeable):
         with contextlib.suppress(Exception):
             self._transport.close()
 
-    def _scan(self, start: bytes, stop: bytes, columns: list[bytes] | None,
-              batch_rows: int, *, reverse: bool = False,
-              filter_string: bytes | None = None) -> Iterator[list[Any]]:
-        scan = Thrift1Range(self.connect, self.table, start, stop, columns=columns,
-                            caching=batch_rows, reverse=reverse,
-                            filter_string=filter_string, short_is_end=True)
+    def _scan(
+        self,
+        start: bytes,
+        stop: bytes,
+        columns: list[bytes] | None,
+        batch_rows: int,
+        *,
+        reverse: bool = False,
+        filter_string: bytes | None = None,
+    ) -> Iterator[list[Any]]:
+        scan = Thrift1Range(
+            self.connect,
+            self.table,
+            start,
+            stop,
+            columns=columns,
+            caching=batch_rows,
+            reverse=reverse,
+            filter_string=filter_string,
+            short_is_end=True,
+        )
         try:
             while rows := scan.rows(batch_rows):
                 yield rows
@@ -121,8 +143,9 @@ class ThriftReader(Closeable):
             with contextlib.suppress(Exception):
                 scan.close()
 
-    def last_id(self, partition: int, topics: Sequence[str] = (),
-                before: MessageId | None = None) -> MessageId | None:
+    def last_id(
+        self, partition: int, topics: Sequence[str] = (), before: MessageId | None = None
+    ) -> MessageId | None:
         """Return the id of the partition's last message (of ``topics`` when given;
         below ``before`` when given), or ``None`` when it has none.
 
@@ -140,8 +163,9 @@ class ThriftReader(Closeable):
             if before == MessageId(0, 0):
                 return None
             start = encode_rowkey(partition, before.predecessor())
-        for rows in self._scan(start, stop, columns, 1, reverse=True,
-                               filter_string=b"KeyOnlyFilter()"):
+        for rows in self._scan(
+            start, stop, columns, 1, reverse=True, filter_string=b"KeyOnlyFilter()"
+        ):
             for row in rows:
                 p, mid = decode_rowkey(row.row)
                 if p == partition:
@@ -162,8 +186,9 @@ class ThriftReader(Closeable):
         columns = columns_of(wanted)
         last: bytes | None = None
         remaining = n
-        for rows in self._scan(rr.start, rr.stop, columns, min(max(n, 1), 10_000),
-                               filter_string=b"KeyOnlyFilter()"):
+        for rows in self._scan(
+            rr.start, rr.stop, columns, min(max(n, 1), 10_000), filter_string=b"KeyOnlyFilter()"
+        ):
             take = rows[:remaining]
             if take:
                 last = take[-1].row
@@ -183,8 +208,13 @@ class ThriftReader(Closeable):
         out = []
         for info in infos:
             host = info.serverName
-            out.append((info.startKey or b"", info.endKey or b"",
-                        host.decode() if isinstance(host, bytes) else str(host or "")))
+            out.append(
+                (
+                    info.startKey or b"",
+                    info.endKey or b"",
+                    host.decode() if isinstance(host, bytes) else str(host or ""),
+                )
+            )
         return sorted(out)
 
 
@@ -202,8 +232,9 @@ class QueueReader(Closeable):
     :raises InvalidArgumentError: if ``via`` is not one of ``VIA``.
     """
 
-    def __init__(self, hbase: str, table: bytes, queue: str, *, via: str = "auto",
-                 timeout_ms: int = 60_000) -> None:
+    def __init__(
+        self, hbase: str, table: bytes, queue: str, *, via: str = "auto", timeout_ms: int = 60_000
+    ) -> None:
         check_via(via)
         self.hbase = hbase
         self.table = table
@@ -242,23 +273,38 @@ class QueueReader(Closeable):
         batches = _limited(self._batches(ranges, wanted, batch_rows), limit)
         return _ahead(batches) if prefetch else batches
 
-    def _batches(self, ranges: Sequence[RowRange], topics: Sequence[str],
-                 batch_rows: int) -> Iterator[pa.RecordBatch]:
+    def _batches(
+        self, ranges: Sequence[RowRange], topics: Sequence[str], batch_rows: int
+    ) -> Iterator[pa.RecordBatch]:
         per_call = max(1, batch_rows)
         for rr in ranges:
             if rr.start >= rr.stop:
                 continue
 
             def fell_back(address: str, exc: Exception, partition: int = rr.partition) -> None:
-                log.warning("reading partition %d of %r through HBase Thrift1: %s",
-                            partition, self.queue, exc)
+                log.warning(
+                    "reading partition %d of %r through HBase Thrift1: %s",
+                    partition,
+                    self.queue,
+                    exc,
+                )
 
-            scan = QueueRange(queue=self.queue, table=self.table, start=rr.start,
-                              stop=rr.stop, topics=topics, sidecar=rr.sidecar,
-                              sidecars=self._sidecars, connect=self._connect,
-                              via=self.via, caching=batch_rows, short_is_end=True,
-                              deep=False, unreachable=self.unreachable,
-                              on_fallback=fell_back)
+            scan = QueueRange(
+                queue=self.queue,
+                table=self.table,
+                start=rr.start,
+                stop=rr.stop,
+                topics=topics,
+                sidecar=rr.sidecar,
+                sidecars=self._sidecars,
+                connect=self._connect,
+                via=self.via,
+                caching=batch_rows,
+                short_is_end=True,
+                deep=False,
+                unreachable=self.unreachable,
+                on_fallback=fell_back,
+            )
             try:
                 while len(block := scan.read(per_call)):
                     yield block_to_batch(block)
@@ -280,8 +326,10 @@ class QueueReader(Closeable):
             self._thrift = None
 
 
-def _limited(batches: Iterator[pa.RecordBatch], limit: int | None,
-             ) -> Iterator[pa.RecordBatch]:
+def _limited(
+    batches: Iterator[pa.RecordBatch],
+    limit: int | None,
+) -> Iterator[pa.RecordBatch]:
     if limit is None:
         yield from batches
         return
@@ -352,8 +400,9 @@ def _usable_topics(topics: Sequence[str]) -> tuple[str, ...] | None:
     matches. Asking for an empty qualifier would mean the whole family to HBase."""
     if not topics:
         return ()
-    usable = tuple(t for t in topics
-                   if 1 <= len(t.encode("utf-8", "surrogatepass")) <= MAX_TOPIC_BYTES)
+    usable = tuple(
+        t for t in topics if 1 <= len(t.encode("utf-8", "surrogatepass")) <= MAX_TOPIC_BYTES
+    )
     return usable or None
 
 

@@ -49,14 +49,18 @@ Offsets = dict[int, MessageId | None]
 
 def offset_json(offsets: Offsets) -> dict[str, Any]:
     """Return the JSON form of per-partition offsets."""
-    return {"partitions": {str(p): (str(m) if m is not None else None)
-                           for p, m in sorted(offsets.items())}}
+    return {
+        "partitions": {
+            str(p): (str(m) if m is not None else None) for p, m in sorted(offsets.items())
+        }
+    }
 
 
 def parse_offset(value: dict[str, Any]) -> Offsets:
     """Return the per-partition offsets of their JSON form."""
-    return {int(p): (MessageId.parse(m) if m else None)
-            for p, m in value.get("partitions", {}).items()}
+    return {
+        int(p): (MessageId.parse(m) if m else None) for p, m in value.get("partitions", {}).items()
+    }
 
 
 def _after(mid: MessageId | None) -> MessageId | None:
@@ -119,8 +123,11 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = parse_offset(start)
         latest = self._target if self._target is not None else self._latest()
         end: Offsets = {p: begin.get(p) for p in latest}
-        fresh = [p for p, m in latest.items()
-                 if m is not None and (begin.get(p) is None or m > begin[p])]  # type: ignore[operator]
+        fresh = [
+            p
+            for p, m in latest.items()
+            if m is not None and (begin.get(p) is None or m > begin[p])  # type: ignore[operator]
+        ]
         if not isinstance(limit, ReadMaxRows):
             for p in fresh:
                 end[p] = latest[p]
@@ -134,8 +141,7 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if budget <= 0:
                     break
                 share = max(1, budget // (len(fresh) - i))
-                rr = RowRange(p, *partition_range(p, _after(begin.get(p)),
-                                                  latest[p].successor()))  # type: ignore[union-attr]
+                rr = RowRange(p, *partition_range(p, _after(begin.get(p)), latest[p].successor()))  # type: ignore[union-attr]
                 last = reader.nth_id(rr, share, topics)
                 if last is None:
                     continue
@@ -143,9 +149,7 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 budget -= share
         return offset_json(end)
 
-    def partitions(
-        self, start: dict[str, Any], end: dict[str, Any]
-    ) -> list[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """Return one Spark partition per queue partition that advanced from ``start``
         to ``end``: its ids after ``start`` up to and including ``end``, with the
         sidecar to read them through (the owners, looked up once per micro-batch)."""

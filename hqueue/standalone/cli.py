@@ -28,47 +28,111 @@ from hqueue.wire.rpc_server import DEFAULT_MAX_MESSAGE_BYTES
 
 
 @click.command()
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path(".hqueue-data"), show_default=True, help="Where the store lives.")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".hqueue-data"),
+    show_default=True,
+    help="Where the store lives.",
+)
 @click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to bind.")
-@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_THRIFT1_PORT,
-              show_default=True,
-              help="HBase Thrift1 port (happybase's); 0 picks a free one.")
-@click.option("--thrift2-port", type=click.IntRange(0, 65535), default=DEFAULT_THRIFT2_PORT,
-              show_default=True,
-              help="HBase Thrift2 port (queue creation: pre-split tables); 0 picks a free one.")
-@click.option("--sidecar/--no-sidecar", default=True, show_default=True,
-              help="Run a sidecar (the producer path) inside this process.")
-@click.option("--sidecar-port", type=click.IntRange(0, 65535), default=DEFAULT_SIDECAR_PORT,
-              show_default=True,
-              help="The sidecar's Thrift port; 0 picks a free one.")
-@click.option("--sidecar-id", default=None,
-              help="The sidecar's id in the cluster (default: its HOST:PORT).")
-@click.option("--session-timeout", type=click.FloatRange(min=1), default=DEFAULT_SESSION_TIMEOUT,
-              show_default=True,
-              help="Seconds after which a dead sidecar's partitions move (ZooKeeper session "
-                   "timeout, or HBase lease TTL).")
-@click.option("--max-message-bytes", type=click.IntRange(1024), default=DEFAULT_MAX_MESSAGE_BYTES,
-              show_default=True, help="Largest request accepted; larger ones are refused unread.")
-@click.option("--map-size", type=click.IntRange(1 << 20), default=64 << 30, show_default=True,
-              help="Largest size the LMDB store may grow to, in bytes.")
-@click.option("--scanner-lease-seconds", type=click.FloatRange(min=0, min_open=True),
-              default=DEFAULT_LEASE_SECONDS, show_default=True,
-              help="A scanner idle longer than this is closed (HBase's scanner timeout).")
-@click.option("--purge-interval-seconds", type=click.FloatRange(min=0, min_open=True),
-              default=60.0, show_default=True,
-              help="How often expired (TTL) cells are purged in the background.")
-@click.option("--advertised-host", default=None,
-              help="Host reported as the server of every region (default: the host name).")
-@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
-              default="WARNING", show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=DEFAULT_THRIFT1_PORT,
+    show_default=True,
+    help="HBase Thrift1 port (happybase's); 0 picks a free one.",
+)
+@click.option(
+    "--thrift2-port",
+    type=click.IntRange(0, 65535),
+    default=DEFAULT_THRIFT2_PORT,
+    show_default=True,
+    help="HBase Thrift2 port (queue creation: pre-split tables); 0 picks a free one.",
+)
+@click.option(
+    "--sidecar/--no-sidecar",
+    default=True,
+    show_default=True,
+    help="Run a sidecar (the producer path) inside this process.",
+)
+@click.option(
+    "--sidecar-port",
+    type=click.IntRange(0, 65535),
+    default=DEFAULT_SIDECAR_PORT,
+    show_default=True,
+    help="The sidecar's Thrift port; 0 picks a free one.",
+)
+@click.option(
+    "--sidecar-id", default=None, help="The sidecar's id in the cluster (default: its HOST:PORT)."
+)
+@click.option(
+    "--session-timeout",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_SESSION_TIMEOUT,
+    show_default=True,
+    help="Seconds after which a dead sidecar's partitions move (ZooKeeper session "
+    "timeout, or HBase lease TTL).",
+)
+@click.option(
+    "--max-message-bytes",
+    type=click.IntRange(1024),
+    default=DEFAULT_MAX_MESSAGE_BYTES,
+    show_default=True,
+    help="Largest request accepted; larger ones are refused unread.",
+)
+@click.option(
+    "--map-size",
+    type=click.IntRange(1 << 20),
+    default=64 << 30,
+    show_default=True,
+    help="Largest size the LMDB store may grow to, in bytes.",
+)
+@click.option(
+    "--scanner-lease-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_LEASE_SECONDS,
+    show_default=True,
+    help="A scanner idle longer than this is closed (HBase's scanner timeout).",
+)
+@click.option(
+    "--purge-interval-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="How often expired (TTL) cells are purged in the background.",
+)
+@click.option(
+    "--advertised-host",
+    default=None,
+    help="Host reported as the server of every region (default: the host name).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
+    default="WARNING",
+    show_default=True,
+)
 @delivery_options
 @click.pass_context
-def standalone(ctx: click.Context, data_dir: Path, host: str, port: int, thrift2_port: int,
-               sidecar: bool, sidecar_port: int, sidecar_id: str | None, session_timeout: float,
-               max_message_bytes: int, map_size: int, scanner_lease_seconds: float,
-               purge_interval_seconds: float, advertised_host: str | None,
-               log_level: str, delivery: DeliveryOptions) -> None:
+def standalone(
+    ctx: click.Context,
+    data_dir: Path,
+    host: str,
+    port: int,
+    thrift2_port: int,
+    sidecar: bool,
+    sidecar_port: int,
+    sidecar_id: str | None,
+    session_timeout: float,
+    max_message_bytes: int,
+    map_size: int,
+    scanner_lease_seconds: float,
+    purge_interval_seconds: float,
+    advertised_host: str | None,
+    log_level: str,
+    delivery: DeliveryOptions,
+) -> None:
     """Run the embedded HBase (Thrift1 + Thrift2 over LMDB) in the foreground.
 
     Also runs a sidecar (unless --no-sidecar), whose metadata lives in this
@@ -76,17 +140,27 @@ def standalone(ctx: click.Context, data_dir: Path, host: str, port: int, thrift2
     line when it accepts connections; SIGTERM or Ctrl-C stops it cleanly.
     """
     options = (ctx.find_root().obj or {}) if ctx.parent is not None else {}
-    logging.basicConfig(level=log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = StandaloneConfig(data_dir=data_dir, host=host, port=port, thrift2_port=thrift2_port,
-                              max_message_bytes=max_message_bytes, map_size=map_size,
-                              scanner_lease_seconds=scanner_lease_seconds,
-                              purge_interval_seconds=purge_interval_seconds,
-                              advertised_host=advertised_host, sidecar=sidecar,
-                              sidecar_port=sidecar_port, sidecar_id=sidecar_id,
-                              zookeeper=options.get("zookeeper"),
-                              table_prefix=table_prefix(),
-                              session_timeout=session_timeout, delivery=delivery)
+    logging.basicConfig(
+        level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    config = StandaloneConfig(
+        data_dir=data_dir,
+        host=host,
+        port=port,
+        thrift2_port=thrift2_port,
+        max_message_bytes=max_message_bytes,
+        map_size=map_size,
+        scanner_lease_seconds=scanner_lease_seconds,
+        purge_interval_seconds=purge_interval_seconds,
+        advertised_host=advertised_host,
+        sidecar=sidecar,
+        sidecar_port=sidecar_port,
+        sidecar_id=sidecar_id,
+        zookeeper=options.get("zookeeper"),
+        table_prefix=table_prefix(),
+        session_timeout=session_timeout,
+        delivery=delivery,
+    )
     server = StandaloneServer(config)
     stop = threading.Event()
 
@@ -101,8 +175,10 @@ def standalone(ctx: click.Context, data_dir: Path, host: str, port: int, thrift2
         raise click.ClickException(f"cannot start: {exc}") from None
     assert server.thrift1 is not None
     click.echo(server.ready_line())
-    click.echo(f"  try: {sys.executable} -c \"import happybase; "
-               f"print(happybase.Connection('{host}', {server.thrift1.port}).tables())\"")
+    click.echo(
+        f'  try: {sys.executable} -c "import happybase; '
+        f"print(happybase.Connection('{host}', {server.thrift1.port}).tables())\""
+    )
     click.echo("  stop with Ctrl-C")
     sys.stdout.flush()
     while not stop.wait(3600):

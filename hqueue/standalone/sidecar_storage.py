@@ -20,6 +20,7 @@ from hqueue.wire.block import MessageBlock
 
 __all__ = ["EngineStorage"]
 
+
 class EngineStorage:
     """Messages in the standalone server's store, in-process."""
 
@@ -47,13 +48,19 @@ class EngineStorage:
             rows.close()
         return None
 
-    def read(self, table: bytes, start: bytes, stop: bytes, columns: set[bytes] | None,
-             limit: int, max_bytes: int) -> MessageBlock:
+    def read(
+        self,
+        table: bytes,
+        start: bytes,
+        stop: bytes,
+        columns: set[bytes] | None,
+        limit: int,
+        max_bytes: int,
+    ) -> MessageBlock:
         desc = self._store.enabled(table)
         cutoff = desc.ttl_cutoffs(now_ms()).get(FAMILY, 0)
         with self._read_lock:
-            return read_block(self._store, desc, start, stop, columns, limit, max_bytes,
-                              cutoff)
+            return read_block(self._store, desc, start, stop, columns, limit, max_bytes, cutoff)
 
     def write(self, table: bytes, groups: list[CellGroup]) -> Callable[[], None]:
         return self._store.put_columns_queued(table, groups)

@@ -73,7 +73,8 @@ def _families(column_families: list[Any]) -> dict[bytes, FamilyOptions]:
         name = (cd.name or b"").rstrip(b":")
         if name in out:
             raise InvalidArgumentError(
-                f"IllegalArgumentException: column family {name!r} given twice")
+                f"IllegalArgumentException: column family {name!r} given twice"
+            )
         ttl = cd.timeToLive if cd.timeToLive not in (None, -1) else FOREVER
         out[name] = FamilyOptions(
             max_versions=cd.maxVersions if cd.maxVersions is not None else 3,
@@ -89,21 +90,22 @@ def _families(column_families: list[Any]) -> dict[bytes, FamilyOptions]:
 
 
 def _row_result(row: bytes, cells: list[Cell]) -> Any:
-    return Hbase.TRowResult(row=row, columns={
-        c: Hbase.TCell(value=v, timestamp=t) for c, t, v in cells})
+    return Hbase.TRowResult(
+        row=row, columns={c: Hbase.TCell(value=v, timestamp=t) for c, t, v in cells}
+    )
 
 
 class HbaseHandler:
     """The ``Hbase`` service's RPCs; argument order follows ``Hbase.thrift``.
 
-    Args:
-        store: the storage engine.
-        scanners: the scanner registry (shared so a chore can reap it).
-        region_server: ``(host, port)`` reported as every region's server.
+    :param store: the storage engine.
+    :param scanners: the scanner registry (shared so a chore can reap it).
+    :param region_server: ``(host, port)`` reported as every region's server.
     """
 
-    def __init__(self, store: Store, scanners: ScannerRegistry,
-                 region_server: tuple[str, int]) -> None:
+    def __init__(
+        self, store: Store, scanners: ScannerRegistry, region_server: tuple[str, int]
+    ) -> None:
         self.store = store
         self.scanners = scanners
         self.region_server = region_server
@@ -143,13 +145,20 @@ class HbaseHandler:
     @_hbase_errors
     def getColumnDescriptors(self, tableName: bytes) -> dict[bytes, Any]:
         desc = self.store.describe(tableName)
-        return {name + b":": Hbase.ColumnDescriptor(
-            name=name + b":", maxVersions=o.max_versions, compression=o.compression,
-            inMemory=o.in_memory, bloomFilterType=o.bloom_filter_type,
-            bloomFilterVectorSize=o.bloom_filter_vector_size,
-            bloomFilterNbHashes=o.bloom_filter_nb_hashes,
-            blockCacheEnabled=o.block_cache_enabled, timeToLive=o.time_to_live)
-            for name, o in desc.families.items()}
+        return {
+            name + b":": Hbase.ColumnDescriptor(
+                name=name + b":",
+                maxVersions=o.max_versions,
+                compression=o.compression,
+                inMemory=o.in_memory,
+                bloomFilterType=o.bloom_filter_type,
+                bloomFilterVectorSize=o.bloom_filter_vector_size,
+                bloomFilterNbHashes=o.bloom_filter_nb_hashes,
+                blockCacheEnabled=o.block_cache_enabled,
+                timeToLive=o.time_to_live,
+            )
+            for name, o in desc.families.items()
+        }
 
     @_hbase_errors
     def getTableRegions(self, tableName: bytes) -> list[Any]:
@@ -158,9 +167,18 @@ class HbaseHandler:
         except TableNotFoundError:
             return []  # as HBase's handler: an empty list, not an error, for a missing table
         host, port = self.region_server
-        return [Hbase.TRegionInfo(startKey=r.start, endKey=r.end, id=r.region_id, name=r.name,
-                                  version=1, serverName=host.encode(), port=port)
-                for r in desc.regions()]
+        return [
+            Hbase.TRegionInfo(
+                startKey=r.start,
+                endKey=r.end,
+                id=r.region_id,
+                name=r.name,
+                version=1,
+                serverName=host.encode(),
+                port=port,
+            )
+            for r in desc.regions()
+        ]
 
     @_hbase_errors
     def createTable(self, tableName: bytes, columnFamilies: list[Any]) -> None:
@@ -172,8 +190,9 @@ class HbaseHandler:
 
     # ------------------------------------------------------------------ reads
 
-    def _cells(self, table: bytes, row: bytes, column: bytes, max_ts: int | None,
-               versions: int) -> list[Any]:
+    def _cells(
+        self, table: bytes, row: bytes, column: bytes, max_ts: int | None, versions: int
+    ) -> list[Any]:
         if versions < 1:
             raise InvalidArgumentError("IllegalArgumentException: numVersions must be >= 1")
         found = self.store.get_rows(table, [row], [column], max_ts, versions)
@@ -186,20 +205,31 @@ class HbaseHandler:
 
     @_io_only
     @_hbase_errors
-    def getVer(self, tableName: bytes, row: bytes, column: bytes, numVersions: int,
-               attributes: Any) -> list[Any]:
+    def getVer(
+        self, tableName: bytes, row: bytes, column: bytes, numVersions: int, attributes: Any
+    ) -> list[Any]:
         return self._cells(tableName, row, column, None, numVersions)
 
     @_io_only
     @_hbase_errors
-    def getVerTs(self, tableName: bytes, row: bytes, column: bytes, timestamp: int,
-                 numVersions: int, attributes: Any) -> list[Any]:
+    def getVerTs(
+        self,
+        tableName: bytes,
+        row: bytes,
+        column: bytes,
+        timestamp: int,
+        numVersions: int,
+        attributes: Any,
+    ) -> list[Any]:
         return self._cells(tableName, row, column, timestamp, numVersions)
 
-    def _rows(self, table: bytes, rows: list[bytes], columns: list[bytes] | None,
-              max_ts: int | None) -> list[Any]:
-        return [_row_result(r, cells)
-                for r, cells in self.store.get_rows(table, rows or [], columns, max_ts)]
+    def _rows(
+        self, table: bytes, rows: list[bytes], columns: list[bytes] | None, max_ts: int | None
+    ) -> list[Any]:
+        return [
+            _row_result(r, cells)
+            for r, cells in self.store.get_rows(table, rows or [], columns, max_ts)
+        ]
 
     @_io_only
     @_hbase_errors
@@ -208,20 +238,21 @@ class HbaseHandler:
 
     @_io_only
     @_hbase_errors
-    def getRowWithColumns(self, tableName: bytes, row: bytes, columns: list[bytes],
-                          attributes: Any) -> list[Any]:
+    def getRowWithColumns(
+        self, tableName: bytes, row: bytes, columns: list[bytes], attributes: Any
+    ) -> list[Any]:
         return self._rows(tableName, [row], columns, None)
 
     @_io_only
     @_hbase_errors
-    def getRowTs(self, tableName: bytes, row: bytes, timestamp: int,
-                 attributes: Any) -> list[Any]:
+    def getRowTs(self, tableName: bytes, row: bytes, timestamp: int, attributes: Any) -> list[Any]:
         return self._rows(tableName, [row], None, timestamp)
 
     @_io_only
     @_hbase_errors
-    def getRowWithColumnsTs(self, tableName: bytes, row: bytes, columns: list[bytes],
-                            timestamp: int, attributes: Any) -> list[Any]:
+    def getRowWithColumnsTs(
+        self, tableName: bytes, row: bytes, columns: list[bytes], timestamp: int, attributes: Any
+    ) -> list[Any]:
         return self._rows(tableName, [row], columns, timestamp)
 
     @_io_only
@@ -231,54 +262,68 @@ class HbaseHandler:
 
     @_io_only
     @_hbase_errors
-    def getRowsWithColumns(self, tableName: bytes, rows: list[bytes], columns: list[bytes],
-                           attributes: Any) -> list[Any]:
+    def getRowsWithColumns(
+        self, tableName: bytes, rows: list[bytes], columns: list[bytes], attributes: Any
+    ) -> list[Any]:
         return self._rows(tableName, rows, columns, None)
 
     @_io_only
     @_hbase_errors
-    def getRowsTs(self, tableName: bytes, rows: list[bytes], timestamp: int,
-                  attributes: Any) -> list[Any]:
+    def getRowsTs(
+        self, tableName: bytes, rows: list[bytes], timestamp: int, attributes: Any
+    ) -> list[Any]:
         return self._rows(tableName, rows, None, timestamp)
 
     @_io_only
     @_hbase_errors
-    def getRowsWithColumnsTs(self, tableName: bytes, rows: list[bytes], columns: list[bytes],
-                             timestamp: int, attributes: Any) -> list[Any]:
+    def getRowsWithColumnsTs(
+        self,
+        tableName: bytes,
+        rows: list[bytes],
+        columns: list[bytes],
+        timestamp: int,
+        attributes: Any,
+    ) -> list[Any]:
         return self._rows(tableName, rows, columns, timestamp)
 
     # ----------------------------------------------------------------- writes
 
     @_hbase_errors
-    def mutateRow(self, tableName: bytes, row: bytes, mutations: list[Any],
-                  attributes: Any) -> None:
+    def mutateRow(
+        self, tableName: bytes, row: bytes, mutations: list[Any], attributes: Any
+    ) -> None:
         self.mutateRows(tableName, [Hbase.BatchMutation(row=row, mutations=mutations)], None)
 
     @_hbase_errors
-    def mutateRowTs(self, tableName: bytes, row: bytes, mutations: list[Any], timestamp: int,
-                    attributes: Any) -> None:
-        self.mutateRowsTs(tableName, [Hbase.BatchMutation(row=row, mutations=mutations)],
-                          timestamp, None)
+    def mutateRowTs(
+        self, tableName: bytes, row: bytes, mutations: list[Any], timestamp: int, attributes: Any
+    ) -> None:
+        self.mutateRowsTs(
+            tableName, [Hbase.BatchMutation(row=row, mutations=mutations)], timestamp, None
+        )
 
     @_hbase_errors
     def mutateRows(self, tableName: bytes, rowBatches: list[Any], attributes: Any) -> None:
         self.store.mutate_rows(tableName, rowBatches or [])
 
     @_hbase_errors
-    def mutateRowsTs(self, tableName: bytes, rowBatches: list[Any], timestamp: int,
-                     attributes: Any) -> None:
+    def mutateRowsTs(
+        self, tableName: bytes, rowBatches: list[Any], timestamp: int, attributes: Any
+    ) -> None:
         self.store.mutate_rows(tableName, rowBatches or [], ts=timestamp)
 
     @_hbase_errors
     def atomicIncrement(self, tableName: bytes, row: bytes, column: bytes, value: int) -> int:
         return self.store.increment(tableName, row, column, value)
 
-    def _delete(self, table: bytes, row: bytes, columns: list[bytes] | None,
-                ts: int | None) -> None:
+    def _delete(
+        self, table: bytes, row: bytes, columns: list[bytes] | None, ts: int | None
+    ) -> None:
         if columns is None:
             columns = list(self.store.describe(table).families)
-        self.store.mutate_rows(table, [RowMutation(row, [Mutation(c, isDelete=True)
-                                                         for c in columns])], ts=ts)
+        self.store.mutate_rows(
+            table, [RowMutation(row, [Mutation(c, isDelete=True) for c in columns])], ts=ts
+        )
 
     @_io_only
     @_hbase_errors
@@ -287,8 +332,9 @@ class HbaseHandler:
 
     @_io_only
     @_hbase_errors
-    def deleteAllTs(self, tableName: bytes, row: bytes, column: bytes, timestamp: int,
-                    attributes: Any) -> None:
+    def deleteAllTs(
+        self, tableName: bytes, row: bytes, column: bytes, timestamp: int, attributes: Any
+    ) -> None:
         self._delete(tableName, row, [column], timestamp)
 
     @_io_only
@@ -298,15 +344,15 @@ class HbaseHandler:
 
     @_io_only
     @_hbase_errors
-    def deleteAllRowTs(self, tableName: bytes, row: bytes, timestamp: int,
-                       attributes: Any) -> None:
+    def deleteAllRowTs(self, tableName: bytes, row: bytes, timestamp: int, attributes: Any) -> None:
         self._delete(tableName, row, None, timestamp)
 
     @_io_only
     @_hbase_errors
     def increment(self, increment: Any) -> None:
-        self.store.increment(increment.table, increment.row, increment.column,
-                             increment.ammount or 0)
+        self.store.increment(
+            increment.table, increment.row, increment.column, increment.ammount or 0
+        )
 
     @_io_only
     @_hbase_errors
@@ -317,20 +363,31 @@ class HbaseHandler:
     @_io_only
     @_hbase_errors
     def append(self, append: Any) -> list[Any]:
-        raise StorageError("UnsupportedOperationException: append is not supported by hqueue "
-                           "standalone")
+        raise StorageError(
+            "UnsupportedOperationException: append is not supported by hqueue standalone"
+        )
 
     @_hbase_errors
-    def checkAndPut(self, tableName: bytes, row: bytes, column: bytes, value: bytes | None,
-                    mput: Any, attributes: Any) -> bool:
+    def checkAndPut(
+        self,
+        tableName: bytes,
+        row: bytes,
+        column: bytes,
+        value: bytes | None,
+        mput: Any,
+        attributes: Any,
+    ) -> bool:
         if mput is None or not mput.column:
-            raise InvalidArgumentError("IllegalArgumentException: checkAndPut needs a put "
-                                       "mutation with a column")
+            raise InvalidArgumentError(
+                "IllegalArgumentException: checkAndPut needs a put mutation with a column"
+            )
         if mput.isDelete:
-            raise InvalidArgumentError("IllegalArgumentException: checkAndPut's mutation must "
-                                       "be a put")
-        return self.store.check_and_put(tableName, row, column, value, mput.column,
-                                        mput.value or b"")
+            raise InvalidArgumentError(
+                "IllegalArgumentException: checkAndPut's mutation must be a put"
+            )
+        return self.store.check_and_put(
+            tableName, row, column, value, mput.column, mput.value or b""
+        )
 
     # --------------------------------------------------------------- scanners
 
@@ -342,48 +399,90 @@ class HbaseHandler:
     def scannerOpenWithScan(self, tableName: bytes, scan: Any, attributes: Any) -> int:
         if scan.batchSize is not None and scan.batchSize < 0:
             raise InvalidArgumentError("IllegalArgumentException: batchSize must be >= 0")
-        spec = ScanSpec(start=scan.startRow or b"", stop=scan.stopRow or b"",
-                        columns=tuple(scan.columns or ()), max_ts=scan.timestamp,
-                        filter_string=scan.filterString, batch_size=scan.batchSize or 0,
-                        reverse=bool(scan.reversed), sort_columns=bool(scan.sortColumns))
+        spec = ScanSpec(
+            start=scan.startRow or b"",
+            stop=scan.stopRow or b"",
+            columns=tuple(scan.columns or ()),
+            max_ts=scan.timestamp,
+            filter_string=scan.filterString,
+            batch_size=scan.batchSize or 0,
+            reverse=bool(scan.reversed),
+            sort_columns=bool(scan.sortColumns),
+        )
         return self._open(tableName, spec)
 
     @_io_only
     @_hbase_errors
-    def scannerOpen(self, tableName: bytes, startRow: bytes, columns: list[bytes],
-                    attributes: Any) -> int:
-        return self._open(tableName, ScanSpec(start=startRow or b"",
-                                              columns=tuple(columns or ())))
+    def scannerOpen(
+        self, tableName: bytes, startRow: bytes, columns: list[bytes], attributes: Any
+    ) -> int:
+        return self._open(tableName, ScanSpec(start=startRow or b"", columns=tuple(columns or ())))
 
     @_io_only
     @_hbase_errors
-    def scannerOpenWithStop(self, tableName: bytes, startRow: bytes, stopRow: bytes,
-                            columns: list[bytes], attributes: Any) -> int:
-        return self._open(tableName, ScanSpec(start=startRow or b"", stop=stopRow or b"",
-                                              columns=tuple(columns or ())))
+    def scannerOpenWithStop(
+        self,
+        tableName: bytes,
+        startRow: bytes,
+        stopRow: bytes,
+        columns: list[bytes],
+        attributes: Any,
+    ) -> int:
+        return self._open(
+            tableName,
+            ScanSpec(start=startRow or b"", stop=stopRow or b"", columns=tuple(columns or ())),
+        )
 
     @_io_only
     @_hbase_errors
-    def scannerOpenWithPrefix(self, tableName: bytes, startAndPrefix: bytes,
-                              columns: list[bytes], attributes: Any) -> int:
+    def scannerOpenWithPrefix(
+        self, tableName: bytes, startAndPrefix: bytes, columns: list[bytes], attributes: Any
+    ) -> int:
         prefix = (startAndPrefix or b"").replace(b"'", b"''")
-        return self._open(tableName, ScanSpec(
-            start=startAndPrefix or b"", columns=tuple(columns or ()),
-            filter_string=b"PrefixFilter('" + prefix + b"')"))
+        return self._open(
+            tableName,
+            ScanSpec(
+                start=startAndPrefix or b"",
+                columns=tuple(columns or ()),
+                filter_string=b"PrefixFilter('" + prefix + b"')",
+            ),
+        )
 
     @_io_only
     @_hbase_errors
-    def scannerOpenTs(self, tableName: bytes, startRow: bytes, columns: list[bytes],
-                      timestamp: int, attributes: Any) -> int:
-        return self._open(tableName, ScanSpec(start=startRow or b"",
-                                              columns=tuple(columns or ()), max_ts=timestamp))
+    def scannerOpenTs(
+        self,
+        tableName: bytes,
+        startRow: bytes,
+        columns: list[bytes],
+        timestamp: int,
+        attributes: Any,
+    ) -> int:
+        return self._open(
+            tableName,
+            ScanSpec(start=startRow or b"", columns=tuple(columns or ()), max_ts=timestamp),
+        )
 
     @_io_only
     @_hbase_errors
-    def scannerOpenWithStopTs(self, tableName: bytes, startRow: bytes, stopRow: bytes,
-                              columns: list[bytes], timestamp: int, attributes: Any) -> int:
-        return self._open(tableName, ScanSpec(start=startRow or b"", stop=stopRow or b"",
-                                              columns=tuple(columns or ()), max_ts=timestamp))
+    def scannerOpenWithStopTs(
+        self,
+        tableName: bytes,
+        startRow: bytes,
+        stopRow: bytes,
+        columns: list[bytes],
+        timestamp: int,
+        attributes: Any,
+    ) -> int:
+        return self._open(
+            tableName,
+            ScanSpec(
+                start=startRow or b"",
+                stop=stopRow or b"",
+                columns=tuple(columns or ()),
+                max_ts=timestamp,
+            ),
+        )
 
     @_hbase_errors
     def scannerGetList(self, id: int, nbRows: int) -> PreEncodedStructs:
@@ -406,10 +505,13 @@ class HbaseHandler:
 
     @_hbase_errors
     def getRowOrBefore(self, tableName: bytes, row: bytes, family: bytes) -> list[Any]:
-        raise StorageError("UnsupportedOperationException: getRowOrBefore was removed in "
-                           "HBase 2 and is not supported")
+        raise StorageError(
+            "UnsupportedOperationException: getRowOrBefore was removed in "
+            "HBase 2 and is not supported"
+        )
 
     @_hbase_errors
     def getRegionInfo(self, row: bytes) -> Any:
-        raise StorageError("UnsupportedOperationException: getRegionInfo is not supported; "
-                           "use getTableRegions")
+        raise StorageError(
+            "UnsupportedOperationException: getRegionInfo is not supported; use getTableRegions"
+        )

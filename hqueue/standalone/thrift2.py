@@ -54,9 +54,21 @@ class THBaseHandler:
         desc = self.store.describe(table)
         host, port = self.region_server
         server = H2.TServerName(hostName=host, port=port, startCode=desc.created_ms)
-        return [H2.THRegionLocation(serverName=server, regionInfo=H2.THRegionInfo(
-            regionId=r.region_id, tableName=table, startKey=r.start, endKey=r.end,
-            offline=False, split=False, replicaId=0)) for r in desc.regions()]
+        return [
+            H2.THRegionLocation(
+                serverName=server,
+                regionInfo=H2.THRegionInfo(
+                    regionId=r.region_id,
+                    tableName=table,
+                    startKey=r.start,
+                    endKey=r.end,
+                    offline=False,
+                    split=False,
+                    replicaId=0,
+                ),
+            )
+            for r in desc.regions()
+        ]
 
     @_tio_errors
     def tableExists(self, tableName: Any) -> bool:
@@ -68,7 +80,8 @@ class THBaseHandler:
         for cf in desc.columns or ():
             families[bytes(cf.name)] = FamilyOptions(
                 max_versions=cf.maxVersions if cf.maxVersions is not None else 1,
-                time_to_live=cf.timeToLive if cf.timeToLive not in (None, -1) else FOREVER)
+                time_to_live=cf.timeToLive if cf.timeToLive not in (None, -1) else FOREVER,
+            )
         self.store.create_table(table_name(desc.tableName), families, list(splitKeys or ()))
 
     @_tio_errors

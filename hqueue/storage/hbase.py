@@ -114,8 +114,9 @@ class HBase:
         self._timeout_ms = timeout_ms
         host, port = parse_address(address)
         with hbase_errors(f"connect to HBase at {address}"):
-            self.pool = ConnectionPool(pool_size, host=host, port=port,
-                                       table_prefix=self.table_prefix, timeout=timeout_ms)
+            self.pool = ConnectionPool(
+                pool_size, host=host, port=port, table_prefix=self.table_prefix, timeout=timeout_ms
+            )
 
     def table_name(self, queue: str) -> bytes:
         """Return the full HBase table name of a queue (prefix included)."""
@@ -145,8 +146,16 @@ class HBase:
         # A reversed scan starts at its (inclusive) start row and runs down to its
         # (exclusive) stop row; starting at ``stop`` itself is harmless, since ``stop``
         # is the first key of the next range and the key-only filter reads no value.
-        scan = Thrift1Range(self.client, table, stop, start, caching=2, reverse=True,
-                            filter_string=b"KeyOnlyFilter()", short_is_end=True)
+        scan = Thrift1Range(
+            self.client,
+            table,
+            stop,
+            start,
+            caching=2,
+            reverse=True,
+            filter_string=b"KeyOnlyFilter()",
+            short_is_end=True,
+        )
         try:
             rows = scan.rows(2)
         finally:

@@ -69,6 +69,7 @@ def check_via(via: str) -> str:
         raise InvalidArgumentError(f"'via' must be one of {', '.join(VIA)}, not {via!r}")
     return via
 
+
 Connect = Callable[[str], AbstractContextManager[Any]]
 """``connect(what)``: a context manager yielding a Thrift1 ``Hbase`` client, errors in
 its block translated into hqueue's with ``what`` in their message."""
@@ -85,7 +86,7 @@ def topics_of(columns: Sequence[bytes]) -> list[str]:
     for column in columns:
         name = names.get(column)
         if name is None:
-            name = names[column] = column[len(COLUMN_PREFIX):].decode("utf-8", "replace")
+            name = names[column] = column[len(COLUMN_PREFIX) :].decode("utf-8", "replace")
         out.append(name)
     return out
 
@@ -119,8 +120,7 @@ def rows_to_block(rows: Sequence[Any], max_bytes: int | None = None) -> MessageB
     rowkeys = b"".join(keys)
     if len(rowkeys) != ROWKEY_BYTES * len(keys):
         bad = next(k for k in keys if len(k) != ROWKEY_BYTES)
-        raise StorageError(f"row {bad!r} is not a queue rowkey (12 bytes): "
-                           "is this a queue table?")
+        raise StorageError(f"row {bad!r} is not a queue rowkey (12 bytes): is this a queue table?")
     return MessageBlock.from_lists(rowkeys, topics_of(columns), values)
 
 
@@ -132,10 +132,19 @@ class Thrift1Range:
     than asked for ends the range (a round trip saved, for reads that need not see
     rows written meanwhile)."""
 
-    def __init__(self, connect: Connect, table: bytes, start: bytes, stop: bytes, *,
-                 columns: list[bytes] | None = None, caching: int = 1000,
-                 reverse: bool = False, filter_string: bytes | None = None,
-                 short_is_end: bool = False) -> None:
+    def __init__(
+        self,
+        connect: Connect,
+        table: bytes,
+        start: bytes,
+        stop: bytes,
+        *,
+        columns: list[bytes] | None = None,
+        caching: int = 1000,
+        reverse: bool = False,
+        filter_string: bytes | None = None,
+        short_is_end: bool = False,
+    ) -> None:
         self._connect = connect
         self._table = table
         self._start = start
@@ -156,9 +165,14 @@ class Thrift1Range:
         return self._start
 
     def _open(self, client: Any) -> int:
-        scan = _Hbase.TScan(startRow=self._start, stopRow=self._stop, columns=self._columns,
-                            caching=self._caching, reversed=self._reverse or None,
-                            filterString=self._filter)
+        scan = _Hbase.TScan(
+            startRow=self._start,
+            stopRow=self._stop,
+            columns=self._columns,
+            caching=self._caching,
+            reversed=self._reverse or None,
+            filterString=self._filter,
+        )
         self.scanner_id = client.scannerOpenWithScan(self._table, scan, {})
         return self.scanner_id
 
@@ -219,8 +233,10 @@ class Thrift1Range:
         scanner_id, self.scanner_id = self.scanner_id, None
         if scanner_id is not None:
             # IllegalArgument: the gateway already reclaimed it; closed is closed.
-            with self._connect("close scanner") as client, \
-                    contextlib.suppress(_Hbase.IllegalArgument):
+            with (
+                self._connect("close scanner") as client,
+                contextlib.suppress(_Hbase.IllegalArgument),
+            ):
                 client.scannerClose(scanner_id)
 
 
@@ -229,8 +245,17 @@ class SidecarRange:
     at ``address`` (only ``topics`` when some are given). ``deep`` checks every view
     of each answer (see :meth:`MessageBlock.check`)."""
 
-    def __init__(self, sidecars: Sidecars, address: str, queue: str, start: bytes,
-                 stop: bytes, topics: Sequence[str] = (), *, deep: bool = True) -> None:
+    def __init__(
+        self,
+        sidecars: Sidecars,
+        address: str,
+        queue: str,
+        start: bytes,
+        stop: bytes,
+        topics: Sequence[str] = (),
+        *,
+        deep: bool = True,
+    ) -> None:
         self._sidecars = sidecars
         self.address = address
         self._queue = queue
@@ -256,8 +281,15 @@ class SidecarRange:
         """
         if self.done:
             return MessageBlock.empty()
-        block = self._sidecars.scan(self.address, self._queue, self._start, self._stop,
-                                    self._topics, min(n, MAX_SCAN_LIMIT), deep=self._deep)
+        block = self._sidecars.scan(
+            self.address,
+            self._queue,
+            self._start,
+            self._stop,
+            self._topics,
+            min(n, MAX_SCAN_LIMIT),
+            deep=self._deep,
+        )
         if not len(block):
             self.done = True
         else:
@@ -282,12 +314,24 @@ class QueueRange:
     :raises UnavailableError: with ``via="sidecar"``, if the range has no sidecar.
     """
 
-    def __init__(self, *, queue: str, table: bytes, start: bytes, stop: bytes,
-                 topics: Sequence[str] = (), sidecar: str | None, sidecars: Sidecars | None,
-                 connect: Connect, via: str = "auto", caching: int = 1000,
-                 short_is_end: bool = False, deep: bool = True,
-                 unreachable: set[str] | None = None,
-                 on_fallback: Callable[[str, Exception], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        queue: str,
+        table: bytes,
+        start: bytes,
+        stop: bytes,
+        topics: Sequence[str] = (),
+        sidecar: str | None,
+        sidecars: Sidecars | None,
+        connect: Connect,
+        via: str = "auto",
+        caching: int = 1000,
+        short_is_end: bool = False,
+        deep: bool = True,
+        unreachable: set[str] | None = None,
+        on_fallback: Callable[[str, Exception], None] | None = None,
+    ) -> None:
         self.via = check_via(via)
         self._queue = queue
         self._table = table
@@ -303,18 +347,26 @@ class QueueRange:
             partition = int.from_bytes(start[:2].ljust(2, b"\0"), "big")
             raise UnavailableError(
                 f"partition {partition} of {queue!r} has no sidecar to read through "
-                "(option via=sidecar)")
+                "(option via=sidecar)"
+            )
         self._range: SidecarRange | Thrift1Range
         if address is not None and sidecars is not None and address not in self._unreachable:
-            self._range = SidecarRange(sidecars, address, queue, start, stop, self._topics,
-                                       deep=deep)
+            self._range = SidecarRange(
+                sidecars, address, queue, start, stop, self._topics, deep=deep
+            )
         else:
             self._range = self._thrift1(start)
 
     def _thrift1(self, start: bytes) -> Thrift1Range:
-        return Thrift1Range(self._connect, self._table, start, self._stop,
-                            columns=columns_of(self._topics), caching=self._caching,
-                            short_is_end=self._short_is_end)
+        return Thrift1Range(
+            self._connect,
+            self._table,
+            start,
+            self._stop,
+            columns=columns_of(self._topics),
+            caching=self._caching,
+            short_is_end=self._short_is_end,
+        )
 
     @property
     def through(self) -> str:
@@ -366,4 +418,3 @@ class QueueRange:
         :raises ConnectionLostError: if HBase is unreachable.
         """
         self._range.close()
-

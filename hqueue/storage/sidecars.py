@@ -69,8 +69,17 @@ class Sidecars:
         """
         return self._call(address, "put", queue, batch)
 
-    def scan(self, address: str, queue: str, start: bytes, stop: bytes,
-             topics: Sequence[str], limit: int, *, deep: bool = True) -> MessageBlock:
+    def scan(
+        self,
+        address: str,
+        queue: str,
+        start: bytes,
+        stop: bytes,
+        topics: Sequence[str],
+        limit: int,
+        *,
+        deep: bool = True,
+    ) -> MessageBlock:
         """Return up to ``limit`` messages of rows ``[start, stop)`` of ``queue``
         (only ``topics`` when some are given) read through the sidecar at ``address``;
         an empty block is the end of the range (fewer than ``limit`` is not). The
@@ -84,8 +93,9 @@ class Sidecars:
         :raises SidecarUnreachableError: if it cannot be reached or broke off.
         :raises SidecarCallError: if it does not serve ``scan`` (an older sidecar).
         """
-        request = self._idl.TScanRequest(startRow=start, stopRow=stop,
-                                         topics=list(topics) or None, limit=limit)
+        request = self._idl.TScanRequest(
+            startRow=start, stopRow=stop, topics=list(topics) or None, limit=limit
+        )
         return MessageBlock.from_thrift(self._call(address, "scan", queue, request), deep)
 
     def lag(self, address: str, queue: str) -> Any:
@@ -110,11 +120,13 @@ class Sidecars:
         except TApplicationException as exc:
             conn.close()
             raise SidecarCallError(
-                f"sidecar {address} failed the {api}: {_text(exc.message)}") from None
+                f"sidecar {address} failed the {api}: {_text(exc.message)}"
+            ) from None
         except (OSError, TException) as exc:
             conn.close()
             raise SidecarUnreachableError(
-                f"the sidecar at {address} is unreachable ({exc})") from None
+                f"the sidecar at {address} is unreachable ({exc})"
+            ) from None
         except BaseException:
             conn.close()
             raise
@@ -134,12 +146,17 @@ class Sidecars:
     def _connect(self, address: str) -> FramedClient:
         try:
             host, port = parse_address(address)
-            return FramedClient(host, port, self._idl.HQueueSidecar,
-                                timeout_ms=self.timeout_ms,
-                                connect_timeout_ms=min(self.timeout_ms, _CONNECT_TIMEOUT_MS))
+            return FramedClient(
+                host,
+                port,
+                self._idl.HQueueSidecar,
+                timeout_ms=self.timeout_ms,
+                connect_timeout_ms=min(self.timeout_ms, _CONNECT_TIMEOUT_MS),
+            )
         except OSError as exc:
             raise SidecarUnreachableError(
-                f"the sidecar at {address} is unreachable ({exc})") from None
+                f"the sidecar at {address} is unreachable ({exc})"
+            ) from None
 
     def close(self) -> None:
         """Close every idle connection (and each busy one when its call returns);

@@ -100,8 +100,10 @@ def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKe
     """One real ZooKeeper for the session; the test fails if Java or the jars are
     missing."""
     if not zookeeper_available():
-        pytest.fail("ZooKeeper's jars (Debian package 'zookeeper', or a class path in "
-                    f"${ENV_ZOOKEEPER_CLASSPATH}) or java missing: run `make zookeeper`")
+        pytest.fail(
+            "ZooKeeper's jars (Debian package 'zookeeper', or a class path in "
+            f"${ENV_ZOOKEEPER_CLASSPATH}) or java missing: run `make zookeeper`"
+        )
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
     yield server
     server.stop()
@@ -116,8 +118,9 @@ def zookeeper_hosts(zookeeper_server: ZooKeeperServer) -> str:
 @pytest.fixture(scope="module")
 def storage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
     """A standalone server without a sidecar, shared by this module's tests."""
-    server = StandaloneProcess(tmp_path_factory.mktemp("cluster") / "data",
-                               ("--no-sidecar",)).start()
+    server = StandaloneProcess(
+        tmp_path_factory.mktemp("cluster") / "data", ("--no-sidecar",)
+    ).start()
     yield server
     server.stop()
 
@@ -131,8 +134,9 @@ def cluster(storage: StandaloneProcess, hbase_prefix: str, tmp_path: Path) -> It
 
 
 @pytest.fixture
-def zk_cluster(storage: StandaloneProcess, hbase_prefix: str, tmp_path: Path,
-               zookeeper_hosts: str) -> Iterator[Cluster]:
+def zk_cluster(
+    storage: StandaloneProcess, hbase_prefix: str, tmp_path: Path, zookeeper_hosts: str
+) -> Iterator[Cluster]:
     """A cluster with metadata in ZooKeeper."""
     c = Cluster(storage, hbase_prefix, tmp_path, zookeeper=zookeeper_hosts)
     yield c

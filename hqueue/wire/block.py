@@ -71,7 +71,8 @@ class MessageBlock:
     topic_views: bytes | memoryview
     value_views: bytes | memoryview
     _lists: tuple[list[str], list[bytes]] | None = field(
-        default=None, init=False, repr=False, compare=False)
+        default=None, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def empty(cls) -> MessageBlock:
@@ -79,8 +80,9 @@ class MessageBlock:
         return cls(b"", b"", b"", b"")
 
     @classmethod
-    def from_lists(cls, rowkeys: Sequence[bytes] | bytes, topics: Sequence[str],
-                   values: Sequence[bytes]) -> MessageBlock:
+    def from_lists(
+        cls, rowkeys: Sequence[bytes] | bytes, topics: Sequence[str], values: Sequence[bytes]
+    ) -> MessageBlock:
         """Return the block of messages given one entry per message (``rowkeys`` as a
         list of 12-byte keys or already concatenated). Each distinct topic is stored
         once and every message of it points there."""
@@ -96,15 +98,13 @@ class MessageBlock:
             # One topic (the usual batch): the same view for every message.
             topic_views = array("i", next(iter(where.values()))) * len(topics)
         else:
-            topic_views = array("i", itertools.chain.from_iterable(
-                map(where.__getitem__, topics)))
+            topic_views = array("i", itertools.chain.from_iterable(map(where.__getitem__, topics)))
         lengths = array("i", map(len, values))
         value_views = array("i", bytes(8 * len(lengths)))
         value_views[0::2] = array("i", itertools.accumulate(lengths, initial=at))[:-1]
         value_views[1::2] = lengths
         keys = rowkeys if isinstance(rowkeys, bytes) else b"".join(rowkeys)
-        block = cls(keys, b"".join((*parts, *values)), _to_le(topic_views),
-                    _to_le(value_views))
+        block = cls(keys, b"".join((*parts, *values)), _to_le(topic_views), _to_le(value_views))
         # The lists it was built from: messages() need not cut them out again.
         object.__setattr__(block, "_lists", (list(topics), list(values)))
         return block
@@ -117,8 +117,12 @@ class MessageBlock:
 
         :raises StorageError: if the answer is malformed.
         """
-        return cls(bytes(answer.rowkeys or b""), answer.data or b"",
-                   answer.topicViews or b"", answer.valueViews or b"").check(deep)
+        return cls(
+            bytes(answer.rowkeys or b""),
+            answer.data or b"",
+            answer.topicViews or b"",
+            answer.valueViews or b"",
+        ).check(deep)
 
     def __len__(self) -> int:
         return len(self.rowkeys) // ROWKEY_BYTES
@@ -140,14 +144,18 @@ class MessageBlock:
         if rem:
             problem = f"{len(self.rowkeys)} rowkey bytes is not a whole number of rowkeys"
         elif len(self.topic_views) != 8 * n or len(self.value_views) != 8 * n:
-            problem = (f"{len(self.topic_views) // 8} topics and {len(self.value_views) // 8}"
-                       f" values for {n} messages")
+            problem = (
+                f"{len(self.topic_views) // 8} topics and {len(self.value_views) // 8}"
+                f" values for {n} messages"
+            )
         elif deep:
             size = len(self.data)
             for views in (self.topic_views, self.value_views):
                 pairs = int32_le(views)
-                if not all(start >= 0 and length >= 0 and start + length <= size
-                           for start, length in zip(pairs[::2], pairs[1::2], strict=True)):
+                if not all(
+                    start >= 0 and length >= 0 and start + length <= size
+                    for start, length in zip(pairs[::2], pairs[1::2], strict=True)
+                ):
                     problem = f"a view is out of the {size} bytes of data"
                     break
         if problem:

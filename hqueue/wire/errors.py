@@ -72,7 +72,6 @@ def hbase_errors(what: str) -> Iterator[None]:
         raise ConnectionLostError(f"{what}: HBase Thrift error ({exc!r})") from None
 
 
-
 def _text(message: object) -> str:
     """Return an exception's message as text (a framed reply leaves strings as bytes)."""
     if isinstance(message, bytes | bytearray | memoryview):
@@ -100,23 +99,31 @@ class SidecarError(NamedTuple):
 SIDECAR_ERRORS: tuple[SidecarError, ...] = (
     # Most specific first: NotOwnerError is an UnavailableError.
     SidecarError(
-        _Sidecar.TNotOwner, NotOwnerError,
-        lambda e: _Sidecar.TNotOwner(message=str(e), partition=e.partition,
-                                     ownerAddress=e.owner),
-        lambda t: NotOwnerError(_text(t.message), t.partition,
-                                _text(t.ownerAddress) if t.ownerAddress else None)),
+        _Sidecar.TNotOwner,
+        NotOwnerError,
+        lambda e: _Sidecar.TNotOwner(message=str(e), partition=e.partition, ownerAddress=e.owner),
+        lambda t: NotOwnerError(
+            _text(t.message), t.partition, _text(t.ownerAddress) if t.ownerAddress else None
+        ),
+    ),
     SidecarError(
-        _Sidecar.TQueueNotFound, NoQueueError,
+        _Sidecar.TQueueNotFound,
+        NoQueueError,
         lambda e: _Sidecar.TQueueNotFound(message=str(e)),
-        lambda t: NoQueueError(_text(t.message))),
+        lambda t: NoQueueError(_text(t.message)),
+    ),
     SidecarError(
-        _Sidecar.TInvalidMessage, InvalidArgumentError,
+        _Sidecar.TInvalidMessage,
+        InvalidArgumentError,
         lambda e: _Sidecar.TInvalidMessage(message=str(e), index=getattr(e, "index", -1)),
-        lambda t: _invalid(_text(t.message), t.index)),
+        lambda t: _invalid(_text(t.message), t.index),
+    ),
     SidecarError(
-        _Sidecar.TUnavailable, UnavailableError,
+        _Sidecar.TUnavailable,
+        UnavailableError,
         lambda e: _Sidecar.TUnavailable(message=str(e)),
-        lambda t: UnavailableError(_text(t.message))),
+        lambda t: UnavailableError(_text(t.message)),
+    ),
 )
 """The sidecar IDL's declared exceptions and hqueue's errors, one to one."""
 

@@ -39,9 +39,16 @@ class FramedClient:
     :raises OSError: from the constructor if the server cannot be reached.
     """
 
-    def __init__(self, host: str, port: int, service: Any, *, timeout_ms: int,
-                 connect_timeout_ms: int, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-                 ) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        service: Any,
+        *,
+        timeout_ms: int,
+        connect_timeout_ms: int,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
         self._service = service
         self._max_frame = max_frame_bytes
         self._seqid = 0
@@ -77,7 +84,8 @@ class FramedClient:
             self.close()
             raise TTransportException(
                 TTransportException.UNKNOWN,
-                f"reply frame of {size} bytes refused (limit {self._max_frame})")
+                f"reply frame of {size} bytes refused (limit {self._max_frame})",
+            )
         return self._recv_exactly(bytearray(size))
 
     def _recv_exactly(self, into: bytearray) -> bytearray:
@@ -86,8 +94,9 @@ class FramedClient:
         while got < len(into):
             n = self._sock.recv_into(view[got:])
             if not n:
-                raise TTransportException(TTransportException.END_OF_FILE,
-                                          "the server closed the connection")
+                raise TTransportException(
+                    TTransportException.END_OF_FILE, "the server closed the connection"
+                )
             got += n
         return into
 
@@ -96,12 +105,16 @@ class FramedClient:
         head = int.from_bytes(frame[0:4], "big")
         name_len = int.from_bytes(frame[4:8], "big", signed=True)
         at = 12 + name_len
-        if (head & _VERSION_MASK != _VERSION_1 or not 0 <= name_len <= len(frame) - 12
-                or frame[8:8 + name_len] != api.encode()
-                or int.from_bytes(frame[at - 4:at], "big") != self._seqid):
-            raise TApplicationException(TApplicationException.BAD_SEQUENCE_ID,
-                                        f"{api} got a reply that is not its own")
-        if head & 0xFF == TMessageType.REPLY and frame[at:at + 3] == b"\x0c\x00\x00":
+        if (
+            head & _VERSION_MASK != _VERSION_1
+            or not 0 <= name_len <= len(frame) - 12
+            or frame[8 : 8 + name_len] != api.encode()
+            or int.from_bytes(frame[at - 4 : at], "big") != self._seqid
+        ):
+            raise TApplicationException(
+                TApplicationException.BAD_SEQUENCE_ID, f"{api} got a reply that is not its own"
+            )
+        if head & 0xFF == TMessageType.REPLY and frame[at : at + 3] == b"\x0c\x00\x00":
             fast = self._binary_struct(api, frame, at + 3)
             if fast is not None:
                 return fast
@@ -117,17 +130,18 @@ class FramedClient:
         view = memoryview(frame)
         end = len(frame)
         while at < end and frame[at] != TType.STOP:
-            field = spec.get(int.from_bytes(frame[at + 1:at + 3], "big", signed=True))
+            field = spec.get(int.from_bytes(frame[at + 1 : at + 3], "big", signed=True))
             if frame[at] != TType.STRING or field is None or field[0] != TType.BINARY:
                 return None
-            size = int.from_bytes(frame[at + 3:at + 7], "big", signed=True)
+            size = int.from_bytes(frame[at + 3 : at + 7], "big", signed=True)
             if size < 0 or at + 7 + size > end:
-                raise TTransportException(TTransportException.UNKNOWN,
-                                          f"malformed {api} reply: a field runs past it")
-            setattr(obj, field[1], view[at + 7:at + 7 + size])
+                raise TTransportException(
+                    TTransportException.UNKNOWN, f"malformed {api} reply: a field runs past it"
+                )
+            setattr(obj, field[1], view[at + 7 : at + 7 + size])
             at += 7 + size
         # The success struct's stop, then the result struct's.
-        if frame[at:at + 2] != b"\x00\x00":
+        if frame[at : at + 2] != b"\x00\x00":
             return None
         return obj
 
@@ -146,5 +160,6 @@ class FramedClient:
         for name, value in vars(result).items():
             if name != "success" and value is not None:
                 raise value
-        raise TApplicationException(TApplicationException.MISSING_RESULT,
-                                    f"{api} failed: unknown result")
+        raise TApplicationException(
+            TApplicationException.MISSING_RESULT, f"{api} failed: unknown result"
+        )

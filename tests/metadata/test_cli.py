@@ -29,8 +29,9 @@ from tests.metadata.conftest import REPO, Backend
 Run = Callable[..., tuple[int, str, str]]
 
 
-def _global_options(backend: Backend, server: StandaloneProcess, prefix: str
-                    ) -> tuple[list[str], dict[str, str]]:
+def _global_options(
+    backend: Backend, server: StandaloneProcess, prefix: str
+) -> tuple[list[str], dict[str, str]]:
     """Return the global options and environment that put the metadata on the backend
     and the tables, under ``prefix``, on the session server."""
     hbase = ["--hbase", server.address, "--hbase-admin", f"{server.host}:{server.thrift2_port}"]
@@ -47,15 +48,15 @@ def run(backend: Backend, hbase_server: StandaloneProcess, hbase_prefix: str) ->
     options, env = _global_options(backend, hbase_server, hbase_prefix)
 
     def invoke(*args: str) -> tuple[int, str, str]:
-        result = CliRunner().invoke(cli, [*options, *args],
-                                    env={"HQUEUE_ZOOKEEPER": None, **env})
+        result = CliRunner().invoke(cli, [*options, *args], env={"HQUEUE_ZOOKEEPER": None, **env})
         return result.exit_code, result.stdout, result.stderr
 
     return invoke
 
 
-def test_create_list_describe_delete(backend: Backend, run: Run,
-                                     hbase: happybase.Connection) -> None:
+def test_create_list_describe_delete(
+    backend: Backend, run: Run, hbase: happybase.Connection
+) -> None:
     code, out, _ = run("queue", "create", "orders", "--partitions", "8", "--ttl", "60")
     assert code == 0
     assert out == "created queue orders: 8 partitions, 8 regions, ttl 1m\n"
@@ -115,8 +116,17 @@ def test_creating_an_existing_queue_fails_with_one_line_and_status_1(
 ) -> None:
     """Through the real entry point, in a process of its own."""
     options, env = _global_options(backend, hbase_server, hbase_prefix)
-    command = [sys.executable, "-m", "hqueue", *options, "queue", "create", "dup",
-               "--partitions", "2"]
+    command = [
+        sys.executable,
+        "-m",
+        "hqueue",
+        *options,
+        "queue",
+        "create",
+        "dup",
+        "--partitions",
+        "2",
+    ]
     environment = {k: v for k, v in os.environ.items() if k != "HQUEUE_ZOOKEEPER"}
     environment.update(env)
     first = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True)
@@ -128,8 +138,9 @@ def test_creating_an_existing_queue_fails_with_one_line_and_status_1(
 
 
 def test_an_unreachable_store_is_a_one_line_error() -> None:
-    result = CliRunner().invoke(cli, ["--hbase", "127.0.0.1:1", "queue", "list"],
-                                env={"HQUEUE_ZOOKEEPER": None})
+    result = CliRunner().invoke(
+        cli, ["--hbase", "127.0.0.1:1", "queue", "list"], env={"HQUEUE_ZOOKEEPER": None}
+    )
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: ")
     assert len(result.stderr.splitlines()) == 1

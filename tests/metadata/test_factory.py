@@ -51,8 +51,10 @@ def test_bad_configuration_is_refused_before_connecting(config: dict[str, Any]) 
     ("config", "named"),
     [
         ({"zookeeper": "127.0.0.1:2181", "table_prefix": "p"}, "'table_prefix'"),
-        ({"zookeeper": "127.0.0.1:2181", "poll_interval": 1, "pool_size": 2},
-         "'poll_interval', 'pool_size'"),
+        (
+            {"zookeeper": "127.0.0.1:2181", "poll_interval": 1, "pool_size": 2},
+            "'poll_interval', 'pool_size'",
+        ),
         ({"hbase": "127.0.0.1:9090", "root": "/elsewhere"}, "'root'"),
         ({"hbase": "127.0.0.1:9090", "connect_timeout": 1}, "'connect_timeout'"),
     ],

@@ -27,17 +27,33 @@ from hqueue.metadata.resources import (
 REPO = Path(__file__).resolve().parents[2]
 
 VALID: dict[str, dict[str, Any]] = {
-    "queue": {"format": 1, "name": "orders", "partitions": 4, "regions": 2,
-              "ttl_seconds": None, "created_ms": 1},
+    "queue": {
+        "format": 1,
+        "name": "orders",
+        "partitions": 4,
+        "regions": 2,
+        "ttl_seconds": None,
+        "created_ms": 1,
+    },
     "partition_owner": {"sidecar": "sc-1", "address": "[::1]:9000", "epoch": 3, "since_ms": 1},
-    "subscription": {"partitions": {"0": "1700000000000:0", "32767": "0:32767"},
-                     "topics": ["a"], "created_ms": 1, "options": {"batch": "10"}},
+    "subscription": {
+        "partitions": {"0": "1700000000000:0", "32767": "0:32767"},
+        "topics": ["a"],
+        "created_ms": 1,
+        "options": {"batch": "10"},
+    },
     "subscriber": {"address": "host.example:7000", "since_ms": 1},
     "checkpoints": {"3": "1700000000000:12"},
     "sidecar": {"address": "10.0.0.1:9000", "load": 0.5, "since_ms": 1},
     "leader": {"sidecar": "sc-1", "address": "10.0.0.1:9000", "epoch": 1, "since_ms": 1},
-    "assignment": {"format": 1, "sidecars": ["sc-1", "sc-2"], "owners": [0, 1, -1],
-                   "epochs": [1, 2, 0], "leader": "sc-1", "updated_ms": 1},
+    "assignment": {
+        "format": 1,
+        "sidecars": ["sc-1", "sc-2"],
+        "owners": [0, 1, -1],
+        "epochs": [1, 2, 0],
+        "leader": "sc-1",
+        "updated_ms": 1,
+    },
 }
 INVALID: dict[str, dict[str, Any]] = {
     "queue": {**VALID["queue"], "partitions": 40000},

@@ -82,8 +82,9 @@ def _listen(state: SessionState) -> None:
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
-    store = open_metastore(hbase=spec.get("hbase"), zookeeper=spec.get("zookeeper"),
-                           **spec["options"])
+    store = open_metastore(
+        hbase=spec.get("hbase"), zookeeper=spec.get("zookeeper"), **spec["options"]
+    )
     if spec.get("listen"):
         store.add_session_listener(_listen)
     print(json.dumps(["ready"]), flush=True)

@@ -35,11 +35,13 @@ def options(server: StandaloneProcess) -> list[str]:
     return ["--hbase", server.address, "--hbase-admin", f"{server.host}:{server.thrift2_port}"]
 
 
-def invoke(server: StandaloneProcess, *args: str, json_output: bool = False
-           ) -> tuple[int, str, str]:
+def invoke(
+    server: StandaloneProcess, *args: str, json_output: bool = False
+) -> tuple[int, str, str]:
     """Run ``hqueue [--format json] ARGS`` in-process; return status, stdout, stderr."""
     result = CliRunner().invoke(
-        cli, [*options(server), *(["--format", "json"] if json_output else []), *args],
+        cli,
+        [*options(server), *(["--format", "json"] if json_output else []), *args],
         env=dict.fromkeys(_UNSET),
     )
     return result.exit_code, result.stdout, result.stderr
@@ -49,12 +51,17 @@ def child_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in _UNSET}
 
 
-def run(server: StandaloneProcess, *args: str, stdin: int | None = subprocess.DEVNULL
-        ) -> subprocess.CompletedProcess[str]:
+def run(
+    server: StandaloneProcess, *args: str, stdin: int | None = subprocess.DEVNULL
+) -> subprocess.CompletedProcess[str]:
     """Run ``python -m hqueue ARGS`` in a child process (stdin: a file descriptor)."""
     return subprocess.run(
         [sys.executable, "-m", "hqueue", *options(server), *args],
-        env=child_env(), stdin=stdin, capture_output=True, text=True, timeout=60,
+        env=child_env(),
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -78,17 +85,25 @@ def cleanup(hq: Client, queue_name: str) -> Iterator[None]:
 def test_create_list_describe_alter_delete(
     hbase_server: StandaloneProcess, hq: Client, queue_name: str, cleanup: None
 ) -> None:
-    code, out, err = invoke(hbase_server, "queue", "create", queue_name, "--partitions", "4",
-                            "--regions", "2", "--ttl", "7d")
+    code, out, err = invoke(
+        hbase_server,
+        "queue",
+        "create",
+        queue_name,
+        "--partitions",
+        "4",
+        "--regions",
+        "2",
+        "--ttl",
+        "7d",
+    )
     assert (code, err) == (0, "")
     assert out == f"created queue {queue_name}: 4 partitions, 2 regions, ttl 7d\n"
     # The table exists, pre-split as asked, and the metadata agrees.
     assert queue_name.encode() in table_names(hbase_server)
     described = hq.describe_queue(queue_name)
     assert (described.partitions, described.ttl_seconds) == (4, 7 * 86400)
-    assert [(r.first_partition, r.last_partition) for r in described.regions] == [
-        (0, 1), (2, 3)
-    ]
+    assert [(r.first_partition, r.last_partition) for r in described.regions] == [(0, 1), (2, 3)]
 
     code, out, _ = invoke(hbase_server, "queue", "list")
     assert code == 0
@@ -99,10 +114,9 @@ def test_create_list_describe_alter_delete(
     code, out, _ = invoke(hbase_server, "queue", "describe", queue_name)
     assert code == 0
     lines = out.splitlines()
-    assert lines[:4] == [f"name: {queue_name}", f"table: {queue_name}", "partitions: 4",
-                         "ttl: 7d"]
+    assert lines[:4] == [f"name: {queue_name}", f"table: {queue_name}", "partitions: 4", "ttl: 7d"]
     assert lines[4].startswith("created: 20") and lines[4].endswith("Z")
-    regions = lines[lines.index("regions: 2") + 1:][:2]
+    regions = lines[lines.index("regions: 2") + 1 :][:2]
     assert regions[0].startswith("  partitions 0..1: ")
     assert regions[1].startswith("  partitions 2..3: ")
     assert regions[0].endswith(f":{hbase_server.port}")
@@ -127,15 +141,31 @@ def test_create_list_describe_alter_delete(
     assert (code, err) == (1, f"Error: no queue {queue_name!r}\n")
 
 
-def test_json_output(hbase_server: StandaloneProcess, hq: Client, queue_name: str,
-                     cleanup: None) -> None:
-    code, out, _ = invoke(hbase_server, "queue", "create", queue_name, "--partitions", "3",
-                          "--ttl", "90", json_output=True)
+def test_json_output(
+    hbase_server: StandaloneProcess, hq: Client, queue_name: str, cleanup: None
+) -> None:
+    code, out, _ = invoke(
+        hbase_server,
+        "queue",
+        "create",
+        queue_name,
+        "--partitions",
+        "3",
+        "--ttl",
+        "90",
+        json_output=True,
+    )
     assert code == 0
     created = json.loads(out)
-    assert created == {"created": True, "name": queue_name, "partitions": 3, "regions": 3,
-                       "ttl_seconds": 90, "created_ms": created["created_ms"],
-                       "schema": None}
+    assert created == {
+        "created": True,
+        "name": queue_name,
+        "partitions": 3,
+        "regions": 3,
+        "ttl_seconds": 90,
+        "created_ms": created["created_ms"],
+        "schema": None,
+    }
 
     code, out, _ = invoke(hbase_server, "queue", "list", json_output=True)
     listed = [json.loads(line) for line in out.splitlines()]
@@ -148,15 +178,23 @@ def test_json_output(hbase_server: StandaloneProcess, hq: Client, queue_name: st
     assert len(out.splitlines()) == 1
     described = json.loads(out)
     assert described == hq.describe_queue(queue_name).to_json()
-    assert set(described) == {"name", "partitions", "ttl_seconds", "created_ms", "table",
-                              "regions", "owners"}
+    assert set(described) == {
+        "name",
+        "partitions",
+        "ttl_seconds",
+        "created_ms",
+        "table",
+        "regions",
+        "owners",
+    }
     assert [r["partitions"] for r in described["regions"]] == [[0, 0], [1, 1], [2, 2]]
     assert {r["port"] for r in described["regions"]} == {hbase_server.port}
     assert described["owners"]["2"]["address"] == hbase_server.sidecar_address
     assert set(described["owners"]["2"]) == {"sidecar", "address", "epoch"}
 
-    code, out, _ = invoke(hbase_server, "queue", "alter", queue_name, "--ttl", "1h30m",
-                          json_output=True)
+    code, out, _ = invoke(
+        hbase_server, "queue", "alter", queue_name, "--ttl", "1h30m", json_output=True
+    )
     assert (code, json.loads(out)["ttl_seconds"], json.loads(out)["altered"]) == (0, 5400, True)
 
     code, out, _ = invoke(hbase_server, "queue", "delete", queue_name, json_output=True)
@@ -183,8 +221,9 @@ def test_delete_is_refused_while_subscriptions_exist_unless_forced(
     assert hq.subscriptions.read_subscriptions(queue_name) == {}
 
 
-def _delete_on_a_terminal(server: StandaloneProcess, name: str, answer: str,
-                          *extra: str) -> subprocess.CompletedProcess[str]:
+def _delete_on_a_terminal(
+    server: StandaloneProcess, name: str, answer: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
     """Run ``hqueue queue delete`` with a terminal as stdin, typing ``answer``."""
     master, slave = pty.openpty()
     try:
@@ -195,8 +234,9 @@ def _delete_on_a_terminal(server: StandaloneProcess, name: str, answer: str,
         os.close(master)
 
 
-def test_delete_asks_on_a_terminal(hbase_server: StandaloneProcess, hq: Client,
-                                   queue_name: str, cleanup: None) -> None:
+def test_delete_asks_on_a_terminal(
+    hbase_server: StandaloneProcess, hq: Client, queue_name: str, cleanup: None
+) -> None:
     hq.create_queue(queue_name, 2)
     declined = _delete_on_a_terminal(hbase_server, queue_name, "n\n")
     assert declined.returncode == 1
@@ -221,16 +261,17 @@ def test_delete_asks_on_a_terminal(hbase_server: StandaloneProcess, hq: Client,
     [
         (["--partitions", "0"], "Error: --partitions must be 1..32768, not 0"),
         (["--partitions", "32769"], "Error: --partitions must be 1..32768, not 32769"),
-        (["--partitions", "4", "--regions", "5"],
-         "Error: --regions must be 1..4 (the partition count), not 5"),
+        (
+            ["--partitions", "4", "--regions", "5"],
+            "Error: --regions must be 1..4 (the partition count), not 5",
+        ),
         (["--partitions", "2", "--ttl", "0"], "Error: --ttl '0' is out of range"),
         (["--partitions", "2", "--ttl", "2147483648"], "Error: --ttl '2147483648' is out"),
         (["--partitions", "2", "--ttl", "3 days"], "Error: --ttl '3 days' is not a duration"),
     ],
 )
 def test_create_refuses_bad_values_with_one_line_and_status_1(
-    hbase_server: StandaloneProcess, hq: Client, queue_name: str, args: list[str],
-    message: str
+    hbase_server: StandaloneProcess, hq: Client, queue_name: str, args: list[str], message: str
 ) -> None:
     code, out, err = invoke(hbase_server, "queue", "create", queue_name, *args)
     assert (code, out) == (1, "")
@@ -252,8 +293,7 @@ def test_bad_names_and_malformed_command_lines(hbase_server: StandaloneProcess) 
     assert invoke(hbase_server, "queue", "alter", "q")[0] == 2
 
 
-def test_alter_of_a_missing_queue_fails(hbase_server: StandaloneProcess, queue_name: str
-                                        ) -> None:
+def test_alter_of_a_missing_queue_fails(hbase_server: StandaloneProcess, queue_name: str) -> None:
     code, _, err = invoke(hbase_server, "queue", "alter", queue_name, "--ttl", "1d")
     assert (code, err) == (1, f"Error: no queue {queue_name!r}\n")
 
@@ -269,11 +309,15 @@ def test_creating_an_existing_queue_fails_in_a_child_process(
     assert second.stdout == ""
 
 
-def test_unreachable_servers_are_one_line_errors(hbase_server: StandaloneProcess,
-                                                 queue_name: str) -> None:
+def test_unreachable_servers_are_one_line_errors(
+    hbase_server: StandaloneProcess, queue_name: str
+) -> None:
     no_hbase = subprocess.run(
         [sys.executable, "-m", "hqueue", "--hbase", "127.0.0.1:1", "queue", "list"],
-        env=child_env(), capture_output=True, text=True, timeout=60,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert no_hbase.returncode == 1
     assert no_hbase.stderr.startswith("Error: ")
@@ -281,9 +325,24 @@ def test_unreachable_servers_are_one_line_errors(hbase_server: StandaloneProcess
 
     # Metadata reachable, Thrift2 gateway not: the message says which option to fix.
     no_admin = subprocess.run(
-        [sys.executable, "-m", "hqueue", "--hbase", hbase_server.address,
-         "--hbase-admin", "127.0.0.1:1", "queue", "create", queue_name, "--partitions", "1"],
-        env=child_env(), capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "hqueue",
+            "--hbase",
+            hbase_server.address,
+            "--hbase-admin",
+            "127.0.0.1:1",
+            "queue",
+            "create",
+            queue_name,
+            "--partitions",
+            "1",
+        ],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert no_admin.returncode == 1
     assert "Thrift2 gateway at 127.0.0.1:1 is unreachable" in no_admin.stderr
@@ -295,11 +354,25 @@ def test_the_admin_address_comes_from_the_environment(
     hbase_server: StandaloneProcess, hq: Client, queue_name: str, cleanup: None
 ) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "hqueue", "--hbase", hbase_server.address, "queue", "create",
-         queue_name, "--partitions", "1"],
-        env={**child_env(),
-             "HQUEUE_HBASE_ADMIN": f"{hbase_server.host}:{hbase_server.thrift2_port}"},
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "hqueue",
+            "--hbase",
+            hbase_server.address,
+            "queue",
+            "create",
+            queue_name,
+            "--partitions",
+            "1",
+        ],
+        env={
+            **child_env(),
+            "HQUEUE_HBASE_ADMIN": f"{hbase_server.host}:{hbase_server.thrift2_port}",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert hq.admin.queue_info(queue_name).partitions == 1
@@ -307,9 +380,21 @@ def test_the_admin_address_comes_from_the_environment(
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("1", 1), ("3600", 3600), ("45s", 45), ("30m", 1800), ("12h", 43200),
-     ("7d", 604800), ("2w", 1209600), ("1h30m", 5400), ("1d1h1m1s", 90061),
-     (" 7D ", 604800), ("none", None), ("forever", None), ("2147483647", 2**31 - 1)],
+    [
+        ("1", 1),
+        ("3600", 3600),
+        ("45s", 45),
+        ("30m", 1800),
+        ("12h", 43200),
+        ("7d", 604800),
+        ("2w", 1209600),
+        ("1h30m", 5400),
+        ("1d1h1m1s", 90061),
+        (" 7D ", 604800),
+        ("none", None),
+        ("forever", None),
+        ("2147483647", 2**31 - 1),
+    ],
 )
 def test_ttl_durations(text: str, seconds: int | None) -> None:
     assert parse_ttl(text) == seconds
@@ -319,5 +404,11 @@ def test_ttl_durations(text: str, seconds: int | None) -> None:
 
 def test_ttl_formatting() -> None:
     assert [format_ttl(s) for s in (None, 45, 60, 5400, 86400, 604800, 90061)] == [
-        "forever", "45s", "1m", "1h30m", "1d", "7d", "1d1h1m1s"
+        "forever",
+        "45s",
+        "1m",
+        "1h30m",
+        "1d",
+        "7d",
+        "1d1h1m1s",
     ]

@@ -13,21 +13,46 @@ from click.testing import CliRunner
 from hqueue.cli.lazy_group import LazyGroup
 from hqueue.cli.main import COMMANDS, cli
 
-HEAVY = {"hqueue.client", "kazoo", "happybase", "thriftpy2", "pyspark", "numpy", "jsonschema",
-         "lmdb"}
+HEAVY = {
+    "hqueue.client",
+    "kazoo",
+    "happybase",
+    "thriftpy2",
+    "pyspark",
+    "numpy",
+    "jsonschema",
+    "lmdb",
+}
 
 
 def _imported(*args: str) -> set[str]:
     """Return the modules ``python -m hqueue ARGS`` imports."""
-    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "hqueue", *args],
-                            capture_output=True, text=True, check=True, timeout=60)
-    return {line.rpartition("|")[2].strip() for line in result.stderr.splitlines()
-            if line.startswith("import time:")}
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "hqueue", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return {
+        line.rpartition("|")[2].strip()
+        for line in result.stderr.splitlines()
+        if line.startswith("import time:")
+    }
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], ["queue", "--help"],
-                                  ["subscriptions", "--help"], ["put", "--help"],
-                                  ["scan", "--help"], ["subscribe", "--help"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["--version"],
+        ["queue", "--help"],
+        ["subscriptions", "--help"],
+        ["put", "--help"],
+        ["scan", "--help"],
+        ["subscribe", "--help"],
+    ],
+)
 def test_help_and_version_import_no_client_nor_its_libraries(args: list[str]) -> None:
     modules = _imported(*args)
     assert "hqueue.cli.main" in modules

@@ -16,9 +16,12 @@ from hqueue.wire.idl import hbase1
 @pytest.fixture
 def slow(hbase_server: StandaloneProcess) -> Iterator[Client]:
     """A client that reads through HBase's Thrift1 gateway only."""
-    client = connect(hbase_server.address,
-                     hbase_admin=f"{hbase_server.host}:{hbase_server.thrift2_port}",
-                     table_prefix="", fast_scan=False)
+    client = connect(
+        hbase_server.address,
+        hbase_admin=f"{hbase_server.host}:{hbase_server.thrift2_port}",
+        table_prefix="",
+        fast_scan=False,
+    )
     yield client
     client.close()
 
@@ -26,8 +29,10 @@ def slow(hbase_server: StandaloneProcess) -> Iterator[Client]:
 def test_fast_and_hbase_paths_agree(hq: Client, slow: Client, queue_name: str) -> None:
     hq.create_queue(queue_name, partitions=3)
     queue = hq.queue(queue_name)
-    ids = [queue.put_batch([b"v%d" % i for i in range(2500)], topic=f"t{p}", partition=p)
-           for p in range(3)]
+    ids = [
+        queue.put_batch([b"v%d" % i for i in range(2500)], topic=f"t{p}", partition=p)
+        for p in range(3)
+    ]
     queue.put_batch([b"other"] * 10, topic="x", partition=1)
     options = [
         {},
@@ -48,8 +53,10 @@ def test_fast_and_hbase_paths_agree(hq: Client, slow: Client, queue_name: str) -
     with slow.queue(queue_name).partition_scanner(1) as scanner:
         next(iter(scanner))
         assert scanner._open[0].through == "hbase"
-    with queue.combined_scanner([0, 1, 2], limit=3000) as merged, \
-            slow.queue(queue_name).combined_scanner([0, 1, 2], limit=3000) as reference:
+    with (
+        queue.combined_scanner([0, 1, 2], limit=3000) as merged,
+        slow.queue(queue_name).combined_scanner([0, 1, 2], limit=3000) as reference,
+    ):
         assert list(merged) == list(reference)
 
 
@@ -60,8 +67,16 @@ def test_fast_path_hides_expired_messages(hq: Client, queue_name: str) -> None:
     h1 = hbase1()
     old = MessageId(1000, 0)  # written long ago: past any TTL
     with hq.hbase.connection("write an expired row") as conn:
-        conn.client.mutateRowsTs(hq.hbase.table_name(queue_name), [h1.BatchMutation(
-            row=encode_rowkey(0, old), mutations=[h1.Mutation(column=b"message:t",
-                                                             value=b"stale")])], 1000, {})
+        conn.client.mutateRowsTs(
+            hq.hbase.table_name(queue_name),
+            [
+                h1.BatchMutation(
+                    row=encode_rowkey(0, old),
+                    mutations=[h1.Mutation(column=b"message:t", value=b"stale")],
+                )
+            ],
+            1000,
+            {},
+        )
     with queue.partition_scanner(0) as scanner:
         assert [m.id for m in scanner] == [fresh]

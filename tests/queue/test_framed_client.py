@@ -21,8 +21,13 @@ from hqueue.wire.idl import sidecar as sidecar_idl
 @pytest.fixture
 def client(hbase_server: StandaloneProcess) -> Iterator[FramedClient]:
     assert hbase_server.sidecar_port
-    c = FramedClient(hbase_server.host, hbase_server.sidecar_port,
-                     sidecar_idl().HQueueSidecar, timeout_ms=10_000, connect_timeout_ms=5_000)
+    c = FramedClient(
+        hbase_server.host,
+        hbase_server.sidecar_port,
+        sidecar_idl().HQueueSidecar,
+        timeout_ms=10_000,
+        connect_timeout_ms=5_000,
+    )
     yield c
     c.close()
 
@@ -31,8 +36,9 @@ def scan_request(limit: int = 100) -> object:
     return sidecar_idl().TScanRequest(startRow=b"", stopRow=b"", limit=limit)
 
 
-def test_scan_answer_fields_are_views_of_the_reply(hq: Client, queue_name: str,
-                                                   client: FramedClient) -> None:
+def test_scan_answer_fields_are_views_of_the_reply(
+    hq: Client, queue_name: str, client: FramedClient
+) -> None:
     hq.create_queue(queue_name, partitions=2)
     queue = hq.queue(queue_name)
     ids = queue.put_batch([b"v%d" % i for i in range(50)], topic="t", partition=1)
@@ -41,14 +47,16 @@ def test_scan_answer_fields_are_views_of_the_reply(hq: Client, queue_name: str,
     assert isinstance(answer.valueViews, memoryview)
     block = MessageBlock.from_thrift(answer)
     assert [(m.id, m.topic, m.value) for m in block.messages()] == [
-        (ids[i], "t", b"v%d" % i) for i in range(50)]
+        (ids[i], "t", b"v%d" % i) for i in range(50)
+    ]
     # The connection carries on with the next call.
     again = MessageBlock.from_thrift(client.call("scan", queue_name, scan_request(5)))
     assert len(again) == 5
 
 
 def test_declared_exceptions_and_other_results_decode_as_thriftpy2_does(
-        client: FramedClient, hq: Client, queue_name: str) -> None:
+    client: FramedClient, hq: Client, queue_name: str
+) -> None:
     idl = sidecar_idl()
     with pytest.raises(idl.TQueueNotFound):
         client.call("scan", "no-such-queue-here", scan_request())
@@ -60,13 +68,19 @@ def test_declared_exceptions_and_other_results_decode_as_thriftpy2_does(
 
 
 def test_reply_over_the_limit_is_refused_before_it_is_read(
-        hbase_server: StandaloneProcess, hq: Client, queue_name: str) -> None:
+    hbase_server: StandaloneProcess, hq: Client, queue_name: str
+) -> None:
     hq.create_queue(queue_name, partitions=1)
     hq.queue(queue_name).put_batch([b"x" * 1000] * 20, topic="t", partition=0)
     assert hbase_server.sidecar_port
-    small = FramedClient(hbase_server.host, hbase_server.sidecar_port,
-                         sidecar_idl().HQueueSidecar, timeout_ms=10_000,
-                         connect_timeout_ms=5_000, max_frame_bytes=4096)
+    small = FramedClient(
+        hbase_server.host,
+        hbase_server.sidecar_port,
+        sidecar_idl().HQueueSidecar,
+        timeout_ms=10_000,
+        connect_timeout_ms=5_000,
+        max_frame_bytes=4096,
+    )
     with pytest.raises(TTransportException, match="refused"):
         small.call("scan", queue_name, scan_request())
     small.close()
@@ -84,14 +98,20 @@ def test_a_reply_that_is_not_its_own_is_refused() -> None:
             size = int.from_bytes(conn.recv(4), "big")
             while size > 0:
                 size -= len(conn.recv(size))
-            body = (0x80010002).to_bytes(4, "big") + (4).to_bytes(4, "big") + b"lag!" \
-                + (1).to_bytes(4, "big") + b"\x00"
+            body = (
+                (0x80010002).to_bytes(4, "big")
+                + (4).to_bytes(4, "big")
+                + b"lag!"
+                + (1).to_bytes(4, "big")
+                + b"\x00"
+            )
             conn.sendall(len(body).to_bytes(4, "big") + body)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    c = FramedClient("127.0.0.1", port, sidecar_idl().HQueueSidecar, timeout_ms=5_000,
-                     connect_timeout_ms=5_000)
+    c = FramedClient(
+        "127.0.0.1", port, sidecar_idl().HQueueSidecar, timeout_ms=5_000, connect_timeout_ms=5_000
+    )
     with pytest.raises(TApplicationException, match="not its own"):
         c.call("scan", "q", scan_request())
     c.close()

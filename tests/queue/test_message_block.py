@@ -27,7 +27,8 @@ def test_from_lists_round_trips_and_shares_topics() -> None:
     assert views[0:2] == views[4:6]
     messages = block.messages()
     assert [(m.partition, m.id, m.topic, m.value) for m in messages] == [
-        (2, MessageId(1_700_000_000_000 + i, i), TOPICS[i], VALUES[i]) for i in range(4)]
+        (2, MessageId(1_700_000_000_000 + i, i), TOPICS[i], VALUES[i]) for i in range(4)
+    ]
 
 
 def test_empty_block() -> None:
@@ -47,16 +48,25 @@ def test_views_may_point_anywhere_in_the_data() -> None:
     assert block.value_list() == [b"VALUE-ONE", b"VALUE-TWO"]
 
 
-@pytest.mark.parametrize(("block", "problem"), [
-    (MessageBlock(b"x" * 13, b"", b"", b""), "not a whole number of rowkeys"),
-    (MessageBlock(KEYS[0], b"abc", b"", struct.pack("<2i", 0, 1)), "0 topics and 1 values"),
-    (MessageBlock(KEYS[0], b"abc", struct.pack("<2i", 0, 1), struct.pack("<2i", 2, 2)),
-     "out of the 3 bytes"),
-    (MessageBlock(KEYS[0], b"abc", struct.pack("<2i", -1, 1), struct.pack("<2i", 0, 1)),
-     "out of the 3 bytes"),
-    (MessageBlock(KEYS[0], b"abc", struct.pack("<2i", 0, 1), b"\x00" * 7),
-     "values for 1 messages"),
-])
+@pytest.mark.parametrize(
+    ("block", "problem"),
+    [
+        (MessageBlock(b"x" * 13, b"", b"", b""), "not a whole number of rowkeys"),
+        (MessageBlock(KEYS[0], b"abc", b"", struct.pack("<2i", 0, 1)), "0 topics and 1 values"),
+        (
+            MessageBlock(KEYS[0], b"abc", struct.pack("<2i", 0, 1), struct.pack("<2i", 2, 2)),
+            "out of the 3 bytes",
+        ),
+        (
+            MessageBlock(KEYS[0], b"abc", struct.pack("<2i", -1, 1), struct.pack("<2i", 0, 1)),
+            "out of the 3 bytes",
+        ),
+        (
+            MessageBlock(KEYS[0], b"abc", struct.pack("<2i", 0, 1), b"\x00" * 7),
+            "values for 1 messages",
+        ),
+    ],
+)
 def test_malformed_blocks_are_refused_by_name(block: MessageBlock, problem: str) -> None:
     with pytest.raises(StorageError, match=problem):
         block.check()

@@ -23,7 +23,9 @@ def test_put_returns_ids_in_order_and_messages_are_stored(hq: Client, queue_name
     assert second > first
     stored = read_all(hq, queue_name)
     assert [(m.id, m.partition, m.topic, m.value) for m in stored] == [
-        (first, 1, "greetings", b"hello"), (second, 1, "greetings", "wörld".encode())]
+        (first, 1, "greetings", b"hello"),
+        (second, 1, "greetings", "wörld".encode()),
+    ]
     assert stored[0].timestamp == first.timestamp
 
 
@@ -49,7 +51,8 @@ def test_put_batch_mixed_partitions_topics_and_keys(hq: Client, queue_name: str)
 
 
 def test_bare_values_take_the_topic_and_go_round_robin_per_batch(
-    hq: Client, queue_name: str,
+    hq: Client,
+    queue_name: str,
 ) -> None:
     hq.create_queue(queue_name, partitions=3)
     queue = hq.queue(queue_name)
@@ -62,7 +65,8 @@ def test_bare_values_take_the_topic_and_go_round_robin_per_batch(
 
 
 def test_bad_messages_are_refused_before_anything_is_written(
-    hq: Client, queue_name: str,
+    hq: Client,
+    queue_name: str,
 ) -> None:
     hq.create_queue(queue_name, partitions=2)
     queue = hq.queue(queue_name)
@@ -114,7 +118,8 @@ def test_partition_for_key_is_stable() -> None:
 
 
 def test_a_queue_whose_table_vanished_does_not_block_the_others(
-    hq: Client, queue_name: str,
+    hq: Client,
+    queue_name: str,
 ) -> None:
     hq.create_queue(queue_name + "_broken", partitions=1)
     with hq.hbase.connection("drop behind the metadata's back") as conn:
@@ -127,7 +132,8 @@ def test_a_queue_whose_table_vanished_does_not_block_the_others(
 
 
 def test_a_stale_owner_hint_for_one_partition_neither_duplicates_nor_fails_the_batch(
-        hq: Client, queue_name: str) -> None:
+    hq: Client, queue_name: str
+) -> None:
     # The producer holds an owner hint for partition 0 that points at a sidecar that
     # is gone (as after a failover), while the other partitions' owner is known. The
     # live sidecar must get only its own part of the batch; the rest follows once the
@@ -140,7 +146,7 @@ def test_a_stale_owner_hint_for_one_partition_neither_duplicates_nor_fails_the_b
     batch = [(b"a1", "t", 1), (b"a0", "t", 0), (b"a2", "t", 2), (b"b0", "t", 0)]
     ids = queue.put_batch(batch)  # type: ignore[arg-type]
     stored = [m for m in read_all(hq, queue_name) if m.value != b"warm"]
-    assert sorted((m.partition, m.value) for m in stored) == sorted(
-        (p, v) for v, _, p in batch)
+    assert sorted((m.partition, m.value) for m in stored) == sorted((p, v) for v, _, p in batch)
     assert {(m.partition, m.id) for m in stored} == {
-        (p, mid) for (_, _, p), mid in zip(batch, ids, strict=True)}
+        (p, mid) for (_, _, p), mid in zip(batch, ids, strict=True)
+    }

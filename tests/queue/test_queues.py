@@ -37,7 +37,10 @@ def test_describe_reports_regions_hosts_and_owners(hq: Client, queue_name: str) 
     hq.queue(queue_name).put(b"x", topic="t", partition=0)  # waits for the owners
     described = hq.describe_queue(queue_name)
     assert [(r.first_partition, r.last_partition) for r in described.regions] == [
-        (0, 1), (2, 3), (4, 5)]
+        (0, 1),
+        (2, 3),
+        (4, 5),
+    ]
     assert all(r.host and r.port for r in described.regions)
     assert 0 in described.owners
     record = described.to_json()
@@ -81,7 +84,8 @@ def test_a_128_character_name_is_accepted(hq: Client) -> None:
 def test_delete_refuses_while_subscribed_unless_forced(hq: Client, queue_name: str) -> None:
     hq.create_queue(queue_name, partitions=2)
     hq.subscriptions.create_subscription_data(
-        queue_name, "billing", SubscriptionPreferences(partitions={0: "0:0"}, topics=()))
+        queue_name, "billing", SubscriptionPreferences(partitions={0: "0:0"}, topics=())
+    )
     with pytest.raises(SubscriptionExistsError, match="billing"):
         hq.delete_queue(queue_name)
     hq.delete_queue(queue_name, force=True)

@@ -33,21 +33,38 @@ def queue(hq: Client, queue_name: str) -> Queue:
 
 
 def env(server: StandaloneProcess) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items()
-               if k not in ("HQUEUE_TABLE_PREFIX", "HQUEUE_ZOOKEEPER", "HQUEUE_HBASE")}
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("HQUEUE_TABLE_PREFIX", "HQUEUE_ZOOKEEPER", "HQUEUE_HBASE")
+    }
     environ["HQUEUE_HBASE_ADMIN"] = f"{server.host}:{server.thrift2_port}"
     return environ
 
 
 def hqueue_cmd(server: StandaloneProcess, *args: str, json_output: bool = False) -> list[str]:
-    return [sys.executable, "-m", "hqueue", "--hbase", server.address,
-            *(["--format", "json"] if json_output else []), "scan", *args]
+    return [
+        sys.executable,
+        "-m",
+        "hqueue",
+        "--hbase",
+        server.address,
+        *(["--format", "json"] if json_output else []),
+        "scan",
+        *args,
+    ]
 
 
-def run(server: StandaloneProcess, *args: str, json_output: bool = False
-        ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(hqueue_cmd(server, *args, json_output=json_output),
-                          env=env(server), capture_output=True, text=True, timeout=60)
+def run(
+    server: StandaloneProcess, *args: str, json_output: bool = False
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        hqueue_cmd(server, *args, json_output=json_output),
+        env=env(server),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def lines(server: StandaloneProcess, *args: str) -> list[str]:
@@ -77,21 +94,31 @@ def test_json_output(hbase_server: StandaloneProcess, queue: Queue) -> None:
     done = run(hbase_server, queue.name, "--partition", "0", json_output=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == (
-        f'{{"id": "{T0}:0", "partition": 0, "topic": "a", "timestamp": {T0}, '
-        f'"value": "zero"}}')
+        f'{{"id": "{T0}:0", "partition": 0, "topic": "a", "timestamp": {T0}, "value": "zero"}}'
+    )
     got = [json.loads(line) for line in done.stdout.splitlines()]
     assert got[1]["value"] == "tab\there\nnewline"
     # Not UTF-8: base64 under value_base64, and no "value".
-    assert got[2] == {"id": f"{T0 + 2}:0", "partition": 0, "topic": "a", "timestamp": T0 + 2,
-                      "value_base64": base64.b64encode(b"\xff\xfe binary").decode()}
+    assert got[2] == {
+        "id": f"{T0 + 2}:0",
+        "partition": 0,
+        "topic": "a",
+        "timestamp": T0 + 2,
+        "value_base64": base64.b64encode(b"\xff\xfe binary").decode(),
+    }
 
 
 def test_partitions_and_merge(hbase_server: StandaloneProcess, queue: Queue) -> None:
     def ids(*args: str) -> list[tuple[object, object]]:
         return [(r["id"], r["partition"]) for r in records(hbase_server, queue.name, *args)]
 
-    rowkey_order = [(f"{T0}:0", 0), (f"{T0 + 1}:0", 0), (f"{T0 + 2}:0", 0),
-                    (f"{T0}:0", 1), (f"{T0 + 1}:5", 1)]
+    rowkey_order = [
+        (f"{T0}:0", 0),
+        (f"{T0 + 1}:0", 0),
+        (f"{T0 + 2}:0", 0),
+        (f"{T0}:0", 1),
+        (f"{T0 + 1}:5", 1),
+    ]
     id_order = sorted(rowkey_order, key=lambda r: (int(str(r[0]).split(":")[0]), r[1]))
     assert ids() == rowkey_order
     assert ids("--merge") == id_order
@@ -108,22 +135,27 @@ def test_topic_from_to_limit(hbase_server: StandaloneProcess, queue: Queue) -> N
     assert ids("--from", f"{T0 + 1}:0") == [f"{T0 + 1}:0", f"{T0 + 2}:0"]
     assert ids("--to", f"{T0 + 1}:0") == [f"{T0}:0"]
     assert ids("--from", str(T0 + 1), "--to", str(T0 + 2)) == [f"{T0 + 1}:0"]
-    assert ids("--from", "2023-11-14T22:13:20.001Z", "--to", "2023-11-14T22:13:20.002+00:00"
-               ) == [f"{T0 + 1}:0"]
+    assert ids("--from", "2023-11-14T22:13:20.001Z", "--to", "2023-11-14T22:13:20.002+00:00") == [
+        f"{T0 + 1}:0"
+    ]
     assert ids("--limit", "2") == [f"{T0}:0", f"{T0 + 1}:0"]
     assert ids("--limit", "0") == []
 
 
-@pytest.mark.parametrize("args, message", [
-    (("nosuchqueue",), "no queue 'nosuchqueue'"),
-    (("{queue}", "--from", "yesterday"), "--from 'yesterday' is not a message id"),
-    (("{queue}", "--to", "1:99999"), "sequence"),
-    (("{queue}", "--from", "2000", "--to", "1000"), "is after"),
-    (("{queue}", "--partition", "2"), "out of range"),
-    (("{queue}", "--topic", ""), "'topic'"),
-])
-def test_errors_are_one_line_and_status_1(hbase_server: StandaloneProcess, queue: Queue,
-                                          args: tuple[str, ...], message: str) -> None:
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("nosuchqueue",), "no queue 'nosuchqueue'"),
+        (("{queue}", "--from", "yesterday"), "--from 'yesterday' is not a message id"),
+        (("{queue}", "--to", "1:99999"), "sequence"),
+        (("{queue}", "--from", "2000", "--to", "1000"), "is after"),
+        (("{queue}", "--partition", "2"), "out of range"),
+        (("{queue}", "--topic", ""), "'topic'"),
+    ],
+)
+def test_errors_are_one_line_and_status_1(
+    hbase_server: StandaloneProcess, queue: Queue, args: tuple[str, ...], message: str
+) -> None:
     done = run(hbase_server, *(a.format(queue=queue.name) for a in args))
     assert done.returncode == 1
     assert done.stdout == ""
@@ -134,19 +166,28 @@ def test_errors_are_one_line_and_status_1(hbase_server: StandaloneProcess, queue
 def test_unreachable_hbase_is_status_1(hbase_server: StandaloneProcess) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "hqueue", "--hbase", "127.0.0.1:1", "scan", "q"],
-        env=env(hbase_server), capture_output=True, text=True, timeout=60)
+        env=env(hbase_server),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
     assert done.stderr.startswith("Error: ") and "Traceback" not in done.stderr
 
 
-def test_broken_pipe_exits_quietly(hbase_server: StandaloneProcess, hq: Client,
-                                   queue_name: str) -> None:
+def test_broken_pipe_exits_quietly(
+    hbase_server: StandaloneProcess, hq: Client, queue_name: str
+) -> None:
     # Far more output than a pipe buffers, so the scan is still writing when the
     # reader goes away, as with ``hqueue scan q | head -1``.
     make_queue(hq, queue_name, 1)
     write_rows(hq, queue_name, [(0, T0 + i, 0, "t", b"x" * 200) for i in range(5000)])
-    proc = subprocess.Popen(hqueue_cmd(hbase_server, queue_name), env=env(hbase_server),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        hqueue_cmd(hbase_server, queue_name),
+        env=env(hbase_server),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout is not None and proc.stderr is not None
     assert proc.stdout.readline().startswith(f"{T0}:0".encode())
     proc.stdout.close()

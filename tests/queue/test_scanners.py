@@ -116,7 +116,8 @@ def test_batch_size_does_not_change_results(queue: Queue, batch_size: int) -> No
     assert list(queue.partition_scanner(0, batch_size=batch_size)) == of_partition(0)
     assert list(queue.scan(batch_size=batch_size)) == of_partition(0) + of_partition(2)
     assert list(queue.combined_scanner([0, 2], batch_size=batch_size)) == by_id(
-        of_partition(0) + of_partition(2))
+        of_partition(0) + of_partition(2)
+    )
 
 
 # ------------------------------------------------------------------ bounds
@@ -124,11 +125,14 @@ def test_batch_size_does_not_change_results(queue: Queue, batch_size: int) -> No
 
 @pytest.mark.parametrize("start", [MessageId(T0 + 1, 1), f"{T0 + 1}:1", (T0 + 1, 1)])
 @pytest.mark.parametrize("stop", [MessageId(T0 + 3, 1), f"{T0 + 3}:1", (T0 + 3, 1)])
-def test_start_inclusive_stop_exclusive_by_id(queue: Queue, start: object, stop: object
-                                              ) -> None:
+def test_start_inclusive_stop_exclusive_by_id(queue: Queue, start: object, stop: object) -> None:
     messages = list(queue.partition_scanner(0, start=start, stop=stop))
     assert [str(m.id) for m in messages] == [
-        f"{T0 + 1}:1", f"{T0 + 2}:0", f"{T0 + 2}:1", f"{T0 + 3}:0"]
+        f"{T0 + 1}:1",
+        f"{T0 + 2}:0",
+        f"{T0 + 2}:1",
+        f"{T0 + 3}:0",
+    ]
 
 
 def test_only_start_or_only_stop(queue: Queue) -> None:
@@ -142,20 +146,29 @@ def test_equal_start_and_stop_is_empty(queue: Queue) -> None:
     assert list(queue.partition_scanner(0, start=T0, stop=T0)) == []
 
 
-@pytest.mark.parametrize("convert", [
-    lambda ms: ms,
-    lambda ms: dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC),
-    lambda ms: dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat(),
-    lambda ms: dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime(
-        "%Y-%m-%dT%H:%M:%S.%fZ"),
-], ids=["ms", "datetime", "iso", "iso-z"])
+@pytest.mark.parametrize(
+    "convert",
+    [
+        lambda ms: ms,
+        lambda ms: dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC),
+        lambda ms: dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat(),
+        lambda ms: dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime(
+            "%Y-%m-%dT%H:%M:%S.%fZ"
+        ),
+    ],
+    ids=["ms", "datetime", "iso", "iso-z"],
+)
 def test_bounds_by_time(queue: Queue, convert: object) -> None:
     assert callable(convert)
     # A time stands for its first id: from T0+1 includes both messages of that
     # millisecond; to T0+3 excludes both of T0+3.
     messages = list(queue.partition_scanner(0, start=convert(T0 + 1), stop=convert(T0 + 3)))
     assert [m.id for m in messages] == [
-        MessageId(T0 + 1, 0), MessageId(T0 + 1, 1), MessageId(T0 + 2, 0), MessageId(T0 + 2, 1)]
+        MessageId(T0 + 1, 0),
+        MessageId(T0 + 1, 1),
+        MessageId(T0 + 2, 0),
+        MessageId(T0 + 2, 1),
+    ]
 
 
 def test_naive_datetime_is_utc(queue: Queue) -> None:
@@ -168,8 +181,7 @@ def test_bounds_apply_to_every_partition(queue: Queue) -> None:
     want0 = [m for m in of_partition(0) if MessageId(T0, 1) <= m.id < MessageId(T0 + 3, 0)]
     want2 = [m for m in of_partition(2) if MessageId(T0, 1) <= m.id < MessageId(T0 + 3, 0)]
     assert list(queue.scan(start=start, stop=stop)) == want0 + want2
-    assert list(queue.combined_scanner([0, 1, 2], start=start, stop=stop)) == by_id(
-        want0 + want2)
+    assert list(queue.combined_scanner([0, 1, 2], start=start, stop=stop)) == by_id(want0 + want2)
 
 
 # ------------------------------------------------------------------ topics, limit
@@ -177,20 +189,25 @@ def test_bounds_apply_to_every_partition(queue: Queue) -> None:
 
 def test_topic_filter(queue: Queue) -> None:
     assert list(queue.partition_scanner(0, topics=["b"])) == [
-        m for m in of_partition(0) if m.topic == "b"]
+        m for m in of_partition(0) if m.topic == "b"
+    ]
     assert list(queue.partition_scanner(0, topics="b")) == [
-        m for m in of_partition(0) if m.topic == "b"]
+        m for m in of_partition(0) if m.topic == "b"
+    ]
     assert list(queue.scan(topics=("c", "b"))) == [
-        m for m in of_partition(0) + of_partition(2) if m.topic in "bc"]
+        m for m in of_partition(0) + of_partition(2) if m.topic in "bc"
+    ]
     assert list(queue.combined_scanner([0, 2], topics={"a"}, start=T0 + 1)) == by_id(
-        m for m in of_partition(0) + of_partition(2) if m.topic == "a" and m.timestamp > T0)
+        m for m in of_partition(0) + of_partition(2) if m.topic == "a" and m.timestamp > T0
+    )
     assert list(queue.scan(topics=["nosuchtopic"])) == []
 
 
 def test_non_ascii_topic_and_binary_value(hq: Client, queue: Queue) -> None:
     write_rows(hq, queue.name, [(1, T0, 0, "żółw", b"\xff\x00\xfe")])
     assert list(queue.partition_scanner(1, topics=["żółw"])) == [
-        Message(MessageId(T0, 0), 1, "żółw", b"\xff\x00\xfe")]
+        Message(MessageId(T0, 0), 1, "żółw", b"\xff\x00\xfe")
+    ]
 
 
 def test_limit(queue: Queue) -> None:
@@ -200,17 +217,22 @@ def test_limit(queue: Queue) -> None:
     assert list(queue.partition_scanner(0, limit=0)) == []
     # QueueScanner: the limit spans partitions, with and without bounds.
     assert list(queue.scan(limit=12)) == (of_partition(0) + of_partition(2))[:12]
-    assert list(queue.scan(limit=12, start=T0, batch_size=4)) == (
-        of_partition(0) + of_partition(2))[:12]
+    assert (
+        list(queue.scan(limit=12, start=T0, batch_size=4))
+        == (of_partition(0) + of_partition(2))[:12]
+    )
     merged = by_id(of_partition(0) + of_partition(2))
     for limit in (1, 2, 3, 5, 13, 14, 15):
-        assert list(queue.combined_scanner([0, 2], limit=limit, batch_size=2)) == (
-            merged[:limit]), limit
+        assert (
+            list(queue.combined_scanner([0, 2], limit=limit, batch_size=2)) == (merged[:limit])
+        ), limit
 
 
 def test_limit_with_topics(queue: Queue) -> None:
-    assert list(queue.scan(topics=["a"], limit=6)) == [
-        m for m in of_partition(0) + of_partition(2) if m.topic == "a"][:6]
+    assert (
+        list(queue.scan(topics=["a"], limit=6))
+        == [m for m in of_partition(0) + of_partition(2) if m.topic == "a"][:6]
+    )
 
 
 # ------------------------------------------------------------------ order
@@ -223,7 +245,11 @@ def test_combined_scanner_merges_by_id_then_partition(queue: Queue) -> None:
     assert messages == by_id(of_partition(0) + of_partition(2))
     # Ties: T0:0 and T0:1 and (T0+2):0 exist in both partitions; partition 0 first.
     assert [(str(m.id), m.partition) for m in messages[:4]] == [
-        (f"{T0}:0", 0), (f"{T0}:0", 2), (f"{T0}:1", 0), (f"{T0}:1", 2)]
+        (f"{T0}:0", 0),
+        (f"{T0}:0", 2),
+        (f"{T0}:1", 0),
+        (f"{T0}:1", 2),
+    ]
     assert messages[-1].value == b"p2-3"  # the latest id, in the last partition
 
 
@@ -231,8 +257,11 @@ def test_combined_scanner_many_partitions(hq: Client, queue_name: str) -> None:
     # More partitions than the connection pool holds: a combined scanner keeps a
     # server-side scanner per partition but no connection per partition.
     queue = make_queue(hq, queue_name, 12)
-    rows = [(p, T0 + (i * 7 + p * 3) % 50, p % 2, "t", f"{p}-{i}".encode())
-            for p in range(12) for i in range(20)]
+    rows = [
+        (p, T0 + (i * 7 + p * 3) % 50, p % 2, "t", f"{p}-{i}".encode())
+        for p in range(12)
+        for i in range(20)
+    ]
     write_rows(hq, queue_name, rows)
     want = by_id(expected(sorted(set(rows))))
     assert list(queue.combined_scanner(range(12), batch_size=3)) == want
@@ -271,36 +300,44 @@ def test_partition_out_of_range(queue: Queue, partition: object) -> None:
         queue.partition_scanner(partition)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("partitions, match", [
-    ([0, 3], "'partitions' 3 is out of range"),
-    ([], "at least one"),
-    ([0, 0], "repeats"),
-    (5, "iterable"),
-])
+@pytest.mark.parametrize(
+    "partitions, match",
+    [
+        ([0, 3], "'partitions' 3 is out of range"),
+        ([], "at least one"),
+        ([0, 0], "repeats"),
+        (5, "iterable"),
+    ],
+)
 def test_bad_partitions(queue: Queue, partitions: object, match: str) -> None:
     with pytest.raises(InvalidArgumentError, match=match):
         queue.combined_scanner(partitions)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("options, match", [
-    ({"start": "yesterday"}, "'start' 'yesterday' is not a message id"),
-    ({"stop": object()}, "'stop'"),
-    ({"start": f"{T0}:99999"}, "sequence"),
-    ({"start": -1}, "timestamp"),
-    ({"start": T0 + 1, "stop": T0}, "'start' .* is after 'stop'"),
-    ({"topics": []}, "'topics' must name at least one"),
-    ({"topics": [""]}, "'topic'"),
-    ({"topics": [b"a"]}, "'topic' must be a string"),
-    ({"topics": 5}, "'topics'"),
-    ({"limit": -1}, "'limit'"),
-    ({"limit": 1.5}, "'limit'"),
-    ({"batch_size": 0}, "'batch_size'"),
-    ({"batch_size": True}, "'batch_size'"),
-])
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"start": "yesterday"}, "'start' 'yesterday' is not a message id"),
+        ({"stop": object()}, "'stop'"),
+        ({"start": f"{T0}:99999"}, "sequence"),
+        ({"start": -1}, "timestamp"),
+        ({"start": T0 + 1, "stop": T0}, "'start' .* is after 'stop'"),
+        ({"topics": []}, "'topics' must name at least one"),
+        ({"topics": [""]}, "'topic'"),
+        ({"topics": [b"a"]}, "'topic' must be a string"),
+        ({"topics": 5}, "'topics'"),
+        ({"limit": -1}, "'limit'"),
+        ({"limit": 1.5}, "'limit'"),
+        ({"batch_size": 0}, "'batch_size'"),
+        ({"batch_size": True}, "'batch_size'"),
+    ],
+)
 def test_bad_options(queue: Queue, options: dict[str, object], match: str) -> None:
-    for make in (lambda: queue.partition_scanner(0, **options),
-                 lambda: queue.combined_scanner([0, 2], **options),
-                 lambda: queue.scan(**options)):
+    for make in (
+        lambda: queue.partition_scanner(0, **options),
+        lambda: queue.combined_scanner([0, 2], **options),
+        lambda: queue.scan(**options),
+    ):
         with pytest.raises(InvalidArgumentError, match=match):
             make()
 
@@ -334,9 +371,11 @@ def test_combined_scanner_closes_every_partitions_scanner(queue: Queue, hq: Clie
 
 
 def test_closed_on_exhaustion_and_on_limit(queue: Queue, hq: Client) -> None:
-    for make in (lambda **o: queue.partition_scanner(0, **o),
-                 lambda **o: queue.scan(**o),
-                 lambda **o: queue.combined_scanner([0, 2], **o)):
+    for make in (
+        lambda **o: queue.partition_scanner(0, **o),
+        lambda **o: queue.scan(**o),
+        lambda **o: queue.combined_scanner([0, 2], **o),
+    ):
         scanner = make(batch_size=3)
         next(scanner)
         ids = scanner.open_scanner_ids
@@ -355,9 +394,11 @@ def test_closed_on_exhaustion_and_on_limit(queue: Queue, hq: Client) -> None:
 
 
 def test_close_inside_a_for_loop_ends_it(queue: Queue) -> None:
-    for make in (lambda: queue.partition_scanner(0),
-                 lambda: queue.scan(),
-                 lambda: queue.combined_scanner([0, 1, 2])):
+    for make in (
+        lambda: queue.partition_scanner(0),
+        lambda: queue.scan(),
+        lambda: queue.combined_scanner([0, 1, 2]),
+    ):
         scanner = make()
         seen = []
         for message in scanner:

@@ -39,8 +39,11 @@ def test_partitions_spread_evenly_and_move_when_a_sidecar_is_killed(cluster: Clu
     cluster.process("--id", "sc-b")
     client = cluster.client()
     client.create_queue("q", partitions=6)
-    wait_for(lambda: sorted(owners(client, "q").values()) == ["sc-a"] * 3 + ["sc-b"] * 3, 20,
-             "three partitions owned by each sidecar")
+    wait_for(
+        lambda: sorted(owners(client, "q").values()) == ["sc-a"] * 3 + ["sc-b"] * 3,
+        20,
+        "three partitions owned by each sidecar",
+    )
     queue = client.queue("q")
     before = {p: queue.put(b"before", topic="t", partition=p) for p in range(6)}
 
@@ -65,8 +68,11 @@ def test_sigterm_hands_partitions_over_and_loses_no_acknowledged_message(
     queue = client.queue("q")
     queue.put(b"first", topic="t", partition=0)
     cluster.process("--id", "sc-b")
-    wait_for(lambda: sorted(owners(client, "q").values()) == ["sc-a", "sc-b"], 20,
-             "a partition to move to the new sidecar")
+    wait_for(
+        lambda: sorted(owners(client, "q").values()) == ["sc-a", "sc-b"],
+        20,
+        "a partition to move to the new sidecar",
+    )
 
     acked: list[tuple[int, MessageId]] = []
     errors: list[BaseException] = []
@@ -164,7 +170,8 @@ def test_concurrent_producers_get_increasing_ids_in_commit_order(cluster: Cluste
 
 
 def test_expired_session_acknowledges_no_further_write(
-    zk_cluster: Cluster, zookeeper_server: ZooKeeperServer,
+    zk_cluster: Cluster,
+    zookeeper_server: ZooKeeperServer,
 ) -> None:
     first = zk_cluster.in_process(sidecar_id="sc-a")
     client = zk_cluster.client()
@@ -172,8 +179,11 @@ def test_expired_session_acknowledges_no_further_write(
     queue = client.queue("q")
     queue.put(b"before", topic="t", partition=0)
     zk_cluster.in_process(sidecar_id="sc-b")
-    wait_for(lambda: sorted(owners(client, "q").values()) == ["sc-a", "sc-b"], 20,
-             "both sidecars to own a partition")
+    wait_for(
+        lambda: sorted(owners(client, "q").values()) == ["sc-a", "sc-b"],
+        20,
+        "both sidecars to own a partition",
+    )
     mine = next(p for p, s in owners(client, "q").items() if s == "sc-a")
     assert first.sidecar is not None and first.store is not None
     sidecar = first.sidecar
@@ -196,8 +206,12 @@ def test_expired_session_acknowledges_no_further_write(
 def test_acknowledged_messages_survive_kill_9_of_sidecar_and_server(tmp_path: Path) -> None:
     server = StandaloneProcess(tmp_path / "data", ("--session-timeout", str(SESSION))).start()
     try:
-        client = connect(server.address, hbase_admin=f"{server.host}:{server.thrift2_port}",
-                         table_prefix="", put_timeout=60)
+        client = connect(
+            server.address,
+            hbase_admin=f"{server.host}:{server.thrift2_port}",
+            table_prefix="",
+            put_timeout=60,
+        )
         client.create_queue("q", partitions=2)
         queue = client.queue("q")
         acked: list[MessageId] = [queue.put(b"warm", topic="t", partition=0)]
@@ -225,8 +239,12 @@ def test_acknowledged_messages_survive_kill_9_of_sidecar_and_server(tmp_path: Pa
         assert not failures
         client.close()
         server.restart()
-        client = connect(server.address, hbase_admin=f"{server.host}:{server.thrift2_port}",
-                         table_prefix="", put_timeout=60)
+        client = connect(
+            server.address,
+            hbase_admin=f"{server.host}:{server.thrift2_port}",
+            table_prefix="",
+            put_timeout=60,
+        )
         stored = set(scan_ids(client, "q", 0))
         assert set(acked) <= stored
         # And the restarted sidecar continues after the last row.

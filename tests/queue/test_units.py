@@ -22,8 +22,12 @@ def test_rowkey_is_twelve_big_endian_bytes() -> None:
     key = encode_rowkey(2, MessageId(1700000000000, 3))
     assert key == bytes.fromhex("0002") + (1700000000000).to_bytes(8, "big") + b"\x00\x03"
     assert decode_rowkey(key) == (2, MessageId(1700000000000, 3))
-    assert encode_rowkey(1, MessageId(5, 0)) < encode_rowkey(1, MessageId(5, 1)) \
-        < encode_rowkey(1, MessageId(6, 0)) < encode_rowkey(2, MessageId(0, 0))
+    assert (
+        encode_rowkey(1, MessageId(5, 0))
+        < encode_rowkey(1, MessageId(5, 1))
+        < encode_rowkey(1, MessageId(6, 0))
+        < encode_rowkey(2, MessageId(0, 0))
+    )
     with pytest.raises(InvalidArgumentError):
         encode_rowkey(70000, MessageId(0, 0))
     with pytest.raises(InvalidArgumentError):
@@ -90,11 +94,15 @@ def test_sidecar_errors_cross_the_wire_as_themselves() -> None:
     from hqueue.errors import NoQueueError, NotOwnerError, UnavailableError
     from hqueue.wire.errors import from_sidecar_exception, to_sidecar_exception
 
-    not_owner = from_sidecar_exception(to_sidecar_exception(
-        NotOwnerError("not mine", 3, "10.0.0.1:9092")))
+    not_owner = from_sidecar_exception(
+        to_sidecar_exception(NotOwnerError("not mine", 3, "10.0.0.1:9092"))
+    )
     assert isinstance(not_owner, NotOwnerError)
     assert (str(not_owner), not_owner.partition, not_owner.owner) == (
-        "not mine", 3, "10.0.0.1:9092")
+        "not mine",
+        3,
+        "10.0.0.1:9092",
+    )
     invalid = InvalidArgumentError("message 2: bad topic")
     invalid.index = 2  # type: ignore[attr-defined]
     back = from_sidecar_exception(to_sidecar_exception(invalid))

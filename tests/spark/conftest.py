@@ -55,17 +55,26 @@ def store_rows(server: StandaloneProcess, client: Client, queue: str, rows: Sequ
     conn = happybase.Connection(server.host, server.port)
     try:
         for i in range(0, len(rows), 5000):
-            conn.client.mutateRows(table, [
-                hbase1.BatchMutation(
-                    row=struct.pack(">HQH", p, ts, seq),
-                    mutations=[hbase1.Mutation(column=b"message:" + topic.encode(), value=v)])
-                for p, ts, seq, topic, v in rows[i:i + 5000]
-            ], {})
+            conn.client.mutateRows(
+                table,
+                [
+                    hbase1.BatchMutation(
+                        row=struct.pack(">HQH", p, ts, seq),
+                        mutations=[hbase1.Mutation(column=b"message:" + topic.encode(), value=v)],
+                    )
+                    for p, ts, seq, topic, v in rows[i : i + 5000]
+                ],
+                {},
+            )
     finally:
         conn.close()
 
 
 def options(server: StandaloneProcess, queue: str) -> dict[str, str]:
     """The data source options reaching ``queue`` on the session server."""
-    return {"queue": queue, "hbase": server.address,
-            "hbase_admin": f"{server.host}:{server.thrift2_port}", "table_prefix": ""}
+    return {
+        "queue": queue,
+        "hbase": server.address,
+        "hbase_admin": f"{server.host}:{server.thrift2_port}",
+        "table_prefix": "",
+    }

@@ -32,23 +32,24 @@ def test_views_become_plain_arrow_columns() -> None:
 
 def test_views_into_stored_rows() -> None:
     data = b"HEADERtopicVALUE-NUMBER-ONE..junk..VALUE-NUMBER-TWO"
-    block = MessageBlock(KEYS[0] + KEYS[1], data, struct.pack("<4i", 6, 5, 6, 5),
-                         struct.pack("<4i", 11, 16, 35, 16))
+    block = MessageBlock(
+        KEYS[0] + KEYS[1], data, struct.pack("<4i", 6, 5, 6, 5), struct.pack("<4i", 11, 16, 35, 16)
+    )
     rows = block_to_batch(block).to_pylist()
     assert [(r["topic"], r["value"]) for r in rows] == [
-        ("topic", b"VALUE-NUMBER-ONE"), ("topic", b"VALUE-NUMBER-TWO")]
+        ("topic", b"VALUE-NUMBER-ONE"),
+        ("topic", b"VALUE-NUMBER-TWO"),
+    ]
 
 
 def test_view_out_of_the_data_is_refused() -> None:
-    block = MessageBlock(KEYS[0], b"abc", struct.pack("<2i", 0, 1),
-                         struct.pack("<2i", 1, 40))
+    block = MessageBlock(KEYS[0], b"abc", struct.pack("<2i", 0, 1), struct.pack("<2i", 1, 40))
     with pytest.raises(StorageError, match="malformed messages"):
         block_to_batch(block)
 
 
 def test_topic_that_is_not_utf8_is_refused() -> None:
-    block = MessageBlock(KEYS[0], b"\xff\xfe", struct.pack("<2i", 0, 2),
-                         struct.pack("<2i", 0, 0))
+    block = MessageBlock(KEYS[0], b"\xff\xfe", struct.pack("<2i", 0, 2), struct.pack("<2i", 0, 0))
     with pytest.raises(StorageError, match="not UTF-8"):
         block_to_batch(block)
 

@@ -19,8 +19,11 @@ BASE = 1_700_000_000_000
 
 
 def _rows(partitions: int, per_partition: int) -> list[tuple[int, int, int, str, bytes]]:
-    return [(p, BASE + i // 2, i % 2, f"t{i % 3}", f"p{p}-m{i}".encode())
-            for p in range(partitions) for i in range(per_partition)]
+    return [
+        (p, BASE + i // 2, i % 2, f"t{i % 3}", f"p{p}-m{i}".encode())
+        for p in range(partitions)
+        for i in range(per_partition)
+    ]
 
 
 @pytest.fixture
@@ -39,12 +42,11 @@ def test_reads_every_row_with_its_columns(spark, hbase_server, filled):
     queue, rows = filled
     df = spark.read.format("hqueue").options(**options(hbase_server, queue)).load()
     assert df.schema.simpleString() == (
-        "struct<partition:int,timestamp:timestamp,sequence:int,id:string,topic:string,"
-        "value:binary>")
+        "struct<partition:int,timestamp:timestamp,sequence:int,id:string,topic:string,value:binary>"
+    )
     assert df.rdd.getNumPartitions() == 3
     got = df.collect()
-    assert sorted(map(_key, got)) == sorted(
-        (p, f"{ts}:{seq}", t, v) for p, ts, seq, t, v in rows)
+    assert sorted(map(_key, got)) == sorted((p, f"{ts}:{seq}", t, v) for p, ts, seq, t, v in rows)
     first = min(got, key=lambda r: (r.partition, r.id))
     assert first.timestamp == dt.datetime(2023, 11, 14, 22, 13, 20)
     assert (first.partition, first.sequence) == (0, 0)
@@ -52,12 +54,20 @@ def test_reads_every_row_with_its_columns(spark, hbase_server, filled):
 
 def test_options_narrow_the_read(spark, hbase_server, filled):
     queue, rows = filled
-    df = (spark.read.format("hqueue").options(**options(hbase_server, queue))
-          .option("partitions", "1-2").option("topics", "t0,t2")
-          .option("start", f"{BASE + 5}:1").option("end", f"{BASE + 15}:0").load())
-    expected = sorted((p, f"{ts}:{seq}", t, v) for p, ts, seq, t, v in rows
-                      if p >= 1 and t in ("t0", "t2")
-                      and (BASE + 5, 1) <= (ts, seq) < (BASE + 15, 0))
+    df = (
+        spark.read.format("hqueue")
+        .options(**options(hbase_server, queue))
+        .option("partitions", "1-2")
+        .option("topics", "t0,t2")
+        .option("start", f"{BASE + 5}:1")
+        .option("end", f"{BASE + 15}:0")
+        .load()
+    )
+    expected = sorted(
+        (p, f"{ts}:{seq}", t, v)
+        for p, ts, seq, t, v in rows
+        if p >= 1 and t in ("t0", "t2") and (BASE + 5, 1) <= (ts, seq) < (BASE + 15, 0)
+    )
     assert sorted(map(_key, df.collect())) == expected
     assert expected
 
@@ -65,8 +75,12 @@ def test_options_narrow_the_read(spark, hbase_server, filled):
 def test_iso_time_bounds(spark, hbase_server, filled):
     queue, rows = filled
     start = dt.datetime.fromtimestamp((BASE + 10) / 1000, tz=dt.UTC).isoformat()
-    df = (spark.read.format("hqueue").options(**options(hbase_server, queue))
-          .option("start", start).load())
+    df = (
+        spark.read.format("hqueue")
+        .options(**options(hbase_server, queue))
+        .option("start", start)
+        .load()
+    )
     assert df.count() == sum(1 for r in rows if r[1] >= BASE + 10)
 
 
@@ -76,13 +90,19 @@ def test_filters_are_pushed_to_rowkey_ranges_and_columns(spark, hbase_server, fi
     since = dt.datetime.fromtimestamp((BASE + 12) / 1000, tz=dt.UTC)
     got = df.filter((df.partition == 2) & (df.topic == "t1") & (df.timestamp >= since)).collect()
     assert sorted(map(_key, got)) == sorted(
-        (p, f"{ts}:{seq}", t, v) for p, ts, seq, t, v in rows
-        if p == 2 and t == "t1" and ts >= BASE + 12)
+        (p, f"{ts}:{seq}", t, v)
+        for p, ts, seq, t, v in rows
+        if p == 2 and t == "t1" and ts >= BASE + 12
+    )
 
     # What the reader plans for the same filters: one range, of partition 2, from the time.
     reader = HQueueReader(SourceOptions.parse(options(hbase_server, queue)))
-    filters = [EqualTo(("partition",), 2), In(("topic",), ("t1", "t9")),
-               GreaterThanOrEqual(("timestamp",), since), LessThan(("sequence",), 5)]
+    filters = [
+        EqualTo(("partition",), 2),
+        In(("topic",), ("t1", "t9")),
+        GreaterThanOrEqual(("timestamp",), since),
+        LessThan(("sequence",), 5),
+    ]
     left = list(reader.pushFilters(filters))
     assert left == [filters[2], filters[3]]  # time re-checked by Spark; sequence not pushed
     (part,) = reader.plan()
@@ -97,8 +117,12 @@ def test_split_by_region(spark, hbase_server, hq, queue_name):
     hq.create_queue(queue_name, partitions=4, regions=2)
     rows = _rows(4, 10)
     store_rows(hbase_server, hq, queue_name, rows)
-    df = (spark.read.format("hqueue").options(**options(hbase_server, queue_name))
-          .option("split", "region").load())
+    df = (
+        spark.read.format("hqueue")
+        .options(**options(hbase_server, queue_name))
+        .option("split", "region")
+        .load()
+    )
     assert df.rdd.getNumPartitions() == 2
     assert df.count() == len(rows)
 
@@ -123,7 +147,8 @@ def test_read_queue_prefers_the_region_hosts(spark, hbase_server, hq, queue_name
     queue, rows = filled
     df = hqueue.spark.read_queue(spark, queue, hbase=hbase_server.address, table_prefix="")
     assert sorted(map(_key, df.collect())) == sorted(
-        (p, f"{ts}:{seq}", t, v) for p, ts, seq, t, v in rows)
+        (p, f"{ts}:{seq}", t, v) for p, ts, seq, t, v in rows
+    )
 
     from hqueue.spark.locality import located_rdd, plan_located
 

@@ -16,23 +16,31 @@ BASE = 1_700_000_000_000
 
 
 def _rows(start: int, count: int, partitions: int = 2):
-    return [(i % partitions, BASE + i, 0, "t", f"m{i}".encode())
-            for i in range(start, start + count)]
+    return [
+        (i % partitions, BASE + i, 0, "t", f"m{i}".encode()) for i in range(start, start + count)
+    ]
 
 
 def _run(spark, opts, out, checkpoint):
-    query = (spark.readStream.format("hqueue").options(**opts)
-             .option("maxMessagesPerTrigger", "7").load()
-             .writeStream.format("parquet").option("path", str(out))
-             .option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True).start())
+    query = (
+        spark.readStream.format("hqueue")
+        .options(**opts)
+        .option("maxMessagesPerTrigger", "7")
+        .load()
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination(120)
     assert query.exception() is None
     return [p["numInputRows"] for p in query.recentProgress]
 
 
 def test_restarted_query_resumes_without_gaps_or_repeats(
-        spark, hbase_server, hq, queue_name, tmp_path):
+    spark, hbase_server, hq, queue_name, tmp_path
+):
     hq.create_queue(queue_name, partitions=2)
     opts = options(hbase_server, queue_name)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
@@ -62,13 +70,15 @@ def test_starting_offsets(hbase_server, hq, queue_name):
     opts = options(hbase_server, queue_name)
 
     def initial(starting):
-        return HQueueStreamReader(StreamOptions.parse(
-            {**opts, "startingOffsets": starting})).initialOffset()
+        return HQueueStreamReader(
+            StreamOptions.parse({**opts, "startingOffsets": starting})
+        ).initialOffset()
 
     assert initial("earliest") == {"partitions": {"0": None, "1": None}}
     assert initial("latest") == {"partitions": {"0": f"{BASE + 4}:0", "1": f"{BASE + 5}:0"}}
     assert initial(json.dumps({"1": f"{BASE + 1}:0"})) == {
-        "partitions": {"0": None, "1": f"{BASE + 1}:0"}}
+        "partitions": {"0": None, "1": f"{BASE + 1}:0"}
+    }
 
     reader = HQueueStreamReader(StreamOptions.parse(opts))
     start = {"partitions": {"0": f"{BASE}:0", "1": None}}

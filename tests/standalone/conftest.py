@@ -58,8 +58,9 @@ def connect(server: StandaloneProcess, **kwargs: Any) -> happybase.Connection:
 
 def thrift2_client(server: StandaloneProcess, **kwargs: Any) -> Any:
     """A Thrift2 ``THBaseService`` client (binary, buffered unless told otherwise)."""
-    return thriftpy2.rpc.make_client(H2.THBaseService, server.host, server.thrift2_port,
-                                     timeout=CLIENT_TIMEOUT_MS, **kwargs)
+    return thriftpy2.rpc.make_client(
+        H2.THBaseService, server.host, server.thrift2_port, timeout=CLIENT_TIMEOUT_MS, **kwargs
+    )
 
 
 @pytest.fixture

@@ -49,7 +49,8 @@ def test_create_existing_table_raises_already_exists(hbase: happybase.Connection
 
 @pytest.mark.parametrize("bad", [b"has space", b"-leading-dash", b"x:", b"a/b"])
 def test_create_table_with_illegal_name_is_illegal_argument(
-        hbase: happybase.Connection, bad: bytes) -> None:
+    hbase: happybase.Connection, bad: bytes
+) -> None:
     with pytest.raises(Hbase.IllegalArgument):
         hbase.client.createTable(bad, [Hbase.ColumnDescriptor(name=b"cf:")])
     assert bad not in hbase.client.getTableNames()
@@ -94,8 +95,7 @@ def test_recreated_table_does_not_see_old_rows(hbase: happybase.Connection) -> N
     assert list(hbase.table("a").scan()) == []
 
 
-def test_disable_blocks_reads_writes_and_scans_until_enabled(
-        hbase: happybase.Connection) -> None:
+def test_disable_blocks_reads_writes_and_scans_until_enabled(hbase: happybase.Connection) -> None:
     hbase.create_table("a", {"cf": {}})
     table = hbase.table("a")
     table.put(b"r", {b"cf:q": b"v"})
@@ -116,17 +116,28 @@ def test_disable_blocks_reads_writes_and_scans_until_enabled(
     assert table.row(b"r2") == {}
 
 
-@pytest.mark.parametrize("call", ["enableTable", "disableTable", "isTableEnabled",
-                                  "getColumnDescriptors", "compact", "majorCompact",
-                                  "deleteTable"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        "enableTable",
+        "disableTable",
+        "isTableEnabled",
+        "getColumnDescriptors",
+        "compact",
+        "majorCompact",
+        "deleteTable",
+    ],
+)
 def test_admin_calls_on_a_missing_table_raise_table_not_found(
-        hbase: happybase.Connection, call: str) -> None:
+    hbase: happybase.Connection, call: str
+) -> None:
     with pytest.raises(Hbase.IOError, match="TableNotFoundException"):
         getattr(hbase.client, call)(tname(hbase, "missing"))
 
 
 def test_reads_and_writes_on_a_missing_table_raise_table_not_found(
-        hbase: happybase.Connection) -> None:
+    hbase: happybase.Connection,
+) -> None:
     table = hbase.table("missing")
     with pytest.raises(Hbase.IOError, match="TableNotFoundException"):
         table.row(b"r")
@@ -136,8 +147,7 @@ def test_reads_and_writes_on_a_missing_table_raise_table_not_found(
         list(table.scan())
 
 
-def test_compact_and_major_compact_by_table_and_region_name(
-        hbase: happybase.Connection) -> None:
+def test_compact_and_major_compact_by_table_and_region_name(hbase: happybase.Connection) -> None:
     hbase.create_table("a", {"cf": {"max_versions": 1}})
     table = hbase.table("a")
     table.put(b"r", {b"cf:q": b"v"})
@@ -150,7 +160,8 @@ def test_compact_and_major_compact_by_table_and_region_name(
 
 
 def test_unsplit_table_is_one_region_served_by_this_server(
-        hbase: happybase.Connection, hbase_server: StandaloneProcess) -> None:
+    hbase: happybase.Connection, hbase_server: StandaloneProcess
+) -> None:
     hbase.create_table("a", {"cf": {}})
     regions = hbase.table("a").regions()
     assert len(regions) == 1

@@ -77,16 +77,19 @@ def test_increment_of_unknown_family_is_an_error(table: happybase.Table) -> None
 def test_increment_and_increment_rows_rpcs(table: happybase.Table) -> None:
     client = table.connection.client
     client.increment(Hbase.TIncrement(table=table.name, row=b"r", column=b"cf:n", ammount=3))
-    client.incrementRows([
-        Hbase.TIncrement(table=table.name, row=b"r", column=b"cf:n", ammount=4),
-        Hbase.TIncrement(table=table.name, row=b"s", column=b"cf:n", ammount=-1),
-    ])
+    client.incrementRows(
+        [
+            Hbase.TIncrement(table=table.name, row=b"r", column=b"cf:n", ammount=4),
+            Hbase.TIncrement(table=table.name, row=b"s", column=b"cf:n", ammount=-1),
+        ]
+    )
     assert table.counter_get(b"r", b"cf:n") == 7
     assert table.counter_get(b"s", b"cf:n") == -1
 
 
-def test_concurrent_increments_are_atomic(table: happybase.Table,
-                                          hbase: happybase.Connection) -> None:
+def test_concurrent_increments_are_atomic(
+    table: happybase.Table, hbase: happybase.Connection
+) -> None:
     threads_n, each = 8, 40
 
     def bump(_: int) -> None:
@@ -105,11 +108,24 @@ def test_concurrent_increments_are_atomic(table: happybase.Table,
 # ------------------------------------------------------------- checkAndPut
 
 
-def _cas(table: happybase.Table, row: bytes, column: bytes, expected: bytes | None,
-         put_column: bytes, value: bytes) -> bool:
-    return bool(table.connection.client.checkAndPut(
-        table.name, row, column, expected,
-        Hbase.Mutation(isDelete=False, column=put_column, value=value), {}))
+def _cas(
+    table: happybase.Table,
+    row: bytes,
+    column: bytes,
+    expected: bytes | None,
+    put_column: bytes,
+    value: bytes,
+) -> bool:
+    return bool(
+        table.connection.client.checkAndPut(
+            table.name,
+            row,
+            column,
+            expected,
+            Hbase.Mutation(isDelete=False, column=put_column, value=value),
+            {},
+        )
+    )
 
 
 def test_check_and_put_with_none_requires_the_column_absent(table: happybase.Table) -> None:
@@ -126,8 +142,7 @@ def test_check_and_put_with_a_value_requires_it_equal(table: happybase.Table) ->
     assert table.row(b"r") == {b"cf:a": b"v2"}
 
 
-def test_check_and_put_expecting_a_value_on_an_absent_column_fails(
-        table: happybase.Table) -> None:
+def test_check_and_put_expecting_a_value_on_an_absent_column_fails(table: happybase.Table) -> None:
     assert _cas(table, b"r", b"cf:a", b"anything", b"cf:a", b"v") is False
     assert table.row(b"r") == {}
 
@@ -163,8 +178,9 @@ def test_check_and_put_on_unknown_family_is_an_error(table: happybase.Table) -> 
     assert table.row(b"r") == {}
 
 
-def test_racing_check_and_puts_have_exactly_one_winner(table: happybase.Table,
-                                                       hbase: happybase.Connection) -> None:
+def test_racing_check_and_puts_have_exactly_one_winner(
+    table: happybase.Table, hbase: happybase.Connection
+) -> None:
     wins: list[int] = []
     barrier = threading.Barrier(10)
 

@@ -27,16 +27,21 @@ def test_everything_acknowledged_survives_kill_9(own_server: OwnServer) -> None:
     table.delete(b"single00")
     table.counter_inc(b"counter", b"cf:n", 41)
     table.counter_inc(b"counter", b"cf:n")
-    assert conn.client.checkAndPut(b"t", b"cas", b"cf:a", None,
-                                   Hbase.Mutation(column=b"cf:a", value=b"won"), {})
+    assert conn.client.checkAndPut(
+        b"t", b"cas", b"cf:a", None, Hbase.Mutation(column=b"cf:a", value=b"won"), {}
+    )
     conn.create_table("disabled", {"cf": {}})
     conn.disable_table("disabled")
     conn.create_table("dropped", {"cf": {}})
     conn.delete_table("dropped", disable=True)
     t2 = thrift2_client(server)
-    t2.createTable(H2.TTableDescriptor(tableName=H2.TTableName(qualifier=b"split"),
-                                       columns=[H2.TColumnFamilyDescriptor(name=b"m")]),
-                   [b"\x00\x01", b"\x00\x02"])
+    t2.createTable(
+        H2.TTableDescriptor(
+            tableName=H2.TTableName(qualifier=b"split"),
+            columns=[H2.TColumnFamilyDescriptor(name=b"m")],
+        ),
+        [b"\x00\x01", b"\x00\x02"],
+    )
     t2.close()
     conn.close()
 
@@ -56,7 +61,10 @@ def test_everything_acknowledged_survives_kill_9(own_server: OwnServer) -> None:
     assert table.row(b"cas") == {b"cf:a": b"won"}
     assert table.families()[b"ttl"]["time_to_live"] == 3600
     assert [r["start_key"] for r in conn.table("split").regions()] == [
-        b"", b"\x00\x01", b"\x00\x02"]
+        b"",
+        b"\x00\x01",
+        b"\x00\x02",
+    ]
     # The restarted server keeps working and counting.
     assert table.counter_inc(b"counter", b"cf:n") == 43
     conn.close()

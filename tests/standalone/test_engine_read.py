@@ -26,8 +26,7 @@ Expected = list[tuple[bytes, str, bytes]]
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
     s = Store(tmp_path / "store", map_size=256 << 20)
-    s.create_table(TABLE, {b"message": FamilyOptions(max_versions=3),
-                           b"other": FamilyOptions()})
+    s.create_table(TABLE, {b"message": FamilyOptions(max_versions=3), b"other": FamilyOptions()})
     yield s
     s.close()
 
@@ -40,8 +39,9 @@ def put(store: Store, rows: list[tuple[bytes, bytes, bytes]], ts: int = T0) -> N
     store.mutate_rows(TABLE, [RowMutation(k, [Mutation(c, v)]) for k, c, v in rows], ts=ts)
 
 
-def reference(store: Store, start: bytes, stop: bytes, columns: set[bytes] | None,
-              cutoff: int) -> Expected:
+def reference(
+    store: Store, start: bytes, stop: bytes, columns: set[bytes] | None, cutoff: int
+) -> Expected:
     """The messages of the range: each message column's newest version, row by row."""
     out: Expected = []
     rows = store.iter_raw(store.describe(TABLE), start, stop)
@@ -52,8 +52,11 @@ def reference(store: Store, start: bytes, stop: bytes, columns: set[bytes] | Non
                 if column in seen:
                     continue
                 seen.add(column)
-                if (ts >= cutoff and column.startswith(b"message:")
-                        and (columns is None or column in columns)):
+                if (
+                    ts >= cutoff
+                    and column.startswith(b"message:")
+                    and (columns is None or column in columns)
+                ):
                     out.append((row, column[8:].decode(), value))
     finally:
         rows.close()
@@ -62,12 +65,19 @@ def reference(store: Store, start: bytes, stop: bytes, columns: set[bytes] | Non
 
 def flat(block: MessageBlock) -> Expected:
     block.check()
-    keys = [block.rowkeys[i:i + 12] for i in range(0, len(block.rowkeys), 12)]
+    keys = [block.rowkeys[i : i + 12] for i in range(0, len(block.rowkeys), 12)]
     return list(zip(keys, block.topic_list(), block.value_list(), strict=True))
 
 
-def read_all(store: Store, start: bytes, stop: bytes, columns: set[bytes] | None = None,
-             limit: int = 10_000, max_bytes: int = 8 << 20, cutoff: int = 0) -> Expected:
+def read_all(
+    store: Store,
+    start: bytes,
+    stop: bytes,
+    columns: set[bytes] | None = None,
+    limit: int = 10_000,
+    max_bytes: int = 8 << 20,
+    cutoff: int = 0,
+) -> Expected:
     """Read the range call after call, resuming after the last rowkey, as a client does."""
     out: Expected = []
     desc = store.describe(TABLE)
@@ -85,16 +95,18 @@ def read_all(store: Store, start: bytes, stop: bytes, columns: set[bytes] | None
 def mixed_rows(store: Store, rng: random.Random) -> None:
     """Queue rows as hqueue writes them, plus rows written around it: several
     versions, several columns, another family, another topic length."""
-    plain = [(key(p, T0 + i, 0), b"message:t%d" % rng.randrange(3), rng.randbytes(
-        rng.randrange(0, 40))) for p in range(3) for i in range(300)]
+    plain = [
+        (key(p, T0 + i, 0), b"message:t%d" % rng.randrange(3), rng.randbytes(rng.randrange(0, 40)))
+        for p in range(3)
+        for i in range(300)
+    ]
     put(store, plain)
     chosen = rng.sample(plain, 40)
     put(store, [(k, c, b"newer") for k, c, _ in chosen[:10]], ts=T0 + 5)
     put(store, [(k, b"message:second-topic", b"two") for k, _, _ in chosen[10:20]])
     put(store, [(k, b"other:x", b"not a message") for k, _, _ in chosen[20:30]])
     put(store, [(key(1, T0 + 1000 + i, 1), b"other:only", b"nothing") for i in range(5)])
-    put(store, [(key(2, T0 + 2000 + i, 0), b"message:" + "ü".encode() * 3, b"u")
-                for i in range(5)])
+    put(store, [(key(2, T0 + 2000 + i, 0), b"message:" + "ü".encode() * 3, b"u") for i in range(5)])
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -113,8 +125,13 @@ def test_reads_agree_with_cell_by_cell_decoding(store: Store, seed: int) -> None
 
 def test_byte_budget_cuts_between_messages_and_skips_none(store: Store) -> None:
     rng = random.Random(3)
-    put(store, [(key(0, T0 + i, 0), b"message:t", rng.randbytes(rng.randrange(1, 300)))
-                for i in range(500)])
+    put(
+        store,
+        [
+            (key(0, T0 + i, 0), b"message:t", rng.randbytes(rng.randrange(1, 300)))
+            for i in range(500)
+        ],
+    )
     whole = reference(store, b"", b"", None, 0)
     for budget in (1, 200, 1000, 4096):
         assert read_all(store, b"", b"", max_bytes=budget) == whole, budget
@@ -148,7 +165,7 @@ def test_corrupt_row_is_refused_by_name(store: Store) -> None:
     bad = key(0, T0 + 1, 0)
     raw = encode_cells([(b"message:t", T0, b"value")])
     with store._env.begin(db=store._data, write=True) as txn:
-        txn.put(desc.prefix + bad, raw[:len(raw) - 15])  # cut inside the value
+        txn.put(desc.prefix + bad, raw[: len(raw) - 15])  # cut inside the value
     with pytest.raises(StorageError, match="corrupt"):
         read_all(store, b"", b"")
 

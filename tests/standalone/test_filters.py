@@ -23,8 +23,9 @@ def filled(table: happybase.Table) -> happybase.Table:
     return table
 
 
-def _scan(table: happybase.Table, filter_string: str, **kwargs: object) -> list[
-        tuple[bytes, dict[bytes, bytes]]]:
+def _scan(
+    table: happybase.Table, filter_string: str, **kwargs: object
+) -> list[tuple[bytes, dict[bytes, bytes]]]:
     return list(table.scan(filter=filter_string, **kwargs))
 
 
@@ -47,24 +48,34 @@ def test_prefix_filter_with_a_doubled_quote(table: happybase.Table) -> None:
 
 def test_key_only_filter_blanks_values(filled: happybase.Table) -> None:
     rows = _scan(filled, "KeyOnlyFilter()", row_prefix=b"a")
-    assert rows == [(b"a1", {b"cf:q1": b"", b"cf:q2": b"", b"cf:x": b""}),
-                    (b"a2", {b"cf:q1": b"", b"cf:q2": b"", b"cf:x": b""})]
+    assert rows == [
+        (b"a1", {b"cf:q1": b"", b"cf:q2": b"", b"cf:x": b""}),
+        (b"a2", {b"cf:q1": b"", b"cf:q2": b"", b"cf:x": b""}),
+    ]
 
 
 def test_key_only_filter_with_length_as_value(filled: happybase.Table) -> None:
     rows = _scan(filled, "KeyOnlyFilter(true)", row_prefix=b"c")
-    assert rows == [(b"c1", {b"cf:q1": struct.pack(">i", 3), b"cf:q2": struct.pack(">i", 4),
-                             b"cf:x": struct.pack(">i", 5)})]
+    assert rows == [
+        (
+            b"c1",
+            {
+                b"cf:q1": struct.pack(">i", 3),
+                b"cf:q2": struct.pack(">i", 4),
+                b"cf:x": struct.pack(">i", 5),
+            },
+        )
+    ]
 
 
-def test_first_key_only_filter_returns_the_first_cell_of_each_row(
-        filled: happybase.Table) -> None:
+def test_first_key_only_filter_returns_the_first_cell_of_each_row(filled: happybase.Table) -> None:
     rows = _scan(filled, "FirstKeyOnlyFilter()")
     assert [key for key, _ in rows] == KEYS
     assert all(cols == {b"cf:q1": b"1" + key} for key, cols in rows)
     # Applied after the column selection, as HBase's matcher does.
     assert _scan(filled, "FirstKeyOnlyFilter()", columns=[b"cf:x"], row_prefix=b"c") == [
-        (b"c1", {b"cf:x": b"333c1"})]
+        (b"c1", {b"cf:x": b"333c1"})
+    ]
 
 
 def test_column_prefix_filter_matches_qualifiers(filled: happybase.Table) -> None:
@@ -100,33 +111,49 @@ def test_or_takes_rows_matching_either(filled: happybase.Table) -> None:
 
 def test_parentheses_and_precedence(filled: happybase.Table) -> None:
     rows = _scan(filled, "(PrefixFilter('a') OR PrefixFilter('c')) AND ColumnPrefixFilter('x')")
-    assert rows == [(b"a1", {b"cf:x": b"333a1"}), (b"a2", {b"cf:x": b"333a2"}),
-                    (b"c1", {b"cf:x": b"333c1"})]
+    assert rows == [
+        (b"a1", {b"cf:x": b"333a1"}),
+        (b"a2", {b"cf:x": b"333a2"}),
+        (b"c1", {b"cf:x": b"333c1"}),
+    ]
     # AND binds tighter than OR.
     assert _keys(filled, "PrefixFilter('c') OR PrefixFilter('a') AND PrefixFilter('a2')") == [
-        b"a2", b"c1"]
+        b"a2",
+        b"c1",
+    ]
 
 
-@pytest.mark.parametrize("filter_string, name", [
-    ("ValueFilter(=, 'binary:x')", "ValueFilter"),
-    ("SingleColumnValueFilter('cf', 'x', =, 'binary:1')", "SingleColumnValueFilter"),
-    ("PrefixFilter('a') AND RowFilter(=, 'binary:a1')", "RowFilter"),
-    ("SKIP PrefixFilter('a')", "SKIP"),
-    ("WHILE PrefixFilter('a')", "WHILE"),
-])
-def test_unsupported_filters_are_refused_by_name(filled: happybase.Table, filter_string: str,
-                                                 name: str) -> None:
+@pytest.mark.parametrize(
+    "filter_string, name",
+    [
+        ("ValueFilter(=, 'binary:x')", "ValueFilter"),
+        ("SingleColumnValueFilter('cf', 'x', =, 'binary:1')", "SingleColumnValueFilter"),
+        ("PrefixFilter('a') AND RowFilter(=, 'binary:a1')", "RowFilter"),
+        ("SKIP PrefixFilter('a')", "SKIP"),
+        ("WHILE PrefixFilter('a')", "WHILE"),
+    ],
+)
+def test_unsupported_filters_are_refused_by_name(
+    filled: happybase.Table, filter_string: str, name: str
+) -> None:
     # scannerOpenWithScan declares only IOError, so the IllegalArgumentException travels in it.
     with pytest.raises(Hbase.IOError, match=name):
         _scan(filled, filter_string)
 
 
-@pytest.mark.parametrize("filter_string", [
-    "PrefixFilter('a'", "PrefixFilter(a)", "PageFilter('x')", "PrefixFilter('a') AND",
-    "KeyOnlyFilter(maybe)", "PageFilter(-1)", "PrefixFilter('a') PrefixFilter('b')",
-])
-def test_malformed_filter_strings_are_refused(filled: happybase.Table,
-                                              filter_string: str) -> None:
+@pytest.mark.parametrize(
+    "filter_string",
+    [
+        "PrefixFilter('a'",
+        "PrefixFilter(a)",
+        "PageFilter('x')",
+        "PrefixFilter('a') AND",
+        "KeyOnlyFilter(maybe)",
+        "PageFilter(-1)",
+        "PrefixFilter('a') PrefixFilter('b')",
+    ],
+)
+def test_malformed_filter_strings_are_refused(filled: happybase.Table, filter_string: str) -> None:
     with pytest.raises(Hbase.IOError, match="IllegalArgumentException"):
         _scan(filled, filter_string)
 

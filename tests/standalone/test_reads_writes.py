@@ -34,8 +34,9 @@ def test_family_colon_names_the_empty_qualifier_not_the_family(table: happybase.
     # HBase 0.96+ (HBASE-9549): "cf:" parses to family cf with an empty qualifier.
     table.put(b"r", {b"cf:": b"empty-qualifier", b"cf:a": b"1"})
     assert table.row(b"r", columns=[b"cf:"]) == {b"cf:": b"empty-qualifier"}
-    assert [c.value for c in table.connection.client.getVer(
-        table.name, b"r", b"cf:", 5, {})] == [b"empty-qualifier"]
+    assert [c.value for c in table.connection.client.getVer(table.name, b"r", b"cf:", 5, {})] == [
+        b"empty-qualifier"
+    ]
     table.delete(b"r", columns=[b"cf:"])
     assert table.row(b"r") == {b"cf:a": b"1"}
 
@@ -55,7 +56,9 @@ def test_rows_keep_request_order_and_skip_missing(table: happybase.Table) -> Non
         (b"c", {b"cf:q": b"c", b"other:q": b"C"}),
     ]
     assert table.rows([b"a", b"b"], columns=[b"other:q"]) == [
-        (b"a", {b"other:q": b"A"}), (b"b", {b"other:q": b"B"})]
+        (b"a", {b"other:q": b"A"}),
+        (b"b", {b"other:q": b"B"}),
+    ]
 
 
 def test_explicit_timestamps_are_kept(table: happybase.Table) -> None:
@@ -87,7 +90,9 @@ def test_rows_ts_applies_the_bound_to_every_row(table: happybase.Table) -> None:
     table.put(b"y", {b"cf:a": b"y2"}, timestamp=20)
     assert table.rows([b"x", b"y"], timestamp=20) == [(b"x", {b"cf:a": b"x1"})]
     assert table.rows([b"x", b"y"], columns=[b"cf"], timestamp=21) == [
-        (b"x", {b"cf:a": b"x2"}), (b"y", {b"cf:a": b"y2"})]
+        (b"x", {b"cf:a": b"x2"}),
+        (b"y", {b"cf:a": b"y2"}),
+    ]
     client = table.connection.client
     assert [r.row for r in client.getRowsTs(table.name, [b"x", b"y"], 15, {})] == [b"x"]
 
@@ -96,7 +101,10 @@ def test_get_ver_is_newest_first_and_limited(table: happybase.Table) -> None:
     for ts in (10, 30, 20):
         table.put(b"r", {b"cf:a": b"v%d" % ts}, timestamp=ts)
     assert table.cells(b"r", b"cf:a", versions=10, include_timestamp=True) == [
-        (b"v30", 30), (b"v20", 20), (b"v10", 10)]
+        (b"v30", 30),
+        (b"v20", 20),
+        (b"v10", 10),
+    ]
     assert table.cells(b"r", b"cf:a", versions=2) == [b"v30", b"v20"]
     # happybase asks for 2**31 - 1 versions when none are given.
     assert table.cells(b"r", b"cf:a") == [b"v30", b"v20", b"v10"]
@@ -184,15 +192,24 @@ def test_delete_all_and_delete_all_row_rpcs(table: happybase.Table) -> None:
 def test_mutate_row_ts_bounds_its_deletes_and_stamps_its_puts(table: happybase.Table) -> None:
     table.put(b"r", {b"cf:old": b"x", b"cf:later": b"z"}, timestamp=50)
     table.put(b"r", {b"cf:later": b"z2"}, timestamp=60)
-    table.connection.client.mutateRowTs(table.name, b"r", [
-        Hbase.Mutation(isDelete=True, column=b"cf:old"),
-        Hbase.Mutation(isDelete=True, column=b"cf:later"),
-        Hbase.Mutation(isDelete=False, column=b"cf:new", value=b"y"),
-    ], 55, {})
-    assert table.row(b"r", include_timestamp=True) == {b"cf:new": (b"y", 55),
-                                                       b"cf:later": (b"z2", 60)}
-    table.connection.client.mutateRow(table.name, b"r", [
-        Hbase.Mutation(isDelete=True, column=b"cf:later")], {})
+    table.connection.client.mutateRowTs(
+        table.name,
+        b"r",
+        [
+            Hbase.Mutation(isDelete=True, column=b"cf:old"),
+            Hbase.Mutation(isDelete=True, column=b"cf:later"),
+            Hbase.Mutation(isDelete=False, column=b"cf:new", value=b"y"),
+        ],
+        55,
+        {},
+    )
+    assert table.row(b"r", include_timestamp=True) == {
+        b"cf:new": (b"y", 55),
+        b"cf:later": (b"z2", 60),
+    }
+    table.connection.client.mutateRow(
+        table.name, b"r", [Hbase.Mutation(isDelete=True, column=b"cf:later")], {}
+    )
     assert table.row(b"r") == {b"cf:new": b"y"}
 
 
@@ -214,23 +231,20 @@ def test_same_timestamp_overwrites_the_version(table: happybase.Table) -> None:
 
 
 def test_put_to_unknown_family_fails_and_writes_nothing(table: happybase.Table) -> None:
-    with pytest.raises(Hbase.IOError, match="NoSuchColumnFamilyException"), \
-            table.batch() as batch:
+    with pytest.raises(Hbase.IOError, match="NoSuchColumnFamilyException"), table.batch() as batch:
         batch.put(b"r1", {b"cf:a": b"1"})
         batch.put(b"r2", {b"nofamily:a": b"1"})
     assert table.row(b"r1") == {}
 
 
 @pytest.mark.parametrize("row", [b"", b"k" * 600])
-def test_empty_or_oversized_row_key_is_illegal_argument(table: happybase.Table,
-                                                         row: bytes) -> None:
+def test_empty_or_oversized_row_key_is_illegal_argument(table: happybase.Table, row: bytes) -> None:
     with pytest.raises(Hbase.IllegalArgument):
         table.put(row, {b"cf:a": b"1"})
     assert list(table.scan()) == []
 
 
-def test_many_writers_at_once_all_land(table: happybase.Table,
-                                       hbase: happybase.Connection) -> None:
+def test_many_writers_at_once_all_land(table: happybase.Table, hbase: happybase.Connection) -> None:
     threads_n, rows_each = 12, 25
     errors: list[BaseException] = []
     barrier = threading.Barrier(threads_n)
@@ -255,17 +269,22 @@ def test_many_writers_at_once_all_land(table: happybase.Table,
         thread.join(30)
     assert errors == []
     keys = [key for key, _ in table.scan()]
-    assert keys == sorted(b"w%02d-%03d" % (t, i) for t in range(threads_n)
-                          for i in range(rows_each))
+    assert keys == sorted(
+        b"w%02d-%03d" % (t, i) for t in range(threads_n) for i in range(rows_each)
+    )
 
 
 def test_mutate_rows_by_hand_merges_repeated_rows(table: happybase.Table) -> None:
     client = table.connection.client
-    client.mutateRows(table.name, [
-        Hbase.BatchMutation(row=b"r", mutations=[Hbase.Mutation(column=b"cf:a", value=b"1")]),
-        Hbase.BatchMutation(row=b"r", mutations=[Hbase.Mutation(column=b"cf:b", value=b"2")]),
-        Hbase.BatchMutation(row=b"empty", mutations=[]),
-    ], {})
+    client.mutateRows(
+        table.name,
+        [
+            Hbase.BatchMutation(row=b"r", mutations=[Hbase.Mutation(column=b"cf:a", value=b"1")]),
+            Hbase.BatchMutation(row=b"r", mutations=[Hbase.Mutation(column=b"cf:b", value=b"2")]),
+            Hbase.BatchMutation(row=b"empty", mutations=[]),
+        ],
+        {},
+    )
     client.mutateRows(table.name, [], {})
     assert table.row(b"r") == {b"cf:a": b"1", b"cf:b": b"2"}
     assert table.row(b"empty") == {}
@@ -274,8 +293,9 @@ def test_mutate_rows_by_hand_merges_repeated_rows(table: happybase.Table) -> Non
 
 def test_mutation_without_a_column_is_illegal_argument(table: happybase.Table) -> None:
     with pytest.raises(Hbase.IllegalArgument):
-        table.connection.client.mutateRows(table.name, [
-            Hbase.BatchMutation(row=b"r", mutations=[Hbase.Mutation(value=b"1")])], {})
+        table.connection.client.mutateRows(
+            table.name, [Hbase.BatchMutation(row=b"r", mutations=[Hbase.Mutation(value=b"1")])], {}
+        )
     assert table.row(b"r") == {}
 
 

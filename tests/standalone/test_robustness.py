@@ -25,16 +25,19 @@ LIMIT = 64 * 1024
 @pytest.fixture(scope="module")
 def small_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
     """A private server that refuses messages over 64 KiB."""
-    server = StandaloneProcess(tmp_path_factory.mktemp("robust") / "data",
-                               ("--no-sidecar", "--max-message-bytes", str(LIMIT))).start()
+    server = StandaloneProcess(
+        tmp_path_factory.mktemp("robust") / "data",
+        ("--no-sidecar", "--max-message-bytes", str(LIMIT)),
+    ).start()
     yield server
     server.stop()
 
 
 @pytest.fixture
 def conn(small_server: StandaloneProcess, hbase_prefix: str) -> Iterator[happybase.Connection]:
-    c = happybase.Connection(small_server.host, small_server.port, table_prefix=hbase_prefix,
-                             timeout=CLIENT_TIMEOUT_MS)
+    c = happybase.Connection(
+        small_server.host, small_server.port, table_prefix=hbase_prefix, timeout=CLIENT_TIMEOUT_MS
+    )
     yield c
     c.close()
 
@@ -77,8 +80,14 @@ def _assert_serving(server: StandaloneProcess, conn: happybase.Connection) -> No
 
 
 # A createTable call whose list<ColumnDescriptor> claims 2**31 - 16 elements.
-_HUGE_LIST = _binary_call(b"createTable", b"\x0b\x00\x01" + struct.pack(">i", 1) + b"x"
-                          + b"\x0f\x00\x02\x0c" + struct.pack(">i", 0x7FFFFFF0))
+_HUGE_LIST = _binary_call(
+    b"createTable",
+    b"\x0b\x00\x01"
+    + struct.pack(">i", 1)
+    + b"x"
+    + b"\x0f\x00\x02\x0c"
+    + struct.pack(">i", 0x7FFFFFF0),
+)
 
 GARBAGE = {
     "http request": b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -89,15 +98,17 @@ GARBAGE = {
     "bad compact header": b"\x82\xff\xff\xff\xff\xff",
     "binary name longer than the limit": b"\x80\x01\x00\x01\x7f\xff\xff\xff",
     "framed message shorter than its list": _framed(_HUGE_LIST),
-    "framed message truncated in a string": _framed(_binary_call(
-        b"createTable", b"\x0b\x00\x01" + struct.pack(">i", 100) + b"abc")),
+    "framed message truncated in a string": _framed(
+        _binary_call(b"createTable", b"\x0b\x00\x01" + struct.pack(">i", 100) + b"abc")
+    ),
     "framed compact garbage": _framed(b"\x82\x21\x01\x0bcreateTable\x19\xfc"),
 }
 
 
 @pytest.mark.parametrize("name", list(GARBAGE))
-def test_garbage_closes_only_that_connection(small_server: StandaloneProcess,
-                                             conn: happybase.Connection, name: str) -> None:
+def test_garbage_closes_only_that_connection(
+    small_server: StandaloneProcess, conn: happybase.Connection, name: str
+) -> None:
     conn.create_table("before", {"cf": {}})
     rss_before = _rss_kib(small_server)
     with socket.create_connection((small_server.host, small_server.port)) as sock:
@@ -108,12 +119,22 @@ def test_garbage_closes_only_that_connection(small_server: StandaloneProcess,
     assert _rss_kib(small_server) - rss_before < 100_000
 
 
-def test_truncated_frame_is_not_executed(small_server: StandaloneProcess,
-                                         conn: happybase.Connection, hbase_prefix: str) -> None:
+def test_truncated_frame_is_not_executed(
+    small_server: StandaloneProcess, conn: happybase.Connection, hbase_prefix: str
+) -> None:
     name = f"{hbase_prefix}_cut".encode()
-    args = (b"\x0b\x00\x01" + struct.pack(">i", len(name)) + name
-            + b"\x0f\x00\x02\x0c" + struct.pack(">i", 1)
-            + b"\x0b\x00\x01" + struct.pack(">i", 3) + b"cf:" + b"\x00" + b"\x00")
+    args = (
+        b"\x0b\x00\x01"
+        + struct.pack(">i", len(name))
+        + name
+        + b"\x0f\x00\x02\x0c"
+        + struct.pack(">i", 1)
+        + b"\x0b\x00\x01"
+        + struct.pack(">i", 3)
+        + b"cf:"
+        + b"\x00"
+        + b"\x00"
+    )
     whole = _binary_call(b"createTable", args)
     with socket.create_connection((small_server.host, small_server.port)) as sock:
         sock.sendall(_framed(whole[:-2]))
@@ -127,8 +148,9 @@ def test_truncated_frame_is_not_executed(small_server: StandaloneProcess,
     assert conn.tables() == [b"cut"]
 
 
-def test_half_a_message_then_hang_up(small_server: StandaloneProcess,
-                                     conn: happybase.Connection) -> None:
+def test_half_a_message_then_hang_up(
+    small_server: StandaloneProcess, conn: happybase.Connection
+) -> None:
     for data in (_HUGE_LIST, _framed(_HUGE_LIST)[:20], b"\x80\x01"):
         with socket.create_connection((small_server.host, small_server.port)) as sock:
             sock.sendall(data)
@@ -138,7 +160,8 @@ def test_half_a_message_then_hang_up(small_server: StandaloneProcess,
 
 
 def test_oversized_frame_header_is_refused_before_its_body(
-        small_server: StandaloneProcess, conn: happybase.Connection) -> None:
+    small_server: StandaloneProcess, conn: happybase.Connection
+) -> None:
     with socket.create_connection((small_server.host, small_server.port)) as sock:
         started = time.monotonic()
         sock.sendall(struct.pack(">i", LIMIT + 1))
@@ -148,8 +171,9 @@ def test_oversized_frame_header_is_refused_before_its_body(
     _assert_serving(small_server, conn)
 
 
-def test_frame_at_the_limit_is_read(small_server: StandaloneProcess,
-                                    conn: happybase.Connection) -> None:
+def test_frame_at_the_limit_is_read(
+    small_server: StandaloneProcess, conn: happybase.Connection
+) -> None:
     with socket.create_connection((small_server.host, small_server.port)) as sock:
         sock.sendall(struct.pack(">i", LIMIT))
         sock.settimeout(0.5)
@@ -159,11 +183,16 @@ def test_frame_at_the_limit_is_read(small_server: StandaloneProcess,
 
 @pytest.mark.parametrize("transport", ["buffered", "framed"])
 def test_oversized_message_closes_the_connection_and_writes_nothing(
-        small_server: StandaloneProcess, conn: happybase.Connection, hbase_prefix: str,
-        transport: str) -> None:
+    small_server: StandaloneProcess, conn: happybase.Connection, hbase_prefix: str, transport: str
+) -> None:
     conn.create_table("t", {"cf": {}})
-    big = happybase.Connection(small_server.host, small_server.port, table_prefix=hbase_prefix,
-                               transport=transport, timeout=CLIENT_TIMEOUT_MS)
+    big = happybase.Connection(
+        small_server.host,
+        small_server.port,
+        table_prefix=hbase_prefix,
+        transport=transport,
+        timeout=CLIENT_TIMEOUT_MS,
+    )
     with pytest.raises((TTransportException, ConnectionError)):
         big.table("t").put(b"big", {b"cf:a": b"x" * (LIMIT + 1)})
     big.close()
@@ -172,11 +201,17 @@ def test_oversized_message_closes_the_connection_and_writes_nothing(
 
 
 @pytest.mark.parametrize("transport", ["buffered", "framed"])
-def test_the_limit_is_per_message(small_server: StandaloneProcess, hbase_prefix: str,
-                                  conn: happybase.Connection, transport: str) -> None:
+def test_the_limit_is_per_message(
+    small_server: StandaloneProcess, hbase_prefix: str, conn: happybase.Connection, transport: str
+) -> None:
     conn.create_table("t", {"cf": {}})
-    client = happybase.Connection(small_server.host, small_server.port, table_prefix=hbase_prefix,
-                                  transport=transport, timeout=CLIENT_TIMEOUT_MS)
+    client = happybase.Connection(
+        small_server.host,
+        small_server.port,
+        table_prefix=hbase_prefix,
+        transport=transport,
+        timeout=CLIENT_TIMEOUT_MS,
+    )
     table = client.table("t")
     value = b"y" * (LIMIT * 3 // 4)
     for i in range(4):
@@ -186,12 +221,14 @@ def test_the_limit_is_per_message(small_server: StandaloneProcess, hbase_prefix:
 
 
 def test_unknown_method_is_answered_and_the_connection_survives(
-        small_server: StandaloneProcess, tmp_path: Path) -> None:
+    small_server: StandaloneProcess, tmp_path: Path
+) -> None:
     idl = tmp_path / "fake.thrift"
     idl.write_text("service Hbase {\n  list<binary> getTableNames()\n  void noSuchCall()\n}\n")
     fake = thriftpy2.load(str(idl), module_name="fake_thrift")
-    client = thriftpy2.rpc.make_client(fake.Hbase, small_server.host, small_server.port,
-                                       timeout=CLIENT_TIMEOUT_MS)
+    client = thriftpy2.rpc.make_client(
+        fake.Hbase, small_server.host, small_server.port, timeout=CLIENT_TIMEOUT_MS
+    )
     try:
         with pytest.raises(TApplicationException) as info:
             client.noSuchCall()
@@ -201,8 +238,9 @@ def test_unknown_method_is_answered_and_the_connection_survives(
         client.close()
 
 
-def test_a_storm_of_bad_clients_leaves_good_ones_served(small_server: StandaloneProcess,
-                                                        conn: happybase.Connection) -> None:
+def test_a_storm_of_bad_clients_leaves_good_ones_served(
+    small_server: StandaloneProcess, conn: happybase.Connection
+) -> None:
     conn.create_table("t", {"cf": {}})
     stop = threading.Event()
     good_errors: list[BaseException] = []

@@ -45,9 +45,10 @@ def test_start_is_inclusive_and_stop_exclusive(filled: happybase.Table) -> None:
 
 def test_scan_columns_select_families_and_columns(filled: happybase.Table) -> None:
     assert dict(filled.scan(row_prefix=b"a", columns=[b"cf:y"])) == {
-        b"a1": {b"cf:y": b"y-a1"}, b"a2": {b"cf:y": b"y-a2"}}
-    assert dict(filled.scan(row_prefix=b"c", columns=[b"other"])) == {
-        b"c1": {b"other:z": b"z-c1"}}
+        b"a1": {b"cf:y": b"y-a1"},
+        b"a2": {b"cf:y": b"y-a2"},
+    }
+    assert dict(filled.scan(row_prefix=b"c", columns=[b"other"])) == {b"c1": {b"other:z": b"z-c1"}}
 
 
 def test_rows_without_selected_columns_are_skipped(filled: happybase.Table) -> None:
@@ -65,8 +66,10 @@ def test_scan_timestamp_sees_cells_strictly_older(table: happybase.Table) -> Non
     table.put(b"r1", {b"cf:a": b"v20"}, timestamp=20)
     table.put(b"r2", {b"cf:a": b"w20"}, timestamp=20)
     assert list(table.scan(timestamp=20)) == [(b"r1", {b"cf:a": b"v10"})]
-    assert list(table.scan(timestamp=21)) == [(b"r1", {b"cf:a": b"v20"}),
-                                              (b"r2", {b"cf:a": b"w20"})]
+    assert list(table.scan(timestamp=21)) == [
+        (b"r1", {b"cf:a": b"v20"}),
+        (b"r2", {b"cf:a": b"w20"}),
+    ]
     assert list(table.scan(timestamp=10)) == []
 
 
@@ -95,19 +98,29 @@ def test_scan_batching_splits_wide_rows(table: happybase.Table) -> None:
     parts = list(table.scan(scan_batching=2))
     assert [key for key, _ in parts] == [b"wide", b"wide", b"wide", b"zz"]
     assert [sorted(cols) for _, cols in parts] == [
-        [b"cf:c0", b"cf:c1"], [b"cf:c2", b"cf:c3"], [b"cf:c4"], [b"cf:c0"]]
+        [b"cf:c0", b"cf:c1"],
+        [b"cf:c2", b"cf:c3"],
+        [b"cf:c4"],
+        [b"cf:c0"],
+    ]
     # Split rows and caching together: one result per scannerGetList call.
     assert [key for key, _ in table.scan(scan_batching=2, batch_size=1)] == [
-        b"wide", b"wide", b"wide", b"zz"]
+        b"wide",
+        b"wide",
+        b"wide",
+        b"zz",
+    ]
 
 
 def test_reversed_scan_runs_from_start_down_to_stop(filled: happybase.Table) -> None:
     assert _keys(filled.scan(reverse=True)) == KEYS[::-1]
     # Reversed: start is the highest row (inclusive), stop the lowest (exclusive).
     assert _keys(filled.scan(row_start=b"b2", row_stop=b"a1", reverse=True)) == [
-        b"b2", b"b1", b"a2"]
-    assert _keys(filled.scan(row_start=b"b25", reverse=True)) == [
-        b"b2", b"b1", b"a2", b"a1"]
+        b"b2",
+        b"b1",
+        b"a2",
+    ]
+    assert _keys(filled.scan(row_start=b"b25", reverse=True)) == [b"b2", b"b1", b"a2", b"a1"]
     assert _keys(filled.scan(row_prefix=b"b", reverse=True)) == [b"b3", b"b2", b"b1"]
     assert _keys(filled.scan(row_start=b"0", reverse=True)) == []
 
@@ -133,7 +146,8 @@ def test_limit_stops_after_that_many_rows(filled: happybase.Table) -> None:
 def test_scanner_rpcs_by_hand(filled: happybase.Table) -> None:
     client = filled.connection.client
     scan_id = client.scannerOpenWithScan(
-        filled.name, Hbase.TScan(startRow=b"a2", stopRow=b"b2", columns=[b"cf:x"]), {})
+        filled.name, Hbase.TScan(startRow=b"a2", stopRow=b"b2", columns=[b"cf:x"]), {}
+    )
     first = client.scannerGet(scan_id)
     assert [(r.row, r.columns[b"cf:x"].value) for r in first] == [(b"a2", b"x-a2")]
     assert [r.row for r in client.scannerGetList(scan_id, 10)] == [b"b1"]
@@ -163,18 +177,19 @@ def test_older_scanner_open_rpcs(filled: happybase.Table) -> None:
         return rows
 
     assert drain(client.scannerOpen(name, b"b3", [], {})) == [b"b3", b"c1"]
-    assert drain(client.scannerOpenWithStop(name, b"a2", b"b2", [b"cf"], {})) == [
-        b"a2", b"b1"]
+    assert drain(client.scannerOpenWithStop(name, b"a2", b"b2", [b"cf"], {})) == [b"a2", b"b1"]
     assert drain(client.scannerOpenWithPrefix(name, b"b", [], {})) == [b"b1", b"b2", b"b3"]
     filled.put(b"t", {b"cf:x": b"late"}, timestamp=5)
     assert drain(client.scannerOpenTs(name, b"c", [], 6, {})) == [b"t"]
     assert drain(client.scannerOpenWithStopTs(name, b"a", b"z", [b"cf:x"], 6, {})) == [b"t"]
 
 
-def test_scan_through_happybase_compat_0_90(filled: happybase.Table,
-                                            hbase: happybase.Connection) -> None:
-    old = happybase.Connection(hbase.host, hbase.port, table_prefix=hbase.table_prefix,
-                               compat="0.90")
+def test_scan_through_happybase_compat_0_90(
+    filled: happybase.Table, hbase: happybase.Connection
+) -> None:
+    old = happybase.Connection(
+        hbase.host, hbase.port, table_prefix=hbase.table_prefix, compat="0.90"
+    )
     try:
         table = old.table("t")
         assert _keys(table.scan(row_start=b"a2", row_stop=b"b2")) == [b"a2", b"b1"]
@@ -207,9 +222,13 @@ def test_idle_scanner_expires_after_its_lease(own_server: OwnServer) -> None:
 
 
 def test_idle_scanners_are_reclaimed_without_being_touched(tmp_path: Path) -> None:
-    config = StandaloneConfig(data_dir=tmp_path / "data", port=0, sidecar=False,
-                              scanner_lease_seconds=0.3,
-                              advertised_host="127.0.0.1")
+    config = StandaloneConfig(
+        data_dir=tmp_path / "data",
+        port=0,
+        sidecar=False,
+        scanner_lease_seconds=0.3,
+        advertised_host="127.0.0.1",
+    )
     with StandaloneServer(config) as server:
         assert server.thrift1 is not None
         conn = happybase.Connection("127.0.0.1", server.thrift1.port, timeout=10_000)
@@ -231,5 +250,4 @@ def test_rows_sort_as_unsigned_bytes(table: happybase.Table) -> None:
         table.put(key, {b"cf:a": key})
     assert _keys(table.scan()) == keys
     assert _keys(table.scan(reverse=True)) == keys[::-1]
-    assert _keys(table.scan(row_start=b"\x7f", row_stop=b"\xff")) == [b"\x7f", b"\x80",
-                                                                      b"\xfe\xff"]
+    assert _keys(table.scan(row_start=b"\x7f", row_stop=b"\xff")) == [b"\x7f", b"\x80", b"\xfe\xff"]

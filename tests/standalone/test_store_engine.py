@@ -55,10 +55,13 @@ def raw_rows(store: Store, table: bytes) -> dict[bytes, list[Cell]]:
 
 def test_cells_round_trip_in_keyvalue_order() -> None:
     rng = random.Random(7)
-    unique = {(b"cf:%d" % rng.randrange(5), rng.randrange(2**48)): rng.randbytes(rng.randrange(40))
-              for _ in range(50)}
-    ordered: list[Cell] = sorted(((c, t, v) for (c, t), v in unique.items()),
-                                 key=lambda cell: (cell[0], -cell[1]))
+    unique = {
+        (b"cf:%d" % rng.randrange(5), rng.randrange(2**48)): rng.randbytes(rng.randrange(40))
+        for _ in range(50)
+    }
+    ordered: list[Cell] = sorted(
+        ((c, t, v) for (c, t), v in unique.items()), key=lambda cell: (cell[0], -cell[1])
+    )
     assert sorted(ordered, key=kv_order) == ordered
     assert decode_cells(encode_cells(ordered)) == ordered
     assert decode_cells(encode_cells([])) == []
@@ -70,7 +73,10 @@ def test_tables_and_regions(store: Store) -> None:
     assert store.table_names() == [b"a", b"q"]
     desc = store.describe(b"q")
     assert [(r.start, r.end) for r in desc.regions()] == [
-        (b"", b"\x00\x01"), (b"\x00\x01", b"\x00\x02"), (b"\x00\x02", b"")]
+        (b"", b"\x00\x01"),
+        (b"\x00\x01", b"\x00\x02"),
+        (b"\x00\x02", b""),
+    ]
     assert [r.contains(b"\x00\x01\xff") for r in desc.regions()] == [False, True, False]
     assert len({r.name for r in desc.regions()}) == 3
     with pytest.raises(TableExistsError):
@@ -109,8 +115,11 @@ def test_table_lifecycle(store: Store) -> None:
 def test_mutations_versions_and_deletes(store: Store) -> None:
     store.create_table(b"t", FAMILIES)
     for ts in (1, 2, 3):
-        store.mutate_rows(b"t", [RowMutation(b"r", [put(b"cf:a", b"v%d" % ts),
-                                                    put(b"ttl:b", b"b")])], ts=now_ms() + ts)
+        store.mutate_rows(
+            b"t",
+            [RowMutation(b"r", [put(b"cf:a", b"v%d" % ts), put(b"ttl:b", b"b")])],
+            ts=now_ms() + ts,
+        )
     [(_, cells)] = store.get_rows(b"t", [b"r"], [b"cf:a"], max_versions=10)
     assert [v for _, _, v in cells] == [b"v3", b"v2"]  # max_versions=2
     store.mutate_rows(b"t", [RowMutation(b"r", [delete(b"cf"), put(b"cf:c", b"new")])])
@@ -126,23 +135,30 @@ def test_one_put_per_row_batches_merge_with_existing_rows(store: Store) -> None:
     store.create_table(b"t", FAMILIES)
     store.mutate_rows(b"t", [RowMutation(b"r1", [put(b"cf:a", b"old")])], ts=10)
     store.mutate_rows(b"t", [RowMutation(b"r2", [put(b"ttl:b", b"keep")])])
-    store.mutate_rows(b"t", [RowMutation(b"r%d" % i, [put(b"cf:a", b"new%d" % i)])
-                             for i in range(1, 4)], ts=20)
+    store.mutate_rows(
+        b"t", [RowMutation(b"r%d" % i, [put(b"cf:a", b"new%d" % i)]) for i in range(1, 4)], ts=20
+    )
     rows = dict(store.get_rows(b"t", [b"r1", b"r2", b"r3"], max_versions=5))
-    assert [(c, t, v) for c, t, v in rows[b"r1"]] == [(b"cf:a", 20, b"new1"),
-                                                      (b"cf:a", 10, b"old")]
+    assert [(c, t, v) for c, t, v in rows[b"r1"]] == [(b"cf:a", 20, b"new1"), (b"cf:a", 10, b"old")]
     assert [(c, v) for c, _, v in rows[b"r2"]] == [(b"cf:a", b"new2"), (b"ttl:b", b"keep")]
     assert [(c, v) for c, _, v in rows[b"r3"]] == [(b"cf:a", b"new3")]
     # The same row twice in one batch: the later put of a column wins.
-    store.mutate_rows(b"t", [RowMutation(b"dup", [put(b"cf:a", b"first")]),
-                             RowMutation(b"dup", [put(b"cf:a", b"second")])], ts=5)
+    store.mutate_rows(
+        b"t",
+        [
+            RowMutation(b"dup", [put(b"cf:a", b"first")]),
+            RowMutation(b"dup", [put(b"cf:a", b"second")]),
+        ],
+        ts=5,
+    )
     assert [v for _, _, v in store.get_rows(b"t", [b"dup"])[0][1]] == [b"second"]
 
 
 def test_one_put_per_row_batches_of_mixed_columns_and_sizes(store: Store) -> None:
     store.create_table(b"t", FAMILIES)
-    batch = [RowMutation(b"m%02d" % i, [put(b"cf:a" if i % 3 else b"ttl", b"v" * i)])
-             for i in range(30)]
+    batch = [
+        RowMutation(b"m%02d" % i, [put(b"cf:a" if i % 3 else b"ttl", b"v" * i)]) for i in range(30)
+    ]
     stamp = now_ms()  # the "ttl" family hides cells older than 60 s
     store.mutate_rows(b"t", batch, ts=stamp)
     rows = dict(store.get_rows(b"t", [b"m%02d" % i for i in range(30)]))
@@ -165,9 +181,14 @@ def test_check_and_put_and_increment(store: Store) -> None:
 def test_ttl_hides_then_purge_removes(store: Store) -> None:
     store.create_table(b"t", FAMILIES)
     old = now_ms() - 120_000
-    store.mutate_rows(b"t", [RowMutation(b"dead", [put(b"ttl:b", b"x")]),
-                             RowMutation(b"mixed", [put(b"ttl:b", b"x"), put(b"cf:a", b"y")])],
-                      ts=old)
+    store.mutate_rows(
+        b"t",
+        [
+            RowMutation(b"dead", [put(b"ttl:b", b"x")]),
+            RowMutation(b"mixed", [put(b"ttl:b", b"x"), put(b"cf:a", b"y")]),
+        ],
+        ts=old,
+    )
     assert [r for r, _ in store.get_rows(b"t", [b"dead", b"mixed"])] == [b"mixed"]
     assert set(raw_rows(store, b"t")) == {b"dead", b"mixed"}
     assert store.purge(b"t", batch_rows=1) == 2

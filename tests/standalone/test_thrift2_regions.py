@@ -16,10 +16,13 @@ from tests.standalone.conftest import H2, thrift2_client, tname
 SPLITS = [b"\x00\x01", b"\x00\x02"]
 
 
-def _create(thrift2: Any, name: bytes, split_keys: list[bytes] | None = None,
-            **family: Any) -> None:
-    desc = H2.TTableDescriptor(tableName=H2.TTableName(qualifier=name),
-                               columns=[H2.TColumnFamilyDescriptor(name=b"message", **family)])
+def _create(
+    thrift2: Any, name: bytes, split_keys: list[bytes] | None = None, **family: Any
+) -> None:
+    desc = H2.TTableDescriptor(
+        tableName=H2.TTableName(qualifier=name),
+        columns=[H2.TColumnFamilyDescriptor(name=b"message", **family)],
+    )
     thrift2.createTable(desc, split_keys)
 
 
@@ -36,10 +39,14 @@ def presplit(hbase: happybase.Connection, thrift2: Any) -> happybase.Table:
 
 
 def test_presplit_table_reports_its_regions_over_thrift1(
-        presplit: happybase.Table, hbase_server: StandaloneProcess) -> None:
+    presplit: happybase.Table, hbase_server: StandaloneProcess
+) -> None:
     regions = presplit.regions()
     assert [(r["start_key"], r["end_key"]) for r in regions] == [
-        (b"", SPLITS[0]), (SPLITS[0], SPLITS[1]), (SPLITS[1], b"")]
+        (b"", SPLITS[0]),
+        (SPLITS[0], SPLITS[1]),
+        (SPLITS[1], b""),
+    ]
     assert len({r["id"] for r in regions}) == 3
     assert len({r["name"] for r in regions}) == 3
     assert all(r["name"].startswith(presplit.name + b",") for r in regions)
@@ -48,10 +55,12 @@ def test_presplit_table_reports_its_regions_over_thrift1(
 
 
 def test_presplit_table_reports_its_regions_over_thrift2(
-        presplit: happybase.Table, thrift2: Any, hbase_server: StandaloneProcess) -> None:
+    presplit: happybase.Table, thrift2: Any, hbase_server: StandaloneProcess
+) -> None:
     locations = thrift2.getAllRegionLocations(presplit.name)
-    assert [(loc.regionInfo.startKey or b"", loc.regionInfo.endKey or b"")
-            for loc in locations] == [(b"", SPLITS[0]), (SPLITS[0], SPLITS[1]), (SPLITS[1], b"")]
+    assert [
+        (loc.regionInfo.startKey or b"", loc.regionInfo.endKey or b"") for loc in locations
+    ] == [(b"", SPLITS[0]), (SPLITS[0], SPLITS[1]), (SPLITS[1], b"")]
     assert all(loc.regionInfo.tableName == presplit.name for loc in locations)
     assert all(loc.serverName.hostName == socket.gethostname() for loc in locations)
     assert all(loc.serverName.port == hbase_server.port for loc in locations)
@@ -65,20 +74,22 @@ def test_split_keys_are_sorted(hbase: happybase.Connection, thrift2: Any) -> Non
 
 
 @pytest.mark.parametrize("split_keys", [[b"a", b"a"], [b"a", b""]])
-def test_bad_split_keys_are_refused(hbase: happybase.Connection, thrift2: Any,
-                                    split_keys: list[bytes]) -> None:
+def test_bad_split_keys_are_refused(
+    hbase: happybase.Connection, thrift2: Any, split_keys: list[bytes]
+) -> None:
     with pytest.raises(H2.TIOError, match="IllegalArgumentException"):
         _create(thrift2, tname(hbase, "q"), split_keys)
     assert hbase.tables() == []
 
 
-def test_table_without_split_keys_is_one_region(hbase: happybase.Connection,
-                                                thrift2: Any) -> None:
+def test_table_without_split_keys_is_one_region(hbase: happybase.Connection, thrift2: Any) -> None:
     _create(thrift2, tname(hbase, "q"))
     locations = thrift2.getAllRegionLocations(tname(hbase, "q"))
     assert len(locations) == 1
     assert (locations[0].regionInfo.startKey or b"", locations[0].regionInfo.endKey or b"") == (
-        b"", b"")
+        b"",
+        b"",
+    )
 
 
 def test_family_options_from_thrift2(hbase: happybase.Connection, thrift2: Any) -> None:
@@ -107,8 +118,9 @@ def test_table_exists_disable_and_delete(hbase: happybase.Connection, thrift2: A
     assert hbase.tables() == []
 
 
-def test_region_locations_of_a_missing_table_is_an_error(hbase: happybase.Connection,
-                                                         thrift2: Any) -> None:
+def test_region_locations_of_a_missing_table_is_an_error(
+    hbase: happybase.Connection, thrift2: Any
+) -> None:
     with pytest.raises(H2.TIOError, match="TableNotFoundException"):
         thrift2.getAllRegionLocations(tname(hbase, "missing"))
 
@@ -118,8 +130,9 @@ def test_scans_cross_region_boundaries(presplit: happybase.Table) -> None:
     assert keys == sorted(p.to_bytes(2, "big") + bytes([i]) for p in range(3) for i in range(4))
     assert [key for key, _ in presplit.scan(reverse=True)] == keys[::-1]
     assert [key for key, _ in presplit.scan(row_prefix=b"\x00\x01")] == keys[4:8]
-    assert [key for key, _ in presplit.scan(row_start=b"\x00\x00\x02",
-                                            row_stop=b"\x00\x02\x01")] == keys[2:9]
+    assert [
+        key for key, _ in presplit.scan(row_start=b"\x00\x00\x02", row_stop=b"\x00\x02\x01")
+    ] == keys[2:9]
 
 
 def test_page_filter_counts_per_region(presplit: happybase.Table) -> None:
@@ -133,10 +146,14 @@ def test_page_filter_counts_per_region(presplit: happybase.Table) -> None:
     assert got == [keys[3], keys[4], keys[8]]
 
 
-def test_thrift2_over_framed_compact(hbase: happybase.Connection,
-                                     hbase_server: StandaloneProcess) -> None:
-    client = thrift2_client(hbase_server, trans_factory=TFramedTransportFactory(),
-                            proto_factory=TCompactProtocolFactory())
+def test_thrift2_over_framed_compact(
+    hbase: happybase.Connection, hbase_server: StandaloneProcess
+) -> None:
+    client = thrift2_client(
+        hbase_server,
+        trans_factory=TFramedTransportFactory(),
+        proto_factory=TCompactProtocolFactory(),
+    )
     try:
         _create(client, tname(hbase, "q"), [b"k"])
         assert len(client.getAllRegionLocations(tname(hbase, "q"))) == 2

@@ -11,16 +11,26 @@ import pytest
 from hqueue.testing.standalone import StandaloneProcess
 from tests.standalone.conftest import Hbase
 
-COMBINATIONS = [("buffered", "binary"), ("framed", "binary"), ("buffered", "compact"),
-                ("framed", "compact")]
+COMBINATIONS = [
+    ("buffered", "binary"),
+    ("framed", "binary"),
+    ("buffered", "compact"),
+    ("framed", "compact"),
+]
 
 
 @pytest.mark.parametrize("transport, protocol", COMBINATIONS)
-def test_every_transport_and_protocol_round_trips(hbase_server: StandaloneProcess,
-                                                  hbase_prefix: str, transport: str,
-                                                  protocol: str) -> None:
-    conn = happybase.Connection(hbase_server.host, hbase_server.port, table_prefix=hbase_prefix,
-                                transport=transport, protocol=protocol, timeout=10_000)
+def test_every_transport_and_protocol_round_trips(
+    hbase_server: StandaloneProcess, hbase_prefix: str, transport: str, protocol: str
+) -> None:
+    conn = happybase.Connection(
+        hbase_server.host,
+        hbase_server.port,
+        table_prefix=hbase_prefix,
+        transport=transport,
+        protocol=protocol,
+        timeout=10_000,
+    )
     try:
         conn.create_table("t", {"cf": {"max_versions": 2}})
         table = conn.table("t")
@@ -49,28 +59,37 @@ def test_every_transport_and_protocol_round_trips(hbase_server: StandaloneProces
         conn.close()
 
 
-def test_clients_of_every_kind_at_once(hbase_server: StandaloneProcess, hbase_prefix: str,
-                                       hbase: happybase.Connection) -> None:
+def test_clients_of_every_kind_at_once(
+    hbase_server: StandaloneProcess, hbase_prefix: str, hbase: happybase.Connection
+) -> None:
     hbase.create_table("t", {"cf": {}})
     errors: list[BaseException] = []
 
     def client(transport: str, protocol: str, n: int) -> None:
         try:
-            conn = happybase.Connection(hbase_server.host, hbase_server.port,
-                                        table_prefix=hbase_prefix, transport=transport,
-                                        protocol=protocol, timeout=10_000)
+            conn = happybase.Connection(
+                hbase_server.host,
+                hbase_server.port,
+                table_prefix=hbase_prefix,
+                transport=transport,
+                protocol=protocol,
+                timeout=10_000,
+            )
             try:
                 table = conn.table("t")
                 for i in range(30):
-                    table.put(b"%s-%s-%d-%02d" % (transport.encode(), protocol.encode(), n, i),
-                              {b"cf:a": b"1"})
+                    table.put(
+                        b"%s-%s-%d-%02d" % (transport.encode(), protocol.encode(), n, i),
+                        {b"cf:a": b"1"},
+                    )
             finally:
                 conn.close()
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=client, args=(t, p, n))
-               for t, p in COMBINATIONS for n in range(2)]
+    threads = [
+        threading.Thread(target=client, args=(t, p, n)) for t, p in COMBINATIONS for n in range(2)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -60,14 +60,23 @@ def test_cells_expire_while_you_watch(hbase: happybase.Connection) -> None:
 
 
 def test_an_expired_cell_is_absent_for_check_and_put_and_counters(
-        ttl_table: happybase.Table) -> None:
+    ttl_table: happybase.Table,
+) -> None:
     old = now_ms() - 120_000
     ttl_table.put(b"r", {b"short:lock": b"stale"}, timestamp=old)
     ttl_table.counter_set(b"r", b"short:n", 99)
     ttl_table.put(b"r", {b"short:n": (5).to_bytes(8, "big")}, timestamp=old)
-    assert ttl_table.connection.client.checkAndPut(
-        ttl_table.name, b"r", b"short:lock", None,
-        Hbase.Mutation(column=b"short:lock", value=b"fresh"), {}) is True
+    assert (
+        ttl_table.connection.client.checkAndPut(
+            ttl_table.name,
+            b"r",
+            b"short:lock",
+            None,
+            Hbase.Mutation(column=b"short:lock", value=b"fresh"),
+            {},
+        )
+        is True
+    )
     assert ttl_table.row(b"r", columns=[b"short:lock"]) == {b"short:lock": b"fresh"}
     assert ttl_table.counter_inc(b"r", b"short:n") == 100
 
@@ -88,9 +97,13 @@ def _raw_cells(store: Store, table: bytes) -> dict[bytes, list[Cell]]:
 def in_process(tmp_path: Path) -> Iterator[StandaloneServer]:
     """A standalone server in this process (so the test can look at its store), purging every
     0.2 s."""
-    config = StandaloneConfig(data_dir=tmp_path / "data", port=0, sidecar=False,
-                              purge_interval_seconds=0.2,
-                              advertised_host="127.0.0.1")
+    config = StandaloneConfig(
+        data_dir=tmp_path / "data",
+        port=0,
+        sidecar=False,
+        purge_interval_seconds=0.2,
+        advertised_host="127.0.0.1",
+    )
     with StandaloneServer(config) as server:
         yield server
 
@@ -122,8 +135,13 @@ def test_background_chore_purges_expired_cells(in_process: StandaloneServer) -> 
 
 @pytest.mark.parametrize("major", [True, False])
 def test_compaction_purges_expired_cells(tmp_path: Path, major: bool) -> None:
-    config = StandaloneConfig(data_dir=tmp_path / "data", port=0, sidecar=False,
-                              purge_interval_seconds=3600, advertised_host="127.0.0.1")
+    config = StandaloneConfig(
+        data_dir=tmp_path / "data",
+        port=0,
+        sidecar=False,
+        purge_interval_seconds=3600,
+        advertised_host="127.0.0.1",
+    )
     with StandaloneServer(config) as server:
         conn = _connect(server)
         conn.create_table("t", {"short": {"time_to_live": 60}})

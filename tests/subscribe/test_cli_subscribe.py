@@ -20,9 +20,19 @@ def test_subscribe_prints_scan_json_and_ctrl_c_closes_cleanly(
     hq.create_queue(queue_name, partitions=2)
     q = hq.queue(queue_name)
     q.put_batch([(b"one", "a", 0), (b"\xff", "b", 1)])
-    sub = SubscriberProcess(hbase_server.address, tmp_path / "out", tmp_path / "log",
-                            queue_name, "cli", "--from", "earliest", "--topic", "a",
-                            "--topic", "b").start()
+    sub = SubscriberProcess(
+        hbase_server.address,
+        tmp_path / "out",
+        tmp_path / "log",
+        queue_name,
+        "cli",
+        "--from",
+        "earliest",
+        "--topic",
+        "a",
+        "--topic",
+        "b",
+    ).start()
     q.put(b"three", topic="a", partition=1)
     q.put(b"skipped", topic="c", partition=1)
     wait_for(lambda: len(sub.received()) == 3, 20, "three lines")
@@ -55,18 +65,29 @@ def test_subscriptions_list_reset_delete_and_lag(
 
         lag = hqueue(hbase_server, "lag", queue_name, json_output=True)
         rows = [json.loads(line) for line in lag.stdout.splitlines()]
-        assert [(r["partition"], r["newest"], r["delivered"], r["caught_up"])
-                for r in rows] == [(0, str(ids[0]), str(ids[0]), True),
-                                   (1, str(ids[1]), str(ids[1]), True)]
+        assert [(r["partition"], r["newest"], r["delivered"], r["caught_up"]) for r in rows] == [
+            (0, str(ids[0]), str(ids[0]), True),
+            (1, str(ids[1]), str(ids[1]), True),
+        ]
         assert rows[0]["newest_time"] == ids[0].datetime.isoformat()
         table = hqueue(hbase_server, "lag", queue_name).stdout.splitlines()
         assert table[0].split()[:4] == ["SUBSCRIPTION", "PARTITION", "NEWEST", "DELIVERED"]
         assert len(table) == 3 and table[1].split()[:2] == ["s1", "0"]
 
-        reset = hqueue(hbase_server, "subscriptions", "reset", queue_name, "s1", "--to",
-                       "earliest", json_output=True)
-        assert json.loads(reset.stdout) == {"subscription": "s1",
-                                            "starts": {"0": "0:0", "1": "0:0"}}
+        reset = hqueue(
+            hbase_server,
+            "subscriptions",
+            "reset",
+            queue_name,
+            "s1",
+            "--to",
+            "earliest",
+            json_output=True,
+        )
+        assert json.loads(reset.stdout) == {
+            "subscription": "s1",
+            "starts": {"0": "0:0", "1": "0:0"},
+        }
         wait_for(lambda: len(got) == 4, 20, "the replay")
 
     deleted = hqueue(hbase_server, "subscriptions", "delete", queue_name, "s1")

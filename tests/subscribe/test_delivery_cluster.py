@@ -72,10 +72,18 @@ def test_subscriber_killed_and_restarted_misses_nothing(any_cluster: Cluster) ->
 
     def subscriber(life: int) -> SubscriberProcess:
         return SubscriberProcess(
-            cluster.storage.address, cluster.tmp / f"life{life}.jsonl",
-            cluster.tmp / f"subscriber{life}.log", "q", "s", "--from", "earliest",
-            "--session-timeout", str(SESSION), zookeeper=cluster.zookeeper,
-            table_prefix=cluster.prefix).start()
+            cluster.storage.address,
+            cluster.tmp / f"life{life}.jsonl",
+            cluster.tmp / f"subscriber{life}.log",
+            "q",
+            "s",
+            "--from",
+            "earliest",
+            "--session-timeout",
+            str(SESSION),
+            zookeeper=cluster.zookeeper,
+            table_prefix=cluster.prefix,
+        ).start()
 
     first = subscriber(1)
     with Producer(client, "q", 2, pause=0.005) as producer:
@@ -90,8 +98,9 @@ def test_subscriber_killed_and_restarted_misses_nothing(any_cluster: Cluster) ->
         wait_for(lambda: len(second.received()) > 100, 30, "the second life to receive")
     assert not producer.errors, producer.errors
     expected = set(producer.acked)
-    wait_for(lambda: expected <= set(life1) | set(second.received()), 30,
-             "every acknowledged message")
+    wait_for(
+        lambda: expected <= set(life1) | set(second.received()), 30, "every acknowledged message"
+    )
     second.stop()
     life2 = second.received()
     assert len(set(life1)) == len(life1), "a duplicate within the first life"
@@ -122,15 +131,20 @@ def test_owner_sidecar_killed_delivery_continues(any_cluster: Cluster) -> None:
             cluster.process("--id", "sc-b")
             a.kill()
             # The dead sidecar's session must lapse before its partitions move.
-            wait_for(lambda: {o.value.sidecar for o in
-                              client.owners.read_owners("q").values()} == {"sc-b"},
-                     SESSION + 30, "sc-b to own both partitions")
+            wait_for(
+                lambda: (
+                    {o.value.sidecar for o in client.owners.read_owners("q").values()} == {"sc-b"}
+                ),
+                SESSION + 30,
+                "sc-b to own both partitions",
+            )
             mark = len(producer.acked)
             wait_for(lambda: len(producer.acked) > mark + 50, 30, "puts through sc-b")
         assert not producer.errors, producer.errors
         expected = set(producer.acked)
-        wait_for(lambda: expected <= {(m.partition, m.id) for m in got}, 30,
-                 "every acknowledged message")
+        wait_for(
+            lambda: expected <= {(m.partition, m.id) for m in got}, 30, "every acknowledged message"
+        )
     for p in (0, 1):
         ids = [m.id for m in got if m.partition == p]
         # Within one subscriber's life nothing reaches the listener twice.
@@ -139,8 +153,13 @@ def test_owner_sidecar_killed_delivery_continues(any_cluster: Cluster) -> None:
 
 @pytest.fixture
 def small_buffers() -> DeliveryOptions:
-    return DeliveryOptions(buffer_messages=100, buffer_bytes=20_000, batch_messages=25,
-                           checkpoint_interval=0.2, backoff_max=0.2)
+    return DeliveryOptions(
+        buffer_messages=100,
+        buffer_bytes=20_000,
+        batch_messages=25,
+        checkpoint_interval=0.2,
+        backoff_max=0.2,
+    )
 
 
 def test_a_refusing_then_slow_listener_keeps_the_buffer_bounded(
@@ -188,7 +207,6 @@ def _delivery(queue: Queue) -> DeliveryLag:
     return report.deliveries[0]
 
 
-
 def test_subscriber_session_expiry_pauses_delivery_until_it_announces_again(
     zk_cluster: Cluster, zookeeper_server: ZooKeeperServer
 ) -> None:
@@ -203,12 +221,17 @@ def test_subscriber_session_expiry_pauses_delivery_until_it_announces_again(
         wait_for(lambda: len(got) == 1, 20, "the first message")
         states: list[SessionState] = []
         subscriber_client.metastore.add_session_listener(states.append)
-        expire_session(subscriber_client.metastore.client,  # type: ignore[attr-defined]
-                       zookeeper_server.hosts)
+        expire_session(
+            subscriber_client.metastore.client,  # type: ignore[attr-defined]
+            zookeeper_server.hosts,
+        )
         assert SessionState.LOST in states
         # The new session announces the subscriber again; delivery carries on.
-        wait_for(lambda: producer_client.subscriptions.read_subscriber_address("q", "s")
-                 == sub.address, 20, "the address to be announced again")
+        wait_for(
+            lambda: producer_client.subscriptions.read_subscriber_address("q", "s") == sub.address,
+            20,
+            "the address to be announced again",
+        )
         after = producer_client.queue("q").put(b"after", topic="t")
         wait_for(lambda: len(got) == 2, 20, "delivery after the expiry")
     assert [m.value for m in got] == [b"before", b"after"] and got[-1].id == after

@@ -63,16 +63,19 @@ def test_start_earliest_an_id_or_a_time(hq: Client, queue_name: str) -> None:
     q = hq.queue(queue_name)
     ids = q.put_batch([b"a", b"b", b"c"], topic="t")
     earliest, from_id, from_time = Collector(), Collector(), Collector()
-    with q.subscribe("e", earliest, start="earliest"), \
-            q.subscribe("i", from_id, start=ids[1]), \
-            q.subscribe("d", from_time, start=ids[2].datetime):
+    with (
+        q.subscribe("e", earliest, start="earliest"),
+        q.subscribe("i", from_id, start=ids[1]),
+        q.subscribe("d", from_time, start=ids[2].datetime),
+    ):
         wait_for(lambda: len(earliest.messages) == 3 and len(from_id.messages) == 2)
         wait_for(lambda: len(from_time.messages) >= 1)
     assert earliest.values() == [b"a", b"b", b"c"]
     assert from_id.values() == [b"b", b"c"]
     # A time starts at the first id of its millisecond.
-    assert from_time.values() == [m.value for m in earliest.messages
-                                  if m.id.timestamp >= ids[2].timestamp]
+    assert from_time.values() == [
+        m.value for m in earliest.messages if m.id.timestamp >= ids[2].timestamp
+    ]
 
 
 def test_topics_and_partitions_filter_and_listeners_run_in_turn(
@@ -86,10 +89,12 @@ def test_topics_and_partitions_filter_and_listeners_run_in_turn(
     def second(messages: list[Message]) -> None:  # a plain callable; None means SUCCESS
         calls.append(("second", len(messages)))
 
-    with q.subscribe("f", [first, second], partitions=[1, 2], topics=["keep"],
-                     start="earliest") as sub:
-        q.put_batch([(b"k1", "keep", 1), (b"d1", "drop", 1), (b"k0", "keep", 0),
-                     (b"k2", "keep", 2)])
+    with q.subscribe(
+        "f", [first, second], partitions=[1, 2], topics=["keep"], start="earliest"
+    ) as sub:
+        q.put_batch(
+            [(b"k1", "keep", 1), (b"d1", "drop", 1), (b"k0", "keep", 0), (b"k2", "keep", 2)]
+        )
         wait_for(lambda: sorted(first.values()) == [b"k1", b"k2"])
         wait_for(lambda: sum(n for _, n in calls) == 2)
         assert set(sub.delivered) == {1, 2}
@@ -97,9 +102,7 @@ def test_topics_and_partitions_filter_and_listeners_run_in_turn(
     assert {m.topic for m in first.messages} == {"keep"}
 
 
-def test_retry_later_and_errors_are_retried_without_duplicates(
-    hq: Client, queue_name: str
-) -> None:
+def test_retry_later_and_errors_are_retried_without_duplicates(hq: Client, queue_name: str) -> None:
     hq.create_queue(queue_name, partitions=1)
     q = hq.queue(queue_name)
     got = Collector()
@@ -123,9 +126,7 @@ def test_retry_later_and_errors_are_retried_without_duplicates(
     assert got.values() == [b"m%d" % i for i in range(50)]
 
 
-def test_a_restarted_subscriber_resumes_after_its_checkpoint(
-    hq: Client, queue_name: str
-) -> None:
+def test_a_restarted_subscriber_resumes_after_its_checkpoint(hq: Client, queue_name: str) -> None:
     hq.create_queue(queue_name, partitions=2)
     q = hq.queue(queue_name)
     first = Collector()
@@ -190,9 +191,10 @@ def test_lag_reports_newest_delivered_and_checkpointed(hq: Client, queue_name: s
         wait_for(lambda: q.lag().deliveries[0].state == "backoff")
         behind = q.lag().deliveries[0]
     assert [p.newest for p in report.partitions] == [ids[0], ids[2]]
-    assert [(d.partition, d.delivered, d.checkpointed, d.caught_up)
-            for d in report.deliveries] == [(0, ids[0], ids[0], True),
-                                            (1, ids[2], ids[2], True)]
+    assert [(d.partition, d.delivered, d.checkpointed, d.caught_up) for d in report.deliveries] == [
+        (0, ids[0], ids[0], True),
+        (1, ids[2], ids[2], True),
+    ]
     assert (behind.partition, behind.newest, behind.delivered) == (0, later, ids[0])
     assert not behind.caught_up and behind.buffered_messages == 1
 
@@ -205,15 +207,15 @@ def test_a_second_subscriber_of_one_name_is_refused(hq: Client, queue_name: str)
         q.subscribe("one", Collector(), wait=0.3)
 
 
-def test_bad_arguments_are_refused_before_anything_is_written(
-    hq: Client, queue_name: str
-) -> None:
+def test_bad_arguments_are_refused_before_anything_is_written(hq: Client, queue_name: str) -> None:
     hq.create_queue(queue_name, partitions=2)
     q = hq.queue(queue_name)
-    for kwargs, text in [({"partitions": [2]}, "'partition' 2 is out of range"),
-                         ({"topics": [""]}, "topic"),
-                         ({"start": "yesterday"}, "start"),
-                         ({"start": "1:99999"}, "sequence 99999")]:
+    for kwargs, text in [
+        ({"partitions": [2]}, "'partition' 2 is out of range"),
+        ({"topics": [""]}, "topic"),
+        ({"start": "yesterday"}, "start"),
+        ({"start": "1:99999"}, "sequence 99999"),
+    ]:
         with pytest.raises(InvalidArgumentError, match=text):
             q.subscribe("bad", Collector(), **kwargs)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="listener"):

@@ -37,9 +37,16 @@ __all__ = ["read_block"]
 
 # The first bytes of a stored row: the row header, the first column's length and the
 # column's family prefix.
-_HEAD = np.dtype([("fmt", "u1"), ("min_ts", ">u8"), ("newest_len", ">u4"),
-                  ("count", ">u4"), ("column_len", ">u4"),
-                  ("prefix", f"V{len(COLUMN_PREFIX)}")])
+_HEAD = np.dtype(
+    [
+        ("fmt", "u1"),
+        ("min_ts", ">u8"),
+        ("newest_len", ">u4"),
+        ("count", ">u4"),
+        ("column_len", ">u4"),
+        ("prefix", f"V{len(COLUMN_PREFIX)}"),
+    ]
+)
 _HEAD_BYTES = np.arange(_HEAD.itemsize)
 _COLUMN_AT = 21
 _TOPIC_AT = _COLUMN_AT + len(COLUMN_PREFIX)
@@ -69,13 +76,25 @@ class _Part:
     def head(self, count: int) -> _Part:
         """Return the first ``count`` messages."""
         end = int(self.row_ends[count - 1]) if count else 0
-        return _Part(self.keys[:count], self.data[:end], self.row_ends[:count],
-                     self.topics[:count], self.values[:count])
+        return _Part(
+            self.keys[:count],
+            self.data[:end],
+            self.row_ends[:count],
+            self.topics[:count],
+            self.values[:count],
+        )
 
 
-def read_block(store: Store, desc: TableDescriptor, start: bytes, stop: bytes,
-               columns: set[bytes] | None, limit: int, max_bytes: int,
-               cutoff: int) -> MessageBlock:
+def read_block(
+    store: Store,
+    desc: TableDescriptor,
+    start: bytes,
+    stop: bytes,
+    columns: set[bytes] | None,
+    limit: int,
+    max_bytes: int,
+    cutoff: int,
+) -> MessageBlock:
     """Return the visible messages of rows ``[start, stop)`` of a queue table: at most
     ``limit``, at most ``max_bytes`` of stored rows in all unless the first message
     alone is larger, only ``columns`` (``message:<topic>``) when given, none older than
@@ -121,7 +140,6 @@ def read_block(store: Store, desc: TableDescriptor, start: bytes, stop: bytes,
     return _block(parts, plen)
 
 
-
 def _heads(raws: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray, bytes]:
     """Return the parsed first bytes of every row, each row's length and start in the
     rows concatenated, and the rows concatenated. A row shorter than the head gets
@@ -139,15 +157,19 @@ def _regular(head: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     that does not add up."""
     column_len = head["column_len"].astype(np.int64)
     value_end = head["newest_len"].astype(np.int64) + _VALUE_END_AFTER_NEWEST_LEN
-    regular: np.ndarray = ((lengths >= _HEAD.itemsize) & (head["fmt"] == FORMAT) & (head["count"] == 1)
-            & (head["prefix"] == _PREFIX) & (column_len >= len(COLUMN_PREFIX))
-            & (column_len + (_COLUMN_AT + _VALUE_AFTER_COLUMN) <= value_end)
-            & (value_end <= lengths))
+    regular: np.ndarray = (
+        (lengths >= _HEAD.itemsize)
+        & (head["fmt"] == FORMAT)
+        & (head["count"] == 1)
+        & (head["prefix"] == _PREFIX)
+        & (column_len >= len(COLUMN_PREFIX))
+        & (column_len + (_COLUMN_AT + _VALUE_AFTER_COLUMN) <= value_end)
+        & (value_end <= lengths)
+    )
     return regular
 
 
-def _parse(keys: list[bytes], raws: list[bytes], columns: set[bytes] | None,
-           cutoff: int) -> _Part:
+def _parse(keys: list[bytes], raws: list[bytes], columns: set[bytes] | None, cutoff: int) -> _Part:
     """Return the messages of stored rows, oldest-than-``cutoff`` and other-topic ones
     left out."""
     head, lengths, starts, data = _heads(raws)
@@ -176,8 +198,9 @@ def _parse(keys: list[bytes], raws: list[bytes], columns: set[bytes] | None,
     return _Part(keys, data, starts + lengths, topics, values)
 
 
-def _normalize(keys: list[bytes], raws: list[bytes], regular: list[bool],
-               cutoff: int) -> tuple[list[bytes], list[bytes]]:
+def _normalize(
+    keys: list[bytes], raws: list[bytes], regular: list[bool], cutoff: int
+) -> tuple[list[bytes], list[bytes]]:
     """Return the rows with every irregular one replaced by one single-cell row per
     visible ``message:`` cell (its newest version, not older than ``cutoff``), in
     column order, as a scan sees them.
@@ -215,14 +238,21 @@ def _block(parts: list[_Part], plen: int) -> MessageBlock:
     width = plen + ROWKEY_BYTES
     if set(map(len, keys)) != {width}:
         bad = next(k for k in keys if len(k) != width)
-        raise StorageError(f"row {bad[plen:]!r} is not a queue rowkey (12 bytes): "
-                           "is this a queue table?")
+        raise StorageError(
+            f"row {bad[plen:]!r} is not a queue rowkey (12 bytes): is this a queue table?"
+        )
     rowkeys = np.frombuffer(b"".join(keys), np.uint8).reshape(n, width)[:, plen:].tobytes()
     # Each part's views are relative to its own rows: shift them to where they land.
     shifts = np.cumsum([0, *(len(part.data) for part in parts[:-1])])
-    topics = np.concatenate([part.topics + np.array((at, 0)) for part, at in zip(
-        parts, shifts, strict=True)])
-    values = np.concatenate([part.values + np.array((at, 0)) for part, at in zip(
-        parts, shifts, strict=True)])
-    return MessageBlock(rowkeys, b"".join(part.data for part in parts),
-                        topics.astype("<i4").tobytes(), values.astype("<i4").tobytes())
+    topics = np.concatenate(
+        [part.topics + np.array((at, 0)) for part, at in zip(parts, shifts, strict=True)]
+    )
+    values = np.concatenate(
+        [part.values + np.array((at, 0)) for part, at in zip(parts, shifts, strict=True)]
+    )
+    return MessageBlock(
+        rowkeys,
+        b"".join(part.data for part in parts),
+        topics.astype("<i4").tobytes(),
+        values.astype("<i4").tobytes(),
+    )

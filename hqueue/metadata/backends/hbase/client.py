@@ -40,8 +40,9 @@ class HBaseClient:
         timeout_ms: int = 10_000,
     ) -> None:
         self.address = f"{host}:{port}"
-        self._hbase = HBase(self.address, table_prefix=table_prefix, pool_size=pool_size,
-                            timeout_ms=timeout_ms)
+        self._hbase = HBase(
+            self.address, table_prefix=table_prefix, pool_size=pool_size, timeout_ms=timeout_ms
+        )
         self._table = table
         self._table_name = self._hbase.table_name(table)
 
@@ -118,9 +119,15 @@ class HBaseClient:
     ) -> list[tuple[bytes, Row]]:
         """Return up to ``limit`` rows from ``start`` (inclusive) to ``stop``
         (exclusive); reversed scans start at the high end."""
-        scan = Thrift1Range(self._hbase.client, self._table_name, start, stop,
-                            columns=list(columns) if columns else None,
-                            caching=batch_size, reverse=reverse)
+        scan = Thrift1Range(
+            self._hbase.client,
+            self._table_name,
+            start,
+            stop,
+            columns=list(columns) if columns else None,
+            caching=batch_size,
+            reverse=reverse,
+        )
         found: list[tuple[bytes, Row]] = []
         try:
             while limit is None or len(found) < limit:

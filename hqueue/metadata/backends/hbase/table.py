@@ -193,9 +193,7 @@ class HBaseTable(TableBase):
             if base is not None and not base.deleted:
                 keep_session = None if version.is_new else base.session
                 garbage = list(base.fields.values())
-            new_version = self._swing(
-                key, base, cells, session or keep_session, garbage, puts
-            )
+            new_version = self._swing(key, base, cells, session or keep_session, garbage, puts)
             if new_version is not None:
                 if session is not None:
                     self._store.track_ephemeral(self._name, key, owned=True)

@@ -69,7 +69,11 @@ class ZooKeeperTable(TableBase):
     """A table of a ``ZooKeeperMetaStore``, at the znode ``path``."""
 
     def __init__(
-        self, zookeeper: ZooKeeperClient, watcher: Watcher, path: str, name: str,
+        self,
+        zookeeper: ZooKeeperClient,
+        watcher: Watcher,
+        path: str,
+        name: str,
         schema: str | None,
     ) -> None:
         super().__init__(name, schema)
@@ -99,8 +103,9 @@ class ZooKeeperTable(TableBase):
         if version.is_new:
             try:
                 with zk_errors(what):
-                    zookeeper.call(kazoo.create_async, path, data, ephemeral=ephemeral,
-                                   makepath=True)
+                    zookeeper.call(
+                        kazoo.create_async, path, data, ephemeral=ephemeral, makepath=True
+                    )
                 return Version(0)
             except KeyExistsError:
                 # A directory znode (empty data) is not a key: take it over, unless the
