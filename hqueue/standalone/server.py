@@ -72,22 +72,32 @@ class StandaloneServer:
     def start(self) -> StandaloneServer:
         """Open the store and start serving; return self.
 
-        Raises:
-            StorageError: the data directory cannot be opened.
-            OSError: a port cannot be bound.
+        :raises StorageError: the data directory cannot be opened.
+        :raises OSError: a port cannot be bound.
         """
         cfg = self.config
         self.store = Store(cfg.data_dir, map_size=cfg.map_size)
         region_host = cfg.advertised_host or socket.gethostname()
         try:
             handler = HbaseHandler(self.store, self.scanners, (region_host, cfg.port))
-            self.thrift1 = ThriftServer(hbase1().Hbase, handler, cfg.host, cfg.port,
-                                        cfg.max_message_bytes, name="hbase-thrift1").start()
+            self.thrift1 = ThriftServer(
+                hbase1().Hbase,
+                handler,
+                cfg.host,
+                cfg.port,
+                cfg.max_message_bytes,
+                name="hbase-thrift1",
+            ).start()
             # With --port 0 the real port is known only once bound.
             region_server = handler.region_server = (region_host, self.thrift1.port)
             self.thrift2 = ThriftServer(
-                hbase2().THBaseService, THBaseHandler(self.store, region_server), cfg.host,
-                cfg.thrift2_port, cfg.max_message_bytes, name="hbase-thrift2").start()
+                hbase2().THBaseService,
+                THBaseHandler(self.store, region_server),
+                cfg.host,
+                cfg.thrift2_port,
+                cfg.max_message_bytes,
+                name="hbase-thrift2",
+            ).start()
             if cfg.sidecar:
                 self.sidecar = self._start_sidecar(self.store, self.thrift1.port)
         except BaseException:
@@ -102,11 +112,16 @@ class StandaloneServer:
         # The sidecar reaches this server's metadata table over loopback Thrift1.
         local = "127.0.0.1" if cfg.host in ("0.0.0.0", "::", "") else cfg.host
         config = SidecarConfig(
-            hbase=f"{local}:{thrift1_port}", zookeeper=cfg.zookeeper, host=cfg.host,
-            port=cfg.sidecar_port, sidecar_id=cfg.sidecar_id,
-            advertised_host=cfg.advertised_host, table_prefix=cfg.table_prefix,
+            hbase=f"{local}:{thrift1_port}",
+            zookeeper=cfg.zookeeper,
+            host=cfg.host,
+            port=cfg.sidecar_port,
+            sidecar_id=cfg.sidecar_id,
+            advertised_host=cfg.advertised_host,
+            table_prefix=cfg.table_prefix,
             max_request_bytes=max(cfg.max_message_bytes, 64 << 20),
-            session_timeout=cfg.session_timeout, takeover_grace=cfg.takeover_grace,
+            session_timeout=cfg.session_timeout,
+            takeover_grace=cfg.takeover_grace,
             delivery=cfg.delivery,
         )
         return SidecarServer(config, EngineStorage(store, cfg.table_prefix)).start()
@@ -115,9 +130,11 @@ class StandaloneServer:
         """The line printed once the server accepts connections."""
         assert self.thrift1 is not None and self.thrift2 is not None
         sidecar = f" sidecar={self.sidecar.address}" if self.sidecar is not None else ""
-        return (f"hqueue standalone ready: hbase-thrift1={self.thrift1.address} "
-                f"hbase-thrift2={self.thrift2.address}{sidecar} "
-                f"data-dir={self.config.data_dir}")
+        return (
+            f"hqueue standalone ready: hbase-thrift1={self.thrift1.address} "
+            f"hbase-thrift2={self.thrift2.address}{sidecar} "
+            f"data-dir={self.config.data_dir}"
+        )
 
     def stop(self) -> None:
         """Hand the sidecar's partitions over, stop serving, finish queued writes,
@@ -147,8 +164,9 @@ class StandaloneServer:
         # only reclaims space and need not follow a short lease.
         cfg = self.config
         next_purge = time.monotonic() + cfg.purge_interval_seconds
-        while not self._stop.wait(min(cfg.scanner_lease_seconds,
-                                      max(0.0, next_purge - time.monotonic()))):
+        while not self._stop.wait(
+            min(cfg.scanner_lease_seconds, max(0.0, next_purge - time.monotonic()))
+        ):
             self.scanners.reap()
             store = self.store
             if store is None:

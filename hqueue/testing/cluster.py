@@ -21,8 +21,9 @@ SESSION = 3.0
 class Cluster:
     """Sidecars and clients of one test, all on ``storage`` with one table prefix."""
 
-    def __init__(self, storage: StandaloneProcess, prefix: str, tmp: Path,
-                 zookeeper: str | None = None) -> None:
+    def __init__(
+        self, storage: StandaloneProcess, prefix: str, tmp: Path, zookeeper: str | None = None
+    ) -> None:
         self.storage = storage
         self.prefix = prefix
         self.tmp = tmp
@@ -35,32 +36,48 @@ class Cluster:
         """Start a ``hqueue sidecar`` process with extra command-line ``args``; return it
         once ready.
 
-        Raises:
-            RuntimeError: it exited or did not get ready in time (its log is in the message).
+        :raises RuntimeError: it exited or did not get ready in time (its log is in the message).
         """
         n = len(self.processes)
-        proc = SidecarProcess(self.storage.address, self.tmp / f"sidecar{n}.log",
-                              "--session-timeout", str(SESSION), "--takeover-grace", "0.5",
-                              *args, zookeeper=self.zookeeper, table_prefix=self.prefix)
+        proc = SidecarProcess(
+            self.storage.address,
+            self.tmp / f"sidecar{n}.log",
+            "--session-timeout",
+            str(SESSION),
+            "--takeover-grace",
+            "0.5",
+            *args,
+            zookeeper=self.zookeeper,
+            table_prefix=self.prefix,
+        )
         self.processes.append(proc.start())
         return proc
 
     def in_process(self, **overrides: object) -> SidecarServer:
         """Start a sidecar in this process (``overrides`` are :class:`SidecarConfig`
         fields); return it, started."""
-        config = SidecarConfig(hbase=self.storage.address, zookeeper=self.zookeeper,
-                               table_prefix=self.prefix, session_timeout=SESSION,
-                               takeover_grace=0.5, **overrides)  # type: ignore[arg-type]
+        config = SidecarConfig(
+            hbase=self.storage.address,
+            zookeeper=self.zookeeper,
+            table_prefix=self.prefix,
+            session_timeout=SESSION,
+            takeover_grace=0.5,
+            **overrides,  # type: ignore[arg-type]
+        )
         server = SidecarServer(config).start()
         self.servers.append(server)
         return server
 
     def client(self) -> Client:
         """Return a new client of this cluster (closed by :meth:`close`)."""
-        client = connect(self.storage.address,
-                         hbase_admin=f"{self.storage.host}:{self.storage.thrift2_port}",
-                         zookeeper=self.zookeeper, table_prefix=self.prefix, put_timeout=30,
-                         session_timeout=SESSION)
+        client = connect(
+            self.storage.address,
+            hbase_admin=f"{self.storage.host}:{self.storage.thrift2_port}",
+            zookeeper=self.zookeeper,
+            table_prefix=self.prefix,
+            put_timeout=30,
+            session_timeout=SESSION,
+        )
         self.clients.append(client)
         return client
 
@@ -78,9 +95,8 @@ class Cluster:
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
     """Poll ``condition`` every 50 ms until it returns true.
 
-    Raises:
-        AssertionError: it did not within ``timeout`` seconds (naming ``what``), so a
-            test fails rather than errors.
+    :raises AssertionError: it did not within ``timeout`` seconds (naming ``what``), so a
+        test fails rather than errors.
     """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

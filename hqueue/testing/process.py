@@ -39,17 +39,18 @@ class ChildProcess:
     log_path: Path
     proc: subprocess.Popen[str] | None = None
 
-    def _spawn(self, cmd: list[str], env: dict[str, str], ready: re.Pattern[str],
-               timeout: float) -> re.Match[str]:
+    def _spawn(
+        self, cmd: list[str], env: dict[str, str], ready: re.Pattern[str], timeout: float
+    ) -> re.Match[str]:
         """Start ``cmd`` (stderr to :attr:`log_path`) and return the match of its ready
         line.
 
-        Raises:
-            RuntimeError: it exited or did not get ready in time (its log is in the message).
+        :raises RuntimeError: it exited or did not get ready in time (its log is in the message).
         """
         log = open(self.log_path, "a")  # noqa: SIM115 - owned by the child
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True,
-                                     env={**env, "PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=log, text=True, env={**env, "PYTHONUNBUFFERED": "1"}
+        )
         log.close()
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None

@@ -22,8 +22,14 @@ class SidecarProcess(ChildProcess):
     metadata in ZooKeeper when ``zookeeper`` is given (else in HBase), logging to
     ``log_path``. After :meth:`start`: its :attr:`address` and :attr:`id`."""
 
-    def __init__(self, hbase: str, log_path: Path, *args: str, zookeeper: str | None = None,
-                 table_prefix: str | None = None) -> None:
+    def __init__(
+        self,
+        hbase: str,
+        log_path: Path,
+        *args: str,
+        zookeeper: str | None = None,
+        table_prefix: str | None = None,
+    ) -> None:
         self.hbase = hbase
         self.args = args
         self.zookeeper = zookeeper
@@ -35,8 +41,7 @@ class SidecarProcess(ChildProcess):
     def start(self, timeout: float = 30.0) -> SidecarProcess:
         """Start and wait for the ready line; return self.
 
-        Raises:
-            RuntimeError: it exited or did not get ready in time (its log is in the message).
+        :raises RuntimeError: it exited or did not get ready in time (its log is in the message).
         """
         cmd = [sys.executable, "-m", "hqueue", "--hbase", self.hbase]
         if self.zookeeper:

@@ -19,9 +19,11 @@ from hqueue.testing.process import ChildProcess
 
 __all__ = ["StandaloneProcess"]
 
-_READY = re.compile(r"ready: hbase-thrift1=(?P<h1>[^ ]+):(?P<p1>\d+) "
-                    r"hbase-thrift2=(?P<h2>[^ ]+):(?P<p2>\d+)"
-                    r"(?: sidecar=(?P<sidecar>[^ ]+))?")
+_READY = re.compile(
+    r"ready: hbase-thrift1=(?P<h1>[^ ]+):(?P<p1>\d+) "
+    r"hbase-thrift2=(?P<h2>[^ ]+):(?P<p2>\d+)"
+    r"(?: sidecar=(?P<sidecar>[^ ]+))?"
+)
 
 
 class StandaloneProcess(ChildProcess):
@@ -45,13 +47,27 @@ class StandaloneProcess(ChildProcess):
     def start(self, timeout: float = 30.0) -> StandaloneProcess:
         """Start the server and wait for its ready line; return self.
 
-        Raises:
-            RuntimeError: it exited or did not get ready in time (its log is in the message).
+        :raises RuntimeError: it exited or did not get ready in time (its log is in the message).
         """
-        cmd = [sys.executable, "-m", "hqueue", "standalone", "--data-dir", str(self.data_dir),
-               "--host", self.host, "--port", str(self.port),
-               "--thrift2-port", str(self.thrift2_port), "--sidecar-port", str(self.sidecar_port),
-               "--log-level", "INFO", *self.extra_args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "hqueue",
+            "standalone",
+            "--data-dir",
+            str(self.data_dir),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--thrift2-port",
+            str(self.thrift2_port),
+            "--sidecar-port",
+            str(self.sidecar_port),
+            "--log-level",
+            "INFO",
+            *self.extra_args,
+        ]
         m = self._spawn(cmd, dict(os.environ), _READY, timeout)
         self.port = int(m["p1"])
         self.thrift2_port = int(m["p2"])
@@ -68,7 +84,6 @@ class StandaloneProcess(ChildProcess):
     def restart(self) -> StandaloneProcess:
         """Start again on the same data directory and ports; return self.
 
-        Raises:
-            RuntimeError: as :meth:`start` (for instance, a port taken meanwhile).
+        :raises RuntimeError: as :meth:`start` (for instance, a port taken meanwhile).
         """
         return self.start()

@@ -24,8 +24,15 @@ _READY = re.compile(r"hqueue subscriber ready: .* address=(?P<address>\S+)")
 class SubscriberProcess(ChildProcess):
     """A ``hqueue subscribe --format json`` child process writing to ``out_path``."""
 
-    def __init__(self, hbase: str, out_path: Path, log_path: Path, *args: str,
-                 zookeeper: str | None = None, table_prefix: str | None = None) -> None:
+    def __init__(
+        self,
+        hbase: str,
+        out_path: Path,
+        log_path: Path,
+        *args: str,
+        zookeeper: str | None = None,
+        table_prefix: str | None = None,
+    ) -> None:
         self.hbase = hbase
         self.out_path = out_path
         self.log_path = log_path
@@ -37,8 +44,7 @@ class SubscriberProcess(ChildProcess):
     def start(self, timeout: float = 60.0) -> SubscriberProcess:
         """Start and wait for the ready line on stderr; return self.
 
-        Raises:
-            RuntimeError: it exited or did not get ready in time (its log is in the message).
+        :raises RuntimeError: it exited or did not get ready in time (its log is in the message).
         """
         cmd = [sys.executable, "-m", "hqueue", "--hbase", self.hbase, "--format", "json"]
         if self.zookeeper:
@@ -50,8 +56,9 @@ class SubscriberProcess(ChildProcess):
             env[ENV_TABLE_PREFIX] = self.table_prefix
         start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.out_path, "a") as out, open(self.log_path, "a") as log:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=log, text=True,
-                                         env={**env, "PYTHONUNBUFFERED": "1"})
+            self.proc = subprocess.Popen(
+                cmd, stdout=out, stderr=log, text=True, env={**env, "PYTHONUNBUFFERED": "1"}
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             m = _READY.search(self.log_path.read_text()[start:])

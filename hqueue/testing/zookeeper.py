@@ -32,8 +32,14 @@ from kazoo.protocol.states import KazooState
 from hqueue.settings import DEFAULT_HOST, ENV_ZOOKEEPER_CLASSPATH
 from hqueue.testing.process import free_port
 
-__all__ = ["ZooKeeperServer", "classpath", "drop_connection",
-           "expire_session", "four_letter_word", "zookeeper_available"]
+__all__ = [
+    "ZooKeeperServer",
+    "classpath",
+    "drop_connection",
+    "expire_session",
+    "four_letter_word",
+    "zookeeper_available",
+]
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 # Debian's jar's manifest names its dependencies under /usr/share/java; slf4j needs a
@@ -95,8 +101,7 @@ class ZooKeeperServer:
         """Start the server on a free port and wait until it answers ``ruok``; return
         self. A port taken in between is retried, up to ``attempts`` starts.
 
-        Raises:
-            RuntimeError: it exited or did not answer in time (its log is in the message).
+        :raises RuntimeError: it exited or did not answer in time (its log is in the message).
         """
         for attempt in range(attempts):
             self.port = free_port()
@@ -142,8 +147,12 @@ class ZooKeeperServer:
         ]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=self.work_dir, env={**os.environ},
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.work_dir,
+                env={**os.environ},
             )
 
     def _wait_ready(self, timeout: float) -> bool:
@@ -178,8 +187,7 @@ class ZooKeeperServer:
     def chroot(self) -> str:
         """Create a fresh, unique chroot znode; return the connect string into it.
 
-        Raises:
-            kazoo.handlers.threading.KazooTimeoutError: the server did not answer in 30 s.
+        :raises kazoo.handlers.threading.KazooTimeoutError: the server did not answer in 30 s.
         """
         path = f"/t-{uuid.uuid4().hex}"
         client = KazooClient(hosts=self.hosts, timeout=10.0)
@@ -194,8 +202,7 @@ class ZooKeeperServer:
     def client(self, chroot_hosts: str, session_timeout: float = 10.0) -> KazooClient:
         """Return a started kazoo client on ``chroot_hosts`` (the caller stops it).
 
-        Raises:
-            kazoo.handlers.threading.KazooTimeoutError: it did not connect in 30 s.
+        :raises kazoo.handlers.threading.KazooTimeoutError: it did not connect in 30 s.
         """
         client = KazooClient(hosts=chroot_hosts, timeout=session_timeout)
         client.start(timeout=30)
@@ -234,8 +241,7 @@ def expire_session(client: KazooClient, hosts: str, timeout: float = 30.0) -> No
 
     ``hosts`` is the server's connect string (no chroot needed).
 
-    Raises:
-        TimeoutError: the client did not see LOST, or did not reconnect, in ``timeout``.
+    :raises TimeoutError: the client did not see LOST, or did not reconnect, in ``timeout``.
     """
 
     def close_session() -> None:
@@ -252,7 +258,7 @@ def drop_connection(client: KazooClient, timeout: float = 30.0) -> None:
     """Break ``client``'s connection (its session survives); wait until the client has
     seen SUSPENDED and is connected again.
 
-    Raises:
-        TimeoutError: the client did not see SUSPENDED, or did not reconnect, in ``timeout``.
+    :raises TimeoutError: the client did not see SUSPENDED, or did not reconnect, in
+        ``timeout``.
     """
     _wait_state(client, lambda: client._call(_CONNECTION_DROP, None), KazooState.SUSPENDED, timeout)

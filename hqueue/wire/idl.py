@@ -30,13 +30,14 @@ def hbase1() -> ModuleType:
 def load(name: str) -> ModuleType:
     """Return the module for ``thrift/<name>.thrift``, loaded once.
 
-    Raises:
-        FileNotFoundError: the IDL is missing from the installed package.
+    :raises FileNotFoundError: the IDL is missing from the installed package.
     """
     path = IDL_DIR / f"{name}.thrift"
     if not path.is_file():
-        raise FileNotFoundError(f"Thrift IDL {name}.thrift is missing from the installed "
-                                "hqueue package: reinstall hqueue")
+        raise FileNotFoundError(
+            f"Thrift IDL {name}.thrift is missing from the installed "
+            "hqueue package: reinstall hqueue"
+        )
     # as_file: a zipped install has no file path of its own for thriftpy2 to read.
     with resources.as_file(path) as real:
         return thriftpy2.load(str(real), module_name=f"{name}_thrift")

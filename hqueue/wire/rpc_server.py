@@ -64,8 +64,14 @@ class PreEncodedStructs:
 
     def wire(self) -> bytes:
         """Return the result struct: field 0 (``success``) holding the list, then stop."""
-        return b"".join((_LIST_FIELD_0, len(self.encoded).to_bytes(4, "big", signed=True),
-                         *self.encoded, b"\x00"))
+        return b"".join(
+            (
+                _LIST_FIELD_0,
+                len(self.encoded).to_bytes(4, "big", signed=True),
+                *self.encoded,
+                b"\x00",
+            )
+        )
 
     def objects(self) -> list[Any]:
         """Return the elements decoded into ``struct_cls`` objects."""
@@ -100,8 +106,14 @@ class _Processor(TProcessor):
         except Exception as exc:
             if not self.handle_exception(exc, result):
                 log.exception("unexpected error in %s", api)
-                return self.send_exception(oprot, api, TApplicationException(
-                    TApplicationException.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"), seqid)
+                return self.send_exception(
+                    oprot,
+                    api,
+                    TApplicationException(
+                        TApplicationException.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
+                    ),
+                    seqid,
+                )
         # A call that raised a declared exception leaves no ``success`` on a void result.
         if isinstance(getattr(result, "success", None), PreEncodedStructs):
             if isinstance(oprot, TCyBinaryProtocol):
@@ -150,8 +162,10 @@ class _LimitedSocket:
 
 class _Oversized(TTransportException):
     def __init__(self, limit: int) -> None:
-        super().__init__(TTransportException.UNKNOWN,
-                         f"message larger than the server's limit of {limit} bytes refused")
+        super().__init__(
+            TTransportException.UNKNOWN,
+            f"message larger than the server's limit of {limit} bytes refused",
+        )
 
 
 def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
@@ -201,18 +215,23 @@ def _send_frame(sock: socket.socket, parts: list[bytes]) -> None:
 class ThriftServer:
     """Serve one Thrift service on ``host:port`` (port 0 picks a free port).
 
-    Args:
-        service: the thriftpy2 service (e.g. ``Hbase_thrift.Hbase``).
-        handler: an object with one method per RPC.
-        host: address to bind; 127.0.0.1 unless told otherwise.
-        port: port to bind, 0 for a free one (see :attr:`port` after :meth:`start`).
-        max_message_bytes: the largest request accepted.
-        name: used in thread names and log lines.
+    :param service: the thriftpy2 service (e.g. ``Hbase_thrift.Hbase``).
+    :param handler: an object with one method per RPC.
+    :param host: address to bind; 127.0.0.1 unless told otherwise.
+    :param port: port to bind, 0 for a free one (see :attr:`port` after :meth:`start`).
+    :param max_message_bytes: the largest request accepted.
+    :param name: used in thread names and log lines.
     """
 
-    def __init__(self, service: ModuleType | type, handler: object, host: str = DEFAULT_HOST,
-                 port: int = 0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 name: str = "thrift") -> None:
+    def __init__(
+        self,
+        service: ModuleType | type,
+        handler: object,
+        host: str = DEFAULT_HOST,
+        port: int = 0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        name: str = "thrift",
+    ) -> None:
         if max_message_bytes < 1024:
             raise ValueError("'max_message_bytes' must be >= 1024")
         self._processor = _Processor(service, handler)  # type: ignore[arg-type]
@@ -231,8 +250,7 @@ class ThriftServer:
     def start(self) -> ThriftServer:
         """Bind and start accepting; return self.
 
-        Raises:
-            OSError: the address cannot be bound.
+        :raises OSError: the address cannot be bound.
         """
         listener = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -240,8 +258,9 @@ class ThriftServer:
         listener.listen(128)
         self.port = listener.getsockname()[1]
         self._listener = listener
-        self._accept_thread = threading.Thread(target=self._accept_loop,
-                                               name=f"{self.name}-accept", daemon=True)
+        self._accept_thread = threading.Thread(
+            target=self._accept_loop, name=f"{self.name}-accept", daemon=True
+        )
         self._accept_thread.start()
         return self
 
@@ -284,8 +303,12 @@ class ThriftServer:
                 continue
             with self._lock:
                 self._conns[conn] = False
-            threading.Thread(target=self._serve_connection, args=(conn, peer),
-                             name=f"{self.name}-conn", daemon=True).start()
+            threading.Thread(
+                target=self._serve_connection,
+                args=(conn, peer),
+                name=f"{self.name}-conn",
+                daemon=True,
+            ).start()
 
     def _set_busy(self, conn: socket.socket, busy: bool) -> None:
         with self._lock:
@@ -312,8 +335,13 @@ class ThriftServer:
         except Exception as exc:
             # Malformed input (bad protocol version, truncated or nonsensical
             # struct): drop this connection, keep serving everyone else.
-            log.warning("%s: closing connection from %s after malformed input: %s: %s",
-                        self.name, peer, type(exc).__name__, exc)
+            log.warning(
+                "%s: closing connection from %s after malformed input: %s: %s",
+                self.name,
+                peer,
+                type(exc).__name__,
+                exc,
+            )
         finally:
             with self._lock:
                 self._conns.pop(conn, None)
@@ -340,8 +368,11 @@ class ThriftServer:
                 return
             size = int.from_bytes(header, "big", signed=True)
             if size <= 0 or size > self.max_message_bytes:
-                raise _Oversized(self.max_message_bytes) if size > 0 else \
-                    TTransportException(TTransportException.UNKNOWN, f"bad frame size {size}")
+                raise (
+                    _Oversized(self.max_message_bytes)
+                    if size > 0
+                    else TTransportException(TTransportException.UNKNOWN, f"bad frame size {size}")
+                )
             frame = _recv_exactly(conn, size)
             if frame is None:
                 return

@@ -76,15 +76,15 @@ def encode_singles(head: bytes, ts: int, values: list[bytes]) -> list[bytes]:
         return [lead + value + tail for value in values]
     pack_header = ROW_HEADER.pack
     pack_i32 = _I32.pack
-    return [b"".join((pack_header(FORMAT, ts, fixed + len(v), 1), head, pack_i32(len(v)), v, tail))
-            for v in values]
+    return [
+        b"".join((pack_header(FORMAT, ts, fixed + len(v), 1), head, pack_i32(len(v)), v, tail))
+        for v in values
+    ]
 
 
 def encode_cells(cells: list[Cell]) -> bytes:
-    """Encode cells, which must be in KeyValue order (column asc, timestamp desc).
-
-    Returns:
-        The row's stored value.
+    """Encode cells, which must be in KeyValue order (column asc, timestamp desc); return
+    the row's stored value.
     """
     newest: list[bytes] = []
     older: list[bytes] = []
@@ -108,11 +108,11 @@ def _decode_entries(data: bytes, pos: int, end: int, out: list[Cell]) -> None:
     while pos < end:
         (clen,) = unpack_i32(data, pos)
         pos += 4
-        column = data[pos:pos + clen]
+        column = data[pos : pos + clen]
         pos += clen + 3
         (vlen,) = unpack_i32(data, pos)
         pos += 4
-        value = data[pos:pos + vlen]
+        value = data[pos : pos + vlen]
         pos += vlen + 3
         (ts,) = unpack_i64(data, pos)
         pos += 9
@@ -120,14 +120,10 @@ def _decode_entries(data: bytes, pos: int, end: int, out: list[Cell]) -> None:
 
 
 def decode_cells(data: bytes) -> list[Cell]:
-    """Decode a stored row value.
+    """Decode a stored row value; return the cells, in KeyValue order.
 
-    Returns:
-        The cells, in KeyValue order.
-
-    Raises:
-        ValueError: an unknown format byte (a corrupt or newer store).
-        struct.error: a truncated buffer (a corrupt store).
+    :raises ValueError: an unknown format byte (a corrupt or newer store).
+    :raises struct.error: a truncated buffer (a corrupt store).
     """
     fmt, _, newest_len, _ = ROW_HEADER.unpack_from(data)
     if fmt != FORMAT:
@@ -156,9 +152,19 @@ def cells_result_wire(row: bytes, cells: list[Cell], sort_columns: bool = False)
     if sort_columns:
         parts += (_SORTED_FIELD, _I32.pack(len(cells)))
         for column, ts, value in cells:
-            parts += (_COLUMN_NAME_FIELD, _I32.pack(len(column)), column, _CELL_FIELD,
-                      _VALUE_FIELD, _I32.pack(len(value)), value, _TS_FIELD, _I64.pack(ts),
-                      STRUCT_END, STRUCT_END)
+            parts += (
+                _COLUMN_NAME_FIELD,
+                _I32.pack(len(column)),
+                column,
+                _CELL_FIELD,
+                _VALUE_FIELD,
+                _I32.pack(len(value)),
+                value,
+                _TS_FIELD,
+                _I64.pack(ts),
+                STRUCT_END,
+                STRUCT_END,
+            )
     else:
         parts += (COLUMNS_START, _I32.pack(len(cells)))
         for column, ts, value in cells:

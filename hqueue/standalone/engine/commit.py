@@ -52,14 +52,11 @@ class GroupCommitter:
         self._closed = False
 
     def submit(self, fn: Callable[[lmdb.Transaction], T]) -> T:
-        """Run ``fn(txn)`` in the next commit and wait until it is on disk.
+        """Run ``fn(txn)`` in the next commit and wait until it is on disk; return what
+        ``fn`` returned.
 
-        Returns:
-            What ``fn`` returned.
-
-        Raises:
-            Whatever ``fn`` raised (its writes are rolled back), or StorageError
-            when the commit itself failed or the store is closed.
+        :raises Exception: whatever ``fn`` raised (its writes are rolled back).
+        :raises StorageError: when the commit itself failed or the store is closed.
         """
         result: T = self.wait(self.enqueue(fn))
         return result
@@ -69,8 +66,7 @@ class GroupCommitter:
         Queued writes are applied, and become visible, in the order they were
         queued.
 
-        Raises:
-            StorageError: the store is closed.
+        :raises StorageError: the store is closed.
         """
         pending = PendingWrite(fn)
         with self._cv:
@@ -83,8 +79,8 @@ class GroupCommitter:
         """Wait until a queued write is on disk (leading a commit if none is in
         progress); return what its function returned.
 
-        Raises:
-            as :meth:`submit`.
+        :raises Exception: as :meth:`submit`.
+        :raises StorageError: as :meth:`submit`.
         """
         with self._cv:
             while self._leading and not pending.done:
@@ -121,9 +117,13 @@ class GroupCommitter:
                     else:
                         child.commit()
         except lmdb.MapFullError:
-            self._fail(batch, StorageError(
-                "IOException: the store is full; restart `hqueue standalone` with a larger "
-                "--map-size"))
+            self._fail(
+                batch,
+                StorageError(
+                    "IOException: the store is full; restart `hqueue standalone` with a larger "
+                    "--map-size"
+                ),
+            )
         except lmdb.Error as exc:
             self._fail(batch, StorageError(f"IOException: commit failed: {exc}"))
 

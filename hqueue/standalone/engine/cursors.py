@@ -52,9 +52,12 @@ class ScanSpec:
 class Scanner:
     """An open scan over one table. Use :meth:`ScannerRegistry.open`, not this constructor.
 
-    Raises (on construction):
-        TableNotFoundError, TableStateError, ColumnFamilyNotFoundError,
-        InvalidArgumentError (a bad or unsupported filter string).
+    Its construction raises:
+
+    :raises TableNotFoundError: no such table.
+    :raises TableStateError: the table is disabled.
+    :raises ColumnFamilyNotFoundError: a column names a family the table lacks.
+    :raises InvalidArgumentError: a bad or unsupported filter string.
     """
 
     def __init__(self, store: Store, table: bytes, spec: ScanSpec) -> None:
@@ -75,8 +78,7 @@ class Scanner:
     def next_rows(self, limit: int) -> list[tuple[bytes, list[Cell]]]:
         """Return up to ``limit`` results; an empty list means the scan is over.
 
-        Raises:
-            TableNotFoundError: the table was deleted meanwhile.
+        :raises TableNotFoundError: the table was deleted meanwhile.
         """
         self.last_used = time.monotonic()
         out: list[tuple[bytes, list[Cell]]] = []
@@ -91,8 +93,13 @@ class Scanner:
     def plain(self) -> bool:
         """True if the scan takes every column's newest version, unfiltered (see next_wire)."""
         spec = self.spec
-        return (self._selector is None and self._filter is None and spec.max_ts is None
-                and not spec.batch_size and not spec.sort_columns)
+        return (
+            self._selector is None
+            and self._filter is None
+            and spec.max_ts is None
+            and not spec.batch_size
+            and not spec.sort_columns
+        )
 
     def next_wire(self, limit: int) -> list[bytes]:
         """Return up to ``limit`` results as binary-protocol ``TRowResult`` structs.
@@ -107,8 +114,13 @@ class Scanner:
         if self._done:
             return []
         results, last, exhausted = self._store.scan_wire(
-            self._desc, self._resume, self.spec.stop, self.spec.reverse,
-            self._resume if self._resume_after else None, max(limit, 1))
+            self._desc,
+            self._resume,
+            self.spec.stop,
+            self.spec.reverse,
+            self._resume if self._resume_after else None,
+            max(limit, 1),
+        )
         if last is not None:
             self._resume, self._resume_after = last, True
         self._done = exhausted
@@ -127,8 +139,13 @@ class Scanner:
         spec = self.spec
         filt = self._filter
         cutoffs = self._desc.ttl_cutoffs(now_ms())
-        rows = self._store.iter_rows(self._desc, self._resume, spec.stop, spec.reverse,
-                                     after=self._resume if self._resume_after else None)
+        rows = self._store.iter_rows(
+            self._desc,
+            self._resume,
+            spec.stop,
+            spec.reverse,
+            after=self._resume if self._resume_after else None,
+        )
         try:
             for row, cells in rows:
                 self._resume, self._resume_after = row, True
@@ -199,8 +216,7 @@ class ScannerRegistry:
     def get(self, scanner_id: int) -> Scanner:
         """Return the scanner with this id.
 
-        Raises:
-            InvalidArgumentError: no such scanner (closed, or its lease expired).
+        :raises InvalidArgumentError: no such scanner (closed, or its lease expired).
         """
         with self._lock:
             scanner = self._scanners.get(scanner_id)
@@ -208,7 +224,8 @@ class ScannerRegistry:
             self.close(scanner_id)
             raise InvalidArgumentError(
                 f"UnknownScannerException: scanner ID {scanner_id} is invalid (closed, or idle "
-                f"longer than its {self.lease_seconds:g} s lease)")
+                f"longer than its {self.lease_seconds:g} s lease)"
+            )
         return scanner
 
     def close(self, scanner_id: int) -> bool:

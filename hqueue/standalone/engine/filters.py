@@ -23,8 +23,14 @@ from enum import IntEnum
 from hqueue.errors import InvalidArgumentError
 from hqueue.standalone.engine.cells import Cell
 
-SUPPORTED = ("PrefixFilter", "KeyOnlyFilter", "FirstKeyOnlyFilter", "ColumnPrefixFilter",
-             "PageFilter", "InclusiveStopFilter")
+SUPPORTED = (
+    "PrefixFilter",
+    "KeyOnlyFilter",
+    "FirstKeyOnlyFilter",
+    "ColumnPrefixFilter",
+    "PageFilter",
+    "InclusiveStopFilter",
+)
 
 
 class RowDecision(IntEnum):
@@ -61,7 +67,7 @@ class PrefixFilter(Filter):
     def filter_row_key(self, row: bytes, reverse: bool) -> RowDecision:
         if row.startswith(self.prefix):
             return RowDecision.INCLUDE
-        past = row[:len(self.prefix)] < self.prefix if reverse else row > self.prefix
+        past = row[: len(self.prefix)] < self.prefix if reverse else row > self.prefix
         return RowDecision.STOP if past else RowDecision.SKIP
 
 
@@ -77,8 +83,9 @@ class InclusiveStopFilter(Filter):
 class PageFilter(Filter):
     def __init__(self, page_size: int) -> None:
         if page_size < 0:
-            raise InvalidArgumentError("IllegalArgumentException: PageFilter's page size "
-                                       "must be >= 0")
+            raise InvalidArgumentError(
+                "IllegalArgumentException: PageFilter's page size must be >= 0"
+            )
         self.page_size = page_size
         self.returned = 0
 
@@ -154,8 +161,10 @@ class FilterList(Filter):
 # Comparison operators are tokens too, though no supported filter takes one:
 # the compare filters (RowFilter(=, 'binary:a'), ValueFilter, ...) must reach
 # the parser to be refused by name.
-_TOKEN = re.compile(rb"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>-?\d+)|(?P<word>[A-Za-z_]\w*)"
-                    rb"|(?P<punct>[(),])|(?P<op>!=|<=|>=|=|<|>))")
+_TOKEN = re.compile(
+    rb"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>-?\d+)|(?P<word>[A-Za-z_]\w*)"
+    rb"|(?P<punct>[(),])|(?P<op>!=|<=|>=|=|<|>))"
+)
 
 
 def _tokenize(text: bytes) -> list[tuple[str, bytes]]:
@@ -165,7 +174,7 @@ def _tokenize(text: bytes) -> list[tuple[str, bytes]]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
-            raise _error(f"cannot parse filter string at byte {pos}: {text[pos:pos + 20]!r}")
+            raise _error(f"cannot parse filter string at byte {pos}: {text[pos : pos + 20]!r}")
         kind = m.lastgroup or ""
         tokens.append((kind, m.group(kind)))
         pos = m.end()
@@ -189,16 +198,20 @@ class _Parser:
         if tok is None:
             raise _error("filter string ends too early")
         if expected is not None and tok[1] != expected:
-            raise _error(f"expected {expected.decode()!r} in filter string, found "
-                         f"{tok[1].decode(errors='replace')!r}")
+            raise _error(
+                f"expected {expected.decode()!r} in filter string, found "
+                f"{tok[1].decode(errors='replace')!r}"
+            )
         self.pos += 1
         return tok
 
     def parse(self) -> Filter:
         result = self.or_expr()
         if self.peek() is not None:
-            raise _error(f"unexpected {self.peek()[1].decode(errors='replace')!r} "  # type: ignore[index]
-                         "in filter string")
+            raise _error(
+                f"unexpected {self.peek()[1].decode(errors='replace')!r} "  # type: ignore[index]
+                "in filter string"
+            )
         return result
 
     def or_expr(self) -> Filter:
@@ -225,11 +238,15 @@ class _Parser:
             raise _error(f"expected a filter name, found {value.decode(errors='replace')!r}")
         name = value.decode()
         if name.upper() in ("SKIP", "WHILE"):
-            raise _error(f"the {name.upper()} operator is not supported by hqueue standalone "
-                         f"(supported filters: {', '.join(SUPPORTED)})")
+            raise _error(
+                f"the {name.upper()} operator is not supported by hqueue standalone "
+                f"(supported filters: {', '.join(SUPPORTED)})"
+            )
         if name not in _BUILDERS:
-            raise _error(f"filter {name!r} is not supported by hqueue standalone "
-                         f"(supported: {', '.join(SUPPORTED)})")
+            raise _error(
+                f"filter {name!r} is not supported by hqueue standalone "
+                f"(supported: {', '.join(SUPPORTED)})"
+            )
         self.take(b"(")
         args: list[tuple[str, bytes]] = []
         if self.peek() is not None and self.peek()[1] != b")":  # type: ignore[index]
@@ -282,14 +299,10 @@ _BUILDERS: dict[str, Callable[[str, list[tuple[str, bytes]]], Filter]] = {
 
 
 def parse_filter(text: bytes | None) -> Filter | None:
-    """Compile a filter string.
+    """Compile a filter string; return the filter, or None for an empty string.
 
-    Returns:
-        The filter, or None for an empty string.
-
-    Raises:
-        InvalidArgumentError: a syntax error, or a filter or operator that is
-            not supported; the message names it.
+    :raises InvalidArgumentError: a syntax error, or a filter or operator that is
+        not supported; the message names it.
     """
     if not text or not text.strip():
         return None

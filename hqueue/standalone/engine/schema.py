@@ -98,36 +98,51 @@ class TableDescriptor:
     def regions(self) -> list[Region]:
         """Return the table's regions in key order (one per split key, plus one)."""
         bounds = [b"", *self.split_keys, b""]
-        return [Region(self.name, bounds[i], bounds[i + 1], self.created_ms + i)
-                for i in range(len(bounds) - 1)]
+        return [
+            Region(self.name, bounds[i], bounds[i + 1], self.created_ms + i)
+            for i in range(len(bounds) - 1)
+        ]
 
     def ttl_cutoffs(self, now: int) -> dict[bytes, int]:
         """Return, per family with a TTL, the oldest timestamp still visible at ``now``."""
-        return {name: now - opts.time_to_live * 1000
-                for name, opts in self.families.items() if opts.time_to_live < FOREVER}
+        return {
+            name: now - opts.time_to_live * 1000
+            for name, opts in self.families.items()
+            if opts.time_to_live < FOREVER
+        }
 
     def to_json(self) -> bytes:
         """Serialize for the ``meta`` database."""
-        return json.dumps({
-            "name": self.name.hex(), "table_id": self.table_id, "enabled": self.enabled,
-            "created_ms": self.created_ms, "split_keys": [k.hex() for k in self.split_keys],
-            "families": {k.hex(): asdict(v) for k, v in self.families.items()},
-        }).encode()
+        return json.dumps(
+            {
+                "name": self.name.hex(),
+                "table_id": self.table_id,
+                "enabled": self.enabled,
+                "created_ms": self.created_ms,
+                "split_keys": [k.hex() for k in self.split_keys],
+                "families": {k.hex(): asdict(v) for k, v in self.families.items()},
+            }
+        ).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> TableDescriptor:
         """Parse what :meth:`to_json` wrote."""
         d = json.loads(raw)
         return cls(
-            name=bytes.fromhex(d["name"]), table_id=d["table_id"], enabled=d["enabled"],
-            created_ms=d["created_ms"], split_keys=tuple(bytes.fromhex(k) for k in d["split_keys"]),
+            name=bytes.fromhex(d["name"]),
+            table_id=d["table_id"],
+            enabled=d["enabled"],
+            created_ms=d["created_ms"],
+            split_keys=tuple(bytes.fromhex(k) for k in d["split_keys"]),
             families={bytes.fromhex(k): FamilyOptions(**v) for k, v in d["families"].items()},
         )
 
     def with_changes(self, **changes: Any) -> TableDescriptor:
         """Return a copy with the given fields replaced."""
-        values = {k: getattr(self, k) for k in
-                  ("name", "table_id", "families", "split_keys", "enabled", "created_ms")}
+        values = {
+            k: getattr(self, k)
+            for k in ("name", "table_id", "families", "split_keys", "enabled", "created_ms")
+        }
         values.update(changes)
         return TableDescriptor(**values)
 
@@ -143,11 +158,9 @@ class ColumnSelector:
     def parse(cls, columns: list[bytes] | None, desc: TableDescriptor) -> ColumnSelector | None:
         """Build a selector from Thrift1 column names (``b"cf"`` is a family, ``b"cf:q"`` a column).
 
-        Returns:
-            None when ``columns`` is empty (every column).
+        Return None when ``columns`` is empty (every column).
 
-        Raises:
-            ColumnFamilyNotFoundError: a column names a family the table lacks.
+        :raises ColumnFamilyNotFoundError: a column names a family the table lacks.
         """
         if not columns:
             return None
@@ -158,7 +171,8 @@ class ColumnSelector:
             if fam not in desc.families:
                 raise ColumnFamilyNotFoundError(
                     f"NoSuchColumnFamilyException: column family {fam!r} does not exist "
-                    f"in table {desc.name.decode(errors='replace')}")
+                    f"in table {desc.name.decode(errors='replace')}"
+                )
             if not colon:
                 # Only "cf" names the whole family: since HBase 0.96 (HBASE-9549)
                 # CellUtil.parseColumn reads "cf:" as the empty qualifier.
@@ -215,20 +229,22 @@ class RowMutation:
     mutations: Sequence[MutationLike]
 
 
-def visible_cells(cells: list[Cell], cutoffs: dict[bytes, int], selector: ColumnSelector | None,
-                  max_ts: int | None, max_versions: int) -> list[Cell]:
-    """Filter a row's cells down to what a read sees.
+def visible_cells(
+    cells: list[Cell],
+    cutoffs: dict[bytes, int],
+    selector: ColumnSelector | None,
+    max_ts: int | None,
+    max_versions: int,
+) -> list[Cell]:
+    """Filter a row's cells down to what a read sees; return the visible cells, in
+    KeyValue order.
 
-    Args:
-        cells: the row's cells in KeyValue order.
-        cutoffs: per family, the oldest visible timestamp (TTL); see
-            :meth:`TableDescriptor.ttl_cutoffs`.
-        selector: the columns asked for, or None for all.
-        max_ts: only cells with a timestamp below this (Thrift1's ``*Ts`` calls), or None.
-        max_versions: versions per column to return, newest first.
-
-    Returns:
-        The visible cells, in KeyValue order.
+    :param cells: the row's cells in KeyValue order.
+    :param cutoffs: per family, the oldest visible timestamp (TTL); see
+        :meth:`TableDescriptor.ttl_cutoffs`.
+    :param selector: the columns asked for, or None for all.
+    :param max_ts: only cells with a timestamp below this (Thrift1's ``*Ts`` calls), or None.
+    :param max_versions: versions per column to return, newest first.
     """
     out: list[Cell] = []
     prev: bytes | None = None

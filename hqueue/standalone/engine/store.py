@@ -91,20 +91,27 @@ _TABLE_NAME_CHARS = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 class Store:
     """HBase tables over one LMDB environment; thread-safe.
 
-    Args:
-        path: the data directory (created if missing).
-        map_size: the largest the database may grow, in bytes.
-        sync: fsync every commit (the durability guarantee); only tests of
-            something else may turn it off.
+    :param path: the data directory (created if missing).
+    :param map_size: the largest the database may grow, in bytes.
+    :param sync: fsync every commit (the durability guarantee); only tests of
+        something else may turn it off.
     """
 
-    def __init__(self, path: str | os.PathLike[str], map_size: int = 64 << 30,
-                 sync: bool = True) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], map_size: int = 64 << 30, sync: bool = True
+    ) -> None:
         os.makedirs(path, exist_ok=True)
         self.path = os.fspath(path)
         try:
-            self._env = lmdb.open(self.path, map_size=map_size, max_dbs=4, max_readers=1024,
-                                  sync=sync, metasync=sync, readahead=False)
+            self._env = lmdb.open(
+                self.path,
+                map_size=map_size,
+                max_dbs=4,
+                max_readers=1024,
+                sync=sync,
+                metasync=sync,
+                readahead=False,
+            )
         except lmdb.Error as exc:
             raise StorageError(f"cannot open the store at {self.path}: {exc}") from exc
         self._meta = self._env.open_db(b"meta")
@@ -133,46 +140,52 @@ class Store:
     def describe(self, name: bytes) -> TableDescriptor:
         """Return a table's descriptor.
 
-        Raises:
-            TableNotFoundError: no such table.
+        :raises TableNotFoundError: no such table.
         """
         try:
             return self._tables[name]
         except KeyError:
             raise TableNotFoundError(
-                f"TableNotFoundException: {name.decode(errors='replace')}") from None
+                f"TableNotFoundException: {name.decode(errors='replace')}"
+            ) from None
 
-    def create_table(self, name: bytes, families: dict[bytes, FamilyOptions],
-                     split_keys: list[bytes] | tuple[bytes, ...] = ()) -> TableDescriptor:
-        """Create an enabled table, pre-split at ``split_keys``.
+    def create_table(
+        self,
+        name: bytes,
+        families: dict[bytes, FamilyOptions],
+        split_keys: list[bytes] | tuple[bytes, ...] = (),
+    ) -> TableDescriptor:
+        """Create an enabled table, pre-split at ``split_keys``; return the new table's
+        descriptor.
 
-        Returns:
-            The new table's descriptor.
-
-        Raises:
-            InvalidArgumentError: bad name, no families, bad family or split keys.
-            TableExistsError: the name is taken.
+        :raises InvalidArgumentError: bad name, no families, bad family or split keys.
+        :raises TableExistsError: the name is taken.
         """
         _check_table_name(name)
         if not families:
-            raise InvalidArgumentError("IllegalArgumentException: a table needs at least one "
-                                       "column family")
+            raise InvalidArgumentError(
+                "IllegalArgumentException: a table needs at least one column family"
+            )
         for fam, opts in families.items():
             if not fam or b":" in fam:
                 raise InvalidArgumentError(
-                    f"IllegalArgumentException: invalid column family name {fam!r}")
+                    f"IllegalArgumentException: invalid column family name {fam!r}"
+                )
             if opts.max_versions < 1:
                 raise InvalidArgumentError(
-                    f"IllegalArgumentException: max_versions of {fam!r} must be >= 1")
+                    f"IllegalArgumentException: max_versions of {fam!r} must be >= 1"
+                )
             if opts.time_to_live < 1:
                 raise InvalidArgumentError(
-                    f"IllegalArgumentException: time_to_live of {fam!r} must be >= 1 second")
+                    f"IllegalArgumentException: time_to_live of {fam!r} must be >= 1 second"
+                )
         splits = tuple(sorted(set(split_keys)))
         if len(splits) != len(split_keys):
             raise InvalidArgumentError("IllegalArgumentException: split keys must be unique")
         if any(not k for k in splits):
-            raise InvalidArgumentError("IllegalArgumentException: empty split key must not "
-                                       "be passed")
+            raise InvalidArgumentError(
+                "IllegalArgumentException: empty split key must not be passed"
+            )
 
         def create(txn: lmdb.Transaction) -> TableDescriptor:
             if name in self._tables:
@@ -180,8 +193,14 @@ class Store:
             raw_id = txn.get(_META_NEXT_ID, db=self._meta)
             table_id = int(raw_id) if raw_id else 1
             txn.put(_META_NEXT_ID, b"%d" % (table_id + 1), db=self._meta)
-            desc = TableDescriptor(name=name, table_id=table_id, families=dict(families),
-                                   split_keys=splits, enabled=True, created_ms=now_ms())
+            desc = TableDescriptor(
+                name=name,
+                table_id=table_id,
+                families=dict(families),
+                split_keys=splits,
+                enabled=True,
+                created_ms=now_ms(),
+            )
             txn.put(_META_TABLE + name, desc.to_json(), db=self._meta)
             return desc
 
@@ -193,8 +212,7 @@ class Store:
     def set_enabled(self, name: bytes, enabled: bool) -> None:
         """Enable or disable a table (a no-op when it already is).
 
-        Raises:
-            TableNotFoundError: no such table.
+        :raises TableNotFoundError: no such table.
         """
         with self._admin_lock:
             desc = self.describe(name)
@@ -202,52 +220,49 @@ class Store:
                 return
             new = desc.with_changes(enabled=enabled)
             self._committer.submit(
-                lambda txn: txn.put(_META_TABLE + name, new.to_json(), db=self._meta))
+                lambda txn: txn.put(_META_TABLE + name, new.to_json(), db=self._meta)
+            )
             self._tables[name] = new
 
     def modify_family(self, name: bytes, family: bytes, **changes: Any) -> TableDescriptor:
         """Change an existing family's options (``max_versions``, ``time_to_live``),
-        as HBase's ``modifyColumnFamily`` does; other options are kept.
+        as HBase's ``modifyColumnFamily`` does; other options are kept. Return the
+        table's new descriptor.
 
-        Returns:
-            The table's new descriptor.
-
-        Raises:
-            TableNotFoundError: no such table.
-            ColumnFamilyNotFoundError: the table has no such family.
-            InvalidArgumentError: an option is out of range.
+        :raises TableNotFoundError: no such table.
+        :raises ColumnFamilyNotFoundError: the table has no such family.
+        :raises InvalidArgumentError: an option is out of range.
         """
         if changes.get("max_versions", 1) < 1:
             raise InvalidArgumentError("IllegalArgumentException: max_versions must be >= 1")
         if changes.get("time_to_live", 1) < 1:
-            raise InvalidArgumentError(
-                "IllegalArgumentException: time_to_live must be >= 1 second")
+            raise InvalidArgumentError("IllegalArgumentException: time_to_live must be >= 1 second")
         with self._admin_lock:
             desc = self.describe(name)
             if family not in desc.families:
                 raise ColumnFamilyNotFoundError(
                     f"NoSuchColumnFamilyException: {family.decode(errors='replace')} in "
-                    f"{name.decode(errors='replace')}")
+                    f"{name.decode(errors='replace')}"
+                )
             families = dict(desc.families)
             families[family] = replace(families[family], **changes)
             new = desc.with_changes(families=families)
             self._committer.submit(
-                lambda txn: txn.put(_META_TABLE + name, new.to_json(), db=self._meta))
+                lambda txn: txn.put(_META_TABLE + name, new.to_json(), db=self._meta)
+            )
             self._tables[name] = new
             return new
 
     def delete_table(self, name: bytes) -> None:
         """Delete a disabled table and all its rows.
 
-        Raises:
-            TableNotFoundError: no such table.
-            TableStateError: the table is enabled (HBase's TableNotDisabledException).
+        :raises TableNotFoundError: no such table.
+        :raises TableStateError: the table is enabled (HBase's TableNotDisabledException).
         """
         with self._admin_lock:
             desc = self.describe(name)
             if desc.enabled:
-                raise TableStateError(
-                    f"TableNotDisabledException: {name.decode(errors='replace')}")
+                raise TableStateError(f"TableNotDisabledException: {name.decode(errors='replace')}")
 
             def delete(txn: lmdb.Transaction) -> None:
                 txn.delete(_META_TABLE + name, db=self._meta)
@@ -265,26 +280,30 @@ class Store:
     def enabled(self, name: bytes) -> TableDescriptor:
         """Return the descriptor of a table that may be read and written.
 
-        Raises:
-            TableNotFoundError: no such table.
-            TableStateError: the table is disabled.
+        :raises TableNotFoundError: no such table.
+        :raises TableStateError: the table is disabled.
         """
         desc = self.describe(name)
         if not desc.enabled:
-            raise TableStateError(f"TableNotEnabledException: {name.decode(errors='replace')} "
-                                  "is disabled")
+            raise TableStateError(
+                f"TableNotEnabledException: {name.decode(errors='replace')} is disabled"
+            )
         return desc
 
-    def get_rows(self, name: bytes, rows: list[bytes], columns: list[bytes] | None = None,
-                 max_ts: int | None = None,
-                 max_versions: int = 1) -> list[tuple[bytes, list[Cell]]]:
-        """Read rows by key.
+    def get_rows(
+        self,
+        name: bytes,
+        rows: list[bytes],
+        columns: list[bytes] | None = None,
+        max_ts: int | None = None,
+        max_versions: int = 1,
+    ) -> list[tuple[bytes, list[Cell]]]:
+        """Read rows by key; return ``(row, cells)`` for each row that has visible cells,
+        in the order asked.
 
-        Returns:
-            ``(row, cells)`` for each row that has visible cells, in the order asked.
-
-        Raises:
-            TableNotFoundError, TableStateError, ColumnFamilyNotFoundError.
+        :raises TableNotFoundError: no such table.
+        :raises TableStateError: the table is disabled.
+        :raises ColumnFamilyNotFoundError: a column names a family the table lacks.
         """
         desc = self.enabled(name)
         selector = ColumnSelector.parse(columns, desc)
@@ -301,20 +320,24 @@ class Store:
                     out.append((row, cells))
         return out
 
-    def iter_raw(self, desc: TableDescriptor, start: bytes, stop: bytes, reverse: bool = False,
-                 after: bytes | None = None) -> Generator[tuple[bytes, bytes], None, None]:
+    def iter_raw(
+        self,
+        desc: TableDescriptor,
+        start: bytes,
+        stop: bytes,
+        reverse: bool = False,
+        after: bytes | None = None,
+    ) -> Generator[tuple[bytes, bytes], None, None]:
         """Iterate stored rows in key order, undecoded (see :mod:`~hqueue.standalone.engine.cells`).
 
-        Args:
-            desc: the table.
-            start: first row (inclusive); for a reversed scan, the highest row.
-            stop: row to stop before (exclusive); b"" means the table's end.
-            reverse: iterate in descending key order.
-            after: resume after this row (it is skipped) instead of at ``start``.
+        Yield ``(row, stored value)``. The read transaction stays open until the
+        iterator is exhausted or closed, so callers close it promptly.
 
-        Yields:
-            ``(row, stored value)``. The read transaction stays open until the
-            iterator is exhausted or closed, so callers close it promptly.
+        :param desc: the table.
+        :param start: first row (inclusive); for a reversed scan, the highest row.
+        :param stop: row to stop before (exclusive); b"" means the table's end.
+        :param reverse: iterate in descending key order.
+        :param after: resume after this row (it is skipped) instead of at ``start``.
         """
         prefix = desc.prefix
         plen = len(prefix)
@@ -349,22 +372,21 @@ class Store:
                     return
                 yield key[plen:], raw
 
-    def raw_rows(self, desc: TableDescriptor, start: bytes, stop: bytes,
-                 count: int) -> tuple[list[bytes], list[bytes]]:
+    def raw_rows(
+        self, desc: TableDescriptor, start: bytes, stop: bytes, count: int
+    ) -> tuple[list[bytes], list[bytes]]:
         """Read up to ``count`` stored rows of ``[start, stop)`` in key order, undecoded,
         in one read transaction: the bulk form of :meth:`iter_raw` for scans that
         process rows by column.
 
-        Args:
-            desc: the table.
-            start: first row (inclusive).
-            stop: row to stop before (exclusive); b"" means the table's end.
-            count: the most rows to read.
+        Return ``(keys, stored values)``. The keys keep the table's key prefix
+        (``desc.prefix``), so a caller that wants them bare strips them all in one
+        pass instead of one slice per row.
 
-        Returns:
-            ``(keys, stored values)``. The keys keep the table's key prefix
-            (``desc.prefix``), so a caller that wants them bare strips them all in one
-            pass instead of one slice per row.
+        :param desc: the table.
+        :param start: first row (inclusive).
+        :param stop: row to stop before (exclusive); b"" means the table's end.
+        :param count: the most rows to read.
         """
         prefix = desc.prefix
         stop_key = prefix + stop if stop else TABLE_ID.pack(desc.table_id + 1)
@@ -388,8 +410,14 @@ class Store:
             del keys[cut:], raws[cut:]
         return keys, raws
 
-    def iter_rows(self, desc: TableDescriptor, start: bytes, stop: bytes, reverse: bool = False,
-                  after: bytes | None = None) -> Generator[tuple[bytes, list[Cell]], None, None]:
+    def iter_rows(
+        self,
+        desc: TableDescriptor,
+        start: bytes,
+        stop: bytes,
+        reverse: bool = False,
+        after: bytes | None = None,
+    ) -> Generator[tuple[bytes, list[Cell]], None, None]:
         """As :meth:`iter_raw`, with each row decoded into all its cells (no visibility rules)."""
         rows = self.iter_raw(desc, start, stop, reverse, after)
         try:
@@ -398,16 +426,22 @@ class Store:
         finally:
             rows.close()
 
-    def scan_wire(self, desc: TableDescriptor, start: bytes, stop: bytes, reverse: bool,
-                  after: bytes | None, limit: int) -> tuple[list[bytes], bytes | None, bool]:
+    def scan_wire(
+        self,
+        desc: TableDescriptor,
+        start: bytes,
+        stop: bytes,
+        reverse: bool,
+        after: bytes | None,
+        limit: int,
+    ) -> tuple[list[bytes], bytes | None, bool]:
         """Read up to ``limit`` rows of a plain scan as binary-protocol ``TRowResult`` structs.
 
         A plain scan returns every column's newest visible version. A row whose
         newest cells are all within the TTL is sent as stored, unparsed; only
         rows with expired cells are decoded.
 
-        Returns:
-            ``(results, last row read, True if the range is exhausted)``.
+        Return ``(results, last row read, True if the range is exhausted)``.
         """
         cutoffs = desc.ttl_cutoffs(now_ms())
         # A row whose oldest newest-cell is at or above every family's cutoff
@@ -425,8 +459,18 @@ class Store:
                 last = row
                 _, min_ts, newest_len, _ = unpack_header(raw)
                 if min_ts >= newest_cutoff:
-                    append(b"".join((ROW_RESULT_START, pack_len(len(row)), row, COLUMNS_START,
-                                     raw[start_at:HEADER_SIZE + newest_len], STRUCT_END)))
+                    append(
+                        b"".join(
+                            (
+                                ROW_RESULT_START,
+                                pack_len(len(row)),
+                                row,
+                                COLUMNS_START,
+                                raw[start_at : HEADER_SIZE + newest_len],
+                                STRUCT_END,
+                            )
+                        )
+                    )
                 else:
                     cells = visible_cells(decode_cells(raw), cutoffs, None, None, 1)
                     if cells:
@@ -439,8 +483,9 @@ class Store:
 
     # ----------------------------------------------------------------- writes
 
-    def mutate_rows(self, name: bytes, batches: Sequence[RowMutationLike],
-                    ts: int | None = None) -> None:
+    def mutate_rows(
+        self, name: bytes, batches: Sequence[RowMutationLike], ts: int | None = None
+    ) -> None:
         """Apply deletes and puts to rows, durably, all or nothing.
 
         Within a row, deletes are applied before puts (HBase Thrift1's order).
@@ -448,10 +493,12 @@ class Store:
         ``ts`` removes every version, with ``ts`` the versions at or before it.
         Thrift1 ``BatchMutation`` objects are accepted as they are.
 
-        Raises:
-            TableNotFoundError, TableStateError, ColumnFamilyNotFoundError,
-            InvalidArgumentError (empty or too long row key, put without a
-            value, mutation without a column), StorageError.
+        :raises TableNotFoundError: no such table.
+        :raises TableStateError: the table is disabled.
+        :raises ColumnFamilyNotFoundError: a column names a family the table lacks.
+        :raises InvalidArgumentError: empty or too long row key, put without a value,
+            mutation without a column.
+        :raises StorageError: the commit itself failed or the store is closed.
         """
         desc = self.enabled(name)
         single_puts = _check_batches(desc, batches)
@@ -467,23 +514,26 @@ class Store:
 
         self._committer.submit(apply)
 
-    def _put_simple(self, txn: lmdb.Transaction, desc: TableDescriptor,
-                    batches: Sequence[RowMutationLike], single_puts: _SinglePuts,
-                    stamp: int) -> None:
+    def _put_simple(
+        self,
+        txn: lmdb.Transaction,
+        desc: TableDescriptor,
+        batches: Sequence[RowMutationLike],
+        single_puts: _SinglePuts,
+        stamp: int,
+    ) -> None:
         # The hot path of a queue: one put per row, rows mostly new. Encode
         # every row as if it were new and insert without overwriting, in C;
         # the rows that already existed are merged one by one afterwards.
         prefix = desc.prefix
         firsts, columns = single_puts
         if len(columns) == 1:
-            values = encode_singles(_head(next(iter(columns))), stamp,
-                                    [m.value for m in firsts])  # type: ignore[misc]
+            values = encode_singles(_head(next(iter(columns))), stamp, [m.value for m in firsts])  # type: ignore[misc]
         else:
             values = [b""] * len(firsts)
             for column in columns:
                 idx = [i for i, m in enumerate(firsts) if m.column == column]
-                encoded = encode_singles(_head(column), stamp,
-                                         [firsts[i].value for i in idx])  # type: ignore[misc]
+                encoded = encode_singles(_head(column), stamp, [firsts[i].value for i in idx])  # type: ignore[misc]
                 for i, value in zip(idx, encoded, strict=True):
                     values[i] = value
         items = list(zip([prefix + b.row for b in batches], values, strict=True))
@@ -494,20 +544,24 @@ class Store:
             if txn.get(key, db=self._data) != value:
                 self._apply_row(txn, desc, batch, stamp, None)
 
-    def put_columns(self, name: bytes,
-                    groups: Sequence[tuple[bytes, int, Sequence[bytes], Sequence[bytes]]]
-                    ) -> None:
+    def put_columns(
+        self, name: bytes, groups: Sequence[tuple[bytes, int, Sequence[bytes], Sequence[bytes]]]
+    ) -> None:
         """Put one cell per row, durably, all or nothing, given ``groups`` of
         ``(column, ts, rows, values)``: the queue's write path (a sidecar in this
         process), which skips building a mutation object per row.
 
-        Raises:
-            as :meth:`mutate_rows`.
+        :raises TableNotFoundError: as :meth:`mutate_rows`.
+        :raises TableStateError: as :meth:`mutate_rows`.
+        :raises ColumnFamilyNotFoundError: as :meth:`mutate_rows`.
+        :raises InvalidArgumentError: as :meth:`mutate_rows`.
+        :raises StorageError: as :meth:`mutate_rows`.
         """
         self.put_columns_queued(name, groups)()
 
     def put_columns_queued(
-        self, name: bytes,
+        self,
+        name: bytes,
         groups: Sequence[tuple[bytes, int, Sequence[bytes], Sequence[bytes]]],
     ) -> Callable[[], None]:
         """Queue :meth:`put_columns`'s write and return a function that waits until
@@ -515,15 +569,20 @@ class Store:
         after another become visible in that order, so a caller that queues under
         its own lock and waits outside it keeps its order and shares fsyncs.
 
-        Raises:
-            as :meth:`mutate_rows`, for a bad argument (nothing is queued).
+        For a bad argument (nothing is queued):
+
+        :raises TableNotFoundError: as :meth:`mutate_rows`.
+        :raises TableStateError: as :meth:`mutate_rows`.
+        :raises ColumnFamilyNotFoundError: as :meth:`mutate_rows`.
+        :raises InvalidArgumentError: as :meth:`mutate_rows`.
         """
         desc = self.enabled(name)
         for column, _ts, rows, values in groups:
             if family_of(column) not in desc.families:
                 raise ColumnFamilyNotFoundError(
                     f"NoSuchColumnFamilyException: column family {family_of(column)!r} does "
-                    f"not exist in table {name.decode(errors='replace')}")
+                    f"not exist in table {name.decode(errors='replace')}"
+                )
             if len(rows) != len(values):
                 raise InvalidArgumentError("IllegalArgumentException: one value per row")
             for row in rows:
@@ -535,32 +594,46 @@ class Store:
             prefix = current.prefix
             cursor = txn.cursor(db=self._data)
             for column, ts, rows, values in groups:
-                items = list(zip([prefix + row for row in rows],
-                                 encode_singles(_head(column), ts, list(values)), strict=True))
+                items = list(
+                    zip(
+                        [prefix + row for row in rows],
+                        encode_singles(_head(column), ts, list(values)),
+                        strict=True,
+                    )
+                )
                 consumed, added = cursor.putmulti(items, overwrite=False)
                 if added == consumed:
                     continue
                 # Rows that existed already are merged one by one.
                 for row, value, (key, encoded) in zip(rows, values, items, strict=True):
                     if txn.get(key, db=self._data) != encoded:
-                        self._apply_row(txn, current,
-                                        RowMutation(row, [Mutation(column, value)]), ts, None)
+                        self._apply_row(
+                            txn, current, RowMutation(row, [Mutation(column, value)]), ts, None
+                        )
 
         pending = self._committer.enqueue(apply)
         return functools.partial(self._committer.wait, pending)
 
-    def check_and_put(self, name: bytes, row: bytes, column: bytes, expected: bytes | None,
-                      put_column: bytes, put_value: bytes) -> bool:
-        """Put one cell if ``column``'s newest visible value equals ``expected``.
+    def check_and_put(
+        self,
+        name: bytes,
+        row: bytes,
+        column: bytes,
+        expected: bytes | None,
+        put_column: bytes,
+        put_value: bytes,
+    ) -> bool:
+        """Put one cell if ``column``'s newest visible value equals ``expected``; return
+        True if the put was applied.
 
         ``expected`` None or b"" means the column must be absent (or, for b"",
         empty), as in HBase's checkAndMutate.
 
-        Returns:
-            True if the put was applied.
-
-        Raises:
-            as :meth:`mutate_rows`.
+        :raises TableNotFoundError: as :meth:`mutate_rows`.
+        :raises TableStateError: as :meth:`mutate_rows`.
+        :raises ColumnFamilyNotFoundError: as :meth:`mutate_rows`.
+        :raises InvalidArgumentError: as :meth:`mutate_rows`.
+        :raises StorageError: as :meth:`mutate_rows`.
         """
         desc = self.enabled(name)
         _check_row(row)
@@ -568,7 +641,8 @@ class Store:
             if family_of(col) not in desc.families:
                 raise ColumnFamilyNotFoundError(
                     f"NoSuchColumnFamilyException: column family {family_of(col)!r} does not "
-                    f"exist in table {name.decode(errors='replace')}")
+                    f"exist in table {name.decode(errors='replace')}"
+                )
 
         def apply(txn: lmdb.Transaction) -> bool:
             current = self._check_live(desc)
@@ -578,30 +652,33 @@ class Store:
             ok = value == expected if expected else value is None or value == b""
             if ok:
                 stamp = now_ms()
-                self._apply_row(txn, current, RowMutation(row, [Mutation(put_column, put_value)]),
-                                stamp, None)
+                self._apply_row(
+                    txn, current, RowMutation(row, [Mutation(put_column, put_value)]), stamp, None
+                )
             return ok
 
         return self._committer.submit(apply)
 
     def increment(self, name: bytes, row: bytes, column: bytes, amount: int) -> int:
-        """Add ``amount`` to a 64-bit big-endian counter cell (absent counts as 0).
+        """Add ``amount`` to a 64-bit big-endian counter cell (absent counts as 0); return
+        the counter's new value.
 
-        Returns:
-            The counter's new value.
-
-        Raises:
-            StorageError: the cell holds something other than 8 bytes (HBase's
-                DoNotRetryIOException, an IOException: Thrift1 IOError).
-            InvalidArgumentError: the counter would overflow.
-            as :meth:`mutate_rows` otherwise.
+        :raises StorageError: the cell holds something other than 8 bytes (HBase's
+            DoNotRetryIOException, an IOException: Thrift1 IOError); as
+            :meth:`mutate_rows` otherwise.
+        :raises InvalidArgumentError: the counter would overflow; as :meth:`mutate_rows`
+            otherwise.
+        :raises TableNotFoundError: as :meth:`mutate_rows`.
+        :raises TableStateError: as :meth:`mutate_rows`.
+        :raises ColumnFamilyNotFoundError: as :meth:`mutate_rows`.
         """
         desc = self.enabled(name)
         _check_row(row)
         if family_of(column) not in desc.families:
             raise ColumnFamilyNotFoundError(
                 f"NoSuchColumnFamilyException: column family {family_of(column)!r} does not "
-                f"exist in table {name.decode(errors='replace')}")
+                f"exist in table {name.decode(errors='replace')}"
+            )
 
         def apply(txn: lmdb.Transaction) -> int:
             current = self._check_live(desc)
@@ -609,7 +686,8 @@ class Store:
             old = cell[2] if cell is not None else None
             if old is not None and len(old) != 8:
                 raise StorageError(
-                    f"DoNotRetryIOException: Field is not a long, it's {len(old)} bytes wide")
+                    f"DoNotRetryIOException: Field is not a long, it's {len(old)} bytes wide"
+                )
             value = (struct.unpack(">q", old)[0] if old is not None else 0) + amount
             if not -(2**63) <= value < 2**63:
                 raise InvalidArgumentError("DoNotRetryIOException: counter overflow")
@@ -627,12 +705,9 @@ class Store:
         """Remove expired cells and versions beyond ``max_versions`` (a major compaction).
 
         Runs in chunks of ``batch_rows`` rows per commit so writers are not held up.
+        Return how many rows were rewritten or removed.
 
-        Returns:
-            How many rows were rewritten or removed.
-
-        Raises:
-            TableNotFoundError.
+        :raises TableNotFoundError: no such table.
         """
         desc = self.describe(name)
         changed = 0
@@ -682,26 +757,34 @@ class Store:
         current = self._tables.get(desc.name)
         if current is None or current.table_id != desc.table_id:
             raise TableNotFoundError(
-                f"TableNotFoundException: {desc.name.decode(errors='replace')}")
+                f"TableNotFoundException: {desc.name.decode(errors='replace')}"
+            )
         if not current.enabled:
             raise TableStateError(
-                f"TableNotEnabledException: {desc.name.decode(errors='replace')} is disabled")
+                f"TableNotEnabledException: {desc.name.decode(errors='replace')} is disabled"
+            )
         return current
 
-    def _newest_cell(self, txn: lmdb.Transaction, desc: TableDescriptor, row: bytes,
-                     column: bytes) -> Cell | None:
+    def _newest_cell(
+        self, txn: lmdb.Transaction, desc: TableDescriptor, row: bytes, column: bytes
+    ) -> Cell | None:
         raw = txn.get(desc.prefix + row, db=self._data)
         if raw is None:
             return None
-        cells = visible_cells(decode_cells(bytes(raw)), desc.ttl_cutoffs(now_ms()), None, None,
-                              1)
+        cells = visible_cells(decode_cells(bytes(raw)), desc.ttl_cutoffs(now_ms()), None, None, 1)
         for cell in cells:
             if cell[0] == column:
                 return cell
         return None
 
-    def _apply_row(self, txn: lmdb.Transaction, desc: TableDescriptor, batch: RowMutationLike,
-                   stamp: int, delete_ts: int | None) -> None:
+    def _apply_row(
+        self,
+        txn: lmdb.Transaction,
+        desc: TableDescriptor,
+        batch: RowMutationLike,
+        stamp: int,
+        delete_ts: int | None,
+    ) -> None:
         key = desc.prefix + batch.row
         raw = txn.get(key, db=self._data)
         cells = decode_cells(bytes(raw)) if raw is not None else []
@@ -711,9 +794,14 @@ class Store:
             if m.isDelete:
                 whole_family = b":" not in column
                 fam = family_of(column)
-                cells = [c for c in cells
-                         if not ((family_of(c[0]) == fam if whole_family else c[0] == column)
-                                 and (delete_ts is None or c[1] <= delete_ts))]
+                cells = [
+                    c
+                    for c in cells
+                    if not (
+                        (family_of(c[0]) == fam if whole_family else c[0] == column)
+                        and (delete_ts is None or c[1] <= delete_ts)
+                    )
+                ]
         for m in batch.mutations:
             if not m.isDelete:
                 column = m.column if b":" in m.column else m.column + b":"
@@ -734,8 +822,9 @@ class Store:
             txn.delete(key, db=self._data)
 
     @staticmethod
-    def _trim(desc: TableDescriptor, cells: list[Cell],
-              cutoffs: dict[bytes, int] | None) -> list[Cell]:
+    def _trim(
+        desc: TableDescriptor, cells: list[Cell], cutoffs: dict[bytes, int] | None
+    ) -> list[Cell]:
         # Keep max_versions per column (and, when purging, drop expired cells).
         out: list[Cell] = []
         prev: bytes | None = None
@@ -769,11 +858,15 @@ def _head(column: bytes) -> bytes:
 def _check_table_name(name: bytes) -> None:
     ns, colon, qualifier = name.rpartition(b":")
     parts = [ns, qualifier] if colon else [qualifier]
-    if not qualifier or any(not p or not set(p) <= _TABLE_NAME_CHARS for p in parts) \
-            or qualifier.startswith((b".", b"-")):
+    if (
+        not qualifier
+        or any(not p or not set(p) <= _TABLE_NAME_CHARS for p in parts)
+        or qualifier.startswith((b".", b"-"))
+    ):
         raise InvalidArgumentError(
             f"IllegalArgumentException: illegal table name {name!r}: use [a-zA-Z_0-9-.], "
-            "optionally after 'namespace:'")
+            "optionally after 'namespace:'"
+        )
 
 
 def _check_row(row: bytes) -> None:
@@ -782,20 +875,19 @@ def _check_row(row: bytes) -> None:
     if len(row) > MAX_ROW_BYTES:
         raise InvalidArgumentError(
             f"IllegalArgumentException: row key of {len(row)} bytes is longer than the "
-            f"standalone store's limit of {MAX_ROW_BYTES} bytes")
+            f"standalone store's limit of {MAX_ROW_BYTES} bytes"
+        )
 
 
-def _check_batches(desc: TableDescriptor,
-                   batches: Sequence[RowMutationLike]) -> _SinglePuts | None:
+def _check_batches(desc: TableDescriptor, batches: Sequence[RowMutationLike]) -> _SinglePuts | None:
     """Validate mutations before anything is written.
 
-    Returns:
-        When every row has exactly one put (the fast path): those puts, one
-        per row, and the set of their columns, for :meth:`Store._put_simple`.
-        None otherwise.
+    Return, when every row has exactly one put (the fast path): those puts, one
+    per row, and the set of their columns, for :meth:`Store._put_simple`.
+    None otherwise.
 
-    Raises:
-        InvalidArgumentError, ColumnFamilyNotFoundError.
+    :raises InvalidArgumentError: as :meth:`Store.mutate_rows`.
+    :raises ColumnFamilyNotFoundError: as :meth:`Store.mutate_rows`.
     """
     try:
         # List comprehensions and C built-ins: this runs for every row of every batch.
@@ -803,15 +895,15 @@ def _check_batches(desc: TableDescriptor,
         simple = set(map(len, all_mutations)) == {1}
         if simple:
             firsts = [ms[0] for ms in all_mutations]
-            simple = not any([m.isDelete for m in firsts]) and \
-                None not in [m.value for m in firsts]
+            simple = not any([m.isDelete for m in firsts]) and None not in [m.value for m in firsts]
             columns = {m.column for m in firsts}
         else:
             columns = {m.column for ms in all_mutations for m in ms}
         lengths = list(map(len, [b.row for b in batches]))
     except TypeError:
-        raise InvalidArgumentError("IllegalArgumentException: a row mutation is missing its row "
-                                   "or mutations") from None
+        raise InvalidArgumentError(
+            "IllegalArgumentException: a row mutation is missing its row or mutations"
+        ) from None
     if lengths and (min(lengths) == 0 or max(lengths) > MAX_ROW_BYTES):
         for batch in batches:
             _check_row(batch.row)
@@ -821,12 +913,14 @@ def _check_batches(desc: TableDescriptor,
         if family_of(column) not in desc.families:
             raise ColumnFamilyNotFoundError(
                 f"NoSuchColumnFamilyException: column family {family_of(column)!r} does not "
-                f"exist in table {desc.name.decode(errors='replace')}")
+                f"exist in table {desc.name.decode(errors='replace')}"
+            )
     if simple:
         return firsts, columns
     for batch in batches:
         for m in batch.mutations:
             if not m.isDelete and m.value is None:
                 raise InvalidArgumentError(
-                    f"IllegalArgumentException: put to {m.column!r} has no value")
+                    f"IllegalArgumentException: put to {m.column!r} has no value"
+                )
     return None
