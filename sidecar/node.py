@@ -10,11 +10,15 @@ inside its process over the store engine
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 from dataclasses import dataclass, field
 from typing import Any
 
+from thriftpy2.thrift import TApplicationException
+
+from hqueue.errors import UnavailableError
 from hqueue.metadata.factory import open_metastore
 from hqueue.metadata.metastore import MetaStore
 from hqueue.metadata.resources import check_name
@@ -27,6 +31,7 @@ from hqueue.sidecar.storage import HBaseStorage, MessageStorage
 from hqueue.sidecar.subscription_manager import SubscriptionManager
 from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.storage.hbase import HBase
+from hqueue.wire.errors import sidecar_exceptions
 from hqueue.wire.idl import sidecar as sidecar_idl
 from hqueue.wire.rpc_server import ThriftServer
 
@@ -165,11 +170,28 @@ class SidecarServer:
 
 
 class _Deferred:
-    """A handler that forwards to ``target`` once it is set."""
+    """A handler that forwards to ``target`` once it is set; until then each call of
+    the service is refused: ``put`` and ``scan`` with the IDL's ``TUnavailable``
+    (retriable: clients try again), the others with a ``TApplicationException``."""
 
     target: Any = None
 
     def __getattr__(self, name: str) -> Any:
         if self.target is None:
-            raise AttributeError(f"{name}: the sidecar is still starting")
+            if name not in sidecar_idl().HQueueSidecar.thrift_services:
+                raise AttributeError(name)
+            return functools.partial(_still_starting, name)
         return getattr(self.target, name)
+
+
+def _still_starting(name: str, *args: Any) -> Any:
+    """Refuse call ``name``: the handler is not set yet.
+
+    :raises TUnavailable: for a call that declares it (through the one error table).
+    :raises TApplicationException: for the others.
+    """
+    error = UnavailableError(f"{name}: the sidecar is still starting")
+    with sidecar_exceptions():
+        if name in ("put", "scan"):
+            raise error
+    raise TApplicationException(TApplicationException.INTERNAL_ERROR, str(error))

@@ -55,6 +55,7 @@ def connect(
     table_prefix: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     put_timeout: float = DEFAULT_PUT_TIMEOUT,
+    put_attempt_timeout: float | None = None,
     fast_scan: bool = True,
     session_timeout: float = DEFAULT_SESSION_TIMEOUT,
 ) -> Client:
@@ -66,7 +67,9 @@ def connect(
     ``zookeeper`` a ZooKeeper connect string for the metadata (default
     ``HQUEUE_ZOOKEEPER``; without one, metadata lives in HBase); ``table_prefix`` the
     happybase table prefix of the whole installation (default ``HQUEUE_TABLE_PREFIX``).
-    ``put_timeout`` bounds how long a put keeps retrying while partitions move.
+    ``put_timeout`` bounds how long a put keeps retrying while partitions move;
+    ``put_attempt_timeout`` each attempt (default a third of it, at most 5 s), after
+    which the put goes to the partition's owner as the metadata then names it.
     ``fast_scan`` reads through the partition owner's sidecar (messages by column)
     where there is one; ``False`` reads through HBase's Thrift1 gateway only.
     ``session_timeout`` is how long this client's ephemeral entries (a running
@@ -83,6 +86,7 @@ def connect(
         table_prefix=settings.table_prefix(table_prefix),
         timeout=timeout,
         put_timeout=put_timeout,
+        put_attempt_timeout=put_attempt_timeout,
         fast_scan=fast_scan,
         session_timeout=session_timeout,
     )
@@ -100,6 +104,7 @@ class Client(Closeable):
         table_prefix: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         put_timeout: float = DEFAULT_PUT_TIMEOUT,
+        put_attempt_timeout: float | None = None,
         fast_scan: bool = True,
         session_timeout: float = DEFAULT_SESSION_TIMEOUT,
     ) -> None:
@@ -137,7 +142,11 @@ class Client(Closeable):
             fast_scan=fast_scan,
         )
         self.producer = Producer(
-            self.sidecars, self.owners, self.admin.queue_info, put_timeout=put_timeout
+            self.sidecars,
+            self.owners,
+            self.admin.queue_info,
+            put_timeout=put_timeout,
+            attempt_timeout=put_attempt_timeout,
         )
         self._lock = threading.Lock()
         self._closed = False

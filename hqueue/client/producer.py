@@ -5,9 +5,13 @@ Owners come from the metadata cache (kept fresh by watches) and from the owner
 address a sidecar names when it refuses a partition it does not own. A refused or
 failed part of a batch is retried with exponential backoff (50 ms doubling to 1 s)
 until ``put_timeout`` has passed; then :class:`UnavailableError` says which partition
-failed and why. A part is all-or-nothing on the sidecar, so a retried part is never
-half-written; a part whose acknowledgement was lost in transit may be written twice
-(delivery is at least once).
+failed and why. Retried alike: an owner look-up the metadata store cannot answer (it
+is restarting), a sidecar still starting, and an attempt that got no answer within
+the per-attempt timeout (a hung sidecar), after which the owner is looked up again,
+so the part goes to the partition's new owner once it moved. A part is
+all-or-nothing on the sidecar, so a retried part is never half-written; a part whose
+acknowledgement was lost in transit, or did not come within the per-attempt timeout,
+may be written twice (delivery is at least once).
 
 Not public API, except :class:`NewMessage`.
 """
@@ -22,9 +26,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hqueue.errors import (
+    ConnectionLostError,
     InvalidArgumentError,
     NoOwnerInfoError,
     NotOwnerError,
+    StorageError,
     UnavailableError,
 )
 from hqueue.message import MessageId, check_topic
@@ -35,10 +41,22 @@ from hqueue.wire.idl import sidecar as sidecar_idl
 if TYPE_CHECKING:
     from hqueue.metadata.managers import PartitionOwnershipManager, QueueInfo
 
-__all__ = ["NewMessage", "Producer", "partition_for_key"]
+__all__ = ["NewMessage", "Producer", "default_attempt_timeout", "partition_for_key"]
 
 _BACKOFF_START = 0.05
 _BACKOFF_MAX = 1.0
+_ATTEMPT_TIMEOUT_MAX = 5.0
+
+# The metadata store could not answer (unreachable, session lost, HBase failing): the
+# owner is unknown for now, not absent. NoQueueError is neither, and is not retried.
+_LOOKUP_ERRORS = (ConnectionLostError, StorageError)
+
+
+def default_attempt_timeout(put_timeout: float) -> float:
+    """Return the per-attempt timeout a producer uses by default: a third of
+    ``put_timeout``, at most 5 s, so that a put held by a hung sidecar is sent again
+    to the partition's next owner well before ``put_timeout``."""
+    return min(put_timeout / 3, _ATTEMPT_TIMEOUT_MAX)
 
 
 class NewMessage(NamedTuple):
@@ -62,6 +80,11 @@ class Producer:
     """Routes batches to partition owners for one :class:`~hqueue.Client`: the owners
     come from ``owners``, the batches go through ``sidecars``, and ``queue_info`` (the
     metadata's, read past the cache) tells a deleted queue from an unowned partition.
+    ``attempt_timeout`` bounds each attempt (default :func:`default_attempt_timeout`);
+    ``put_timeout`` the whole put.
+
+    :raises InvalidArgumentError: if a timeout is not positive, or ``attempt_timeout``
+        exceeds ``put_timeout``.
     """
 
     def __init__(
@@ -71,12 +94,21 @@ class Producer:
         queue_info: Callable[[str], QueueInfo],
         *,
         put_timeout: float = DEFAULT_PUT_TIMEOUT,
+        attempt_timeout: float | None = None,
     ) -> None:
         if put_timeout <= 0:
             raise InvalidArgumentError("'put_timeout' must be > 0")
+        if attempt_timeout is None:
+            attempt_timeout = default_attempt_timeout(put_timeout)
+        elif not 0 < attempt_timeout <= put_timeout:
+            raise InvalidArgumentError(
+                f"'attempt_timeout' must be > 0 and at most 'put_timeout' ({put_timeout:g} s), "
+                f"not {attempt_timeout!r}"
+            )
         self._owners = owners
         self._queue_info = queue_info
         self.put_timeout = put_timeout
+        self.attempt_timeout = attempt_timeout
         self.sidecars = sidecars
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._hints: dict[tuple[str, int], str] = {}
@@ -141,6 +173,11 @@ class Producer:
         return values, topics, partitions
 
     def _owner(self, queue: str, partition: int) -> str | None:
+        """Return the address of the partition's owner, ``None`` if it has none.
+
+        :raises ConnectionLostError: (or StorageError) if the metadata store cannot
+            answer.
+        """
         hint = self._hints.get((queue, partition))
         if hint is not None:
             return hint
@@ -168,18 +205,28 @@ class Producer:
         while pending:
             groups: dict[str | None, list[int]] = {}
             owners: dict[int, str | None] = {}
+            unknown: set[int] = set()  # partitions whose owner could not be read
             for i in pending:
                 p = partitions[i]
                 if p not in owners:
-                    owners[p] = self._owner(info.name, p)
+                    try:
+                        owners[p] = self._owner(info.name, p)
+                    except _LOOKUP_ERRORS as exc:
+                        owners[p] = None
+                        unknown.add(p)
+                        failed_partition = p
+                        last_error = f"the owner of partition {p} could not be read: {exc}"
                 groups.setdefault(owners[p], []).append(i)
             retry: list[int] = []
             for address, indices in groups.items():
                 if address is None:
-                    failed_partition = partitions[indices[0]]
-                    last_error = f"no sidecar owns partition {failed_partition}"
+                    unowned_here = [i for i in indices if partitions[i] not in unknown]
+                    if unowned_here:
+                        failed_partition = partitions[unowned_here[0]]
+                        last_error = f"no sidecar owns partition {failed_partition}"
                     retry.extend(indices)
                     continue
+                remaining = deadline - time.monotonic()
                 try:
                     result = self._send(
                         address,
@@ -189,6 +236,7 @@ class Producer:
                         partitions,
                         indices,
                         len(indices) == len(values),
+                        max(min(self.attempt_timeout, remaining), _BACKOFF_START),
                     )
                 except NotOwnerError as exc:
                     failed_partition = exc.partition
@@ -213,12 +261,20 @@ class Producer:
                         ids[i] = mid
             if not retry:
                 break
-            if any(owners.get(partitions[i]) is None for i in retry):
+            store_failed = bool(unknown)
+            if any(
+                owners.get(partitions[i]) is None and partitions[i] not in unknown for i in retry
+            ):
                 # Unowned may mean deleted: then no owner will ever come.
-                self._queue_info(info.name)
+                try:
+                    self._queue_info(info.name)
+                except _LOOKUP_ERRORS as exc:
+                    last_error = f"the queue's metadata could not be read: {exc}"
+                    store_failed = True
             # Nobody owns it yet (a new queue, a move in progress): the owner appears in
-            # the metadata cache, so look again soon rather than backing off.
-            unowned = all(owners.get(partitions[i]) is None for i in retry)
+            # the metadata cache, so look again soon rather than backing off. A store
+            # that cannot answer gets the backoff.
+            unowned = not store_failed and all(owners.get(partitions[i]) is None for i in retry)
             pause = 0.05 if unowned else backoff
             if time.monotonic() + pause > deadline:
                 raise UnavailableError(
@@ -256,9 +312,17 @@ class Producer:
         partitions: list[int],
         indices: list[int],
         everything: bool,
+        timeout: float,
     ) -> list[MessageId]:
         """Send the messages at ``indices`` (all of them when ``everything``) to one
-        sidecar; return their ids."""
+        sidecar, waiting at most ``timeout`` seconds; return their ids.
+
+        :raises NotOwnerError: if the sidecar does not own a partition of them.
+        :raises UnavailableError: if it cannot write now, is starting, or is
+            unreachable or silent for ``timeout`` (:class:`SidecarUnreachableError`).
+        :raises InvalidArgumentError: if it refuses a message (naming which).
+        :raises NoQueueError: if it knows no such queue.
+        """
         idl = sidecar_idl()
         if not everything:
             values = [values[i] for i in indices]
@@ -271,7 +335,7 @@ class Producer:
             partitions = partitions[:1]
         batch = idl.TMessageBatch(values=values, topics=topics, partitions=partitions)
         try:
-            result = self.sidecars.put(address, queue, batch)
+            result = self.sidecars.put(address, queue, batch, timeout=timeout)
         except InvalidArgumentError as exc:
             text = str(exc)
             index = getattr(exc, "index", -1)

@@ -166,7 +166,8 @@ class DeliveryLag:
     """One subscription on one partition: last id delivered and checkpointed, how far
     behind the newest message it is (``behind_ms``: the difference of their
     timestamps; 0 when caught up), and, if a sidecar is delivering it, its state and
-    buffer use."""
+    buffer use. ``start`` is the subscription's first id to deliver: a partition
+    whose newest message is older than it has nothing pending, delivered or not."""
 
     subscription: str
     partition: int
@@ -179,12 +180,21 @@ class DeliveryLag:
     peak_messages: int = 0
     peak_bytes: int = 0
     error: str | None = None
+    start: MessageId | None = None
+
+    def _nothing_pending(self) -> bool:
+        """Whether the newest message is before the start (``"latest"`` on a partition
+        that already held messages): none of it is the subscription's to deliver."""
+        return self.newest is not None and self.start is not None and self.newest < self.start
 
     @property
     def behind_ms(self) -> int | None:
-        """Milliseconds between the last delivered message and the newest one."""
+        """Milliseconds between the last delivered message and the newest one: 0 when
+        caught up, ``None`` when messages are pending and none was delivered yet."""
         if self.newest is None:
             return 0 if self.delivered is not None or self.checkpointed is not None else None
+        if self._nothing_pending():
+            return 0
         done = self.delivered or self.checkpointed
         if done is None:
             return None
@@ -192,9 +202,14 @@ class DeliveryLag:
 
     @property
     def caught_up(self) -> bool:
-        """Whether everything up to the newest message was delivered."""
+        """Whether everything up to the newest message was delivered (or is before
+        the subscription's start)."""
         done = self.delivered or self.checkpointed
-        return self.newest is None or (done is not None and done >= self.newest)
+        return (
+            self.newest is None
+            or self._nothing_pending()
+            or (done is not None and done >= self.newest)
+        )
 
     def to_json(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -205,6 +220,7 @@ class DeliveryLag:
         return {
             "subscription": self.subscription,
             "partition": self.partition,
+            "start": text(self.start),
             "newest": text(self.newest),
             "newest_time": None if self.newest is None else self.newest.datetime.isoformat(),
             "delivered": text(self.delivered),
@@ -304,6 +320,7 @@ def lag(queue: Queue, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
                     got.peak_messages,
                     got.peak_bytes,
                     got.error,
+                    info.partitions.get(p),
                 )
             )
     if not addresses and queue.partitions and not owners:

@@ -11,7 +11,10 @@ Two ways to the rows, and one policy choosing between them:
   decoded into a block by :func:`rows_to_block`, the one rows-to-messages decoder
   (one message per ``message:<topic>`` cell, as the sidecar counts them). If the
   gateway reclaimed the scanner because the reader paused longer than its lease, it
-  reopens just past the last row read and carries on.
+  reopens just past the last row read and carries on. A range read over several
+  calls makes sure, at its end, that its table is still there: a scanner of a table
+  deleted meanwhile may just run out of rows (the standalone's does), and a deleted
+  queue must be an error, not an end.
 - :class:`QueueRange`: "read through the range's sidecar; if it cannot be reached,
   breaks off, or cannot serve the read, continue through Thrift1 from where it
   stopped", as ``via`` (one of :data:`VIA`) allows. Errors that Thrift1 would hit as
@@ -36,7 +39,13 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from hqueue.errors import InvalidArgumentError, StorageError, UnavailableError
+from hqueue.errors import (
+    InvalidArgumentError,
+    StorageError,
+    TableNotFoundError,
+    TableStateError,
+    UnavailableError,
+)
 from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES
 from hqueue.storage.sidecars import SidecarCallError, Sidecars
 from hqueue.wire.block import MAX_SCAN_LIMIT, MessageBlock, whole_rows
@@ -155,6 +164,9 @@ class Thrift1Range:
         self._filter = filter_string
         self._short_is_end = short_is_end
         self.scanner_id: int | None = None
+        # Whether an earlier call returned rows: the range spans calls, and its table
+        # may have been deleted between them.
+        self._spans_calls = False
         # An empty bound is the table's end (or, reversed, its start).
         low, high = (stop, start) if reverse else (start, stop)
         self.done = bool(low) and bool(high) and low >= high
@@ -180,6 +192,8 @@ class Thrift1Range:
         """Return up to ``n`` more ``TRowResult`` rows; an empty list means the range is
         exhausted, and the server-side scanner has been closed.
 
+        :raises TableNotFoundError: if the table was deleted while the range was read
+            (:class:`TableStateError`: disabled).
         :raises StorageError: if the table is gone or HBase failed.
         :raises ConnectionLostError: if HBase is unreachable.
         """
@@ -204,17 +218,43 @@ class Thrift1Range:
                 # Just past the last row, where a reopened scanner must start.
                 self._start = rows[-1].row + b"\x00"
             if rows and not (self._short_is_end and len(rows) < n):
+                self._spans_calls = True
                 return rows
             self.done = True
             self.scanner_id = None
             client.scannerClose(scanner_id)
+            if self._spans_calls:
+                self._check_table(client)
         return rows
+
+    def _check_table(self, client: Any) -> None:
+        """Make sure the table still exists and is enabled.
+
+        :raises TableNotFoundError: if it was deleted.
+        :raises TableStateError: if it was disabled (a delete under way).
+        :raises StorageError: if HBase failed otherwise.
+        """
+        name = self._table.decode("utf-8", "replace")
+        try:
+            enabled = client.isTableEnabled(self._table)
+        except _Hbase.IOError as exc:
+            text = _message(exc)
+            if "TableNotFound" in text:
+                raise TableNotFoundError(
+                    f"scan: table {name!r} was deleted while it was read ({text})"
+                ) from None
+            raise
+        if not enabled:
+            raise TableStateError(
+                f"scan: table {name!r} was disabled while it was read (a queue delete?)"
+            )
 
     def read(self, n: int) -> MessageBlock:
         """Return the messages of up to ``n`` more rows; an empty block at the end.
 
-        :raises StorageError: if the table is gone, HBase failed, or a row is not a
-            queue message.
+        :raises StorageError: if the table is gone (:class:`TableNotFoundError` when
+            it was deleted during the read), HBase failed, or a row is not a queue
+            message.
         :raises ConnectionLostError: if HBase is unreachable.
         """
         while True:
@@ -238,6 +278,12 @@ class Thrift1Range:
                 contextlib.suppress(_Hbase.IllegalArgument),
             ):
                 client.scannerClose(scanner_id)
+
+
+def _message(exc: Any) -> str:
+    """Return a Thrift exception's message as text."""
+    message = exc.message
+    return message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
 
 
 class SidecarRange:

@@ -46,28 +46,31 @@ class SidecarCallError(HQueueError):
 class Sidecars:
     """Connections to sidecars, pooled by address; thread-safe. A connection returns
     to its pool after an answer or a declared exception, and is closed after anything
-    else. ``timeout_ms`` bounds each call."""
+    else. ``timeout_ms`` bounds each call (a ``put`` may set its own)."""
 
     def __init__(self, *, timeout_ms: int = 30_000) -> None:
         self.timeout_ms = timeout_ms
-        self._idle: dict[str, _queue.LifoQueue[FramedClient]] = {}
+        self._idle: dict[tuple[str, int], _queue.LifoQueue[FramedClient]] = {}
         self._lock = threading.Lock()
         self._closed = False
         self._idl = sidecar_idl()
 
-    def put(self, address: str, queue: str, batch: Any) -> Any:
+    def put(self, address: str, queue: str, batch: Any, *, timeout: float | None = None) -> Any:
         """Write a ``TMessageBatch`` to ``queue`` through the sidecar at ``address``;
-        return its ``TMessageIds``.
+        return its ``TMessageIds``. ``timeout`` (seconds) bounds this call instead of
+        :attr:`timeout_ms`.
 
         :raises NotOwnerError: if the sidecar does not own a partition of the batch.
         :raises NoQueueError: if the sidecar knows no such queue.
         :raises InvalidArgumentError: if a message is invalid (its ``index`` says
             which).
         :raises UnavailableError: if the sidecar cannot write now.
-        :raises SidecarUnreachableError: if it cannot be reached or broke off.
+        :raises SidecarUnreachableError: if it cannot be reached, broke off, or did
+            not answer within the timeout (then the batch may have been written).
         :raises SidecarCallError: if it failed the call otherwise.
         """
-        return self._call(address, "put", queue, batch)
+        timeout_ms = self.timeout_ms if timeout is None else max(1, int(timeout * 1000))
+        return self._call(address, "put", queue, batch, timeout_ms=timeout_ms)
 
     def scan(
         self,
@@ -106,12 +109,14 @@ class Sidecars:
         """
         return self._call(address, "lag", queue)
 
-    def _call(self, address: str, api: str, *args: Any) -> Any:
-        pool = self._pool(address)
+    def _call(self, address: str, api: str, *args: Any, timeout_ms: int | None = None) -> Any:
+        if timeout_ms is None:
+            timeout_ms = self.timeout_ms
+        pool = self._pool(address, timeout_ms)
         try:
             conn = pool.get_nowait()
         except _queue.Empty:
-            conn = self._connect(address)
+            conn = self._connect(address, timeout_ms)
         try:
             result = conn.call(api, *args)
         except DECLARED as exc:
@@ -136,22 +141,23 @@ class Sidecars:
             pool.put(conn)
         return result
 
-    def _pool(self, address: str) -> _queue.LifoQueue[FramedClient]:
+    def _pool(self, address: str, timeout_ms: int) -> _queue.LifoQueue[FramedClient]:
+        # A connection's timeout is set when it opens: one pool per (address, timeout).
         with self._lock:
-            pool = self._idle.get(address)
+            pool = self._idle.get((address, timeout_ms))
             if pool is None:
-                pool = self._idle[address] = _queue.LifoQueue()
+                pool = self._idle[(address, timeout_ms)] = _queue.LifoQueue()
             return pool
 
-    def _connect(self, address: str) -> FramedClient:
+    def _connect(self, address: str, timeout_ms: int) -> FramedClient:
         try:
             host, port = parse_address(address)
             return FramedClient(
                 host,
                 port,
                 self._idl.HQueueSidecar,
-                timeout_ms=self.timeout_ms,
-                connect_timeout_ms=min(self.timeout_ms, _CONNECT_TIMEOUT_MS),
+                timeout_ms=timeout_ms,
+                connect_timeout_ms=min(timeout_ms, _CONNECT_TIMEOUT_MS),
             )
         except OSError as exc:
             raise SidecarUnreachableError(

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from hqueue.client.client import Client, connect
+from hqueue.errors import TableNotFoundError
 from hqueue.message import MessageId, encode_rowkey
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.idl import hbase1
@@ -80,3 +81,25 @@ def test_fast_path_hides_expired_messages(hq: Client, queue_name: str) -> None:
         )
     with queue.partition_scanner(0) as scanner:
         assert [m.id for m in scanner] == [fresh]
+
+
+@pytest.mark.parametrize("how", ["partition", "queue"])
+def test_a_queue_deleted_during_an_hbase_path_scan_is_an_error(
+    slow: Client, queue_name: str, how: str
+) -> None:
+    # Not a quiet end after part of the rows, as if the scan had reached the end.
+    rows = 3000
+    slow.create_queue(queue_name, partitions=2)
+    q = slow.queue(queue_name)
+    for p in range(2):
+        q.put_batch([b"v" * 16] * rows, topic="t", partition=p)
+    scanner = (
+        q.partition_scanner(0, batch_size=500) if how == "partition" else q.scan(batch_size=500)
+    )
+    read = 0
+    with scanner, pytest.raises(TableNotFoundError, match="deleted while it was read"):
+        for _ in scanner:
+            read += 1
+            if read == 700:
+                slow.delete_queue(queue_name, force=True)
+    assert 700 <= read < 2 * rows

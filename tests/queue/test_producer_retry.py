@@ -1,0 +1,137 @@
+"""The producer's retries against real servers: a put keeps retrying, within
+``put_timeout``, while the metadata store restarts (the owner look-up fails) and
+while a partition's owner hangs (SIGSTOP), instead of failing fast or waiting on the
+hung sidecar for the whole ``put_timeout``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hqueue import MessageId
+from hqueue.client.client import Client, connect
+from hqueue.client.producer import default_attempt_timeout
+from hqueue.errors import InvalidArgumentError, NoOwnerInfoError
+from hqueue.testing.cluster import Cluster, wait_for
+from hqueue.testing.standalone import StandaloneProcess
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[StandaloneProcess]:
+    """A standalone server (with its sidecar) of this test's own, to restart."""
+    (tmp_path / "srv").mkdir()
+    server = StandaloneProcess(tmp_path / "srv" / "data").start()
+    yield server
+    server.kill()
+
+
+class Putter(threading.Thread):
+    """Puts single messages round-robin until stopped; keeps the ids acknowledged
+    and every error raised."""
+
+    def __init__(self, client: Client, queue: str) -> None:
+        super().__init__(daemon=True)
+        self.queue = client.queue(queue)
+        self.acked: list[MessageId] = []
+        self.errors: list[BaseException] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        n = 0
+        while not self.stopping.is_set():
+            try:
+                self.acked.append(self.queue.put(f"m{n}".encode(), topic="t"))
+            except Exception as exc:  # every failure is what the test looks for
+                self.errors.append(exc)
+            n += 1
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(60)
+
+
+def test_puts_retry_while_the_metadata_store_restarts(own_server: StandaloneProcess) -> None:
+    client = connect(
+        hbase=own_server.address,
+        hbase_admin=f"{own_server.host}:{own_server.thrift2_port}",
+        table_prefix="",
+        put_timeout=30,
+    )
+    try:
+        client.create_queue("restarted", partitions=4)
+        putter = Putter(client, "restarted")
+        putter.start()
+        try:
+            wait_for(lambda: len(putter.acked) >= 20, 30, "puts before the restart")
+            own_server.stop()
+            time.sleep(0.5)  # puts meet a store that does not answer
+            own_server.restart()
+            before = len(putter.acked)
+            wait_for(lambda: len(putter.acked) >= before + 50, 40, "puts after the restart")
+        finally:
+            putter.stop()
+        assert putter.errors == []
+        with client.queue("restarted").scan() as scanner:
+            stored = {m.id for m in scanner}
+        assert set(putter.acked) <= stored
+    finally:
+        client.close()
+
+
+def test_a_put_held_by_a_hung_sidecar_moves_to_the_next_owner(cluster: Cluster) -> None:
+    sidecars = {p.address: p for p in (cluster.process(), cluster.process())}
+    client = cluster.client()  # put_timeout 30 s: the attempt timeout is 5 s
+    assert client.producer.attempt_timeout == default_attempt_timeout(30) == 5.0
+    client.create_queue("hung", partitions=2)
+    q = client.queue("hung")
+    q.put(b"warm", topic="t", partition=0)  # the owner is known to the client now
+    wait_for(
+        lambda: {owner_of(client, p) for p in (0, 1)} == set(sidecars), 30, "one partition each"
+    )
+    hung = sidecars[owner_of(client, 0) or ""]
+    (other,) = set(sidecars) - {hung.address}
+    q.put(b"warm again", topic="t", partition=0)
+    assert hung.proc is not None
+    os.kill(hung.proc.pid, signal.SIGSTOP)
+    try:
+        began = time.monotonic()
+        moved = q.put(b"moved", topic="t", partition=0)
+        took = time.monotonic() - began
+        now = owner_of(client, 0)
+    finally:
+        os.kill(hung.proc.pid, signal.SIGCONT)
+    # The session is 3 s, one attempt 5 s: the second or third attempt reaches the
+    # new owner. Without a per-attempt timeout the put waits 30 s and fails.
+    assert now == other
+    assert took < 20, f"the put took {took:.1f} s"
+    with q.partition_scanner(0) as scanner:
+        assert moved in [m.id for m in scanner]
+
+
+def owner_of(client: Client, partition: int) -> str | None:
+    """The address of the partition's owner, ``None`` when it has none."""
+    try:
+        return client.owners.read_owner_info("hung", partition).value.address
+    except NoOwnerInfoError:
+        return None
+
+
+def test_the_attempt_timeout_is_checked(cluster: Cluster) -> None:
+    from hqueue.client.producer import Producer
+
+    client = cluster.client()
+    for bad in (0, -1, 31):
+        with pytest.raises(InvalidArgumentError, match="attempt_timeout"):
+            Producer(
+                client.sidecars,
+                client.owners,
+                client.admin.queue_info,
+                put_timeout=30,
+                attempt_timeout=bad,
+            )

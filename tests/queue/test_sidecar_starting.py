@@ -1,0 +1,45 @@
+"""A sidecar that is still starting (its Thrift server bound, its handler not set yet)
+refuses calls with typed errors over a real connection: ``put`` and ``scan`` with
+the retriable ``UnavailableError`` (which the producer retries), not an internal error.
+The server is the sidecar's own Thrift server over the handler it serves while
+starting (``hqueue sidecar`` leaves this state within milliseconds, too briefly to
+hit on purpose)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from hqueue.errors import UnavailableError
+from hqueue.sidecar.node import _Deferred
+from hqueue.storage.sidecars import SidecarCallError, Sidecars, SidecarUnreachableError
+from hqueue.wire.idl import sidecar as sidecar_idl
+from hqueue.wire.rpc_server import ThriftServer
+
+
+@pytest.fixture
+def starting() -> Iterator[str]:
+    """The address of a sidecar Thrift server whose handler is not set yet."""
+    server = ThriftServer(sidecar_idl().HQueueSidecar, _Deferred(), name="sidecar").start()
+    yield f"{server.host}:{server.port}"
+    server.stop()
+
+
+def test_a_starting_sidecar_refuses_puts_and_scans_as_unavailable(starting: str) -> None:
+    idl = sidecar_idl()
+    sidecars = Sidecars(timeout_ms=5_000)
+    try:
+        batch = idl.TMessageBatch(values=[b"v"], topics=["t"], partitions=[0])
+        with pytest.raises(UnavailableError, match="still starting") as put:
+            sidecars.put(starting, "q", batch)
+        with pytest.raises(UnavailableError, match="still starting") as scan:
+            sidecars.scan(starting, "q", b"", b"\x00\x01", [], 10)
+        # Typed refusals, not a broken connection: the connection went back to its pool.
+        for raised in (put, scan):
+            assert not isinstance(raised.value, SidecarUnreachableError)
+        # Calls that declare no such error still get an answer naming the cause.
+        with pytest.raises(SidecarCallError, match="still starting"):
+            sidecars.lag(starting, "q")
+    finally:
+        sidecars.close()
