@@ -3,8 +3,10 @@
 Thrift1's ``createTable`` cannot pass split keys, so hqueue creates its
 pre-split queue tables through Thrift2's ``createTable(desc, splitKeys)``, as
 it would against a real HBase Thrift2 gateway. ``getAllRegionLocations``
-reports the regions with this process as their server. The IDL subset is
-``thrift/hbase2.thrift``.
+reports the regions with this process as their server. ``increment`` and
+``append`` are HBase's, for any Thrift2 client: atomic per row, a missing cell
+starting at the amount (or empty), the new cells returned unless
+``returnResults`` is false. The IDL subset is ``thrift/hbase2.thrift``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from hqueue.errors import HQueueError
+from hqueue.standalone.engine.cells import Cell
 from hqueue.standalone.engine.schema import FOREVER, FamilyOptions
 from hqueue.standalone.engine.store import Store
 from hqueue.wire.idl import hbase2
@@ -33,6 +36,26 @@ def _tio_errors(fn: F) -> F:
             raise H2.TIOError(message=str(exc)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+_PUT_TYPE = 4
+"""``KeyValue.Type.Put``'s code, the type of every cell a result carries."""
+
+
+def _result(row: bytes, cells: list[Cell], wanted: bool | None) -> Any:
+    """Return HBase's TResult of an increment or append: empty when the client set
+    ``returnResults`` false (HBase then answers an empty Result)."""
+    if wanted is False:
+        return H2.TResult(columnValues=[])
+    values = []
+    for column, ts, value in cells:
+        family, _, qualifier = column.partition(b":")
+        values.append(
+            H2.TColumnValue(
+                family=family, qualifier=qualifier, value=value, timestamp=ts, type=_PUT_TYPE
+            )
+        )
+    return H2.TResult(row=row, columnValues=values)
 
 
 def table_name(name: Any) -> bytes:
@@ -100,3 +123,20 @@ class THBaseHandler:
     @_tio_errors
     def deleteTable(self, tableName: Any) -> None:
         self.store.delete_table(table_name(tableName))
+
+    @_tio_errors
+    def increment(self, table: bytes, tincrement: Any) -> Any:
+        amounts = [
+            (bytes(c.family) + b":" + bytes(c.qualifier), 1 if c.amount is None else c.amount)
+            for c in tincrement.columns or ()
+        ]
+        cells = self.store.increment_columns(table, tincrement.row, amounts)
+        return _result(tincrement.row, cells, tincrement.returnResults)
+
+    @_tio_errors
+    def append(self, table: bytes, tappend: Any) -> Any:
+        deltas = [
+            (bytes(c.family) + b":" + bytes(c.qualifier), c.value) for c in tappend.columns or ()
+        ]
+        cells = self.store.append(table, tappend.row, deltas)
+        return _result(tappend.row, cells, tappend.returnResults)

@@ -83,6 +83,7 @@ MAX_ROW_BYTES = 511 - 4
 """Longest row key the store accepts: LMDB's 511-byte key limit minus the table id."""
 
 _I32 = struct.Struct(">i")
+_LONG = struct.Struct(">q")
 _META_TABLE = b"table:"
 _META_NEXT_ID = b"next-table-id"
 _TABLE_NAME_CHARS = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
@@ -672,32 +673,75 @@ class Store:
         :raises TableStateError: as :meth:`mutate_rows`.
         :raises ColumnFamilyNotFoundError: as :meth:`mutate_rows`.
         """
+        ((_, _, value),) = self.increment_columns(name, row, [(column, amount)])
+        return int(_LONG.unpack(value)[0])
+
+    def increment_columns(
+        self, name: bytes, row: bytes, amounts: Sequence[tuple[bytes, int]]
+    ) -> list[Cell]:
+        """Add amounts to 64-bit big-endian counter cells of one row, atomically, as
+        HBase's Increment: a missing cell starts at its amount. Return the new cells
+        ``(column, timestamp, value)``, one per column, sorted by column as HBase's
+        Result is (a column named twice gets both amounts).
+
+        :raises StorageError: as :meth:`increment`; nothing is written.
+        :raises InvalidArgumentError: as :meth:`increment`; no columns.
+        :raises TableNotFoundError: as :meth:`mutate_rows`.
+        :raises TableStateError: as :meth:`mutate_rows`.
+        :raises ColumnFamilyNotFoundError: as :meth:`mutate_rows`.
+        """
+        return self._read_modify_write(name, row, amounts, _add_to_counter)
+
+    def append(self, name: bytes, row: bytes, deltas: Sequence[tuple[bytes, bytes]]) -> list[Cell]:
+        """Append bytes to cells of one row, atomically, as HBase's Append: a missing
+        cell starts empty, so it becomes the appended bytes. Return the new cells
+        ``(column, timestamp, value)``, one per column, sorted by column as HBase's
+        Result is (a column named twice gets both appends, in order).
+
+        :raises InvalidArgumentError: no columns, a column or value missing; as
+            :meth:`mutate_rows` otherwise.
+        :raises TableNotFoundError: as :meth:`mutate_rows`.
+        :raises TableStateError: as :meth:`mutate_rows`.
+        :raises ColumnFamilyNotFoundError: as :meth:`mutate_rows`.
+        :raises StorageError: as :meth:`mutate_rows`.
+        """
+        return self._read_modify_write(name, row, deltas, _append_bytes)
+
+    def _read_modify_write(
+        self,
+        name: bytes,
+        row: bytes,
+        deltas: Sequence[tuple[bytes, Any]],
+        combine: Callable[[bytes | None, Any], bytes],
+    ) -> list[Cell]:
+        # Increment and Append: each column's newest visible value and its delta
+        # make the new value, written at _delta_stamp, all columns in one write.
         desc = self.enabled(name)
         _check_row(row)
-        if family_of(column) not in desc.families:
-            raise ColumnFamilyNotFoundError(
-                f"NoSuchColumnFamilyException: column family {family_of(column)!r} does not "
-                f"exist in table {name.decode(errors='replace')}"
-            )
-
-        def apply(txn: lmdb.Transaction) -> int:
-            current = self._check_live(desc)
-            cell = self._newest_cell(txn, current, row, column)
-            old = cell[2] if cell is not None else None
-            if old is not None and len(old) != 8:
-                raise StorageError(
-                    f"DoNotRetryIOException: Field is not a long, it's {len(old)} bytes wide"
+        if not deltas:
+            raise InvalidArgumentError("IllegalArgumentException: no columns to change")
+        for column, delta in deltas:
+            if not column or delta is None:
+                raise InvalidArgumentError(
+                    f"IllegalArgumentException: {column!r} needs a column and a value"
                 )
-            value = (struct.unpack(">q", old)[0] if old is not None else 0) + amount
-            if not -(2**63) <= value < 2**63:
-                raise InvalidArgumentError("DoNotRetryIOException: counter overflow")
-            # As HBase (HRegion.reckonDelta): newer than the cell it replaces even
-            # when that cell is stamped ahead of this clock, else the new value
-            # would sort behind the old one and the increment would be lost.
-            stamp = now_ms() if cell is None else max(now_ms(), cell[1] + 1)
-            counter = RowMutation(row, [Mutation(column, struct.pack(">q", value))])
-            self._apply_row(txn, current, counter, stamp, None)
-            return value
+            if family_of(column) not in desc.families:
+                raise ColumnFamilyNotFoundError(
+                    f"NoSuchColumnFamilyException: column family {family_of(column)!r} does "
+                    f"not exist in table {name.decode(errors='replace')}"
+                )
+
+        def apply(txn: lmdb.Transaction) -> list[Cell]:
+            current = self._check_live(desc)
+            done: dict[bytes, Cell] = {}
+            for column, delta in deltas:
+                full = column if b":" in column else column + b":"
+                cell = done.get(full) or self._newest_cell(txn, current, row, full)
+                new = combine(cell[2] if cell is not None else None, delta)
+                done[full] = (full, _delta_stamp(cell), new)
+            for full, stamp, new in done.values():
+                self._apply_row(txn, current, RowMutation(row, [Mutation(full, new)]), stamp, None)
+            return [done[column] for column in sorted(done)]
 
         return self._committer.submit(apply)
 
@@ -848,6 +892,43 @@ class Store:
 
 _SinglePuts = tuple[list[MutationLike], set[bytes]]
 """The fast path's input: the one put of each row, and their columns."""
+
+
+def _add_to_counter(old: bytes | None, amount: int) -> bytes:
+    """Return a counter cell's value plus ``amount``, 8 bytes big-endian.
+
+    :raises StorageError: the cell is not 8 bytes wide (HBase's message).
+    :raises InvalidArgumentError: the result leaves the signed 64-bit range.
+    """
+    if old is not None and len(old) != 8:
+        raise StorageError(
+            f"DoNotRetryIOException: Field is not a long, it's {len(old)} bytes wide"
+        )
+    value = (_LONG.unpack(old)[0] if old is not None else 0) + amount
+    if not -(2**63) <= value < 2**63:
+        raise InvalidArgumentError("DoNotRetryIOException: counter overflow")
+    return _LONG.pack(value)
+
+
+def _append_bytes(old: bytes | None, delta: bytes) -> bytes:
+    return (old or b"") + delta
+
+
+def _delta_stamp(cell: Cell | None) -> int:
+    """Return the timestamp of an increment's or append's new cell, given the cell it read.
+
+    HBase 2 (``HRegion.reckonDelta``) writes ``max(now, old + 1)``, so the new cell
+    is newer than the one it was computed from even when that one is stamped ahead
+    of the clock; so does this store, but for one case: a cell stamped in this
+    very millisecond is replaced at its own timestamp (at equal timestamps the
+    later write wins, here as in HBase, which orders them by sequence id).
+    Stamping it ``now + 1`` would put the cell in the future, and a put
+    acknowledged right after, stamped ``now``, would sort behind it and never be read.
+    """
+    now = now_ms()
+    if cell is None or cell[1] <= now:
+        return now
+    return cell[1] + 1
 
 
 def _head(column: bytes) -> bytes:
