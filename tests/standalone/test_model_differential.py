@@ -67,6 +67,48 @@ maybe_ts = st.one_of(st.none(), explicit_ts)
 Cell = tuple[int, bytes]
 """(timestamp, value)"""
 
+Cells = dict[bytes, bytes]
+"""A row's chosen cells: column -> newest value."""
+
+
+def _scvf(row: bytes, cells: Cells) -> Cells:
+    # The row goes if cf:a fails, or is missing (filterIfMissing true).
+    return cells if cells.get(b"cf:a") == b"v" else {}
+
+
+FILTERS: list[tuple[bytes, Any]] = [
+    (b"PrefixFilter('r1')", lambda row, cells: cells if row.startswith(b"r1") else {}),
+    (b"RowFilter(>=, 'binary:r2')", lambda row, cells: cells if row >= b"r2" else {}),
+    (
+        b"ValueFilter(=, 'binary:v')",
+        lambda row, cells: {c: v for c, v in cells.items() if v == b"v"},
+    ),
+    (
+        b"QualifierFilter(!=, 'binaryprefix:a')",
+        lambda row, cells: {c: v for c, v in cells.items() if not c.endswith(b":a")},
+    ),
+    (
+        b"FamilyFilter(=, 'regexstring:^o')",
+        lambda row, cells: {c: v for c, v in cells.items() if c.startswith(b"one:")},
+    ),
+    (b"SingleColumnValueFilter('cf', 'a', =, 'binary:v', true, true)", _scvf),
+    (
+        b"SKIP ValueFilter(!=, 'binary:')",
+        lambda row, cells: cells if all(cells.values()) else {},
+    ),
+    (b"KeyOnlyFilter() AND PrefixFilter('r')", lambda row, cells: dict.fromkeys(cells, b"")),
+    (
+        b"ValueFilter(=, 'substring:XY') OR PrefixFilter('r0')",
+        lambda row, cells: (
+            cells
+            if row.startswith(b"r0")
+            else {c: v for c, v in cells.items() if b"xy" in v.lower()}
+        ),
+    ),
+]
+"""Filter strings the scans draw from, each with the model's reading of it: the
+cells of a row it returns (none: the row is not returned)."""
+
 
 class Model:
     """HBase's data model, as plainly as it can be written: row -> column -> ts -> value."""
@@ -246,7 +288,7 @@ class TableMachine(RuleBasedStateMachine):
         cols=st.one_of(st.none(), st.lists(st.sampled_from([*COLUMNS, b"cf"]), min_size=1)),
         reverse=st.booleans(),
         batch_size=st.integers(1, 3),
-        prefix=st.one_of(st.none(), st.sampled_from([b"r1", b"r", b"x"])),
+        filt=st.one_of(st.none(), st.sampled_from(FILTERS)),
     )
     def scan(
         self,
@@ -255,9 +297,9 @@ class TableMachine(RuleBasedStateMachine):
         cols: list[bytes] | None,
         reverse: bool,
         batch_size: int,
-        prefix: bytes | None,
+        filt: tuple[bytes, Any] | None,
     ) -> None:
-        filter_string = None if prefix is None else b"PrefixFilter('%s')" % prefix
+        filter_string = None if filt is None else filt[0]
         got = list(
             self.table.scan(
                 row_start=start,
@@ -275,13 +317,13 @@ class TableMachine(RuleBasedStateMachine):
                     continue
             elif (start is not None and row < start) or (stop is not None and row >= stop):
                 continue
-            if prefix is not None and not row.startswith(prefix):
-                continue
             chosen = {
                 c: v
                 for c, (_, v) in cells.items()
                 if cols is None or c in cols or c.partition(b":")[0] in cols
             }
+            if filt is not None:
+                chosen = filt[1](row, chosen)
             if chosen:
                 want.append((row, chosen))
         if reverse:

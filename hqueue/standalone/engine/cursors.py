@@ -164,7 +164,11 @@ class Scanner:
                         return self._jump_region(region)
                 visible = visible_cells(cells, cutoffs, self._selector, spec.max_ts, 1)
                 if filt is not None:
-                    visible = filt.filter_cells(visible)
+                    visible = [] if filt.drops_row(visible) else filt.filter_cells(visible)
+                    if filt.filter_all_remaining():
+                        # WHILE: this row failed, and so ends the scan.
+                        self._done = True
+                        return False
                     if visible:
                         filt.row_returned()
                 if not visible:

@@ -1,0 +1,162 @@
+"""The compare filters, their comparators, the column filters, SKIP and WHILE, with
+HBase's meaning (its ParseFilter and filter classes), through happybase scans."""
+
+from __future__ import annotations
+
+import happybase
+import pytest
+
+from tests.standalone.conftest import Hbase
+
+ROWS = {
+    b"a1": {b"cf:q1": b"10", b"cf:q2": b"apple", b"other:x": b"x"},
+    b"a2": {b"cf:q1": b"20", b"cf:q2": b"Banana"},
+    b"b1": {b"cf:q1": b"30", b"cf:q2": b"cherry", b"other:x": b"y"},
+    b"b2": {b"cf:q2": b"date\nline"},
+    b"c1": {b"cf:q1": b"05", b"cf:q3": b"z"},
+}
+
+
+@pytest.fixture
+def rows(table: happybase.Table) -> happybase.Table:
+    with table.batch() as batch:
+        for key, cells in ROWS.items():
+            batch.put(key, cells)
+    return table
+
+
+def _scan(table: happybase.Table, filter_string: str, **kw: object) -> dict[bytes, dict]:
+    return dict(table.scan(filter=filter_string, **kw))
+
+
+def _keys(table: happybase.Table, filter_string: str, **kw: object) -> list[bytes]:
+    return [key for key, _ in table.scan(filter=filter_string, **kw)]
+
+
+@pytest.mark.parametrize(
+    ("op", "expected"),
+    [
+        ("<", [b"a1", b"a2"]),
+        ("<=", [b"a1", b"a2", b"b1"]),
+        ("=", [b"b1"]),
+        ("!=", [b"a1", b"a2", b"b2", b"c1"]),
+        (">=", [b"b1", b"b2", b"c1"]),
+        (">", [b"b2", b"c1"]),
+    ],
+)
+def test_row_filter_binary_with_every_operator(
+    rows: happybase.Table, op: str, expected: list[bytes]
+) -> None:
+    # "row OP value", as HBase's CompareFilter reads it.
+    assert _keys(rows, f"RowFilter({op}, 'binary:b1')") == expected
+
+
+def test_binaryprefix_regexstring_substring(rows: happybase.Table) -> None:
+    assert _keys(rows, "RowFilter(=, 'binaryprefix:a')") == [b"a1", b"a2"]
+    assert _keys(rows, "RowFilter(>, 'binaryprefix:a')") == [b"b1", b"b2", b"c1"]
+    assert _keys(rows, "RowFilter(=, 'regexstring:[ac]1')") == [b"a1", b"c1"]
+    # found anywhere (Matcher.find), '.' crossing newlines (DOTALL)
+    assert _keys(rows, "ValueFilter(=, 'regexstring:date.line')") == [b"b2"]
+    assert _keys(rows, "RowFilter(!=, 'regexstring:1')") == [b"a2", b"b2"]
+    # case-insensitive
+    assert _keys(rows, "ValueFilter(=, 'substring:BAN')") == [b"a2"]
+
+
+def test_family_qualifier_and_value_filters_pick_cells(rows: happybase.Table) -> None:
+    assert _scan(rows, "FamilyFilter(=, 'binary:other')") == {
+        b"a1": {b"other:x": b"x"},
+        b"b1": {b"other:x": b"y"},
+    }
+    assert _scan(rows, "QualifierFilter(>=, 'binary:q2')", row_prefix=b"c") == {
+        b"c1": {b"cf:q3": b"z"}
+    }
+    assert _scan(rows, "ValueFilter(<, 'binary:2')", columns=[b"cf:q1"]) == {
+        b"a1": {b"cf:q1": b"10"},
+        b"c1": {b"cf:q1": b"05"},
+    }
+
+
+def test_single_column_value_filter_drops_whole_rows(rows: happybase.Table) -> None:
+    got = _scan(rows, "SingleColumnValueFilter('cf', 'q1', >=, 'binary:20')")
+    # b2 has no cf:q1: kept, filterIfMissing defaults to false.
+    assert got == {key: ROWS[key] for key in (b"a2", b"b1", b"b2")}
+    got = _keys(rows, "SingleColumnValueFilter('cf', 'q1', >=, 'binary:20', true, true)")
+    assert got == [b"a2", b"b1"]
+    got = _keys(rows, "SingleColumnValueFilter('cf', 'q1', >=, 'binary:20', false, false)")
+    assert got == [b"a2", b"b1", b"b2"]
+
+
+def test_single_column_value_exclude_filter_leaves_the_column_out(rows: happybase.Table) -> None:
+    got = _scan(rows, "SingleColumnValueExcludeFilter('cf', 'q2', =, 'substring:an', true, true)")
+    assert got == {b"a2": {b"cf:q1": b"20"}}
+
+
+def test_column_filters(rows: happybase.Table) -> None:
+    assert _scan(rows, "MultipleColumnPrefixFilter('q3', 'x')") == {
+        b"a1": {b"other:x": b"x"},
+        b"b1": {b"other:x": b"y"},
+        b"c1": {b"cf:q3": b"z"},
+    }
+    assert _scan(rows, "ColumnRangeFilter('q1', false, 'q3', true)", row_prefix=b"c") == {
+        b"c1": {b"cf:q3": b"z"}
+    }
+    assert _scan(rows, "ColumnRangeFilter('', true, 'q2', false)", row_prefix=b"a") == {
+        b"a1": {b"cf:q1": b"10"},
+        b"a2": {b"cf:q1": b"20"},
+    }
+    assert _scan(rows, "ColumnPaginationFilter(1, 1)", row_prefix=b"a") == {
+        b"a1": {b"cf:q2": b"apple"},
+        b"a2": {b"cf:q2": b"Banana"},
+    }
+
+
+def test_skip_drops_a_row_when_any_cell_fails(rows: happybase.Table) -> None:
+    # Plain ValueFilter drops cells; SKIP drops the rows that had one to drop.
+    assert _keys(rows, "SKIP ValueFilter(!=, 'binary:x')") == [b"a2", b"b1", b"b2", b"c1"]
+    assert _keys(rows, "SKIP ValueFilter(!=, 'binary:30')") == [b"a1", b"a2", b"b2", b"c1"]
+    # Applied after the column selection: without other:x, a1 has nothing to fail.
+    assert _keys(rows, "SKIP ValueFilter(!=, 'binary:x')", columns=[b"cf"]) == list(ROWS)
+
+
+def test_while_ends_the_scan_at_the_first_failing_row(rows: happybase.Table) -> None:
+    assert _keys(rows, "WHILE RowFilter(<, 'binary:b')") == [b"a1", b"a2"]
+    assert _keys(rows, "WHILE RowFilter(>, 'binary:b')", reverse=True) == [b"c1", b"b2", b"b1"]
+    # The first row with a q1 of at most "10" (a1) ends it at once.
+    assert _keys(rows, "WHILE ValueFilter(!=, 'binary:10')") == []
+    assert _keys(rows, "WHILE ValueFilter(!=, 'binary:20')") == [b"a1"]
+
+
+def test_skip_and_while_bind_tighter_than_and_and_or(rows: happybase.Table) -> None:
+    # (SKIP ValueFilter) OR PrefixFilter: a1 (has x) comes back through the prefix.
+    assert _keys(rows, "SKIP ValueFilter(!=, 'binary:x') OR PrefixFilter('a1')") == list(ROWS)
+    assert _keys(rows, "SKIP ValueFilter(!=, 'binary:x') AND PrefixFilter('a')") == [b"a2"]
+    # (WHILE RowFilter) AND PrefixFilter
+    assert _keys(rows, "WHILE RowFilter(<, 'binary:b') AND PrefixFilter('a2')") == [b"a2"]
+    # An OR's cells come only from the members that keep the row.
+    got = _scan(
+        rows, "PrefixFilter('a') OR (PrefixFilter('c') AND QualifierFilter(=, 'binary:q3'))"
+    )
+    assert got == {b"a1": ROWS[b"a1"], b"a2": ROWS[b"a2"], b"c1": {b"cf:q3": b"z"}}
+
+
+@pytest.mark.parametrize(
+    ("filter_string", "message"),
+    [
+        ("RowFilter(<, 'regexstring:a')", "only be used with EQUAL and NOT_EQUAL"),
+        ("ValueFilter(>=, 'substring:a')", "only be used with EQUAL and NOT_EQUAL"),
+        ("RowFilter(=, 'nosuch:a')", "Incorrect comparatorType"),
+        ("RowFilter(=, 'binary')", "Incorrect comparator"),
+        ("RowFilter('binary:a', =)", "Invalid compare operator"),
+        ("RowFilter(=, 'regexstring:(')", "bad regexstring"),
+        ("SingleColumnValueFilter('cf', 'q1', =, 'binary:1', maybe, true)", "Boolean"),
+        ("SingleColumnValueFilter('cf', 'q1', =)", "SingleColumnValueFilter takes"),
+        ("ColumnPaginationFilter(1)", "limit and an offset"),
+        ("ColumnRangeFilter('a', true, 'b')", "ColumnRangeFilter takes"),
+        ("SKIP", "ends too early"),
+    ],
+)
+def test_malformed_filters_are_refused(
+    rows: happybase.Table, filter_string: str, message: str
+) -> None:
+    with pytest.raises(Hbase.IOError, match=message):
+        _scan(rows, filter_string)
