@@ -24,15 +24,14 @@ SCHEMA = "partition int, timestamp timestamp, sequence int, id string, topic str
 
 
 def register(spark: Any) -> None:
-    """Register the ``hqueue`` data source with the session ``spark`` and enable Python
-    data source filter pushdown (``spark.sql.python.filterPushdown.enabled``), which the
-    source needs to narrow its scans.
+    """Register the ``hqueue`` data source with the session ``spark``. The source takes
+    no pushed-down filters (its options narrow a read), so it works with Python data
+    source filter pushdown (``spark.sql.python.filterPushdown.enabled``) on or off.
 
     :raises ImportError: if PySpark (>= 4.1) or pyarrow is missing.
     """
     from hqueue.spark.source import HQueueDataSource
 
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(HQueueDataSource)
 
 
@@ -55,7 +54,7 @@ def read_queue(
     """Return a DataFrame of the queue's messages (the columns of :data:`SCHEMA`), read
     by an RDD whose partitions prefer the hosts that serve their HBase regions.
 
-    The arguments are the data source's options (docs/spark.md). Unlike
+    The arguments are the data source's options (docs/spark.md). As with
     ``spark.read.format("hqueue")``, filters on the result are not pushed down: narrow
     the read with ``partitions``, ``topics``, ``start`` and ``end``.
 

@@ -7,7 +7,7 @@ import datetime as dt
 
 import happybase
 import pytest
-from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan
+from pyspark.sql.datasource import DataSourceReader
 
 import hqueue.spark
 from hqueue.errors import InvalidArgumentError
@@ -84,7 +84,7 @@ def test_iso_time_bounds(spark, hbase_server, filled):
     assert df.count() == sum(1 for r in rows if r[1] >= BASE + 10)
 
 
-def test_filters_are_pushed_to_rowkey_ranges_and_columns(spark, hbase_server, filled):
+def test_filters_are_evaluated_by_spark_and_options_narrow_the_scan(spark, hbase_server, filled):
     queue, rows = filled
     df = spark.read.format("hqueue").options(**options(hbase_server, queue)).load()
     since = dt.datetime.fromtimestamp((BASE + 12) / 1000, tz=dt.UTC)
@@ -94,23 +94,52 @@ def test_filters_are_pushed_to_rowkey_ranges_and_columns(spark, hbase_server, fi
         for p, ts, seq, t, v in rows
         if p == 2 and t == "t1" and ts >= BASE + 12
     )
+    assert df.count() == len(rows)  # the filtered query left the DataFrame whole
 
-    # What the reader plans for the same filters: one range, of partition 2, from the time.
-    reader = HQueueReader(SourceOptions.parse(options(hbase_server, queue)))
-    filters = [
-        EqualTo(("partition",), 2),
-        In(("topic",), ("t1", "t9")),
-        GreaterThanOrEqual(("timestamp",), since),
-        LessThan(("sequence",), 5),
-    ]
-    left = list(reader.pushFilters(filters))
-    assert left == [filters[2], filters[3]]  # time re-checked by Spark; sequence not pushed
+    # The reader takes no filters (Spark keeps them all); what it plans comes from the
+    # options: one range, of partition 2, from the time, and the topics to ask for.
+    assert HQueueReader.pushFilters is DataSourceReader.pushFilters
+    reader = HQueueReader(
+        SourceOptions.parse(
+            {
+                **options(hbase_server, queue),
+                "partitions": "2",
+                "topics": "t9,t1",
+                "start": str(BASE + 12),
+            }
+        )
+    )
     (part,) = reader.plan()
     (rr,) = part.ranges
     assert rr.partition == 2
     assert rr.start == (2).to_bytes(2, "big") + (BASE + 12).to_bytes(8, "big") + b"\0\0"
     assert rr.stop == (3).to_bytes(2, "big")
-    assert reader.push.topics == {"t1", "t9"}
+    assert reader.options.topics == ("t1", "t9")
+    assert sorted(
+        (r.partition, r.id)
+        for r in spark.read.format("hqueue")
+        .options(**options(hbase_server, queue))
+        .option("partitions", "2")
+        .option("topics", "t9,t1")
+        .option("start", str(BASE + 12))
+        .load()
+        .collect()
+    ) == sorted(
+        (p, f"{ts}:{seq}") for p, ts, seq, t, _ in rows if p == 2 and t == "t1" and ts >= BASE + 12
+    )
+
+
+def test_an_empty_plan_reads_nothing(spark, hbase_server, filled):
+    queue, _ = filled
+    df = (
+        spark.read.format("hqueue")
+        .options(**options(hbase_server, queue))
+        .option("start", f"{BASE + 9}:0")
+        .option("end", f"{BASE + 9}:0")
+        .load()
+    )
+    assert df.count() == 0
+    assert df.collect() == []
 
 
 def test_split_by_region(spark, hbase_server, hq, queue_name):
