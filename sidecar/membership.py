@@ -11,13 +11,17 @@ watches (and a short tick while something is pending):
    ephemeral owner entries once the previous owner's entry is gone, and releases
    partitions assigned elsewhere (after finishing the write in flight).
 
-A new owner whose partition had an owner before waits ``takeover_grace`` seconds
-before it reads the partition's last stored row: Thrift1 has no conditional
-multi-row write to fence a deposed owner at the storage, so the grace lets a write
-that the old owner had in flight when it lost its session land first; the new owner
+A new owner first writes its epoch to the partition's fence in the storage
+(:meth:`~hqueue.sidecar.storage.MessageStorage.fence`): from then on the storage
+refuses the writes of any earlier owner, frozen or not (exactly in ``hqueue
+standalone``; on HBase, checked before and after each write). If the partition had
+an owner before, the new owner then waits ``takeover_grace`` seconds before it reads
+the partition's last stored row: on HBase a write the old owner started before the
+fence moved may still be landing, and the grace lets it land first; the new owner
 then continues after it (invariant 2). The old owner acknowledges none of those
-(invariant 3): when the metadata session is lost, every held partition stops taking
-writes at once, before the control thread runs.
+(invariant 3): the storage's fence refuses them, and when the metadata session is
+lost every held partition stops taking writes at once, before the control thread
+runs.
 
 The write path over the partitions held here is :mod:`hqueue.sidecar.writer`.
 """
@@ -300,8 +304,20 @@ class Membership:
         return self._open(hp)
 
     def _open(self, hp: HeldPartition) -> bool:
-        """Make a claimed partition writable once its grace has passed; return whether
-        it is."""
+        """Fence a claimed partition's storage at its epoch (once), and make it
+        writable once its grace has passed; return whether it is.
+
+        :raises NotOwnerError: a newer owner holds the storage's fence.
+        :raises StorageError: (or ConnectionLostError) if the storage fails.
+        """
+        if not hp.fenced:
+            # Before the last id is read: no earlier owner's write lands after it
+            # unseen (exactly on the standalone store; see the grace on HBase).
+            self.storage.fence(hp.table, hp.partition, hp.epoch)
+            hp.fenced = True
+            log.info(
+                "sidecar %s fenced %s/%d at epoch %d", self.id, hp.queue, hp.partition, hp.epoch
+            )
         if time.monotonic() < hp.ready_at:
             return False
         last = self.storage.last_id(hp.table, hp.partition)
@@ -351,6 +367,11 @@ class Membership:
     def stopping(self) -> bool:
         """Whether :meth:`stop` has begun (no new writes are taken)."""
         return self._stopping.is_set()
+
+    def fence_lost(self) -> None:
+        """Note that the storage refused a write by its fence: another owner has
+        started, so the control thread should catch up with the metadata soon."""
+        self._wake.set()
 
     def session_confirmed(self) -> bool:
         """Return whether the metadata session is confirmed: while it is not, no held

@@ -1,8 +1,9 @@
 """A partition a sidecar holds: its life, its lock and its newest acknowledged id.
 
-A held partition goes CLAIMED (owner entry written, waiting out the takeover grace)
--> WRITABLE (last stored id read, ids handed out) -> RELEASING (no new writes; the
-in-flight one finishes) -> dropped; :mod:`hqueue.sidecar.membership` moves it along.
+A held partition goes CLAIMED (owner entry written, storage fenced at its epoch,
+waiting out the takeover grace) -> WRITABLE (last stored id read, ids handed out)
+-> RELEASING (no new writes; the in-flight one finishes) -> dropped;
+:mod:`hqueue.sidecar.membership` moves it along.
 Writes to it (:mod:`hqueue.sidecar.writer`) hold its lock from id assignment until
 the storage has started the rows' write, in id order (invariant 1), and check
 before assigning and again before acknowledging that the ownership is still
@@ -51,7 +52,11 @@ class HeldPartition:
     pending: Callable[[], None] | None = None
     """waits for the last write started (writes become durable in order)"""
     lost: bool = False
-    """set when the metadata session ended: nothing written since is acknowledged"""
+    """set when the metadata session ended, or the storage's fence moved: nothing
+    written since is acknowledged"""
+    fenced: bool = False
+    """whether the storage's fence holds this ownership's epoch (set before the last
+    stored id is read)"""
 
     def advance(self, last: MessageId) -> None:
         """Move ``newest`` up to ``last`` (writes may finish waiting out of order)."""

@@ -8,9 +8,12 @@ and the metadata session confirmed, and takes ids from the partition's
 :class:`~hqueue.sidecar.ids.IdClock` (unique and ordered within the partition, after
 the last stored id: invariants 1 and 2). The write starts under the locks, so one
 partition's rows become visible in id order, and is waited for outside them, so
-concurrent puts share a sync. Before acknowledging, the writer checks the ownership
-again: a write that outlived the session is not acknowledged (invariant 3), and an
-acknowledged write is durable (invariant 4).
+concurrent puts share a sync. The write carries the owner's epoch of each partition,
+and the storage refuses it once another owner has fenced one (invariant 3, even for
+a sidecar frozen after its checks: :mod:`hqueue.sidecar.storage`). Before
+acknowledging, the writer checks the ownership again: a write that outlived the
+session is not acknowledged (invariant 3), and an acknowledged write is durable
+(invariant 4).
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ class Writer:
 
         :raises InvalidArgumentError: a message is invalid (its index is in the text).
         :raises NoQueueError: no such queue.
-        :raises NotOwnerError: a partition is not held here (or not confirmed).
+        :raises NotOwnerError: a partition is not held here (or not confirmed), or the
+            storage refused the write because another owner fenced a partition.
         :raises UnavailableError: the write failed (not acknowledged).
         """
         if self.membership.stopping:
@@ -104,8 +108,15 @@ class Writer:
                 lasts.append(hp.clock.last)
             # Started under the locks, so one partition's writes become visible in id
             # order; waited for outside them, so concurrent puts share a sync.
+            # Every write carries the owner's epochs: the storage refuses it once a
+            # newer owner has fenced a partition (invariant 3, even if this process
+            # was frozen since the check above).
+            fences = [(hp.partition, hp.epoch) for hp in held]
             try:
-                wait = self.storage.write(held[0].table, groups)
+                wait = self.storage.write(held[0].table, groups, fences)
+            except NotOwnerError:
+                self._lost_fence(held)
+                raise
             except HQueueError as exc:
                 raise UnavailableError(
                     f"write to {queue!r} failed, not acknowledged: {exc}"
@@ -117,6 +128,9 @@ class Writer:
                 hp.lock.release()
         try:
             wait()
+        except NotOwnerError:
+            self._lost_fence(held)
+            raise
         except HQueueError as exc:
             raise UnavailableError(f"write to {queue!r} failed, not acknowledged: {exc}") from None
         self._check_owned(held, after_write=True)
@@ -157,6 +171,13 @@ class Writer:
         for index, partition in enumerate(partitions):
             by_partition.setdefault(partition, []).append(index)
         return by_partition, columns
+
+    def _lost_fence(self, held: list[HeldPartition]) -> None:
+        """Stop taking writes to partitions whose storage fence moved: another owner
+        has started, whatever this sidecar's metadata session says yet."""
+        for hp in held:
+            hp.lost = True
+        self.membership.fence_lost()
 
     def _check_owned(self, held: list[HeldPartition], after_write: bool = False) -> None:
         """Raise unless every partition is still held here under a confirmed session.

@@ -3,19 +3,31 @@
 Implements :class:`hqueue.sidecar.storage.MessageStorage` over
 :class:`~hqueue.standalone.engine.store.Store`, skipping the Thrift round trip the
 sidecar makes to a real HBase. Acknowledges only durable writes (after the store's
-fsync).
+fsync). Fences exactly: each write is checked against its partitions' fence cells in
+the write's own transaction, and refused whole if one moved (invariant 3).
 """
 
 from __future__ import annotations
 
+import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from hqueue.errors import NotOwnerError
 from hqueue.message import FAMILY, MessageId, decode_rowkey
-from hqueue.sidecar.storage import CellGroup, partition_bounds
+from hqueue.sidecar.storage import (
+    FENCE_COLUMN,
+    FENCE_TS_BASE,
+    CellGroup,
+    Fence,
+    fence_checks,
+    fence_moved,
+    fence_row,
+    partition_bounds,
+)
 from hqueue.standalone.engine.read import read_block
-from hqueue.standalone.engine.schema import now_ms
-from hqueue.standalone.engine.store import Store
+from hqueue.standalone.engine.schema import Mutation, RowMutation, now_ms
+from hqueue.standalone.engine.store import FencedError, Store
 from hqueue.wire.block import MessageBlock
 
 __all__ = ["EngineStorage"]
@@ -62,5 +74,27 @@ class EngineStorage:
         with self._read_lock:
             return read_block(self._store, desc, start, stop, columns, limit, max_bytes, cutoff)
 
-    def write(self, table: bytes, groups: list[CellGroup]) -> Callable[[], None]:
-        return self._store.put_columns_queued(table, groups)
+    def fence(self, table: bytes, partition: int, epoch: int) -> None:
+        row = fence_row(partition)
+        value = struct.pack(">q", epoch)
+        self._store.mutate_rows(
+            table, [RowMutation(row, [Mutation(FENCE_COLUMN, value)])], ts=FENCE_TS_BASE + epoch
+        )
+        # The highest epoch's timestamp wins: read back which one that is.
+        cells = self._store.get_rows(table, [row], [FENCE_COLUMN])[0][1]
+        current = struct.unpack(">q", cells[0][2])[0] if cells else None
+        if current != epoch:
+            raise fence_moved(partition, current, epoch, "at takeover")
+
+    def write(
+        self, table: bytes, groups: list[CellGroup], fences: Sequence[Fence]
+    ) -> Callable[[], None]:
+        wait = self._store.put_columns_queued(table, groups, fence_checks(fences))
+
+        def durable() -> None:
+            try:
+                wait()
+            except FencedError as exc:
+                raise NotOwnerError(f"write refused by the storage: {exc}") from None
+
+        return durable

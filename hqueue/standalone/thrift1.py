@@ -24,6 +24,7 @@ from hqueue.errors import (
     TableExistsError,
     TableNotFoundError,
 )
+from hqueue.sidecar.storage import checks_of_attributes
 from hqueue.standalone.engine.cells import Cell
 from hqueue.standalone.engine.cursors import Scanner, ScannerRegistry, ScanSpec
 from hqueue.standalone.engine.schema import FOREVER, FamilyOptions, Mutation, RowMutation
@@ -304,13 +305,15 @@ class HbaseHandler:
 
     @_hbase_errors
     def mutateRows(self, tableName: bytes, rowBatches: list[Any], attributes: Any) -> None:
-        self.store.mutate_rows(tableName, rowBatches or [])
+        checks = checks_of_attributes(attributes)
+        self.store.mutate_rows(tableName, rowBatches or [], checks=checks)
 
     @_hbase_errors
     def mutateRowsTs(
         self, tableName: bytes, rowBatches: list[Any], timestamp: int, attributes: Any
     ) -> None:
-        self.store.mutate_rows(tableName, rowBatches or [], ts=timestamp)
+        checks = checks_of_attributes(attributes)
+        self.store.mutate_rows(tableName, rowBatches or [], ts=timestamp, checks=checks)
 
     @_hbase_errors
     def atomicIncrement(self, tableName: bytes, row: bytes, column: bytes, value: int) -> int:

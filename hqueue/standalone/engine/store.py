@@ -75,7 +75,7 @@ from hqueue.standalone.engine.schema import (
     visible_cells,
 )
 
-__all__ = ["MAX_ROW_BYTES", "Store"]
+__all__ = ["MAX_ROW_BYTES", "Check", "FencedError", "Store"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,18 @@ _I32 = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 _META_TABLE = b"table:"
 _META_NEXT_ID = b"next-table-id"
+Check = tuple[bytes, bytes, bytes]
+"""A condition a write is applied under: ``(row, column, value)``, the column's
+newest visible value in that row must equal ``value``. Unlike HBase's checkAndMutate,
+the row checked need not be a row written: the store is one region, so a write to
+many rows can be conditioned on another row atomically (how a queue partition's
+owner fences a deposed one)."""
+
+
+class FencedError(StorageError):
+    """A conditional write's check failed: nothing of the write was applied."""
+
+
 _TABLE_NAME_CHARS = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
 
@@ -485,9 +497,14 @@ class Store:
     # ----------------------------------------------------------------- writes
 
     def mutate_rows(
-        self, name: bytes, batches: Sequence[RowMutationLike], ts: int | None = None
+        self,
+        name: bytes,
+        batches: Sequence[RowMutationLike],
+        ts: int | None = None,
+        checks: Sequence[Check] = (),
     ) -> None:
-        """Apply deletes and puts to rows, durably, all or nothing.
+        """Apply deletes and puts to rows, durably, all or nothing, if every one of
+        ``checks`` holds at that moment (checked in the write's own transaction).
 
         Within a row, deletes are applied before puts (HBase Thrift1's order).
         A put without ``ts`` is stamped with the current time; a delete without
@@ -499,13 +516,16 @@ class Store:
         :raises ColumnFamilyNotFoundError: a column names a family the table lacks.
         :raises InvalidArgumentError: empty or too long row key, put without a value,
             mutation without a column.
+        :raises FencedError: a check failed; nothing was written.
         :raises StorageError: the commit itself failed or the store is closed.
         """
         desc = self.enabled(name)
         single_puts = _check_batches(desc, batches)
+        self._check_checks(desc, checks)
 
         def apply(txn: lmdb.Transaction) -> None:
             current = self._check_live(desc)
+            self._require(txn, current, checks)
             stamp = now_ms() if ts is None else ts
             if single_puts is not None:
                 self._put_simple(txn, current, batches, single_puts, stamp)
@@ -564,11 +584,14 @@ class Store:
         self,
         name: bytes,
         groups: Sequence[tuple[bytes, int, Sequence[bytes], Sequence[bytes]]],
+        checks: Sequence[Check] = (),
     ) -> Callable[[], None]:
         """Queue :meth:`put_columns`'s write and return a function that waits until
-        it is durable (raising what :meth:`put_columns` would). Writes queued one
-        after another become visible in that order, so a caller that queues under
-        its own lock and waits outside it keeps its order and shares fsyncs.
+        it is durable (raising what :meth:`put_columns` would, or
+        :class:`FencedError` if one of ``checks`` failed in the write's own
+        transaction: then nothing of it was written). Writes queued one after
+        another become visible in that order, so a caller that queues under its own
+        lock and waits outside it keeps its order and shares fsyncs.
 
         For a bad argument (nothing is queued):
 
@@ -589,9 +612,11 @@ class Store:
             for row in rows:
                 if not row or len(row) > MAX_ROW_BYTES:
                     _check_row(row)
+        self._check_checks(desc, checks)
 
         def apply(txn: lmdb.Transaction) -> None:
             current = self._check_live(desc)
+            self._require(txn, current, checks)
             prefix = current.prefix
             cursor = txn.cursor(db=self._data)
             for column, ts, rows, values in groups:
@@ -808,6 +833,35 @@ class Store:
                 f"TableNotEnabledException: {desc.name.decode(errors='replace')} is disabled"
             )
         return current
+
+    @staticmethod
+    def _check_checks(desc: TableDescriptor, checks: Sequence[Check]) -> None:
+        """Refuse a malformed check before anything is queued.
+
+        :raises InvalidArgumentError: bad row key.
+        :raises ColumnFamilyNotFoundError: the column's family is not the table's.
+        """
+        for row, column, _value in checks:
+            _check_row(row)
+            if family_of(column) not in desc.families:
+                raise ColumnFamilyNotFoundError(
+                    f"NoSuchColumnFamilyException: column family {family_of(column)!r} does "
+                    f"not exist in table {desc.name.decode(errors='replace')}"
+                )
+
+    def _require(
+        self, txn: lmdb.Transaction, desc: TableDescriptor, checks: Sequence[Check]
+    ) -> None:
+        # In the write's own (nested) transaction: raising rolls the write back whole.
+        for row, column, value in checks:
+            newest = self._newest_cell(txn, desc, row, column)
+            found = None if newest is None else newest[2]
+            if found != value:
+                raise FencedError(
+                    f"FencedException: the write's condition on row {row!r} of "
+                    f"{desc.name.decode(errors='replace')} failed (expected {value!r}, "
+                    f"found {found!r}); nothing was written"
+                )
 
     def _newest_cell(
         self, txn: lmdb.Transaction, desc: TableDescriptor, row: bytes, column: bytes
