@@ -72,7 +72,20 @@ class FramedClient:
         proto.write_message_end()
         payload = buf.getvalue()
         self._sock.sendall(len(payload).to_bytes(4, "big") + payload)
-        return self._reply(api, self._recv_frame())
+        del buf, proto, payload
+        answer = self._reply(api, self._recv_frame())
+        if not isinstance(answer, _Raise):
+            return answer
+        error = answer.error
+        del answer
+        # Raised with no local left holding it, so that its traceback (which holds
+        # this frame and the call's arguments) forms no reference cycle: the
+        # arguments are freed as soon as the caller lets go of the exception, not
+        # when Python's cyclic collector happens to run.
+        try:
+            raise error
+        finally:
+            del error
 
     def close(self) -> None:
         """Close the connection; idempotent."""
@@ -101,7 +114,8 @@ class FramedClient:
         return into
 
     def _reply(self, api: str, frame: bytearray) -> Any:
-        """Return the call's result from its reply frame."""
+        """Return the call's result from its reply frame, or a :class:`_Raise`
+        holding the exception it answered."""
         head = int.from_bytes(frame[0:4], "big")
         name_len = int.from_bytes(frame[4:8], "big", signed=True)
         at = 12 + name_len
@@ -111,8 +125,10 @@ class FramedClient:
             or frame[8 : 8 + name_len] != api.encode()
             or int.from_bytes(frame[at - 4 : at], "big") != self._seqid
         ):
-            raise TApplicationException(
-                TApplicationException.BAD_SEQUENCE_ID, f"{api} got a reply that is not its own"
+            return _Raise(
+                TApplicationException(
+                    TApplicationException.BAD_SEQUENCE_ID, f"{api} got a reply that is not its own"
+                )
             )
         if head & 0xFF == TMessageType.REPLY and frame[at : at + 3] == b"\x0c\x00\x00":
             fast = self._binary_struct(api, frame, at + 3)
@@ -146,20 +162,32 @@ class FramedClient:
         return obj
 
     def _decoded(self, api: str, frame: bytearray, at: int) -> Any:
-        """Return the result (or raise the exception) of a reply, decoded by thriftpy2
-        as ``TClient`` would (``string`` fields as str, ``binary`` ones as bytes)."""
+        """Return the result of a reply, or a :class:`_Raise` holding its exception,
+        decoded by thriftpy2 as ``TClient`` would (``string`` fields as str,
+        ``binary`` ones as bytes)."""
         proto = TCyBinaryProtocol(TCyMemoryBuffer(bytes(frame[at:])), decode_response=True)
         if frame[3] == TMessageType.EXCEPTION:
             error = TApplicationException()
             proto.read_struct(error)
-            raise error
+            return _Raise(error)
         result = getattr(self._service, api + "_result")()
         proto.read_struct(result)
         if result.success is not None:
             return result.success
         for name, value in vars(result).items():
             if name != "success" and value is not None:
-                raise value
-        raise TApplicationException(
-            TApplicationException.MISSING_RESULT, f"{api} failed: unknown result"
+                return _Raise(value)
+        return _Raise(
+            TApplicationException(
+                TApplicationException.MISSING_RESULT, f"{api} failed: unknown result"
+            )
         )
+
+
+class _Raise:
+    """The exception a reply answered, to be raised by :meth:`FramedClient.call`."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error

@@ -16,24 +16,42 @@ subscriber) runs on :class:`ThriftServer`:
   buffered: a frame header over the limit closes the connection at once, and
   on a buffered transport no more than the limit is ever read for one
   message;
-- malformed input closes that connection and nothing else, and an unexpected
-  error in a handler becomes a ``TApplicationException`` for that call.
+- decoding a request may build at most :data:`DECODE_MEMORY_FACTOR` times its
+  size in structs (plus a small allowance) and nest at most
+  :data:`MAX_NESTING` structs and containers deep: a request over either limit
+  is answered with a ``TApplicationException`` naming the limit (on a buffered
+  transport the connection is then closed, as the rest of the message is
+  unread); containers of anything but structs cost at most about ten times
+  their size on the wire, which the frame already bounds;
+- malformed input closes that connection and nothing else, a call whose
+  arguments lack fields its handler needs is answered with a
+  ``TApplicationException``, and an unexpected error in a handler becomes one
+  for that call (with a traceback in the log: that is a bug);
+- malformed input and refused requests log one WARNING line naming the peer,
+  at most one a second per server (with a count of the lines left out);
+- nothing of a request outlives it: a declared exception's traceback (which
+  would tie the request's arguments into a reference cycle that only Python's
+  cyclic collector frees) is dropped once it is answered, and a connection
+  waiting for its next request holds none of the last one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from thriftpy2.protocol import TBinaryProtocolFactory, TCompactProtocolFactory
+from thriftpy2.protocol import TBinaryProtocolFactory
+from thriftpy2.protocol.compact import TCompactProtocol
 from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
-from thriftpy2.thrift import TApplicationException, TMessageType, TProcessor
+from thriftpy2.thrift import TApplicationException, TMessageType, TProcessor, TType
 from thriftpy2.transport import TTransportException
 from thriftpy2.transport.buffered import TCyBufferedTransport
 from thriftpy2.transport.memory import TCyMemoryBuffer
@@ -43,6 +61,16 @@ from hqueue.settings import DEFAULT_HOST
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 << 20
+DECODE_MEMORY_FACTOR = 16
+"""Bytes of decoded structs a request may build per byte of its size; legitimate
+requests need less than half of it (the smallest real struct on the wire, a
+Thrift1 delete ``Mutation``, is 18 bytes for about 136 bytes of object)."""
+DECODE_ALLOWANCE = 1 << 20
+"""Bytes of decoded structs every request may build whatever its size."""
+MAX_NESTING = 16
+"""How deep structs and containers may nest in a request (ours nest at most 6)."""
+WARNING_INTERVAL = 1.0
+"""Seconds between two WARNING lines about bad input from one server."""
 _BINARY_FIRST_BYTE = 0x80
 _COMPACT_FIRST_BYTE = 0x82
 _READ_CHUNK = 1 << 16
@@ -91,29 +119,249 @@ def _binary_reader(data: bytes) -> Any:
     return TBinaryProtocolFactory(decode_response=False).get_protocol(TCyMemoryBuffer(data))
 
 
-class _Processor(TProcessor):
-    """TProcessor that answers an undeclared handler error instead of dropping the connection."""
+class _RateLimitedWarnings:
+    """One WARNING line per ``interval`` seconds at most; the lines left out are
+    counted in the next one."""
 
-    def process(self, iprot: Any, oprot: Any) -> None:
-        api, seqid, result, call = self.process_in(iprot)
-        if isinstance(result, TApplicationException):
-            return self.send_exception(oprot, api, result, seqid)
-        assert call is not None
+    def __init__(self, interval: float = WARNING_INTERVAL) -> None:
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._next = 0.0
+        self._suppressed = 0
+
+    def __call__(self, msg: str, *args: Any) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if now < self._next:
+                self._suppressed += 1
+                return
+            suppressed, self._suppressed = self._suppressed, 0
+            self._next = now + self.interval
+        if suppressed:
+            log.warning(msg + " (%d similar lines left out)", *args, suppressed)
+        else:
+            log.warning(msg, *args)
+
+
+class _DecodeLimitError(Exception):
+    """Decoding a request would build more than its budget allows."""
+
+
+class _Budget:
+    """The bytes of structs one request may still build while it is decoded.
+
+    ``size`` returns the request's size so far (a buffered transport learns it as
+    it reads), so the limit is recomputed when the spending reaches it.
+    """
+
+    __slots__ = ("limit", "size", "spent")
+
+    def __init__(self, size: Callable[[], int]) -> None:
+        self.size = size
+        self.spent = 0
+        self.limit = self._limit()
+
+    def _limit(self) -> int:
+        return DECODE_MEMORY_FACTOR * self.size() + DECODE_ALLOWANCE
+
+    def charge(self, cost: int) -> None:
+        self.spent += cost
+        if self.spent > self.limit:
+            self.limit = self._limit()
+            if self.spent > self.limit:
+                raise _DecodeLimitError(
+                    f"request refused: decoding it would build more than "
+                    f"{DECODE_MEMORY_FACTOR} bytes of structs per byte of the request "
+                    f"(plus {DECODE_ALLOWANCE}); it is {self.size()} bytes"
+                )
+
+
+_decoding = threading.local()  # .budget: the _Budget of the request this thread decodes
+
+
+def _charging_class(cls: Any, made: dict[type, type]) -> Any:
+    """Return a subclass of the struct ``cls`` whose instances are charged to the
+    budget of the request being decoded on their thread (if any), with its nested
+    structs charging too."""
+    if cls in made:
+        return made[cls]
+    base_init = cls.__init__
+    cost = 72 + 16 * len(cls.thrift_spec)  # the instance, its dict, a list slot
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        budget = getattr(_decoding, "budget", None)
+        if budget is not None:
+            budget.charge(cost)
+        base_init(self, *args, **kwargs)
+
+    def __eq__(self: Any, other: object) -> bool:
+        # Equal to the plain struct with the same fields, either way round.
+        return isinstance(other, cls) and self.__dict__ == other.__dict__
+
+    sub: Any = type(
+        cls.__name__,
+        (cls,),
+        {"__init__": __init__, "__eq__": __eq__, "__hash__": cls.__hash__},
+    )
+    sub.__module__ = cls.__module__
+    sub.__qualname__ = cls.__qualname__
+    made[cls] = sub
+    sub.thrift_spec = {
+        fid: tuple(
+            _charging_spec(part, made) if i == 2 and len(spec) > 3 else part
+            for i, part in enumerate(spec)
+        )
+        for fid, spec in cls.thrift_spec.items()
+    }
+    return sub
+
+
+def _charging_spec(spec: Any, made: dict[type, type]) -> Any:
+    """Return a field's type spec with every struct class in it replaced by its
+    charging subclass."""
+    if isinstance(spec, type):
+        return _charging_class(spec, made)
+    if isinstance(spec, tuple):
+        return tuple(_charging_spec(part, made) for part in spec)
+    return spec
+
+
+def _missing_fields(obj: Any, prefix: str = "", top: bool = True) -> list[str]:
+    """Return the dotted names of the arguments missing from a call (``obj`` its
+    arguments) and of the required fields missing from the structs it was given."""
+    missing: list[str] = []
+    for spec in obj.thrift_spec.values():
+        name, value = spec[1], getattr(obj, spec[1], None)
+        if value is None:
+            if top or spec[-1] is True:
+                missing.append(prefix + name)
+        elif hasattr(value, "thrift_spec"):
+            missing.extend(_missing_fields(value, f"{prefix}{name}.", False))
+    return missing
+
+
+def _drop_tracebacks(exc: BaseException | None) -> None:
+    """Drop the tracebacks of ``exc`` and the exceptions it was raised from."""
+    seen = 0
+    while exc is not None and seen < 16:
+        exc.__traceback__ = None
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+
+
+class _RefusedError(Exception):
+    """A request was refused before all of it was read: close the connection."""
+
+
+class _BoundedCompactProtocol(TCompactProtocol):
+    """The compact protocol, refusing a length over the message limit and a container
+    of elements that take no bytes (thriftpy2 would loop over its claimed size)."""
+
+    def __init__(self, trans: Any, limit: int) -> None:
+        super().__init__(trans)
+        self.limit = limit
+
+    def _read_size(self) -> int:
+        size: int = super()._read_size()
+        if size > self.limit:
+            raise TTransportException(
+                TTransportException.UNKNOWN, f"length {size} over the message limit"
+            )
+        return size
+
+    def _read_collection_begin(self) -> tuple[int, int]:
+        etype, size = super()._read_collection_begin()
+        if size > self.limit or (size and etype == TType.STOP):
+            raise TTransportException(TTransportException.UNKNOWN, "malformed container")
+        return etype, size
+
+    def _read_map_begin(self) -> tuple[int, int, int]:
+        ktype, vtype, size = super()._read_map_begin()
+        if size and TType.STOP in (ktype, vtype):
+            raise TTransportException(TTransportException.UNKNOWN, "malformed map")
+        return ktype, vtype, size
+
+
+class _Processor(TProcessor):
+    """TProcessor that bounds what decoding a request builds, answers an undeclared
+    handler error instead of dropping the connection, and keeps nothing of a
+    request once it is answered."""
+
+    def __init__(self, service: Any, handler: object, warn: _RateLimitedWarnings, name: str):
+        super().__init__(service, handler)
+        self._warn = warn
+        self._name = name
+        self._args: dict[str, type] = {}
+        made: dict[type, type] = {}
+        for api in service.thrift_services:
+            self._args[api] = _charging_class(getattr(service, api + "_args"), made)
+
+    def process(
+        self, iprot: Any, oprot: Any, peer: str = "", size: Callable[[], int] | None = None
+    ) -> None:
+        """Read one call from ``iprot``, run it and answer it on ``oprot``.
+
+        :param peer: the client's address, for log lines.
+        :param size: returns the request's size so far in bytes (its decode budget).
+        :raises _RefusedError: the call was refused (and answered) before all of it
+            was read.
+        """
+        api, _type, seqid = iprot.read_message_begin()
+        if api not in self._service.thrift_services:
+            iprot.skip(TType.STRUCT)
+            iprot.read_message_end()
+            return self.send_exception(
+                oprot, api, TApplicationException(TApplicationException.UNKNOWN_METHOD), seqid
+            )
+        args = self._args[api]()
+        _decoding.budget = _Budget(size or (lambda: DEFAULT_MAX_MESSAGE_BYTES))
         try:
-            result.success = call()
+            args.read(iprot)
+        except (_DecodeLimitError, RecursionError) as exc:
+            del args
+            reason = (
+                f"request refused: it nests deeper than the limit of {MAX_NESTING}"
+                if isinstance(exc, RecursionError)
+                else str(exc)
+            )
+            self._warn("%s: %s call from %s: %s", self._name, api, peer, reason)
+            self.send_exception(
+                oprot,
+                api,
+                TApplicationException(TApplicationException.PROTOCOL_ERROR, reason),
+                seqid,
+            )
+            raise _RefusedError(reason) from None
+        finally:
+            _decoding.budget = None
+        iprot.read_message_end()
+        result = getattr(self._service, api + "_result")()
+        func = getattr(self._handler, api)
+        values = [getattr(args, spec[1]) for spec in args.thrift_spec.values()]
+        try:
+            result.success = func(*values)
         except TApplicationException as exc:
             return self.send_exception(oprot, api, exc, seqid)
         except Exception as exc:
-            if not self.handle_exception(exc, result):
-                log.exception("unexpected error in %s", api)
-                return self.send_exception(
-                    oprot,
-                    api,
-                    TApplicationException(
-                        TApplicationException.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
-                    ),
-                    seqid,
-                )
+            if self.handle_exception(exc, result):
+                # The result holds the exception, whose traceback holds this frame
+                # and so the result and the call's arguments: a cycle that only the
+                # cyclic collector would free, long after the call.
+                _drop_tracebacks(exc)
+            else:
+                missing = _missing_fields(args)
+                if missing:
+                    message = f"malformed call: missing {', '.join(missing)}"
+                    self._warn("%s: %s call from %s: %s", self._name, api, peer, message)
+                    code = TApplicationException.PROTOCOL_ERROR
+                else:
+                    log.exception("unexpected error in %s", api)
+                    message = f"{type(exc).__name__}: {exc}"
+                    code = TApplicationException.INTERNAL_ERROR
+                _drop_tracebacks(exc)
+                return self.send_exception(oprot, api, TApplicationException(code, message), seqid)
+        finally:
+            del values
         # A call that raised a declared exception leaves no ``success`` on a void result.
         if isinstance(getattr(result, "success", None), PreEncodedStructs):
             if isinstance(oprot, TCyBinaryProtocol):
@@ -234,13 +482,13 @@ class ThriftServer:
     ) -> None:
         if max_message_bytes < 1024:
             raise ValueError("'max_message_bytes' must be >= 1024")
-        self._processor = _Processor(service, handler)  # type: ignore[arg-type]
+        self._warn = _RateLimitedWarnings()
+        self._processor = _Processor(service, handler, self._warn, name)
         self.host = host
         self.port = port
         self.max_message_bytes = max_message_bytes
         self.name = name
-        self._binary = TBinaryProtocolFactory()
-        self._compact = TCompactProtocolFactory()
+        self._binary = TBinaryProtocolFactory(max_depth=MAX_NESTING)
         self._listener: socket.socket | None = None
         self._accept_thread: threading.Thread | None = None
         self._conns: dict[socket.socket, bool] = {}  # socket -> busy with a call
@@ -315,18 +563,21 @@ class ThriftServer:
             if conn in self._conns:
                 self._conns[conn] = busy
 
-    def _serve_connection(self, conn: socket.socket, peer: Any) -> None:
+    def _serve_connection(self, conn: socket.socket, address: Any) -> None:
+        peer = f"{address[0]}:{address[1]}"  # host:port for log lines
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             first = conn.recv(1, socket.MSG_PEEK)
             if not first:
                 return
             if first[0] in (_BINARY_FIRST_BYTE, _COMPACT_FIRST_BYTE):
-                self._serve_buffered(conn, first[0])
+                self._serve_buffered(conn, peer, first[0])
             else:
-                self._serve_framed(conn)
+                self._serve_framed(conn, peer)
         except _Oversized as exc:
-            log.warning("%s: closing connection from %s: %s", self.name, peer, exc)
+            self._warn("%s: closing connection from %s: %s", self.name, peer, exc.message)
+        except _RefusedError:
+            pass  # answered and logged
         except (TTransportException, ConnectionError, TimeoutError):
             pass
         except OSError:
@@ -335,7 +586,7 @@ class ThriftServer:
         except Exception as exc:
             # Malformed input (bad protocol version, truncated or nonsensical
             # struct): drop this connection, keep serving everyone else.
-            log.warning(
+            self._warn(
                 "%s: closing connection from %s after malformed input: %s: %s",
                 self.name,
                 peer,
@@ -347,21 +598,23 @@ class ThriftServer:
                 self._conns.pop(conn, None)
             conn.close()
 
-    def _serve_buffered(self, conn: socket.socket, first_byte: int) -> None:
+    def _serve_buffered(self, conn: socket.socket, peer: str, first_byte: int) -> None:
         raw = _LimitedSocket(conn, self.max_message_bytes)
         trans = TCyBufferedTransport(raw, buf_size=_READ_CHUNK)
-        factory = self._binary if first_byte == _BINARY_FIRST_BYTE else self._compact
-        proto = factory.get_protocol(trans)
+        if first_byte == _BINARY_FIRST_BYTE:
+            proto = self._binary.get_protocol(trans)
+        else:
+            proto = _BoundedCompactProtocol(trans, self.max_message_bytes)
         while not self._closing:
             raw.start_message()
             conn.recv(1, socket.MSG_PEEK)  # wait for the next call while idle, not busy
             self._set_busy(conn, True)
             try:
-                self._processor.process(proto, proto)
+                self._processor.process(proto, proto, peer, lambda: raw.count)
             finally:
                 self._set_busy(conn, False)
 
-    def _serve_framed(self, conn: socket.socket) -> None:
+    def _serve_framed(self, conn: socket.socket, peer: str) -> None:
         while not self._closing:
             header = _recv_exactly(conn, 4)
             if header is None:
@@ -378,7 +631,7 @@ class ThriftServer:
                 return
             self._set_busy(conn, True)
             try:
-                factory = self._compact if frame[0] == _COMPACT_FIRST_BYTE else self._binary
+                compact = frame[0] == _COMPACT_FIRST_BYTE
                 # Not a TCyMemoryBuffer: read past its end it returns nothing and
                 # no error, so a frame shorter than the message it starts would be
                 # decoded as zeros (a 30-byte frame claiming a list of 2**31
@@ -390,8 +643,16 @@ class ThriftServer:
                 # megabytes cost more than the scan.
                 reply = _Chunks()
                 out = TCyBufferedTransport(reply, buf_size=_READ_CHUNK)
-                self._processor.process(factory.get_protocol(source), factory.get_protocol(out))
+                with contextlib.suppress(_RefusedError):  # answered; the next frame is intact
+                    if compact:
+                        iprot, oprot = _BoundedCompactProtocol(source, size), TCompactProtocol(out)
+                    else:
+                        iprot = self._binary.get_protocol(source)
+                        oprot = self._binary.get_protocol(out)
+                    self._processor.process(iprot, oprot, peer, functools.partial(int, size))
                 if reply.parts:  # a oneway call has no reply
                     _send_frame(conn, reply.parts)
             finally:
                 self._set_busy(conn, False)
+            # Hold nothing of this request while waiting for the next one.
+            del frame, source, reply, out, iprot, oprot

@@ -210,6 +210,10 @@ class _ZkTableWatch(_ZkWatchBase):
         self.trigger(lambda: self.guarded(self._refresh_children), event)
 
     def _on_child(self, event: WatchedEvent) -> None:
+        # A NONE event (the session expired or the connection dropped) has no path;
+        # trigger ignores it and the re-sync on reconnect covers the child.
+        if event.path is None:
+            return
         name = event.path.rsplit("/", 1)[-1]
         self.trigger(lambda: self.guarded(lambda: self._refresh_child(name)), event)
 
