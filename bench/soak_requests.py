@@ -14,7 +14,7 @@ Starts a ``hqueue standalone`` child process and, for each request size, sends
 Prints, per size and kind, the server's RSS before and after, its peak RSS
 (``VmHWM``; it only grows, so read it in order) and its CPU seconds per request.
 
-Run: ``.venv/bin/python bench/soak_requests.py [--sizes 1,4,16] [--count 5]``
+Run: ``.venv/bin/python bench/soak_requests.py [--sizes 1,4,16] [--count 5] [--kinds ...]``
 (sizes in MiB; the server's limit is raised to fit the largest).
 """
 
@@ -96,8 +96,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1,4,16", help="request sizes in MiB")
     parser.add_argument("--count", type=int, default=5, help="requests per size and kind")
+    parser.add_argument(
+        "--kinds", default=",".join(KINDS), help=f"comma-separated, of: {', '.join(KINDS)}"
+    )
     opts = parser.parse_args()
     sizes = [int(float(s) * (1 << 20)) for s in opts.sizes.split(",")]
+    kinds = opts.kinds.split(",")
+    unknown = set(kinds) - set(KINDS)
+    if unknown:
+        parser.error(f"unknown --kinds: {', '.join(sorted(unknown))}")
     with tempfile.TemporaryDirectory() as tmp:
         server = StandaloneProcess(
             Path(tmp) / "data", ("--max-message-bytes", str(max(sizes) + (1 << 20)))
@@ -107,7 +114,8 @@ def main() -> None:
             pid = server.proc.pid
             rows = []
             for size in sizes:
-                for kind, send in KINDS.items():
+                for kind in kinds:
+                    send = KINDS[kind]
                     rss_before = _status_kib(pid, "VmRSS")
                     cpu_before = _cpu_seconds(pid)
                     for _ in range(opts.count):
