@@ -22,6 +22,7 @@ __all__ = [
     "MAX_PARTITIONS",
     "MAX_SEQUENCE",
     "MAX_TOPIC_BYTES",
+    "MESSAGES_END",
     "ROWKEY",
     "ROWKEY_BYTES",
     "Message",
@@ -58,6 +59,9 @@ ROWKEY = struct.Struct(">HQH")
 """The rowkey's layout: partition, timestamp, sequence."""
 _ROWKEY = ROWKEY
 ROWKEY_BYTES = ROWKEY.size
+MESSAGES_END = struct.pack(">H", MAX_PARTITIONS)
+"""The first rowkey after every partition's messages: rows from here on in a queue
+table are not messages (the sidecars' partition fences live there)."""
 # tuple.__new__ builds the named tuples without running their Python-level __new__,
 # which cuts the per-message cost of building a Message by about a third.
 _new_tuple = tuple.__new__

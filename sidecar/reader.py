@@ -7,6 +7,7 @@ bounded in messages and in bytes so that it stays well inside a client's buffers
 from __future__ import annotations
 
 from hqueue.errors import HQueueError, NoQueueError, UnavailableError
+from hqueue.message import MESSAGES_END
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.storage import MessageStorage
 from hqueue.sidecar.writer import invalid_message, topic_column
@@ -43,6 +44,9 @@ class Reader:
         columns: set[bytes] | None = None
         if topics:
             columns = {topic_column(topic, index) for index, topic in enumerate(topics)}
+        if not stop or stop > MESSAGES_END:
+            # An open or wider range ends with the messages: the fence rows follow.
+            stop = MESSAGES_END
         if not self.membership.queue_exists(queue):
             raise NoQueueError(f"no queue {queue!r}")
         try:
