@@ -26,6 +26,14 @@ which serves one scan at a time, than with 10,000, and 2,500 pays more per call.
 
 _COMMON = {"queue", "hbase", "hbase_admin", "zookeeper", "table_prefix", "path"}
 _READ = _COMMON | {"partitions", "topics", "start", "end", "split", "batch_rows", "via", "sidecar"}
+_BATCH = _READ | {
+    "startingoffsets",
+    "endingoffsets",
+    "startingtimestamp",
+    "endingtimestamp",
+    "startingoffsetsbytimestamp",
+    "endingoffsetsbytimestamp",
+}
 _STREAM = _READ | {"startingoffsets", "maxmessagespertrigger"}
 _WRITE = _COMMON | {"topic", "batch_size", "put_timeout"}
 
@@ -150,8 +158,10 @@ class Connection:
 
 @dataclass(frozen=True)
 class SourceOptions:
-    """The batch read options: which partitions, topics and id range to read, and how
-    to split the read into Spark partitions."""
+    """The batch read options: which partitions, topics and id range to read (``start``
+    inclusive, ``end`` exclusive, and per partition ``starts`` and ``stops`` from the
+    Kafka-named options, which narrow it further), and how to split the read into Spark
+    partitions."""
 
     conn: Connection
     partitions: tuple[int, ...] | None = None
@@ -163,10 +173,25 @@ class SourceOptions:
     via: str = "auto"
     sidecars: tuple[str, ...] = ()
     extra: dict[str, str] = field(default_factory=dict)
+    starts: dict[int, MessageId] = field(default_factory=dict)
+    stops: dict[int, MessageId] = field(default_factory=dict)
+
+    def bounds(self, partition: int) -> tuple[MessageId | None, MessageId | None]:
+        """Return the id range ``[start, stop)`` to read of ``partition`` (``None``: its
+        beginning, its end): the narrowest of ``start``/``end`` and its own bounds."""
+        start, stop = self.start, self.end
+        own_start, own_stop = self.starts.get(partition), self.stops.get(partition)
+        if own_start is not None and (start is None or own_start > start):
+            start = own_start
+        if own_stop is not None and (stop is None or own_stop < stop):
+            stop = own_stop
+        return start, stop
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], *, known: set[str] = _READ) -> SourceOptions:
-        """Return the checked read options.
+    def parse(cls, options: Mapping[str, str], *, stream: bool = False) -> SourceOptions:
+        """Return the checked read options (of a streaming read's options when
+        ``stream``: those of :class:`StreamOptions`, without the Kafka-named batch
+        bounds).
 
         ``partitions`` lists ids (``"0,2,5-7"``); ``topics`` is comma-separated;
         ``start`` (inclusive) and ``end`` (exclusive) are ids ``"ts:seq"``, ISO-8601
@@ -177,9 +202,16 @@ class SourceOptions:
         ``sidecar`` lists ``HOST:PORT`` of sidecars to read through instead of the
         partition owners (comma-separated; partitions are spread over them).
 
+        The Kafka-named batch bounds: ``startingOffsets`` (``earliest``, or JSON of the
+        last id already read per partition: reading starts after it) and
+        ``endingOffsets`` (``latest``, or JSON of the last id to read per partition),
+        both in the form of a stream's offsets; ``startingTimestamp`` (inclusive) and
+        ``endingTimestamp`` (exclusive) in epoch milliseconds for every partition, and
+        per partition ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``.
+
         :raises InvalidArgumentError: naming the option that is missing or malformed.
         """
-        _check_known(options, known, "hqueue")
+        _check_known(options, _STREAM if stream else _BATCH, "hqueue")
         conn = Connection.parse(options)
         raw = _get(options, "partitions")
         partitions = parse_int_list(raw, "partitions") if raw else None
@@ -223,6 +255,17 @@ class SourceOptions:
                 sidecars.append(address)
         if sidecars and via == "hbase":
             raise InvalidArgumentError("option 'sidecar' contradicts option via='hbase'")
+        starts: dict[int, MessageId] = {}
+        stops: dict[int, MessageId] = {}
+        if not stream:
+            starts, stops = _kafka_bounds(options, conn.queue)
+            for name, i in (("startingTimestamp", 0), ("endingTimestamp", 1)):
+                raw = _get(options, name)
+                if raw:
+                    bound = MessageId(_epoch_ms(raw, name), 0)
+                    current = bounds[i]
+                    narrower = current is None or (bound > current if i == 0 else bound < current)
+                    bounds[i] = bound if narrower else current
         return cls(
             conn,
             partitions,
@@ -233,6 +276,8 @@ class SourceOptions:
             _positive_int(options, "batch_rows", DEFAULT_BATCH_ROWS),
             via,
             tuple(sidecars),
+            starts=starts,
+            stops=stops,
         )
 
     def with_conn(self, conn: Connection) -> SourceOptions:
@@ -257,7 +302,7 @@ class StreamOptions:
 
         :raises InvalidArgumentError: naming the option that is missing or malformed.
         """
-        source = SourceOptions.parse(options, known=_STREAM)
+        source = SourceOptions.parse(options, stream=True)
         raw = (_get(options, "startingOffsets") or "earliest").strip()
         starting: str | dict[int, MessageId | None]
         if raw.lower() in ("earliest", "latest"):
@@ -270,25 +315,44 @@ class StreamOptions:
         )
 
 
-def parse_offsets_json(raw: str, name: str) -> dict[int, MessageId | None]:
-    """Return ``{partition: last id read or None}`` of offsets JSON, either
-    ``{"0": "ts:seq", "1": null}`` or the stream's own ``{"partitions": {...}}``.
+def _epoch_ms(raw: Any, name: str) -> int:
+    """Return ``raw`` as epoch milliseconds (an int, or a string of digits).
 
-    :raises InvalidArgumentError: naming option ``name`` when ``raw`` is malformed.
+    :raises InvalidArgumentError: naming option ``name`` otherwise.
+    """
+    text = str(raw).strip()
+    if isinstance(raw, bool) or not text.isdigit():
+        raise InvalidArgumentError(
+            f"option {name!r} must be milliseconds since the epoch, like Kafka's, not {raw!r}"
+        )
+    return int(text)
+
+
+def _partition_json(
+    raw: str, name: str, queue: str | None = None, form: str = 'JSON like {"0": ...}'
+) -> dict[int, Any]:
+    """Return ``{partition: value}`` of a per-partition JSON option: ``{"0": v, ...}``,
+    a stream's offset ``{"partitions": {...}}``, or (given ``queue``) nested under the
+    queue's name as Kafka nests it under the topic's.
+
+    :raises InvalidArgumentError: naming option ``name`` when ``raw`` is malformed
+        (saying it must be ``form``).
     """
     try:
         value = json.loads(raw)
     except ValueError:
-        raise InvalidArgumentError(
-            f"option {name!r} must be 'earliest', 'latest' or JSON like "
-            f'{{"0": "1700000000000:0"}}, not {raw!r}'
-        ) from None
-    if isinstance(value, dict) and isinstance(value.get("partitions"), dict):
-        value = value["partitions"]
+        raise InvalidArgumentError(f"option {name!r} must be {form}, not {raw!r}") from None
     if not isinstance(value, dict):
         raise InvalidArgumentError(f"option {name!r} must be a JSON object")
-    out: dict[int, MessageId | None] = {}
-    for key, mid in value.items():
+    if len(value) == 1 and isinstance(next(iter(value.values())), dict):
+        ((key, inner),) = value.items()
+        if key not in (queue, "partitions"):
+            raise InvalidArgumentError(
+                f"option {name!r} names queue {key!r}, but the read is of {queue!r}"
+            )
+        value = inner
+    out: dict[int, Any] = {}
+    for key, v in value.items():
         try:
             partition = int(key)
         except ValueError:
@@ -297,6 +361,69 @@ def parse_offsets_json(raw: str, name: str) -> dict[int, MessageId | None]:
             ) from None
         if not 0 <= partition < MAX_PARTITIONS:
             raise InvalidArgumentError(f"option {name!r}: partition {partition} out of range")
+        out[partition] = v
+    return out
+
+
+def _kafka_bounds(
+    options: Mapping[str, str], queue: str
+) -> tuple[dict[int, MessageId], dict[int, MessageId]]:
+    """Return the per-partition inclusive starts and exclusive stops that the options
+    ``startingOffsets``, ``endingOffsets``, ``startingOffsetsByTimestamp`` and
+    ``endingOffsetsByTimestamp`` set (the narrowest where two bound one partition).
+
+    :raises InvalidArgumentError: naming the option that is malformed.
+    """
+    starts: dict[int, MessageId] = {}
+    stops: dict[int, MessageId] = {}
+
+    def narrow(into: dict[int, MessageId], partition: int, bound: MessageId, low: bool) -> None:
+        old = into.get(partition)
+        if old is None or (bound > old if low else bound < old):
+            into[partition] = bound
+
+    for name, low in (("startingOffsets", True), ("endingOffsets", False)):
+        raw = (_get(options, name) or "").strip()
+        default, other = ("earliest", "latest") if low else ("latest", "earliest")
+        if not raw or raw.lower() == default:
+            continue
+        if raw.lower() == other:
+            raise InvalidArgumentError(
+                f"option {name!r} cannot be {other!r} in a batch read (as in Kafka's source)"
+            )
+        for partition, v in _partition_json(raw, name, queue).items():
+            # Kafka's -2 is earliest, -1 latest; here an id is the last one read (a
+            # stream's offset), so a start begins after it and an end includes it.
+            if v is None or v == (-2 if low else -1) or v == default:
+                continue
+            if v in (-1, -2, "earliest", "latest"):
+                raise InvalidArgumentError(
+                    f"option {name!r}: partition {partition} cannot be {other!r}"
+                )
+            try:
+                mid = MessageId.parse(str(v))
+            except InvalidArgumentError as exc:
+                raise InvalidArgumentError(f"option {name!r}: {exc}") from None
+            narrow(starts if low else stops, partition, mid.successor(), low)
+    for name, low in (("startingOffsetsByTimestamp", True), ("endingOffsetsByTimestamp", False)):
+        raw = (_get(options, name) or "").strip()
+        if raw:
+            for partition, v in _partition_json(raw, name, queue).items():
+                if v is not None:
+                    bound = MessageId(_epoch_ms(v, f"{name}[{partition}]"), 0)
+                    narrow(starts if low else stops, partition, bound, low)
+    return starts, stops
+
+
+def parse_offsets_json(raw: str, name: str) -> dict[int, MessageId | None]:
+    """Return ``{partition: last id read or None}`` of offsets JSON, either
+    ``{"0": "ts:seq", "1": null}`` or the stream's own ``{"partitions": {...}}``.
+
+    :raises InvalidArgumentError: naming option ``name`` when ``raw`` is malformed.
+    """
+    form = "'earliest', 'latest' or JSON like {\"0\": \"1700000000000:0\"}"
+    out: dict[int, MessageId | None] = {}
+    for partition, mid in _partition_json(raw, name, form=form).items():
         try:
             out[partition] = None if mid in (None, "") else MessageId.parse(str(mid))
         except InvalidArgumentError as exc:

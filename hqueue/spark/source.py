@@ -8,14 +8,14 @@ hands the address to the executors with the ranges: they read through the sideca
 partition has no owner or its sidecar cannot be reached (option ``via``; see
 :mod:`hqueue.spark.storage`).
 
-What a read covers comes from its options only (``partitions``, ``topics``,
-``start``, ``end``): the reader takes no pushed-down filters, and Spark evaluates every
-filter on the rows read. PySpark plans a scan that takes filters once, keeps the reader
-and the partitions it planned on the DataFrame's table, and reuses them for every later
-scan of that DataFrame that pushes no filter, and for every scan of it in the same plan
-(both sides of a self-join): a reader narrowed by one query's filters would silently
-narrow the next query. The options belong to the DataFrame, so they are right for all
-of its queries.
+What a read covers comes from its options only (``partitions``, ``topics``, ``start``,
+``end`` and the Kafka-named bounds): the reader takes no pushed-down filters, and Spark
+evaluates every filter on the rows read. PySpark plans a scan that takes filters once,
+keeps the reader and the partitions it planned on the DataFrame's table, and reuses them
+for every later scan of that DataFrame that pushes no filter, and for every scan of it
+in the same plan (both sides of a self-join): a reader narrowed by one query's filters
+would silently narrow the next query. The options belong to the DataFrame, so they are
+right for all of its queries.
 
 Writes go through the producer path (``Queue.put_batch``), ``batch_size`` rows at a
 time. A task that fails leaves the batches it had already put in the queue (a queue is
@@ -67,7 +67,7 @@ class HQueueReader(DataSourceReader):
 
     def plan(self, partition_count: int | None = None) -> list[ScanPartition]:
         """Return the Spark partitions of the read (possibly none): the partitions,
-        topics and id range ``[start, end)`` the options name.
+        topics and id ranges the options name (:meth:`SourceOptions.bounds`).
 
         :raises NoQueueError: if the queue does not exist.
         :raises InvalidArgumentError: if option ``partitions`` names a partition the
@@ -84,16 +84,20 @@ class HQueueReader(DataSourceReader):
                 count = int(client.queue_infos.read_queue_info(conn.queue).value.partitions)
                 if opts.via != "hbase" and not opts.sidecars:
                     owners = owner_addresses(client, conn.queue)
-        if opts.partitions is not None and opts.partitions[-1] >= count:
+        named = max([*(opts.partitions or ()), *opts.starts, *opts.stops], default=-1)
+        if named >= count:
             raise InvalidArgumentError(
-                f"option 'partitions': queue {conn.queue!r} has partitions 0..{count - 1}, "
-                f"not {opts.partitions[-1]}"
+                f"option 'partitions' or an offsets option: queue {conn.queue!r} has "
+                f"partitions 0..{count - 1}, not {named}"
             )
-        if opts.start is not None and opts.end is not None and opts.start >= opts.end:
-            return []
         wanted = opts.partitions if opts.partitions is not None else range(count)
+        spans = [(p, *opts.bounds(p)) for p in wanted]
         ranges = route(
-            [RowRange(p, *partition_range(p, opts.start, opts.end)) for p in wanted],
+            [
+                RowRange(p, *partition_range(p, start, stop))
+                for p, start, stop in spans
+                if start is None or stop is None or start < stop
+            ],
             opts,
             owners,
         )
