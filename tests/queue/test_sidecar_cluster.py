@@ -210,7 +210,8 @@ def test_acknowledged_messages_survive_kill_9_of_sidecar_and_server(tmp_path: Pa
             server.address,
             hbase_admin=f"{server.host}:{server.thrift2_port}",
             table_prefix="",
-            put_timeout=60,
+            # Short: after the kill, the put in flight retries until this runs out.
+            put_timeout=10,
         )
         client.create_queue("q", partitions=2)
         queue = client.queue("q")
