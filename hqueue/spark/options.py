@@ -34,7 +34,13 @@ _BATCH = _READ | {
     "startingoffsetsbytimestamp",
     "endingoffsetsbytimestamp",
 }
-_STREAM = _READ | {"startingoffsets", "maxmessagespertrigger"}
+_STREAM = _READ | {
+    "startingoffsets",
+    "startingtimestamp",
+    "maxmessagespertrigger",
+    "maxoffsetspertrigger",
+    "failondataloss",
+}
 _WRITE = _COMMON | {"topic", "batch_size", "put_timeout"}
 
 
@@ -290,11 +296,14 @@ class StreamOptions:
     """The streaming read options: the batch options (``end``, when given, is where
     the stream stops) plus ``startingOffsets``
     (``earliest``, ``latest`` or per-partition JSON ``{"0": "ts:seq", ...}`` of the last
-    id already read) and ``maxMessagesPerTrigger``."""
+    id already read), ``startingTimestamp`` (folded into ``source.start``: where an
+    ``earliest`` stream begins), ``maxMessagesPerTrigger`` (or Kafka's name
+    ``maxOffsetsPerTrigger``) and ``failOnDataLoss``."""
 
     source: SourceOptions
     starting: str | dict[int, MessageId | None] = "earliest"
     max_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> StreamOptions:
@@ -309,10 +318,33 @@ class StreamOptions:
             starting = raw.lower()
         else:
             starting = parse_offsets_json(raw, "startingOffsets")
-        limit = _get(options, "maxMessagesPerTrigger")
-        return cls(
-            source, starting, _positive_int(options, "maxMessagesPerTrigger", 1) if limit else None
-        )
+        raw = (_get(options, "startingTimestamp") or "").strip()
+        if raw:
+            if starting != "earliest":
+                # Kafka's source silently lets the timestamp win; refusing says which.
+                raise InvalidArgumentError(
+                    "option 'startingTimestamp' contradicts option 'startingOffsets'; give one"
+                )
+            at = MessageId(_epoch_ms(raw, "startingTimestamp"), 0)
+            if source.start is None or at > source.start:
+                source = replace(source, start=at)
+        limits = {
+            name: _positive_int(options, name, 1)
+            for name in ("maxMessagesPerTrigger", "maxOffsetsPerTrigger")
+            if _get(options, name)
+        }
+        if len(set(limits.values())) > 1:
+            raise InvalidArgumentError(
+                "options 'maxMessagesPerTrigger' and 'maxOffsetsPerTrigger' name the same "
+                f"cap; they disagree ({limits['maxMessagesPerTrigger']} against "
+                f"{limits['maxOffsetsPerTrigger']})"
+            )
+        fail = (_get(options, "failOnDataLoss") or "true").strip().lower()
+        if fail not in ("true", "false"):
+            raise InvalidArgumentError(
+                f"option 'failOnDataLoss' must be 'true' or 'false', not {fail!r}"
+            )
+        return cls(source, starting, next(iter(limits.values()), None), fail == "true")
 
 
 def _epoch_ms(raw: Any, name: str) -> int:

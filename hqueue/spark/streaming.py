@@ -8,18 +8,27 @@ ids within a partition become visible in increasing order (docs/architecture.md,
 invariant 1), no message can later appear at or below an offset already planned, so a
 query restarted from its checkpoint misses and repeats nothing.
 
-Option ``start`` sets where an ``earliest`` stream begins; ``end`` (exclusive) where
-any stream stops.
+Option ``start`` (or ``startingTimestamp``) sets where an ``earliest`` stream begins:
+its initial offset is, per partition, just below the first message stored at or after
+that time, found by a keys-only scan. ``end`` (exclusive) sets where any stream stops.
 
-``maxMessagesPerTrigger`` caps the messages of one micro-batch: the cap is shared
-among the partitions with new messages, the least recently advanced first, and each
-partition's end is found by a keys-only scan.
+``maxMessagesPerTrigger`` (Kafka's ``maxOffsetsPerTrigger``) caps the messages of one
+micro-batch: the cap is shared among the partitions with new messages, the least
+recently advanced first, and each partition's end is found by a keys-only scan.
+
+``failOnDataLoss``: messages expire (the queue's TTL counts from their timestamp), so a
+stream that falls behind may find that its partition's oldest stored message is later
+than the successor of the last id it read. Ids are not dense, so whether messages lay in
+that gap cannot be known; the expiry has passed the stream's position, and that is
+reported: a :class:`DataLossError` naming the partition and the gap, or with
+``failOnDataLoss=false`` a WARNING, the stream going on from the oldest stored message.
 
 Not public API.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +40,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from hqueue.errors import HQueueError
 from hqueue.message import MessageId, partition_range
 from hqueue.spark.options import StreamOptions
 from hqueue.spark.planning import (
@@ -42,7 +52,14 @@ from hqueue.spark.planning import (
 )
 from hqueue.spark.storage import RowRange, ThriftReader
 
-__all__ = ["HQueueStreamReader", "offset_json", "parse_offset"]
+__all__ = ["DataLossError", "HQueueStreamReader", "offset_json", "parse_offset"]
+
+log = logging.getLogger(__name__)
+
+
+class DataLossError(HQueueError):
+    """Messages of a partition expired before a stream read them (``failOnDataLoss``)."""
+
 
 Offsets = dict[int, MessageId | None]
 
@@ -98,9 +115,14 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return {p: reader.last_id(p, topics, end) for p in self._wanted()}
 
     def initialOffset(self) -> dict[str, Any]:
-        """Return the offset of ``startingOffsets``: all ``null`` for ``earliest``, the
-        last ids now for ``latest``, or the JSON given (partitions it omits start at
-        their beginning)."""
+        """Return the offset of ``startingOffsets``: all ``null`` for ``earliest`` (or
+        with ``start``/``startingTimestamp``, just below each partition's first message
+        from then on), the last ids now for ``latest``, or the JSON given (partitions it
+        omits start at their beginning).
+
+        :raises StorageError: if HBase refuses a keys-only scan.
+        :raises ConnectionLostError: if the Thrift1 gateway fails.
+        """
         starting = self.options.starting
         if starting == "latest":
             return offset_json(self._latest())
@@ -109,17 +131,27 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             offsets.update({p: m for p, m in starting.items() if p in offsets})
         elif self.options.source.start is not None:
             start = self.options.source.start
-            offsets = {p: _before(start) for p in offsets}
+            # Just below the first message stored at or after ``start`` (of any topic),
+            # so a partition whose older messages expired shows no gap at the start.
+            with self._reader() as reader:
+                for p in offsets:
+                    first = reader.nth_id(RowRange(p, *partition_range(p, start)), 1)
+                    offsets[p] = first.predecessor() if first is not None else _before(start)
         return offset_json(offsets)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        """Return ``maxMessagesPerTrigger`` as a row limit, or read all available."""
+        """Return ``maxMessagesPerTrigger`` (``maxOffsetsPerTrigger``) as a row limit,
+        or read all available."""
         limit = self.options.max_per_trigger
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """Return the end offset of the next micro-batch: the last stored ids, or fewer
-        messages than ``limit`` allows past ``start``."""
+        messages than ``limit`` allows past ``start``.
+
+        :raises DataLossError: if messages after ``start`` expired unread and
+            ``failOnDataLoss`` is on (see :meth:`_check_loss`).
+        """
         begin = parse_offset(start)
         latest = self._target if self._target is not None else self._latest()
         end: Offsets = {p: begin.get(p) for p in latest}
@@ -128,6 +160,7 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for p, m in latest.items()
             if m is not None and (begin.get(p) is None or m > begin[p])  # type: ignore[operator]
         ]
+        self._check_loss(begin, fresh)
         if not isinstance(limit, ReadMaxRows):
             for p in fresh:
                 end[p] = latest[p]
@@ -148,6 +181,34 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 end[p] = last
                 budget -= share
         return offset_json(end)
+
+    def _check_loss(self, begin: Offsets, fresh: list[int]) -> None:
+        """Report partitions whose oldest stored message (of any topic: all expire
+        alike) is later than the successor of their last id read. Only partitions with
+        new messages can have one: a later oldest message is a new one.
+
+        :raises DataLossError: with ``failOnDataLoss`` (the default), naming the first
+            such partition and its gap.
+        """
+        read = [p for p in fresh if begin.get(p) is not None]
+        if not read:
+            return
+        with self._reader() as reader:
+            for p in read:
+                last = begin[p]
+                assert last is not None
+                oldest = reader.nth_id(RowRange(p, *partition_range(p)), 1)
+                if oldest is None or oldest <= last.successor():
+                    continue
+                gap = (
+                    f"partition {p}: messages after {last} and before {oldest} expired "
+                    "before the stream read them"
+                )
+                if self.options.fail_on_data_loss:
+                    raise DataLossError(
+                        f"{gap}; set option failOnDataLoss=false to go on from {oldest}"
+                    )
+                log.warning("%s; going on from %s (failOnDataLoss=false)", gap, oldest)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """Return one Spark partition per queue partition that advanced from ``start``

@@ -4,10 +4,12 @@ straight into a queue table (bypassing the sidecar) so reads can be tested alone
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import sys
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -78,3 +80,23 @@ def options(server: StandaloneProcess, queue: str) -> dict[str, str]:
         "hbase_admin": f"{server.host}:{server.thrift2_port}",
         "table_prefix": "",
     }
+
+
+def run_available_now(spark, opts: dict[str, str], out: object, checkpoint: object) -> Any:
+    """Run an ``availableNow`` streaming read of ``opts`` into a Parquet file sink at
+    ``out`` with ``checkpoint``; return the finished query (a failed query's error is
+    in ``query.exception()``)."""
+    query = (
+        spark.readStream.format("hqueue")
+        .options(**opts)
+        .load()
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    # A failure is left to the caller, in query.exception().
+    with contextlib.suppress(Exception):
+        query.awaitTermination(120)
+    return query

@@ -10,7 +10,7 @@ import pytest
 from hqueue.errors import InvalidArgumentError
 from hqueue.spark.options import StreamOptions
 from hqueue.spark.streaming import HQueueStreamReader
-from tests.spark.conftest import options, store_rows
+from tests.spark.conftest import options, run_available_now, store_rows
 
 BASE = 1_700_000_000_000
 
@@ -22,18 +22,7 @@ def _rows(start: int, count: int, partitions: int = 2):
 
 
 def _run(spark, opts, out, checkpoint):
-    query = (
-        spark.readStream.format("hqueue")
-        .options(**opts)
-        .option("maxMessagesPerTrigger", "7")
-        .load()
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
+    query = run_available_now(spark, {**opts, "maxMessagesPerTrigger": "7"}, out, checkpoint)
     assert query.exception() is None
     return [p["numInputRows"] for p in query.recentProgress]
 
