@@ -6,23 +6,76 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from hqueue.errors import HQueueError
+from hqueue.message import MessageId, parse_position
 
 if TYPE_CHECKING:
     from hqueue.client.client import Client
 
-__all__ = ["client_for", "root_options", "silence_stdout"]
+__all__ = [
+    "FORMATS",
+    "client_for",
+    "format_option",
+    "position_option",
+    "root_options",
+    "silence_stdout",
+]
+
+FORMATS = ("text", "json")
+"""The values of ``--format`` / ``-o``."""
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def root_options(ctx: click.Context) -> dict[str, Any]:
     """Return the global options (``hbase``, ``zookeeper``, ``hbase_admin``,
     ``format``)."""
     return ctx.find_root().obj or {}
+
+
+def _set_format(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    # The group's own callback has already stored the global option's value (click
+    # runs a group before it parses the verb's options), so the verb's value wins.
+    if value is not None:
+        root = ctx.find_root()
+        root.ensure_object(dict)
+        root.obj["format"] = value
+
+
+def format_option(command: _F) -> _F:
+    """Give the command function ``command`` a ``--format``/``-o`` option, the same
+    as the global one (``hqueue scan q -o json`` as ``hqueue -o json scan q``);
+    return ``command``."""
+    return click.option(
+        "--format",
+        "-o",
+        type=click.Choice(FORMATS),
+        default=None,
+        expose_value=False,
+        callback=_set_format,
+        help="Output format: text, or json (one object per line); the same as the global --format.",
+    )(command)
+
+
+def position_option(value: str | None, option: str) -> MessageId | None:
+    """Return the id the position ``value`` of ``option`` (``"--from"``...) means,
+    ``None`` for ``None``; a bare number is milliseconds since the epoch.
+
+    :raises click.ClickException: (status 1, as the verbs' other bad values) naming
+        ``option`` if ``value`` is no position.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        return parse_position(int(text) if text.isdigit() else text, option)
+    except HQueueError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @contextlib.contextmanager

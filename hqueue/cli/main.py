@@ -3,10 +3,16 @@
 Global options ``--hbase HOST:PORT`` and ``--zookeeper HOSTS`` (or the
 ``HQUEUE_HBASE`` / ``HQUEUE_ZOOKEEPER`` environment variables) say where the
 storage and the coordination service are; without ``--zookeeper`` metadata is
-kept in HBase.
+kept in HBase. ``--format``/``-o`` is accepted before the verb or after it.
+
+``hqueue`` alone prints the help (status 0). Ctrl-C ends any verb without a
+traceback, with status 130 (``subscribe``, ``standalone`` and ``sidecar`` treat it
+as their ordinary stop).
 """
 
 from __future__ import annotations
+
+import sys
 
 import click
 
@@ -17,10 +23,22 @@ from hqueue.settings import (
     DEFAULT_THRIFT2_PORT,
     ENV_HBASE,
     ENV_HBASE_ADMIN,
+    ENV_TABLE_PREFIX,
     ENV_ZOOKEEPER,
 )
 
-__all__ = ["cli", "main"]
+__all__ = ["ENVIRONMENT", "cli", "main"]
+
+INTERRUPTED = 130
+"""The status after Ctrl-C: 128 + SIGINT, as shells report it."""
+
+ENVIRONMENT = {
+    ENV_HBASE: "the default of --hbase",
+    ENV_HBASE_ADMIN: "the default of --hbase-admin",
+    ENV_ZOOKEEPER: "the default of --zookeeper",
+    ENV_TABLE_PREFIX: "a prefix for the names of every HBase table hqueue uses",
+}
+"""The environment variables ``--help`` lists, with what each one sets."""
 
 COMMANDS = {
     "standalone": LazyCommand(
@@ -56,8 +74,35 @@ COMMANDS = {
 """The verbs, imported when first used (see :mod:`hqueue.cli.lazy_group`)."""
 
 
+class _Root(LazyGroup):
+    """The ``hqueue`` group: lists the environment variables in its help and turns
+    Ctrl-C in any verb into status 130 without a traceback."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Environment variables"):
+            formatter.write_dl(list(ENVIRONMENT.items()))
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # Without this click prints "Aborted!" and exits 1, like a declined prompt.
+            raise click.exceptions.Exit(INTERRUPTED) from None
+        except click.Abort as exc:
+            # A prompt turns Ctrl-C into Abort itself; the interrupt is still its context.
+            if isinstance(exc.__context__, KeyboardInterrupt):
+                click.echo(err=True)  # end the prompt's line
+                raise click.exceptions.Exit(INTERRUPTED) from None
+            raise
+
+
 @click.group(
-    cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
+    cls=_Root,
+    lazy_commands=COMMANDS,
+    invoke_without_command=True,
+    # A verb is still what hqueue expects; invoke_without_command would show [COMMAND].
+    subcommand_metavar="COMMAND [ARGS]...",
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.version_option(__version__, prog_name="hqueue")
 @click.option(
@@ -83,11 +128,12 @@ COMMANDS = {
 )
 @click.option(
     "--format",
+    "-o",
     "output_format",
     type=click.Choice(["text", "json"]),
     default="text",
     show_default=True,
-    help="Output format; json prints one object per line.",
+    help="Output format; json prints one object per line. Also accepted after the verb.",
 )
 @click.pass_context
 def cli(
@@ -100,8 +146,16 @@ def cli(
     """hqueue: a partitioned, replayable message queue on HBase."""
     ctx.ensure_object(dict)
     ctx.obj.update(hbase=hbase, zookeeper=zookeeper, hbase_admin=hbase_admin, format=output_format)
+    if ctx.invoked_subcommand is None:
+        # Bare ``hqueue`` asks what it can do: the help, and no error status.
+        click.echo(ctx.get_help())
+        ctx.exit(0)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli(prog_name="hqueue")
+    """Console-script entry point; exits with the command's status."""
+    try:
+        cli(prog_name="hqueue")
+    except KeyboardInterrupt:
+        # Ctrl-C before click's own handling began (while the interpreter started).
+        sys.exit(INTERRUPTED)

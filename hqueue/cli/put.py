@@ -24,7 +24,12 @@ messages put goes to stderr, only when stderr is a terminal.
 Errors (no such queue, partition out of range, a payload over the sidecar's limit,
 an unreachable server) print one line and exit with status 1. Every id printed
 before the error is of a durable message; the failing batch was not written, nor
-was anything after it, so the printed ids tell where to resume.
+was anything after it, so the printed ids tell where to resume. A negative
+``--partition`` is a usage error (status 2).
+
+Ctrl-C stops after the batch in flight is durable and its ids printed (a second
+Ctrl-C stops at once), prints ``interrupted: N messages put, the last ID`` to stderr
+and exits with status 130.
 """
 
 from __future__ import annotations
@@ -34,14 +39,17 @@ import json
 import os
 import random
 import select
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING, TextIO
+from types import FrameType, TracebackType
+from typing import IO, TYPE_CHECKING, Any, TextIO
 
 import click
 
-from hqueue.cli.common import client_for, root_options, silence_stdout
+from hqueue.cli.common import client_for, format_option, root_options, silence_stdout
 from hqueue.errors import HQueueError
 from hqueue.message import MessageId, check_topic
 
@@ -151,6 +159,40 @@ class _Progress:
             self._stream.flush()
 
 
+class _DeferInterrupt:
+    """Hold back a first Ctrl-C (SIGINT) while a batch is put and its ids printed,
+    raising :class:`KeyboardInterrupt` once they are, so that the printed ids stay
+    exactly the stored messages; a second Ctrl-C interrupts at once."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self._previous: Any = None
+        self._installed = False
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        if self.pending:
+            raise KeyboardInterrupt
+        self.pending = True
+
+    def __enter__(self) -> _DeferInterrupt:
+        # Only the main thread may set signal handlers (embedding may call from another).
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+            self._installed = True
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+        if self.pending and exc_type is None:
+            raise KeyboardInterrupt
+
+
 def _lines(ids: list[MessageId], partition: int, json_output: bool) -> str:
     if json_output:
         return "".join(json.dumps({"id": str(mid), "partition": partition}) + "\n" for mid in ids)
@@ -169,55 +211,72 @@ def _put_all(
     """Put each batch, printing its ids once it is durable.
 
     :raises click.ClickException: naming the input lines of a batch that failed.
+    :raises KeyboardInterrupt: on Ctrl-C, after a last stderr line saying how many
+        messages were put and the last id.
     """
     from hqueue.client.producer import NewMessage, partition_for_key
 
     progress = _Progress(sys.stderr)
     next_partition = random.randrange(queue.partitions)
     count = 0
-    for batch in batches:
-        if key is not None:
-            target = partition_for_key(key, queue.partitions)
-        elif partition is not None:
-            target = partition
-        else:
-            target = next_partition
-            next_partition = (next_partition + 1) % queue.partitions
-        # The key travels with the messages, so the producer routes them exactly as a
-        # library call with key= would; the partition computed above is for the output.
-        messages = [
-            NewMessage(value, topic, None if key is not None else target, key) for value in batch
-        ]
-        try:
-            ids = queue.put_batch(messages)
-        except HQueueError as exc:
-            where = (
-                f"line {count + 1}"
-                if len(batch) == 1
-                else f"lines {count + 1}..{count + len(batch)}"
-            )
-            raise click.ClickException(
-                f"{where} not written ({count} messages put before): {exc}"
-            ) from None
-        try:
-            out.write(_lines(ids, target, json_output))
-            out.flush()
-        except BrokenPipeError:
-            # The messages are durable but nobody can learn their ids: stop sending
-            # rather than produce more unreported messages.
-            silence_stdout()
-            raise click.ClickException(
-                f"output closed: stopped after {count + len(ids)} messages were put"
-            ) from None
-        count += len(ids)
-        progress.update(count)
+    last: MessageId | None = None
+    try:
+        for batch in batches:
+            if key is not None:
+                target = partition_for_key(key, queue.partitions)
+            elif partition is not None:
+                target = partition
+            else:
+                target = next_partition
+                next_partition = (next_partition + 1) % queue.partitions
+            # The key travels with the messages, so the producer routes them exactly as
+            # a library call with key= would; the partition above is for the output.
+            messages = [
+                NewMessage(value, topic, None if key is not None else target, key)
+                for value in batch
+            ]
+            with _DeferInterrupt():
+                try:
+                    ids = queue.put_batch(messages)
+                except HQueueError as exc:
+                    where = (
+                        f"line {count + 1}"
+                        if len(batch) == 1
+                        else f"lines {count + 1}..{count + len(batch)}"
+                    )
+                    raise click.ClickException(
+                        f"{where} not written ({count} messages put before): {exc}"
+                    ) from None
+                try:
+                    out.write(_lines(ids, target, json_output))
+                    out.flush()
+                except BrokenPipeError:
+                    # The messages are durable but nobody can learn their ids: stop
+                    # sending rather than produce more unreported messages.
+                    silence_stdout()
+                    raise click.ClickException(
+                        f"output closed: stopped after {count + len(ids)} messages were put"
+                    ) from None
+                count += len(ids)
+                if ids:
+                    last = ids[-1]
+            progress.update(count)
+    except KeyboardInterrupt:
+        progress.finish(count)
+        click.echo(
+            f"interrupted: {count} messages put" + ("" if last is None else f", the last {last}"),
+            err=True,
+        )
+        raise
     progress.finish(count)
 
 
 @click.command("put")
 @click.argument("queue_name", metavar="QUEUE")
 @click.option("--topic", "-t", required=True, help="The messages' topic (1..255 bytes).")
-@click.option("--partition", "-p", type=int, default=None, help="Put into this partition.")
+@click.option(
+    "--partition", "-p", type=click.IntRange(min=0), default=None, help="Put into this partition."
+)
 @click.option(
     "--key",
     "-k",
@@ -237,6 +296,7 @@ def _put_all(
     show_default=True,
     help="Most stdin lines per request.",
 )
+@format_option
 @click.pass_context
 def put(
     ctx: click.Context,

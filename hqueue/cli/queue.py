@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hqueue.cli.common import client_for as _client
+from hqueue.cli.common import format_option
 from hqueue.cli.common import root_options as _options
 from hqueue.errors import HQueueError
 from hqueue.message import MAX_PARTITIONS
@@ -189,6 +190,7 @@ def queue() -> None:
     metavar="R",
     help="Regions to pre-split the table into (1..N; default: one per partition).",
 )
+@format_option
 @click.pass_context
 def create(
     ctx: click.Context, name: str, partitions: int, ttl: str | None, regions: int | None
@@ -214,6 +216,7 @@ def create(
 
 
 @queue.command("list")
+@format_option
 @click.pass_context
 def list_queues(ctx: click.Context) -> None:
     """List the queues by name, one per line."""
@@ -230,6 +233,7 @@ def list_queues(ctx: click.Context) -> None:
 
 @queue.command("describe")
 @click.argument("name")
+@format_option
 @click.pass_context
 def describe(ctx: click.Context, name: str) -> None:
     """Show queue NAME: partitions, TTL, regions with their servers and partition
@@ -249,6 +253,7 @@ def describe(ctx: click.Context, name: str) -> None:
     help="New TTL: seconds, or 7d, 12h, 30m, 45s, 1h30m; 'none' keeps messages "
     "forever. Applies to the messages already stored too.",
 )
+@format_option
 @click.pass_context
 def alter(ctx: click.Context, name: str, ttl: str) -> None:
     """Change queue NAME's TTL."""
@@ -276,6 +281,7 @@ def alter(ctx: click.Context, name: str, ttl: str) -> None:
     is_flag=True,
     help="Do not ask for confirmation (only ever asked when stdin is a terminal).",
 )
+@format_option
 @click.pass_context
 def delete(ctx: click.Context, name: str, force: bool, yes: bool) -> None:
     """Delete queue NAME: its table with every message, and its metadata (owners,

@@ -15,7 +15,8 @@ two kinds of payload cannot be confused: ``'text'`` when it is UTF-8,
 place of ``value`` for payloads that are not UTF-8.
 
 A count of messages printed so far goes to stderr, only when stderr is a terminal.
-Errors print one line and exit with status 1. A closed stdout (``hqueue scan q |
+Errors print one line and exit with status 1 (a malformed command line, such as
+``--partition -1``, is a usage error: status 2). A closed stdout (``hqueue scan q |
 head``) ends the scan quietly with status 0.
 """
 
@@ -29,9 +30,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
-from hqueue.cli.common import client_for, root_options, silence_stdout
+from hqueue.cli.common import (
+    client_for,
+    format_option,
+    position_option,
+    root_options,
+    silence_stdout,
+)
 from hqueue.errors import HQueueError
-from hqueue.message import Message, MessageId, check_topic, parse_position
+from hqueue.message import Message, check_topic
 from hqueue.settings import DEFAULT_SCAN_BATCH_SIZE
 
 if TYPE_CHECKING:
@@ -54,18 +61,6 @@ def _text_line(message: Message) -> str:
 
 def _json_line(message: Message) -> str:
     return json.dumps(message.to_json()) + "\n"
-
-
-def _position(value: str | None, option: str) -> MessageId | None:
-    if value is None:
-        return None
-    text = value.strip()
-    try:
-        # On the command line a bare number can only mean milliseconds.
-        return parse_position(int(text) if text.isdigit() else text, option)
-    except HQueueError as exc:
-        # Status 1 like every other error of this command, not click's usage error 2.
-        raise click.ClickException(str(exc)) from None
 
 
 class _Progress:
@@ -154,6 +149,7 @@ def _print(messages: Iterable[Message], json_output: bool, out: TextIO) -> None:
     show_default=True,
     help="Rows per round trip to HBase.",
 )
+@format_option
 @click.pass_context
 def scan(
     ctx: click.Context,
@@ -172,9 +168,14 @@ def scan(
             check_topic(topic)
         except HQueueError as exc:
             raise click.ClickException(f"--topic: {exc}") from None
+    first = position_option(start, "--from")
+    end = position_option(stop, "--to")
+    if first is not None and end is not None and first > end:
+        # Checked here so that the error names the options, not the library's arguments.
+        raise click.ClickException(f"'--from' ({first}) is after '--to' ({end})")
     scan_options: dict[str, Any] = {
-        "start": _position(start, "--from"),
-        "stop": _position(stop, "--to"),
+        "start": first,
+        "stop": end,
         "topics": topics or None,
         "limit": limit,
         "batch_size": batch_size,

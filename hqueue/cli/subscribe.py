@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hqueue.cli.common import client_for, root_options, silence_stdout
+from hqueue.cli.common import (
+    client_for,
+    format_option,
+    position_option,
+    root_options,
+    silence_stdout,
+)
 from hqueue.cli.scan import _json_line, _text_line
 from hqueue.errors import HQueueError
 from hqueue.message import Message, check_topic
@@ -115,6 +121,7 @@ class _Printer:
     show_default=True,
     help="Seconds to wait for a previous subscriber's address to expire.",
 )
+@format_option
 @click.pass_context
 def subscribe(
     ctx: click.Context,
@@ -135,6 +142,8 @@ def subscribe(
             check_topic(topic)
         except HQueueError as exc:
             raise click.ClickException(f"--topic: {exc}") from None
+    if start.strip().lower() not in ("earliest", "latest"):
+        position_option(start, "--from")  # an error naming --from, before any server is asked
     done = threading.Event()
     printer = _Printer(root_options(ctx).get("format") == "json", done)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hqueue.cli.common import client_for, root_options
+from hqueue.cli.common import client_for, format_option, position_option, root_options
 from hqueue.errors import HQueueError
 from hqueue.settings import DEFAULT_LAG_TIMEOUT
 
@@ -47,6 +47,7 @@ def _list_line(info: SubscriptionInfo) -> str:
 
 @subscriptions.command("list")
 @click.argument("queue_name", metavar="QUEUE")
+@format_option
 @click.pass_context
 def list_subscriptions(ctx: click.Context, queue_name: str) -> None:
     """List the subscriptions of QUEUE."""
@@ -59,6 +60,7 @@ def list_subscriptions(ctx: click.Context, queue_name: str) -> None:
 @subscriptions.command("delete")
 @click.argument("queue_name", metavar="QUEUE")
 @click.argument("name", metavar="NAME")
+@format_option
 @click.pass_context
 def delete_subscription(ctx: click.Context, queue_name: str, name: str) -> None:
     """Delete subscription NAME of QUEUE and its checkpoints."""
@@ -78,9 +80,12 @@ def delete_subscription(ctx: click.Context, queue_name: str, name: str) -> None:
     help="The new start: earliest, latest, 'timestamp:sequence', an ISO-8601 "
     "time or milliseconds since the epoch.",
 )
+@format_option
 @click.pass_context
 def reset_subscription(ctx: click.Context, queue_name: str, name: str, to: str) -> None:
     """Move subscription NAME of QUEUE to a new start on all its partitions."""
+    if to.strip().lower() not in ("earliest", "latest"):
+        position_option(to, "--to")  # an error naming --to, before any server is asked
     with client_for(ctx) as client:
         starts = client.queue(queue_name).reset_subscription(name, to)
     if root_options(ctx).get("format") == "json":
@@ -136,6 +141,7 @@ def _table(report: LagReport) -> str:
     show_default=True,
     help="Seconds to wait for each sidecar's answer.",
 )
+@format_option
 @click.pass_context
 def lag(ctx: click.Context, queue_name: str, timeout: float) -> None:
     """Print how far each subscription of QUEUE is behind, per partition."""
