@@ -7,8 +7,6 @@ Ctrl-C (status 130, no traceback)."""
 from __future__ import annotations
 
 import json
-import os
-import pty
 import re
 import signal
 import subprocess
@@ -180,30 +178,3 @@ def test_ctrl_c_before_any_input_puts_nothing(
     status, stderr = _interrupt(proc)
     assert status == 130
     assert stderr == f"interrupted: 1 messages put, the last {first}\n"
-
-
-def test_ctrl_c_at_a_confirmation_is_status_130(
-    hbase_server: StandaloneProcess, queue: Queue
-) -> None:
-    master, slave = pty.openpty()
-    try:
-        proc = subprocess.Popen(
-            command(hbase_server, "queue", "delete", queue.name),
-            env=child_env(),
-            stdin=slave,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        assert proc.stderr is not None
-        asked = b""
-        while not asked.endswith(b"[y/N]: "):
-            chunk = proc.stderr.read1(1024)  # type: ignore[attr-defined]
-            assert chunk, asked
-            asked += chunk
-        status, stderr = _interrupt(proc)
-    finally:
-        os.close(slave)
-        os.close(master)
-    assert status == 130
-    assert "Traceback" not in stderr and "Aborted" not in stderr
-    assert queue.info.name == queue.name  # still there

@@ -44,7 +44,8 @@ TABLE = b"q"
 
 
 NOW = int(time.time() * 1000)
-"""Message timestamps in the tests are offsets from this (the table has a TTL)."""
+"""Message timestamps in the tests are offsets from this, taken when the module is
+collected: the table's TTL (a day) outlasts any run of the suite."""
 
 
 def key(partition: int, ts: int, seq: int = 0) -> bytes:
@@ -54,7 +55,7 @@ def key(partition: int, ts: int, seq: int = 0) -> bytes:
 @pytest.fixture
 def engine(tmp_path: Path) -> EngineStorage:
     store = Store(tmp_path / "store", map_size=64 << 20, sync=False)
-    store.create_table(TABLE, {FAMILY: FamilyOptions(max_versions=1, time_to_live=60)})
+    store.create_table(TABLE, {FAMILY: FamilyOptions(max_versions=1, time_to_live=86_400)})
     return EngineStorage(store)
 
 
