@@ -45,7 +45,9 @@ __all__ = [
     "MessageStorage",
     "checks_of_attributes",
     "encode_checks",
+    "fence_cell",
     "fence_checks",
+    "fence_epoch",
     "fence_moved",
     "fence_row",
     "fenced",
@@ -77,6 +79,18 @@ _LEN = struct.Struct(">H")
 def fence_row(partition: int) -> bytes:
     """Return the row of a partition's fence: after every partition's rows."""
     return _FENCE_ROW + _LEN.pack(partition)
+
+
+def fence_cell(epoch: int) -> tuple[bytes, int]:
+    """Return the value and the timestamp of the fence cell of ``epoch``."""
+    return _EPOCH.pack(epoch), FENCE_TS_BASE + epoch
+
+
+def fence_epoch(value: bytes | None) -> int | None:
+    """Return the epoch a fence cell's value holds (``None``: no fence, or not one)."""
+    if value is None or len(value) != _EPOCH.size:
+        return None
+    return int(_EPOCH.unpack(value)[0])
 
 
 def fence_checks(fences: Sequence[Fence]) -> list[tuple[bytes, bytes, bytes]]:
@@ -237,14 +251,9 @@ class HBaseStorage:
     def fence(self, table: bytes, partition: int, epoch: int) -> None:
         h1 = hbase1()
         row = fence_row(partition)
+        value, ts = fence_cell(epoch)
         with self._hbase.client(f"fence partition {partition} at epoch {epoch}") as client:
-            client.mutateRowTs(
-                table,
-                row,
-                [h1.Mutation(column=FENCE_COLUMN, value=_EPOCH.pack(epoch))],
-                FENCE_TS_BASE + epoch,
-                {},
-            )
+            client.mutateRowTs(table, row, [h1.Mutation(column=FENCE_COLUMN, value=value)], ts, {})
         self._check_fences(table, [(partition, epoch)], "at takeover")
 
     def _check_fences(self, table: bytes, fences: Sequence[Fence], when: str) -> None:
@@ -256,11 +265,10 @@ class HBaseStorage:
         rows = [fence_row(p) for p, _ in fences]
         with self._hbase.client("read the partitions' fences") as client:
             results = client.getRowsWithColumns(table, rows, [FENCE_COLUMN], {})
-        found: dict[bytes, int] = {}
+        found: dict[bytes, int | None] = {}
         for result in results:
             cell = result.columns.get(FENCE_COLUMN)
-            if cell is not None and len(cell.value) == _EPOCH.size:
-                found[bytes(result.row)] = _EPOCH.unpack(cell.value)[0]
+            found[bytes(result.row)] = fence_epoch(None if cell is None else cell.value)
         for partition, epoch in fences:
             current = found.get(fence_row(partition))
             if current != epoch:

@@ -9,7 +9,6 @@ the write's own transaction, and refused whole if one moved (invariant 3).
 
 from __future__ import annotations
 
-import struct
 import threading
 from collections.abc import Callable, Sequence
 
@@ -17,10 +16,11 @@ from hqueue.errors import NotOwnerError
 from hqueue.message import FAMILY, MessageId, decode_rowkey
 from hqueue.sidecar.storage import (
     FENCE_COLUMN,
-    FENCE_TS_BASE,
     CellGroup,
     Fence,
+    fence_cell,
     fence_checks,
+    fence_epoch,
     fence_moved,
     fence_row,
     partition_bounds,
@@ -76,13 +76,11 @@ class EngineStorage:
 
     def fence(self, table: bytes, partition: int, epoch: int) -> None:
         row = fence_row(partition)
-        value = struct.pack(">q", epoch)
-        self._store.mutate_rows(
-            table, [RowMutation(row, [Mutation(FENCE_COLUMN, value)])], ts=FENCE_TS_BASE + epoch
-        )
+        value, ts = fence_cell(epoch)
+        self._store.mutate_rows(table, [RowMutation(row, [Mutation(FENCE_COLUMN, value)])], ts=ts)
         # The highest epoch's timestamp wins: read back which one that is.
         cells = self._store.get_rows(table, [row], [FENCE_COLUMN])[0][1]
-        current = struct.unpack(">q", cells[0][2])[0] if cells else None
+        current = fence_epoch(cells[0][2] if cells else None)
         if current != epoch:
             raise fence_moved(partition, current, epoch, "at takeover")
 
