@@ -198,3 +198,14 @@ def test_read_queue_prefers_the_region_hosts(spark, hbase_server, hq, queue_name
         scala_hosts = jrdd.preferredLocations(jparts[i])
         preferred = list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(scala_hosts))
         assert preferred == [by_start[region_start]]
+
+    # The DataFrame's own plan is narrow down to the located RDD: the scheduler places
+    # each of its tasks on its region's host (it takes the preferred hosts of the first
+    # narrow ancestor that has some).
+    executed = df._jdf.queryExecution().toRdd()
+    assert executed.getNumPartitions() == 3
+    sc = spark.sparkContext._jsc.sc()
+    for i, part in enumerate(parts):
+        region_start = part.ranges[0].start[:2] if part.ranges[0].partition else b""
+        locs = jvm.scala.jdk.javaapi.CollectionConverters.asJava(sc.getPreferredLocs(executed, i))
+        assert [loc.host() for loc in locs] == [by_start[region_start]]
