@@ -160,3 +160,116 @@ def test_malformed_filters_are_refused(
 ) -> None:
     with pytest.raises(Hbase.IOError, match=message):
         _scan(rows, filter_string)
+
+
+@pytest.fixture
+def versions(table: happybase.Table) -> happybase.Table:
+    """``table`` with rows whose columns hold several versions at small timestamps."""
+    table.put(b"r1", {b"cf:a": b"x", b"cf:b": b"y"}, timestamp=1)
+    table.put(b"r1", {b"cf:b": b"z", b"other:x": b"w"}, timestamp=2)
+    table.put(b"r2", {b"cf:a": b"x", b"cf:b": b"z", b"other:x": b"w"}, timestamp=2)
+    return table
+
+
+def _cells(table: happybase.Table, filter_string: str, **kw: object) -> dict[bytes, dict]:
+    return dict(table.scan(filter=filter_string, include_timestamp=True, **kw))
+
+
+def test_timestamps_filter_returns_the_listed_versions_older_ones_too(
+    versions: happybase.Table,
+) -> None:
+    assert _cells(versions, "TimestampsFilter(1, 5)") == {
+        b"r1": {b"cf:a": (b"x", 1), b"cf:b": (b"y", 1)}
+    }
+    assert _cells(versions, "TimestampsFilter(2)")[b"r1"] == {
+        b"cf:b": (b"z", 2),
+        b"other:x": (b"w", 2),
+    }
+    assert _cells(versions, "TimestampsFilter()") == {}
+
+
+def test_filters_see_older_versions_before_versions_are_counted(
+    versions: happybase.Table,
+) -> None:
+    # HBase counts versions among the cells a filter includes: cf:b's newest is z,
+    # but the older y passes.
+    assert _cells(versions, "ValueFilter(=, 'binary:y')") == {b"r1": {b"cf:b": (b"y", 1)}}
+    # latestVersionOnly false: any kept version passing lets the row through.
+    scvf = "SingleColumnValueFilter('cf', 'b', =, 'binary:y', true, {})"
+    assert list(_cells(versions, scvf.format("false"))) == [b"r1"]
+    assert list(_cells(versions, scvf.format("true"))) == []
+
+
+def test_column_value_filter_returns_only_the_matched_cell(versions: happybase.Table) -> None:
+    assert _cells(versions, "ColumnValueFilter('cf', 'b', =, 'binary:z')") == {
+        b"r1": {b"cf:b": (b"z", 2)},
+        b"r2": {b"cf:b": (b"z", 2)},
+    }
+    assert _cells(versions, "ColumnValueFilter('cf', 'b', <, 'binary:z')") == {
+        b"r1": {b"cf:b": (b"y", 1)}
+    }
+    assert _cells(versions, "ColumnValueFilter('cf', 'a', =, 'substring:X')") == {
+        b"r1": {b"cf:a": (b"x", 1)},
+        b"r2": {b"cf:a": (b"x", 2)},
+    }
+
+
+def test_dependent_column_filter_keeps_cells_stamped_like_the_reference(
+    versions: happybase.Table,
+) -> None:
+    # r1: cf:a is stamped 1; cf:b's newest (2) is the version returned, and goes.
+    assert _cells(versions, "DependentColumnFilter('cf', 'a')") == {
+        b"r1": {b"cf:a": (b"x", 1)},
+        b"r2": {b"cf:a": (b"x", 2), b"cf:b": (b"z", 2), b"other:x": (b"w", 2)},
+    }
+    assert _cells(versions, "DependentColumnFilter('cf', 'a', true)") == {
+        b"r2": {b"cf:b": (b"z", 2), b"other:x": (b"w", 2)}
+    }
+    # With a comparison, only the reference versions that pass give their stamps.
+    assert list(_cells(versions, "DependentColumnFilter('cf', 'b', false, =, 'binary:y')")) == [
+        b"r1"
+    ]
+    assert _cells(versions, "DependentColumnFilter('cf', 'b', true, =, 'binary:y')") == {
+        b"r1": {b"cf:a": (b"x", 1)}
+    }
+
+
+def test_column_count_get_filter_ends_the_families_past_its_limit(
+    table: happybase.Table,
+) -> None:
+    table.put(b"a", {b"cf:q1": b"1", b"cf:q2": b"2"})
+    table.put(b"b", {b"other:x": b"3"})
+    table.put(b"c", {b"cf:q1": b"4"})
+    # a has two columns: the first is returned and the family cf ends there (HBase's
+    # store scanner is done); other is untouched and goes on.
+    assert _scan(table, "ColumnCountGetFilter(1)") == {
+        b"a": {b"cf:q1": b"1"},
+        b"b": {b"other:x": b"3"},
+    }
+    assert _scan(table, "ColumnCountGetFilter(2)") == {
+        b"a": {b"cf:q1": b"1", b"cf:q2": b"2"},
+        b"b": {b"other:x": b"3"},
+        b"c": {b"cf:q1": b"4"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("filter_string", "message"),
+    [
+        ("TimestampsFilter('a')", "not an integer"),
+        ("TimestampsFilter(-1)", "must be positive"),
+        ("TimestampsFilter(99999999999999999999)", "Integer Argument too large"),
+        ("ColumnCountGetFilter()", "Expected 1 but got: 0"),
+        ("ColumnCountGetFilter(-1)", "limit be positive"),
+        ("DependentColumnFilter('cf')", "Expected 2, 3 or 5"),
+        ("DependentColumnFilter('cf', 'a', maybe)", "Boolean"),
+        ("DependentColumnFilter('cf', 'a', true, =)", "Expected 2, 3 or 5"),
+        ("ColumnValueFilter('cf', 'a', =)", "Expect 4 arguments"),
+        ("ColumnValueFilter('cf', 'a', >, 'regexstring:x')", "EQUAL and NOT_EQUAL"),
+    ],
+)
+def test_malformed_new_filters_are_refused(
+    versions: happybase.Table, filter_string: str, message: str
+) -> None:
+    with pytest.raises(Hbase.IOError, match=message):
+        _scan(versions, filter_string)

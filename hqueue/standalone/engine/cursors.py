@@ -22,11 +22,12 @@ from dataclasses import dataclass
 
 from hqueue.errors import InvalidArgumentError
 from hqueue.standalone.engine.cells import Cell, cells_result_wire
-from hqueue.standalone.engine.filters import RowDecision, parse_filter
+from hqueue.standalone.engine.filters import RowDecision, apply_filter, parse_filter
 from hqueue.standalone.engine.schema import ColumnSelector, now_ms, visible_cells
 from hqueue.standalone.engine.store import Store
 
 DEFAULT_LEASE_SECONDS = 60.0
+_ALL_VERSIONS = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,9 @@ class ScanSpec:
     """What a scan reads; mirrors Thrift1's ``TScan``.
 
     ``stop`` is exclusive and b"" means the table's end; ``max_ts`` keeps cells
-    with a timestamp below it; ``batch_size`` caps the cells per returned
+    with a timestamp below it and ``min_ts`` those at or above it (Thrift2's
+    ``TTimeRange``); ``max_versions`` is the versions per column returned;
+    ``batch_size`` caps the cells per returned
     result (a wider row comes back in several results, as HBase's
     ``Scan.setBatch``); ``reverse`` scans from ``start`` downwards.
     """
@@ -43,6 +46,8 @@ class ScanSpec:
     stop: bytes = b""
     columns: tuple[bytes, ...] = ()
     max_ts: int | None = None
+    min_ts: int | None = None
+    max_versions: int = 1
     filter_string: bytes | None = None
     batch_size: int = 0
     reverse: bool = False
@@ -97,6 +102,8 @@ class Scanner:
             self._selector is None
             and self._filter is None
             and spec.max_ts is None
+            and spec.min_ts is None
+            and spec.max_versions == 1
             and not spec.batch_size
             and not spec.sort_columns
         )
@@ -162,9 +169,14 @@ class Scanner:
                         return False
                     if decision == RowDecision.NEXT_REGION:
                         return self._jump_region(region)
-                visible = visible_cells(cells, cutoffs, self._selector, spec.max_ts, 1)
+                if spec.min_ts is not None:
+                    cells = [c for c in cells if c[1] >= spec.min_ts]
+                # A filter sees every version the family keeps (HBase counts the
+                # versions among the cells the filter includes).
+                versions = _ALL_VERSIONS if filt is not None else spec.max_versions
+                visible = visible_cells(cells, cutoffs, self._selector, spec.max_ts, versions)
                 if filt is not None:
-                    visible = [] if filt.drops_row(visible) else filt.filter_cells(visible)
+                    visible = apply_filter(filt, visible, spec.max_versions)
                     if filt.filter_all_remaining():
                         # WHILE: this row failed, and so ends the scan.
                         self._done = True

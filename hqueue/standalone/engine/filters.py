@@ -1,32 +1,36 @@
 """HBase's filter language (``TScan.filterString``), as its ``ParseFilter`` reads it.
 
-Supported filters, with HBase's meaning and argument forms: ``PrefixFilter('p')``,
-``KeyOnlyFilter()`` (or ``KeyOnlyFilter(true)``: the value becomes its 4-byte
-length), ``FirstKeyOnlyFilter()``, ``ColumnPrefixFilter('q')``,
+Every filter HBase's ParseFilter registers, with HBase's meaning and argument
+forms: ``PrefixFilter('p')``, ``KeyOnlyFilter()`` (or ``KeyOnlyFilter(true)``: the
+value becomes its 4-byte length), ``FirstKeyOnlyFilter()``, ``ColumnPrefixFilter('q')``,
 ``MultipleColumnPrefixFilter('a', 'b', ...)``, ``ColumnRangeFilter('min', true,
 'max', false)`` (an empty bound is open), ``ColumnPaginationFilter(limit, offset)``,
-``PageFilter(n)`` (at most n rows *per region*, as in HBase),
-``InclusiveStopFilter('row')``, the compare filters ``RowFilter``,
-``FamilyFilter``, ``QualifierFilter``, ``ValueFilter`` (``(op, 'comparator')``),
-and ``SingleColumnValueFilter`` / ``SingleColumnValueExcludeFilter``
-(``('family', 'qualifier', op, 'comparator')``, optionally followed by
-``filterIfMissing`` and ``latestVersionOnly``, both booleans, defaults false
-and true). A comparator is ``'binary:v'``, ``'binaryprefix:v'``,
-``'regexstring:v'`` (a regular expression found anywhere in the bytes, ``.``
-matching newlines too) or ``'substring:v'`` (case-insensitive); the operators
-are ``<``, ``<=``, ``=``, ``!=``, ``>=``, ``>``, and the last two comparators
-take only ``=`` and ``!=``. Filters combine with ``SKIP`` (the row is dropped
-if the filter drops any of its cells) and ``WHILE`` (the scan ends at the first
-row the filter drops anything of), which bind tightest, then ``AND``, then
-``OR``, and parentheses. String arguments are single-quoted, a quote doubled
-inside (``'it''s'``). Any other filter or keyword is refused with an error
-naming it.
+``ColumnCountGetFilter(n)``, ``PageFilter(n)`` (at most n rows *per region*, as in
+HBase), ``InclusiveStopFilter('row')``, ``TimestampsFilter(t1, t2, ...)``, the
+compare filters ``RowFilter``, ``FamilyFilter``, ``QualifierFilter``, ``ValueFilter``
+(``(op, 'comparator')``), ``SingleColumnValueFilter`` /
+``SingleColumnValueExcludeFilter`` (``('family', 'qualifier', op, 'comparator')``,
+optionally followed by ``filterIfMissing`` and ``latestVersionOnly``, both booleans,
+defaults false and true), ``DependentColumnFilter('family', 'qualifier'[,
+dropDependentColumn[, op, 'comparator']])`` and ``ColumnValueFilter('family',
+'qualifier', op, 'comparator')``. A comparator is ``'binary:v'``,
+``'binaryprefix:v'``, ``'regexstring:v'`` (a regular expression found anywhere in
+the bytes, ``.`` matching newlines too) or ``'substring:v'`` (case-insensitive); the
+operators are ``<``, ``<=``, ``=``, ``!=``, ``>=``, ``>``, and the last two
+comparators take only ``=`` and ``!=``. Filters combine with ``SKIP`` (the row is
+dropped if the filter drops any of its cells) and ``WHILE`` (the scan ends at the
+first row the filter drops anything of), which bind tightest, then ``AND``, then
+``OR``, and parentheses. String arguments are single-quoted, a quote doubled inside
+(``'it''s'``). Anything else is refused with HBase's message (``Filter Name X not
+supported``, ...).
 
-A compiled filter answers per row: whether to look at the row at all
-(:meth:`Filter.filter_row_key`, which may also end the scan or the region),
-whether to drop the whole row given its cells (:meth:`Filter.drops_row`), which
-of its cells to return (:meth:`Filter.filter_cells`), and whether the scan is
-over (:meth:`Filter.filter_all_remaining`).
+A compiled filter answers per row, in HBase's order: whether to look at the row at
+all (:meth:`Filter.filter_row_key`, which may also end the scan or the region),
+which of its cells pass one by one (:meth:`Filter.filter_cells`, seeing every
+version the family keeps), then, versions counted (:func:`apply_filter`), which
+are left (:meth:`Filter.filter_row_cells`), whether to drop the row
+(:meth:`Filter.filter_row`), and whether the scan is over
+(:meth:`Filter.filter_all_remaining`).
 """
 
 from __future__ import annotations
@@ -47,15 +51,20 @@ SUPPORTED = (
     "MultipleColumnPrefixFilter",
     "ColumnRangeFilter",
     "ColumnPaginationFilter",
+    "ColumnCountGetFilter",
     "PageFilter",
     "InclusiveStopFilter",
+    "TimestampsFilter",
     "RowFilter",
     "FamilyFilter",
     "QualifierFilter",
     "ValueFilter",
     "SingleColumnValueFilter",
     "SingleColumnValueExcludeFilter",
+    "DependentColumnFilter",
+    "ColumnValueFilter",
 )
+"""Every filter HBase's ParseFilter registers."""
 
 
 class RowDecision(IntEnum):
@@ -67,21 +76,53 @@ class RowDecision(IntEnum):
     STOP = 3
 
 
+def _family(cell: Cell) -> bytes:
+    return cell[0].partition(b":")[0]
+
+
+def _qualifier(cell: Cell) -> bytes:
+    return cell[0].partition(b":")[2]
+
+
+def _first_versions(cells: list[Cell]) -> list[Cell]:
+    """Return the first (newest) cell of each column."""
+    out: list[Cell] = []
+    prev: bytes | None = None
+    for cell in cells:
+        if cell[0] != prev:
+            prev = cell[0]
+            out.append(cell)
+    return out
+
+
 class Filter:
-    """A compiled filter. Subclasses override what they need."""
+    """A compiled filter, answering in HBase's order for each row (see :func:`apply_filter`).
+
+    Subclasses override what they need. ``includes_next_column`` is True for the
+    filters that include a cell with HBase's ``INCLUDE_AND_NEXT_COL`` (one version
+    per column), which ``SKIP`` and ``WHILE`` count as not including it.
+    """
+
+    includes_next_column = False
 
     def filter_row_key(self, row: bytes, reverse: bool) -> RowDecision:
         """Return what to do with the row whose key is ``row``."""
         return RowDecision.INCLUDE
 
-    def drops_row(self, cells: list[Cell]) -> bool:
-        """Return True if the row whose cells (the scan's, before any filter) these
-        are must not be returned at all."""
-        return False
-
     def filter_cells(self, cells: list[Cell]) -> list[Cell]:
-        """Return the cells of an included row that the filter lets through."""
+        """Return the cells of an included row that pass the filter one by one (HBase's
+        ``filterCell``); ``cells`` holds every version the family keeps, newest first
+        within a column. A filter that decides on the whole row notes here what it saw."""
         return cells
+
+    def filter_row_cells(self, cells: list[Cell]) -> list[Cell]:
+        """Return what is left of the row's cells once versions are counted (HBase's
+        ``filterRowCells``)."""
+        return cells
+
+    def filter_row(self) -> bool:
+        """Return True if the row just filtered must not be returned at all."""
+        return False
 
     def filter_all_remaining(self) -> bool:
         """Return True once the scan must end (``WHILE``), the current row excluded."""
@@ -92,6 +133,32 @@ class Filter:
 
     def region_changed(self) -> None:
         """Note that the scan moved into the next region (HBase filters are per region)."""
+
+
+def apply_filter(filt: Filter, cells: list[Cell], max_versions: int) -> list[Cell]:
+    """Return the cells of a row that ``filt`` lets through, at most ``max_versions``
+    per column, or [] if it drops the row.
+
+    As HBase's scan with a filter: the filter sees every version the family keeps
+    (within the scan's time range and columns), versions are counted among the cells
+    it includes (so a ``ValueFilter`` or ``TimestampsFilter`` can return an older
+    version than the newest), then it may still remove cells (``DependentColumnFilter``)
+    or the whole row (``SingleColumnValueFilter``).
+    """
+    kept = filt.filter_cells(cells)
+    if max_versions < 1 or len(kept) > 1:
+        out: list[Cell] = []
+        prev: bytes | None = None
+        taken = 0
+        for cell in kept:
+            if cell[0] != prev:
+                prev, taken = cell[0], 0
+            if taken < max_versions:
+                out.append(cell)
+                taken += 1
+        kept = out
+    kept = filt.filter_row_cells(kept)
+    return [] if filt.filter_row() else kept
 
 
 class PrefixFilter(Filter):
@@ -117,9 +184,7 @@ class InclusiveStopFilter(Filter):
 class PageFilter(Filter):
     def __init__(self, page_size: int) -> None:
         if page_size < 0:
-            raise InvalidArgumentError(
-                "IllegalArgumentException: PageFilter's page size must be >= 0"
-            )
+            raise _error("PageFilter's page size must be >= 0")
         self.page_size = page_size
         self.returned = 0
 
@@ -153,7 +218,7 @@ class ColumnPrefixFilter(Filter):
         self.prefix = prefix
 
     def filter_cells(self, cells: list[Cell]) -> list[Cell]:
-        return [c for c in cells if c[0].partition(b":")[2].startswith(self.prefix)]
+        return [c for c in cells if _qualifier(c).startswith(self.prefix)]
 
 
 class MultipleColumnPrefixFilter(Filter):
@@ -163,7 +228,7 @@ class MultipleColumnPrefixFilter(Filter):
     def filter_cells(self, cells: list[Cell]) -> list[Cell]:
         if not self.prefixes:
             return cells
-        return [c for c in cells if c[0].partition(b":")[2].startswith(self.prefixes)]
+        return [c for c in cells if _qualifier(c).startswith(self.prefixes)]
 
 
 class ColumnRangeFilter(Filter):
@@ -183,17 +248,71 @@ class ColumnRangeFilter(Filter):
         )
 
     def filter_cells(self, cells: list[Cell]) -> list[Cell]:
-        return [c for c in cells if self._in_range(c[0].partition(b":")[2])]
+        return [c for c in cells if self._in_range(_qualifier(c))]
 
 
 class ColumnPaginationFilter(Filter):
+    """The columns ``offset`` to ``offset + limit - 1`` of each row, one version each."""
+
+    includes_next_column = True
+
     def __init__(self, limit: int, offset: int) -> None:
         if limit < 0 or offset < 0:
             raise _error("ColumnPaginationFilter's limit and offset must be >= 0")
         self.limit, self.offset = limit, offset
 
     def filter_cells(self, cells: list[Cell]) -> list[Cell]:
-        return cells[self.offset : self.offset + self.limit]
+        return _first_versions(cells)[self.offset : self.offset + self.limit]
+
+
+class ColumnCountGetFilter(Filter):
+    """The first ``limit`` columns of each row, one version each.
+
+    As in HBase, where this filter is meant for gets: once a row has more than
+    ``limit`` columns the filter reports everything done, and every family the scan
+    then reads a cell of ends for the rest of the region (HBase's store scanner
+    answers ``DONE_SCAN`` and closes): the family of the column past the limit and
+    the families after it in that row. A table of one family ends its scan there.
+    """
+
+    includes_next_column = True
+
+    def __init__(self, limit: int) -> None:
+        if limit < 0:
+            raise _error(f"ColumnCountGetFilter: limit be positive {limit}")
+        self.limit = limit
+        self.closed: set[bytes] = set()
+
+    def filter_cells(self, cells: list[Cell]) -> list[Cell]:
+        if self.closed:
+            cells = [c for c in cells if _family(c) not in self.closed]
+        out: list[Cell] = []
+        prev: bytes | None = None
+        for i, cell in enumerate(cells):
+            if cell[0] == prev:
+                continue
+            prev = cell[0]
+            if len(out) == self.limit:
+                self.closed.update(_family(c) for c in cells[i:])
+                break
+            out.append(cell)
+        return out
+
+    def region_changed(self) -> None:
+        self.closed = set()
+
+
+class TimestampsFilter(Filter):
+    """The cells whose timestamp is one of the given ones (any version, not just the newest)."""
+
+    def __init__(self, timestamps: list[int]) -> None:
+        for ts in timestamps:
+            if ts < 0:
+                raise _error(f"TimestampsFilter: must be positive {ts}")
+        self.timestamps = frozenset(timestamps)
+
+    def filter_cells(self, cells: list[Cell]) -> list[Cell]:
+        return [c for c in cells if c[1] in self.timestamps]
 
 
 class Comparator:
@@ -271,30 +390,96 @@ class _CellCompareFilter(Filter):
 class SingleColumnValueFilter(Filter):
     """Drop a row whose ``family:qualifier`` fails the comparison (or is missing, with
     ``filter_if_missing``); ``exclude`` also leaves that column out of the result
-    (SingleColumnValueExcludeFilter). A scan reads one version, so
-    ``latestVersionOnly`` changes nothing."""
+    (SingleColumnValueExcludeFilter). With ``latest_only`` only the newest version is
+    tested, and a failing one skips the rest of the row; without, any version kept
+    that passes lets the row through."""
 
     def __init__(
-        self, column: bytes, compare: _Compare, filter_if_missing: bool, exclude: bool
+        self,
+        column: bytes,
+        compare: _Compare,
+        filter_if_missing: bool,
+        latest_only: bool,
+        exclude: bool,
     ) -> None:
         self.column = column
         self.compare = compare
         self.filter_if_missing = filter_if_missing
+        self.latest_only = latest_only
         self.exclude = exclude
-
-    def drops_row(self, cells: list[Cell]) -> bool:
-        for column, _, value in cells:
-            if column == self.column:
-                return not self.compare.passes(value)
-        return self.filter_if_missing
+        self.found = self.matched = False
 
     def filter_cells(self, cells: list[Cell]) -> list[Cell]:
+        # HBase's filterCell, cell by cell.
+        self.found = self.matched = False
+        out: list[Cell] = []
+        for cell in cells:
+            if not self.matched:
+                if self.latest_only and self.found:
+                    break
+                if cell[0] == self.column:
+                    self.found = True
+                    if self.compare.passes(cell[2]):
+                        self.matched = True
+                    elif self.latest_only:
+                        break
+            out.append(cell)
+        return out
+
+    def filter_row_cells(self, cells: list[Cell]) -> list[Cell]:
         if self.exclude:
             return [c for c in cells if c[0] != self.column]
         return cells
 
+    def filter_row(self) -> bool:
+        return not self.matched if self.found else self.filter_if_missing
 
-def _kept_all(before: list[Cell], after: list[Cell]) -> bool:
+
+class DependentColumnFilter(Filter):
+    """Keep only the cells whose timestamp is one of the reference column's
+    ``family:qualifier`` (those of its versions that pass the comparison, when
+    given); ``drop`` leaves the reference column itself out."""
+
+    def __init__(self, column: bytes, drop: bool, compare: _Compare | None) -> None:
+        self.column = column
+        self.drop = drop
+        self.compare = compare
+        self.stamps: set[int] = set()
+
+    def filter_cells(self, cells: list[Cell]) -> list[Cell]:
+        self.stamps = set()
+        out: list[Cell] = []
+        for cell in cells:
+            if cell[0] == self.column:
+                if self.compare is not None and not self.compare.passes(cell[2]):
+                    continue
+                self.stamps.add(cell[1])
+                if self.drop:
+                    continue
+            out.append(cell)
+        return out
+
+    def filter_row_cells(self, cells: list[Cell]) -> list[Cell]:
+        return [c for c in cells if c[1] in self.stamps]
+
+
+class ColumnValueFilter(Filter):
+    """Only the cells of ``family:qualifier`` whose value passes: the matched cell,
+    not the row (unlike SingleColumnValueFilter)."""
+
+    def __init__(self, column: bytes, compare: _Compare) -> None:
+        self.column = column
+        self.compare = compare
+
+    def filter_cells(self, cells: list[Cell]) -> list[Cell]:
+        return [c for c in cells if c[0] == self.column and self.compare.passes(c[2])]
+
+
+def _kept_all(inner: Filter, before: list[Cell], after: list[Cell]) -> bool:
+    """Return True if ``inner`` included every cell of ``before`` with HBase's plain
+    ``INCLUDE`` (what SKIP and WHILE ask)."""
+    if inner.includes_next_column and before:
+        return False
     return {(c[0], c[1]) for c in after} == {(c[0], c[1]) for c in before}
 
 
@@ -303,15 +488,22 @@ class SkipFilter(Filter):
 
     def __init__(self, inner: Filter) -> None:
         self.inner = inner
+        self.includes_next_column = inner.includes_next_column
+        self.dropped = False
 
     def filter_row_key(self, row: bytes, reverse: bool) -> RowDecision:
         return self.inner.filter_row_key(row, reverse)
 
-    def drops_row(self, cells: list[Cell]) -> bool:
-        return self.inner.drops_row(cells) or not _kept_all(cells, self.inner.filter_cells(cells))
-
     def filter_cells(self, cells: list[Cell]) -> list[Cell]:
-        return self.inner.filter_cells(cells)
+        out = self.inner.filter_cells(cells)
+        self.dropped = not _kept_all(self.inner, cells, out)
+        return out
+
+    def filter_row_cells(self, cells: list[Cell]) -> list[Cell]:
+        return self.inner.filter_row_cells(cells)
+
+    def filter_row(self) -> bool:
+        return self.dropped or self.inner.filter_row()
 
     def row_returned(self) -> None:
         self.inner.row_returned()
@@ -325,6 +517,7 @@ class WhileMatchFilter(Filter):
 
     def __init__(self, inner: Filter) -> None:
         self.inner = inner
+        self.includes_next_column = inner.includes_next_column
         self.finished = False
 
     def filter_row_key(self, row: bytes, reverse: bool) -> RowDecision:
@@ -333,13 +526,19 @@ class WhileMatchFilter(Filter):
             return RowDecision.STOP
         return RowDecision.INCLUDE
 
-    def drops_row(self, cells: list[Cell]) -> bool:
-        if self.inner.drops_row(cells) or not _kept_all(cells, self.inner.filter_cells(cells)):
+    def filter_cells(self, cells: list[Cell]) -> list[Cell]:
+        out = self.inner.filter_cells(cells)
+        if not _kept_all(self.inner, cells, out):
+            self.finished = True
+        return out
+
+    def filter_row_cells(self, cells: list[Cell]) -> list[Cell]:
+        return self.inner.filter_row_cells(cells)
+
+    def filter_row(self) -> bool:
+        if self.inner.filter_row():
             self.finished = True
         return self.finished
-
-    def filter_cells(self, cells: list[Cell]) -> list[Cell]:
-        return self.inner.filter_cells(cells)
 
     def filter_all_remaining(self) -> bool:
         return self.finished
@@ -352,14 +551,23 @@ class WhileMatchFilter(Filter):
 
 
 class FilterList(Filter):
-    """``AND`` (must pass all) or ``OR`` (must pass one) of filters."""
+    """``AND`` (must pass all) or ``OR`` (must pass one) of filters.
+
+    AND passes a cell to each member in turn only while the earlier ones include
+    it (HBase's short cut, so counting members count only what the others keep).
+    OR returns the cells any member keeps, from the members whose row-key test the
+    row passed and that keep the row.
+    """
 
     def __init__(self, must_pass_all: bool, filters: list[Filter]) -> None:
         self.must_pass_all = must_pass_all
         self.filters = filters
-        # OR: the members whose row-key test the current row passed; only they
-        # decide its cells.
+        flags = [f.includes_next_column for f in filters]
+        self.includes_next_column = any(flags) if must_pass_all else all(flags)
+        # OR: the members whose row-key test the current row passed, with the cells
+        # each let through.
         self._passing = filters
+        self._outs: list[list[Cell]] = []
 
     def filter_row_key(self, row: bytes, reverse: bool) -> RowDecision:
         decisions = [f.filter_row_key(row, reverse) for f in self.filters]
@@ -368,28 +576,30 @@ class FilterList(Filter):
         self._passing = [f for f, d in zip(self.filters, decisions, strict=True) if d == 0]
         return min(decisions)
 
-    def drops_row(self, cells: list[Cell]) -> bool:
-        if self.must_pass_all:
-            return any(f.drops_row(cells) for f in self.filters)
-        return all(f.drops_row(cells) for f in self._passing)
-
     def filter_cells(self, cells: list[Cell]) -> list[Cell]:
         if self.must_pass_all:
             for f in self.filters:
                 cells = f.filter_cells(cells)
             return cells
-        # OR: a cell passes if any member that keeps the row lets it through; a
-        # transformed value (KeyOnlyFilter) wins over the original.
-        original = {(c[0], c[1]): c[2] for c in cells}
-        kept: dict[tuple[bytes, int], Cell] = {}
-        for f in self._passing:
-            if f.drops_row(cells):
-                continue
-            for cell in f.filter_cells(cells):
-                key = (cell[0], cell[1])
-                if key not in kept or kept[key][2] == original[key]:
-                    kept[key] = cell
-        return [kept[(c[0], c[1])] for c in cells if (c[0], c[1]) in kept]
+        self._outs = [f.filter_cells(cells) for f in self._passing]
+        return _union(cells, self._outs)
+
+    def filter_row_cells(self, cells: list[Cell]) -> list[Cell]:
+        if self.must_pass_all:
+            for f in self.filters:
+                cells = f.filter_row_cells(cells)
+            return cells
+        present = {(c[0], c[1]) for c in cells}
+        outs = []
+        for f, out in zip(self._passing, self._outs, strict=True):
+            if not f.filter_row():
+                outs.append(f.filter_row_cells([c for c in out if (c[0], c[1]) in present]))
+        return _union(cells, outs)
+
+    def filter_row(self) -> bool:
+        if self.must_pass_all:
+            return any(f.filter_row() for f in self.filters)
+        return all(f.filter_row() for f in self._passing)
 
     def filter_all_remaining(self) -> bool:
         done = [f.filter_all_remaining() for f in self.filters]
@@ -402,6 +612,19 @@ class FilterList(Filter):
     def region_changed(self) -> None:
         for f in self.filters:
             f.region_changed()
+
+
+def _union(cells: list[Cell], outs: list[list[Cell]]) -> list[Cell]:
+    """Return the cells of ``cells`` (in its order) that any of ``outs`` holds; a
+    transformed value (KeyOnlyFilter) wins over the original."""
+    original = {(c[0], c[1]): c[2] for c in cells}
+    kept: dict[tuple[bytes, int], Cell] = {}
+    for out in outs:
+        for cell in out:
+            key = (cell[0], cell[1])
+            if key not in kept or kept[key][2] == original.get(key):
+                kept[key] = cell
+    return [kept[(c[0], c[1])] for c in cells if (c[0], c[1]) in kept]
 
 
 # Comparison operators are tokens, for the compare filters (RowFilter(=, 'binary:a'), ...).
@@ -488,8 +711,8 @@ class _Parser:
             return WhileMatchFilter(self.term())
         if name not in _BUILDERS:
             raise _error(
-                f"filter {name!r} is not supported by hqueue standalone "
-                f"(supported: {', '.join(SUPPORTED)})"
+                f"Filter Name {name} not supported (the filter language knows: "
+                f"{', '.join(SUPPORTED)})"
             )
         self.take(b"(")
         args: list[tuple[str, bytes]] = []
@@ -523,10 +746,13 @@ def _bool_arg(name: str, token: tuple[str, bytes]) -> bool:
     return token[1].lower() == b"true"
 
 
-def _int_arg(name: str, token: tuple[str, bytes]) -> int:
+def _int_arg(name: str, token: tuple[str, bytes], bits: int = 64) -> int:
     if token[0] != "num":
         raise _error(f"{name}: {token[1].decode(errors='replace')!r} is not an integer")
-    return int(token[1])
+    value = int(token[1])
+    if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        raise _error(f"{name}: Integer Argument too large: {value}")
+    return value
 
 
 def _compare_args(name: str, op: tuple[str, bytes], comparator: tuple[str, bytes]) -> _Compare:
@@ -566,14 +792,51 @@ def _build_single_column_value(name: str, args: list[tuple[str, bytes]]) -> Filt
             "optionally then filterIfMissing and latestVersionOnly"
         )
     compare = _compare_args(name, args[2], args[3])
-    filter_if_missing = False
+    filter_if_missing, latest_only = False, True
     if len(args) == 6:
         filter_if_missing = _bool_arg(name, args[4])
-        _bool_arg(name, args[5])
-    column = _unquote(args[0]) + b":" + _unquote(args[1])
+        latest_only = _bool_arg(name, args[5])
     return SingleColumnValueFilter(
-        column, compare, filter_if_missing, exclude=name == "SingleColumnValueExcludeFilter"
+        _column_arg(args[0], args[1]),
+        compare,
+        filter_if_missing,
+        latest_only,
+        exclude=name == "SingleColumnValueExcludeFilter",
     )
+
+
+def _column_arg(family: tuple[str, bytes], qualifier: tuple[str, bytes]) -> bytes:
+    return _unquote(family) + b":" + _unquote(qualifier)
+
+
+def _build_dependent_column(name: str, args: list[tuple[str, bytes]]) -> Filter:
+    if len(args) not in (2, 3, 5) or args[0][0] != "str" or args[1][0] != "str":
+        raise _error(
+            f"{name}: Expected 2, 3 or 5 arguments ('family', 'qualifier', then optionally "
+            f"dropDependentColumn, then a compare operator and a comparator) but got: {len(args)}"
+        )
+    drop = _bool_arg(name, args[2]) if len(args) >= 3 else False
+    compare = _compare_args(name, args[3], args[4]) if len(args) == 5 else None
+    return DependentColumnFilter(_column_arg(args[0], args[1]), drop, compare)
+
+
+def _build_column_value(name: str, args: list[tuple[str, bytes]]) -> Filter:
+    if len(args) != 4 or args[0][0] != "str" or args[1][0] != "str":
+        raise _error(
+            f"{name}: Expect 4 arguments ('family', 'qualifier', a compare operator and a "
+            f"comparator): {len(args)}"
+        )
+    return ColumnValueFilter(_column_arg(args[0], args[1]), _compare_args(name, args[2], args[3]))
+
+
+def _build_timestamps(name: str, args: list[tuple[str, bytes]]) -> Filter:
+    return TimestampsFilter([_int_arg(name, a) for a in args])
+
+
+def _build_column_count_get(name: str, args: list[tuple[str, bytes]]) -> Filter:
+    if len(args) != 1:
+        raise _error(f"{name}: Expected 1 but got: {len(args)}")
+    return ColumnCountGetFilter(_int_arg(name, args[0], 32))
 
 
 def _build_multiple_prefix(name: str, args: list[tuple[str, bytes]]) -> Filter:
@@ -593,7 +856,7 @@ def _build_column_range(name: str, args: list[tuple[str, bytes]]) -> Filter:
 def _build_column_pagination(name: str, args: list[tuple[str, bytes]]) -> Filter:
     if len(args) != 2:
         raise _error(f"{name} takes a limit and an offset")
-    return ColumnPaginationFilter(_int_arg(name, args[0]), _int_arg(name, args[1]))
+    return ColumnPaginationFilter(_int_arg(name, args[0], 32), _int_arg(name, args[1], 32))
 
 
 def _build_key_only(name: str, args: list[tuple[str, bytes]]) -> Filter:
@@ -607,7 +870,7 @@ def _build_key_only(name: str, args: list[tuple[str, bytes]]) -> Filter:
 def _build_page(name: str, args: list[tuple[str, bytes]]) -> Filter:
     if len(args) != 1 or args[0][0] != "num":
         raise _error("PageFilter takes one integer argument")
-    return PageFilter(int(args[0][1]))
+    return PageFilter(_int_arg(name, args[0]))
 
 
 def _build_first_key_only(name: str, args: list[tuple[str, bytes]]) -> Filter:
@@ -631,6 +894,10 @@ _BUILDERS: dict[str, Callable[[str, list[tuple[str, bytes]]], Filter]] = {
     "ValueFilter": _build_compare,
     "SingleColumnValueFilter": _build_single_column_value,
     "SingleColumnValueExcludeFilter": _build_single_column_value,
+    "DependentColumnFilter": _build_dependent_column,
+    "ColumnValueFilter": _build_column_value,
+    "TimestampsFilter": _build_timestamps,
+    "ColumnCountGetFilter": _build_column_count_get,
 }
 
 
