@@ -14,7 +14,9 @@ that time, found by a keys-only scan. ``end`` (exclusive) sets where any stream 
 
 ``maxMessagesPerTrigger`` (Kafka's ``maxOffsetsPerTrigger``) caps the messages of one
 micro-batch: the cap is shared among the partitions with new messages, the least
-recently advanced first, and each partition's end is found by a keys-only scan.
+recently advanced first, and each partition's end is found by a keys-only scan. The
+last stored ids found while planning are reported to Spark (``reportLatestOffset``),
+so a capped query's progress shows how far behind it is.
 
 ``failOnDataLoss``: messages expire (the queue's TTL counts from their timestamp), so a
 stream that falls behind may find that its partition's oldest stored message is later
@@ -93,6 +95,7 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._partitions: list[int] | None = None
         self._target: Offsets | None = None
+        self._seen: Offsets | None = None
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Fix the end of an ``availableNow`` run at the last ids stored now."""
@@ -154,6 +157,7 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """
         begin = parse_offset(start)
         latest = self._target if self._target is not None else self._latest()
+        self._seen = latest
         end: Offsets = {p: begin.get(p) for p in latest}
         fresh = [
             p
@@ -181,6 +185,15 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 end[p] = last
                 budget -= share
         return offset_json(end)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """Return the last stored ids that the latest :meth:`latestOffset` call found
+        (with ``Trigger.AvailableNow``, the ids it stops at), in the offsets' JSON
+        form, or ``None`` before its first call. Spark shows them as the query
+        progress's ``sources[].latestOffset`` beside ``endOffset``, as for Kafka's
+        source: how far the query is behind what is stored. No storage call: the ids
+        are those :meth:`latestOffset` looked up."""
+        return offset_json(self._seen) if self._seen is not None else None
 
     def _check_loss(self, begin: Offsets, fresh: list[int]) -> None:
         """Report partitions whose oldest stored message (of any topic: all expire

@@ -3,6 +3,7 @@ startingTimestamp and failOnDataLoss, against local Spark and the session server
 
 from __future__ import annotations
 
+import json
 import logging
 import struct
 
@@ -87,6 +88,33 @@ def test_max_offsets_per_trigger_caps_batches(spark, hbase_server, hq, queue_nam
     assert exc is None
     assert sum(counts) == 12 and max(counts) <= 5 and len([c for c in counts if c]) >= 3
     assert values == sorted(f"m{i}" for i in range(12))
+
+
+def test_progress_reports_the_latest_offset(spark, hbase_server, hq, queue_name, tmp_path):
+    hq.create_queue(queue_name, partitions=2)
+    store_rows(hbase_server, hq, queue_name, _rows(0, 12))
+    opts = options(hbase_server, queue_name)
+    capped = {**opts, "maxOffsetsPerTrigger": "5"}
+    query = run_available_now(spark, capped, tmp_path / "out", tmp_path / "cp")
+    assert query.exception() is None
+    stored = {"partitions": {"0": f"{BASE + 100}:0", "1": f"{BASE + 110}:0"}}
+    batches = [p for p in query.recentProgress if p["numInputRows"]]
+    assert len(batches) >= 3
+    for progress in batches:
+        (source,) = progress["sources"]
+        assert json.loads(source["latestOffset"]) == stored
+    first = batches[0]["sources"][0]
+    assert json.loads(first["endOffset"]) != stored  # capped: behind what is stored
+    # How far behind, in messages: a batch read from endOffset up to latestOffset.
+    behind = (
+        spark.read.format("hqueue")
+        .options(**opts)
+        .option("startingOffsets", first["endOffset"])
+        .option("endingOffsets", first["latestOffset"])
+        .load()
+        .count()
+    )
+    assert behind == 12 - batches[0]["numInputRows"] > 0
 
 
 def test_starting_timestamp(spark, hbase_server, hq, queue_name, tmp_path):
