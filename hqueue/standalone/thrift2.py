@@ -6,56 +6,30 @@ it would against a real HBase Thrift2 gateway. ``getAllRegionLocations``
 reports the regions with this process as their server. ``increment`` and
 ``append`` are HBase's, for any Thrift2 client: atomic per row, a missing cell
 starting at the amount (or empty), the new cells returned unless
-``returnResults`` is false. The IDL subset is ``thrift/hbase2.thrift``.
+``returnResults`` is false. The data calls (get, put, delete, checkAndPut,
+scanners) are :mod:`hqueue.standalone.thrift2_data`'s. Every failure is a
+``TIOError`` (an unknown scanner id a ``TIllegalArgument``), as from HBase. The
+IDL subset is ``thrift/hbase2.thrift``.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from hqueue.errors import HQueueError
 from hqueue.standalone.engine.cells import Cell
+from hqueue.standalone.engine.cursors import ScannerRegistry
 from hqueue.standalone.engine.schema import FOREVER, FamilyOptions
 from hqueue.standalone.engine.store import Store
+from hqueue.standalone.thrift2_data import THBaseDataCalls, result, tio_errors
 from hqueue.wire.idl import hbase2
 
 H2 = hbase2()
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _tio_errors(fn: F) -> F:
-    """Thrift2 reports every failure, argument errors included, as TIOError."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except HQueueError as exc:
-            raise H2.TIOError(message=str(exc)) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-_PUT_TYPE = 4
-"""``KeyValue.Type.Put``'s code, the type of every cell a result carries."""
 
 
 def _result(row: bytes, cells: list[Cell], wanted: bool | None) -> Any:
     """Return HBase's TResult of an increment or append: empty when the client set
     ``returnResults`` false (HBase then answers an empty Result)."""
-    if wanted is False:
-        return H2.TResult(columnValues=[])
-    values = []
-    for column, ts, value in cells:
-        family, _, qualifier = column.partition(b":")
-        values.append(
-            H2.TColumnValue(
-                family=family, qualifier=qualifier, value=value, timestamp=ts, type=_PUT_TYPE
-            )
-        )
-    return H2.TResult(row=row, columnValues=values)
+    return result(row, cells if wanted is not False else [])
 
 
 def table_name(name: Any) -> bytes:
@@ -65,14 +39,24 @@ def table_name(name: Any) -> bytes:
     return bytes(name.qualifier)
 
 
-class THBaseHandler:
-    """``THBaseService`` RPCs (the subset in thrift/hbase2.thrift)."""
+class THBaseHandler(THBaseDataCalls):
+    """``THBaseService`` RPCs (the subset in thrift/hbase2.thrift).
 
-    def __init__(self, store: Store, region_server: tuple[str, int]) -> None:
-        self.store = store
+    :param store: the storage engine.
+    :param region_server: ``(host, port)`` reported as every region's server.
+    :param scanners: the scanner registry; by default one of this handler's own.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        region_server: tuple[str, int],
+        scanners: ScannerRegistry | None = None,
+    ) -> None:
+        super().__init__(store, scanners)
         self.region_server = region_server
 
-    @_tio_errors
+    @tio_errors
     def getAllRegionLocations(self, table: bytes) -> list[Any]:
         desc = self.store.describe(table)
         host, port = self.region_server
@@ -93,11 +77,11 @@ class THBaseHandler:
             for r in desc.regions()
         ]
 
-    @_tio_errors
+    @tio_errors
     def tableExists(self, tableName: Any) -> bool:
         return table_name(tableName) in self.store.table_names()
 
-    @_tio_errors
+    @tio_errors
     def createTable(self, desc: Any, splitKeys: list[bytes] | None) -> None:
         families = {}
         for cf in desc.columns or ():
@@ -107,7 +91,7 @@ class THBaseHandler:
             )
         self.store.create_table(table_name(desc.tableName), families, list(splitKeys or ()))
 
-    @_tio_errors
+    @tio_errors
     def modifyColumnFamily(self, tableName: Any, column: Any) -> None:
         changes: dict[str, int] = {}
         if column.maxVersions is not None:
@@ -116,15 +100,15 @@ class THBaseHandler:
             changes["time_to_live"] = column.timeToLive if column.timeToLive != -1 else FOREVER
         self.store.modify_family(table_name(tableName), bytes(column.name), **changes)
 
-    @_tio_errors
+    @tio_errors
     def disableTable(self, tableName: Any) -> None:
         self.store.set_enabled(table_name(tableName), False)
 
-    @_tio_errors
+    @tio_errors
     def deleteTable(self, tableName: Any) -> None:
         self.store.delete_table(table_name(tableName))
 
-    @_tio_errors
+    @tio_errors
     def increment(self, table: bytes, tincrement: Any) -> Any:
         amounts = [
             (bytes(c.family) + b":" + bytes(c.qualifier), 1 if c.amount is None else c.amount)
@@ -133,7 +117,7 @@ class THBaseHandler:
         cells = self.store.increment_columns(table, tincrement.row, amounts)
         return _result(tincrement.row, cells, tincrement.returnResults)
 
-    @_tio_errors
+    @tio_errors
     def append(self, table: bytes, tappend: Any) -> Any:
         deltas = [
             (bytes(c.family) + b":" + bytes(c.qualifier), c.value) for c in tappend.columns or ()

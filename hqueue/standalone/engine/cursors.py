@@ -95,6 +95,11 @@ class Scanner:
         return out
 
     @property
+    def pending_row(self) -> bytes | None:
+        """The row whose cells past the batch size the next call returns first, if any."""
+        return self._pending[0] if self._pending is not None else None
+
+    @property
     def plain(self) -> bool:
         """True if the scan takes every column's newest version, unfiltered (see next_wire)."""
         spec = self.spec
