@@ -23,11 +23,20 @@ then continues after it (invariant 2). The old owner acknowledges none of those
 lost every held partition stops taking writes at once, before the control thread
 runs.
 
+A sidecar whose previous process is known to be dead (``hqueue standalone`` knows it:
+it holds its data directory's lock, which the previous process held until it died)
+does not wait for that process's session to expire: it takes over its registration,
+leadership and owner entries at once (:meth:`Membership._take_over`), bumping the
+epoch of each partition it takes back, so that its storage fence still tells the two
+processes apart (invariant 3), and skips the takeover grace (nothing of a dead
+process's can still be landing in its own store).
+
 The write path over the partitions held here is :mod:`hqueue.sidecar.writer`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -36,6 +45,7 @@ from functools import partial
 from typing import Any
 
 from hqueue.errors import (
+    BadVersionError,
     HQueueError,
     KeyExistsError,
     NoKeyError,
@@ -101,6 +111,9 @@ class Membership:
         self._thread: threading.Thread | None = None
         self._clock = self._make_clock()
         self._warned: dict[tuple[str, int], str] = {}
+        # The previous process with this id is known dead: take over its entries.
+        self._take_over_pending = self.options.predecessor == sidecar_id
+        self._taken_over: set[tuple[str, int]] = set()
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -196,9 +209,12 @@ class Membership:
             self._register()
         if not self._registered:
             return True
+        if self._take_over_pending:
+            self._take_over()
+            self._take_over_pending = False
         self._lead()
         if self.leading:
-            self._assign()
+            pending |= self._assign()
         pending |= self._reconcile()
         return pending
 
@@ -208,12 +224,90 @@ class Membership:
             self._sidecars.put(self.id, value, Version.NEW, ephemeral=True)
         except KeyExistsError:
             current = self._sidecars.get(self.id)
+            if self._take_over_pending:
+                # Our previous process's entry: it is dead, its session not expired yet.
+                self._sidecars.remove(self.id, current.version)
+                self._sidecars.put(self.id, value, Version.NEW, ephemeral=True)
+                self._registered = True
+                log.info(
+                    "sidecar %s registered at %s, in place of its previous process",
+                    self.id,
+                    self.address,
+                )
+                return
             raise UnavailableError(
                 f"sidecar id {self.id!r} is registered by another process at "
                 f"{current.value.get('address')}; waiting for it to go away"
             ) from None
         self._registered = True
         log.info("sidecar %s registered at %s", self.id, self.address)
+
+    def _take_over(self) -> None:
+        """Take over the entries this sidecar's previous, dead process left: its
+        leadership (removed, to be stood for again) and the owner entries of its
+        partitions. A partition still assigned here gets an epoch above the old
+        owner's (compare-and-set on the queue's assignment) and is claimed without a
+        grace; one assigned elsewhere is freed for its new owner.
+
+        :raises HQueueError: if the metadata store fails (the control loop retries).
+        """
+        with contextlib.suppress(NoKeyError):
+            leader = self._cluster.get(LEADER_KEY)
+            if leader.value.get("sidecar") == self.id:
+                self._quietly(
+                    partial(self._cluster.remove, LEADER_KEY, leader.version), "take over lead"
+                )
+        taken = 0
+        for queue in sorted(self.cache.list(QUEUES)):
+            taken += self._take_over_queue(queue)
+        # Read the bumped epochs from the store, not from a cache that may lag.
+        self.cache.invalidate(CLUSTER)
+        self.cache.invalidate(ASSIGNMENTS)
+        if taken:
+            log.info("sidecar %s took over %d partitions from its previous process", self.id, taken)
+
+    def _take_over_queue(self, queue: str) -> int:
+        """Take over one queue's owner entries left by this sidecar's previous
+        process; return how many there were."""
+        with self._held_lock:
+            held = {p for q, p in self._held if q == queue}
+        stale = {
+            p: entry
+            for p, entry in self._owners.read_owners(queue).items()
+            if entry.value.sidecar == self.id and p not in held
+        }
+        if not stale:
+            return 0
+        bumped: set[int] = set()
+        mine: list[int] = []
+        for _ in range(10):
+            try:
+                entry = self._assignments.get(queue)
+            except NoKeyError:
+                break
+            assignment = Assignment.from_value(entry.value)
+            epochs = list(assignment.epochs)
+            mine = [p for p in stale if p < len(epochs) and assignment.owners[p] == self.id]
+            for p in mine:
+                epochs[p] = max(epochs[p], stale[p].value.epoch) + 1
+            if not mine:
+                break
+            new = Assignment(assignment.owners, tuple(epochs))
+            leader = entry.value.get("leader", self.id)
+            try:
+                self._assignments.put(queue, new.to_value(leader, wall_clock_ms()), entry.version)
+            except BadVersionError:
+                continue  # the leader wrote meanwhile: bump its assignment
+            bumped.update(mine)
+            break
+        for p, owner in stale.items():
+            if p in mine and p not in bumped:
+                continue  # not bumped: let the old entry expire with its session
+            with contextlib.suppress(NoKeyError, BadVersionError):
+                self._owners.delete_owner_info(queue, p, owner.version)
+            if p in bumped:
+                self._taken_over.add((queue, p))
+        return len(stale)
 
     def _lead(self) -> None:
         leader = self.cache.get(CLUSTER, LEADER_KEY)
@@ -233,23 +327,33 @@ class Membership:
         self.leading = True
         log.info("sidecar %s leads", self.id)
 
-    def _assign(self) -> None:
+    def _assign(self) -> bool:
+        """Write the assignments the queues and live sidecars call for; return whether
+        a write met a newer entry than the cache showed (the next round retries)."""
         queues = {name: v.value["partitions"] for name, v in self.cache.list(QUEUES).items()}
         current_raw = self.cache.list(ASSIGNMENTS)
         current = {name: Assignment.from_value(v.value) for name, v in current_raw.items()}
         live = list(self.cache.list(SIDECARS))
         wanted = rebalance(queues, current, live)
         now = wall_clock_ms()
+        behind = False
         for name, assignment in wanted.items():
             if current.get(name) == assignment:
                 continue
             version = current_raw[name].version if name in current_raw else Version.NEW
-            self._assignments.put(name, assignment.to_value(self.id, now), version)
+            try:
+                self._assignments.put(name, assignment.to_value(self.id, now), version)
+            except (KeyExistsError, BadVersionError):
+                # The cache has not caught up with a write, most often this leader's
+                # own of the round before: expected, not worth a warning.
+                log.debug("assignment of %r changed since the cache read it", name)
+                behind = True
         for name in sorted(current_raw.keys() - wanted.keys()):
             version = current_raw[name].version
             self._quietly(
                 partial(self._assignments.remove, name, version), f"drop assignment of {name!r}"
             )
+        return behind
 
     def _reconcile(self) -> bool:
         desired: dict[tuple[str, int], int] = {}
@@ -294,7 +398,11 @@ class Membership:
             self._owners.write_owner_info(queue, partition, owner, Version.NEW)
         except KeyExistsError:
             return False  # the previous owner has not let go yet
-        grace = self.options.takeover_grace if epoch > 1 else 0.0
+        # No grace for a first owner, nor for one taking back what its own dead
+        # process held: no write of an earlier owner can still be landing.
+        taken_over = (queue, partition) in self._taken_over
+        self._taken_over.discard((queue, partition))
+        grace = self.options.takeover_grace if epoch > 1 and not taken_over else 0.0
         hp = HeldPartition(
             queue, partition, self.storage.table_name(queue), epoch, time.monotonic() + grace
         )
@@ -394,7 +502,10 @@ class Membership:
 
     def owner_address(self, queue: str, partition: int) -> str | None:
         """Return the address of the sidecar the partition is assigned to, if known."""
-        entry = self.cache.get(ASSIGNMENTS, queue)
+        try:
+            entry = self.cache.get(ASSIGNMENTS, queue)
+        except HQueueError:
+            return None  # unknown for now: the client looks the owner up itself
         if entry is None:
             return None
         owners = Assignment.from_value(entry.value).owners
@@ -402,19 +513,30 @@ class Membership:
             return None
         if owners[partition] == self.id:
             return None
-        sidecar = self.cache.get(SIDECARS, owners[partition])  # type: ignore[arg-type]
+        try:
+            sidecar = self.cache.get(SIDECARS, owners[partition])  # type: ignore[arg-type]
+        except HQueueError:
+            return None
         return None if sidecar is None else sidecar.value["address"]
 
     def queue_exists(self, queue: str) -> bool:
         """Return whether the queue exists (asking the store when the cache has not
-        seen it)."""
-        if self.cache.get(QUEUES, queue) is not None:
-            return True
-        # The cache may lag behind a queue created a moment ago.
+        seen it).
+
+        :raises UnavailableError: the metadata store cannot tell right now (say, while
+            ``hqueue standalone`` restarts): retriable, as every failure a producer sees.
+        """
         try:
+            if self.cache.get(QUEUES, queue) is not None:
+                return True
+            # The cache may lag behind a queue created a moment ago.
             self._queue_infos.read_queue_info(queue)
         except NoQueueError:
             return False
+        except HQueueError as exc:
+            raise UnavailableError(
+                f"sidecar {self.id} cannot read queue {queue!r}'s metadata yet: {exc}"
+            ) from None
         return True
 
     def status(self) -> dict[str, dict[int, tuple[int, MessageId | None]]]:

@@ -49,7 +49,8 @@ class SidecarConfig:
     ``session_timeout`` is the ZooKeeper session timeout or the HBase lease TTL, the
     time after which a dead sidecar's partitions move.
     ``max_request_bytes`` bounds one request (refused before it is buffered);
-    ``max_payload_bytes`` one message's value.
+    ``max_payload_bytes`` one message's value. ``predecessor``: see
+    :attr:`SidecarOptions.predecessor <hqueue.sidecar.options.SidecarOptions.predecessor>`.
     """
 
     hbase: str = DEFAULT_HBASE
@@ -64,6 +65,7 @@ class SidecarConfig:
     session_timeout: float = DEFAULT_SESSION_TIMEOUT
     takeover_grace: float = 2.0
     clock_offset_ms: int = 0
+    predecessor: str | None = None
     delivery: DeliveryOptions = field(default_factory=DeliveryOptions)
 
 
@@ -124,6 +126,7 @@ class SidecarServer:
                 max_payload_bytes=cfg.max_payload_bytes,
                 takeover_grace=cfg.takeover_grace,
                 clock_offset_ms=cfg.clock_offset_ms,
+                predecessor=cfg.predecessor,
             )
             membership = Membership(
                 cfg.sidecar_id or address, address, self.store, storage, options
@@ -143,6 +146,12 @@ class SidecarServer:
         """``HOST:PORT`` clients reach this sidecar at."""
         assert self.sidecar is not None
         return self.sidecar.address
+
+    @property
+    def id(self) -> str:
+        """The sidecar's id in the cluster."""
+        assert self.sidecar is not None
+        return self.sidecar.id
 
     def ready_line(self) -> str:
         """The line printed once the sidecar serves."""

@@ -21,6 +21,13 @@ class SidecarOptions:
     tick: float = 0.5
     clock_offset_ms: int = 0
     load: float = 0.0
+    predecessor: str | None = None
+    """the id of this sidecar's previous process when that process is known to be dead
+    (``hqueue standalone`` knows it by its data directory's lock): if it is this
+    sidecar's own id, the sidecar takes over that process's registration, leadership
+    and owner entries at once instead of waiting for its session to expire, with
+    each partition's epoch bumped (see :meth:`Membership.reclaim
+    <hqueue.sidecar.membership.Membership>`)"""
     on_write: list[Callable[[str, int, MessageId], None]] = field(default_factory=list)
     """called with (queue, partition, newest id) after each acknowledged write"""
     on_open: list[Callable[[str, int], None]] = field(default_factory=list)

@@ -1,14 +1,26 @@
-"""One ``hqueue standalone`` process: the store, its Thrift1 and Thrift2 servers, its chores."""
+"""One ``hqueue standalone`` process: the store, its Thrift1 and Thrift2 servers, its chores.
+
+The process holds its data directory's lock (``hqueue.lock``, ``flock``) for its
+whole life: no two processes serve one store, and a process that got the lock knows
+that every earlier one on the directory is dead (the kernel releases the lock of a
+killed process). The directory also records the id of the sidecar that ran there
+last (``sidecar-id``); a restarted server whose sidecar has that id takes over its
+predecessor's partitions at once (:attr:`SidecarConfig.predecessor
+<hqueue.sidecar.node.SidecarConfig>`) instead of waiting for the old session to expire.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hqueue.errors import HQueueError, StorageError, TableNotFoundError
 from hqueue.settings import DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT, DEFAULT_THRIFT1_PORT
 from hqueue.sidecar.node import SidecarConfig, SidecarServer
 from hqueue.sidecar.workers import DeliveryOptions
@@ -22,6 +34,12 @@ from hqueue.wire.idl import hbase1, hbase2
 from hqueue.wire.rpc_server import DEFAULT_MAX_MESSAGE_BYTES, ThriftServer
 
 log = logging.getLogger(__name__)
+
+LOCK_FILE = "hqueue.lock"
+"""The data directory's lock file, held by the serving process."""
+
+SIDECAR_ID_FILE = "sidecar-id"
+"""The file in the data directory naming the sidecar that ran there last."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +86,7 @@ class StandaloneServer:
         self.sidecar: SidecarServer | None = None
         self._stop = threading.Event()
         self._chore: threading.Thread | None = None
+        self._lock_fd: int | None = None
 
     def start(self) -> StandaloneServer:
         """Open the store and start serving; return self.
@@ -76,7 +95,12 @@ class StandaloneServer:
         :raises OSError: a port cannot be bound.
         """
         cfg = self.config
-        self.store = Store(cfg.data_dir, map_size=cfg.map_size)
+        self._lock_fd = lock_data_dir(cfg.data_dir)
+        try:
+            self.store = Store(cfg.data_dir, map_size=cfg.map_size)
+        except BaseException:
+            self.stop()
+            raise
         region_host = cfg.advertised_host or socket.gethostname()
         try:
             handler = HbaseHandler(self.store, self.scanners, (region_host, cfg.port))
@@ -100,6 +124,7 @@ class StandaloneServer:
             ).start()
             if cfg.sidecar:
                 self.sidecar = self._start_sidecar(self.store, self.thrift1.port)
+                _write_sidecar_id(cfg.data_dir, self.sidecar.id)
         except BaseException:
             self.stop()
             raise
@@ -123,6 +148,8 @@ class StandaloneServer:
             session_timeout=cfg.session_timeout,
             takeover_grace=cfg.takeover_grace,
             delivery=cfg.delivery,
+            # Every earlier process on this data directory is dead (we hold its lock).
+            predecessor=_read_sidecar_id(cfg.data_dir),
         )
         return SidecarServer(config, EngineStorage(store, cfg.table_prefix)).start()
 
@@ -151,6 +178,9 @@ class StandaloneServer:
         if self.store is not None:
             self.store.close()
             self.store = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the lock
+            self._lock_fd = None
 
     def __enter__(self) -> StandaloneServer:
         return self.start()
@@ -179,5 +209,47 @@ class StandaloneServer:
                     desc = store.describe(name)
                     if any(f.time_to_live < FOREVER for f in desc.families.values()):
                         store.purge(name)
-                except Exception:
-                    log.warning("purge of %r failed", name, exc_info=True)
+                except TableNotFoundError:
+                    pass  # dropped meanwhile: its rows are reclaimed apart
+                except HQueueError as exc:
+                    # The store is closing or full: the next round tries again.
+                    log.warning("TTL purge of %r stopped: %s", name, exc)
+
+
+def lock_data_dir(data_dir: Path) -> int:
+    """Take the data directory's lock (created if missing) for this process; return
+    the lock file's descriptor (closing it releases the lock).
+
+    :raises StorageError: another process holds it (naming that process's pid).
+    """
+    try:
+        os.makedirs(data_dir, exist_ok=True)
+        fd = os.open(Path(data_dir) / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StorageError(f"cannot open the data directory {data_dir}: {exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise StorageError(
+            f"the data directory {data_dir} is in use by another process (pid {holder}); "
+            "stop it or choose another --data-dir"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, b"%d\n" % os.getpid(), 0)
+    return fd
+
+
+def _read_sidecar_id(data_dir: Path) -> str | None:
+    try:
+        return (Path(data_dir) / SIDECAR_ID_FILE).read_text().strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def _write_sidecar_id(data_dir: Path, sidecar_id: str) -> None:
+    path = Path(data_dir) / SIDECAR_ID_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(sidecar_id + "\n")
+    os.replace(tmp, path)

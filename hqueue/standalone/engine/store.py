@@ -7,10 +7,16 @@ cells older than the family's ``time_to_live`` are invisible to every read at
 once and purged later, rows sort by their bytes.
 
 Layout: one LMDB environment with two named databases. ``meta`` maps
-``b"table:" + name`` to the table's JSON descriptor; ``data`` maps a 4-byte
+``b"table:" + name`` to the table's JSON descriptor (and ``b"dropped:" + table id``
+to a dropped table whose rows are still being reclaimed); ``data`` maps a 4-byte
 table id followed by the row key to the row's cells (see
 :mod:`~hqueue.standalone.engine.cells`). Table ids are never reused, so deleting a
 table can never expose its rows to a later table of the same name.
+
+Admin work never holds the one writer for long: deleting a table drops it from the
+schema in one small transaction and reclaims its rows in the background
+(:mod:`~hqueue.standalone.engine.reclaim`), and the TTL purge (:meth:`Store.purge`)
+rewrites rows in chunks of a few milliseconds, each its own transaction.
 
 Writes are group-committed (:mod:`~hqueue.standalone.engine.commit`): none is
 acknowledged before the transaction that holds it is synced. The schema types and
@@ -32,6 +38,7 @@ import logging
 import os
 import struct
 import threading
+import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -62,6 +69,14 @@ from hqueue.standalone.engine.cells import (
     kv_order,
 )
 from hqueue.standalone.engine.commit import GroupCommitter
+from hqueue.standalone.engine.reclaim import (
+    CHUNK_SECONDS,
+    DROPPED,
+    PAUSE_SECONDS,
+    Chunk,
+    Reclaimer,
+    delete_prefix_chunk,
+)
 from hqueue.standalone.engine.schema import (
     TABLE_ID,
     ColumnSelector,
@@ -138,9 +153,14 @@ class Store:
                     desc = TableDescriptor.from_json(raw)
                     self._tables[desc.name] = desc
         self._committer = GroupCommitter(self._env)
+        self._reclaimer = Reclaimer(self._reclaim_chunk)
+        if self.dropped_tables():
+            self._reclaimer.wake()  # a purge the last process did not finish
 
     def close(self) -> None:
-        """Finish queued writes and close the environment."""
+        """Finish queued writes and close the environment. A dropped table's rows
+        not reclaimed yet are reclaimed after the next open."""
+        self._reclaimer.close()
         self._committer.close()
         self._env.close()
 
@@ -267,7 +287,10 @@ class Store:
             return new
 
     def delete_table(self, name: bytes) -> None:
-        """Delete a disabled table and all its rows.
+        """Delete a disabled table: it is gone at once (its name may be taken again),
+        and its rows are reclaimed in the background, in chunks that let other writes
+        through (see :mod:`~hqueue.standalone.engine.reclaim`; a restart finishes an
+        interrupted reclaim).
 
         :raises TableNotFoundError: no such table.
         :raises TableStateError: the table is enabled (HBase's TableNotDisabledException).
@@ -277,16 +300,32 @@ class Store:
             if desc.enabled:
                 raise TableStateError(f"TableNotDisabledException: {name.decode(errors='replace')}")
 
-            def delete(txn: lmdb.Transaction) -> None:
+            def drop(txn: lmdb.Transaction) -> None:
                 txn.delete(_META_TABLE + name, db=self._meta)
-                cursor = txn.cursor(db=self._data)
-                if cursor.set_range(desc.prefix):
-                    while cursor.key()[:4] == desc.prefix:
-                        if not cursor.delete():
-                            break
+                txn.put(DROPPED + desc.prefix, desc.to_json(), db=self._meta)
 
-            self._committer.submit(delete)
+            self._committer.submit(drop)
             del self._tables[name]
+        self._reclaimer.wake()
+
+    def dropped_tables(self) -> list[TableDescriptor]:
+        """Return the dropped tables whose rows are not wholly reclaimed yet, oldest
+        table id first."""
+        with self._env.begin(db=self._meta) as txn:
+            cursor = txn.cursor()
+            if not cursor.set_range(DROPPED):
+                return []
+            return [
+                TableDescriptor.from_json(raw) for key, raw in cursor if key.startswith(DROPPED)
+            ]
+
+    def wait_reclaimed(self, timeout: float | None = None) -> bool:
+        """Wait until every dropped table's rows are reclaimed; return whether they
+        are (False when ``timeout`` seconds passed first)."""
+        return self._reclaimer.wait_idle(timeout)
+
+    def _reclaim_chunk(self) -> Chunk:
+        return self._committer.submit(lambda txn: delete_prefix_chunk(txn, self._meta, self._data))
 
     # ------------------------------------------------------------------ reads
 
@@ -773,8 +812,10 @@ class Store:
     def purge(self, name: bytes, batch_rows: int = 1000) -> int:
         """Remove expired cells and versions beyond ``max_versions`` (a major compaction).
 
-        Runs in chunks of ``batch_rows`` rows per commit so writers are not held up.
-        Return how many rows were rewritten or removed.
+        Runs in chunks, each its own write transaction, of at most ``batch_rows`` rows
+        and a few milliseconds of work, pausing between them, so that other writes
+        never wait long behind it. Return how many rows were rewritten or removed.
+        A table dropped meanwhile ends the purge.
 
         :raises TableNotFoundError: no such table.
         """
@@ -782,6 +823,8 @@ class Store:
         changed = 0
         after: bytes | None = None
         while True:
+            if not self._same_table(desc):
+                return changed
             chunk: list[bytes] = []
             rows = self.iter_raw(desc, b"", b"", after=after)
             try:
@@ -794,13 +837,18 @@ class Store:
             if not chunk:
                 return changed
 
-            def rewrite(txn: lmdb.Transaction, keys: list[bytes] = chunk) -> int:
+            def rewrite(txn: lmdb.Transaction, keys: list[bytes] = chunk) -> tuple[int, int]:
+                # Return the rows changed and the rows looked at (the chunk stops at
+                # its deadline; the next one starts after the last row looked at).
                 current = self._tables.get(desc.name)
                 if current is None or current.table_id != desc.table_id:
-                    return 0
+                    return 0, len(keys)
                 cutoffs = current.ttl_cutoffs(now_ms())
+                deadline = time.perf_counter() + CHUNK_SECONDS
                 n = 0
-                for row in keys:
+                for seen, row in enumerate(keys):
+                    if seen % 64 == 63 and time.perf_counter() >= deadline:
+                        return n, seen
                     key = current.prefix + row
                     raw = txn.get(key, db=self._data)
                     if raw is None:
@@ -813,10 +861,17 @@ class Store:
                             txn.put(key, encode_cells(kept), db=self._data)
                         else:
                             txn.delete(key, db=self._data)
-                return n
+                return n, len(keys)
 
-            changed += self._committer.submit(rewrite)
-            after = chunk[-1]
+            done, seen = self._committer.submit(rewrite)
+            changed += done
+            after = chunk[seen - 1] if seen else after
+            # Let other threads write (and take the interpreter) before the next chunk.
+            time.sleep(PAUSE_SECONDS)
+
+    def _same_table(self, desc: TableDescriptor) -> bool:
+        current = self._tables.get(desc.name)
+        return current is not None and current.table_id == desc.table_id
 
     # --------------------------------------------------------------- helpers
 
