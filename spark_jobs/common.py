@@ -1,4 +1,6 @@
-"""What every job shares: the connection arguments and the SparkSession.
+"""What every job shares: the connection arguments, the SparkSession, the translation
+of Spark's errors into hqueue's, and the run from the command line (one summary line,
+or one error line and a non-zero exit status).
 
 Not public API.
 """
@@ -6,18 +8,50 @@ Not public API.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
+import logging
 import os
+import re
 import sys
-from typing import Any
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
 
 from hqueue import settings
+from hqueue.errors import HQueueError
 
-__all__ = ["add_connection_args", "connection_options", "spark_session"]
+__all__ = [
+    "INTERRUPTED",
+    "Job",
+    "SparkJobError",
+    "add_connection_args",
+    "check_queue",
+    "connection_options",
+    "hqueue_error",
+    "plural",
+    "run_job",
+    "spark_errors",
+    "spark_session",
+]
+
+INTERRUPTED = 130
+"""The exit status after Ctrl-C (128 + SIGINT), as the ``hqueue`` command's."""
+
+
+class SparkJobError(HQueueError):
+    """Spark failed a job for a reason that is not an hqueue error (a missing path, an
+    executor lost...): the message is Spark's first line, the Spark exception is the
+    ``__cause__``."""
 
 
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
     """Add ``--queue``, ``--hbase``, ``--hbase-admin``, ``--zookeeper`` and
-    ``--table-prefix`` (defaults from ``HQUEUE_*`` environment variables)."""
+    ``--table-prefix`` (defaults from ``HQUEUE_*`` environment variables), and
+    ``--spark-log``."""
     parser.add_argument("--queue", required=True, help="the queue's name")
     parser.add_argument(
         "--hbase",
@@ -39,6 +73,12 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         default=settings.table_prefix() or "",
         help=f"the installation's table prefix ({settings.ENV_TABLE_PREFIX})",
     )
+    parser.add_argument(
+        "--spark-log",
+        metavar="FILE",
+        help="where local Spark's own log goes (default: a temporary file, kept and named "
+        "only when the job fails for a reason that is not hqueue's)",
+    )
 
 
 def connection_options(args: argparse.Namespace) -> dict[str, str]:
@@ -51,19 +91,238 @@ def connection_options(args: argparse.Namespace) -> dict[str, str]:
     return options
 
 
-def spark_session(app: str) -> Any:
-    """Return the active SparkSession (spark-submit's), or a local one, with the
-    ``hqueue`` data source registered."""
+def plural(count: int, noun: str) -> str:
+    """Return ``count`` and ``noun``, with an ``s`` unless ``count`` is 1."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def check_queue(options: dict[str, str]) -> int:
+    """Check that the queue exists before Spark starts (a wrong name fails in a second
+    instead of after Spark's start-up); return its partition count.
+
+    :raises NoQueueError: if there is no such queue.
+    :raises InvalidArgumentError: if the connection options are malformed.
+    :raises ConnectionLostError: if the storage or the metadata cannot be reached.
+    """
+    from hqueue.spark.options import Connection
+
+    conn = Connection.parse(options)
+    with conn.connect() as client:
+        return int(client.queue(conn.queue).partitions)
+
+
+def spark_session(app: str, log: IO[str] | None = None) -> Any:
+    """Return the active SparkSession (spark-submit's), or a local one (``local[*]``, or
+    ``$SPARK_MASTER``) whose JVM writes its log and its own messages to ``log`` instead
+    of this process's stderr when ``log`` is given, with the ``hqueue`` data source
+    registered.
+
+    :raises ImportError: if PySpark or pyarrow is missing.
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
     import hqueue.spark
 
-    builder = SparkSession.builder.appName(app)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # run with python -m, not spark-submit
-        builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]")).config(
-            "spark.ui.enabled", "false"
+        conf = (
+            SparkConf()
+            .setMaster(os.environ.get("SPARK_MASTER", "local[*]"))
+            .setAppName(app)
+            .set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false")
         )
-    spark = builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
+        # PySpark's documented hook for capturing the JVM's output: the JVM (and the
+        # Python workers it forks) inherit ``log`` as their stderr.
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": log}) if log else None
+        SparkContext(conf=conf, gateway=gateway)
+        if log:
+            _log_python_side(log)
+    spark = (
+        SparkSession.builder.appName(app).config("spark.sql.session.timeZone", "UTC").getOrCreate()
+    )
     hqueue.spark.register(spark)
     return spark
+
+
+def _log_python_side(log: IO[str]) -> None:
+    """Send what PySpark logs on the driver's Python side to ``log`` too: it logs a
+    failed query's context as a JSON line on stderr (``DataFrameQueryContextLogger``,
+    created on first use with its own stderr handler)."""
+    from pyspark.logger import PySparkLogger
+
+    logger = PySparkLogger.getLogger("DataFrameQueryContextLogger")
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+    logger.addHandler(logging.StreamHandler(log))
+    logger.propagate = False
+
+
+# Python's traceback line of an hqueue exception, as Spark passes it on in the text of
+# the exception it raises on the driver: "hqueue.errors.NoQueueError: no queue 'x'".
+_RAISED = re.compile(r"^(hqueue(?:\.\w+)+)\.(\w+): (.*)$", re.MULTILINE)
+
+
+def hqueue_error(exc: BaseException) -> HQueueError | None:
+    """Return the hqueue error that ``exc`` is, or that it wraps: Spark raises on the
+    driver an ``AnalysisException``, ``PythonException``, ``StreamingQueryException`` or
+    ``Py4JJavaError`` whose text holds the traceback of the data source's error in a
+    Python worker. The error is rebuilt from the last such traceback line (its class and
+    the first line of its message); ``None`` if there is none.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, HQueueError):
+            return current
+        for module, name, message in reversed(_RAISED.findall(str(current))):
+            error = _rebuild(module, name, message.strip())
+            if error is not None:
+                return error
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _rebuild(module: str, name: str, message: str) -> HQueueError | None:
+    try:
+        cls = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return None
+    if not (isinstance(cls, type) and issubclass(cls, HQueueError)):
+        return None
+    try:
+        return cls(message)
+    except TypeError:  # a class with other required arguments
+        return HQueueError(f"{name}: {message}")
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of Spark's message that says something (Py4J's starts with the
+    Java method it called)."""
+    for line in str(exc).splitlines():
+        line = line.strip().removeprefix(": ").strip()
+        if line and not line.startswith("An error occurred while calling"):
+            return line
+    return type(exc).__name__
+
+
+def _from_spark(exc: BaseException) -> bool:
+    return type(exc).__module__.split(".")[0] in ("pyspark", "py4j")
+
+
+@contextlib.contextmanager
+def spark_errors() -> Iterator[None]:
+    """Raise hqueue's errors instead of Spark's inside the block: the hqueue error a
+    Spark exception wraps (:func:`hqueue_error`), else :class:`SparkJobError` with
+    Spark's first line.
+
+    :raises HQueueError: as described.
+    """
+    try:
+        yield
+    except HQueueError:
+        raise
+    except Exception as exc:
+        error = hqueue_error(exc)
+        if error is not None:
+            raise error from None
+        if _from_spark(exc):
+            raise SparkJobError(_first_line(exc)) from exc
+        raise
+
+
+class Job:
+    """One run of a job from the command line: its Spark session, started on first use,
+    with local Spark's log sent to a file (``--spark-log``, else a temporary one)."""
+
+    def __init__(self, app: str, spark_log: str | None) -> None:
+        self.app = app
+        self.spark_log = spark_log
+        self.log_path: Path | None = None
+        self._log: IO[str] | None = None
+        self._spark: Any = None
+
+    def spark(self) -> Any:
+        """Return the job's SparkSession, starting it on the first call.
+
+        :raises SparkJobError: if Spark does not start.
+        """
+        if self._spark is None:
+            if "PYSPARK_GATEWAY_PORT" not in os.environ:
+                if self.spark_log:
+                    self._log = open(self.spark_log, "a")  # noqa: SIM115 - closed by close()
+                else:
+                    self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - as above
+                        "w", prefix=f"{self.app}-", suffix=".log", delete=False
+                    )
+                self.log_path = Path(self._log.name)
+            with spark_errors():
+                self._spark = spark_session(self.app, self._log)
+        return self._spark
+
+    def close(self, keep_log: bool) -> None:
+        """Stop Spark; remove a temporary log unless ``keep_log``."""
+        if self._spark is not None:
+            with contextlib.suppress(Exception):  # the result is already known
+                self._spark.stop()
+        if self._log is not None:
+            self._log.close()
+            if not keep_log and not self.spark_log and self.log_path:
+                self.log_path.unlink(missing_ok=True)
+
+    def log_failure(self, exc: BaseException) -> str:
+        """Append ``exc``'s traceback to the Spark log; return where to find it, as the
+        end of an error line ('' without a log)."""
+        if self.log_path is None:
+            return ""
+        with self.log_path.open("a") as f:
+            traceback.print_exception(exc, file=f)
+        return f" (details in {self.log_path})"
+
+
+def run_job(
+    prog: str,
+    spark_log: str | None,
+    work: Callable[[Job], str],
+    interrupted: str = "interrupted",
+) -> int:
+    """Run ``work`` (handed the :class:`Job`, it returns the summary of what it did) and
+    print one line: on stdout the summary with the job's wall time, exit status 0; on
+    stderr ``<prog>: error: <message>``, status 1 (the message of the hqueue error, or
+    for anything else its first line and where the details are), or ``interrupted`` on
+    Ctrl-C, status 130.
+
+    :returns: the exit status.
+    """
+    started = time.monotonic()
+    job = Job(prog.rpartition(".")[2], spark_log)
+    keep_log = False
+    try:
+        summary = work(job)
+    except KeyboardInterrupt:
+        print(f"{prog}: {interrupted}", file=sys.stderr)
+        return INTERRUPTED
+    except ImportError as exc:  # PySpark or pyarrow
+        print(f"{prog}: error: {exc}: install hqueue's Spark extra, hqueue[spark]", file=sys.stderr)
+        return 1
+    except SparkJobError as exc:
+        keep_log = True
+        print(f"{prog}: error: {exc}{job.log_failure(exc)}", file=sys.stderr)
+        return 1
+    except HQueueError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a bug: its traceback goes to the log, or here without one
+        keep_log = True
+        where = job.log_failure(exc)
+        if not where:
+            traceback.print_exc()
+        print(f"{prog}: error: {type(exc).__name__}: {_first_line(exc)}{where}", file=sys.stderr)
+        return 1
+    finally:
+        job.close(keep_log)
+    print(f"{summary} in {time.monotonic() - started:.1f} s")
+    return 0

@@ -18,46 +18,116 @@ Columns: those of the queue (``partition``, ``timestamp``, ``sequence``, ``id``,
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from hqueue.spark_jobs.common import add_connection_args, connection_options, spark_session
+from hqueue.spark_jobs.common import (
+    Job,
+    add_connection_args,
+    check_queue,
+    connection_options,
+    plural,
+    run_job,
+    spark_errors,
+)
+from hqueue.spark_jobs.progress import Progress, stage_status
 
-__all__ = ["export", "main"]
+__all__ = ["Exported", "export", "main"]
 
 
-def export(spark: Any, options: dict[str, str], out: str, *, max_per_batch: int = 500_000) -> int:
+@dataclass
+class Exported:
+    """What one run exported: ``rows``, in ``batches`` micro-batches, and the queue
+    ``partitions`` whose position moved."""
+
+    rows: int = 0
+    batches: int = 0
+    partitions: int = 0
+    _seen: set[int] = field(default_factory=set)
+    _start: dict[str, Any] | None = None
+    _end: dict[str, Any] | None = None
+
+    def add(self, progress: list[Any]) -> None:
+        """Count the micro-batches of ``progress`` (a query's ``recentProgress``) not
+        counted yet. Spark keeps the last 100; the export polls every second."""
+        for p in sorted(progress, key=lambda p: p.batchId):
+            if p.batchId in self._seen or not p.sources:
+                continue
+            self._seen.add(p.batchId)
+            self.rows += int(p.numInputRows)
+            self.batches += 1
+            if self._start is None:
+                self._start = _offsets(p.sources[0].startOffset)
+            self._end = _offsets(p.sources[0].endOffset)
+        if self._end is not None:
+            start = self._start or {}
+            self.partitions = sum(1 for k, v in self._end.items() if v != start.get(k))
+
+
+def _offsets(raw: str | None) -> dict[str, Any]:
+    """Per-partition positions of a source's offset JSON (``{}`` for none)."""
+    try:
+        value = json.loads(raw) if raw else None
+    except ValueError:
+        return {}
+    return dict(value.get("partitions", {})) if isinstance(value, dict) else {}
+
+
+def export(
+    spark: Any,
+    options: dict[str, str],
+    out: str,
+    *,
+    max_per_batch: int = 500_000,
+    progress: TextIO | None = None,
+) -> Exported:
     """Export the queue's messages selected by ``options`` (the data source's options:
     ``start``, ``end``, ``topics``, ``partitions``...) to Parquet under ``out``; return
-    how many messages this run exported.
+    what this run exported. With ``progress`` a terminal, a progress line is drawn on it.
 
     :raises InvalidArgumentError: on a bad option.
-    :raises StreamingQueryException: if the query fails (rerun to resume).
+    :raises NoQueueError: if there is no such queue.
+    :raises HQueueError: the data source's error of a failed query (rerun to resume), or
+        :class:`~hqueue.spark_jobs.common.SparkJobError` for Spark's own.
     """
     from pyspark.sql import functions as F
 
-    stream = (
-        spark.readStream.format("hqueue")
-        .options(**options)
-        .option("maxMessagesPerTrigger", str(max_per_batch))
-        .load()
-        .withColumn("date", F.date_format("timestamp", "yyyy-MM-dd"))
-    )
-    query = (
-        stream.writeStream.format("parquet")
-        .partitionBy("date", "topic")
-        .option("path", out)
-        .option("checkpointLocation", str(Path(out) / "_checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    return sum(int(p["numInputRows"]) for p in query.recentProgress)
+    done = Exported()
+    with spark_errors():
+        stream = (
+            spark.readStream.format("hqueue")
+            .options(**options)
+            .option("maxMessagesPerTrigger", str(max_per_batch))
+            .load()
+            .withColumn("date", F.date_format("timestamp", "yyyy-MM-dd"))
+        )
+        query = (
+            stream.writeStream.format("parquet")
+            .partitionBy("date", "topic")
+            .option("path", out)
+            .option("checkpointLocation", str(Path(out) / "_checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+        def status() -> str:
+            running = stage_status(spark)
+            return f"exporting: {done.rows} rows in {done.batches} micro-batches" + (
+                f"; {running}" if running else ""
+            )
+
+        with Progress(status, progress):
+            while not query.awaitTermination(1):
+                done.add(query.recentProgress)
+        done.add(query.recentProgress)
+    return done
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the export from the command line; return the exit code."""
+    """Run the export from the command line; return the exit status."""
     parser = argparse.ArgumentParser(
         prog="hqueue.spark_jobs.export_parquet",
         description=__doc__,
@@ -76,14 +146,29 @@ def main(argv: list[str] | None = None) -> int:
         help="messages per micro-batch (the unit of resumption)",
     )
     args = parser.parse_args(argv)
+    if args.max_per_batch <= 0:
+        parser.error("'--max-per-batch' must be > 0")
     options = connection_options(args)
     for name in ("start", "end", "topics", "partitions"):
         if getattr(args, name):
             options[name] = getattr(args, name)
-    spark = spark_session("hqueue-export-parquet")
-    count = export(spark, options, args.out, max_per_batch=args.max_per_batch)
-    print(f"exported {count} message(s) of queue {args.queue!r} to {args.out}")
-    return 0
+
+    def work(job: Job) -> str:
+        check_queue(options)
+        done = export(
+            job.spark(), options, args.out, max_per_batch=args.max_per_batch, progress=sys.stderr
+        )
+        return (
+            f"exported {plural(done.rows, 'row')} from {plural(done.partitions, 'partition')} "
+            f"of queue {args.queue!r} to {args.out}"
+        )
+
+    return run_job(
+        parser.prog,
+        args.spark_log,
+        work,
+        "interrupted: run it again with the same --out to resume where it stopped",
+    )
 
 
 if __name__ == "__main__":

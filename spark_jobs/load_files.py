@@ -12,13 +12,24 @@ them again (at least once; see docs/spark.md).
 from __future__ import annotations
 
 import argparse
+import glob
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 from hqueue.errors import InvalidArgumentError
-from hqueue.spark_jobs.common import add_connection_args, connection_options, spark_session
+from hqueue.spark_jobs.common import (
+    Job,
+    add_connection_args,
+    check_queue,
+    connection_options,
+    plural,
+    run_job,
+    spark_errors,
+)
+from hqueue.spark_jobs.progress import Progress, stage_status
 
-__all__ = ["load", "main"]
+__all__ = ["check_paths", "file_format", "load", "main"]
 
 _FORMATS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
 
@@ -41,25 +52,100 @@ def file_format(paths: list[str], given: str | None) -> str:
     return found.pop()
 
 
-def load(spark: Any, options: dict[str, str], paths: list[str], fmt: str) -> int:
-    """Put every record of ``paths`` into the queue; return how many were put.
+def check_paths(paths: list[str]) -> None:
+    """Check that every local path (no scheme, or ``file:``) exists, or as a glob
+    pattern matches something, before Spark starts; other file systems are left to
+    Spark.
 
-    :raises InvalidArgumentError: if the records have no ``value`` column.
+    :raises InvalidArgumentError: naming the first path that does not exist.
     """
-    df = spark.read.format(fmt).load(paths)
+    for path in paths:
+        scheme, sep, rest = path.partition("://")
+        if sep and scheme != "file":
+            continue
+        local = rest if sep else path.removeprefix("file:")
+        if not (Path(local).exists() or glob.glob(local)):
+            raise InvalidArgumentError(f"no such file or directory: {path!r}")
+
+
+def _check_records(df: Any, has_topic_option: bool) -> int:
+    """Return how many records ``df`` holds, after checking in one pass that each has a
+    value and a topic (its own or ``--topic``), so that a bad record stops the load
+    before anything is put.
+
+    :raises InvalidArgumentError: naming the problem, how many records have it and the
+        file of one of them.
+    """
+    from pyspark.sql import functions as F
+
     if "value" not in df.columns:
         raise InvalidArgumentError(f"the files have no 'value' column (columns: {df.columns})")
-    keep = [c for c in ("value", "topic", "partition", "key") if c in df.columns]
-    df = df.select(*keep)
-    if "partition" in keep:
-        df = df.withColumn("partition", df["partition"].cast("int"))
-    count = df.count()
-    df.write.format("hqueue").options(**options).mode("append").save()
-    return int(count)
+    if "topic" not in df.columns and not has_topic_option:
+        raise InvalidArgumentError(
+            "the records have no 'topic': give them a 'topic' column or pass --topic"
+        )
+    problems = {"value": F.col("value").isNull()}
+    if "topic" in df.columns and not has_topic_option:
+        problems["topic"] = F.col("topic").isNull()
+    if "_corrupt_record" in df.columns:  # lines Spark could not parse as JSON
+        problems["_corrupt_record"] = F.col("_corrupt_record").isNotNull()
+    aggregates = [F.count(F.lit(1)).alias("rows")]
+    for name, bad in problems.items():
+        aggregates.append(F.count(F.when(bad, 1)).alias(f"{name}_count"))
+        aggregates.append(F.min(F.when(bad, F.col("_file"))).alias(f"{name}_file"))
+    # input_file_name() is not allowed inside an aggregate: name the file first.
+    found = df.withColumn("_file", F.input_file_name()).agg(*aggregates).first()
+    what = {
+        "_corrupt_record": ("are not valid JSON", ""),
+        "value": ("have no 'value'", ""),
+        "topic": ("have no 'topic'", ": give them one, or pass --topic"),
+    }
+    for name, (problem, fix) in what.items():
+        if name in problems and found[f"{name}_count"]:
+            raise InvalidArgumentError(
+                f"{plural(found[f'{name}_count'], 'record')} {problem}, "
+                f"e.g. in {found[f'{name}_file']}; nothing was put{fix}"
+            )
+    return int(found["rows"])
+
+
+def load(
+    spark: Any,
+    options: dict[str, str],
+    paths: list[str],
+    fmt: str,
+    *,
+    progress: TextIO | None = None,
+) -> tuple[int, int]:
+    """Put every record of ``paths`` into the queue; return how many were put and the
+    number of Spark partitions (write tasks) that put them. Every record is checked
+    first (a value, a topic), so a bad record puts nothing. With ``progress`` a
+    terminal, a progress line is drawn on it.
+
+    :raises InvalidArgumentError: on a missing file, records without a value or a topic
+        (unless the ``topic`` option is given), or a bad option.
+    :raises NoQueueError: if there is no such queue.
+    :raises HQueueError: the producer's error of a failed write (see the module's notes
+        on reruns), or :class:`~hqueue.spark_jobs.common.SparkJobError` for Spark's own.
+    """
+    check_paths(paths)
+    with spark_errors():
+        df = spark.read.format(fmt).load(paths)
+        keep = [c for c in ("value", "topic", "partition", "key") if c in df.columns]
+        df = df.select(*keep, *(["_corrupt_record"] if "_corrupt_record" in df.columns else []))
+        with Progress(lambda: f"checking the records; {stage_status(spark)}", progress):
+            count = _check_records(df, "topic" in options)
+        df = df.select(*keep)
+        if "partition" in keep:
+            df = df.withColumn("partition", df["partition"].cast("int"))
+        tasks = df.rdd.getNumPartitions()
+        with Progress(lambda: f"putting {count} rows: {stage_status(spark)}", progress):
+            df.write.format("hqueue").options(**options).mode("append").save()
+    return count, tasks
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the load from the command line; return the exit code."""
+    """Run the load from the command line; return the exit status."""
     parser = argparse.ArgumentParser(
         prog="hqueue.spark_jobs.load_files",
         description=__doc__,
@@ -75,11 +161,23 @@ def main(argv: list[str] | None = None) -> int:
     options["batch_size"] = str(args.batch_size)
     if args.topic:
         options["topic"] = args.topic
-    fmt = file_format(args.paths, args.format)
-    spark = spark_session("hqueue-load-files")
-    count = load(spark, options, args.paths, fmt)
-    print(f"put {count} message(s) into queue {args.queue!r}")
-    return 0
+
+    def work(job: Job) -> str:
+        fmt = file_format(args.paths, args.format)
+        check_paths(args.paths)
+        check_queue(options)
+        count, tasks = load(job.spark(), options, args.paths, fmt, progress=sys.stderr)
+        return (
+            f"put {plural(count, 'row')} into queue {args.queue!r} "
+            f"from {plural(tasks, 'Spark partition')}"
+        )
+
+    return run_job(
+        parser.prog,
+        args.spark_log,
+        work,
+        "interrupted: the messages put so far stay in the queue; a rerun puts them again",
+    )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,15 @@ from typing import Any
 
 from hqueue.message import MessageId
 from hqueue.spark.options import Connection
-from hqueue.spark_jobs.common import add_connection_args, connection_options, spark_session
+from hqueue.spark_jobs.common import (
+    Job,
+    add_connection_args,
+    check_queue,
+    connection_options,
+    plural,
+    run_job,
+    spark_errors,
+)
 
 __all__ = ["Report", "main", "report", "subscription_positions"]
 
@@ -58,11 +66,27 @@ def subscription_positions(options: dict[str, str]) -> list[tuple[str, int, int,
 
 
 def report(spark: Any, options: dict[str, str], bucket_seconds: int = 60) -> Report:
-    """Compute the report of the messages that ``options`` select.
+    """Compute the report of the messages that ``options`` select. Times are ISO-8601
+    in UTC with milliseconds and ``Z`` (``2026-11-23T12:00:00.123Z``).
 
     :raises InvalidArgumentError: on a bad option.
     :raises NoQueueError: if there is no such queue.
+    :raises HQueueError: the data source's error of a failed read, or
+        :class:`~hqueue.spark_jobs.common.SparkJobError` for Spark's own.
     """
+    with spark_errors():
+        return _report(spark, options, bucket_seconds)
+
+
+def _iso_utc(column: Any) -> Any:
+    """The Spark expression formatting a timestamp ``column`` as ISO-8601 UTC with
+    ``Z`` (the jobs' sessions run in UTC)."""
+    from pyspark.sql import functions as F
+
+    return F.date_format(column, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
+
+
+def _report(spark: Any, options: dict[str, str], bucket_seconds: int) -> Report:
     from pyspark.sql import functions as F
 
     df = (
@@ -80,32 +104,27 @@ def report(spark: Any, options: dict[str, str], bucket_seconds: int = 60) -> Rep
                 .agg(
                     F.count("*").alias("messages"),
                     F.sum("bytes").alias("bytes"),
-                    F.min("timestamp").alias("first"),
-                    F.max("timestamp").alias("last"),
+                    _iso_utc(F.min("timestamp")).alias("first"),
+                    _iso_utc(F.max("timestamp")).alias("last"),
                 )
                 .orderBy(key)
                 .collect()
             )
             result[f"per_{key}"] = (
                 [key, "messages", "bytes", "first", "last"],
-                [
-                    (r[key], r.messages, r.bytes, r["first"].isoformat(), r["last"].isoformat())
-                    for r in rows
-                ],
+                [(r[key], r.messages, r.bytes, r["first"], r["last"]) for r in rows],
             )
         seconds = F.floor(F.unix_seconds("timestamp") / bucket_seconds) * bucket_seconds
         rate = (
             df.groupBy(seconds.alias("bucket"), "topic")
             .count()
             .orderBy("bucket", "topic")
+            .select(_iso_utc(F.timestamp_seconds("bucket")).alias("start"), "topic", "count")
             .collect()
         )
         result["rate"] = (
             ["bucket_start", "topic", "messages", "per_second"],
-            [
-                (_iso(r.bucket), r.topic, r["count"], round(r["count"] / bucket_seconds, 3))
-                for r in rate
-            ],
+            [(r.start, r.topic, r["count"], round(r["count"] / bucket_seconds, 3)) for r in rate],
         )
         positions = subscription_positions(options)
         lag_rows: list[tuple[Any, ...]] = []
@@ -126,17 +145,11 @@ def report(spark: Any, options: dict[str, str], bucket_seconds: int = 60) -> Rep
         df.unpersist()
 
 
-def _iso(epoch_seconds: int) -> str:
-    import datetime as dt
-
-    return dt.datetime.fromtimestamp(epoch_seconds, tz=dt.UTC).isoformat()
-
-
 def format_table(header: list[str], rows: list[tuple[Any, ...]]) -> str:
     """Return ``rows`` as an aligned text table."""
     cells = [header, *[[str(v) for v in row] for row in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -188,7 +201,7 @@ def draw_rate_chart(rate: list[tuple[Any, ...]], path: Path) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the report from the command line; return the exit code."""
+    """Run the report from the command line; return the exit status."""
     parser = argparse.ArgumentParser(
         prog="hqueue.spark_jobs.queue_report",
         description=__doc__,
@@ -207,16 +220,25 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("start", "end", "topics"):
         if getattr(args, name):
             options[name] = getattr(args, name)
-    spark = spark_session("hqueue-queue-report")
-    result = report(spark, options, args.bucket)
-    for name, (header, rows) in result.items():
-        print(f"\n== {name}")
-        print(format_table(header, rows) if rows else "(none)")
-    written = write_outputs(result, Path(args.out))
-    if not any(p.suffix == ".png" for p in written):
-        print("\nrate.png skipped: matplotlib is not installed (pip install matplotlib)")
-    print("\nwrote " + ", ".join(str(p) for p in written))
-    return 0
+
+    def work(job: Job) -> str:
+        check_queue(options)
+        result = report(job.spark(), options, args.bucket)
+        for name, (header, rows) in result.items():
+            print(f"== {name}")
+            print(format_table(header, rows) if rows else "(none)")
+            print()
+        written = write_outputs(result, Path(args.out))
+        if not any(p.suffix == ".png" for p in written):
+            print("rate.png skipped: matplotlib is not installed (pip install matplotlib)")
+        per_partition = result["per_partition"][1]
+        rows = sum(r[1] for r in per_partition)
+        return (
+            f"reported {plural(rows, 'row')} from {plural(len(per_partition), 'partition')} "
+            f"of queue {args.queue!r} into {args.out}"
+        )
+
+    return run_job(parser.prog, args.spark_log, work)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,19 @@
 """The jobs in spark_jobs/: export to Parquet (resumable), the report, loading files.
-Run in-process on the session's Spark, and once each through ``python -m`` and
-``spark-submit`` as users run them."""
+
+Their functions run in-process on the session's Spark; the jobs themselves run as
+users run them (docs/spark.md, "Jobs"): ``python -m hqueue.spark_jobs.<job>`` in a
+child process starting its own local Spark, and ``spark-submit``. A user's mistake
+(no such queue, no such file, a record without a topic) or a data source error Spark
+wraps gives one line on stderr and status 1; success prints one summary line, and
+the long jobs draw progress on a terminal and nothing on a pipe."""
 
 from __future__ import annotations
 
 import csv
 import json
 import os
+import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +21,10 @@ from pathlib import Path
 import happybase
 import pytest
 
+from hqueue.errors import InvalidArgumentError, NoQueueError
 from hqueue.message import MESSAGES_END
 from hqueue.metadata.managers.subscription_data import SubscriptionPreferences
+from hqueue.spark_jobs.common import SparkJobError, hqueue_error, spark_errors
 from hqueue.spark_jobs.export_parquet import export
 from hqueue.spark_jobs.load_files import file_format, load
 from hqueue.spark_jobs.queue_report import report, write_outputs
@@ -50,10 +59,12 @@ def test_export_is_partitioned_and_resumable(spark, hbase_server, hq, queue_name
     store_rows(hbase_server, hq, queue_name, _rows(0, 30))
     out = str(tmp_path / "export")
     end = f"{BASE + 2 * DAY}:0"
-    assert export(spark, {**opts, "end": end}, out, max_per_batch=8) == 30
-    assert export(spark, {**opts, "end": end}, out) == 0  # nothing new: nothing repeated
+    first = export(spark, {**opts, "end": end}, out, max_per_batch=8)
+    assert (first.rows, first.batches, first.partitions) == (30, 4, 2)
+    again = export(spark, {**opts, "end": end}, out)  # nothing new: nothing repeated
+    assert (again.rows, again.partitions) == (0, 0)
     store_rows(hbase_server, hq, queue_name, _rows(30, 15))  # 10 before the end, 5 after
-    assert export(spark, {**opts, "end": end}, out) == 10
+    assert export(spark, {**opts, "end": end}, out).rows == 10
 
     df = spark.read.parquet(out)
     values = sorted(bytes(r.value).decode() for r in df.collect())
@@ -85,6 +96,7 @@ def test_report_counts_bytes_rate_and_lag(spark, hbase_server, hq, queue_name, t
         )
         for topic in ("t0", "t1")
     ]
+    assert per_topic[0][3] == "2023-11-14T00:00:00.000Z"  # ISO-8601, UTC, with Z
     assert [(r[0], r[1]) for r in result["per_partition"][1]] == [(0, 10), (1, 10)]
     assert sum(r[2] for r in result["rate"][1]) == 20
     assert result["lag"][1] == [("audit", 0, 6), ("audit", 1, 10)]
@@ -114,8 +126,8 @@ def test_load_parquet_and_json_lines(spark, hbase_server, hq, queue_name, tmp_pa
         str(tmp_path / "in.parquet")
     )
     assert file_format([str(jsonl)], None) == "json"
-    assert load(spark, opts, [str(jsonl)], "json") == 6
-    assert load(spark, {**opts, "topic": "pq"}, [str(tmp_path / "in.parquet")], "parquet") == 4
+    assert load(spark, opts, [str(jsonl)], "json")[0] == 6
+    assert load(spark, {**opts, "topic": "pq"}, [str(tmp_path / "in.parquet")], "parquet")[0] == 4
     got = spark.read.format("hqueue").options(**opts).load().collect()
     assert sorted((bytes(r.value).decode(), r.topic) for r in got) == sorted(
         [(f"j{i}", "js") for i in range(6)] + [(f"p{i}", "pq") for i in range(4)]
@@ -128,7 +140,7 @@ def test_load_parquet_and_json_lines(spark, hbase_server, hq, queue_name, tmp_pa
 @pytest.mark.parametrize("job", ["export_parquet", "queue_report", "load_files"])
 def test_jobs_are_runnable_modules(job):
     done = subprocess.run(
-        [sys.executable, "-m", f"spark_jobs.{job}", "--help"],
+        [sys.executable, "-m", f"hqueue.spark_jobs.{job}", "--help"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -165,7 +177,10 @@ def test_load_job_runs_with_spark_submit(hbase_server, hq, queue_name, tmp_path)
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"put 5 message(s) into queue {queue_name!r}" in done.stdout
+    assert re.fullmatch(
+        rf"put 5 rows into queue '{queue_name}' from 1 Spark partition in \d+\.\d s\n",
+        done.stdout,
+    )
     conn = happybase.Connection(hbase_server.host, hbase_server.port)
     try:
         # Message rows only: the partitions' fences sit after them (MESSAGES_END).
@@ -175,3 +190,182 @@ def test_load_job_runs_with_spark_submit(hbase_server, hq, queue_name, tmp_path)
         ]
     finally:
         conn.close()
+
+
+# -- the jobs as users run them: errors, summaries, progress -------------------------
+
+
+def _job(server, job: str, *args: str, stderr_tty: bool = False) -> tuple[int, str, str]:
+    """Run ``python -m hqueue.spark_jobs.<job> args`` as documented, against ``server``;
+    return its exit status, stdout and stderr (with ``stderr_tty``, what it drew on a
+    terminal given as its stderr)."""
+    cmd = [sys.executable, "-m", f"hqueue.spark_jobs.{job}", *args]
+    env = _cli_env(server)
+    if not stderr_tty:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+        return done.returncode, done.stdout, done.stderr
+    main, terminal = pty.openpty()
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=terminal) as proc:
+        os.close(terminal)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            drawn += chunk
+        os.close(main)
+        assert proc.stdout is not None
+        out = proc.stdout.read().decode()
+        return proc.wait(timeout=60), out, drawn.decode(errors="replace")
+
+
+@pytest.mark.parametrize(
+    ("job", "args"),
+    [
+        ("export_parquet", ["--out", "{tmp}/out"]),
+        ("queue_report", ["--out", "{tmp}/out"]),
+        ("load_files", ["--topic", "t", "{tmp}/in.jsonl"]),
+    ],
+)
+def test_a_missing_queue_is_one_line(hbase_server, tmp_path, job, args):
+    (tmp_path / "in.jsonl").write_text('{"value": "v"}\n')
+    status, out, err = _job(
+        hbase_server, job, "--queue", "nosuchqueue", *(a.format(tmp=tmp_path) for a in args)
+    )
+    assert (status, out) == (1, "")
+    assert err == f"hqueue.spark_jobs.{job}: error: no queue 'nosuchqueue'\n"
+
+
+def test_a_missing_input_file_is_one_line(hbase_server, hq, queue_name, tmp_path):
+    hq.create_queue(queue_name, partitions=1)
+    missing = tmp_path / "nope.jsonl"
+    status, out, err = _job(hbase_server, "load_files", "--queue", queue_name, str(missing))
+    assert (status, out) == (1, "")
+    assert err == (f"hqueue.spark_jobs.load_files: error: no such file or directory: '{missing}'\n")
+
+
+def test_a_record_without_a_topic_is_one_line_and_puts_nothing(
+    hbase_server, hq, queue_name, tmp_path
+):
+    hq.create_queue(queue_name, partitions=1)
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text('{"value": "a", "topic": "t"}\n{"value": "b"}\n{"value": "c"}\n')
+    status, out, err = _job(hbase_server, "load_files", "--queue", queue_name, str(jsonl))
+    assert (status, out) == (1, "")
+    assert err == (
+        "hqueue.spark_jobs.load_files: error: 2 records have no 'topic', "
+        f"e.g. in file://{jsonl}; nothing was put: give them one, or pass --topic\n"
+    )
+    with hq.queue(queue_name).scan() as scanner:
+        assert list(scanner) == []
+
+
+def test_a_data_source_error_spark_wraps_is_unwrapped(hbase_server, hq, queue_name, tmp_path):
+    hq.create_queue(queue_name, partitions=1)
+    status, out, err = _job(
+        hbase_server,
+        "export_parquet",
+        "--queue",
+        queue_name,
+        "--out",
+        str(tmp_path / "out"),
+        "--start",
+        "garbage",
+    )
+    assert (status, out) == (1, "")
+    # The data source's InvalidArgumentError, raised in a Python worker of Spark's.
+    assert err.startswith(
+        "hqueue.spark_jobs.export_parquet: error: option 'start' 'garbage' is not a message id"
+    )
+    assert err.count("\n") == 1
+
+
+def test_export_summary_and_progress_on_a_terminal(hbase_server, hq, queue_name, tmp_path):
+    hq.create_queue(queue_name, partitions=2)
+    store_rows(hbase_server, hq, queue_name, _rows(0, 30))
+    out_dir = tmp_path / "out"
+    status, out, drawn = _job(
+        hbase_server,
+        "export_parquet",
+        "--queue",
+        queue_name,
+        "--out",
+        str(out_dir),
+        "--max-per-batch",
+        "10",
+        stderr_tty=True,
+    )
+    assert status == 0, drawn
+    assert re.fullmatch(
+        rf"exported 30 rows from 2 partitions of queue '{queue_name}' to {out_dir} "
+        r"in \d+\.\d s\n",
+        out,
+    )
+    assert "\rexporting: " in drawn  # drawn in place...
+    assert drawn.endswith("\r\x1b[K")  # ...and erased at the end
+
+
+def test_load_and_report_on_a_pipe_print_the_summary_only(hbase_server, hq, queue_name, tmp_path):
+    hq.create_queue(queue_name, partitions=2)
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text(
+        "".join(json.dumps({"value": f"v{i}", "partition": i % 2}) + "\n" for i in range(7))
+    )
+    status, out, err = _job(
+        hbase_server, "load_files", "--queue", queue_name, "--topic", "t", str(jsonl)
+    )
+    assert (status, err) == (0, "")  # no progress, no Spark log on a pipe
+    assert re.fullmatch(
+        rf"put 7 rows into queue '{queue_name}' from 1 Spark partition in \d+\.\d s\n", out
+    )
+
+    report_dir = tmp_path / "report"
+    status, out, err = _job(
+        hbase_server, "queue_report", "--queue", queue_name, "--out", str(report_dir)
+    )
+    assert (status, err) == (0, "")
+    assert "== per_partition" in out
+    assert re.search(
+        rf"\nreported 7 rows from 2 partitions of queue '{queue_name}' into {report_dir} "
+        r"in \d+\.\d s\n$",
+        out,
+    )
+    assert (report_dir / "per_topic.csv").read_text().splitlines()[1].startswith("t,7,14,")
+
+
+def test_spark_errors_unwrap_what_spark_wraps(spark, hbase_server, hq, queue_name, tmp_path):
+    """Each way Spark wraps a data source's error on the driver, raised for real."""
+    hq.create_queue(queue_name, partitions=1)
+    missing = options(hbase_server, "nosuchqueue")
+    # AnalysisException: planning a batch read, in the driver's Python worker.
+    with pytest.raises(NoQueueError, match="no queue 'nosuchqueue'"), spark_errors():
+        spark.read.format("hqueue").options(**missing).load().count()
+    # PythonException: a write task, in an executor's Python worker.
+    rows = spark.createDataFrame([("a", None)], "value string, topic string")
+    with pytest.raises(InvalidArgumentError, match="column 'topic' is null"), spark_errors():
+        rows.write.format("hqueue").options(**options(hbase_server, queue_name)).mode(
+            "append"
+        ).save()
+    # StreamingQueryException: a streaming read.
+    query = (
+        spark.readStream.format("hqueue")
+        .options(**missing)
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(Exception) as caught:
+        query.awaitTermination(120)
+    assert type(caught.value).__name__ == "StreamingQueryException"
+    unwrapped = hqueue_error(caught.value)
+    assert isinstance(unwrapped, NoQueueError)
+    assert str(unwrapped) == "no queue 'nosuchqueue'"
+    # Spark's own error, wrapping none of hqueue's: its first line.
+    not_found = r"^\[PATH_NOT_FOUND\] Path does not exist"
+    with pytest.raises(SparkJobError, match=not_found), spark_errors():
+        spark.read.json(str(tmp_path / "nope.jsonl"))
