@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hqueue.errors import TableNotFoundError
-from hqueue.standalone.engine.reclaim import Chunk
+from hqueue.standalone.engine.reclaim import CHUNK_KEYS, Chunk
 from hqueue.standalone.engine.schema import FamilyOptions, Mutation, RowMutation, TableDescriptor
 from hqueue.standalone.engine.store import Store
 from tests.standalone.conftest import OwnServer, connect
@@ -101,7 +101,7 @@ def test_a_deleted_table_is_gone_at_once_and_reclaimed_in_chunks(tmp_path: Path)
         assert left[-1] == 0
         assert left == sorted(left, reverse=True)
         assert len(store.chunks) > 10  # many small transactions, not one
-        assert max(c.deleted for c in store.chunks) <= 4096
+        assert max(c.deleted for c in store.chunks) <= CHUNK_KEYS
         assert len(store.get_rows(b"other", [b"row-%d" % i for i in range(1, 11)])) == 10
     finally:
         store.close()

@@ -137,6 +137,17 @@ def decode_cells(data: bytes) -> list[Cell]:
     return cells
 
 
+def single_cell(data: bytes) -> tuple[bytes, int] | None:
+    """Return ``(column, timestamp)`` of a stored row that holds exactly one cell (a
+    queue's message row), read from its header without decoding the row; None for a
+    row of several cells."""
+    _, ts, newest_len, n_newest = ROW_HEADER.unpack_from(data)
+    if n_newest != 1 or HEADER_SIZE + newest_len != len(data):
+        return None
+    (clen,) = _I32.unpack_from(data, HEADER_SIZE)
+    return data[HEADER_SIZE + 4 : HEADER_SIZE + 4 + clen], ts
+
+
 def kv_order(cell: Cell) -> tuple[bytes, int]:
     """Sort key of HBase's KeyValue order: column ascending, timestamp descending."""
     return cell[0], -cell[1]

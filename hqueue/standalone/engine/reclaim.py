@@ -44,13 +44,13 @@ log = logging.getLogger(__name__)
 DROPPED = b"dropped:"
 """Key prefix of the drop markers in the ``meta`` database (then the 4-byte table id)."""
 
-CHUNK_KEYS = 4096
+CHUNK_KEYS = 2048
 """The most keys one reclaiming write transaction deletes."""
 
-CHUNK_SECONDS = 0.004
+CHUNK_SECONDS = 0.002
 """The most time one reclaiming write transaction spends deleting (checked every 256 keys)."""
 
-PAUSE_SECONDS = 0.002
+PAUSE_SECONDS = 0.004
 """The pause between two chunks, in which other threads write and read."""
 
 

@@ -67,6 +67,7 @@ from hqueue.standalone.engine.cells import (
     encode_singles,
     family_of,
     kv_order,
+    single_cell,
 )
 from hqueue.standalone.engine.commit import GroupCommitter
 from hqueue.standalone.engine.reclaim import (
@@ -813,9 +814,11 @@ class Store:
         """Remove expired cells and versions beyond ``max_versions`` (a major compaction).
 
         Runs in chunks, each its own write transaction, of at most ``batch_rows`` rows
-        and a few milliseconds of work, pausing between them, so that other writes
-        never wait long behind it. Return how many rows were rewritten or removed.
-        A table dropped meanwhile ends the purge.
+        to change and a few milliseconds of work, pausing between them, so that other
+        writes never wait long behind it; rows with nothing to remove are found in
+        read transactions, which hold up no writer. A one-cell row (a queue's
+        message) is judged from its header, without decoding it. Return how many
+        rows were rewritten or removed. A table dropped meanwhile ends the purge.
 
         :raises TableNotFoundError: no such table.
         """
@@ -825,17 +828,24 @@ class Store:
         while True:
             if not self._same_table(desc):
                 return changed
+            cutoffs = desc.ttl_cutoffs(now_ms())
             chunk: list[bytes] = []
+            scanned: bytes | None = None
             rows = self.iter_raw(desc, b"", b"", after=after)
             try:
-                for row, _ in rows:
-                    chunk.append(row)
-                    if len(chunk) >= batch_rows:
+                for n, (row, raw) in enumerate(rows):
+                    scanned = row
+                    if _purge_verdict(desc, cutoffs, raw) is not False:
+                        chunk.append(row)
+                    if len(chunk) >= batch_rows or n >= 20 * batch_rows:
                         break
             finally:
                 rows.close()
-            if not chunk:
+            if scanned is None:
                 return changed
+            if not chunk:
+                after = scanned
+                continue
 
             def rewrite(txn: lmdb.Transaction, keys: list[bytes] = chunk) -> tuple[int, int]:
                 # Return the rows changed and the rows looked at (the chunk stops at
@@ -853,6 +863,13 @@ class Store:
                     raw = txn.get(key, db=self._data)
                     if raw is None:
                         continue
+                    verdict = _purge_verdict(current, cutoffs, raw)
+                    if verdict is False:
+                        continue
+                    if verdict:
+                        n += 1
+                        txn.delete(key, db=self._data)
+                        continue
                     cells = decode_cells(bytes(raw))
                     kept = self._trim(current, cells, cutoffs)
                     if len(kept) != len(cells):
@@ -865,7 +882,7 @@ class Store:
 
             done, seen = self._committer.submit(rewrite)
             changed += done
-            after = chunk[seen - 1] if seen else after
+            after = chunk[seen - 1] if seen < len(chunk) else scanned
             # Let other threads write (and take the interpreter) before the next chunk.
             time.sleep(PAUSE_SECONDS)
 
@@ -1001,6 +1018,21 @@ class Store:
 
 _SinglePuts = tuple[list[MutationLike], set[bytes]]
 """The fast path's input: the one put of each row, and their columns."""
+
+
+def _purge_verdict(desc: TableDescriptor, cutoffs: dict[bytes, int], raw: bytes) -> bool | None:
+    """Return what a purge does with a stored row, when its header tells: True, delete
+    it (its one cell expired, or its family is gone); False, nothing (its one cell
+    stays). None: the row has several cells, decode it to know."""
+    single = single_cell(raw)
+    if single is None:
+        return None
+    column, ts = single
+    family = family_of(column)
+    if family not in desc.families:
+        return True
+    cutoff = cutoffs.get(family)
+    return cutoff is not None and ts < cutoff
 
 
 def _add_to_counter(old: bytes | None, amount: int) -> bytes:
