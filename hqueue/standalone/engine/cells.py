@@ -137,7 +137,7 @@ def decode_cells(data: bytes) -> list[Cell]:
     return cells
 
 
-def single_cell(data: bytes) -> tuple[bytes, int] | None:
+def single_cell(data: bytes | memoryview) -> tuple[bytes, int] | None:
     """Return ``(column, timestamp)`` of a stored row that holds exactly one cell (a
     queue's message row), read from its header without decoding the row; None for a
     row of several cells."""
@@ -145,7 +145,7 @@ def single_cell(data: bytes) -> tuple[bytes, int] | None:
     if n_newest != 1 or HEADER_SIZE + newest_len != len(data):
         return None
     (clen,) = _I32.unpack_from(data, HEADER_SIZE)
-    return data[HEADER_SIZE + 4 : HEADER_SIZE + 4 + clen], ts
+    return bytes(data[HEADER_SIZE + 4 : HEADER_SIZE + 4 + clen]), ts
 
 
 def kv_order(cell: Cell) -> tuple[bytes, int]:

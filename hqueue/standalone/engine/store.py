@@ -1020,7 +1020,9 @@ _SinglePuts = tuple[list[MutationLike], set[bytes]]
 """The fast path's input: the one put of each row, and their columns."""
 
 
-def _purge_verdict(desc: TableDescriptor, cutoffs: dict[bytes, int], raw: bytes) -> bool | None:
+def _purge_verdict(
+    desc: TableDescriptor, cutoffs: dict[bytes, int], raw: bytes | memoryview
+) -> bool | None:
     """Return what a purge does with a stored row, when its header tells: True, delete
     it (its one cell expired, or its family is gone); False, nothing (its one cell
     stays). None: the row has several cells, decode it to know."""
