@@ -47,6 +47,14 @@ class ConnectionLostError(HQueueError, ConnectionError):
     """A server could not be reached, or the connection broke mid-call."""
 
 
+class WrongServiceError(HQueueError):
+    """An address answered, but not as the service expected there: an HBase Thrift2
+    gateway or a sidecar where the Thrift1 gateway was expected (``--hbase`` given
+    the wrong port), or the other way round. Not retried: the address is wrong. The
+    message names the address, what answered when it can tell, and what was
+    expected."""
+
+
 # --- metadata (hqueue.metadata): Hedwig's errors, under one MetadataError ---
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "check_topics",
     "decode_rowkey",
     "encode_rowkey",
+    "format_time",
     "messages_from_columns",
     "parse_position",
     "partition_range",
@@ -161,13 +162,16 @@ class Message(NamedTuple):
         return self.id.timestamp
 
     def to_json(self) -> dict[str, object]:
-        """Return the JSON form ``hqueue scan --format json`` prints: the value as UTF-8
-        text under ``value``, or base64 under ``value_base64`` when it is not UTF-8."""
+        """Return the JSON form ``hqueue scan --format json`` prints: the id's
+        ``timestamp`` (milliseconds) and ``time`` (:func:`format_time`); the value as
+        UTF-8 text under ``value``, or base64 under ``value_base64`` when it is not
+        UTF-8."""
         record: dict[str, object] = {
             "id": str(self.id),
             "partition": self.partition,
             "topic": self.topic,
             "timestamp": self.id.timestamp,
+            "time": format_time(self.id.timestamp),
         }
         try:
             record["value"] = self.value.decode("utf-8")
@@ -237,6 +241,19 @@ def check_topic(topic: str) -> bytes:
     except UnicodeEncodeError:
         raise InvalidArgumentError(f"'topic' {topic!r} is not valid UTF-8") from None
     return raw
+
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+
+
+def format_time(ms: int) -> str:
+    """Return a time given as milliseconds since the epoch the one way hqueue prints
+    times (the CLI, its JSON, the Spark jobs' reports): UTC, ISO-8601 with
+    milliseconds and ``Z``, as in ``"2026-11-23T12:00:00.123Z"``.
+    :func:`parse_position` reads it back."""
+    # Integer arithmetic: ms / 1000 as a float can land a millisecond short.
+    when = _EPOCH + _dt.timedelta(milliseconds=ms)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_position(position: object, what: str = "position") -> MessageId:

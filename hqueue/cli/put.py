@@ -42,7 +42,6 @@ import select
 import signal
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from types import FrameType, TracebackType
 from typing import IO, TYPE_CHECKING, Any, TextIO
@@ -50,6 +49,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 import click
 
 from hqueue.cli.common import client_for, format_option, root_options, silence_stdout
+from hqueue.cli.progress import Counter
 from hqueue.errors import HQueueError
 from hqueue.message import MessageId, check_topic
 
@@ -62,7 +62,6 @@ _BATCH_BYTES = 4 << 20
 """Payload bytes per batch: far below a sidecar's request limit (64 MiB, 16 MiB in
 ``hqueue standalone``), so long lines cannot make a request the server refuses unread."""
 _READ_SIZE = 1 << 20
-_PROGRESS_SECONDS = 0.25
 
 
 def _more_waiting(fd: int) -> bool:
@@ -133,32 +132,6 @@ def read_batches(
         yield batch
 
 
-class _Progress:
-    """``N messages put`` on one self-overwriting stderr line, when stderr is a
-    terminal."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self._enabled = stream.isatty()
-        self._next = time.monotonic() + _PROGRESS_SECONDS
-        self._shown = False
-
-    def update(self, count: int) -> None:
-        if not self._enabled:
-            return
-        now = time.monotonic()
-        if now >= self._next:
-            self._next = now + _PROGRESS_SECONDS
-            self._stream.write(f"\r{count:,} messages put")
-            self._stream.flush()
-            self._shown = True
-
-    def finish(self, count: int) -> None:
-        if self._shown:
-            self._stream.write(f"\r{count:,} messages put\n")
-            self._stream.flush()
-
-
 class _DeferInterrupt:
     """Hold back a first Ctrl-C (SIGINT) while a batch is put and its ids printed,
     raising :class:`KeyboardInterrupt` once they are, so that the printed ids stay
@@ -216,7 +189,7 @@ def _put_all(
     """
     from hqueue.client.producer import NewMessage, partition_for_key
 
-    progress = _Progress(sys.stderr)
+    progress = Counter("messages put")
     next_partition = random.randrange(queue.partitions)
     count = 0
     last: MessageId | None = None

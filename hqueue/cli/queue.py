@@ -10,7 +10,10 @@ keeps messages forever. They are printed in the same notation (largest units fir
 so a printed TTL can be pasted back into ``--ttl``; JSON output has ``ttl_seconds``.
 
 ``delete`` asks for confirmation only when stdin is a terminal and ``--yes`` is not
-given; scripts and pipelines are never prompted.
+given; scripts and pipelines are never prompted. Answered no (or just Enter), it
+prints :data:`NOT_CONFIRMED` on stderr and exits with status 0, as ``kubectl delete
+--interactive`` does: declining is an answer, not a failure. While the queue is
+deleted, a terminal's stderr shows what is under way and for how long.
 
 Errors, including out-of-range ``--partitions``/``--regions``/``--ttl`` and a bad
 queue name, print one line and exit with status 1; malformed command lines (a
@@ -19,7 +22,6 @@ missing option, a non-integer count) are click's usage errors, status 2.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import re
 import sys
@@ -30,15 +32,20 @@ import click
 from hqueue.cli.common import client_for as _client
 from hqueue.cli.common import format_option
 from hqueue.cli.common import root_options as _options
+from hqueue.cli.progress import elapsed
 from hqueue.errors import HQueueError
-from hqueue.message import MAX_PARTITIONS
+from hqueue.message import MAX_PARTITIONS, format_time
 from hqueue.metadata.resources import check_queue_name
 
 if TYPE_CHECKING:
     from hqueue.client.admin import QueueDescription
     from hqueue.metadata.managers import OwnerInfo, QueueInfo
 
-__all__ = ["format_ttl", "parse_ttl", "queue"]
+__all__ = ["NOT_CONFIRMED", "format_ttl", "parse_ttl", "queue"]
+
+NOT_CONFIRMED = "queue delete: not confirmed; nothing deleted"
+"""What ``queue delete`` prints (on stderr, status 0) when its question is answered
+no."""
 
 _MAX_TTL = 2**31 - 1  # HBase's timeToLive is a Java int of seconds
 _UNITS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -145,13 +152,12 @@ def _owner_lines(description: QueueDescription) -> list[str]:
 
 
 def _describe_text(description: QueueDescription) -> str:
-    created = _dt.datetime.fromtimestamp(description.created_ms / 1000, _dt.UTC)
     lines = [
         f"name: {description.name}",
         f"table: {description.table}",
         f"partitions: {description.partitions}",
         f"ttl: {format_ttl(description.ttl_seconds)}",
-        f"created: {created.isoformat(timespec='seconds').replace('+00:00', 'Z')}",
+        f"created: {format_time(description.created_ms)}",
         f"regions: {len(description.regions)}",
         *(
             f"  {_span(r.first_partition, r.last_partition)}: {r.host}:{r.port}"
@@ -161,6 +167,18 @@ def _describe_text(description: QueueDescription) -> str:
         *_owner_lines(description),
     ]
     return "\n".join(lines)
+
+
+def _confirmed(question: str) -> bool:
+    """Ask ``question`` on stderr; return whether the answer was yes (no, Enter and
+    end of input are no). Ctrl-C still raises :class:`click.Abort`."""
+    try:
+        return click.confirm(question, err=True)
+    except click.Abort as exc:
+        if isinstance(exc.__context__, EOFError):
+            click.echo(err=True)  # end the prompt's line
+            return False
+        raise
 
 
 @click.group("queue")
@@ -222,6 +240,9 @@ def list_queues(ctx: click.Context) -> None:
     """List the queues by name, one per line."""
     with _client(ctx) as client:
         found = client.queues()
+    if not found:
+        # On stderr, as kubectl's "No resources found": stdout stays an empty list.
+        click.echo("no queues", err=True)
     for info in found:
         _emit(
             ctx,
@@ -292,10 +313,12 @@ def delete(ctx: click.Context, name: str, force: bool, yes: bool) -> None:
             # Read first so that a missing queue fails before the question is asked.
             info = client.queue(name).info
             # The prompt goes to stderr: stdout may be JSON for a program.
-            click.confirm(
-                f"Delete queue {name} ({info.partitions} partitions) and all its messages?",
-                abort=True,
-                err=True,
-            )
-        client.delete_queue(name, force=force)
+            if not _confirmed(
+                f"Delete queue {name} ({info.partitions} partitions) and all its messages?"
+            ):
+                # As kubectl delete --interactive: a "no" is an answer, not an error.
+                click.echo(NOT_CONFIRMED, err=True)
+                return
+        with elapsed(f"deleting queue {name}"):
+            client.delete_queue(name, force=force)
     _emit(ctx, {"deleted": True, "name": name}, f"deleted queue {name}")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -37,6 +36,7 @@ from hqueue.cli.common import (
     root_options,
     silence_stdout,
 )
+from hqueue.cli.progress import Counter
 from hqueue.errors import HQueueError
 from hqueue.message import Message, check_topic
 from hqueue.settings import DEFAULT_SCAN_BATCH_SIZE
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 __all__ = ["scan"]
 
 _PROGRESS_EVERY = 1024  # messages between looks at the clock
-_PROGRESS_SECONDS = 0.25
 
 
 def _text_line(message: Message) -> str:
@@ -63,33 +62,10 @@ def _json_line(message: Message) -> str:
     return json.dumps(message.to_json()) + "\n"
 
 
-class _Progress:
-    """``N messages`` on one self-overwriting stderr line, when stderr is a terminal."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self.enabled = stream.isatty()
-        self._next = time.monotonic() + _PROGRESS_SECONDS
-        self._shown = False
-
-    def update(self, count: int) -> None:
-        now = time.monotonic()
-        if now >= self._next:
-            self._next = now + _PROGRESS_SECONDS
-            self._stream.write(f"\r{count:,} messages")
-            self._stream.flush()
-            self._shown = True
-
-    def finish(self, count: int) -> None:
-        if self._shown:
-            self._stream.write(f"\r{count:,} messages\n")
-            self._stream.flush()
-
-
 def _print(messages: Iterable[Message], json_output: bool, out: TextIO) -> None:
     format_line = _json_line if json_output else _text_line
     write = out.write
-    progress = _Progress(sys.stderr)
+    progress = Counter("messages")
     count = 0
     if not progress.enabled:
         for message in messages:

@@ -53,8 +53,11 @@ def list_subscriptions(ctx: click.Context, queue_name: str) -> None:
     """List the subscriptions of QUEUE."""
     json_output = root_options(ctx).get("format") == "json"
     with client_for(ctx) as client:
-        for info in client.queue(queue_name).subscriptions():
-            click.echo(json.dumps(info.to_json()) if json_output else _list_line(info))
+        found = client.queue(queue_name).subscriptions()
+    if not found:
+        click.echo(f"queue {queue_name!r} has no subscriptions", err=True)
+    for info in found:
+        click.echo(json.dumps(info.to_json()) if json_output else _list_line(info))
 
 
 @subscriptions.command("delete")

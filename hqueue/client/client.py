@@ -346,7 +346,9 @@ class Queue:
 
         ``listener`` is a :class:`~hqueue.client.subscriber.MessageListener` or a callable
         taking a list of messages (or a list of them, called in turn). ``partitions``
-        defaults to all, ``topics`` to all. ``start`` (``"latest"``, ``"earliest"``, a
+        defaults to all, ``topics`` to all (``[]`` is all topics too, as in
+        :meth:`scan`; on an existing subscription ``None`` keeps its topics and ``[]``
+        widens it to all). ``start`` (``"latest"``, ``"earliest"``, a
         MessageId, a datetime, an ISO time or ``"ts:seq"``) applies when the
         subscription is created and to partitions added to it; an existing subscription
         resumes after its checkpoints. The subscriber serves on ``host:port`` (a free

@@ -30,8 +30,9 @@ Options, the same for all three (keywords only):
   milliseconds since the epoch (:func:`hqueue.message.parse_position`); a time stands
   for its first id, so ``stop="2024-01-02"`` ends before the first message of that
   day. Default: the whole partition.
-- ``topics``: only these topics (an iterable of str; one str is one topic). The
-  filter runs on the server: only the columns ``message:<topic>`` are asked for.
+- ``topics``: only these topics (an iterable of str; one str is one topic; an empty
+  one, like ``None``, means every topic, as in ``Queue.subscribe``). The filter runs
+  on the server: only the columns ``message:<topic>`` are asked for.
 - ``limit``: at most this many messages in total (default: all).
 - ``batch_size``: rows per ``scannerGetList`` round trip (default 1000).
 
@@ -80,7 +81,22 @@ __all__ = [
     "CombinedPartitionScanner",
     "PartitionScanner",
     "QueueScanner",
+    "topic_filter",
 ]
+
+
+def topic_filter(topics: Iterable[str] | str | None) -> tuple[str, ...] | None:
+    """Return the topics a scan or a subscription keeps: ``None`` for ``None`` (no
+    filter given), ``()`` for an empty iterable, which means every topic, as a
+    subscription stores it and ``subscriptions list`` prints it (``"topics": []``).
+
+    :raises InvalidArgumentError: on a bad topic, or a non-iterable.
+    """
+    if topics is not None and not isinstance(topics, str):
+        topics = list(topics)
+        if not topics:
+            return ()
+    return check_topics(topics)
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
@@ -107,7 +123,7 @@ class _Scanner(Closeable):
         self.stop: MessageId | None = None if stop is None else parse_position(stop, "'stop'")
         if self.start is not None and self.stop is not None and self.start > self.stop:
             raise InvalidArgumentError(f"'start' ({self.start}) is after 'stop' ({self.stop})")
-        self.topics: tuple[str, ...] | None = check_topics(topics)
+        self.topics: tuple[str, ...] | None = topic_filter(topics) or None
         self.limit = None if limit is None else _check_int("limit", limit, 0)
         self.batch_size = _check_int("batch_size", batch_size, 1)
         for topic in self.topics or ():

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from hqueue.client.scanners import topic_filter
 from hqueue.closing import Closeable
 from hqueue.errors import (
     HQueueError,
@@ -37,7 +38,6 @@ from hqueue.message import (
     Message,
     MessageId,
     check_partition,
-    check_topics,
     messages_from_columns,
 )
 from hqueue.metadata.managers import SubscriptionPreferences
@@ -178,7 +178,7 @@ class Subscriber(Closeable):
         self.name = name
         self._subs = queue.context.subscriptions
         self._partitions = _check_partitions(queue, partitions)
-        self._topics = _check_topics(topics)
+        self._topics = topic_filter(topics)
         self._start = start
         self._handler = _Handler(queue.name, name, list(listeners))
         self._server = ThriftServer(
@@ -332,13 +332,3 @@ def _check_partitions(
     if not chosen:
         raise InvalidArgumentError("'partitions' must name at least one partition")
     return chosen
-
-
-def _check_topics(topics: Iterable[str] | str | None) -> tuple[str, ...] | None:
-    """Like :func:`hqueue.message.check_topics`, but an empty list means every topic
-    (as a subscription stores it), not an error."""
-    if topics is not None and not isinstance(topics, str):
-        topics = list(topics)
-        if not topics:
-            return ()
-    return check_topics(topics)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hqueue.errors import HQueueError
-from hqueue.message import MessageId, decode_rowkey, parse_position
+from hqueue.message import MessageId, decode_rowkey, format_time, parse_position
 from hqueue.metadata.managers import SubscriptionPreferences
 from hqueue.metadata.managers.subscription_data import GENERATION_OPTION
 from hqueue.settings import DEFAULT_LAG_TIMEOUT
@@ -91,7 +91,10 @@ class SubscriptionInfo:
             "topics": list(self.topics),
             "subscriber": self.subscriber,
             "generation": self.generation,
-            "created": self.created.isoformat(),
+            "created": format_time(
+                (self.created - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC))
+                // _dt.timedelta(milliseconds=1)
+            ),
         }
 
 
@@ -222,7 +225,7 @@ class DeliveryLag:
             "partition": self.partition,
             "start": text(self.start),
             "newest": text(self.newest),
-            "newest_time": None if self.newest is None else self.newest.datetime.isoformat(),
+            "newest_time": None if self.newest is None else format_time(self.newest.timestamp),
             "delivered": text(self.delivered),
             "checkpointed": text(self.checkpointed),
             "behind_ms": self.behind_ms,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -25,6 +27,30 @@ from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.standalone.engine.cursors import DEFAULT_LEASE_SECONDS
 from hqueue.standalone.server import StandaloneConfig, StandaloneServer
 from hqueue.wire.rpc_server import DEFAULT_MAX_MESSAGE_BYTES
+
+
+def _port_in_use(error: OSError, host: str, ports: list[tuple[str, int]]) -> str | None:
+    """Return what to tell the user when ``error`` is "address in use": which of
+    ``ports`` (option, port; 0 is a free one, never taken) is taken, found by binding
+    each as the server does (its own listeners are closed by then). ``None`` for any
+    other error, or when no port is taken any more."""
+    if error.errno != errno.EADDRINUSE:
+        return None
+    for option, port in ports:
+        if port == 0:
+            continue
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    continue
+                return (
+                    f"port {port} on {host} is in use (is another hqueue standalone "
+                    f"running?); {option} chooses another, 0 a free one"
+                )
+    return None
 
 
 @click.command()
@@ -171,7 +197,18 @@ def standalone(
     signal.signal(signal.SIGINT, on_signal)
     try:
         server.start()
-    except (OSError, HQueueError) as exc:
+    except OSError as exc:
+        taken = _port_in_use(
+            exc,
+            host,
+            [
+                ("--port", port),
+                ("--thrift2-port", thrift2_port),
+                ("--sidecar-port", sidecar_port if sidecar else 0),
+            ],
+        )
+        raise click.ClickException(f"cannot start: {taken or exc}") from None
+    except HQueueError as exc:
         raise click.ClickException(f"cannot start: {exc}") from None
     assert server.thrift1 is not None
     click.echo(server.ready_line())

@@ -16,15 +16,94 @@ from typing import Any
 
 import happybase
 from thriftpy2.rpc import make_client
-from thriftpy2.thrift import TException
+from thriftpy2.thrift import TApplicationException, TException
+from thriftpy2.transport import TTransportException
 
-from hqueue.errors import ConnectionLostError, InvalidArgumentError, StorageError
-from hqueue.settings import parse_address
+from hqueue.errors import (
+    ConnectionLostError,
+    InvalidArgumentError,
+    StorageError,
+    WrongServiceError,
+)
+from hqueue.settings import DEFAULT_THRIFT1_PORT, DEFAULT_THRIFT2_PORT, parse_address
 from hqueue.storage.reader import Thrift1Range
 from hqueue.wire.errors import hbase_errors
-from hqueue.wire.idl import hbase2
+from hqueue.wire.idl import hbase1, hbase2, sidecar
 
-__all__ = ["ConnectionPool", "HBase"]
+__all__ = ["ConnectionPool", "HBase", "identify_service"]
+
+THRIFT1 = "an HBase Thrift1 gateway"
+THRIFT2 = "an HBase Thrift2 gateway"
+SIDECAR = "an hqueue sidecar"
+_PROBE_TIMEOUT_MS = 2000
+
+
+def identify_service(address: str, timeout_ms: int = _PROBE_TIMEOUT_MS) -> str | None:
+    """Return which of the services hqueue talks to answers at ``address``
+    (:data:`THRIFT1`, :data:`THRIFT2` or :data:`SIDECAR`), or ``None`` when none
+    does (or nothing answers): one cheap read-only call of each, each on a
+    connection of its own, until one is known to the server."""
+    host, port = parse_address(address)
+    probes: tuple[tuple[Any, str, tuple[Any, ...], str], ...] = (
+        (hbase1().Hbase, "getTableNames", (), THRIFT1),
+        (hbase2().THBaseService, "tableExists", (hbase2().TTableName(qualifier=b"-"),), THRIFT2),
+        (sidecar().HQueueSidecar, "status", (), SIDECAR),
+    )
+    for service, call, args, name in probes:
+        try:
+            client = make_client(service, host, port, timeout=timeout_ms)
+        except (OSError, TException):
+            return None
+        try:
+            getattr(client, call)(*args)
+            return name
+        except TApplicationException as exc:
+            # Any answer but "unknown method" means the server has the call.
+            if exc.type != TApplicationException.UNKNOWN_METHOD:
+                return name
+        except (OSError, TTransportException):
+            pass  # a reply it could not make sense of: not this service
+        except TException:
+            return name  # one of the call's declared exceptions
+        finally:
+            client.close()
+    return None
+
+
+def _not_the_service(address: str, expected: str, option: str, default_port: int) -> str:
+    """The message of a :class:`WrongServiceError`: what answered at ``address``, and
+    what ``option`` takes."""
+    found = identify_service(address)
+    if found == expected:
+        # It is that service, yet lacks a call hqueue makes: an older version.
+        return (
+            f"{address} is {expected} but does not know a call hqueue makes: hqueue "
+            "needs HBase 2.2 or later (Thrift2 createTable with split keys)"
+        )
+    port = {THRIFT1: "the Thrift1 port", THRIFT2: "the Thrift2 port", SIDECAR: "a sidecar's port"}
+    answered = "but not" if found is None else f"but as {found}, not"
+    hint = "" if found is None else f" is it {port[found]}?"
+    return (
+        f"{address} answered, {answered} as {expected}:{hint} {option} takes {expected} "
+        f"(port {default_port} by default; `hqueue standalone` names its ports in its "
+        "ready line)"
+    )
+
+
+@contextlib.contextmanager
+def expect_service(address: str, expected: str, option: str, default_port: int) -> Iterator[None]:
+    """Turn the block's "unknown method" replies into a :class:`WrongServiceError`
+    saying what answered at ``address`` instead of ``expected``.
+
+    :raises WrongServiceError: if the server at ``address`` does not know a call.
+    """
+    try:
+        yield
+    except TApplicationException as exc:
+        if exc.type != TApplicationException.UNKNOWN_METHOD:
+            raise
+        message = _not_the_service(address, expected, option, default_port)
+        raise WrongServiceError(message) from None
 
 
 class ConnectionPool:
@@ -126,8 +205,16 @@ class HBase:
     @contextlib.contextmanager
     def connection(self, what: str) -> Iterator[happybase.Connection]:
         """Yield a pooled happybase connection; errors in the block become hqueue's,
-        prefixed with ``what``."""
-        with hbase_errors(what), self.pool.connection() as conn:
+        prefixed with ``what``.
+
+        :raises WrongServiceError: if ``address`` is not a Thrift1 gateway (a Thrift2
+            gateway or a sidecar does not know Thrift1's calls).
+        """
+        with (
+            hbase_errors(what),
+            expect_service(self.address, THRIFT1, "--hbase", DEFAULT_THRIFT1_PORT),
+            self.pool.connection() as conn,
+        ):
             yield conn
 
     @contextlib.contextmanager
@@ -172,6 +259,7 @@ class HBase:
 
         :raises ConnectionLostError: if the Thrift2 gateway cannot be reached.
         :raises InvalidArgumentError: if no Thrift2 gateway was given.
+        :raises WrongServiceError: if ``admin_address`` is not a Thrift2 gateway.
         """
         if self.admin_address is None:
             raise InvalidArgumentError(f"{what}: needs the HBase Thrift2 gateway (--hbase-admin)")
@@ -186,7 +274,10 @@ class HBase:
             ) from None
         try:
             try:
-                yield client
+                with expect_service(
+                    self.admin_address, THRIFT2, "--hbase-admin", DEFAULT_THRIFT2_PORT
+                ):
+                    yield client
             except service.TIOError as exc:
                 raise StorageError(f"{what}: {exc.message}") from None
             except (OSError, TException) as exc:

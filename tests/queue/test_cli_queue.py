@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from hqueue.cli.main import cli
-from hqueue.cli.queue import format_ttl, parse_ttl
+from hqueue.cli.queue import NOT_CONFIRMED, format_ttl, parse_ttl
 from hqueue.client.client import Client
 from hqueue.errors import NoQueueError
 from hqueue.metadata.managers import SubscriptionPreferences
@@ -238,11 +238,14 @@ def test_delete_asks_on_a_terminal(
     hbase_server: StandaloneProcess, hq: Client, queue_name: str, cleanup: None
 ) -> None:
     hq.create_queue(queue_name, 2)
-    declined = _delete_on_a_terminal(hbase_server, queue_name, "n\n")
-    assert declined.returncode == 1
-    assert declined.stdout == ""
-    assert f"Delete queue {queue_name} (2 partitions) and all its messages?" in declined.stderr
-    assert queue_name in [info.name for info in hq.queues()]
+    for answer in ("n\n", "\n", "\x04"):  # no, Enter (the default), end of input
+        declined = _delete_on_a_terminal(hbase_server, queue_name, answer)
+        assert declined.returncode == 0
+        assert declined.stdout == ""
+        asked, _, said = declined.stderr.partition("[y/N]: ")
+        assert asked == f"Delete queue {queue_name} (2 partitions) and all its messages? "
+        assert said.strip() == NOT_CONFIRMED == "queue delete: not confirmed; nothing deleted"
+        assert queue_name in [info.name for info in hq.queues()]
 
     accepted = _delete_on_a_terminal(hbase_server, queue_name, "y\n")
     assert accepted.returncode == 0, accepted.stderr

@@ -94,7 +94,8 @@ def test_json_output(hbase_server: StandaloneProcess, queue: Queue) -> None:
     done = run(hbase_server, queue.name, "--partition", "0", json_output=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == (
-        f'{{"id": "{T0}:0", "partition": 0, "topic": "a", "timestamp": {T0}, "value": "zero"}}'
+        f'{{"id": "{T0}:0", "partition": 0, "topic": "a", "timestamp": {T0}, '
+        '"time": "2023-11-14T22:13:20.000Z", "value": "zero"}'
     )
     got = [json.loads(line) for line in done.stdout.splitlines()]
     assert got[1]["value"] == "tab\there\nnewline"
@@ -104,6 +105,7 @@ def test_json_output(hbase_server: StandaloneProcess, queue: Queue) -> None:
         "partition": 0,
         "topic": "a",
         "timestamp": T0 + 2,
+        "time": "2023-11-14T22:13:20.002Z",
         "value_base64": base64.b64encode(b"\xff\xfe binary").decode(),
     }
 

@@ -4,14 +4,22 @@ run as users run them (child processes) against the session's standalone server.
 from __future__ import annotations
 
 import json
+import re
 import signal
 from pathlib import Path
 
+import pytest
+
 from hqueue.client.client import Client
+from hqueue.errors import InvalidArgumentError
+from hqueue.message import Message, format_time, parse_position
 from hqueue.testing.cluster import wait_for
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.testing.subscriber import SubscriberProcess
 from tests.queue.test_cli_put import hqueue
+
+TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+"""How hqueue prints every time: UTC, ISO-8601, milliseconds, ``Z``."""
 
 
 def test_subscribe_prints_scan_json_and_ctrl_c_closes_cleanly(
@@ -69,7 +77,15 @@ def test_subscriptions_list_reset_delete_and_lag(
             (0, str(ids[0]), str(ids[0]), True),
             (1, str(ids[1]), str(ids[1]), True),
         ]
-        assert rows[0]["newest_time"] == ids[0].datetime.isoformat()
+        assert rows[0]["newest_time"] == format_time(ids[0].timestamp)
+        assert TIME.fullmatch(rows[0]["newest_time"])
+        [sub_json] = [
+            json.loads(line)
+            for line in hqueue(
+                hbase_server, "subscriptions", "list", queue_name, json_output=True
+            ).stdout.splitlines()
+        ]
+        assert TIME.fullmatch(sub_json["created"]), sub_json
         table = hqueue(hbase_server, "lag", queue_name).stdout.splitlines()
         assert table[0].split()[:4] == ["SUBSCRIPTION", "PARTITION", "NEWEST", "DELIVERED"]
         assert len(table) == 3 and table[1].split()[:2] == ["s1", "0"]
@@ -97,6 +113,9 @@ def test_subscriptions_list_reset_delete_and_lag(
     assert again.returncode == 1 and "no subscription 's1'" in again.stderr
     empty = hqueue(hbase_server, "lag", queue_name)
     assert empty.returncode == 0 and "has no subscriptions" in empty.stderr
+    none = hqueue(hbase_server, "subscriptions", "list", queue_name)
+    assert (none.returncode, none.stdout) == (0, "")
+    assert none.stderr == f"queue {queue_name!r} has no subscriptions\n"
 
 
 def test_bad_positions_and_queues_are_one_line_errors(
@@ -109,3 +128,49 @@ def test_bad_positions_and_queues_are_one_line_errors(
     assert missing.returncode == 1 and "no queue" in missing.stderr
     reset = hqueue(hbase_server, "subscriptions", "reset", queue_name, "nope", "--to", "latest")
     assert reset.returncode == 1 and "no subscription 'nope'" in reset.stderr
+
+
+def test_format_time_is_utc_iso_with_milliseconds_and_reads_back() -> None:
+    assert format_time(1795291845192) == "2026-11-21T20:10:45.192Z"
+    assert format_time(0) == "1970-01-01T00:00:00.000Z"
+    # Milliseconds that a float division would land one short of.
+    for ms in (1795291845001, 1700000000123, 1700000000999):
+        text = format_time(ms)
+        assert text.endswith(f".{ms % 1000:03d}Z")
+        assert parse_position(text).timestamp == ms
+
+
+def test_scan_and_describe_print_times_the_same_way(
+    hq: Client, hbase_server: StandaloneProcess, queue_name: str
+) -> None:
+    info = hq.create_queue(queue_name, partitions=1)
+    [mid] = hq.queue(queue_name).put_batch([(b"x", "t", 0)])
+    [scanned] = hqueue(hbase_server, "scan", queue_name, json_output=True).stdout.splitlines()
+    record = json.loads(scanned)
+    assert (record["timestamp"], record["time"]) == (mid.timestamp, format_time(mid.timestamp))
+    described = hqueue(hbase_server, "queue", "describe", queue_name).stdout.splitlines()
+    assert f"created: {format_time(info.created_ms)}" in described
+    assert TIME.fullmatch(described[4].removeprefix("created: "))
+
+
+@pytest.mark.parametrize("kind", ["scan", "subscribe"])
+def test_an_empty_topic_list_means_every_topic_in_scan_and_subscribe(
+    hq: Client, queue_name: str, kind: str
+) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    q = hq.queue(queue_name)
+    q.put_batch([(b"a", "one", 0), (b"b", "two", 0)])
+    got: list[Message] = []
+    if kind == "scan":
+        with q.scan(topics=[]) as everything:
+            got.extend(everything)
+    else:
+        with q.subscribe("all", got.extend, topics=[], start="earliest"):
+            wait_for(lambda: len(got) == 2, 20, "both topics")
+        assert q.subscriptions()[0].topics == ()
+    assert [(m.topic, m.value) for m in got] == [("one", b"a"), ("two", b"b")]
+    # Neither takes a bad topic.
+    with pytest.raises(InvalidArgumentError):
+        q.scan(topics=[""])
+    with pytest.raises(InvalidArgumentError):
+        q.subscribe("bad", got.extend, topics=[""])

@@ -45,6 +45,7 @@ class HBaseClient:
         )
         self._table = table
         self._table_name = self._hbase.table_name(table)
+        self._exists = False
 
     @contextlib.contextmanager
     def _client(self, what: str) -> Iterator[tuple[Any, bytes]]:
@@ -52,16 +53,32 @@ class HBaseClient:
         with self._hbase.client(what) as client:
             yield client, self._table_name
 
+    def table_exists(self) -> bool:
+        """Return whether the metadata table exists. Once it does the answer is kept:
+        the table is created once and never dropped by hqueue."""
+        if not self._exists:
+            with self._hbase.connection("look up the metadata table") as conn:
+                self._exists = self._table_name in conn.client.getTableNames()
+        return self._exists
+
     def ensure_table(self) -> None:
         """Create the metadata table unless it exists (racing creators are fine)."""
-        with self._hbase.connection("create metadata table") as conn:
-            if conn.table(self._table).name in conn.client.getTableNames():
-                return
-            with contextlib.suppress(Hbase_thrift.AlreadyExists):
-                conn.create_table(self._table, FAMILIES)
+        if self.table_exists():
+            return
+        with (
+            self._hbase.connection("create metadata table") as conn,
+            contextlib.suppress(Hbase_thrift.AlreadyExists),
+        ):
+            conn.create_table(self._table, FAMILIES)
+        self._exists = True
+
+    # Reads of a table not created yet find nothing, and create nothing: only a write
+    # creates it, so that listing or describing an empty installation leaves it empty.
 
     def row(self, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
         """Return the row's newest cells (all, or ``columns``); empty if none."""
+        if not self.table_exists():
+            return {}
         with self._client("get row") as (client, table):
             if columns:
                 results = client.getRowWithColumns(table, row, list(columns), {})
@@ -73,7 +90,7 @@ class HBaseClient:
         self, rows: Sequence[bytes], columns: Sequence[bytes] | None = None
     ) -> dict[bytes, Row]:
         """Return the cells of each existing row among ``rows``."""
-        if not rows:
+        if not rows or not self.table_exists():
             return {}
         with self._client("get rows") as (client, table):
             if columns:
@@ -90,6 +107,7 @@ class HBaseClient:
         mutations += [Hbase_thrift.Mutation(isDelete=True, column=c) for c in deletes]
         if not mutations:
             return
+        self.ensure_table()
         with self._client("mutate row") as (client, table):
             client.mutateRow(table, row, mutations, {})
 
@@ -99,11 +117,13 @@ class HBaseClient:
         """Put ``value`` into ``column`` if the column holds exactly ``expected``
         (``None``: the column is absent); return whether it did."""
         mutation = Hbase_thrift.Mutation(column=column, value=value)
+        self.ensure_table()
         with self._client("check and put") as (client, table):
             return bool(client.checkAndPut(table, row, column, expected, mutation, {}))
 
     def increment(self, row: bytes, column: bytes, amount: int = 1) -> int:
         """Atomically add ``amount`` to a counter cell; return the new count."""
+        self.ensure_table()
         with self._client("increment") as (client, table):
             return int(client.atomicIncrement(table, row, column, amount))
 
@@ -119,6 +139,8 @@ class HBaseClient:
     ) -> list[tuple[bytes, Row]]:
         """Return up to ``limit`` rows from ``start`` (inclusive) to ``stop``
         (exclusive); reversed scans start at the high end."""
+        if not self.table_exists():
+            return []
         scan = Thrift1Range(
             self._hbase.client,
             self._table_name,

@@ -97,7 +97,9 @@ class HBaseMetaStore(MetaStore):
             timeout_ms=int(timeout * 1000),
         )
         try:
-            self._client.ensure_table()
+            # Created by the first write, not here: read-only use creates no table.
+            # This first call also finds out whether --hbase is a Thrift1 gateway.
+            self._client.table_exists()
         except BaseException:
             self._client.close()
             raise
@@ -220,7 +222,12 @@ class HBaseMetaStore(MetaStore):
         return self.own_lease().session_id
 
     def add_session_listener(self, listener: SessionListener) -> None:
-        self.own_lease()  # a listener wants a session to watch: open it now
+        # A listener wants a session to watch: open it now, unless there is no
+        # metadata table yet. A lease is a write, which would create the table, and a
+        # read-only client of an empty installation must leave it empty; whatever
+        # needs the session later (an ephemeral entry) opens it then.
+        if self._client.table_exists():
+            self.own_lease()
         with self._lock:
             self._listeners.append(listener)
 

@@ -1,0 +1,171 @@
+"""The command line against servers that are not what it expects, as users meet them:
+``--hbase`` given the Thrift2 or a sidecar port, an empty installation that read-only
+verbs must leave empty, ``hqueue standalone`` on a port that is taken, and a healthy
+server's log while a queue is created. Each runs ``python -m hqueue`` in a child
+process against a real ``hqueue standalone``."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import hqueue
+from hqueue.client.client import Client
+from hqueue.errors import HQueueError, NoQueueError, WrongServiceError
+from hqueue.testing.standalone import StandaloneProcess
+from tests.queue.test_cli_queue import child_env, run, table_names
+
+
+def hqueue_at(hbase: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m hqueue --hbase HBASE ARGS``."""
+    return subprocess.run(
+        [sys.executable, "-m", "hqueue", "--hbase", hbase, *args],
+        env=child_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("port", "found", "hint"),
+    [
+        ("thrift2_port", "an HBase Thrift2 gateway", "is it the Thrift2 port?"),
+        ("sidecar_port", "an hqueue sidecar", "is it a sidecar's port?"),
+    ],
+)
+def test_hbase_at_another_port_says_what_answered(
+    hbase_server: StandaloneProcess, port: str, found: str, hint: str
+) -> None:
+    address = f"{hbase_server.host}:{getattr(hbase_server, port)}"
+    done = hqueue_at(address, "queue", "list")
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"Error: {address} answered, but as {found}, not as an HBase Thrift1 gateway: "
+        f"{hint} --hbase takes an HBase Thrift1 gateway (port 9090 by default; "
+        "`hqueue standalone` names its ports in its ready line)\n"
+    )
+    assert "TApplicationException" not in done.stderr
+
+
+def test_hbase_admin_at_a_sidecar_port_says_so(
+    hbase_server: StandaloneProcess, queue_name: str
+) -> None:
+    sidecar = f"{hbase_server.host}:{hbase_server.sidecar_port}"
+    created = hqueue_at(
+        hbase_server.address, "--hbase-admin", sidecar, "queue", "create", queue_name,
+        "--partitions", "1",
+    )  # fmt: skip
+    assert created.returncode == 1
+    assert f"{sidecar} answered, but as an hqueue sidecar, not as an HBase Thrift2 gateway" in (
+        created.stderr
+    )
+    assert "--hbase-admin takes an HBase Thrift2 gateway" in created.stderr
+
+
+def test_the_library_raises_a_typed_error_for_the_wrong_port(
+    hbase_server: StandaloneProcess,
+) -> None:
+    address = f"{hbase_server.host}:{hbase_server.thrift2_port}"
+    with pytest.raises(WrongServiceError, match="is it the Thrift2 port") as raised:
+        hqueue.connect(address)
+    assert isinstance(raised.value, HQueueError)
+
+
+@pytest.fixture
+def empty_server(tmp_path: Path) -> Iterator[StandaloneProcess]:
+    """A standalone server with no table at all: no sidecar, whose metadata would
+    create one."""
+    server = StandaloneProcess(tmp_path / "empty", ("--no-sidecar",)).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+READ_ONLY = [
+    (["queue", "list"], 0, "no queues\n"),
+    (["queue", "describe", "orders"], 1, "Error: no queue 'orders'\n"),
+    (["scan", "orders"], 1, "Error: no queue 'orders'\n"),
+    (["lag", "orders"], 1, "Error: no queue 'orders'\n"),
+    (["subscriptions", "list", "orders"], 1, "Error: no queue 'orders'\n"),
+]
+
+
+def test_read_only_verbs_leave_an_empty_server_empty(empty_server: StandaloneProcess) -> None:
+    assert table_names(empty_server) == []
+    for args, status, stderr in READ_ONLY:
+        done = run(empty_server, *args)
+        assert (done.returncode, done.stdout, done.stderr) == (status, "", stderr), args
+        assert table_names(empty_server) == [], args
+    # The library too: connecting and reading write nothing.
+    with hqueue.connect(empty_server.address) as client:
+        assert client.queues() == []
+    assert table_names(empty_server) == []
+    # The first write creates the metadata table, and reads then see what it wrote.
+    created = run(empty_server, "queue", "create", "orders", "--partitions", "1")
+    assert created.returncode == 0, created.stderr
+    assert set(table_names(empty_server)) == {b"hqueue_metadata", b"orders"}
+    listed = run(empty_server, "queue", "list")
+    assert listed.stdout.startswith("orders\t") and listed.stderr == ""
+
+
+def test_standalone_names_the_port_that_is_taken(
+    hbase_server: StandaloneProcess, tmp_path: Path
+) -> None:
+    for option, taken in (
+        ("--port", hbase_server.port),
+        ("--thrift2-port", hbase_server.thrift2_port),
+        ("--sidecar-port", hbase_server.sidecar_port),
+    ):
+        ports = {"--port": "0", "--thrift2-port": "0", "--sidecar-port": "0", option: str(taken)}
+        done = subprocess.run(
+            [sys.executable, "-m", "hqueue", "standalone", "--data-dir", str(tmp_path / option)]
+            + [part for pair in ports.items() for part in pair],
+            env=child_env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 1
+        assert done.stderr == (
+            f"Error: cannot start: port {taken} on 127.0.0.1 is in use (is another hqueue "
+            f"standalone running?); {option} chooses another, 0 a free one\n"
+        )
+
+
+def test_creating_queues_logs_no_warning_on_a_healthy_server(
+    hbase_server: StandaloneProcess, hq: Client, queue_name: str
+) -> None:
+    # The sidecar's leader used to log "put cluster/assignments/Q: key exists" when a
+    # round ran before its cache showed its own previous write: about one creation
+    # in six, so several are made.
+    names = [f"{queue_name}-{i}" for i in range(6)]
+    logged = hbase_server.log_path.stat().st_size
+    try:
+        for name in names:
+            created = run(hbase_server, "queue", "create", name, "--partitions", "2")
+            assert (created.returncode, created.stderr) == (0, "")
+        deadline = time.monotonic() + 30
+        for name in names:
+            while len(hq.describe_queue(name).owners) < 2:
+                assert time.monotonic() < deadline, "the sidecar never took the partitions"
+                time.sleep(0.1)
+        time.sleep(1.0)  # a few more rounds of the sidecar's control loop
+        with hbase_server.log_path.open("rb") as log:
+            log.seek(logged)
+            since = log.read().decode("utf-8", "replace")
+        warnings = [line for line in since.splitlines() if " WARNING " in line]
+        assert not [line for line in warnings if queue_name in line or "exists" in line]
+    finally:
+        for name in names:
+            with contextlib.suppress(NoQueueError):
+                hq.delete_queue(name, force=True)
