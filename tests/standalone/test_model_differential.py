@@ -1,18 +1,26 @@
 """Differential test of the standalone server against a model of HBase's data model.
 
 A hypothesis state machine drives random sequences of table operations through
-happybase (and Thrift1 calls happybase lacks: ``append``, ``checkAndPut``)
-against the session server, and the same operations against :class:`Model`, a
-small in-memory table written to be obviously right, and compares the two after
-every step. Every call is acknowledged before the next is sent and most land
-within the same millisecond, so this is the read-your-writes test: what a read
-returns must be what the acknowledged writes before it left, whatever their
-timestamps.
+happybase, Thrift1 calls happybase lacks (``append``, ``checkAndPut``) and a Thrift2
+client (puts with per-cell timestamps, scans with versions and time ranges) against
+the session server, and the same operations against :class:`Model`, a small
+in-memory table written to be obviously right, and compares the two after every
+step. Every call is acknowledged before the next is sent and most land within the
+same millisecond, so this is the read-your-writes test: what a read returns must be
+what the acknowledged writes before it left, whatever their timestamps.
+
+Scans draw random filter expressions over every filter of HBase's filter language
+(:data:`filters`), each built with the model's own reading of it (:class:`MFilter`:
+HBase's stages for a row, written out plainly): filters see every version a family
+keeps, versions are counted among the cells they include.
 
 The model follows this store's rules where they differ from HBase's (docs/standalone.md):
-deletes remove cells at once instead of writing tombstones. It compares the newest
-version of every column (which is what read-your-writes is about); the versions
-kept behind it are the subject of test_versions_ttl.py.
+deletes remove cells at once instead of writing tombstones. The server stamps a
+write without a timestamp with its clock, which the model cannot know (two writes
+in one millisecond make one version): after such a write the model reads the
+column's versions back, checks that the newest is the write's value and that the
+versions it knew with explicit timestamps are all there, and takes the server's
+timestamps.
 
 ``HQUEUE_SOAK_EXAMPLES=N`` runs N examples instead of the bounded default (a long
 soak; ``pytest -s`` prints how many steps were compared). A difference that depends on
@@ -24,8 +32,10 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 import happybase
@@ -35,18 +45,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from hqueue.testing.standalone import StandaloneProcess
-from tests.standalone.conftest import Hbase, tname
+from tests.standalone.conftest import H2, Hbase, thrift2_client, tname
 
 ROWS = [b"r0", b"r1", b"r2", b"r3"]
 COLUMNS = [b"cf:a", b"cf:b", b"one:x"]
 FAMILIES = {b"cf": 3, b"one": 1}
 """Family -> max_versions."""
-
-SERVER_STAMP_BASE = 10**12
-"""The model's stand-in for server-assigned timestamps: above every small explicit
-timestamp, below every future one. The model counts up from it, one per server-stamped
-write, so a later write is always the newer one (the server's stamps are equal
-within a millisecond, where the later write replaces the earlier)."""
 
 FUTURE = time.time_ns() // 1_000_000 + 3_600_000
 """Explicit timestamps an hour ahead of the clock: HBase's rules hide later puts
@@ -57,67 +61,515 @@ STEPS = 40
 
 _tables = itertools.count()
 _compared = itertools.count()
+_steps = itertools.count()
+_filtered_rows = itertools.count()
 
 rows = st.sampled_from(ROWS)
 columns = st.sampled_from(COLUMNS)
 values = st.sampled_from([b"", b"v", b"xyz", struct.pack(">q", 7), struct.pack(">q", -2)])
 explicit_ts = st.one_of(st.integers(1, 12), st.integers(0, 4).map(lambda k: FUTURE + k))
 maybe_ts = st.one_of(st.none(), explicit_ts)
-
-Cell = tuple[int, bytes]
-"""(timestamp, value)"""
-
-Cells = dict[bytes, bytes]
-"""A row's chosen cells: column -> newest value."""
-
-
-def _scvf(row: bytes, cells: Cells) -> Cells:
-    # The row goes if cf:a fails, or is missing (filterIfMissing true).
-    return cells if cells.get(b"cf:a") == b"v" else {}
+time_ranges = st.one_of(
+    st.none(),
+    st.tuples(
+        st.sampled_from([0, 2, 5, FUTURE]),
+        st.sampled_from([6, 13, FUTURE, FUTURE + 3, 2**62]),
+    ).filter(lambda r: r[0] <= r[1]),
+)
 
 
-FILTERS: list[tuple[bytes, Any]] = [
-    (b"PrefixFilter('r1')", lambda row, cells: cells if row.startswith(b"r1") else {}),
-    (b"RowFilter(>=, 'binary:r2')", lambda row, cells: cells if row >= b"r2" else {}),
-    (
-        b"ValueFilter(=, 'binary:v')",
-        lambda row, cells: {c: v for c, v in cells.items() if v == b"v"},
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# ------------------------------------------------------------------ filters
+
+MCell = tuple[bytes, int, bytes]
+"""(column, timestamp, value), as the model's filters see a row: columns in order,
+newest version first within a column."""
+
+OPS = ["<", "<=", "=", "!=", ">=", ">"]
+COMPARATOR_VALUES = {
+    "binary": [b"", b"v", b"xyz", b"r1", b"a", b"one"],
+    "binaryprefix": [b"x", b"r", b"c", b""],
+    "regexstring": [b"^x", b"y", b"^r[12]", b"^(a|x)$", b"."],
+    "substring": [b"V", b"Z", b"R2", b"N"],
+}
+
+
+def _passes(cmp: tuple[str, str, bytes], data: bytes) -> bool:
+    """Return whether ``data OP comparator`` holds (HBase's CompareFilter reading)."""
+    op, kind, value = cmp
+    if kind in ("binary", "binaryprefix"):
+        mine = data if kind == "binary" else data[: len(value)]
+        c = (mine > value) - (mine < value)
+    elif kind == "regexstring":
+        c = 0 if re.search(value, data, re.DOTALL) else 1
+    else:
+        c = 0 if value.lower() in data.lower() else 1
+    return {"<": c < 0, "<=": c <= 0, "=": c == 0, "!=": c != 0, ">=": c >= 0, ">": c > 0}[op]
+
+
+def _cmp_text(cmp: tuple[str, str, bytes]) -> str:
+    return f"{cmp[0]}, '{cmp[1]}:{cmp[2].decode()}'"
+
+
+def _family(column: bytes) -> bytes:
+    return column.partition(b":")[0]
+
+
+def _qualifier(column: bytes) -> bytes:
+    return column.partition(b":")[2]
+
+
+class MFilter:
+    """A filter of the model: HBase's stages for one row, plainly."""
+
+    text = ""
+    next_col = False
+    """Includes with INCLUDE_AND_NEXT_COL (one version per column)."""
+
+    def __repr__(self) -> str:
+        return repr(self.text)
+
+    def row_ok(self, row: bytes, reverse: bool) -> bool:
+        return True
+
+    def cells(self, cs: list[MCell]) -> list[MCell]:
+        return cs
+
+    def row_cells(self, cs: list[MCell]) -> list[MCell]:
+        return cs
+
+    def drop(self) -> bool:
+        return False
+
+    def done(self) -> bool:
+        return False
+
+
+class RowPredicate(MFilter):
+    def __init__(self, text: str, pred: Callable[[bytes, bool], bool]) -> None:
+        self.text, self.pred = text, pred
+
+    def row_ok(self, row: bytes, reverse: bool) -> bool:
+        return self.pred(row, reverse)
+
+
+class CellPredicate(MFilter):
+    def __init__(self, text: str, pred: Callable[[MCell], bool]) -> None:
+        self.text, self.pred = text, pred
+
+    def cells(self, cs: list[MCell]) -> list[MCell]:
+        return [c for c in cs if self.pred(c)]
+
+
+class KeyOnly(MFilter):
+    def __init__(self, len_as_val: bool) -> None:
+        self.len_as_val = len_as_val
+        self.text = "KeyOnlyFilter(true)" if len_as_val else "KeyOnlyFilter()"
+
+    def cells(self, cs: list[MCell]) -> list[MCell]:
+        return [(c, t, struct.pack(">i", len(v)) if self.len_as_val else b"") for c, t, v in cs]
+
+
+class FirstKeyOnly(MFilter):
+    text = "FirstKeyOnlyFilter()"
+
+    def cells(self, cs: list[MCell]) -> list[MCell]:
+        return cs[:1]
+
+
+def _newest_each(cs: list[MCell]) -> list[MCell]:
+    seen: set[bytes] = set()
+    out = []
+    for c in cs:
+        if c[0] not in seen:
+            seen.add(c[0])
+            out.append(c)
+    return out
+
+
+class Pagination(MFilter):
+    next_col = True
+
+    def __init__(self, limit: int, offset: int) -> None:
+        self.limit, self.offset = limit, offset
+        self.text = f"ColumnPaginationFilter({limit}, {offset})"
+
+    def cells(self, cs: list[MCell]) -> list[MCell]:
+        return _newest_each(cs)[self.offset : self.offset + self.limit]
+
+
+class ColumnCountGet(MFilter):
+    """First n columns of a row; past them, the families the scan then reads end."""
+
+    next_col = True
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.text = f"ColumnCountGetFilter({n})"
+        self.ended: set[bytes] = set()
+
+    def cells(self, cs: list[MCell]) -> list[MCell]:
+        cs = [c for c in cs if _family(c[0]) not in self.ended]
+        columns = list(dict.fromkeys(c[0] for c in cs))
+        if len(columns) > self.n:
+            first_past = next(i for i, c in enumerate(cs) if c[0] == columns[self.n])
+            self.ended |= {_family(c[0]) for c in cs[first_past:]}
+        return [c for c in _newest_each(cs) if c[0] in columns[: self.n]]
+
+
+class SingleColumnValue(MFilter):
+    def __init__(
+        self,
+        column: bytes,
+        cmp: tuple[str, str, bytes],
+        flags: tuple[bool, bool] | None,
+        exclude: bool,
+    ) -> None:
+        self.column, self.cmp, self.exclude = column, cmp, exclude
+        self.if_missing, self.latest = flags if flags is not None else (False, True)
+        name = "SingleColumnValueExcludeFilter" if exclude else "SingleColumnValueFilter"
+        fam, q = _family(column).decode(), _qualifier(column).decode()
+        extra = "" if flags is None else f", {str(flags[0]).lower()}, {str(flags[1]).lower()}"
+        self.text = f"{name}('{fam}', '{q}', {_cmp_text(cmp)}{extra})"
+        self.dropped = False
+
+    def cells(self, cs: list[MCell]) -> list[MCell]:
+        versions = [i for i, c in enumerate(cs) if c[0] == self.column]
+        if not versions:
+            self.dropped = self.if_missing
+            return cs
+        if self.latest:
+            first = versions[0]
+            self.dropped = not _passes(self.cmp, cs[first][2])
+            # A failing newest version skips the rest of the row (NEXT_ROW).
+            return cs[:first] if self.dropped else cs
+        self.dropped = not any(_passes(self.cmp, cs[i][2]) for i in versions)
+        return cs
+
+    def row_cells(self, cs: list[MCell]) -> list[MCell]:
+        return [c for c in cs if c[0] != self.column] if self.exclude else cs
+
+    def drop(self) -> bool:
+        return self.dropped
+
+
+class Dependent(MFilter):
+    def __init__(
+        self, column: bytes, drop: bool | None, cmp: tuple[str, str, bytes] | None
+    ) -> None:
+        self.column, self.drop_column, self.cmp = column, bool(drop), cmp
+        fam, q = _family(column).decode(), _qualifier(column).decode()
+        args = f"'{fam}', '{q}'"
+        if drop is not None:
+            args += f", {str(drop).lower()}"
+            if cmp is not None:
+                args += f", {_cmp_text(cmp)}"
+        self.text = f"DependentColumnFilter({args})"
+        self.stamps: set[int] = set()
+
+    def cells(self, cs: list[MCell]) -> list[MCell]:
+        reference = [
+            c for c in cs if c[0] == self.column and (self.cmp is None or _passes(self.cmp, c[2]))
+        ]
+        self.stamps = {c[1] for c in reference}
+        return [c for c in cs if c[0] != self.column or (c in reference and not self.drop_column)]
+
+    def row_cells(self, cs: list[MCell]) -> list[MCell]:
+        return [c for c in cs if c[1] in self.stamps]
+
+
+def _kept_all(inner: MFilter, before: list[MCell], after: list[MCell]) -> bool:
+    if inner.next_col and before:
+        return False
+    return [c[:2] for c in before] == [c[:2] for c in after]
+
+
+class Skip(MFilter):
+    def __init__(self, inner: MFilter) -> None:
+        self.inner = inner
+        self.next_col = inner.next_col
+        self.text = f"SKIP {inner.text}"
+        self.dropped = False
+
+    def row_ok(self, row: bytes, reverse: bool) -> bool:
+        return self.inner.row_ok(row, reverse)
+
+    def cells(self, cs: list[MCell]) -> list[MCell]:
+        out = self.inner.cells(cs)
+        self.dropped = not _kept_all(self.inner, cs, out)
+        return out
+
+    def row_cells(self, cs: list[MCell]) -> list[MCell]:
+        return self.inner.row_cells(cs)
+
+    def drop(self) -> bool:
+        return self.dropped or self.inner.drop()
+
+
+class While(MFilter):
+    def __init__(self, inner: MFilter) -> None:
+        self.inner = inner
+        self.next_col = inner.next_col
+        self.text = f"WHILE {inner.text}"
+        self.finished = False
+
+    def row_ok(self, row: bytes, reverse: bool) -> bool:
+        if not self.inner.row_ok(row, reverse):
+            self.finished = True
+        return not self.finished
+
+    def cells(self, cs: list[MCell]) -> list[MCell]:
+        out = self.inner.cells(cs)
+        if not _kept_all(self.inner, cs, out):
+            self.finished = True
+        return out
+
+    def row_cells(self, cs: list[MCell]) -> list[MCell]:
+        return self.inner.row_cells(cs)
+
+    def drop(self) -> bool:
+        if self.inner.drop():
+            self.finished = True
+        return self.finished
+
+    def done(self) -> bool:
+        return self.finished
+
+
+class And(MFilter):
+    def __init__(self, members: list[MFilter]) -> None:
+        self.members = members
+        self.next_col = any(m.next_col for m in members)
+        self.text = " AND ".join(_wrapped(m) for m in members)
+
+    def row_ok(self, row: bytes, reverse: bool) -> bool:
+        return all([m.row_ok(row, reverse) for m in self.members])
+
+    def cells(self, cs: list[MCell]) -> list[MCell]:
+        for m in self.members:
+            cs = m.cells(cs)
+        return cs
+
+    def row_cells(self, cs: list[MCell]) -> list[MCell]:
+        for m in self.members:
+            cs = m.row_cells(cs)
+        return cs
+
+    def drop(self) -> bool:
+        return any(m.drop() for m in self.members)
+
+    def done(self) -> bool:
+        return any(m.done() for m in self.members)
+
+
+class Or(MFilter):
+    """A row passes if a member passes it; its cells are those any passing member keeps."""
+
+    def __init__(self, members: list[MFilter]) -> None:
+        self.members = members
+        self.next_col = all(m.next_col for m in members)
+        self.text = " OR ".join(_wrapped(m) for m in members)
+        self.passing: list[MFilter] = []
+        self.outs: list[list[MCell]] = []
+
+    def row_ok(self, row: bytes, reverse: bool) -> bool:
+        # A member that ended the scan for itself (WHILE) takes no further part.
+        self.passing = [m for m in self.members if not m.done() and m.row_ok(row, reverse)]
+        return bool(self.passing)
+
+    def cells(self, cs: list[MCell]) -> list[MCell]:
+        self.outs = [m.cells(cs) for m in self.passing]
+        return _union(cs, self.outs)
+
+    def row_cells(self, cs: list[MCell]) -> list[MCell]:
+        present = {c[:2] for c in cs}
+        outs = [
+            m.row_cells([c for c in out if c[:2] in present])
+            for m, out in zip(self.passing, self.outs, strict=True)
+            if not m.drop()
+        ]
+        return _union(cs, outs)
+
+    def drop(self) -> bool:
+        return all(m.drop() for m in self.passing)
+
+    def done(self) -> bool:
+        return all(m.done() for m in self.members)
+
+
+def _union(cs: list[MCell], outs: list[list[MCell]]) -> list[MCell]:
+    kept: dict[tuple[bytes, int], MCell] = {}
+    originals = {c[:2]: c for c in cs}
+    for out in outs:
+        for c in out:
+            if c[:2] not in kept or kept[c[:2]] == originals.get(c[:2]):
+                kept[c[:2]] = c
+    return [kept[c[:2]] for c in cs if c[:2] in kept]
+
+
+def _wrapped(f: MFilter) -> str:
+    return f"({f.text})" if isinstance(f, (And, Or)) else f.text
+
+
+class Page:
+    """``inner AND PageFilter(n)``, or PageFilter alone: the first n rows returned."""
+
+    def __init__(self, n: int, inner: MFilter | None) -> None:
+        self.n, self.inner = n, inner
+        self.text = (
+            f"PageFilter({n})" if inner is None else f"{_wrapped(inner)} AND PageFilter({n})"
+        )
+
+    def __repr__(self) -> str:
+        return repr(self.text)
+
+
+# Strategies ---------------------------------------------------------------
+
+comparisons = st.one_of(
+    st.tuples(st.sampled_from(OPS), st.sampled_from(["binary", "binaryprefix"])),
+    st.tuples(st.sampled_from(["=", "!="]), st.sampled_from(["regexstring", "substring"])),
+).flatmap(lambda t: st.sampled_from(COMPARATOR_VALUES[t[1]]).map(lambda v: (t[0], t[1], v)))
+
+filter_columns = st.sampled_from([b"cf:a", b"cf:b", b"one:x", b"cf:zz"])
+qualifiers = st.sampled_from([b"", b"a", b"b", b"x"])
+maybe_flags = st.one_of(st.none(), st.tuples(st.booleans(), st.booleans()))
+
+
+def _range_text(lo: bytes, lo_inc: bool, hi: bytes, hi_inc: bool) -> str:
+    return (
+        f"ColumnRangeFilter('{lo.decode()}', {str(lo_inc).lower()}, "
+        f"'{hi.decode()}', {str(hi_inc).lower()})"
+    )
+
+
+def _in_range(q: bytes, lo: bytes, lo_inc: bool, hi: bytes, hi_inc: bool) -> bool:
+    above = not lo or q > lo or (q == lo and lo_inc)
+    below = not hi or q < hi or (q == hi and hi_inc)
+    return above and below
+
+
+def _prefix(p: bytes) -> MFilter:
+    return RowPredicate(f"PrefixFilter('{p.decode()}')", lambda row, rev: row.startswith(p))
+
+
+def _inclusive_stop(s: bytes) -> MFilter:
+    return RowPredicate(
+        f"InclusiveStopFilter('{s.decode()}')", lambda row, rev: row >= s if rev else row <= s
+    )
+
+
+def _row_filter(cmp: tuple[str, str, bytes]) -> MFilter:
+    return RowPredicate(f"RowFilter({_cmp_text(cmp)})", lambda row, rev: _passes(cmp, row))
+
+
+def _cell_compare(
+    name: str, part: Callable[[MCell], bytes], cmp: tuple[str, str, bytes]
+) -> MFilter:
+    return CellPredicate(f"{name}({_cmp_text(cmp)})", lambda c: _passes(cmp, part(c)))
+
+
+def _timestamps(stamps: list[int]) -> MFilter:
+    return CellPredicate(
+        f"TimestampsFilter({', '.join(map(str, stamps))})", lambda c: c[1] in stamps
+    )
+
+
+def _column_value(column: bytes, cmp: tuple[str, str, bytes]) -> MFilter:
+    fam, q = _family(column).decode(), _qualifier(column).decode()
+    return CellPredicate(
+        f"ColumnValueFilter('{fam}', '{q}', {_cmp_text(cmp)})",
+        lambda c: c[0] == column and _passes(cmp, c[2]),
+    )
+
+
+def _multi_prefix(ps: list[bytes]) -> MFilter:
+    args = ", ".join(f"'{p.decode()}'" for p in ps)
+    return CellPredicate(
+        f"MultipleColumnPrefixFilter({args})",
+        lambda c: not ps or _qualifier(c[0]).startswith(tuple(ps)),
+    )
+
+
+leaf_filters = st.one_of(
+    st.sampled_from([b"r", b"r1", b"r2", b"q"]).map(_prefix),
+    st.sampled_from([b"r1", b"r2"]).map(_inclusive_stop),
+    comparisons.map(_row_filter),
+    comparisons.map(lambda cmp: _cell_compare("ValueFilter", lambda c: c[2], cmp)),
+    comparisons.map(lambda cmp: _cell_compare("QualifierFilter", lambda c: _qualifier(c[0]), cmp)),
+    comparisons.map(lambda cmp: _cell_compare("FamilyFilter", lambda c: _family(c[0]), cmp)),
+    qualifiers.map(
+        lambda p: CellPredicate(
+            f"ColumnPrefixFilter('{p.decode()}')", lambda c: _qualifier(c[0]).startswith(p)
+        )
     ),
-    (
-        b"QualifierFilter(!=, 'binaryprefix:a')",
-        lambda row, cells: {c: v for c, v in cells.items() if not c.endswith(b":a")},
+    st.lists(qualifiers, max_size=2).map(_multi_prefix),
+    st.tuples(qualifiers, st.booleans(), qualifiers, st.booleans()).map(
+        lambda a: CellPredicate(_range_text(*a), lambda c: _in_range(_qualifier(c[0]), *a))
     ),
-    (
-        b"FamilyFilter(=, 'regexstring:^o')",
-        lambda row, cells: {c: v for c, v in cells.items() if c.startswith(b"one:")},
+    st.lists(explicit_ts, max_size=3).map(_timestamps),
+    st.tuples(filter_columns, comparisons).map(lambda a: _column_value(*a)),
+    st.booleans().map(KeyOnly),
+    st.just(None).map(lambda _: FirstKeyOnly()),
+    st.tuples(st.integers(0, 3), st.integers(0, 3)).map(lambda a: Pagination(*a)),
+    st.tuples(filter_columns, comparisons, maybe_flags, st.booleans()).map(
+        lambda a: SingleColumnValue(*a)
     ),
-    (b"SingleColumnValueFilter('cf', 'a', =, 'binary:v', true, true)", _scvf),
-    (
-        b"SKIP ValueFilter(!=, 'binary:')",
-        lambda row, cells: cells if all(cells.values()) else {},
-    ),
-    (b"KeyOnlyFilter() AND PrefixFilter('r')", lambda row, cells: dict.fromkeys(cells, b"")),
-    (
-        b"ValueFilter(=, 'substring:XY') OR PrefixFilter('r0')",
-        lambda row, cells: (
-            cells
-            if row.startswith(b"r0")
-            else {c: v for c, v in cells.items() if b"xy" in v.lower()}
-        ),
-    ),
-]
-"""Filter strings the scans draw from, each with the model's reading of it: the
-cells of a row it returns (none: the row is not returned)."""
+    st.tuples(
+        filter_columns,
+        st.one_of(st.none(), st.booleans()),
+        st.one_of(st.none(), comparisons),
+    ).map(lambda a: Dependent(a[0], a[1], a[2] if a[1] is not None else None)),
+)
+
+terms = st.one_of(
+    leaf_filters,
+    leaf_filters,
+    leaf_filters,
+    leaf_filters.map(Skip),
+    leaf_filters.map(While),
+)
+
+
+def _expressions() -> st.SearchStrategy[Any]:
+    """A filter expression over every filter: AND and OR of terms (SKIP or WHILE of a
+    filter), ColumnCountGetFilter only where it may end families (alone or in a top
+    AND), PageFilter only last in a top AND."""
+    ands = st.lists(terms, min_size=1, max_size=3).map(
+        lambda ms: ms[0] if len(ms) == 1 else And(ms)
+    )
+    ors = st.lists(ands, min_size=1, max_size=2).map(lambda ms: ms[0] if len(ms) == 1 else Or(ms))
+    with_count = st.tuples(st.integers(0, 3), st.lists(ors, max_size=1)).map(
+        lambda a: And([*a[1], ColumnCountGet(a[0])]) if a[1] else ColumnCountGet(a[0])
+    )
+    base = st.one_of(ors, ors, ors, with_count)
+    return st.one_of(
+        base,
+        st.tuples(st.integers(0, 3), st.one_of(st.none(), base)).map(lambda a: Page(*a)),
+    )
+
+
+filters = _expressions()
+
+
+# -------------------------------------------------------------------- model
 
 
 class Model:
-    """HBase's data model, as plainly as it can be written: row -> column -> ts -> value."""
+    """HBase's data model, as plainly as it can be written: row -> column -> ts -> value,
+    at most the family's max_versions per column (the newest)."""
 
-    def __init__(self) -> None:
+    def __init__(self, started_ms: int) -> None:
         self.rows: dict[bytes, dict[bytes, dict[int, bytes]]] = {}
-        self.stamps = itertools.count(SERVER_STAMP_BASE)
+        self.started_ms = started_ms
 
-    def newest(self, row: bytes, column: bytes) -> Cell | None:
+    def is_server_stamp(self, ts: int) -> bool:
+        return self.started_ms - 1000 <= ts < FUTURE
+
+    def newest(self, row: bytes, column: bytes) -> tuple[int, bytes] | None:
         versions = self.rows.get(row, {}).get(column)
         if not versions:
             return None
@@ -125,44 +577,124 @@ class Model:
         return ts, versions[ts]
 
     def put(self, row: bytes, column: bytes, value: bytes, ts: int | None) -> None:
-        stamp = next(self.stamps) if ts is None else ts
-        self.rows.setdefault(row, {}).setdefault(column, {})[stamp] = value
+        """Write a cell; ``ts`` None stands for the server's clock (to be learned)."""
+        versions = self.rows.setdefault(row, {}).setdefault(column, {})
+        if ts is None:
+            server = [t for t in versions if self.is_server_stamp(t)]
+            ts = max([now_ms(), *(t + 1 for t in server)])
+        versions[ts] = value
+        for old in sorted(versions, reverse=True)[FAMILIES[_family(column)] :]:
+            del versions[old]
 
     def delete(self, row: bytes, column: bytes | None, ts: int | None) -> None:
         """Delete versions at or before ``ts`` (all without) of a column, a family
         (``b"cf"``) or, with ``column`` None, the whole row."""
         for col, versions in self.rows.get(row, {}).items():
-            if column is None or col == column or col.partition(b":")[0] == column:
+            if column is None or col == column or _family(col) == column:
                 for stamp in [t for t in versions if ts is None or t <= ts]:
                     del versions[stamp]
 
-    def delta_stamp(self, old: Cell | None) -> int:
+    def learn(self, row: bytes, column: bytes, actual: list[tuple[int, bytes]]) -> None:
+        """Take the server's versions of a column just written at its clock, once they
+        agree with what the model knows."""
+        mine = sorted(self.rows.get(row, {}).get(column, {}).items(), reverse=True)
+        assert bool(mine) == bool(actual), (row, column, mine, actual)
+        if mine:
+            assert mine[0][1] == actual[0][1], (row, column, mine, actual)
+        explicit = {(t, v) for t, v in mine if not self.is_server_stamp(t)}
+        assert explicit <= set(actual), (row, column, mine, actual)
+        self.rows.setdefault(row, {})[column] = dict(actual)
+
+    def delta_stamp(self, old: tuple[int, bytes] | None) -> int | None:
         """An increment's or append's timestamp: ``old + 1`` when the cell it read is
         ahead of the clock (only a future explicit timestamp is), else the server's."""
         if old is not None and old[0] >= FUTURE:
             return old[0] + 1
-        return next(self.stamps)
+        return None
 
-    def visible(self) -> dict[bytes, dict[bytes, Cell]]:
-        out: dict[bytes, dict[bytes, Cell]] = {}
-        for row in sorted(self.rows):
-            cells = {c: cell for c in sorted(self.rows[row]) if (cell := self.newest(row, c))}
-            if cells:
-                out[row] = cells
+    def stored_rows(self) -> list[bytes]:
+        return sorted(r for r, cols in self.rows.items() if any(cols.values()))
+
+    def row_cells(
+        self, row: bytes, cols: list[bytes] | None, time_range: tuple[int, int] | None
+    ) -> list[MCell]:
+        """A row's cells a scan reads: the columns asked, in the time range, every
+        version kept (newest first)."""
+        out = []
+        for column in sorted(self.rows[row]):
+            if cols and column not in cols and _family(column) not in cols:
+                continue
+            for ts in sorted(self.rows[row][column], reverse=True):
+                if time_range is None or time_range[0] <= ts < time_range[1]:
+                    out.append((column, ts, self.rows[row][column][ts]))
+        return out
+
+    def scan(
+        self,
+        start: bytes | None,
+        stop: bytes | None,
+        cols: list[bytes] | None,
+        reverse: bool,
+        max_versions: int,
+        time_range: tuple[int, int] | None,
+        filt: Any,
+    ) -> list[tuple[bytes, list[MCell]]]:
+        """A scan's rows and their cells, as HBase answers it."""
+        page = filt.n if isinstance(filt, Page) else None
+        if isinstance(filt, Page):
+            filt = filt.inner
+        out: list[tuple[bytes, list[MCell]]] = []
+        keys = self.stored_rows()
+        for row in reversed(keys) if reverse else keys:
+            if reverse:
+                if (start is not None and row > start) or (stop is not None and row <= stop):
+                    continue
+            elif (start is not None and row < start) or (stop is not None and row >= stop):
+                continue
+            if page is not None and len(out) >= page:
+                break
+            cells = self.row_cells(row, cols, time_range)
+            if filt is not None:
+                if not filt.row_ok(row, reverse):
+                    if filt.done():
+                        break
+                    continue
+                cells = filt.cells(cells)
+            kept, taken = [], dict[bytes, int]()
+            for cell in cells:
+                taken[cell[0]] = taken.get(cell[0], 0) + 1
+                if taken[cell[0]] <= max_versions:
+                    kept.append(cell)
+            if filt is not None:
+                kept = filt.row_cells(kept)
+                if filt.drop():
+                    kept = []
+                if filt.done():
+                    break
+            if kept:
+                out.append((row, kept))
         return out
 
 
-def _ts_matches(model_ts: int, actual_ts: int, started_ms: int) -> bool:
-    if model_ts < SERVER_STAMP_BASE or model_ts >= FUTURE:
-        return actual_ts == model_ts
-    # A server stamp: the server's clock when it wrote, between the test's start and now.
-    return started_ms <= actual_ts <= time.time_ns() // 1_000_000
+def _merge(results: list[tuple[bytes, list[MCell]]]) -> list[tuple[bytes, list[MCell]]]:
+    """Join the results of one row split by a batch size."""
+    out: list[tuple[bytes, list[MCell]]] = []
+    for row, cells in results:
+        if out and out[-1][0] == row:
+            out[-1][1].extend(cells)
+        else:
+            out.append((row, list(cells)))
+    return out
+
+
+# ------------------------------------------------------------------ machine
 
 
 class TableMachine(RuleBasedStateMachine):
     """One fresh table per example; the model beside it."""
 
     conn: happybase.Connection
+    thrift2: Any
 
     def __init__(self) -> None:
         super().__init__()
@@ -173,20 +705,50 @@ class TableMachine(RuleBasedStateMachine):
         self.table = self.conn.table(self.name)
         self.raw = tname(self.conn, self.name)
         self.client: Any = self.conn.client
-        self.model = Model()
-        self.started_ms = time.time_ns() // 1_000_000
+        self.model = Model(now_ms())
 
     def teardown(self) -> None:
         self.conn.delete_table(self.name, disable=True)
+
+    def _learn(self, row: bytes, cols: Any) -> None:
+        for column in sorted(set(cols)):
+            got = self.client.getVer(self.raw, row, column, 10, {})
+            self.model.learn(row, column, [(c.timestamp, c.value) for c in got])
 
     # ------------------------------------------------------------ writes
 
     @rule(row=rows, cells=st.dictionaries(columns, values, min_size=1, max_size=3), ts=maybe_ts)
     def put(self, row: bytes, cells: dict[bytes, bytes], ts: int | None) -> None:
+        next(_steps)
         self.table.put(row, cells, timestamp=ts)
-        stamp = next(self.model.stamps) if ts is None else ts
         for column, value in cells.items():
+            self.model.put(row, column, value, ts)
+        if ts is None:
+            self._learn(row, cells)
+
+    @rule(
+        row=rows,
+        cells=st.lists(st.tuples(columns, values, maybe_ts), min_size=1, max_size=3),
+        ts=maybe_ts,
+    )
+    def put_thrift2(
+        self, row: bytes, cells: list[tuple[bytes, bytes, int | None]], ts: int | None
+    ) -> None:
+        # A cell's own timestamp, else the put's (HBase's putFromThrift).
+        next(_steps)
+        cells = list({(c, c_ts if c_ts is not None else ts): v for c, v, c_ts in cells}.items())
+        put = H2.TPut(
+            row=row,
+            columnValues=[
+                H2.TColumnValue(family=_family(c), qualifier=_qualifier(c), value=v, timestamp=t)
+                for (c, t), v in cells
+            ],
+            timestamp=ts,
+        )
+        self.thrift2.put(self.raw, put)
+        for (column, stamp), value in cells:
             self.model.put(row, column, value, stamp)
+        self._learn(row, [c for (c, stamp), _ in cells if stamp is None])
 
     @rule(
         row=rows,
@@ -194,6 +756,7 @@ class TableMachine(RuleBasedStateMachine):
         ts=maybe_ts,
     )
     def delete(self, row: bytes, column: bytes | None, ts: int | None) -> None:
+        next(_steps)
         if column is None:
             if ts is None:
                 self.client.deleteAllRow(self.raw, row, {})
@@ -217,6 +780,7 @@ class TableMachine(RuleBasedStateMachine):
         self, row: bytes, deletes: list[bytes], cells: dict[bytes, bytes], ts: int | None
     ) -> None:
         # One mutateRows call: Thrift1 applies a row's deletes before its puts.
+        next(_steps)
         with self.table.batch(timestamp=ts) as b:
             if deletes:
                 b.delete(row, columns=deletes)
@@ -224,12 +788,14 @@ class TableMachine(RuleBasedStateMachine):
                 b.put(row, cells)
         for column in deletes:
             self.model.delete(row, column, ts)
-        stamp = next(self.model.stamps) if ts is None else ts
         for column, value in cells.items():
-            self.model.put(row, column, value, stamp)
+            self.model.put(row, column, value, ts)
+        if ts is None:
+            self._learn(row, cells)
 
     @rule(row=rows, column=columns, amount=st.integers(-3, 3))
     def increment(self, row: bytes, column: bytes, amount: int) -> None:
+        next(_steps)
         old = self.model.newest(row, column)
         if old is not None and len(old[1]) != 8:
             with pytest.raises(Hbase.IOError, match="Field is not a long, it's"):
@@ -237,10 +803,14 @@ class TableMachine(RuleBasedStateMachine):
             return
         expected = (struct.unpack(">q", old[1])[0] if old else 0) + amount
         assert self.table.counter_inc(row, column, amount) == expected
-        self.model.put(row, column, struct.pack(">q", expected), self.model.delta_stamp(old))
+        stamp = self.model.delta_stamp(old)
+        self.model.put(row, column, struct.pack(">q", expected), stamp)
+        if stamp is None:
+            self._learn(row, [column])
 
     @rule(row=rows, deltas=st.dictionaries(columns, values, min_size=1, max_size=2))
     def append(self, row: bytes, deltas: dict[bytes, bytes]) -> None:
+        next(_steps)
         got = self.client.append(
             Hbase.TAppend(
                 table=self.raw, row=row, columns=list(deltas), values=list(deltas.values())
@@ -254,8 +824,14 @@ class TableMachine(RuleBasedStateMachine):
             self.model.put(row, column, value, stamp)
             expected.append((stamp, value))
         assert [c.value for c in got] == [v for _, v in expected]
-        for cell, (stamp, _) in zip(got, expected, strict=True):
-            assert _ts_matches(stamp, cell.timestamp, self.started_ms), (cell, stamp)
+        self._learn(
+            row,
+            [c for c, (stamp, _) in zip(sorted(deltas), expected, strict=True) if stamp is None],
+        )
+        for column, cell, (stamp, _) in zip(sorted(deltas), got, expected, strict=True):
+            assert cell.timestamp == (
+                stamp if stamp is not None else self.model.newest(row, column)[0]
+            )
 
     @rule(
         row=rows,
@@ -272,6 +848,7 @@ class TableMachine(RuleBasedStateMachine):
         put_column: bytes,
         put_value: bytes,
     ) -> None:
+        next(_steps)
         newest = self.model.newest(row, column)
         current = newest[1] if newest else None
         ok = current == expected if expected else current in (None, b"")
@@ -279,6 +856,7 @@ class TableMachine(RuleBasedStateMachine):
         assert self.client.checkAndPut(self.raw, row, column, expected, mput, {}) == ok
         if ok:
             self.model.put(row, put_column, put_value, None)
+            self._learn(row, [put_column])
 
     # ------------------------------------------------------------- reads
 
@@ -288,7 +866,8 @@ class TableMachine(RuleBasedStateMachine):
         cols=st.one_of(st.none(), st.lists(st.sampled_from([*COLUMNS, b"cf"]), min_size=1)),
         reverse=st.booleans(),
         batch_size=st.integers(1, 3),
-        filt=st.one_of(st.none(), st.sampled_from(FILTERS)),
+        scan_batching=st.one_of(st.none(), st.integers(1, 2)),
+        filt=st.one_of(st.none(), filters),
     )
     def scan(
         self,
@@ -297,71 +876,128 @@ class TableMachine(RuleBasedStateMachine):
         cols: list[bytes] | None,
         reverse: bool,
         batch_size: int,
-        filt: tuple[bytes, Any] | None,
+        scan_batching: int | None,
+        filt: Any,
     ) -> None:
-        filter_string = None if filt is None else filt[0]
-        got = list(
-            self.table.scan(
-                row_start=start,
-                row_stop=stop,
-                columns=cols,
-                filter=filter_string,
-                batch_size=batch_size,
-                reverse=reverse,
-            )
+        next(_steps)
+        got = self.table.scan(
+            row_start=start,
+            row_stop=stop,
+            columns=cols,
+            filter=None if filt is None else filt.text,
+            batch_size=batch_size,
+            scan_batching=scan_batching,
+            reverse=reverse,
+            include_timestamp=True,
         )
-        want = []
-        for row, cells in self.model.visible().items():
-            if reverse:
-                if (start is not None and row > start) or (stop is not None and row <= stop):
-                    continue
-            elif (start is not None and row < start) or (stop is not None and row >= stop):
-                continue
-            chosen = {
-                c: v
-                for c, (_, v) in cells.items()
-                if cols is None or c in cols or c.partition(b":")[0] in cols
-            }
-            if filt is not None:
-                chosen = filt[1](row, chosen)
-            if chosen:
-                want.append((row, chosen))
-        if reverse:
-            want.reverse()
-        assert got == want
+        results = _merge(
+            [(row, [(c, ts, v) for c, (v, ts) in sorted(cells.items())]) for row, cells in got]
+        )
+        want = self.model.scan(start, stop, cols, reverse, 1, None, filt)
+        assert results == want, None if filt is None else filt.text
+        if filt is not None:
+            for _ in want:
+                next(_filtered_rows)
+
+    @rule(
+        start=st.one_of(st.none(), rows),
+        stop=st.one_of(st.none(), rows),
+        cols=st.one_of(st.none(), st.lists(st.sampled_from([*COLUMNS, b"cf", b"one"]), min_size=1)),
+        reverse=st.booleans(),
+        max_versions=st.integers(1, 3),
+        time_range=time_ranges,
+        batch=st.one_of(st.none(), st.integers(1, 2)),
+        filt=st.one_of(st.none(), filters),
+    )
+    def scan_thrift2(
+        self,
+        start: bytes | None,
+        stop: bytes | None,
+        cols: list[bytes] | None,
+        reverse: bool,
+        max_versions: int,
+        time_range: tuple[int, int] | None,
+        batch: int | None,
+        filt: Any,
+    ) -> None:
+        next(_steps)
+        scan = H2.TScan(
+            startRow=start,
+            stopRow=stop,
+            columns=[
+                H2.TColumn(family=_family(c), qualifier=_qualifier(c) if b":" in c else None)
+                for c in cols or ()
+            ]
+            or None,
+            maxVersions=max_versions,
+            timeRange=None if time_range is None else H2.TTimeRange(*time_range),
+            filterString=None if filt is None else filt.text.encode(),
+            batchSize=batch,
+            reversed=reverse,
+        )
+        scanner = self.thrift2.openScanner(self.raw, scan)
+        raw: list[Any] = []
+        while chunk := self.thrift2.getScannerRows(scanner, 2):
+            raw.extend(chunk)
+        self.thrift2.closeScanner(scanner)
+        for i, res in enumerate(raw):
+            assert res.partial == (i + 1 < len(raw) and raw[i + 1].row == res.row)
+            assert batch is None or len(res.columnValues) <= batch
+        results = _merge(
+            [
+                (
+                    r.row,
+                    [(c.family + b":" + c.qualifier, c.timestamp, c.value) for c in r.columnValues],
+                )
+                for r in raw
+            ]
+        )
+        want = self.model.scan(start, stop, cols, reverse, max_versions, time_range, filt)
+        assert results == want, None if filt is None else filt.text
+        if filt is not None:
+            for _ in want:
+                next(_filtered_rows)
 
     @invariant()
     def reads_see_every_acknowledged_write(self) -> None:
         next(_compared)
-        got = {
-            row: {c: (ts, v) for c, (v, ts) in cells.items()}
+        got = [
+            (row, [(c, ts, v) for c, (v, ts) in sorted(cells.items())])
             for row, cells in self.table.scan(include_timestamp=True)
-        }
-        want = self.model.visible()
-        assert {r: {c: v for c, (_, v) in cs.items()} for r, cs in got.items()} == {
-            r: {c: v for c, (_, v) in cs.items()} for r, cs in want.items()
-        }
-        for row, cells in want.items():
-            for column, (model_ts, _) in cells.items():
-                actual_ts = got[row][column][0]
-                assert _ts_matches(model_ts, actual_ts, self.started_ms), (row, column, model_ts)
+        ]
+        assert got == self.model.scan(None, None, None, False, 1, None, None)
+        # Every version kept, through Thrift2.
+        results = self.thrift2.getScannerResults(self.raw, H2.TScan(maxVersions=5), 100)
+        every = [
+            (r.row, [(c.family + b":" + c.qualifier, c.timestamp, c.value) for c in r.columnValues])
+            for r in results
+        ]
+        assert every == self.model.scan(None, None, None, False, 5, None, None)
 
 
 def test_the_server_agrees_with_the_model(
     hbase: happybase.Connection, hbase_server: StandaloneProcess
 ) -> None:
     TableMachine.conn = hbase
-    run_state_machine_as_test(
-        TableMachine,
-        settings=settings(
-            max_examples=EXAMPLES,
-            stateful_step_count=STEPS,
-            deadline=None,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-        ),
+    TableMachine.thrift2 = thrift2_client(hbase_server)
+    try:
+        run_state_machine_as_test(
+            TableMachine,
+            settings=settings(
+                max_examples=EXAMPLES,
+                stateful_step_count=STEPS,
+                deadline=None,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
+    finally:
+        TableMachine.thrift2.close()
+    print(
+        f"{EXAMPLES} examples: {next(_steps)} operations, "
+        f"{next(_compared)} states compared with the model, "
+        f"{next(_filtered_rows)} rows returned by filtered scans"
     )
-    print(f"{EXAMPLES} examples, {next(_compared)} states compared with the model")
 
 
 def test_a_counter_set_right_after_increments_is_read_back(table: happybase.Table) -> None:

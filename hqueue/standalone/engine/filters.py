@@ -570,9 +570,13 @@ class FilterList(Filter):
         self._outs: list[list[Cell]] = []
 
     def filter_row_key(self, row: bytes, reverse: bool) -> RowDecision:
-        decisions = [f.filter_row_key(row, reverse) for f in self.filters]
         if self.must_pass_all:
-            return max(decisions)
+            return max([f.filter_row_key(row, reverse) for f in self.filters])
+        # OR: a member that ended the scan for itself (WHILE) takes no further part.
+        decisions = [
+            RowDecision.SKIP if f.filter_all_remaining() else f.filter_row_key(row, reverse)
+            for f in self.filters
+        ]
         self._passing = [f for f, d in zip(self.filters, decisions, strict=True) if d == 0]
         return min(decisions)
 
