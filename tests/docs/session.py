@@ -199,7 +199,8 @@ class PageRun:
                     "in for (only --data-dir): give the page's server's address instead",
                     "",
                 )
-            return f"{m['indent']}: the page's server stands in for: {m[0].strip()}"
+            # A no-op, and the line as a comment: quotes in it cannot unbalance the script.
+            return f"{m['indent']}:  # the page's server stands in for: {m[0].strip()}"
 
         return _BACKGROUND_STANDALONE.sub(replace, code)
 

@@ -4,7 +4,7 @@ tests")."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -157,27 +157,27 @@ Error: queue 'q' already exists
 """
 
 
-def test_a_page_runs_against_its_own_server(tmp_path: Path) -> None:
+def test_a_page_runs_against_its_own_server(own_server: Callable[..., PageRun]) -> None:
     """Shell, Python (reaching make run's address, which stands for the page's server)
     and a transcript whose failing command shows its error."""
     page = parse_page("docs/run.md", RUN)
-    with PageRun(page, Path.cwd(), tmp_path) as run:
+    with own_server(page) as run:
         for block in page.blocks:
             run.run(block)
 
 
-def test_a_wrong_output_fails_naming_the_block(tmp_path: Path) -> None:
+def test_a_wrong_output_fails_naming_the_block(own_server: Callable[..., PageRun]) -> None:
     page = parse_page(
         "docs/wrong.md", "intro\n\n```sh\necho 'partition 1'\n```\n```text\npartition 0\n```\n"
     )
-    with PageRun(page, Path.cwd(), tmp_path) as run, pytest.raises(BlockFailure) as failure:
+    with own_server(page) as run, pytest.raises(BlockFailure) as failure:
         run.run(page.blocks[0])
     assert "docs/wrong.md:4: the sh block printed other than the page shows" in str(failure.value)
 
 
-def test_a_failing_command_fails_the_block(tmp_path: Path) -> None:
+def test_a_failing_command_fails_the_block(own_server: Callable[..., PageRun]) -> None:
     page = parse_page("docs/fail.md", "```sh\nhqueue scan nosuchqueue\necho after\n```\n")
-    with PageRun(page, Path.cwd(), tmp_path) as run, pytest.raises(BlockFailure) as failure:
+    with own_server(page) as run, pytest.raises(BlockFailure) as failure:
         run.run(page.blocks[0])
     message = str(failure.value)
     assert "exited with status 1" in message and "after" not in message.split("printed:")[1]

@@ -6,25 +6,21 @@ are tests"; :mod:`tests.docs.session` runs a page."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.docs.conftest import CHECKOUT
 from tests.docs.markdown import DocsSyntaxError, Page, parse_page
 from tests.docs.session import PageRun, needs_spark, needs_zookeeper
 
-CHECKOUT = Path(__file__).resolve().parents[2]
 PAGES = [CHECKOUT / "README.md", *sorted((CHECKOUT / "docs").glob("*.md"))]
 
 # Pages that still fail, with the block that fails and why; remove an entry once its
 # page passes (pytest then reports it XPASS, and strict turns that into a failure).
 KNOWN_FAILURES: dict[str, str] = {
-    "cli": (
-        "docs/cli.md:107, 120, 135, 169, 185, 224, 240, 255, 286: transcripts of '$ ' "
-        "lines in untagged blocks (tag them console, with <id>-style placeholders, or "
-        "mark them not run)"
-    ),
     "spark": (
         "docs/spark.md:113: reads the queue 'events', which no block of the page creates "
         "(NoQueueError)"
@@ -60,9 +56,10 @@ def test_every_page_is_collected() -> None:
     assert len(set(stems)) == len(stems)
 
 
-@pytest.mark.server
 @pytest.mark.parametrize("path", _params())
-def test_page(path: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_page(
+    path: Path, own_server: Callable[..., PageRun], request: pytest.FixtureRequest
+) -> None:
     """The page's blocks run in order, and print what the page shows."""
     page = _page(path)
     if not any(block.skip is None for block in page.blocks):
@@ -70,7 +67,7 @@ def test_page(path: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Non
     zookeeper = None
     if needs_zookeeper(page):
         zookeeper = request.getfixturevalue("zookeeper_server").chroot()
-    with PageRun(page, CHECKOUT, tmp_path, zookeeper) as run:
+    with own_server(page, zookeeper) as run:
         for block in page.blocks:
             if block.skip is None:
                 run.run(block)
