@@ -128,6 +128,9 @@ class PageRun:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HQUEUE_")}
         env["PATH"] = f"{Path(sys.prefix) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+        # A terminal shows stdout line by line; written to a file, Python would hold it
+        # back until exit, behind what went to stderr.
+        env["PYTHONUNBUFFERED"] = "1"
         if self.zookeeper_hosts:
             env["HQUEUE_ZOOKEEPER"] = self.zookeeper_hosts
         saved = dict(os.environ)
