@@ -12,7 +12,7 @@ ZK_JAR := /usr/share/java/zookeeper.jar
 DIST   ?= dist
 SMOKE_VENV ?= /tmp/hqueue-smoke-venv
 
-.PHONY: run test venv deps-test zookeeper lint typecheck pytest test-unit wheel smoke bench clean
+.PHONY: run test venv deps-test zookeeper compose-config lint typecheck pytest test-unit wheel smoke bench clean
 
 run: $(BIN)/hqueue
 	$(BIN)/hqueue standalone --data-dir $(DATA) --host $(HOST) --port $(PORT)
@@ -36,7 +36,19 @@ zookeeper:
 	  (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper >/dev/null); \
 	fi
 
+# docker/compose.yml checked by Debian's docker-compose (`config`: the file parses and
+# every service, port, volume and profile is valid); no Docker engine is needed or run.
+compose-config:
+	@if ! command -v docker-compose >/dev/null; then \
+	  echo "installing Debian's docker-compose package"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker-compose >/dev/null || \
+	  (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker-compose >/dev/null); \
+	fi
+	docker-compose -f docker/compose.yml config --quiet
+	docker-compose -f docker/compose.yml --profile standalone config --quiet
+
 lint: deps-test
+	$(MAKE) --no-print-directory compose-config
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

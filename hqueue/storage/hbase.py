@@ -46,7 +46,8 @@ def identify_service(address: str, timeout_ms: int = _PROBE_TIMEOUT_MS) -> str |
     host, port = parse_address(address)
     probes: tuple[tuple[Any, str, tuple[Any, ...], str], ...] = (
         (hbase1().Hbase, "getTableNames", (), THRIFT1),
-        (hbase2().THBaseService, "tableExists", (hbase2().TTableName(qualifier=b"-"),), THRIFT2),
+        # Thrift2's oldest read, so that an HBase older than 2.2 is recognized too.
+        (hbase2().THBaseService, "exists", (b"hqueue-probe", hbase2().TGet(row=b"-")), THRIFT2),
         (sidecar().HQueueSidecar, "status", (), SIDECAR),
     )
     for service, call, args, name in probes:
