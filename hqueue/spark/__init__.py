@@ -50,11 +50,13 @@ def read_queue(
     split: str = "partition",
     via: str = "auto",
     sidecar: str | None = None,
+    min_partitions: int | None = None,
 ) -> Any:
     """Return a DataFrame of the queue's messages (the columns of :data:`SCHEMA`), read
     by an RDD whose partitions prefer the hosts that serve their HBase regions.
 
-    The arguments are the data source's options (docs/spark.md). As with
+    The arguments are the data source's options (docs/spark.md; ``min_partitions``
+    is ``minPartitions``). As with
     ``spark.read.format("hqueue")``, filters on the result are not pushed down: narrow
     the read with ``partitions``, ``topics``, ``start`` and ``end``.
 
@@ -78,6 +80,7 @@ def read_queue(
             "split": split,
             "via": via,
             "sidecar": sidecar,
+            "minPartitions": None if min_partitions is None else str(min_partitions),
         }.items()
         if v is not None
     }

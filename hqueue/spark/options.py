@@ -25,7 +25,17 @@ DEFAULT_BATCH_ROWS = 5_000
 which serves one scan at a time, than with 10,000, and 2,500 pays more per call."""
 
 _COMMON = {"queue", "hbase", "hbase_admin", "zookeeper", "table_prefix", "path"}
-_READ = _COMMON | {"partitions", "topics", "start", "end", "split", "batch_rows", "via", "sidecar"}
+_READ = _COMMON | {
+    "partitions",
+    "topics",
+    "start",
+    "end",
+    "split",
+    "batch_rows",
+    "via",
+    "sidecar",
+    "minpartitions",
+}
 _BATCH = _READ | {
     "startingoffsets",
     "endingoffsets",
@@ -181,6 +191,7 @@ class SourceOptions:
     extra: dict[str, str] = field(default_factory=dict)
     starts: dict[int, MessageId] = field(default_factory=dict)
     stops: dict[int, MessageId] = field(default_factory=dict)
+    min_partitions: int | None = None
 
     def bounds(self, partition: int) -> tuple[MessageId | None, MessageId | None]:
         """Return the id range ``[start, stop)`` to read of ``partition`` (``None``: its
@@ -206,7 +217,9 @@ class SourceOptions:
         ``via`` is ``auto`` (default: each partition through its owner sidecar, else
         HBase Thrift1), ``sidecar`` (sidecars only) or ``hbase`` (Thrift1 only);
         ``sidecar`` lists ``HOST:PORT`` of sidecars to read through instead of the
-        partition owners (comma-separated; partitions are spread over them).
+        partition owners (comma-separated; partitions are spread over them);
+        ``minPartitions`` (Kafka's name) asks for about that many Spark partitions,
+        busy queue partitions cut by time (:mod:`hqueue.spark.splitting`).
 
         The Kafka-named batch bounds: ``startingOffsets`` (``earliest``, or JSON of the
         last id already read per partition: reading starts after it) and
@@ -261,6 +274,15 @@ class SourceOptions:
                 sidecars.append(address)
         if sidecars and via == "hbase":
             raise InvalidArgumentError("option 'sidecar' contradicts option via='hbase'")
+        min_partitions = (
+            _positive_int(options, "minPartitions", 1) if _get(options, "minPartitions") else None
+        )
+        if min_partitions is not None and split == "region":
+            raise InvalidArgumentError(
+                "option 'minPartitions' cuts queue partitions into Spark partitions by "
+                "time; it cannot be combined with split='region' (one Spark partition "
+                "per HBase region)"
+            )
         starts: dict[int, MessageId] = {}
         stops: dict[int, MessageId] = {}
         if not stream:
@@ -284,6 +306,7 @@ class SourceOptions:
             tuple(sidecars),
             starts=starts,
             stops=stops,
+            min_partitions=min_partitions,
         )
 
     def with_conn(self, conn: Connection) -> SourceOptions:

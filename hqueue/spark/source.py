@@ -1,12 +1,13 @@
 """The ``hqueue`` PySpark data source: batch reads, streaming reads and writes.
 
-Batch reads plan one Spark partition per queue partition (``split=partition``) or per
-HBase region (``split=region``); each reads its rowkey ranges and yields Arrow record
-batches. The driver looks up each partition's owner sidecar once, when it plans, and
-hands the address to the executors with the ranges: they read through the sidecar's
-``scan`` call (messages by column) and fall back to the HBase Thrift1 gateway when a
-partition has no owner or its sidecar cannot be reached (option ``via``; see
-:mod:`hqueue.spark.storage`).
+Batch reads plan one Spark partition per queue partition (``split=partition``; with
+``minPartitions``, busy queue partitions are cut by time into several, see
+:mod:`hqueue.spark.splitting`) or per HBase region (``split=region``); each reads its
+rowkey ranges and yields Arrow record batches. The driver looks up each partition's
+owner sidecar once, when it plans, and hands the address to the executors with the
+ranges: they read through the sidecar's ``scan`` call (messages by column) and fall
+back to the HBase Thrift1 gateway when a partition has no owner or its sidecar cannot
+be reached (option ``via``; see :mod:`hqueue.spark.storage`).
 
 What a read covers comes from its options only (``partitions``, ``topics``, ``start``,
 ``end`` and the Kafka-named bounds): the reader takes no pushed-down filters, and Spark
@@ -52,6 +53,7 @@ from hqueue.spark.planning import (
     route,
     sidecar_addresses,
 )
+from hqueue.spark.splitting import split_ranges
 from hqueue.spark.storage import RowRange, ThriftReader
 
 __all__ = ["SCHEMA", "HQueueDataSource", "HQueueReader", "HQueueWriter"]
@@ -67,11 +69,13 @@ class HQueueReader(DataSourceReader):
 
     def plan(self, partition_count: int | None = None) -> list[ScanPartition]:
         """Return the Spark partitions of the read (possibly none): the partitions,
-        topics and id ranges the options name (:meth:`SourceOptions.bounds`).
+        topics and id ranges the options name (:meth:`SourceOptions.bounds`), each
+        queue partition's range cut by time into several with ``minPartitions``.
 
         :raises NoQueueError: if the queue does not exist.
         :raises InvalidArgumentError: if option ``partitions`` names a partition the
             queue does not have.
+        :raises StorageError: if HBase refuses a keys-only scan (``minPartitions``).
         """
         opts = self.options
         conn = opts.conn
@@ -102,7 +106,8 @@ class HQueueReader(DataSourceReader):
             owners,
         )
         if opts.split == "partition":
-            return [ScanPartition(i, [r]) for i, r in enumerate(ranges)]
+            pieces = split_ranges(ranges, opts.min_partitions, conn, opts.topics)
+            return [ScanPartition(i, [r]) for i, r in enumerate(r for rs in pieces for r in rs)]
         with ThriftReader(conn.hbase, conn.table) as reader:
             regions = reader.regions()
         out: list[ScanPartition] = []

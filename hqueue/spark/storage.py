@@ -20,6 +20,7 @@ Not public API.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import queue as _queue
@@ -41,6 +42,7 @@ from hqueue.message import (
     MessageId,
     decode_rowkey,
     encode_rowkey,
+    partition_range,
 )
 from hqueue.settings import parse_address
 from hqueue.spark.arrow import block_to_batch
@@ -58,6 +60,7 @@ _READ_BUFFER = 1 << 20
 of 100 bytes is about 1.5 MB, read in a few ``recv`` calls rather than hundreds of
 4 KiB ones."""
 _CONNECT_TIMEOUT_MS = 5_000
+_KEYS_ONLY = b"KeyOnlyFilter()"
 
 T = TypeVar("T")
 
@@ -152,26 +155,64 @@ class ThriftReader(Closeable):
         :raises StorageError: if HBase refuses the scan.
         :raises ConnectionLostError: if the gateway fails.
         """
+        return self.last_in(RowRange(partition, *partition_range(partition, None, before)), topics)
+
+    def last_in(self, rr: RowRange, topics: Sequence[str] = ()) -> MessageId | None:
+        """Return the id of the range's last message (of ``topics`` when given), or
+        ``None`` when it has none. Reads one key, by a reversed scan.
+
+        :raises StorageError: if HBase refuses the scan.
+        :raises ConnectionLostError: if the gateway fails.
+        """
         wanted = _usable_topics(topics)
-        if wanted is None:
+        if wanted is None or rr.start >= rr.stop:
             return None
-        columns = columns_of(wanted)
-        # A reversed scan starts at its startRow (inclusive) and walks down to stopRow.
-        start = struct.pack(">H", partition) + b"\xff" * (ROWKEY_BYTES - 2)
-        stop = struct.pack(">H", partition)
-        if before is not None:
-            if before == MessageId(0, 0):
+        prefix = struct.pack(">H", rr.partition)
+        # A reversed scan starts at its startRow (inclusive), the greatest key below
+        # the range's stop, and walks down to its stopRow (exclusive): the partition's
+        # 2-byte prefix, below all of its rows; a row below the range's start means
+        # the range is empty.
+        if len(rr.stop) == ROWKEY_BYTES and rr.stop[:2] == prefix:
+            _, stop = decode_rowkey(rr.stop)
+            if stop == MessageId(0, 0):
                 return None
-            start = encode_rowkey(partition, before.predecessor())
+            start = encode_rowkey(rr.partition, stop.predecessor())
+        else:
+            start = prefix + b"\xff" * (ROWKEY_BYTES - 2)
         for rows in self._scan(
-            start, stop, columns, 1, reverse=True, filter_string=b"KeyOnlyFilter()"
+            start, prefix, columns_of(wanted), 1, reverse=True, filter_string=_KEYS_ONLY
         ):
             for row in rows:
                 p, mid = decode_rowkey(row.row)
-                if p == partition:
+                if p == rr.partition and row.row >= rr.start:
                     return mid
             return None
         return None
+
+    def _keys(self, rr: RowRange, n: int, topics: Sequence[str]) -> Iterator[bytes]:
+        """Yield the rowkeys of the range's first ``n`` messages (of ``topics`` when
+        given), reading keys only."""
+        wanted = _usable_topics(topics)
+        if wanted is None or n <= 0:
+            return
+        remaining = n
+        for rows in self._scan(
+            rr.start, rr.stop, columns_of(wanted), min(n, 10_000), filter_string=_KEYS_ONLY
+        ):
+            for row in rows[:remaining]:
+                yield row.row
+            remaining -= len(rows)
+            if remaining <= 0:
+                return
+
+    def first_ids(self, rr: RowRange, n: int, topics: Sequence[str] = ()) -> list[MessageId]:
+        """Return the ids of the range's first ``n`` messages (of ``topics`` when
+        given; fewer when it has fewer). Reads keys only.
+
+        :raises StorageError: if HBase refuses the scan.
+        :raises ConnectionLostError: if the gateway fails.
+        """
+        return [decode_rowkey(key)[1] for key in self._keys(rr, n, topics)]
 
     def nth_id(self, rr: RowRange, n: int, topics: Sequence[str] = ()) -> MessageId | None:
         """Return the id of the ``n``-th message (1-based) of the range, or of its last
@@ -180,22 +221,8 @@ class ThriftReader(Closeable):
         :raises StorageError: if HBase refuses the scan.
         :raises ConnectionLostError: if the gateway fails.
         """
-        wanted = _usable_topics(topics)
-        if wanted is None:
-            return None
-        columns = columns_of(wanted)
-        last: bytes | None = None
-        remaining = n
-        for rows in self._scan(
-            rr.start, rr.stop, columns, min(max(n, 1), 10_000), filter_string=b"KeyOnlyFilter()"
-        ):
-            take = rows[:remaining]
-            if take:
-                last = take[-1].row
-            remaining -= len(take)
-            if remaining <= 0:
-                break
-        return decode_rowkey(last)[1] if last is not None else None
+        last = collections.deque(self._keys(rr, max(n, 1), topics), maxlen=1)
+        return decode_rowkey(last[0])[1] if last else None
 
     def regions(self) -> list[tuple[bytes, bytes, str]]:
         """Return the table's regions as ``(start_key, end_key, host)``, by start key.

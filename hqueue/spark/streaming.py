@@ -52,6 +52,7 @@ from hqueue.spark.planning import (
     route,
     sidecar_addresses,
 )
+from hqueue.spark.splitting import split_ranges
 from hqueue.spark.storage import RowRange, ThriftReader
 
 __all__ = ["DataLossError", "HQueueStreamReader", "offset_json", "parse_offset"]
@@ -225,8 +226,14 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """Return one Spark partition per queue partition that advanced from ``start``
-        to ``end``: its ids after ``start`` up to and including ``end``, with the
-        sidecar to read them through (the owners, looked up once per micro-batch)."""
+        to ``end`` (with ``minPartitions``, busy ones cut by time into several,
+        :mod:`hqueue.spark.splitting`): its ids after ``start`` up to and including
+        ``end``, with the sidecar to read them through (the owners, looked up once per
+        micro-batch).
+
+        :raises StorageError: if HBase refuses a keys-only scan (``minPartitions``).
+        :raises ConnectionLostError: if the Thrift1 gateway fails (``minPartitions``).
+        """
         begin, finish = parse_offset(start), parse_offset(end)
         ranges: list[RowRange] = []
         for p, last in sorted(finish.items()):
@@ -238,7 +245,8 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         source = self.options.source
         routed = route(ranges, source, sidecar_addresses(source))
-        return [ScanPartition(i, [rr]) for i, rr in enumerate(routed)]
+        pieces = split_ranges(routed, source.min_partitions, source.conn, source.topics)
+        return [ScanPartition(i, [rr]) for i, rr in enumerate(rr for rs in pieces for rr in rs)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """Yield the partition's rows as Arrow record batches (through its sidecar,

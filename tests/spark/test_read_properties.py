@@ -150,17 +150,24 @@ def filled(spark, hbase_server, hq, queue_name):
     rows = _rows()
     store_rows(hbase_server, hq, queue_name, rows)
     df = spark.read.format("hqueue").options(**options(hbase_server, queue_name)).load()
+    split = (
+        spark.read.format("hqueue")
+        .options(**options(hbase_server, queue_name))
+        .option("minPartitions", "8")
+        .load()
+    )
+    assert split.rdd.getNumPartitions() == 8
     # With Python data source filter pushdown on, Spark plans every filtered query in a
     # Python worker and keeps what it planned for the DataFrame's later scans.
     conf = "spark.sql.python.filterPushdown.enabled"
     before = spark.conf.get(conf)
     spark.conf.set(conf, "true")
-    yield df, rows
+    yield df, split, rows
     spark.conf.set(conf, before)
 
 
 def test_random_filters_on_one_dataframe_match_python(filled):
-    df, rows = filled
+    df, split, rows = filled
     seen: list[int] = []
 
     # Hypothesis runs the examples inside the test, so the queue and the DataFrame are
@@ -179,6 +186,11 @@ def test_random_filters_on_one_dataframe_match_python(filled):
         )
         expected = sorted((m[0], f"{m[1]}:{m[2]}") for m in rows if pred(m) is True)
         assert got == expected, text
+        # The same query on the read cut by time into 8 Spark partitions.
+        got = sorted(
+            (r.partition, r.id) for r in split.filter(column).select("partition", "id").collect()
+        )
+        assert got == expected, f"{text} (minPartitions=8)"
         seen.append(len(expected))
         if count_all:
             assert df.count() == len(rows), f"after {text}"

@@ -38,10 +38,12 @@ Key = tuple[int, str, str, bytes]
 """(partition, id, topic, value) of one message."""
 
 
-@pytest.fixture
-def queue_df(spark, hbase_server, hq, queue_name):
-    """One DataFrame over a filled 4-partition queue, and the queue's messages from a
-    full scan (:meth:`Queue.scan`), as (partition, ts, seq, topic, value)."""
+@pytest.fixture(params=[None, "8"], ids=["unsplit", "minPartitions=8"])
+def queue_df(request, spark, hbase_server, hq, queue_name):
+    """One DataFrame over a filled 4-partition queue (read unsplit, then with each
+    queue partition cut by time into Spark partitions: the same queries must give the
+    same answers), and the queue's messages from a full scan (:meth:`Queue.scan`), as
+    (partition, ts, seq, topic, value)."""
     hq.create_queue(queue_name, partitions=4)
     stored = _rows()
     store_rows(hbase_server, hq, queue_name, stored)
@@ -50,7 +52,11 @@ def queue_df(spark, hbase_server, hq, queue_name):
             (m.partition, m.id.timestamp, m.id.sequence, m.topic, bytes(m.value)) for m in scanner
         ]
     assert sorted(scanned) == sorted(stored)
-    df = spark.read.format("hqueue").options(**options(hbase_server, queue_name)).load()
+    reader = spark.read.format("hqueue").options(**options(hbase_server, queue_name))
+    if request.param is not None:
+        reader = reader.option("minPartitions", request.param)
+    df = reader.load()
+    assert df.rdd.getNumPartitions() == (4 if request.param is None else 8)
     return df, scanned
 
 

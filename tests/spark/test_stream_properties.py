@@ -1,5 +1,6 @@
-"""Property-based, streaming: random puts in rounds, a random cap per micro-batch and a
-random filter (the batch property test's filters); after each round an
+"""Property-based, streaming: random puts in rounds, a random cap per micro-batch, a
+random filter (the batch property test's filters) and a random ``minPartitions``
+(micro-batches cut by time into Spark partitions); after each round an
 ``availableNow`` query continues from the same checkpoint. Every micro-batch must be
 within the cap and later, per partition, than the one before, and all micro-batches
 together must be the filter applied in Python to what was put: nothing missing,
@@ -59,8 +60,11 @@ def test_random_micro_batches_match_what_was_put(spark, hbase_server, hq, queue_
         drawn=rounds,
         cap=st.one_of(st.none(), st.integers(1, 7)),
         case=st.one_of(st.none(), filters),
+        cut=st.one_of(st.none(), st.integers(2, 8)),
     )
-    def check(drawn: list[list[tuple[int, str]]], cap: int | None, case: Case | None) -> None:
+    def check(
+        drawn: list[list[tuple[int, str]]], cap: int | None, case: Case | None, cut: int | None
+    ) -> None:
         n = next(example)
         queue = f"{queue_name}s{n}"
         hq.create_queue(queue, partitions=PARTITIONS)
@@ -76,6 +80,8 @@ def test_random_micro_batches_match_what_was_put(spark, hbase_server, hq, queue_
             stream = spark.readStream.format("hqueue").options(**options(hbase_server, queue))
             if cap is not None:
                 stream = stream.option("maxMessagesPerTrigger", str(cap))
+            if cut is not None:
+                stream = stream.option("minPartitions", str(cut))
             df = stream.load()
             if case is not None:
                 df = df.filter(case[0])
