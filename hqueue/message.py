@@ -10,6 +10,7 @@ big-endian, so rows sort by partition and then by id; the column is
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import struct
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -246,14 +247,20 @@ def check_topic(topic: str) -> bytes:
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
+@functools.lru_cache(maxsize=4096)
+def _second(second: int) -> str:
+    # A scan prints many messages per second: the date and time are made once each.
+    return (_EPOCH + _dt.timedelta(seconds=second)).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def format_time(ms: int) -> str:
     """Return a time given as milliseconds since the epoch the one way hqueue prints
     times (the CLI, its JSON, the Spark jobs' reports): UTC, ISO-8601 with
     milliseconds and ``Z``, as in ``"2026-11-23T12:00:00.123Z"``.
     :func:`parse_position` reads it back."""
     # Integer arithmetic: ms / 1000 as a float can land a millisecond short.
-    when = _EPOCH + _dt.timedelta(milliseconds=ms)
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    second, milli = divmod(ms, 1000)
+    return f"{_second(second)}.{milli:03d}Z"
 
 
 def parse_position(position: object, what: str = "position") -> MessageId:
