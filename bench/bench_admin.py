@@ -32,6 +32,7 @@ delete,ttl] [--server-tree /tmp/old] [--data-dir /tmp]``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -39,6 +40,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,20 +127,11 @@ def _wait_for_log(server: StandaloneProcess, text: str, offset: int, timeout: fl
 def run_job(job: str, messages: int, base: Path, server_tree: str | None) -> Result:
     """Load a queue, run ``job`` on it under a probing producer; return the figures."""
     data = Path(tempfile.mkdtemp(prefix=f"bench-admin-{job}-", dir=base))
-    env_before = os.environ.get("PYTHONPATH")
-    if server_tree:
-        os.environ["PYTHONPATH"] = server_tree
     server = StandaloneProcess(
         data / "data", ("--purge-interval-seconds", "1000000", "--log-level", "INFO")
     )
-    try:
+    with _server_tree(server_tree):
         server.start(timeout=120)
-    finally:
-        if server_tree:
-            if env_before is None:
-                del os.environ["PYTHONPATH"]
-            else:
-                os.environ["PYTHONPATH"] = env_before
     client = hqueue.connect(
         hbase=server.address,
         hbase_admin=f"{server.host}:{server.thrift2_port}",
@@ -186,6 +179,27 @@ def run_job(job: str, messages: int, base: Path, server_tree: str | None) -> Res
         client.close()
         server.stop(timeout=120)
         shutil.rmtree(data, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _server_tree(server_tree: str | None) -> Iterator[None]:
+    """Start child processes from ``server_tree``'s code: ``python -m hqueue`` puts its
+    working directory first on its path, so the child runs from there (and
+    PYTHONPATH points there too)."""
+    if not server_tree:
+        yield
+        return
+    cwd, env_before = os.getcwd(), os.environ.get("PYTHONPATH")
+    os.chdir(server_tree)
+    os.environ["PYTHONPATH"] = server_tree
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+        if env_before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = env_before
 
 
 def _reclaims_in_background(server_tree: str | None) -> bool:
