@@ -3,24 +3,37 @@
 Peers, each reading the same 1,000,000 messages (100-byte values, 4 topics, 4
 partitions) into Spark's ``noop`` sink (every column materialized, nothing written):
 
-- ``hqueue``: ``spark.read.format("hqueue")`` from a ``hqueue standalone`` child process,
-  through the partition owner's sidecar (``scan``: messages by column; the default);
-- ``hqueue (Thrift1)``: the same read with ``via=hbase``, through the HBase Thrift1
-  gateway alone (the fallback path);
+- ``hqueue, embedded``: ``spark.read.format("hqueue")`` from a ``hqueue standalone``
+  child process, through the partition owner's sidecar inside it (``scan``: messages
+  by column; the default);
+- ``hqueue, storage + sidecar``: the layout of a cluster. ``hqueue standalone
+  --no-sidecar`` is the storage only (as HBase is), a separate ``hqueue sidecar``
+  process (metadata in ZooKeeper, as on a cluster) owns the partitions, and Spark reads
+  through it: each answer crosses the storage's Thrift1 gateway to the sidecar, then
+  the sidecar's ``scan`` call to Spark;
+- ``hqueue (Thrift1 only)``: the embedded server read with ``via=hbase``, through the
+  HBase Thrift1 gateway alone (the fallback path);
 - ``parquet``: ``spark.read.parquet`` of the same rows written once to a local file
   (the ceiling);
 - ``null source``: a Python data source that does no I/O and yields prebuilt Arrow
   batches of the same shape (what the Python data source machinery costs by itself).
 
+Reported per peer: rows/s, its share of Parquet's rate, and the CPU seconds per
+million rows of the server side (the standalone process; for the cluster layout the
+storage and the sidecar process together, and each apart), read from
+``/proc/<pid>/stat``, and of the whole machine.
+
 Target: hqueue reaches at least 25% of the Parquet rate.
 
 Run: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_spark.py
-[--rows 1000000] [--partitions 4] [--repeat 5]``
+[--rows 1000000] [--partitions 4] [--repeat 5]`` (needs ZooKeeper's jars, as the
+tests do: ``make zookeeper``)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import struct
@@ -35,13 +48,16 @@ import happybase
 from rounds import alternate, text_table
 
 from hqueue.client.client import connect
+from hqueue.testing.sidecar import SidecarProcess
 from hqueue.testing.standalone import StandaloneProcess
+from hqueue.testing.zookeeper import ZooKeeperServer
 from hqueue.wire.idl import hbase1
 
 BASE = 1_700_000_000_000
 VALUE = b"x" * 100
 QUEUE = "bench"
-HQUEUE = "hqueue (sidecar scan)"
+HQUEUE = "hqueue, embedded (sidecar scan)"
+CLUSTER = "hqueue, storage + sidecar"
 PARQUET = "parquet (ceiling)"
 
 
@@ -55,11 +71,18 @@ def wait_owned(client: Any, partitions: int, timeout: float = 60.0) -> None:
         time.sleep(0.1)
 
 
-def load(server: StandaloneProcess, rows: int, partitions: int) -> float:
-    """Store ``rows`` messages straight into the queue table; return the seconds taken."""
+def load(
+    server: StandaloneProcess, rows: int, partitions: int, zookeeper: str | None = None
+) -> float:
+    """Create the queue (its metadata in ``zookeeper`` when given, else in the
+    server's HBase), wait for a sidecar to own its partitions, and store ``rows``
+    messages straight into its table; return the seconds the rows took."""
     h = hbase1()
     with connect(
-        server.address, hbase_admin=f"{server.host}:{server.thrift2_port}", table_prefix=""
+        server.address,
+        hbase_admin=f"{server.host}:{server.thrift2_port}",
+        zookeeper=zookeeper,
+        table_prefix="",
     ) as client:
         client.create_queue(QUEUE, partitions=partitions)
         table = client.hbase.table_name(QUEUE)
@@ -155,28 +178,39 @@ def _delta(before: float | None, after: float | None) -> float | None:
     return after - before if before is not None and after is not None else None
 
 
-Timing = tuple[float, float | None, float | None]
-"""Seconds, the server's CPU seconds and the whole machine's CPU seconds of one read."""
+Timing = tuple[float, tuple[float | None, ...], float | None]
+"""Seconds, the CPU seconds of each server process and of the whole machine, of one
+read."""
 
 
-def read(df: Any, server_pid: int, r: int = 0) -> Timing:
+def read(df: Any, server_pids: tuple[int, ...], r: int = 0) -> Timing:
     """Read ``df`` in full into the noop sink (``r``, the round, is not used); return
     its :data:`Timing`."""
-    cpu_before, all_before = process_cpu(server_pid), machine_cpu()
+    cpu_before = [process_cpu(pid) for pid in server_pids]
+    all_before = machine_cpu()
     started = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
     seconds = time.perf_counter() - started
-    return (seconds, _delta(cpu_before, process_cpu(server_pid)), _delta(all_before, machine_cpu()))
+    cpu = tuple(
+        _delta(before, process_cpu(pid))
+        for before, pid in zip(cpu_before, server_pids, strict=True)
+    )
+    return (seconds, cpu, _delta(all_before, machine_cpu()))
 
 
-def timed(peers: dict[str, Any], repeat: int, server_pid: int) -> dict[str, Timing]:
-    """Return, per peer, the best of ``repeat`` full reads into the noop sink. Rounds
-    alternate the peers, so a burst of load on the machine does not fall on one peer
-    only."""
+def timed(peers: dict[str, tuple[Any, tuple[int, ...]]], repeat: int) -> dict[str, Timing]:
+    """Return, per peer (its DataFrame and its server processes), the best of
+    ``repeat`` full reads into the noop sink. Rounds alternate the peers, so a burst of
+    load on the machine does not fall on one peer only."""
     runs = alternate(
-        {name: functools.partial(read, df, server_pid) for name, df in peers.items()}, repeat
+        {name: functools.partial(read, df, pids) for name, (df, pids) in peers.items()}, repeat
     )
     return {name: min(timings, key=lambda t: t[0]) for name, timings in runs.items()}
+
+
+def per_million(seconds: float | None, rows: int) -> str:
+    """``seconds`` of CPU per million rows, as a table cell ('' when unknown)."""
+    return f"{seconds * 1_000_000 / rows:.2f}" if seconds is not None else ""
 
 
 def main() -> None:
@@ -191,50 +225,61 @@ def main() -> None:
 
     import hqueue.spark
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         server = StandaloneProcess(Path(tmp) / "data").start()
-        try:
-            load_s = load(server, args.rows, args.partitions)
-            spark = (
-                SparkSession.builder.master("local[*]")
-                .appName("bench-spark")
-                .config("spark.ui.enabled", "false")
-                .config("spark.ui.showConsoleProgress", "false")
-                .config("spark.sql.session.timeZone", "UTC")
-                .getOrCreate()
-            )
-            spark.sparkContext.setLogLevel("ERROR")
-            hqueue.spark.register(spark)
-            spark.dataSource.register(null_source(args.rows, args.partitions))
-            hq = (
+        stack.callback(server.stop)
+        # The cluster layout: storage only, ZooKeeper, one sidecar process.
+        storage = StandaloneProcess(Path(tmp) / "storage", ("--no-sidecar",)).start()
+        stack.callback(storage.stop)
+        zookeeper = ZooKeeperServer(Path(tmp) / "zookeeper", force_sync=True).start()
+        stack.callback(zookeeper.stop)
+        sidecar = SidecarProcess(
+            storage.address, Path(tmp) / "sidecar.log", zookeeper=zookeeper.hosts
+        ).start()
+        stack.callback(sidecar.stop)
+
+        load_s = load(server, args.rows, args.partitions)
+        load(storage, args.rows, args.partitions, zookeeper=zookeeper.hosts)
+        spark = (
+            SparkSession.builder.master("local[*]")
+            .appName("bench-spark")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.session.timeZone", "UTC")
+            .getOrCreate()
+        )
+        stack.callback(spark.stop)
+        spark.sparkContext.setLogLevel("ERROR")
+        hqueue.spark.register(spark)
+        spark.dataSource.register(null_source(args.rows, args.partitions))
+
+        def hqueue_df(at: StandaloneProcess, **options: str) -> Any:
+            return (
                 spark.read.format("hqueue")
                 .option("queue", QUEUE)
-                .option("hbase", server.address)
+                .option("hbase", at.address)
                 .option("table_prefix", "")
+                .options(**options)
                 .load()
             )
-            parquet_path = str(Path(tmp) / "bench.parquet")
-            hq.write.parquet(parquet_path)
-            assert spark.read.parquet(parquet_path).count() == args.rows
-            thrift1 = (
-                spark.read.format("hqueue")
-                .option("queue", QUEUE)
-                .option("hbase", server.address)
-                .option("table_prefix", "")
-                .option("via", "hbase")
-                .load()
-            )
-            peers = {
-                HQUEUE: hq,
-                "hqueue (Thrift1 only)": thrift1,
-                PARQUET: spark.read.parquet(parquet_path),
-                "null source (no I/O)": spark.read.format("nullsource").load(),
-            }
-            assert server.proc is not None
-            results = timed(peers, args.repeat, server.proc.pid)
-            spark.stop()
-        finally:
-            server.stop()
+
+        embedded = hqueue_df(server)
+        parquet_path = str(Path(tmp) / "bench.parquet")
+        embedded.write.parquet(parquet_path)
+        assert spark.read.parquet(parquet_path).count() == args.rows
+        cluster = hqueue_df(storage, zookeeper=zookeeper.hosts, via="sidecar")
+        assert cluster.count() == args.rows
+        assert server.proc is not None and storage.proc is not None and sidecar.proc is not None
+        peers = {
+            HQUEUE: (embedded, (server.proc.pid,)),
+            CLUSTER: (cluster, (storage.proc.pid, sidecar.proc.pid)),
+            "hqueue (Thrift1 only)": (hqueue_df(server, via="hbase"), (server.proc.pid,)),
+            PARQUET: (spark.read.parquet(parquet_path), ()),
+            "null source (no I/O)": (spark.read.format("nullsource").load(), ()),
+        }
+        load_before = os.getloadavg()[0]
+        results = timed(peers, args.repeat)
+        load_after = os.getloadavg()[0]
 
     ceiling = args.rows / results[PARQUET][0]
     cores = os.cpu_count()
@@ -246,23 +291,54 @@ def main() -> None:
     table = []
     for name, (seconds, server_cpu, all_cpu) in results.items():
         rate = args.rows / seconds
-        cpu = f"{server_cpu:.2f}" if server_cpu is not None and name.startswith("hqueue") else ""
-        total = f"{all_cpu:.2f}" if all_cpu is not None else ""
-        table.append((name, f"{seconds:.2f}", f"{rate:,.0f}", f"{rate / ceiling:.0%}", cpu, total))
+        known = [c for c in server_cpu if c is not None]
+        total = sum(known) if server_cpu and len(known) == len(server_cpu) else None
+        parts = (
+            " + ".join(per_million(c, args.rows) for c in server_cpu) if len(server_cpu) > 1 else ""
+        )
+        table.append(
+            (
+                name,
+                f"{seconds:.2f}",
+                f"{rate:,.0f}",
+                f"{rate / ceiling:.0%}",
+                per_million(total, args.rows),
+                parts,
+                per_million(all_cpu, args.rows),
+            )
+        )
     print(
         text_table(
-            ("peer", "seconds", "rows/s", "vs parquet", "server CPU s", "all CPU s"),
-            (24, 10, 14, 12, 14, 11),
+            (
+                "peer",
+                "seconds",
+                "rows/s",
+                "of parquet",
+                "server CPU s/M",
+                "storage + sidecar",
+                "all CPU s/M",
+            ),
+            (32, 9, 12, 12, 16, 19, 13),
             table,
         )
     )
     hq_rate = args.rows / results[HQUEUE][0]
-    print(f"\ntarget: hqueue >= 25% of parquet: {hq_rate / ceiling:.0%}")
+    cluster_rate = args.rows / results[CLUSTER][0]
     print(
-        "server CPU s: CPU time of the standalone process (Thrift servers and sidecar, "
-        "one process) during the best read"
+        f"\ntarget: hqueue >= 25% of parquet: embedded {hq_rate / ceiling:.0%}, "
+        f"storage + sidecar {cluster_rate / ceiling:.0%}"
     )
-    print("all CPU s: CPU time of the whole machine (every core, every process) during it")
+    print(
+        "server CPU s/M: CPU seconds per million rows of the server side during the best "
+        "read: the standalone process (Thrift servers and its sidecar), or for storage + "
+        "sidecar the storage-only standalone and the sidecar process (each apart in the "
+        "next column)"
+    )
+    print("all CPU s/M: the same for the whole machine (every core, every process)")
+    print(
+        f"machine load average (1 min): {load_before:.1f} before the reads, {load_after:.1f} "
+        f"after; above {cores} other processes shared the cores and counted in all CPU s/M"
+    )
 
 
 if __name__ == "__main__":
