@@ -6,6 +6,7 @@ are tests"; :mod:`tests.docs.session` runs a page."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,41 @@ def _params() -> list[Any]:
             marks.append(pytest.mark.xfail(reason=KNOWN_FAILURES[stem], strict=True))
         params.append(pytest.param(path, id=stem, marks=marks))
     return params
+
+
+# What users of the docs cannot open: the project's working papers and its tracker.
+_UNSEEN = re.compile(
+    r"DESIGN\.md|\bshared/|design card|\bissue\s*#?\d+|\bthe issue(?:'s)?\b", re.IGNORECASE
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "cites"),
+    [
+        ("see ../shared/DESIGN.md", True),
+        ("sidecars arrive with issue 4", True),
+        ("follow the issue's names", True),
+        ("as the design card says", True),
+        ("a known issue of HBase's Thrift2 gateway", False),
+        ("the Thrift2 gateway, as HBase designs it", False),
+    ],
+)
+def test_what_counts_as_citing_the_unseen(line: str, cites: bool) -> None:
+    assert bool(_UNSEEN.search(line)) is cites
+
+
+def test_no_page_cites_what_users_cannot_see() -> None:
+    """README, CHANGELOG, the docs and the deployment files cite nothing a user of the
+    repository does not have."""
+    files = [*PAGES, CHECKOUT / "CHANGELOG.md", *sorted((CHECKOUT / "docker").iterdir())]
+    found = [
+        f"{path.relative_to(CHECKOUT)}:{number}: {line.strip()}"
+        for path in files
+        if path.is_file()
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if _UNSEEN.search(line)
+    ]
+    assert not found, "\n".join(found)
 
 
 def test_every_page_is_collected() -> None:
