@@ -85,6 +85,24 @@ def test_no_page_cites_what_users_cannot_see() -> None:
     assert not found, "\n".join(found)
 
 
+_CREATES = re.compile(r"create_queue\(\s*[\"'](?P<py>[^\"']+)|queue create (?P<cli>[\w.-]+)")
+
+
+def test_pages_create_queues_of_their_own_names() -> None:
+    """A user following README and then any page on one server never meets a queue
+    another page created: no two pages create a queue of the same name."""
+    creators: dict[str, set[str]] = {}
+    for path in PAGES:
+        page = _page(path)
+        for block in page.blocks:
+            for command in block.commands if block.skip is None else ():
+                for m in _CREATES.finditer(command.code):
+                    creators.setdefault(m["py"] or m["cli"], set()).add(page.name)
+    assert creators, "no page creates a queue: the pattern is out of date"
+    shared = {name: sorted(pages) for name, pages in creators.items() if len(pages) > 1}
+    assert not shared, f"queues created by several pages: {shared}"
+
+
 def test_every_page_is_collected() -> None:
     """README.md and every page of docs/, none twice (ids are the pages' names)."""
     stems = [p.stem.lower() for p in PAGES]
