@@ -56,7 +56,7 @@ FUTURE = time.time_ns() // 1_000_000 + 3_600_000
 """Explicit timestamps an hour ahead of the clock: HBase's rules hide later puts
 stamped ``now`` behind them, and increments and appends write ``ts + 1``."""
 
-EXAMPLES = int(os.environ.get("HQUEUE_SOAK_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("HQUEUE_SOAK_EXAMPLES", "60"))
 STEPS = 40
 
 _tables = itertools.count()
@@ -552,7 +552,7 @@ def _expressions() -> st.SearchStrategy[Any]:
     )
 
 
-filters = _expressions()
+filters = st.deferred(_expressions)
 
 
 # -------------------------------------------------------------------- model
