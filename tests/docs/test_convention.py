@@ -181,3 +181,19 @@ def test_a_failing_command_fails_the_block(own_server: Callable[..., PageRun]) -
         run.run(page.blocks[0])
     message = str(failure.value)
     assert "exited with status 1" in message and "after" not in message.split("printed:")[1]
+
+
+def test_a_background_standalone_is_stood_in_for(own_server: Callable[..., PageRun]) -> None:
+    """`hqueue standalone --data-dir DIR &` is the page's server (nothing binds 9090);
+    other options are refused, naming the block."""
+    page = parse_page(
+        "docs/bg.md",
+        "```sh\nhqueue standalone --data-dir /tmp/hq &   # prints its ready line\n"
+        "hqueue queue create bg --partitions 1\n```\n"
+        "```text\ncreated queue bg: 1 partitions, 1 regions, ttl forever\n```\n\n"
+        "text\n\n```sh\nhqueue standalone --port 9999 &\n```\n",
+    )
+    with own_server(page) as run:
+        run.run(page.blocks[0])
+        with pytest.raises(BlockFailure, match=r"docs/bg\.md:12: .*only --data-dir"):
+            run.run(page.blocks[1])
