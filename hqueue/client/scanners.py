@@ -93,9 +93,13 @@ def topic_filter(topics: Iterable[str] | str | None) -> tuple[str, ...] | None:
     :raises InvalidArgumentError: on a bad topic, or a non-iterable.
     """
     if topics is not None and not isinstance(topics, str):
-        topics = list(topics)
-        if not topics:
-            return ()
+        try:
+            topics = list(topics)
+        except TypeError:
+            pass  # not iterable: check_topics says so, naming the argument
+        else:
+            if not topics:
+                return ()
     return check_topics(topics)
 
 

@@ -77,9 +77,10 @@ def _not_the_service(address: str, expected: str, option: str, default_port: int
     found = identify_service(address)
     if found == expected:
         # It is that service, yet lacks a call hqueue makes: an older version.
+        needs = " (Thrift2 createTable with split keys)" if expected == THRIFT2 else ""
         return (
             f"{address} is {expected} but does not know a call hqueue makes: hqueue "
-            "needs HBase 2.2 or later (Thrift2 createTable with split keys)"
+            f"needs HBase 2.2 or later{needs}"
         )
     port = {THRIFT1: "the Thrift1 port", THRIFT2: "the Thrift2 port", SIDECAR: "a sidecar's port"}
     answered = "but not" if found is None else f"but as {found}, not"

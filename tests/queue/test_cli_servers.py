@@ -7,6 +7,7 @@ process against a real ``hqueue standalone``."""
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import sys
 import time
@@ -14,11 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import thriftpy2
 
 import hqueue
 from hqueue.client.client import Client
 from hqueue.errors import HQueueError, NoQueueError, WrongServiceError
 from hqueue.testing.standalone import StandaloneProcess
+from hqueue.wire.idl import IDL_DIR
+from hqueue.wire.rpc_server import ThriftServer
 from tests.queue.test_cli_queue import child_env, run, table_names
 
 
@@ -169,3 +173,37 @@ def test_creating_queues_logs_no_warning_on_a_healthy_server(
         for name in names:
             with contextlib.suppress(NoQueueError):
                 hq.delete_queue(name, force=True)
+
+
+class _OldThrift2:
+    """The one Thrift2 call the probe makes, as an HBase before 2.2 answers it."""
+
+    def exists(self, table: bytes, tget: object) -> bool:
+        return False
+
+
+def test_a_thrift2_gateway_without_create_table_asks_for_hbase_2_2(
+    hbase_server: StandaloneProcess, tmp_path: Path, queue_name: str
+) -> None:
+    # HBase 2.1's Thrift2 service: the same IDL without the table calls 2.2 added.
+    idl = (IDL_DIR / "hbase2.thrift").read_text()
+    old = tmp_path / "hbase21.thrift"
+    without = re.sub(r"void createTable\([^)]*\)\s*throws \([^)]*\)", "", idl)
+    assert without != idl
+    old.write_text(without)
+    service = thriftpy2.load(str(old), module_name="hbase21_thrift").THBaseService
+    server = ThriftServer(service, _OldThrift2(), "127.0.0.1", 0, name="old-thrift2").start()
+    try:
+        with (
+            hqueue.connect(hbase_server.address, hbase_admin=server.address) as client,
+            pytest.raises(WrongServiceError) as raised,
+        ):
+            client.create_queue(queue_name, 2)
+        assert str(raised.value) == (
+            f"{server.address} is an HBase Thrift2 gateway but does not know a call hqueue "
+            "makes: hqueue needs HBase 2.2 or later (Thrift2 createTable with split keys)"
+        )
+        with hqueue.connect(hbase_server.address) as client:
+            assert queue_name not in [info.name for info in client.queues()]
+    finally:
+        server.stop()

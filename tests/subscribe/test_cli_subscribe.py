@@ -169,8 +169,9 @@ def test_an_empty_topic_list_means_every_topic_in_scan_and_subscribe(
             wait_for(lambda: len(got) == 2, 20, "both topics")
         assert q.subscriptions()[0].topics == ()
     assert [(m.topic, m.value) for m in got] == [("one", b"a"), ("two", b"b")]
-    # Neither takes a bad topic.
-    with pytest.raises(InvalidArgumentError):
-        q.scan(topics=[""])
-    with pytest.raises(InvalidArgumentError):
-        q.subscribe("bad", got.extend, topics=[""])
+    # Neither takes a bad topic, nor a filter that is no list of topics.
+    for bad in ([""], 5):
+        with pytest.raises(InvalidArgumentError):
+            q.scan(topics=bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError):
+            q.subscribe("bad", got.extend, topics=bad)  # type: ignore[arg-type]
