@@ -13,8 +13,10 @@ import importlib
 import logging
 import os
 import re
+import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -140,6 +142,10 @@ def spark_session(app: str, log: IO[str] | None = None) -> Any:
         SparkContext(conf=conf, gateway=gateway)
         if log:
             _log_python_side(log)
+    if threading.current_thread() is threading.main_thread():
+        # PySpark's own Ctrl-C handler asks the JVM to cancel the jobs from inside the
+        # py4j call under way, which fails and logs tracebacks; the job ends instead.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     spark = (
         SparkSession.builder.appName(app).config("spark.sql.session.timeZone", "UTC").getOrCreate()
     )
@@ -148,9 +154,11 @@ def spark_session(app: str, log: IO[str] | None = None) -> Any:
 
 
 def _log_python_side(log: IO[str]) -> None:
-    """Send what PySpark logs on the driver's Python side to ``log`` too: it logs a
-    failed query's context as a JSON line on stderr (``DataFrameQueryContextLogger``,
-    created on first use with its own stderr handler)."""
+    """Send what PySpark and py4j log on the driver's Python side to ``log`` too:
+    PySpark logs a failed query's context as a JSON line on stderr
+    (``DataFrameQueryContextLogger``, created on first use with its own stderr
+    handler), py4j logs broken calls through the root logger (which, without a
+    handler, prints to stderr)."""
     from pyspark.logger import PySparkLogger
 
     logger = PySparkLogger.getLogger("DataFrameQueryContextLogger")
@@ -158,6 +166,7 @@ def _log_python_side(log: IO[str]) -> None:
         logger.removeHandler(handler)
     logger.addHandler(logging.StreamHandler(log))
     logger.propagate = False
+    logging.getLogger().addHandler(logging.StreamHandler(log))
 
 
 # Python's traceback line of an hqueue exception, as Spark passes it on in the text of

@@ -95,15 +95,16 @@ def _check_records(df: Any, has_topic_option: bool) -> int:
         aggregates.append(F.min(F.when(bad, F.col("_file"))).alias(f"{name}_file"))
     # input_file_name() is not allowed inside an aggregate: name the file first.
     found = df.withColumn("_file", F.input_file_name()).agg(*aggregates).first()
-    what = {
-        "_corrupt_record": ("are not valid JSON", ""),
-        "value": ("have no 'value'", ""),
-        "topic": ("have no 'topic'", ": give them one, or pass --topic"),
+    what = {  # one record, several, what to do
+        "_corrupt_record": ("is not valid JSON", "are not valid JSON", ""),
+        "value": ("has no 'value'", "have no 'value'", ""),
+        "topic": ("has no 'topic'", "have no 'topic'", ": give each a topic, or pass --topic"),
     }
-    for name, (problem, fix) in what.items():
-        if name in problems and found[f"{name}_count"]:
+    for name, (one, several, fix) in what.items():
+        count = found[f"{name}_count"] if name in problems else 0
+        if count:
             raise InvalidArgumentError(
-                f"{plural(found[f'{name}_count'], 'record')} {problem}, "
+                f"{plural(count, 'record')} {one if count == 1 else several}, "
                 f"e.g. in {found[f'{name}_file']}; nothing was put{fix}"
             )
     return int(found["rows"])

@@ -23,7 +23,7 @@ class Progress:
         self, status: Callable[[], str], stream: TextIO | None, interval: float = 0.5
     ) -> None:
         self.status = status
-        self.stream = stream if stream is not None and stream.isatty() else None
+        self.stream = stream if stream is not None and _on_terminal(stream) else None
         self.interval = interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -59,6 +59,13 @@ class Progress:
                 self.stream.flush()
             if self._stop.wait(self.interval):
                 return
+
+
+def _on_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False  # closed, or not a real stream
 
 
 def stage_status(spark: Any) -> str:

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hqueue.message import MessageId
+from hqueue.message import MessageId, format_time
 from hqueue.spark.options import Connection
 from hqueue.spark_jobs.common import (
     Job,
@@ -66,8 +66,9 @@ def subscription_positions(options: dict[str, str]) -> list[tuple[str, int, int,
 
 
 def report(spark: Any, options: dict[str, str], bucket_seconds: int = 60) -> Report:
-    """Compute the report of the messages that ``options`` select. Times are ISO-8601
-    in UTC with milliseconds and ``Z`` (``2026-11-23T12:00:00.123Z``).
+    """Compute the report of the messages that ``options`` select. Times are printed
+    as everywhere in hqueue (:func:`hqueue.message.format_time`: ISO-8601 in UTC with
+    milliseconds and ``Z``, ``2026-11-23T12:00:00.123Z``).
 
     :raises InvalidArgumentError: on a bad option.
     :raises NoQueueError: if there is no such queue.
@@ -76,14 +77,6 @@ def report(spark: Any, options: dict[str, str], bucket_seconds: int = 60) -> Rep
     """
     with spark_errors():
         return _report(spark, options, bucket_seconds)
-
-
-def _iso_utc(column: Any) -> Any:
-    """The Spark expression formatting a timestamp ``column`` as ISO-8601 UTC with
-    ``Z`` (the jobs' sessions run in UTC)."""
-    from pyspark.sql import functions as F
-
-    return F.date_format(column, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
 
 
 def _report(spark: Any, options: dict[str, str], bucket_seconds: int) -> Report:
@@ -104,27 +97,37 @@ def _report(spark: Any, options: dict[str, str], bucket_seconds: int) -> Report:
                 .agg(
                     F.count("*").alias("messages"),
                     F.sum("bytes").alias("bytes"),
-                    _iso_utc(F.min("timestamp")).alias("first"),
-                    _iso_utc(F.max("timestamp")).alias("last"),
+                    F.unix_millis(F.min("timestamp")).alias("first"),
+                    F.unix_millis(F.max("timestamp")).alias("last"),
                 )
                 .orderBy(key)
                 .collect()
             )
             result[f"per_{key}"] = (
                 [key, "messages", "bytes", "first", "last"],
-                [(r[key], r.messages, r.bytes, r["first"], r["last"]) for r in rows],
+                [
+                    (r[key], r.messages, r.bytes, format_time(r["first"]), format_time(r["last"]))
+                    for r in rows
+                ],
             )
         seconds = F.floor(F.unix_seconds("timestamp") / bucket_seconds) * bucket_seconds
         rate = (
             df.groupBy(seconds.alias("bucket"), "topic")
             .count()
             .orderBy("bucket", "topic")
-            .select(_iso_utc(F.timestamp_seconds("bucket")).alias("start"), "topic", "count")
             .collect()
         )
         result["rate"] = (
             ["bucket_start", "topic", "messages", "per_second"],
-            [(r.start, r.topic, r["count"], round(r["count"] / bucket_seconds, 3)) for r in rate],
+            [
+                (
+                    format_time(int(r.bucket) * 1000),
+                    r.topic,
+                    r["count"],
+                    round(r["count"] / bucket_seconds, 3),
+                )
+                for r in rate
+            ],
         )
         positions = subscription_positions(options)
         lag_rows: list[tuple[Any, ...]] = []

@@ -149,32 +149,35 @@ def test_jobs_are_runnable_modules(job):
     assert "--queue" in done.stdout
 
 
-def test_load_job_runs_with_spark_submit(hbase_server, hq, queue_name, tmp_path):
+def _spark_submit(server, job: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``spark-submit spark_jobs/<job>.py args`` on ``local[1]`` against ``server``."""
     submit = Path(sys.executable).parent / "spark-submit"
     if not submit.exists():
         pytest.skip("spark-submit is not installed beside the interpreter")
-    hq.create_queue(queue_name, partitions=1)
-    jsonl = tmp_path / "in.jsonl"
-    jsonl.write_text("".join(json.dumps({"value": f"v{i}"}) + "\n" for i in range(5)))
     jobs = Path(__file__).parents[2] / "spark_jobs"
-    done = subprocess.run(
+    return subprocess.run(
         [
             str(submit),
             "--master",
             "local[1]",
             "--conf",
             "spark.ui.enabled=false",
-            str(jobs / "load_files.py"),
-            "--queue",
-            queue_name,
-            "--topic",
-            "cli",
-            str(jsonl),
+            str(jobs / f"{job}.py"),
+            *args,
         ],
-        env=_cli_env(hbase_server),
+        env=_cli_env(server),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
+    )
+
+
+def test_load_job_runs_with_spark_submit(hbase_server, hq, queue_name, tmp_path):
+    hq.create_queue(queue_name, partitions=1)
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text("".join(json.dumps({"value": f"v{i}"}) + "\n" for i in range(5)))
+    done = _spark_submit(
+        hbase_server, "load_files", "--queue", queue_name, "--topic", "cli", str(jsonl)
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert re.fullmatch(
@@ -190,6 +193,22 @@ def test_load_job_runs_with_spark_submit(hbase_server, hq, queue_name, tmp_path)
         ]
     finally:
         conn.close()
+
+
+def test_a_job_error_with_spark_submit_is_its_line_and_status(
+    hbase_server, hq, queue_name, tmp_path
+):
+    hq.create_queue(queue_name, partitions=1)
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text('{"value": "no topic"}\n')
+    done = _spark_submit(hbase_server, "load_files", "--queue", queue_name, str(jsonl))
+    # spark-submit merges the Python driver's stderr into its stdout.
+    assert (done.returncode, done.stdout) == (
+        1,
+        "hqueue.spark_jobs.load_files: error: the records have no 'topic': "
+        "give them a 'topic' column or pass --topic\n",
+    )
+    assert "Traceback" not in done.stderr
 
 
 # -- the jobs as users run them: errors, summaries, progress -------------------------
@@ -257,7 +276,7 @@ def test_a_record_without_a_topic_is_one_line_and_puts_nothing(
     assert (status, out) == (1, "")
     assert err == (
         "hqueue.spark_jobs.load_files: error: 2 records have no 'topic', "
-        f"e.g. in file://{jsonl}; nothing was put: give them one, or pass --topic\n"
+        f"e.g. in file://{jsonl}; nothing was put: give each a topic, or pass --topic\n"
     )
     with hq.queue(queue_name).scan() as scanner:
         assert list(scanner) == []
