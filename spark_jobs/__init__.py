@@ -1,5 +1,7 @@
-"""Spark jobs over hqueue queues, each runnable with ``spark-submit spark_jobs/<job>.py``
-and with ``python -m spark_jobs.<job>``:
+"""Spark jobs over hqueue queues, each runnable with ``python -m hqueue.spark_jobs.<job>``
+(a local Spark) and, in a checkout, with ``spark-submit spark_jobs/<job>.py``. Each
+prints one summary line when it succeeds, one error line (status 1) when it fails, and
+the long ones a progress line on a terminal; see docs/spark.md, "Jobs":
 
 - :mod:`hqueue.spark_jobs.export_parquet`: export a time range of a queue to Parquet,
   partitioned by date and topic, resumable;

@@ -46,9 +46,9 @@ class Exported:
     rows: int = 0
     batches: int = 0
     partitions: int = 0
-    _seen: set[int] = field(default_factory=set)
-    _start: dict[str, Any] | None = None
-    _end: dict[str, Any] | None = None
+    _seen: set[int] = field(default_factory=set, repr=False)
+    _start: dict[str, Any] | None = field(default=None, repr=False)
+    _end: dict[str, Any] | None = field(default=None, repr=False)
 
     def add(self, progress: list[Any]) -> None:
         """Count the micro-batches of ``progress`` (a query's ``recentProgress``) not

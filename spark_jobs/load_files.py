@@ -15,7 +15,7 @@ import argparse
 import glob
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from hqueue.errors import InvalidArgumentError
 from hqueue.spark_jobs.common import (
@@ -29,9 +29,16 @@ from hqueue.spark_jobs.common import (
 )
 from hqueue.spark_jobs.progress import Progress, stage_status
 
-__all__ = ["check_paths", "file_format", "load", "main"]
+__all__ = ["Loaded", "check_paths", "file_format", "load", "main"]
 
 _FORMATS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
+
+
+class Loaded(NamedTuple):
+    """What a load put: ``rows``, from ``spark_partitions`` write tasks."""
+
+    rows: int
+    spark_partitions: int
 
 
 def file_format(paths: list[str], given: str | None) -> str:
@@ -117,9 +124,9 @@ def load(
     fmt: str,
     *,
     progress: TextIO | None = None,
-) -> tuple[int, int]:
-    """Put every record of ``paths`` into the queue; return how many were put and the
-    number of Spark partitions (write tasks) that put them. Every record is checked
+) -> Loaded:
+    """Put every record of ``paths`` into the queue; return how many were put and by
+    how many Spark partitions (write tasks). Every record is checked
     first (a value, a topic), so a bad record puts nothing. With ``progress`` a
     terminal, a progress line is drawn on it.
 
@@ -142,7 +149,7 @@ def load(
         tasks = df.rdd.getNumPartitions()
         with Progress(lambda: f"putting {count} rows: {stage_status(spark)}", progress):
             df.write.format("hqueue").options(**options).mode("append").save()
-    return count, tasks
+    return Loaded(count, tasks)
 
 
 def main(argv: list[str] | None = None) -> int:

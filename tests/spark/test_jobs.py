@@ -126,8 +126,8 @@ def test_load_parquet_and_json_lines(spark, hbase_server, hq, queue_name, tmp_pa
         str(tmp_path / "in.parquet")
     )
     assert file_format([str(jsonl)], None) == "json"
-    assert load(spark, opts, [str(jsonl)], "json")[0] == 6
-    assert load(spark, {**opts, "topic": "pq"}, [str(tmp_path / "in.parquet")], "parquet")[0] == 4
+    assert load(spark, opts, [str(jsonl)], "json").rows == 6
+    assert load(spark, {**opts, "topic": "pq"}, [str(tmp_path / "in.parquet")], "parquet").rows == 4
     got = spark.read.format("hqueue").options(**opts).load().collect()
     assert sorted((bytes(r.value).decode(), r.topic) for r in got) == sorted(
         [(f"j{i}", "js") for i in range(6)] + [(f"p{i}", "pq") for i in range(4)]
