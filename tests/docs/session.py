@@ -34,8 +34,8 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 
+from hqueue.closing import Closeable
 from hqueue.testing.standalone import StandaloneProcess
 from tests.docs.expected import matches
 from tests.docs.markdown import Block, Command, Page
@@ -105,8 +105,9 @@ def _stop_sessions(sessions: set[int], grace: float = 5.0) -> None:
             return
 
 
-class PageRun:
-    """The page's server, work directory and interpreters; a context manager."""
+class PageRun(Closeable):
+    """The page's server, work directory and interpreters; a context manager that
+    starts them on entry and stops them on exit."""
 
     def __init__(
         self, page: Page, checkout: Path, work: Path, zookeeper_hosts: str | None = None
@@ -123,6 +124,13 @@ class PageRun:
         self.answers: int | None = None
 
     def __enter__(self) -> PageRun:
+        return self.start()
+
+    def start(self) -> PageRun:
+        """Start the page's server and make its work directory; return self.
+
+        :raises RuntimeError: the server did not start (its log is in the message).
+        """
         self.work.mkdir(parents=True)
         (self.work / ".venv").symlink_to(Path(sys.prefix))
         env = {k: v for k, v in os.environ.items() if not k.startswith("HQUEUE_")}
@@ -146,19 +154,18 @@ class PageRun:
         self.env = env
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
+        """Stop what the page's blocks left running, its interpreter and its server."""
         if self.worker is not None:
             self.worker.kill()
             self.worker.wait()
             self.sessions.add(self.worker.pid)
+            self.worker = None
         if self.answers is not None:
             os.close(self.answers)
+            self.answers = None
         _stop_sessions(self.sessions)
+        self.sessions.clear()
         self.server.stop()
 
     # -- what every block sees ------------------------------------------------------
