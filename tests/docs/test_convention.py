@@ -197,3 +197,15 @@ def test_a_background_standalone_is_stood_in_for(own_server: Callable[..., PageR
         run.run(page.blocks[0])
         with pytest.raises(BlockFailure, match=r"docs/bg\.md:12: .*only --data-dir"):
             run.run(page.blocks[1])
+
+
+def test_python_blocks_do_not_see_the_runner(own_server: Callable[..., PageRun]) -> None:
+    """A block imports what a reader's interpreter would, not the runner's modules."""
+    page = parse_page(
+        "docs/path.md",
+        "```python\nimport importlib.util\n"
+        "print(importlib.util.find_spec('session'), importlib.util.find_spec('expected'))\n"
+        "```\n```text\nNone None\n```\n",
+    )
+    with own_server(page) as run:
+        run.run(page.blocks[0])

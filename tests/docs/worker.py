@@ -48,6 +48,10 @@ def _run(source: str, file: str, namespace: dict[str, Any]) -> dict[str, str | N
 
 
 def main() -> None:
+    # Python put this file's folder first on the path: a block's `import markdown`
+    # must find what a reader's interpreter finds, not the docs tests' modules.
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     answers = os.fdopen(int(sys.argv[1]), "w")
     namespace: dict[str, Any] = {"__name__": "__main__"}
     for request in sys.stdin:
