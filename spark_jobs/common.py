@@ -38,6 +38,7 @@ __all__ = [
     "run_job",
     "spark_errors",
     "spark_session",
+    "stage_status",
 ]
 
 INTERRUPTED = 130
@@ -335,3 +336,15 @@ def run_job(
         job.close(keep_log)
     print(f"{summary} in {time.monotonic() - started:.1f} s")
     return 0
+
+
+def stage_status(spark: Any) -> str:
+    """Return the running Spark stages' progress, e.g. ``stage 3: 5/8 tasks``, from
+    Spark's status tracker ('' when none runs): the status line of a job's progress."""
+    tracker = spark.sparkContext.statusTracker()
+    parts = []
+    for stage in sorted(tracker.getActiveStageIds()):
+        info = tracker.getStageInfo(stage)
+        if info is not None:
+            parts.append(f"stage {stage}: {info.numCompletedTasks}/{info.numTasks} tasks")
+    return ", ".join(parts)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from hqueue.progress import Ticker
 from hqueue.spark_jobs.common import (
     Job,
     add_connection_args,
@@ -32,8 +33,8 @@ from hqueue.spark_jobs.common import (
     plural,
     run_job,
     spark_errors,
+    stage_status,
 )
-from hqueue.spark_jobs.progress import Progress, stage_status
 
 __all__ = ["Exported", "export", "main"]
 
@@ -119,7 +120,7 @@ def export(
                 f"; {running}" if running else ""
             )
 
-        with Progress(status, progress):
+        with Ticker(status, progress):
             while not query.awaitTermination(1):
                 done.add(query.recentProgress)
         done.add(query.recentProgress)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
 from hqueue.errors import InvalidArgumentError
+from hqueue.progress import Ticker
 from hqueue.spark_jobs.common import (
     Job,
     add_connection_args,
@@ -26,8 +27,8 @@ from hqueue.spark_jobs.common import (
     plural,
     run_job,
     spark_errors,
+    stage_status,
 )
-from hqueue.spark_jobs.progress import Progress, stage_status
 
 __all__ = ["Loaded", "check_paths", "file_format", "load", "main"]
 
@@ -141,13 +142,13 @@ def load(
         df = spark.read.format(fmt).load(paths)
         keep = [c for c in ("value", "topic", "partition", "key") if c in df.columns]
         df = df.select(*keep, *(["_corrupt_record"] if "_corrupt_record" in df.columns else []))
-        with Progress(lambda: f"checking the records; {stage_status(spark)}", progress):
+        with Ticker(lambda: f"checking the records; {stage_status(spark)}", progress):
             count = _check_records(df, "topic" in options)
         df = df.select(*keep)
         if "partition" in keep:
             df = df.withColumn("partition", df["partition"].cast("int"))
         tasks = df.rdd.getNumPartitions()
-        with Progress(lambda: f"putting {count} rows: {stage_status(spark)}", progress):
+        with Ticker(lambda: f"putting {count} rows: {stage_status(spark)}", progress):
             df.write.format("hqueue").options(**options).mode("append").save()
     return Loaded(count, tasks)
 

@@ -49,9 +49,9 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 import click
 
 from hqueue.cli.common import client_for, format_option, root_options, silence_stdout
-from hqueue.cli.progress import Counter
 from hqueue.errors import HQueueError
 from hqueue.message import MessageId, check_topic
+from hqueue.progress import Counter
 
 if TYPE_CHECKING:
     from hqueue.client.client import Queue

@@ -32,10 +32,10 @@ import click
 from hqueue.cli.common import client_for as _client
 from hqueue.cli.common import format_option
 from hqueue.cli.common import root_options as _options
-from hqueue.cli.progress import elapsed
 from hqueue.errors import HQueueError
 from hqueue.message import MAX_PARTITIONS, format_time
 from hqueue.metadata.resources import check_queue_name
+from hqueue.progress import elapsed
 
 if TYPE_CHECKING:
     from hqueue.client.admin import QueueDescription

@@ -36,9 +36,9 @@ from hqueue.cli.common import (
     root_options,
     silence_stdout,
 )
-from hqueue.cli.progress import Counter
 from hqueue.errors import HQueueError
 from hqueue.message import Message, check_topic
+from hqueue.progress import Counter
 from hqueue.settings import DEFAULT_SCAN_BATCH_SIZE
 
 if TYPE_CHECKING:

@@ -188,7 +188,7 @@ def test_queue_delete_shows_progress_on_a_terminal_only(
             os.close(terminal)
         os.close(master)
     assert f"\rdeleting queue {queue.name}... 0 s" in shown
-    assert shown.endswith("\r")  # erased: the next prompt starts on a clean line
+    assert shown.endswith("\r\x1b[K")  # erased: the next prompt starts on a clean line
 
 
 def test_queue_delete_declined_on_a_terminal_prints_one_line(
