@@ -100,16 +100,15 @@ def test_a_put_held_by_a_hung_sidecar_moves_to_the_next_owner(cluster: Cluster) 
     assert hung.proc is not None
     os.kill(hung.proc.pid, signal.SIGSTOP)
     try:
-        began = time.monotonic()
         moved = q.put(b"moved", topic="t", partition=0)
-        took = time.monotonic() - began
         now = owner_of(client, 0)
     finally:
         os.kill(hung.proc.pid, signal.SIGCONT)
     # The session is 3 s, one attempt 5 s: the second or third attempt reaches the
-    # new owner. Without a per-attempt timeout the put waits 30 s and fails.
+    # new owner. Without a per-attempt timeout the put waits its whole 30 s on the
+    # hung sidecar and fails, so the put returning is the check (no timing bound: a
+    # loaded machine stretches every attempt).
     assert now == other
-    assert took < 20, f"the put took {took:.1f} s"
     with q.partition_scanner(0) as scanner:
         assert moved in [m.id for m in scanner]
 
