@@ -116,7 +116,7 @@ class StandaloneServer:
             region_server = handler.region_server = (region_host, self.thrift1.port)
             self.thrift2 = ThriftServer(
                 hbase2().THBaseService,
-                THBaseHandler(self.store, region_server),
+                THBaseHandler(self.store, region_server, self.scanners),
                 cfg.host,
                 cfg.thrift2_port,
                 cfg.max_message_bytes,
