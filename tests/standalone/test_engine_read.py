@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hqueue.errors import StorageError
+from hqueue.errors import StorageError, TableNotFoundError
 from hqueue.standalone.engine.cells import decode_cells, encode_cells
 from hqueue.standalone.engine.read import read_block
 from hqueue.standalone.engine.schema import FamilyOptions, Mutation, RowMutation, now_ms
@@ -180,3 +180,18 @@ def test_a_rows_messages_are_never_split_between_answers(store: Store) -> None:
     assert [v for _, _, v in first] == [b"1"]
     alone = flat(read_block(store, desc, key(0, T0 + 1, 0), b"", None, 1, 8 << 20, 0))
     assert [(t, v) for _, t, v in alone] == [("a", b"2"), ("b", b"3")]
+
+
+def test_a_read_of_a_queue_deleted_meanwhile_raises(store: Store) -> None:
+    # The sidecar reads with the descriptor it looked up first; the queue's table may
+    # be deleted (and created again) before a chunk is read, while its rows still
+    # wait to be reclaimed.
+    put(store, [(key(0, T0 + i, 0), b"message:t", b"old") for i in range(100)])
+    desc = store.describe(TABLE)
+    store.set_enabled(TABLE, False)
+    store.delete_table(TABLE)
+    store.create_table(TABLE, {b"message": FamilyOptions()})
+    put(store, [(key(0, T0 + 50, 0), b"message:t", b"new")])
+    with pytest.raises(TableNotFoundError, match="TableNotFoundException"):
+        read_block(store, desc, b"", b"", None, 100, 8 << 20, 0)
+    assert [v for _, _, v in read_all(store, b"", b"")] == [b"new"]

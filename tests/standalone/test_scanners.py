@@ -251,3 +251,23 @@ def test_rows_sort_as_unsigned_bytes(table: happybase.Table) -> None:
     assert _keys(table.scan()) == keys
     assert _keys(table.scan(reverse=True)) == keys[::-1]
     assert _keys(table.scan(row_start=b"\x7f", row_stop=b"\xff")) == [b"\x7f", b"\x80", b"\xfe\xff"]
+
+
+@pytest.mark.parametrize("columns", [None, [b"cf:x"]], ids=["plain", "columns"])
+def test_a_scan_of_a_deleted_table_errors_rather_than_return_its_rows(
+    hbase: happybase.Connection, columns: list[bytes] | None
+) -> None:
+    # HBase closes a deleted table's regions, so its open scanners fail; here the
+    # dropped rows linger until reclaimed and a same-named table may exist.
+    hbase.create_table("gone", {"cf": {}})
+    old = hbase.table("gone")
+    with old.batch() as batch:
+        for i in range(100):
+            batch.put(b"r%03d" % i, {b"cf:x": b"old"})
+    scan = old.scan(columns=columns, batch_size=10)
+    assert [next(scan)[0] for _ in range(10)] == [b"r%03d" % i for i in range(10)]
+    hbase.delete_table("gone", disable=True)
+    hbase.create_table("gone", {"cf": {}})
+    hbase.table("gone").put(b"r050", {b"cf:x": b"new"})
+    with pytest.raises(Hbase.IOError, match="TableNotFoundException"):
+        next(scan)

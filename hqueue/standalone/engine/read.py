@@ -100,6 +100,7 @@ def read_block(
     alone is larger, only ``columns`` (``message:<topic>``) when given, none older than
     ``cutoff`` (ms, the family's TTL).
 
+    :raises TableNotFoundError: the table was deleted since ``desc`` was read.
     :raises StorageError: if a row's key is not a 12-byte queue rowkey or its stored
         bytes are corrupt.
     """

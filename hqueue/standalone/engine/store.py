@@ -34,6 +34,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import json
 import logging
 import os
 import struct
@@ -391,11 +392,14 @@ class Store:
         :param stop: row to stop before (exclusive); b"" means the table's end.
         :param reverse: iterate in descending key order.
         :param after: resume after this row (it is skipped) instead of at ``start``.
+        :raises TableNotFoundError: the table was deleted (or deleted and created
+            again) since ``desc`` was read.
         """
         prefix = desc.prefix
         plen = len(prefix)
         stop_key = prefix + stop if stop else None
         with self._env.begin(db=self._data) as txn:
+            self._check_current(txn, desc)
             cursor = txn.cursor()
             first = prefix + (after if after is not None else start)
             if not reverse:
@@ -440,6 +444,7 @@ class Store:
         :param start: first row (inclusive).
         :param stop: row to stop before (exclusive); b"" means the table's end.
         :param count: the most rows to read.
+        :raises TableNotFoundError: as :meth:`iter_raw`.
         """
         prefix = desc.prefix
         stop_key = prefix + stop if stop else TABLE_ID.pack(desc.table_id + 1)
@@ -448,6 +453,7 @@ class Store:
         add_key = keys.append
         add_raw = raws.append
         with self._env.begin(db=self._data) as txn:
+            self._check_current(txn, desc)
             cursor = txn.cursor()
             if not cursor.set_range(prefix + start):
                 return keys, raws
@@ -471,7 +477,10 @@ class Store:
         reverse: bool = False,
         after: bytes | None = None,
     ) -> Generator[tuple[bytes, list[Cell]], None, None]:
-        """As :meth:`iter_raw`, with each row decoded into all its cells (no visibility rules)."""
+        """As :meth:`iter_raw`, with each row decoded into all its cells (no visibility rules).
+
+        :raises TableNotFoundError: as :meth:`iter_raw`.
+        """
         rows = self.iter_raw(desc, start, stop, reverse, after)
         try:
             for row, raw in rows:
@@ -495,6 +504,8 @@ class Store:
         rows with expired cells are decoded.
 
         Return ``(results, last row read, True if the range is exhausted)``.
+
+        :raises TableNotFoundError: as :meth:`iter_raw`.
         """
         cutoffs = desc.ttl_cutoffs(now_ms())
         # A row whose oldest newest-cell is at or above every family's cutoff
@@ -839,6 +850,8 @@ class Store:
                         chunk.append(row)
                     if len(chunk) >= batch_rows or n >= 20 * batch_rows:
                         break
+            except TableNotFoundError:
+                return changed  # dropped meanwhile: its rows are reclaimed apart
             finally:
                 rows.close()
             if scanned is None:
@@ -891,6 +904,19 @@ class Store:
         return current is not None and current.table_id == desc.table_id
 
     # --------------------------------------------------------------- helpers
+
+    def _check_current(self, txn: lmdb.Transaction, desc: TableDescriptor) -> None:
+        """Refuse a read of a table deleted since ``desc`` was read, in the read's own
+        transaction: a dropped table's rows stay until they are reclaimed, and a
+        scanner or queue read holding the old descriptor must not return them.
+
+        :raises TableNotFoundError: the table is gone or is another table now.
+        """
+        raw = txn.get(_META_TABLE + desc.name, db=self._meta)
+        if raw is None or json.loads(bytes(raw))["table_id"] != desc.table_id:
+            raise TableNotFoundError(
+                f"TableNotFoundException: {desc.name.decode(errors='replace')} was deleted"
+            )
 
     def _check_live(self, desc: TableDescriptor) -> TableDescriptor:
         # The table may have been dropped (or dropped and re-created) between
