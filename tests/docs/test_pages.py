@@ -21,13 +21,7 @@ PAGES = [CHECKOUT / "README.md", *sorted((CHECKOUT / "docs").glob("*.md"))]
 
 # Pages that still fail, with the block that fails and why; remove an entry once its
 # page passes (pytest then reports it XPASS, and strict turns that into a failure).
-KNOWN_FAILURES: dict[str, str] = {
-    "spark": (
-        "docs/spark.md:113 and 208: option hbase '...' (InvalidArgumentError); 162: reads "
-        "the queue 'events', which no block creates (NoQueueError); 187: hbase-thrift:9090, "
-        "a real cluster's, unreachable; 293 and 305: 'query' and 'p' are never defined"
-    ),
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 def _page(path: Path) -> Page:
