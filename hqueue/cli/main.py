@@ -75,8 +75,9 @@ COMMANDS = {
 
 
 class _Root(LazyGroup):
-    """The ``hqueue`` group: lists the environment variables in its help and turns
-    Ctrl-C in any verb into status 130 without a traceback."""
+    """The ``hqueue`` group: lists the environment variables in its help, turns
+    Ctrl-C in any verb into status 130 without a traceback, and ends any verb whose
+    reader went away (``| head``) with status 0, as the shell's own tools do."""
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Environment variables"):
@@ -88,6 +89,13 @@ class _Root(LazyGroup):
         except KeyboardInterrupt:
             # Without this click prints "Aborted!" and exits 1, like a declined prompt.
             raise click.exceptions.Exit(INTERRUPTED) from None
+        except BrokenPipeError:
+            # Without this click exits 1: the end of the output is not an error. Imported
+            # here, as every verb's module is, to keep --help and --version quick.
+            from hqueue.cli.common import silence_stdout
+
+            silence_stdout()
+            raise click.exceptions.Exit(0) from None
         except click.Abort as exc:
             # A prompt turns Ctrl-C into Abort itself; the interrupt is still its context.
             if isinstance(exc.__context__, KeyboardInterrupt):

@@ -284,7 +284,8 @@ class QueueAdmin:
                 names = ", ".join(sorted(subs)[:5])
                 raise SubscriptionExistsError(
                     f"queue {name!r} has {len(subs)} subscription(s) ({names}); delete them "
-                    "first or force the deletion"
+                    f"first (hqueue subscriptions delete {name} NAME) or force the deletion "
+                    "(hqueue queue delete --force, delete_queue(force=True))"
                 )
         # Metadata first: sidecars stop serving the queue once its info is gone, so
         # no write races the table's removal into a "table not found" storage error.

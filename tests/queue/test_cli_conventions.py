@@ -178,3 +178,24 @@ def test_ctrl_c_before_any_input_puts_nothing(
     status, stderr = _interrupt(proc)
     assert status == 130
     assert stderr == f"interrupted: 1 messages put, the last {first}\n"
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [["queue", "list"], ["queue", "describe"]],
+    ids=" ".join,
+)
+def test_a_reader_gone_before_the_output_is_status_0(
+    hbase_server: StandaloneProcess, queue: Queue, verb: list[str]
+) -> None:
+    # `hqueue queue list | head -1`: the reader may go away before the verb writes.
+    # Closing the read end first makes that certain: the verb's first write fails.
+    args = verb if verb == ["queue", "list"] else [*verb, queue.name]
+    proc = subprocess.Popen(
+        command(hbase_server, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    proc.stderr.close()
+    assert (proc.wait(timeout=60), stderr) == (0, b"")
