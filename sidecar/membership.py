@@ -27,9 +27,14 @@ A sidecar whose previous process is known to be dead (``hqueue standalone`` know
 it holds its data directory's lock, which the previous process held until it died)
 does not wait for that process's session to expire: it takes over its registration,
 leadership and owner entries at once (:meth:`Membership._take_over`), bumping the
-epoch of each partition it takes back, so that its storage fence still tells the two
-processes apart (invariant 3), and skips the takeover grace (nothing of a dead
-process's can still be landing in its own store).
+epoch of each partition it takes back, and skips the takeover grace (nothing of a
+dead process's can still be landing in its own store). It does so only if the
+registration under its id carries the run token that process left in the data
+directory (:attr:`SidecarOptions.predecessor_token
+<hqueue.sidecar.options.SidecarOptions.predecessor_token>`): the sidecar id alone
+does not prove the registration is the dead process's (the id may be shared by
+mistake with a live process on another data directory, whose store and fence this
+sidecar never sees), so any other registration is waited out as before.
 
 The write path over the partitions held here is :mod:`hqueue.sidecar.writer`.
 """
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -65,6 +71,7 @@ from hqueue.metadata.resources import (
     QUEUES,
     SIDECAR,
     SIDECARS,
+    check_queue_name,
 )
 from hqueue.metadata.version import Version
 from hqueue.sidecar.assignment import Assignment, rebalance
@@ -111,8 +118,13 @@ class Membership:
         self._thread: threading.Thread | None = None
         self._clock = self._make_clock()
         self._warned: dict[tuple[str, int], str] = {}
-        # The previous process with this id is known dead: take over its entries.
-        self._take_over_pending = self.options.predecessor == sidecar_id
+        # The previous process on our data is known dead: its entries may be taken
+        # over, if the registration found on registering carries its token.
+        self._take_over_pending = (
+            self.options.predecessor == sidecar_id and self.options.predecessor_token is not None
+        )
+        self.run_token = self.options.run_token or secrets.token_hex(16)
+        """this process's run token, written in its registration"""
         self._taken_over: set[tuple[str, int]] = set()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -219,13 +231,24 @@ class Membership:
         return pending
 
     def _register(self) -> None:
-        value = {"address": self.address, "load": self.options.load, "since_ms": wall_clock_ms()}
+        value = {
+            "address": self.address,
+            "load": self.options.load,
+            "since_ms": wall_clock_ms(),
+            "run": self.run_token,
+        }
         try:
             self._sidecars.put(self.id, value, Version.NEW, ephemeral=True)
         except KeyExistsError:
             current = self._sidecars.get(self.id)
-            if self._take_over_pending:
-                # Our previous process's entry: it is dead, its session not expired yet.
+            if self._take_over_pending and current.value.get("run") == (
+                self.options.predecessor_token
+            ):
+                # Our previous process's entry (its token, read from our data
+                # directory): it is dead, its session not expired yet. The entry is
+                # replaced, not overwritten: an ephemeral entry belongs to the session
+                # that created it, so an overwrite would still vanish with the dead
+                # session. A leader may see the id missing for that moment.
                 self._sidecars.remove(self.id, current.version)
                 self._sidecars.put(self.id, value, Version.NEW, ephemeral=True)
                 self._registered = True
@@ -235,10 +258,16 @@ class Membership:
                     self.address,
                 )
                 return
+            # Not our previous process's (another token, or none): a live process
+            # may hold this id, so nothing of its is taken; wait for it to go away.
+            self._take_over_pending = False
             raise UnavailableError(
                 f"sidecar id {self.id!r} is registered by another process at "
                 f"{current.value.get('address')}; waiting for it to go away"
             ) from None
+        # Nothing registered: the previous process's session has ended, and its
+        # owner entries with it, so there is nothing of its to take over.
+        self._take_over_pending = False
         self._registered = True
         log.info("sidecar %s registered at %s", self.id, self.address)
 
@@ -523,9 +552,12 @@ class Membership:
         """Return whether the queue exists (asking the store when the cache has not
         seen it).
 
+        :raises InvalidArgumentError: the name is not a valid queue name.
         :raises UnavailableError: the metadata store cannot tell right now (say, while
             ``hqueue standalone`` restarts): retriable, as every failure a producer sees.
         """
+        # A bad name is the caller's mistake, not the store's: refused at once.
+        check_queue_name(queue)
         try:
             if self.cache.get(QUEUES, queue) is not None:
                 return True

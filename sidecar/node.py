@@ -49,8 +49,8 @@ class SidecarConfig:
     ``session_timeout`` is the ZooKeeper session timeout or the HBase lease TTL, the
     time after which a dead sidecar's partitions move.
     ``max_request_bytes`` bounds one request (refused before it is buffered);
-    ``max_payload_bytes`` one message's value. ``predecessor``: see
-    :attr:`SidecarOptions.predecessor <hqueue.sidecar.options.SidecarOptions.predecessor>`.
+    ``max_payload_bytes`` one message's value. ``predecessor``, ``predecessor_token``
+    and ``run_token``: see :class:`SidecarOptions <hqueue.sidecar.options.SidecarOptions>`.
     """
 
     hbase: str = DEFAULT_HBASE
@@ -66,6 +66,8 @@ class SidecarConfig:
     takeover_grace: float = 2.0
     clock_offset_ms: int = 0
     predecessor: str | None = None
+    predecessor_token: str | None = None
+    run_token: str | None = None
     delivery: DeliveryOptions = field(default_factory=DeliveryOptions)
 
 
@@ -127,6 +129,8 @@ class SidecarServer:
                 takeover_grace=cfg.takeover_grace,
                 clock_offset_ms=cfg.clock_offset_ms,
                 predecessor=cfg.predecessor,
+                predecessor_token=cfg.predecessor_token,
+                run_token=cfg.run_token,
             )
             membership = Membership(
                 cfg.sidecar_id or address, address, self.store, storage, options

@@ -22,12 +22,19 @@ class SidecarOptions:
     clock_offset_ms: int = 0
     load: float = 0.0
     predecessor: str | None = None
-    """the id of this sidecar's previous process when that process is known to be dead
-    (``hqueue standalone`` knows it by its data directory's lock): if it is this
-    sidecar's own id, the sidecar takes over that process's registration, leadership
-    and owner entries at once instead of waiting for its session to expire, with
-    each partition's epoch bumped (see :meth:`Membership.reclaim
-    <hqueue.sidecar.membership.Membership>`)"""
+    """the id of the sidecar that ran last on this sidecar's data (``hqueue standalone``
+    reads it from its data directory, whose lock tells it that process is dead)"""
+    predecessor_token: str | None = None
+    """the run token that process wrote beside its id: if ``predecessor`` is this
+    sidecar's own id and the registration under that id carries this token (so it is
+    that dead process's, not another live process's with the same id), the sidecar
+    takes over that registration, leadership and owner entries at once instead of
+    waiting for its session to expire, with each partition's epoch bumped (see
+    :meth:`Membership._take_over <hqueue.sidecar.membership.Membership._take_over>`);
+    otherwise it waits, as any sidecar whose id is taken"""
+    run_token: str | None = None
+    """this process's run token, written in its registration (default: a random one);
+    ``hqueue standalone`` records it in its data directory for its successor"""
     on_write: list[Callable[[str, int, MessageId], None]] = field(default_factory=list)
     """called with (queue, partition, newest id) after each acknowledged write"""
     on_open: list[Callable[[str, int], None]] = field(default_factory=list)

@@ -4,7 +4,8 @@ The process holds its data directory's lock (``hqueue.lock``, ``flock``) for its
 whole life: no two processes serve one store, and a process that got the lock knows
 that every earlier one on the directory is dead (the kernel releases the lock of a
 killed process). The directory also records the id of the sidecar that ran there
-last (``sidecar-id``); a restarted server whose sidecar has that id takes over its
+last (``sidecar-id``) and its run token (``sidecar-token``); a restarted server whose
+sidecar has that id, and finds it registered with that token, takes over its
 predecessor's partitions at once (:attr:`SidecarConfig.predecessor
 <hqueue.sidecar.node.SidecarConfig>`) instead of waiting for the old session to expire.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import secrets
 import socket
 import threading
 import time
@@ -40,6 +42,11 @@ LOCK_FILE = "hqueue.lock"
 
 SIDECAR_ID_FILE = "sidecar-id"
 """The file in the data directory naming the sidecar that ran there last."""
+
+SIDECAR_TOKEN_FILE = "sidecar-token"
+"""The file in the data directory holding the run token of the sidecar that ran there
+last (also in its registration): a restarted server takes over only a registration
+that carries it."""
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,6 @@ class StandaloneServer:
             ).start()
             if cfg.sidecar:
                 self.sidecar = self._start_sidecar(self.store, self.thrift1.port)
-                _write_sidecar_id(cfg.data_dir, self.sidecar.id)
         except BaseException:
             self.stop()
             raise
@@ -136,6 +142,7 @@ class StandaloneServer:
         cfg = self.config
         # The sidecar reaches this server's metadata table over loopback Thrift1.
         local = "127.0.0.1" if cfg.host in ("0.0.0.0", "::", "") else cfg.host
+        token = secrets.token_hex(16)
         config = SidecarConfig(
             hbase=f"{local}:{thrift1_port}",
             zookeeper=cfg.zookeeper,
@@ -148,10 +155,17 @@ class StandaloneServer:
             session_timeout=cfg.session_timeout,
             takeover_grace=cfg.takeover_grace,
             delivery=cfg.delivery,
-            # Every earlier process on this data directory is dead (we hold its lock).
-            predecessor=_read_sidecar_id(cfg.data_dir),
+            # Every earlier process on this data directory is dead (we hold its lock);
+            # its token tells its registration from another live process's.
+            predecessor=_read_sidecar_file(cfg.data_dir, SIDECAR_ID_FILE),
+            predecessor_token=_read_sidecar_file(cfg.data_dir, SIDECAR_TOKEN_FILE),
+            run_token=token,
         )
-        return SidecarServer(config, EngineStorage(store, cfg.table_prefix)).start()
+        sidecar = SidecarServer(config, EngineStorage(store, cfg.table_prefix)).start()
+        # The predecessor's id and token were read above: record this process's.
+        _write_sidecar_file(cfg.data_dir, SIDECAR_TOKEN_FILE, token)
+        _write_sidecar_file(cfg.data_dir, SIDECAR_ID_FILE, sidecar.id)
+        return sidecar
 
     def ready_line(self) -> str:
         """The line printed once the server accepts connections."""
@@ -241,15 +255,15 @@ def lock_data_dir(data_dir: Path) -> int:
     return fd
 
 
-def _read_sidecar_id(data_dir: Path) -> str | None:
+def _read_sidecar_file(data_dir: Path, name: str) -> str | None:
     try:
-        return (Path(data_dir) / SIDECAR_ID_FILE).read_text().strip() or None
+        return (Path(data_dir) / name).read_text().strip() or None
     except FileNotFoundError:
         return None
 
 
-def _write_sidecar_id(data_dir: Path, sidecar_id: str) -> None:
-    path = Path(data_dir) / SIDECAR_ID_FILE
+def _write_sidecar_file(data_dir: Path, name: str, text: str) -> None:
+    path = Path(data_dir) / name
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(sidecar_id + "\n")
+    tmp.write_text(text + "\n")
     os.replace(tmp, path)
