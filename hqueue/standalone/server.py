@@ -211,23 +211,33 @@ class StandaloneServer:
         while not self._stop.wait(
             min(cfg.scanner_lease_seconds, max(0.0, next_purge - time.monotonic()))
         ):
-            self.scanners.reap()
             store = self.store
             if store is None:
                 return
-            if time.monotonic() < next_purge:
-                continue
-            next_purge = time.monotonic() + cfg.purge_interval_seconds
-            for name in store.table_names():
-                try:
-                    desc = store.describe(name)
-                    if any(f.time_to_live < FOREVER for f in desc.families.values()):
-                        store.purge(name)
-                except TableNotFoundError:
-                    pass  # dropped meanwhile: its rows are reclaimed apart
-                except HQueueError as exc:
-                    # The store is closing or full: the next round tries again.
-                    log.warning("TTL purge of %r stopped: %s", name, exc)
+            try:
+                self.scanners.reap()
+                if time.monotonic() >= next_purge:
+                    next_purge = time.monotonic() + cfg.purge_interval_seconds
+                    _purge_all(store)
+            except Exception:
+                # The last resort: this thread is the only one that reaps scanner
+                # leases, so no failure of one round may end it.
+                log.exception("a server chore failed; the next round tries again")
+
+
+def _purge_all(store: Store) -> None:
+    """Run the TTL purge over every table with a TTL; a table that fails is logged
+    and left to the next round."""
+    for name in store.table_names():
+        try:
+            desc = store.describe(name)
+            if any(f.time_to_live < FOREVER for f in desc.families.values()):
+                store.purge(name)
+        except TableNotFoundError:
+            pass  # dropped meanwhile: its rows are reclaimed apart
+        except HQueueError as exc:
+            # The store is closing or full: the next round tries again.
+            log.warning("TTL purge of %r stopped: %s", name, exc)
 
 
 def lock_data_dir(data_dir: Path) -> int:

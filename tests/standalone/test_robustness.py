@@ -17,7 +17,7 @@ from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
 from hqueue.testing.standalone import StandaloneProcess
-from tests.standalone.conftest import CLIENT_TIMEOUT_MS
+from tests.standalone.conftest import CLIENT_TIMEOUT_MS, Hbase, OwnServer, connect
 
 LIMIT = 64 * 1024
 
@@ -275,3 +275,23 @@ def test_a_storm_of_bad_clients_leaves_good_ones_served(
     assert good_writes > 0
     assert len(list(conn.table("t").scan())) == good_writes
     _assert_serving(small_server, conn)
+
+
+def test_a_full_store_refuses_writes_with_an_io_error_and_keeps_serving(
+    own_server: OwnServer,
+) -> None:
+    # LMDB's map is the store's size limit: a put that does not fit must come back as
+    # HBase's IOError naming the cure, not as an internal error, and spoil nothing.
+    server = own_server("--map-size", str(1 << 20))
+    hbase = connect(server)
+    hbase.create_table("full", {"cf": {}})
+    table = hbase.table("full")
+    value = b"x" * 50_000
+    written = 0
+    with pytest.raises(Hbase.IOError, match=r"the store is full.*--map-size"):
+        for written in range(100):
+            table.put(b"r%03d" % written, {b"cf:x": value})
+    assert 0 < written < 100
+    assert table.row(b"r000") == {b"cf:x": value}
+    assert table.row(b"r%03d" % written) == {}
+    hbase.close()

@@ -55,7 +55,8 @@ class GroupCommitter:
         """Run ``fn(txn)`` in the next commit and wait until it is on disk; return what
         ``fn`` returned.
 
-        :raises Exception: whatever ``fn`` raised (its writes are rolled back).
+        :raises Exception: whatever ``fn`` raised (its writes are rolled back), an
+            LMDB error turned into a :class:`StorageError`.
         :raises StorageError: when the commit itself failed or the store is closed.
         """
         result: T = self.wait(self.enqueue(fn))
@@ -113,19 +114,13 @@ class GroupCommitter:
                         pending.result = pending.fn(child)
                     except BaseException as exc:
                         child.abort()
-                        pending.error = exc
+                        # LMDB's own errors (a full map, mostly) never leave the
+                        # engine raw: a client gets an IOError, not an internal error.
+                        pending.error = _storage_error(exc) if isinstance(exc, lmdb.Error) else exc
                     else:
                         child.commit()
-        except lmdb.MapFullError:
-            self._fail(
-                batch,
-                StorageError(
-                    "IOException: the store is full; restart `hqueue standalone` with a larger "
-                    "--map-size"
-                ),
-            )
         except lmdb.Error as exc:
-            self._fail(batch, StorageError(f"IOException: commit failed: {exc}"))
+            self._fail(batch, _storage_error(exc))
 
     @staticmethod
     def _fail(batch: list[PendingWrite], error: StorageError) -> None:
@@ -139,3 +134,12 @@ class GroupCommitter:
             self._closed = True
             while self._leading or self._queue:
                 self._cv.wait()
+
+
+def _storage_error(exc: lmdb.Error) -> StorageError:
+    """Return the error a write or commit that LMDB refused with ``exc`` raises."""
+    if isinstance(exc, lmdb.MapFullError):
+        return StorageError(
+            "IOException: the store is full; restart `hqueue standalone` with a larger --map-size"
+        )
+    return StorageError(f"IOException: commit failed: {exc}")
