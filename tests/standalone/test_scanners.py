@@ -222,7 +222,8 @@ def test_idle_scanner_expires_after_its_lease(own_server: OwnServer) -> None:
     conn.close()
 
 
-def test_idle_scanners_are_reclaimed_without_being_touched(tmp_path: Path) -> None:
+def _short_lease_server(tmp_path: Path) -> StandaloneServer:
+    """An in-process server (so the test sees its registry) with a 0.3 s scanner lease."""
     config = StandaloneConfig(
         data_dir=tmp_path / "data",
         port=0,
@@ -230,7 +231,11 @@ def test_idle_scanners_are_reclaimed_without_being_touched(tmp_path: Path) -> No
         scanner_lease_seconds=0.3,
         advertised_host="127.0.0.1",
     )
-    with StandaloneServer(config) as server:
+    return StandaloneServer(config)
+
+
+def test_idle_scanners_are_reclaimed_without_being_touched(tmp_path: Path) -> None:
+    with _short_lease_server(tmp_path) as server:
         assert server.thrift1 is not None
         conn = happybase.Connection("127.0.0.1", server.thrift1.port, timeout=10_000)
         conn.create_table("t", {"cf": {}})
@@ -278,14 +283,7 @@ def test_the_lease_chore_survives_a_round_that_fails(tmp_path: Path) -> None:
     # A fake fault: the chore's first reap raises an error no real input causes
     # (every error the store raises is handled by name), standing for a bug; the
     # leases must still be reclaimed by the rounds after it.
-    config = StandaloneConfig(
-        data_dir=tmp_path / "data",
-        port=0,
-        sidecar=False,
-        scanner_lease_seconds=0.3,
-        advertised_host="127.0.0.1",
-    )
-    with StandaloneServer(config) as server:
+    with _short_lease_server(tmp_path) as server:
         assert server.thrift1 is not None
         real_reap = server.scanners.reap
         failed = threading.Event()
