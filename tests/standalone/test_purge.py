@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hqueue.errors import TableNotFoundError
+from hqueue.errors import StorageError, TableNotFoundError
 from hqueue.standalone.engine.reclaim import CHUNK_KEYS, Chunk
 from hqueue.standalone.engine.schema import FamilyOptions, Mutation, RowMutation, TableDescriptor
 from hqueue.standalone.engine.store import Store
@@ -203,5 +203,37 @@ def test_a_ttl_purge_runs_in_chunks_and_lets_writes_through(tmp_path: Path) -> N
         puts.join(60)
         assert len(store.get_rows(b"other", [b"r%d" % i for i in range(50)])) == 50
         assert len(commits) >= 50 + len(keys) // 1000
+    finally:
+        store.close()
+
+
+class FailingOnceStore(Store):
+    """A store whose first reclaim chunk fails.
+
+    A fake fault: a chunk only deletes keys, and no input makes LMDB refuse that
+    (a full map or a disk error would, which a test cannot cause on purpose).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.failures = 0
+        super().__init__(path, sync=False)
+
+    def _reclaim_chunk(self) -> Chunk:
+        if not self.failures:
+            self.failures += 1
+            raise StorageError("IOException: a fake disk error")
+        return super()._reclaim_chunk()
+
+
+def test_a_reclaim_chunk_that_fails_is_retried_not_given_up(tmp_path: Path) -> None:
+    store = FailingOnceStore(tmp_path / "data")
+    try:
+        big = _load(store, b"big", rows=10_000)
+        store.set_enabled(b"big", False)
+        store.delete_table(b"big")
+        assert store.wait_reclaimed(timeout=60)
+        assert store.failures == 1
+        assert store.dropped_tables() == []
+        assert _stored(store, big) == 0
     finally:
         store.close()

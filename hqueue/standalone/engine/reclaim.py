@@ -34,6 +34,8 @@ __all__ = [
     "CHUNK_SECONDS",
     "DROPPED",
     "PAUSE_SECONDS",
+    "RETRY_FIRST_SECONDS",
+    "RETRY_MAX_SECONDS",
     "Chunk",
     "Reclaimer",
     "delete_prefix_chunk",
@@ -52,6 +54,12 @@ CHUNK_SECONDS = 0.002
 
 PAUSE_SECONDS = 0.004
 """The pause between two chunks, in which other threads write and read."""
+
+RETRY_FIRST_SECONDS = 0.1
+"""The wait before a failed chunk is tried again; it doubles at each failure in a row."""
+
+RETRY_MAX_SECONDS = 5.0
+"""The longest wait between two tries of a failing chunk."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +100,9 @@ def delete_prefix_chunk(txn: lmdb.Transaction, meta: lmdb._Database, data: lmdb.
 
 class Reclaimer:
     """A thread that runs ``run_chunk`` until it reports nothing left, pausing
-    :data:`PAUSE_SECONDS` between chunks, whenever it is woken.
+    :data:`PAUSE_SECONDS` between chunks, whenever it is woken. A chunk that fails is
+    tried again after a backoff (:data:`RETRY_FIRST_SECONDS`, doubling up to
+    :data:`RETRY_MAX_SECONDS`): the thread is idle only once nothing is left.
 
     :param run_chunk: commits one chunk (see :func:`delete_prefix_chunk`) and returns it.
     :param name: the thread's name.
@@ -118,7 +128,7 @@ class Reclaimer:
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until every dropped table is reclaimed; return whether it is (False
-        when ``timeout`` seconds passed first)."""
+        when ``timeout`` seconds passed first, as while a chunk keeps failing)."""
         return self._idle.wait(timeout)
 
     def close(self) -> None:
@@ -133,14 +143,21 @@ class Reclaimer:
             self._wake.clear()
             started = time.monotonic()
             deleted = 0
+            retry = RETRY_FIRST_SECONDS
             while not self._stop.is_set():
                 try:
                     chunk = self._run_chunk()
                 except Exception as exc:
-                    # The store is closing, or full; the marker stays and the next
-                    # open (or drop) tries again.
-                    log.warning("reclaiming a dropped table stopped: %s", exc)
-                    break
+                    # The marker stays, so the work is still there: try again, backing
+                    # off, rather than go idle (wait_idle would say done) and leave the
+                    # space taken until a restart. A closing store sets _stop first.
+                    log.warning(
+                        "reclaiming a dropped table failed (retrying in %.1f s): %s", retry, exc
+                    )
+                    self._stop.wait(retry)
+                    retry = min(retry * 2, RETRY_MAX_SECONDS)
+                    continue
+                retry = RETRY_FIRST_SECONDS
                 deleted += chunk.deleted
                 if chunk.prefix is None:
                     break
