@@ -173,14 +173,14 @@ class THBaseDataCalls:
 
     @tio_errors
     def putMultiple(self, table: bytes, tputs: list[Any]) -> None:
-        # One store write per timestamp in use (one in all unless cells carry their
-        # own timestamps): the puts of one timestamp commit together.
+        # Grouped by timestamp (one group unless cells carry their own), all groups in
+        # one store write: as in HBase, a put refused in part writes nothing.
         batches: dict[int | None, list[RowMutation]] = {}
         for tput in tputs or ():
             for stamp, mutations in _put_mutations(tput).items():
                 batches.setdefault(stamp, []).append(RowMutation(bytes(tput.row), mutations))
-        for stamp, rows in batches.items():
-            self.store.mutate_rows(table, rows, ts=stamp)
+        if batches:
+            self.store.mutate_stamped(table, list(batches.items()))
 
     @tio_errors
     def deleteSingle(self, table: bytes, tdelete: Any) -> None:
@@ -193,8 +193,8 @@ class THBaseDataCalls:
             for stamp, columns in self._delete_columns(table, tdelete).items():
                 mutations = [Mutation(c, isDelete=True) for c in columns]
                 batches.setdefault(stamp, []).append(RowMutation(bytes(tdelete.row), mutations))
-        for stamp, rows in batches.items():
-            self.store.mutate_rows(table, rows, ts=stamp)
+        if batches:
+            self.store.mutate_stamped(table, list(batches.items()))
         return []
 
     def _delete_columns(self, table: bytes, tdelete: Any) -> dict[int | None, list[bytes]]:

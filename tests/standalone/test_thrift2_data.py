@@ -220,3 +220,36 @@ def test_unknown_scanner_ids_are_illegal_arguments(thrift2: Any, name: bytes) ->
         thrift2.closeScanner(scanner)
     with pytest.raises(H2.TIOError, match="Incorrect comparatorType"):
         thrift2.openScanner(name, H2.TScan(filterString=b"RowFilter(=, 'x:y')"))
+
+
+def test_a_put_refused_in_part_writes_nothing(thrift2: Any, name: bytes) -> None:
+    # The cells carry different timestamps; the bad family is in the later one.
+    with pytest.raises(H2.TIOError, match="NoSuchColumnFamilyException"):
+        thrift2.put(
+            name, H2.TPut(row=b"r", columnValues=[cv(b"cf:a", b"1", 5), cv(b"nope:b", b"2", 6)])
+        )
+    with pytest.raises(H2.TIOError, match="NoSuchColumnFamilyException"):
+        thrift2.putMultiple(
+            name,
+            [
+                H2.TPut(row=b"r1", columnValues=[cv(b"cf:a", b"1")]),
+                H2.TPut(row=b"r2", columnValues=[cv(b"nope:b", b"2", 7)]),
+            ],
+        )
+    assert (
+        thrift2.getMultiple(name, [H2.TGet(row=r) for r in (b"r", b"r1", b"r2")])
+        == [H2.TResult(columnValues=[], stale=False, partial=False)] * 3
+    )
+
+
+def test_a_delete_refused_in_part_deletes_nothing(thrift2: Any, name: bytes) -> None:
+    thrift2.put(name, H2.TPut(row=b"r", columnValues=[cv(b"cf:a", b"1", 5)]))
+    with pytest.raises(H2.TIOError, match="NoSuchColumnFamilyException"):
+        thrift2.deleteMultiple(
+            name,
+            [
+                H2.TDelete(row=b"r", columns=[col(b"cf:a", 9)]),
+                H2.TDelete(row=b"r", columns=[col(b"nope:b", 10)]),
+            ],
+        )
+    assert cells(thrift2.get(name, H2.TGet(row=b"r"))) == [(b"cf:a", 5, b"1")]

@@ -570,19 +570,40 @@ class Store:
         :raises FencedError: a check failed; nothing was written.
         :raises StorageError: the commit itself failed or the store is closed.
         """
+        self.mutate_stamped(name, [(ts, batches)], checks)
+
+    def mutate_stamped(
+        self,
+        name: bytes,
+        groups: Sequence[tuple[int | None, Sequence[RowMutationLike]]],
+        checks: Sequence[Check] = (),
+    ) -> None:
+        """As :meth:`mutate_rows`, for ``groups`` of ``(ts, row mutations)`` each with
+        its own timestamp (Thrift2's cells carry their own), all checked before any is
+        applied and applied in one write, all or nothing.
+
+        :raises TableNotFoundError: as :meth:`mutate_rows`.
+        :raises TableStateError: as :meth:`mutate_rows`.
+        :raises ColumnFamilyNotFoundError: as :meth:`mutate_rows`.
+        :raises InvalidArgumentError: as :meth:`mutate_rows`.
+        :raises FencedError: as :meth:`mutate_rows`.
+        :raises StorageError: as :meth:`mutate_rows`.
+        """
         desc = self.enabled(name)
-        single_puts = _check_batches(desc, batches)
+        checked = [(ts, batches, _check_batches(desc, batches)) for ts, batches in groups]
         self._check_checks(desc, checks)
 
         def apply(txn: lmdb.Transaction) -> None:
             current = self._check_live(desc)
             self._require(txn, current, checks)
-            stamp = now_ms() if ts is None else ts
-            if single_puts is not None:
-                self._put_simple(txn, current, batches, single_puts, stamp)
-            else:
-                for batch in batches:
-                    self._apply_row(txn, current, batch, stamp, ts)
+            now = now_ms()
+            for ts, batches, single_puts in checked:
+                stamp = now if ts is None else ts
+                if single_puts is not None:
+                    self._put_simple(txn, current, batches, single_puts, stamp)
+                else:
+                    for batch in batches:
+                        self._apply_row(txn, current, batch, stamp, ts)
 
         self._committer.submit(apply)
 
