@@ -16,7 +16,6 @@ here. What the store cannot do is refused with a ``TIOError`` saying so: a
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -126,9 +125,6 @@ class THBaseDataCalls:
     def __init__(self, store: Store, scanners: ScannerRegistry | None = None) -> None:
         self.store = store
         self.scanners = scanners if scanners is not None else ScannerRegistry()
-        # scanner id -> rows it may still return (TScan.limit)
-        self._limits: dict[int, int] = {}
-        self._limits_lock = threading.Lock()
 
     # ------------------------------------------------------------------ reads
 
@@ -298,11 +294,11 @@ class THBaseDataCalls:
 
     @tio_errors
     def openScanner(self, table: bytes, tscan: Any) -> int:
-        scanner_id = self.scanners.open(self._scanner(table, tscan))
+        scanner = self._scanner(table, tscan)
         if tscan.limit is not None and tscan.limit > 0:
-            with self._limits_lock:
-                self._limits[scanner_id] = tscan.limit
-        return scanner_id
+            # Kept on the scanner, so it goes when the scanner is closed or reaped.
+            scanner.rows_left = tscan.limit
+        return self.scanners.open(scanner)
 
     @tio_errors
     def getScannerRows(self, scannerId: int, numRows: int) -> list[Any]:
@@ -311,18 +307,14 @@ class THBaseDataCalls:
         except InvalidArgumentError:
             raise H2.TIllegalArgument(message=f"Invalid scanner Id: {scannerId}") from None
         with scanner.lock:
-            with self._limits_lock:
-                left = self._limits.get(scannerId)
+            left = scanner.rows_left
             results = _next_results(scanner, numRows, left)
-        if left is not None:
-            with self._limits_lock:
-                self._limits[scannerId] = left - sum(not r.partial for r in results)
+            if left is not None:
+                scanner.rows_left = left - sum(not r.partial for r in results)
         return results
 
     @tio_errors
     def closeScanner(self, scannerId: int) -> None:
-        with self._limits_lock:
-            self._limits.pop(scannerId, None)
         if not self.scanners.close(scannerId):
             raise H2.TIllegalArgument(message=f"Invalid scanner Id: {scannerId}")
 

@@ -4,11 +4,17 @@ ThriftUtilities), seen also through happybase (the same engine)."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
 import happybase
 import pytest
 
+from hqueue.standalone.engine.cursors import ScannerRegistry
+from hqueue.standalone.engine.schema import FamilyOptions, Mutation, RowMutation
+from hqueue.standalone.engine.store import Store
+from hqueue.standalone.thrift2_data import THBaseDataCalls
 from tests.standalone.conftest import H2, tname
 
 
@@ -253,3 +259,25 @@ def test_a_delete_refused_in_part_deletes_nothing(thrift2: Any, name: bytes) -> 
             ],
         )
     assert cells(thrift2.get(name, H2.TGet(row=b"r"))) == [(b"cf:a", 5, b"1")]
+
+
+def test_a_reaped_scanner_leaves_nothing_behind(tmp_path: Path) -> None:
+    # In-process, to see the handler's state: a scan's limit goes with its scanner
+    # when the lease chore reaps it, as when it is closed.
+    store = Store(tmp_path / "data", map_size=64 << 20, sync=False)
+    try:
+        store.create_table(b"t", {b"cf": FamilyOptions()})
+        store.mutate_rows(
+            b"t", [RowMutation(b"r%d" % i, [Mutation(b"cf:a", b"v")]) for i in range(5)]
+        )
+        handler = THBaseDataCalls(store, ScannerRegistry(lease_seconds=0.05))
+        scanner = handler.openScanner(b"t", H2.TScan(limit=3))
+        assert [r.row for r in handler.getScannerRows(scanner, 2)] == [b"r0", b"r1"]
+        time.sleep(0.1)
+        assert handler.scanners.reap() == 1
+        assert [v for v in vars(handler).values() if isinstance(v, dict) and v] == []
+        scanner = handler.openScanner(b"t", H2.TScan(limit=3))
+        assert [r.row for r in handler.getScannerRows(scanner, 5)] == [b"r0", b"r1", b"r2"]
+        handler.closeScanner(scanner)
+    finally:
+        store.close()

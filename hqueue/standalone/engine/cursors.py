@@ -79,6 +79,9 @@ class Scanner:
         self._done = False
         self.lock = threading.Lock()
         self.last_used = time.monotonic()
+        # The rows a Thrift2 scan's limit still allows (None: no limit), kept by the
+        # front end under ``lock``: here, it goes with the scanner.
+        self.rows_left: int | None = None
 
     def next_rows(self, limit: int) -> list[tuple[bytes, list[Cell]]]:
         """Return up to ``limit`` results; an empty list means the scan is over.
