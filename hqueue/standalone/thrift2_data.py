@@ -79,13 +79,18 @@ def _time_range(timestamp: int | None, time_range: Any) -> tuple[int | None, int
     else ``[minStamp, maxStamp)``."""
     if timestamp is not None:
         return timestamp, timestamp + 1
-    if time_range is not None and time_range.minStamp is not None:
-        if time_range.maxStamp is None or time_range.minStamp > time_range.maxStamp:
+    if time_range is None or (time_range.minStamp is None and time_range.maxStamp is None):
+        return None, None
+    for field in ("minStamp", "maxStamp"):
+        if getattr(time_range, field) is None:
+            # Both are required in HBase's IDL.
             raise InvalidArgumentError(
-                "IllegalArgumentException: maxStamp is smaller than minStamp"
+                f"IllegalArgumentException: a TTimeRange needs both minStamp and maxStamp; "
+                f"{field} is missing"
             )
-        return time_range.minStamp, time_range.maxStamp
-    return None, None
+    if time_range.minStamp > time_range.maxStamp:
+        raise InvalidArgumentError("IllegalArgumentException: maxStamp is smaller than minStamp")
+    return time_range.minStamp, time_range.maxStamp
 
 
 def _max_versions(value: int | None) -> int:

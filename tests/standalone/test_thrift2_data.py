@@ -281,3 +281,12 @@ def test_a_reaped_scanner_leaves_nothing_behind(tmp_path: Path) -> None:
         handler.closeScanner(scanner)
     finally:
         store.close()
+
+
+def test_a_time_range_missing_a_bound_says_which(thrift2: Any, name: bytes) -> None:
+    with pytest.raises(H2.TIOError, match="maxStamp is missing"):
+        thrift2.get(name, H2.TGet(row=b"r", timeRange=H2.TTimeRange(minStamp=1)))
+    with pytest.raises(H2.TIOError, match="minStamp is missing"):
+        thrift2.openScanner(name, H2.TScan(timeRange=H2.TTimeRange(maxStamp=1)))
+    with pytest.raises(H2.TIOError, match="maxStamp is smaller than minStamp"):
+        thrift2.get(name, H2.TGet(row=b"r", timeRange=H2.TTimeRange(minStamp=2, maxStamp=1)))

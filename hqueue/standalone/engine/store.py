@@ -317,8 +317,10 @@ class Store:
             cursor = txn.cursor()
             if not cursor.set_range(DROPPED):
                 return []
+            # The markers sort together: stop at the first key past them.
             return [
-                TableDescriptor.from_json(raw) for key, raw in cursor if key.startswith(DROPPED)
+                TableDescriptor.from_json(raw)
+                for key, raw in itertools.takewhile(lambda kv: kv[0].startswith(DROPPED), cursor)
             ]
 
     def wait_reclaimed(self, timeout: float | None = None) -> bool:
