@@ -290,3 +290,17 @@ def test_a_time_range_missing_a_bound_says_which(thrift2: Any, name: bytes) -> N
         thrift2.openScanner(name, H2.TScan(timeRange=H2.TTimeRange(maxStamp=1)))
     with pytest.raises(H2.TIOError, match="maxStamp is smaller than minStamp"):
         thrift2.get(name, H2.TGet(row=b"r", timeRange=H2.TTimeRange(minStamp=2, maxStamp=1)))
+
+
+def test_a_thrift2_scanner_of_a_deleted_table_errors(
+    thrift2: Any, hbase: happybase.Connection, name: bytes, table: happybase.Table
+) -> None:
+    with table.batch() as batch:
+        for i in range(100):
+            batch.put(b"r%03d" % i, {b"cf:a": b"old"})
+    scanner = thrift2.openScanner(name, H2.TScan())
+    assert len(thrift2.getScannerRows(scanner, 10)) == 10
+    hbase.delete_table("t", disable=True)
+    hbase.create_table("t", {"cf": {}})
+    with pytest.raises(H2.TIOError, match="TableNotFoundException"):
+        thrift2.getScannerRows(scanner, 10)
