@@ -20,7 +20,7 @@ puts made while the job ran (from the admin call until the space is reclaimed),
 their worst and 99th percentile latency, and for reference the same producer's
 p99 in the 2 seconds before the job and its worst and p99 in a window after it, as
 long as the job (at most 30 s): what this machine does to puts with nothing else
-running. The issue's target: no put waits more than
+running. The target: no put waits more than
 100 ms behind the job.
 
 ``--server-tree DIR`` runs the server from another checkout (say a ``git worktree``

@@ -37,7 +37,7 @@ Method: the peers alternate within each round, their order (and the order of one
 peer's scan rows) rotating from round to round, and each figure is the median over
 the rounds (for latencies, the median of the per-round percentiles), so a passing
 disturbance on this shared machine does not favour one peer. Ratios are hqueue's
-msgs/s divided by the peer's. The issue's targets: batched produce >= 2x Redis
+msgs/s divided by the peer's. The targets: batched produce >= 2x Redis
 pipelined XADD, scan >= 2x Redis XREAD, unbatched put p50 < 1 ms.
 
 Run: ``.venv/bin/python bench/bench_queue.py [--messages 200000] [--single-messages

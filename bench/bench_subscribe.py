@@ -78,7 +78,7 @@ Method: the peers alternate within each round, their order rotating from round t
 round, and each figure is the median over the rounds (for latencies, the median of
 the per-round percentiles). Ratios: for rates hqueue's msgs/s divided by the
 peer's; for latencies the peer's p99 divided by hqueue's, so above 1 means hqueue is
-faster either way. The issue's targets: p99 < 10 ms at 5,000 msg/s; push rate at or
+faster either way. The targets: p99 < 10 ms at 5,000 msg/s; push rate at or
 above Redis's consumer group.
 
 Run: ``.venv/bin/python bench/bench_subscribe.py [--rates 1000,5000,10000]
