@@ -94,16 +94,25 @@ def _not_the_service(address: str, expected: str, option: str, default_port: int
 
 @contextlib.contextmanager
 def expect_service(address: str, expected: str, option: str, default_port: int) -> Iterator[None]:
-    """Turn the block's "unknown method" replies into a :class:`WrongServiceError`
-    saying what answered at ``address`` instead of ``expected``.
+    """Turn the block's "unknown method" replies, and any other Thrift application
+    error from a server that is not ``expected``, into a :class:`WrongServiceError`
+    saying what answered at ``address`` instead.
 
-    :raises WrongServiceError: if the server at ``address`` does not know a call.
+    A call the other service also has (Thrift1 and Thrift2 both have
+    ``createTable``, with other arguments) is not "unknown": the server reads it as
+    its own, finds it malformed, and answers a protocol or internal error. So every
+    application error asks what answered; one from ``expected`` itself is re-raised.
+
+    :raises WrongServiceError: if the server at ``address`` does not know a call, or
+        is another service.
     """
     try:
         yield
     except TApplicationException as exc:
         if exc.type != TApplicationException.UNKNOWN_METHOD:
-            raise
+            found = identify_service(address)
+            if found is None or found == expected:
+                raise
         message = _not_the_service(address, expected, option, default_port)
         raise WrongServiceError(message) from None
 

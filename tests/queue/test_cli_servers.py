@@ -59,18 +59,24 @@ def test_hbase_at_another_port_says_what_answered(
     assert "TApplicationException" not in done.stderr
 
 
-def test_hbase_admin_at_a_sidecar_port_says_so(
-    hbase_server: StandaloneProcess, queue_name: str
+@pytest.mark.parametrize(
+    ("port", "found"),
+    [
+        ("sidecar_port", "an hqueue sidecar"),
+        # Thrift1 has a createTable too, with other arguments: not an unknown method.
+        ("port", "an HBase Thrift1 gateway"),
+    ],
+)
+def test_hbase_admin_at_another_port_says_what_answered(
+    hbase_server: StandaloneProcess, queue_name: str, port: str, found: str
 ) -> None:
-    sidecar = f"{hbase_server.host}:{hbase_server.sidecar_port}"
+    admin = f"{hbase_server.host}:{getattr(hbase_server, port)}"
     created = hqueue_at(
-        hbase_server.address, "--hbase-admin", sidecar, "queue", "create", queue_name,
+        hbase_server.address, "--hbase-admin", admin, "queue", "create", queue_name,
         "--partitions", "1",
     )  # fmt: skip
     assert created.returncode == 1
-    assert f"{sidecar} answered, but as an hqueue sidecar, not as an HBase Thrift2 gateway" in (
-        created.stderr
-    )
+    assert f"{admin} answered, but as {found}, not as an HBase Thrift2 gateway" in created.stderr
     assert "--hbase-admin takes an HBase Thrift2 gateway" in created.stderr
 
 
