@@ -37,7 +37,6 @@ import contextlib
 import functools
 import os
 import struct
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -49,6 +48,7 @@ from rounds import alternate, text_table
 
 from hqueue.client.client import connect
 from hqueue.testing.sidecar import SidecarProcess
+from hqueue.testing.spark import local_spark
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.testing.zookeeper import ZooKeeperServer
 from hqueue.wire.idl import hbase1
@@ -219,12 +219,6 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-    from pyspark.sql import SparkSession
-
-    import hqueue.spark
-
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         server = StandaloneProcess(Path(tmp) / "data").start()
         stack.callback(server.stop)
@@ -240,17 +234,9 @@ def main() -> None:
 
         load_s = load(server, args.rows, args.partitions)
         load(storage, args.rows, args.partitions, zookeeper=zookeeper.hosts)
-        spark = (
-            SparkSession.builder.master("local[*]")
-            .appName("bench-spark")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate()
-        )
+        # Spark's own shuffle width (200), as the figures were measured with it.
+        spark = local_spark("bench-spark", "local[*]", **{"spark.sql.shuffle.partitions": "200"})
         stack.callback(spark.stop)
-        spark.sparkContext.setLogLevel("ERROR")
-        hqueue.spark.register(spark)
         spark.dataSource.register(null_source(args.rows, args.partitions))
 
         def hqueue_df(at: StandaloneProcess, **options: str) -> Any:

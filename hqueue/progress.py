@@ -18,8 +18,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from types import TracebackType
-from typing import TextIO
+from typing import Self, TextIO
+
+from hqueue.closing import Closeable
 
 __all__ = ["Counter", "Ticker", "elapsed", "on_terminal"]
 
@@ -67,7 +68,7 @@ class Counter:
             self._shown = False
 
 
-class Ticker:
+class Ticker(Closeable):
     """While the ``with`` block runs, draw ``status()`` on ``stream`` every
     ``interval`` seconds (the first at once), in place, cut to the terminal's width,
     and erase it when the block ends, however it ends; do nothing when ``stream`` is
@@ -82,19 +83,15 @@ class Ticker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> Ticker:
-        if self.stream is not None:
+    def __enter__(self) -> Self:
+        if self.stream is not None and self._thread is None:
             self._thread = threading.Thread(target=self._run, name="hqueue-progress", daemon=True)
             self._thread.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._thread is not None and self.stream is not None:
+    def close(self) -> None:
+        """Stop drawing and erase the line; idempotent."""
+        if self._thread is not None and self.stream is not None and not self._stop.is_set():
             self._stop.set()
             self._thread.join()
             self.stream.write("\r\x1b[K")

@@ -68,6 +68,34 @@ def child(args: list[str], **streams: object) -> Iterator[subprocess.Popen[bytes
                 stream.close()
 
 
+class Terminal:
+    """A pseudo-terminal: ``master`` is the user's side, ``child_side`` the child's.
+    :meth:`close_child_side` once the child holds it, so that reading ``master``
+    ends (EIO) when the child exits."""
+
+    def __init__(self) -> None:
+        self.master, self.child_side = pty.openpty()
+
+    def close_child_side(self) -> None:
+        if self.child_side >= 0:
+            os.close(self.child_side)
+            self.child_side = -1
+
+    def close(self) -> None:
+        self.close_child_side()
+        os.close(self.master)
+
+
+@contextlib.contextmanager
+def terminal() -> Iterator[Terminal]:
+    """A :class:`Terminal`, both sides closed when the block ends, however it ends."""
+    opened = Terminal()
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
 def read_until(fd: int, end: bytes, deadline: float) -> bytes:
     """Read ``fd`` until what was read ends with ``end``.
 
@@ -121,29 +149,27 @@ def test_ctrl_c_at_the_confirmation_is_status_130(
     hbase_server: StandaloneProcess, queue: Queue
 ) -> None:
     deadline = time.monotonic() + DEADLINE
-    master, terminal = pty.openpty()
-    try:
-        with child(
+    with (
+        terminal() as tty,
+        child(
             command(hbase_server, "queue", "delete", queue.name),
-            stdin=terminal,
+            stdin=tty.child_side,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-        ) as proc:
-            assert proc.stderr is not None
-            asked = read_until(proc.stderr.fileno(), b"[y/N]: ", deadline)
-            assert asked.startswith(f"Delete queue {queue.name} (2 partitions)".encode())
-            reading = sleeps_in_a_terminal_read(proc.pid, deadline)
-            assert reading or not Path("/proc/self/wchan").exists(), "never read the answer"
-            proc.send_signal(signal.SIGINT)
-            try:
-                status = proc.wait(DEADLINE / 2)
-            except subprocess.TimeoutExpired:
-                wchan = Path(f"/proc/{proc.pid}/wchan").read_text()
-                pytest.fail(f"no exit after SIGINT (main thread in {wchan!r})")
-            said = proc.stderr.read().decode()
-    finally:
-        os.close(terminal)
-        os.close(master)
+        ) as proc,
+    ):
+        assert proc.stderr is not None
+        asked = read_until(proc.stderr.fileno(), b"[y/N]: ", deadline)
+        assert asked.startswith(f"Delete queue {queue.name} (2 partitions)".encode())
+        reading = sleeps_in_a_terminal_read(proc.pid, deadline)
+        assert reading or not Path("/proc/self/wchan").exists(), "never read the answer"
+        proc.send_signal(signal.SIGINT)
+        try:
+            status = proc.wait(DEADLINE / 2)
+        except subprocess.TimeoutExpired:
+            wchan = Path(f"/proc/{proc.pid}/wchan").read_text()
+            pytest.fail(f"no exit after SIGINT (main thread in {wchan!r})")
+        said = proc.stderr.read().decode()
     assert status == 130
     assert "Traceback" not in said and "Aborted" not in said
     assert said.strip() == ""  # the prompt's line ended, nothing else
@@ -169,24 +195,20 @@ def test_queue_delete_shows_progress_on_a_terminal_only(
     # On a terminal (stderr), the line says what is under way, then is erased.
     hq.create_queue(queue.name, partitions=2)
     deadline = time.monotonic() + DEADLINE
-    master, terminal = pty.openpty()
-    try:
-        with child(
+    with (
+        terminal() as tty,
+        child(
             command(hbase_server, "queue", "delete", queue.name, "--yes"),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=terminal,
-        ) as proc:
-            os.close(terminal)
-            terminal = -1
-            shown = read_all(master, deadline).decode()
-            assert proc.wait(DEADLINE) == 0
-            assert proc.stdout is not None
-            assert proc.stdout.read() == f"deleted queue {queue.name}\n".encode()
-    finally:
-        if terminal >= 0:
-            os.close(terminal)
-        os.close(master)
+            stderr=tty.child_side,
+        ) as proc,
+    ):
+        tty.close_child_side()
+        shown = read_all(tty.master, deadline).decode()
+        assert proc.wait(DEADLINE) == 0
+        assert proc.stdout is not None
+        assert proc.stdout.read() == f"deleted queue {queue.name}\n".encode()
     assert f"\rdeleting queue {queue.name}... 0 s" in shown
     assert shown.endswith("\r\x1b[K")  # erased: the next prompt starts on a clean line
 
@@ -195,23 +217,21 @@ def test_queue_delete_declined_on_a_terminal_prints_one_line(
     hbase_server: StandaloneProcess, queue: Queue
 ) -> None:
     deadline = time.monotonic() + DEADLINE
-    master, terminal = pty.openpty()
-    try:
-        with child(
+    with (
+        terminal() as tty,
+        child(
             command(hbase_server, "queue", "delete", queue.name),
-            stdin=terminal,
+            stdin=tty.child_side,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-        ) as proc:
-            assert proc.stderr is not None and proc.stdout is not None
-            read_until(proc.stderr.fileno(), b"[y/N]: ", deadline)
-            os.write(master, b"n\n")
-            assert proc.wait(DEADLINE) == 0
-            assert proc.stderr.read().decode() == NOT_CONFIRMED + "\n"
-            assert proc.stdout.read() == b""
-    finally:
-        os.close(terminal)
-        os.close(master)
+        ) as proc,
+    ):
+        assert proc.stderr is not None and proc.stdout is not None
+        read_until(proc.stderr.fileno(), b"[y/N]: ", deadline)
+        os.write(tty.master, b"n\n")
+        assert proc.wait(DEADLINE) == 0
+        assert proc.stderr.read().decode() == NOT_CONFIRMED + "\n"
+        assert proc.stdout.read() == b""
     assert queue.info.name == queue.name
 
 

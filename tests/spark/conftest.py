@@ -5,7 +5,6 @@ straight into a queue table (bypassing the sidecar) so reads can be tested alone
 from __future__ import annotations
 
 import contextlib
-import os
 import struct
 import sys
 from collections.abc import Iterator, Sequence
@@ -19,29 +18,14 @@ pytest.importorskip("pyarrow")
 import happybase
 
 from hqueue.client.client import Client
+from hqueue.testing.spark import local_spark
 from hqueue.testing.standalone import StandaloneProcess
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """A local SparkSession with the hqueue data source registered."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    import hqueue.spark
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("hqueue-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    hqueue.spark.register(session)
+    session = local_spark("hqueue-tests")
     yield session
     session.stop()
 
