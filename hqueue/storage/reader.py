@@ -49,6 +49,7 @@ from hqueue.errors import (
 from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES
 from hqueue.storage.sidecars import SidecarCallError, Sidecars
 from hqueue.wire.block import MAX_SCAN_LIMIT, MessageBlock, whole_rows
+from hqueue.wire.errors import table_not_found, thrift_message
 from hqueue.wire.idl import hbase1
 
 __all__ = [
@@ -209,9 +210,9 @@ class Thrift1Range:
             except _Hbase.IOError as exc:
                 # A server that fails a deleted table's open scanners (hqueue
                 # standalone does) says so here instead of ending the range.
-                if "TableNotFound" not in _message(exc):
+                if not table_not_found(exc):
                     raise
-                raise self._deleted(_message(exc)) from None
+                raise self._deleted(thrift_message(exc)) from None
             except _Hbase.IllegalArgument:
                 if self._reverse:
                     raise
@@ -248,9 +249,8 @@ class Thrift1Range:
         try:
             enabled = client.isTableEnabled(self._table)
         except _Hbase.IOError as exc:
-            text = _message(exc)
-            if "TableNotFound" in text:
-                raise self._deleted(text) from None
+            if table_not_found(exc):
+                raise self._deleted(thrift_message(exc)) from None
             raise
         if not enabled:
             raise TableStateError(
@@ -286,12 +286,6 @@ class Thrift1Range:
                 contextlib.suppress(_Hbase.IllegalArgument),
             ):
                 client.scannerClose(scanner_id)
-
-
-def _message(exc: Any) -> str:
-    """Return a Thrift exception's message as text."""
-    message = exc.message
-    return message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
 
 
 class SidecarRange:

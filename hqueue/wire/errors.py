@@ -35,6 +35,7 @@ from hqueue.errors import (
     NotOwnerError,
     StorageError,
     TableExistsError,
+    TableNotFoundError,
     UnavailableError,
 )
 from hqueue.wire.idl import hbase1, sidecar
@@ -44,6 +45,8 @@ __all__ = [
     "from_sidecar_exception",
     "hbase_errors",
     "sidecar_exceptions",
+    "table_not_found",
+    "thrift_message",
     "to_sidecar_exception",
 ]
 
@@ -61,7 +64,9 @@ def hbase_errors(what: str) -> Iterator[None]:
     except _Hbase.IllegalArgument as exc:
         raise InvalidArgumentError(f"{what}: {exc.message}") from None
     except _Hbase.IOError as exc:
-        raise StorageError(f"{what}: {exc.message}") from None
+        if table_not_found(exc):
+            raise TableNotFoundError(f"{what}: {thrift_message(exc)}") from None
+        raise StorageError(f"{what}: {thrift_message(exc)}") from None
     except (NoConnectionsAvailable, OSError) as exc:
         raise ConnectionLostError(f"{what}: HBase unreachable ({exc})") from None
     except TTransportException as exc:
@@ -77,6 +82,18 @@ def _text(message: object) -> str:
     if isinstance(message, bytes | bytearray | memoryview):
         return bytes(message).decode("utf-8", "replace")
     return "" if message is None else str(message)
+
+
+def thrift_message(exc: Any) -> str:
+    """Return a Thrift exception's ``message`` field as text ('' when unset)."""
+    return _text(getattr(exc, "message", None))
+
+
+def table_not_found(exc: Any) -> bool:
+    """Return whether an HBase Thrift ``IOError`` says the table does not exist: HBase
+    names the Java exception (``...TableNotFoundException``) in the message, and the
+    embedded server does the same."""
+    return "TableNotFoundException" in thrift_message(exc)
 
 
 def _invalid(text: str, index: int) -> InvalidArgumentError:

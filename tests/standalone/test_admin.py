@@ -7,7 +7,9 @@ import socket
 import happybase
 import pytest
 
+from hqueue.errors import StorageError, TableNotFoundError
 from hqueue.testing.standalone import StandaloneProcess
+from hqueue.wire.errors import hbase_errors
 from tests.standalone.conftest import Hbase, tname
 
 FOREVER = 2**31 - 1
@@ -176,3 +178,13 @@ def test_unsplit_table_is_one_region_served_by_this_server(
 def test_table_regions_of_a_missing_table_is_empty(hbase: happybase.Connection) -> None:
     # ThriftHBaseServiceHandler.getTableRegions: "an empty list if the table does not exist".
     assert hbase.client.getTableRegions(tname(hbase, "missing")) == []
+
+
+def test_a_missing_table_is_a_table_not_found_error_in_hqueue(
+    hbase: happybase.Connection,
+) -> None:
+    # HBase's IOError names TableNotFoundException; hqueue's one translation of
+    # Thrift1 errors turns it into the typed error (still a StorageError).
+    with pytest.raises(TableNotFoundError, match="no_such_table"), hbase_errors("read"):
+        hbase.table("no_such_table").row(b"r")
+    assert issubclass(TableNotFoundError, StorageError)
