@@ -12,7 +12,7 @@ ZK_JAR := /usr/share/java/zookeeper.jar
 DIST   ?= dist
 SMOKE_VENV ?= /tmp/hqueue-smoke-venv
 
-.PHONY: run test venv deps-test zookeeper compose-config lint typecheck pytest test-unit wheel smoke bench clean
+.PHONY: run test venv deps-test zookeeper compose-config lint staged typecheck imports pytest test-unit wheel smoke bench clean
 
 run: $(BIN)/hqueue
 	$(BIN)/hqueue standalone --data-dir $(DATA) --host $(HOST) --port $(PORT)
@@ -47,12 +47,29 @@ compose-config:
 	docker-compose -f docker/compose.yml config --quiet
 	docker-compose -f docker/compose.yml --profile standalone config --quiet
 
+# mypy and the import checks read the package as the wheel lays it out: setup.cfg's
+# package_dir maps sidecar/, spark_jobs/, thrift/ and schemas/ into hqueue, which no
+# checker follows from the source tree, so setuptools' own build_py copies the package
+# to $(STAGED) first. mypy's paths are mapped back to the files to edit.
+STAGED := build/lint
+
+staged: deps-test
+	rm -rf $(STAGED)
+	$(BIN)/python -c "from setuptools import setup; setup()" -q build_py --build-lib $(STAGED) 2>/dev/null
+
+typecheck: staged
+	cd $(STAGED) && bash -o pipefail -c '$(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
+	  --cache-dir $(CURDIR)/.mypy_cache | sed -E "s#^hqueue/(sidecar|spark_jobs)/#\1/#"'
+
+imports: staged
+	cd $(STAGED) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/.importlinter
+	cd $(STAGED) && PYTHONPATH=. $(CURDIR)/$(BIN)/python $(CURDIR)/.ci/check_cycles.py
+
 lint: deps-test
 	$(MAKE) --no-print-directory compose-config
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
-	$(BIN)/lint-imports
+	$(MAKE) --no-print-directory typecheck imports
 
 pytest: deps-test zookeeper
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/pytest -q

@@ -22,7 +22,7 @@ from hqueue.errors import InvalidArgumentError, SchemaValidationError
 
 __all__ = ["SCHEMA_DIR", "schema", "validate", "validator"]
 
-SCHEMA_DIR = resources.files("hqueue.metadata") / "json_schemas"
+SCHEMA_DIR = resources.files("hqueue.metadata.json_schemas")
 """Where the schemas are, inside the installed package."""
 
 

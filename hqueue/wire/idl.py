@@ -16,7 +16,7 @@ from types import ModuleType
 
 import thriftpy2
 
-IDL_DIR = resources.files("hqueue.wire") / "thrift"
+IDL_DIR = resources.files("hqueue.wire.thrift")
 
 
 def hbase1() -> ModuleType:

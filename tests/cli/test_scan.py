@@ -14,7 +14,7 @@ import pytest
 from hqueue import Queue
 from hqueue.client.client import Client
 from hqueue.testing.standalone import StandaloneProcess
-from tests.queue.test_scanners import T0, make_queue, write_rows
+from tests.client.test_scanners import T0, make_queue, write_rows
 
 ROWS = [
     (0, T0, 0, "a", b"zero"),

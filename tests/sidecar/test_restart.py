@@ -33,7 +33,7 @@ from hqueue.storage.sidecars import Sidecars
 from hqueue.testing.cluster import wait_for
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.idl import sidecar as sidecar_idl
-from tests.queue.test_producer_retry import Putter
+from tests.client.test_producer_retry import Putter
 
 SESSION_TIMEOUT = 60.0
 """Long, so that waiting for the old session to expire would fail the test."""

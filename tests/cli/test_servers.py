@@ -23,7 +23,7 @@ from hqueue.errors import HQueueError, NoQueueError, WrongServiceError
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.idl import IDL_DIR
 from hqueue.wire.rpc_server import ThriftServer
-from tests.queue.test_cli_queue import child_env, run, table_names
+from tests.cli.test_queue import child_env, run, table_names
 
 
 def hqueue_at(hbase: str, *args: str) -> subprocess.CompletedProcess[str]:

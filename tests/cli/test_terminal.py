@@ -35,8 +35,8 @@ from hqueue.cli.queue import NOT_CONFIRMED
 from hqueue.client.client import Client
 from hqueue.errors import NoQueueError
 from hqueue.testing.standalone import StandaloneProcess
-from tests.queue.test_cli_conventions import command
-from tests.queue.test_cli_queue import child_env
+from tests.cli.test_conventions import command
+from tests.cli.test_queue import child_env
 
 DEADLINE = 30.0
 """Seconds any one child may take, whatever happens."""

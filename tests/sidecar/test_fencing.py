@@ -37,7 +37,7 @@ from hqueue.storage.hbase import HBase
 from hqueue.testing.cluster import SESSION, Cluster, wait_for
 from hqueue.testing.zookeeper import ZooKeeperServer, expire_session
 from hqueue.wire.idl import hbase1
-from tests.queue.test_sidecar_cluster import owners
+from tests.sidecar.test_cluster import owners
 
 COLUMN = COLUMN_PREFIX + b"t"
 TABLE = b"q"

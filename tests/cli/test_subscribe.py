@@ -16,7 +16,7 @@ from hqueue.message import Message, format_time, parse_position
 from hqueue.testing.cluster import wait_for
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.testing.subscriber import SubscriberProcess
-from tests.queue.test_cli_put import hqueue
+from tests.cli.test_put import hqueue
 
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 """How hqueue prints every time: UTC, ISO-8601, milliseconds, ``Z``."""

@@ -19,7 +19,7 @@ from hqueue import Queue
 from hqueue.client.client import Client
 from hqueue.settings import ENV_HBASE, ENV_HBASE_ADMIN, ENV_TABLE_PREFIX, ENV_ZOOKEEPER
 from hqueue.testing.standalone import StandaloneProcess
-from tests.queue.test_cli_queue import child_env, options, run
+from tests.cli.test_queue import child_env, options, run
 
 
 def command(server: StandaloneProcess, *args: str) -> list[str]:
