@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import re
 import struct
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -28,15 +29,19 @@ __all__ = [
     "ROWKEY_BYTES",
     "Message",
     "MessageId",
+    "check_id_text",
     "check_partition",
     "check_topic",
+    "check_topic_bytes",
     "check_topics",
     "decode_rowkey",
     "encode_rowkey",
     "format_time",
     "messages_from_columns",
     "parse_position",
+    "partition_prefix",
     "partition_range",
+    "table_name",
 ]
 
 FAMILY = b"message"
@@ -61,9 +66,11 @@ ROWKEY = struct.Struct(">HQH")
 """The rowkey's layout: partition, timestamp, sequence."""
 _ROWKEY = ROWKEY
 ROWKEY_BYTES = ROWKEY.size
-MESSAGES_END = struct.pack(">H", MAX_PARTITIONS)
+_PARTITION = struct.Struct(">H")
+MESSAGES_END = _PARTITION.pack(MAX_PARTITIONS)
 """The first rowkey after every partition's messages: rows from here on in a queue
 table are not messages (the sidecars' partition fences live there)."""
+_ID_TEXT = re.compile(r"([0-9]+):([0-9]+)")
 # tuple.__new__ builds the named tuples without running their Python-level __new__,
 # which cuts the per-message cost of building a Message by about a third.
 _new_tuple = tuple.__new__
@@ -81,17 +88,20 @@ class MessageId(NamedTuple):
 
     @classmethod
     def parse(cls, text: str) -> MessageId:
-        """Return the id written as ``"timestamp:sequence"``.
+        """Return the id written as ``"timestamp:sequence"``: ASCII digits, surrounding
+        white space ignored, leading zeros allowed (what a person types); ``str(id)``
+        writes the one canonical form (:func:`check_id_text`).
 
-        :raises InvalidArgumentError: if ``text`` is not such an id.
+        :raises InvalidArgumentError: if ``text`` is not such an id, or a field is out
+            of range.
         """
-        ts, sep, seq = text.strip().partition(":")
-        if not sep or not ts.isdigit() or not seq.isdigit():
+        match = _ID_TEXT.fullmatch(text.strip()) if isinstance(text, str) else None
+        if match is None:
             raise InvalidArgumentError(
                 f"{text!r} is not a message id; expected 'timestamp:sequence', "
                 "for example '1700000000000:3'"
             )
-        return cls.of(int(ts), int(seq))
+        return cls.of(int(match[1]), int(match[2]))
 
     @classmethod
     def of(cls, timestamp: int, sequence: int = 0) -> MessageId:
@@ -207,6 +217,14 @@ def decode_rowkey(rowkey: bytes) -> tuple[int, MessageId]:
     return partition, MessageId(ts, seq)
 
 
+def partition_prefix(partition: int) -> bytes:
+    """Return the 2 bytes every rowkey of ``partition`` starts with: the partition's
+    first row, the split key of the region that starts with it, and, for
+    ``partition + 1``, the first row after it. No range check (see
+    :func:`check_partition`)."""
+    return _PARTITION.pack(partition)
+
+
 def partition_range(
     partition: int, start: MessageId | None = None, stop: MessageId | None = None
 ) -> tuple[bytes, bytes]:
@@ -217,12 +235,31 @@ def partition_range(
     """
     check_partition(partition)
     row_start = (
-        encode_rowkey(partition, start) if start is not None else struct.pack(">H", partition)
+        encode_rowkey(partition, start) if start is not None else partition_prefix(partition)
     )
     row_stop = (
-        encode_rowkey(partition, stop) if stop is not None else struct.pack(">H", partition + 1)
+        encode_rowkey(partition, stop) if stop is not None else partition_prefix(partition + 1)
     )
     return row_start, row_stop
+
+
+def table_name(table_prefix: str | None, queue: str) -> str:
+    """Return the HBase table that holds ``queue``: happybase's ``{table_prefix}_{queue}``
+    when a table prefix is set (as ``happybase.Connection(table_prefix=...)`` names
+    it), else the queue's name."""
+    return f"{table_prefix}_{queue}" if table_prefix else queue
+
+
+def check_id_text(text: str) -> str:
+    """Return ``text`` if it is a MessageId in its canonical text form, as ``str(id)``
+    writes it (what metadata stores: checkpoints, subscription starts): no white space,
+    no leading zeros.
+
+    :raises InvalidArgumentError: otherwise.
+    """
+    if not isinstance(text, str) or str(MessageId.parse(text)) != text:
+        raise InvalidArgumentError(f"{text!r} is not a message id 'timestamp:sequence'")
+    return text
 
 
 def check_topic(topic: str) -> bytes:
@@ -232,15 +269,24 @@ def check_topic(topic: str) -> bytes:
     """
     if not isinstance(topic, str):
         raise InvalidArgumentError(f"'topic' must be a string, not {type(topic).__name__}")
-    raw = topic.encode("utf-8", "surrogatepass")
-    if not 1 <= len(raw) <= MAX_TOPIC_BYTES:
-        raise InvalidArgumentError(
-            f"'topic' must be 1..{MAX_TOPIC_BYTES} bytes of UTF-8, not {len(raw)}"
-        )
+    raw = check_topic_bytes(topic.encode("utf-8", "surrogatepass"))
     try:
         topic.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidArgumentError(f"'topic' {topic!r} is not valid UTF-8") from None
+    return raw
+
+
+def check_topic_bytes(raw: bytes) -> bytes:
+    """Return ``raw`` if it is a topic's length: 1..255 bytes (what the column qualifier
+    holds; :func:`check_topic` also checks that a ``str`` topic is UTF-8).
+
+    :raises InvalidArgumentError: otherwise.
+    """
+    if not 1 <= len(raw) <= MAX_TOPIC_BYTES:
+        raise InvalidArgumentError(
+            f"'topic' must be 1..{MAX_TOPIC_BYTES} bytes of UTF-8, not {len(raw)}"
+        )
     return raw
 
 

@@ -19,7 +19,6 @@ The running subscriber's address is a third, ephemeral key
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from hqueue.errors import (
     NoSubscriptionError,
     SubscriptionExistsError,
 )
-from hqueue.message import MAX_SEQUENCE, check_partition
+from hqueue.message import check_id_text, check_partition
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
 from hqueue.metadata.resources import (
@@ -54,19 +53,6 @@ GENERATION_OPTION = "generation"
 """The subscription option counting its resets (see
 :attr:`SubscriptionPreferences.generation`)."""
 
-_MESSAGE_ID = re.compile(r"(0|[1-9][0-9]{0,19}):(0|[1-9][0-9]{0,4})")
-
-
-def check_message_id(text: str) -> str:
-    """Return ``text`` if it is a MessageId in text form, ``"timestamp:sequence"``.
-
-    :raises InvalidArgumentError: otherwise.
-    """
-    match = _MESSAGE_ID.fullmatch(text) if isinstance(text, str) else None
-    if match is None or int(match[1]) >= 2**64 or int(match[2]) > MAX_SEQUENCE:
-        raise InvalidArgumentError(f"{text!r} is not a message id 'timestamp:sequence'")
-    return text
-
 
 @dataclass(frozen=True)
 class SubscriptionPreferences:
@@ -82,7 +68,7 @@ class SubscriptionPreferences:
         """Return the stored form (schema ``subscription``)."""
         for partition, start in self.partitions.items():
             check_partition(partition)
-            check_message_id(start)
+            check_id_text(start)
         value: Value = {
             "partitions": {str(p): start for p, start in sorted(self.partitions.items())},
             "topics": list(self.topics),
@@ -301,7 +287,7 @@ class SubscriptionDataManager:
         fields: Value = {}
         for partition, checkpoint in checkpoints.items():
             check_partition(partition)
-            fields[str(partition)] = check_message_id(checkpoint)
+            fields[str(partition)] = check_id_text(checkpoint)
         if not fields:
             raise InvalidArgumentError("'checkpoints' must name at least one partition")
         try:
