@@ -59,7 +59,7 @@ staged: deps-test
 
 typecheck: staged
 	cd $(STAGED) && bash -o pipefail -c '$(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
-	  --cache-dir $(CURDIR)/.mypy_cache | sed -E "s#^hqueue/(sidecar|spark_jobs)/#\1/#"'
+	  --cache-dir $(CURDIR)/.mypy_cache/$(notdir $(STAGED)) | sed -E "s#^hqueue/(sidecar|spark_jobs)/#\1/#"'
 
 imports: staged
 	cd $(STAGED) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/.importlinter

@@ -29,6 +29,8 @@ is always this tree's.
 
 Run: ``nice .venv/bin/python bench/bench_admin.py --messages 5000000 [--jobs
 delete,ttl] [--server-tree /tmp/old] [--data-dir /tmp]``
+
+The targets and the latest figures, with what bounds them: docs/performance.md.
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ in a fresh interpreter): ``hqueue.message`` (the message types every layer share
 which must stay light), ``hqueue`` (its public names load lazily), and the peers.
 
 Run: ``.venv/bin/python bench/bench_cli.py [--runs 20]``
+
+The targets and the latest figures, with what bounds them: docs/performance.md.
 """
 
 from __future__ import annotations

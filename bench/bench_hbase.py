@@ -16,6 +16,8 @@ Work: batch puts of 1,000 rows of 100 bytes per call, then a full scan with
 least 70% of the null ceiling for both.
 
 Run: ``.venv/bin/python bench/bench_hbase.py [--rows 200000]``
+
+The targets and the latest figures, with what bounds them: docs/performance.md.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ It prints a Markdown table. The servers are started with :mod:`hqueue.testing`
 (ZooKeeper from Debian's jars) unless ``--zookeeper`` / ``--hbase`` are given.
 
     .venv/bin/python bench/bench_metadata.py [--subscriptions 10000] [--seconds 2]
+
+The targets and the latest figures, with what bounds them: docs/performance.md.
 """
 
 from __future__ import annotations

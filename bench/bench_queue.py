@@ -42,6 +42,8 @@ pipelined XADD, scan >= 2x Redis XREAD, unbatched put p50 < 1 ms.
 
 Run: ``.venv/bin/python bench/bench_queue.py [--messages 200000] [--single-messages
 5000] [--rounds 3] [--quick] [--peers hqueue,redis,nats] [--redis-fsync]``
+
+The targets and the latest figures, with what bounds them: docs/performance.md.
 """
 
 from __future__ import annotations

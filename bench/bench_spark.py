@@ -28,6 +28,8 @@ Target: hqueue reaches at least 25% of the Parquet rate.
 Run: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_spark.py
 [--rows 1000000] [--partitions 4] [--repeat 5]`` (needs ZooKeeper's jars, as the
 tests do: ``make zookeeper``)
+
+The targets and the latest figures, with what bounds them: docs/performance.md.
 """
 
 from __future__ import annotations

@@ -86,6 +86,8 @@ Run: ``.venv/bin/python bench/bench_subscribe.py [--rates 1000,5000,10000]
 [--peers hqueue,redis,nats] [--producers 4] [--hqueue-partitions N]``; a peer whose
 server binary is missing is skipped with a line saying so (``make bench-deps``
 installs them).
+
+The targets and the latest figures, with what bounds them: docs/performance.md.
 """
 
 from __future__ import annotations
