@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, TypeVar
 if TYPE_CHECKING:
     from hqueue.metadata.metastore import WatchEvent
 
+__all__ = ["Dispatcher", "deliver_events"]
+
 log = logging.getLogger(__name__)
 
 _STOP = object()

@@ -1,5 +1,6 @@
 """The part of a table every backend shares: argument checks and schema validation,
-around the backend's ``_get``/``_put``/... primitives.
+around the backend's ``_get``/``_put``/... primitives, and :class:`Watches`, what a
+backend's table registers its watches with.
 
 Not public API; backends subclass :class:`TableBase`.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from hqueue.errors import InvalidArgumentError
 from hqueue.metadata import schemas
@@ -31,6 +32,34 @@ from hqueue.metadata.values import (
     encode,
 )
 from hqueue.metadata.version import Version, Versioned
+
+__all__ = ["TableBase", "Watches"]
+
+TableT = TypeVar("TableT", contravariant=True)
+
+
+class Watches(Protocol[TableT]):
+    """What a backend's tables register their watches with (its watcher or poller).
+
+    Tables take this rather than the class of their backend's watch module: that
+    module reads tables, so a table naming its class would make an import cycle.
+    """
+
+    def watch_key(self, table: TableT, key: str, callback: WatchCallback) -> Watch:
+        """Register a watch of ``key`` in ``table``; return it, holding the entry as
+        read before any event is delivered.
+
+        :raises ConnectionLostError: if the backend cannot be reached.
+        """
+        ...
+
+    def watch_table(self, table: TableT, callback: WatchCallback) -> Watch:
+        """Register a watch of the whole ``table``; return it, holding the entries as
+        read before any event is delivered.
+
+        :raises ConnectionLostError: if the backend cannot be reached.
+        """
+        ...
 
 
 class TableBase(MetastoreTable):

@@ -15,6 +15,21 @@ from hqueue.errors import InvalidArgumentError
 from hqueue.metadata.metastore import Order, Value
 from hqueue.metadata.version import Version
 
+__all__ = [
+    "MAX_KEY_BYTES",
+    "check_fields",
+    "check_key",
+    "check_order",
+    "check_seconds",
+    "check_table_name",
+    "check_write_version",
+    "decode",
+    "encode",
+    "in_range",
+    "merge",
+    "project",
+]
+
 _TABLE_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:=@+,-]*")
 MAX_KEY_BYTES = 1024
 

@@ -18,6 +18,8 @@ from hqueue.storage.hbase import HBase
 from hqueue.storage.reader import Thrift1Range
 from hqueue.wire.idl import hbase1
 
+__all__ = ["HBaseClient", "Row"]
+
 Row = dict[bytes, bytes]
 
 Hbase_thrift = hbase1()

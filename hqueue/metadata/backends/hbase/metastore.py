@@ -16,17 +16,9 @@ import contextlib
 import logging
 import threading
 
-from hqueue.errors import ConnectionLostError, HQueueError, InvalidArgumentError
+from hqueue.errors import HQueueError, InvalidArgumentError
 from hqueue.metadata.backends.hbase.client import HBaseClient
-from hqueue.metadata.backends.hbase.rows import (
-    COMMIT_COLUMN,
-    COUNTER_COLUMN,
-    ENTRY,
-    SEP,
-    Commit,
-    counter_row,
-    parse_commit,
-)
+from hqueue.metadata.backends.hbase.rows import COMMIT_COLUMN, ENTRY, SEP, parse_commit
 from hqueue.metadata.backends.hbase.session import Leases
 from hqueue.metadata.backends.hbase.table import MAX_ATTEMPTS, HBaseTable
 from hqueue.metadata.backends.hbase.watch import Poller
@@ -76,7 +68,7 @@ class HBaseMetaStore(MetaStore):
         timeout = check_seconds("timeout", timeout)
         clock_skew = check_seconds("clock_skew", clock_skew, allow_zero=True)
         self._poll_interval = check_seconds("poll_interval", poll_interval)
-        self._resync_interval = check_seconds("resync_interval", resync_interval)
+        resync_interval = check_seconds("resync_interval", resync_interval)
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size <= 0:
             raise InvalidArgumentError(f"'pool_size' must be an integer > 0, not {pool_size!r}")
         if not isinstance(table, str) or not table:
@@ -85,8 +77,6 @@ class HBaseMetaStore(MetaStore):
             raise InvalidArgumentError(f"'table_prefix' must be a string, not {table_prefix!r}")
         self._lock = threading.RLock()
         self._listeners: list[SessionListener] = []
-        self._ephemerals: set[tuple[str, str]] = set()
-        self._poller: Poller | None = None
         self._closed = False
         self._client = HBaseClient(
             host,
@@ -110,6 +100,9 @@ class HBaseMetaStore(MetaStore):
             int(clock_skew * 1000),
             self._on_lease_state,
         )
+        self._poller = Poller(
+            self._client, self._dispatcher, self._leases, self._poll_interval, resync_interval
+        )
 
     @property
     def name(self) -> str:
@@ -119,8 +112,7 @@ class HBaseMetaStore(MetaStore):
         if self._closed:
             return
         self._closed = True
-        if self._poller is not None:
-            self._poller.stop()
+        self._poller.stop()
         if self._leases.started:
             if self._leases.state is not SessionState.LOST:
                 self._remove_own_ephemerals()
@@ -151,25 +143,13 @@ class HBaseMetaStore(MetaStore):
 
         :raises ConnectionLostError: if HBase cannot be reached.
         """
-        leases = self.leases
-        with self._lock:
-            if not leases.started:
-                leases.start()
-        return leases
+        self._leases.start()
+        return self._leases
 
     @property
     def poller(self) -> Poller:
-        """Return the watch poller, starting it on first use."""
-        with self._lock:
-            if self._poller is None:
-                self._poller = Poller(
-                    self._client,
-                    self._dispatcher,
-                    self._leases,
-                    self._poll_interval,
-                    self._resync_interval,
-                )
-            return self._poller
+        """Return the watch poller (its thread starts with the first watch)."""
+        return self._poller
 
     @property
     def poll_interval(self) -> float:
@@ -180,7 +160,10 @@ class HBaseMetaStore(MetaStore):
 
     def create_table(self, name: str, schema: str | None = None) -> HBaseTable:
         # Tables need no row of their own: entries carry the table name.
-        return HBaseTable(self, name, schema)
+        return self._table(name, schema)
+
+    def _table(self, name: str, schema: str | None = None) -> HBaseTable:
+        return HBaseTable(self._client, self._leases, self._poller, name, schema)
 
     def drop_table(self, name: str) -> None:
         check_table_name(name)
@@ -191,7 +174,7 @@ class HBaseMetaStore(MetaStore):
         for start, stop in ((prefix + SEP, prefix + b"\x01"), (prefix + b"/", prefix + b"0")):
             for row, cells in self.client.scan_all(start, stop, columns=[COMMIT_COLUMN]):
                 table_name, key = row[len(ENTRY) :].decode().split("\x00", 1)
-                table = HBaseTable(self, table_name, None)
+                table = self._table(table_name)
                 raw: bytes | None = cells.get(COMMIT_COLUMN)
                 for _ in range(MAX_ATTEMPTS):
                     commit = None if raw is None else parse_commit(raw)
@@ -212,7 +195,7 @@ class HBaseMetaStore(MetaStore):
 
     def session_confirmed(self) -> bool:
         # The lease is trusted only until ttl after the last heartbeat that succeeded,
-        # never later than other processes may expire it (see hbase_session).
+        # never later than other processes may expire it (see hbase/session.py).
         leases = self._leases
         return not leases.started or leases.confirmed()
 
@@ -236,9 +219,6 @@ class HBaseMetaStore(MetaStore):
             self._listeners.remove(listener)
 
     def _on_lease_state(self, state: SessionState) -> None:
-        if state is SessionState.LOST:
-            with self._lock:
-                self._ephemerals.clear()
         if self._closed:
             return
         with self._lock:
@@ -253,49 +233,13 @@ class HBaseMetaStore(MetaStore):
 
         self.dispatcher.submit(notify)
 
-    def ephemeral_session(self) -> str:
-        """Return the lease id new ephemerals get.
-
-        :raises ConnectionLostError: if the lease cannot be confirmed right now.
-        """
-        leases = self.own_lease()
-        if not leases.confirmed():
-            raise ConnectionLostError("the HBase lease is not confirmed; cannot create ephemerals")
-        return leases.session_id
-
-    def track_ephemeral(self, table: str, key: str, owned: bool) -> None:
-        """Remember (or forget) an ephemeral this store created, to remove on close."""
-        with self._lock:
-            if owned:
-                self._ephemerals.add((table, key))
-            else:
-                self._ephemerals.discard((table, key))
-
     def _remove_own_ephemerals(self) -> None:
-        with self._lock:
-            owned = list(self._ephemerals)
         session = self._leases.session_id
-        for table_name, key in owned:
-            table = HBaseTable(self, table_name, None)
+        for table_name, key in self._leases.ephemerals():
+            table = self._table(table_name)
             try:
                 current = table.current(key, whole=False)
                 if current.live and current.commit and current.commit.session == session:
                     table.tombstone(key, current.commit)
             except HQueueError as exc:
                 log.debug("ephemeral %s/%s left to expire: %s", table_name, key, exc)
-
-    # -- shared by tables and the poller ---------------------------------------------
-
-    def changed(self, table: str) -> None:
-        """Tell watchers that ``table`` changed (bump its counter). A failure only
-        delays watchers until their next full re-read."""
-        try:
-            self.client.increment(counter_row(table), COUNTER_COLUMN)
-        except HQueueError as exc:
-            log.warning("change counter of %s not bumped: %s", table, exc)
-
-    def is_live(self, commit: Commit | None) -> bool:
-        """Return whether a commit is a live entry (not deleted, lease live)."""
-        if commit is None or commit.deleted:
-            return False
-        return commit.session is None or self.leases.is_live(commit.session)

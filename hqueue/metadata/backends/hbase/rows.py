@@ -32,6 +32,31 @@ from typing import Any
 
 from hqueue.errors import MetadataError
 
+__all__ = [
+    "COMMIT_COLUMN",
+    "COUNTER",
+    "COUNTER_COLUMN",
+    "DATA_FAMILY",
+    "ENTRY",
+    "FAMILIES",
+    "SEP",
+    "SESSION",
+    "SESSION_COLUMN",
+    "Commit",
+    "assemble",
+    "counter_row",
+    "data_column",
+    "encode_field",
+    "encode_session",
+    "entry_prefix",
+    "entry_row",
+    "key_of",
+    "new_cell_id",
+    "parse_commit",
+    "parse_session",
+    "session_row",
+]
+
 ENTRY = b"e:"
 COUNTER = b"n:"
 SESSION = b"s:"

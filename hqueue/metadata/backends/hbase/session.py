@@ -13,6 +13,8 @@ LOST, exactly as a ZooKeeper client learns that its session expired. Meanwhile t
 owner stops trusting its lease on its own once ``ttl`` has passed since the last
 heartbeat it sent that succeeded (SUSPENDED after the first failed one), which is
 never later than others may expire it, given clocks synchronised to within the skew.
+The lease also remembers the ephemerals created under it, which its store removes
+when it closes rather than leave them to expire.
 
 Not public API.
 """
@@ -35,6 +37,8 @@ from hqueue.metadata.backends.hbase.rows import (
 )
 from hqueue.metadata.metastore import SessionState
 
+__all__ = ["Leases", "wall_ms"]
+
 log = logging.getLogger(__name__)
 
 _DEAD = ("dead", 0)
@@ -46,8 +50,12 @@ def wall_ms() -> int:
 
 
 class Leases:
-    """This store's own lease (with its heartbeat thread) and a cache of what is
-    known about other stores' leases."""
+    """This store's own lease (with its heartbeat thread and the ephemerals created
+    under it) and a cache of what is known about other stores' leases.
+
+    ``on_state`` is called with each new state of the own lease, on the thread that
+    found it (a heartbeat, or the caller of :meth:`start`).
+    """
 
     def __init__(
         self,
@@ -61,7 +69,10 @@ class Leases:
         self.skew_ms = skew_ms
         self._on_state = on_state
         self._lock = threading.Lock()
+        # Separate from _lock: opening calls on_state, which may take its store's locks.
+        self._opening = threading.Lock()
         self._known: dict[str, tuple[str, int]] = {}
+        self._ephemerals: set[tuple[str, str]] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.session_id = ""
@@ -77,16 +88,19 @@ class Leases:
         return self._thread is not None
 
     def start(self) -> None:
-        """Open the first lease and start heartbeating.
+        """Open the first lease and start heartbeating, unless that was done already.
 
         :raises ConnectionLostError: if HBase cannot be reached.
         """
-        self._open()
-        self._set_state(SessionState.CONNECTED)
-        self._thread = threading.Thread(
-            target=self._heartbeat, name=f"hqueue-lease-{self.session_id[:8]}", daemon=True
-        )
-        self._thread.start()
+        with self._opening:
+            if self._thread is not None:
+                return
+            self._open()
+            self._set_state(SessionState.CONNECTED)
+            self._thread = threading.Thread(
+                target=self._heartbeat, name=f"hqueue-lease-{self.session_id[:8]}", daemon=True
+            )
+            self._thread.start()
 
     def _open(self) -> None:
         session_id = uuid.uuid4().hex
@@ -152,7 +166,39 @@ class Leases:
         if state is self.state:
             return
         self.state = state
+        if state is SessionState.LOST:
+            # Others expired the lease and so its ephemerals: none is ours to remove.
+            with self._lock:
+                self._ephemerals.clear()
         self._on_state(state)
+
+    # -- ephemerals under the own lease ----------------------------------------------
+
+    def ephemeral_session(self) -> str:
+        """Return the id new ephemerals name, opening the own lease on first use
+        (stores that never hold ephemerals never heartbeat).
+
+        :raises ConnectionLostError: if HBase cannot be reached, or the lease cannot
+            be confirmed right now.
+        """
+        self.start()
+        if not self.confirmed():
+            raise ConnectionLostError("the HBase lease is not confirmed; cannot create ephemerals")
+        return self.session_id
+
+    def track_ephemeral(self, table: str, key: str, owned: bool) -> None:
+        """Remember (``owned``) or forget an ephemeral entry created under the own lease."""
+        with self._lock:
+            if owned:
+                self._ephemerals.add((table, key))
+            else:
+                self._ephemerals.discard((table, key))
+
+    def ephemerals(self) -> list[tuple[str, str]]:
+        """Return the ``(table, key)`` of each ephemeral remembered and not forgotten
+        since, for the store to remove when it closes."""
+        with self._lock:
+            return list(self._ephemerals)
 
     def close(self) -> None:
         """Stop heartbeating and end the lease, so that readers drop its ephemerals at

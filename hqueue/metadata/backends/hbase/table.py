@@ -11,7 +11,6 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from hqueue.errors import (
     BadVersionError,
@@ -21,12 +20,14 @@ from hqueue.errors import (
     MetadataError,
     NoKeyError,
 )
-from hqueue.metadata.backends.hbase.client import Row
+from hqueue.metadata.backends.hbase.client import HBaseClient, Row
 from hqueue.metadata.backends.hbase.rows import (
     COMMIT_COLUMN,
+    COUNTER_COLUMN,
     SEP,
     Commit,
     assemble,
+    counter_row,
     data_column,
     encode_field,
     entry_prefix,
@@ -35,6 +36,7 @@ from hqueue.metadata.backends.hbase.rows import (
     new_cell_id,
     parse_commit,
 )
+from hqueue.metadata.backends.hbase.session import Leases
 from hqueue.metadata.metastore import (
     MetastoreCursor,
     MetastoreTableItem,
@@ -43,12 +45,9 @@ from hqueue.metadata.metastore import (
     Watch,
     WatchCallback,
 )
-from hqueue.metadata.table import TableBase
+from hqueue.metadata.table import TableBase, Watches
 from hqueue.metadata.values import in_range, merge, project
 from hqueue.metadata.version import Version, Versioned
-
-if TYPE_CHECKING:
-    from hqueue.metadata.backends.hbase.metastore import HBaseMetaStore
 
 __all__ = ["MAX_ATTEMPTS", "Current", "HBaseCursor", "HBaseTable"]
 
@@ -74,11 +73,23 @@ class Current:
 
 
 class HBaseTable(TableBase):
-    """A table of an :class:`HBaseMetaStore`; obtain it from ``create_table``."""
+    """A table of an ``HBaseMetaStore``, read and written through ``client``; entries
+    are live while the lease they name is (``leases``, which also gives new
+    ephemerals their lease), and watches are registered with ``watches`` (the store's
+    :class:`~hqueue.metadata.backends.hbase.watch.Poller`)."""
 
-    def __init__(self, store: HBaseMetaStore, name: str, schema: str | None) -> None:
+    def __init__(
+        self,
+        client: HBaseClient,
+        leases: Leases,
+        watches: Watches[HBaseTable],
+        name: str,
+        schema: str | None,
+    ) -> None:
         super().__init__(name, schema)
-        self._store = store
+        self.client = client
+        self._leases = leases
+        self._watches = watches
         self.prefix = entry_prefix(name)
 
     def _what(self, op: str, key: str) -> str:
@@ -87,21 +98,34 @@ class HBaseTable(TableBase):
     # -- reading ---------------------------------------------------------------------
 
     def current(self, key: str, whole: bool = True) -> Current:
-        """Return what the key's row holds (all cells, or the commit only)."""
-        client = self._store.client
+        """Return what the key's row holds (all cells, or the commit only).
+
+        :raises ConnectionLostError: if HBase cannot be reached.
+        """
+        client = self.client
         row = entry_row(self._name, key)
         cells = client.row(row) if whole else client.row(row, [COMMIT_COLUMN])
         return self.interpret(key, cells)
 
     def interpret(self, key: str, cells: Row) -> Current:
         """Return the :class:`Current` of a row's cells; a dead lease's entry is
-        reaped on the way."""
+        reaped on the way.
+
+        :raises MetadataError: if the commit cell is corrupt.
+        :raises ConnectionLostError: if HBase cannot be reached to check a lease.
+        """
         raw = cells.get(COMMIT_COLUMN)
         commit = None if raw is None else parse_commit(raw)
-        live = self._store.is_live(commit)
+        live = self._live(commit)
         if not live and commit is not None and not commit.deleted:
             commit = self.reap(key, commit) or commit
         return Current(commit, live, cells)
+
+    def _live(self, commit: Commit | None) -> bool:
+        """Return whether a commit is a live entry (not deleted, its lease live)."""
+        if commit is None or commit.deleted:
+            return False
+        return commit.session is None or self._leases.is_live(commit.session)
 
     def reap(self, key: str, commit: Commit) -> Commit | None:
         """Delete an entry whose lease is dead; return the tombstone, or ``None`` if
@@ -117,20 +141,31 @@ class HBaseTable(TableBase):
 
     def tombstone(self, key: str, commit: Commit) -> Commit | None:
         """Swing the entry from ``commit`` to a tombstone and collect its cells; return
-        the tombstone, or ``None`` if the commit was no longer current."""
+        the tombstone, or ``None`` if the commit was no longer current.
+
+        :raises ConnectionLostError: if HBase cannot be reached.
+        """
         cells = (*commit.fields.values(), *commit.garbage)
         tomb = Commit(commit.version + 1, deleted=True, garbage=cells).sealed()
         row = entry_row(self._name, key)
-        client = self._store.client
+        client = self.client
         if not client.check_and_put(row, COMMIT_COLUMN, commit.raw, tomb.raw):
             return None
         with contextlib.suppress(HQueueError):
             # The next writer collects them otherwise (they are listed in "g").
             client.mutate(row, {}, [data_column(cell) for cell in cells])
-        self._store.changed(self._name)
+        self._changed()
         if commit.session is not None:
-            self._store.track_ephemeral(self._name, key, owned=False)
+            self._leases.track_ephemeral(self._name, key, owned=False)
         return tomb
+
+    def _changed(self) -> None:
+        """Tell watchers that this table changed (bump its counter)."""
+        try:
+            self.client.increment(counter_row(self._name), COUNTER_COLUMN)
+        except HQueueError as exc:
+            # The write itself is done; watchers only wait for their next full re-read.
+            log.warning("change counter of %s not bumped: %s", self._name, exc)
 
     def _get(self, key: str, fields: Sequence[str] | None) -> Versioned[Value]:
         current = self.current(key)
@@ -152,14 +187,14 @@ class HBaseTable(TableBase):
     ) -> Version | None:
         """Write new cells, then move the commit from ``base`` to one naming
         ``fields``; return the new version, or ``None`` if ``base`` was not current."""
-        client = self._store.client
+        client = self.client
         row = entry_row(self._name, key)
         version = 0 if base is None else base.version + 1
         new = Commit(version, fields, session, tuple(garbage)).sealed()
         collect = [] if base is None else [data_column(cell) for cell in base.garbage]
         client.mutate(row, puts, collect)
         if client.check_and_put(row, COMMIT_COLUMN, None if base is None else base.raw, new.raw):
-            self._store.changed(self._name)
+            self._changed()
             return Version(new.version, new.raw)
         if puts:
             with contextlib.suppress(HQueueError):
@@ -168,7 +203,7 @@ class HBaseTable(TableBase):
 
     def _put(self, key: str, value: Value, version: Version, ephemeral: bool) -> Version:
         what = self._what("put", key)
-        session = self._store.ephemeral_session() if ephemeral else None
+        session = self._leases.ephemeral_session() if ephemeral else None
         # Optimistic first attempt where the expected commit is known without a read:
         # absent for a create, the version's token for an exact version.
         base: Commit | None = None
@@ -196,7 +231,7 @@ class HBaseTable(TableBase):
             new_version = self._swing(key, base, cells, session or keep_session, garbage, puts)
             if new_version is not None:
                 if session is not None:
-                    self._store.track_ephemeral(self._name, key, owned=True)
+                    self._leases.track_ephemeral(self._name, key, owned=True)
                 return new_version
         raise MetadataError(f"{what}: gave up after {MAX_ATTEMPTS} conflicting writers")
 
@@ -255,10 +290,10 @@ class HBaseTable(TableBase):
         return HBaseCursor(self, fields, *bounds, order)
 
     def _watch(self, key: str, callback: WatchCallback) -> Watch:
-        return self._store.poller.watch_key(self, key, callback)
+        return self._watches.watch_key(self, key, callback)
 
     def _watch_table(self, callback: WatchCallback) -> Watch:
-        return self._store.poller.watch_table(self, callback)
+        return self._watches.watch_table(self, callback)
 
     def entry(self, key: str, current: Current) -> Versioned[Value] | None:
         """Return the live value of a read row, or ``None``."""
@@ -305,7 +340,7 @@ class HBaseCursor(MetastoreCursor):
         if max_entries <= 0:
             raise InvalidArgumentError("'max_entries' must be > 0")
         items: list[MetastoreTableItem] = []
-        client = self._table._store.client
+        client = self._table.client
         while not items and not self._done:
             start = self._start
             extra = 0

@@ -42,6 +42,8 @@ from hqueue.metadata.dispatch import Dispatcher, deliver_events
 from hqueue.metadata.metastore import EventType, Value, Watch, WatchCallback, WatchEvent
 from hqueue.metadata.version import Versioned
 
+__all__ = ["Known", "Poller"]
+
 log = logging.getLogger(__name__)
 
 _BATCH = 1000
@@ -96,8 +98,9 @@ def _event(table: str, key: str, old: Known | None, new: Known | None) -> list[W
 
 class Poller:
     """Polls for the watches of one ``HBaseMetaStore`` through its ``client``, hands
-    events to its ``dispatcher`` and checks the ``leases`` of ephemerals; its thread
-    starts at once and stops with :meth:`stop`."""
+    events to its ``dispatcher`` and checks the ``leases`` of ephemerals; the
+    :class:`~hqueue.metadata.table.Watches` its tables register with. Its thread
+    starts with the first watch and stops with :meth:`stop`."""
 
     def __init__(
         self,
@@ -117,14 +120,23 @@ class Poller:
         self._tables: dict[int, _TableWatch] = {}
         self._ids = itertools.count()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="hqueue-hbase-poller", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
 
     def stop(self) -> None:
-        """Stop polling; idempotent."""
+        """Stop polling (for good: later watches are never polled); idempotent."""
         self._stop.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join(10)
+        with self._lock:
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(10)
+
+    def _start(self) -> None:
+        # Called holding _lock. Stores that never watch never poll.
+        if self._thread is None and not self._stop.is_set():
+            self._thread = threading.Thread(
+                target=self._run, name="hqueue-hbase-poller", daemon=True
+            )
+            self._thread.start()
 
     # -- registration ----------------------------------------------------------------
 
@@ -136,17 +148,25 @@ class Poller:
         return Known(current.commit.raw, entry, current.commit.session)
 
     def watch_key(self, table: HBaseTable, key: str, callback: WatchCallback) -> Watch:
-        """Register a key watch; its ``initial`` is read before polling includes it."""
+        """Register a key watch; return it, its ``initial`` read before polling
+        includes it.
+
+        :raises ConnectionLostError: if HBase cannot be reached.
+        """
         row = entry_row(table.name, key)
         known = self._snapshot(table, key, self._client.row(row))
         watch = _KeyWatch(next(self._ids), table, callback, key=key, row=row, known=known)
         with self._lock:
             self._keys[watch.id] = watch
+            self._start()
         return Watch(None if known is None else known.entry, self._canceller(watch))
 
     def watch_table(self, table: HBaseTable, callback: WatchCallback) -> Watch:
-        """Register a table watch; its ``initial`` is the table as read after its
-        change counter."""
+        """Register a table watch; return it, its ``initial`` the table as read after
+        its change counter.
+
+        :raises ConnectionLostError: if HBase cannot be reached.
+        """
         counter = self._counters([table.name]).get(table.name, 0)
         known = self._read_table(table)
         watch = _TableWatch(
@@ -159,6 +179,7 @@ class Poller:
         )
         with self._lock:
             self._tables[watch.id] = watch
+            self._start()
         return Watch({key: k.entry for key, k in known.items()}, self._canceller(watch))
 
     def _canceller(self, watch: _Watch) -> Callable[[], None]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from kazoo import exceptions as kz
 from kazoo.protocol.states import ZnodeStat
@@ -39,12 +38,9 @@ from hqueue.metadata.metastore import (
     Watch,
     WatchCallback,
 )
-from hqueue.metadata.table import TableBase
+from hqueue.metadata.table import TableBase, Watches
 from hqueue.metadata.values import decode, encode, in_range, merge, project
 from hqueue.metadata.version import Version, Versioned
-
-if TYPE_CHECKING:
-    from hqueue.metadata.backends.zookeeper.watch import Watcher
 
 __all__ = ["ZooKeeperTable", "quote_key", "unquote_key", "znode_version"]
 
@@ -66,19 +62,21 @@ def znode_version(stat: ZnodeStat) -> Version:
 
 
 class ZooKeeperTable(TableBase):
-    """A table of a ``ZooKeeperMetaStore``, at the znode ``path``."""
+    """A table of a ``ZooKeeperMetaStore``, at the znode ``path``, read and written
+    through ``zookeeper``; its watches are registered with ``watches`` (the store's
+    :class:`~hqueue.metadata.backends.zookeeper.watch.Watcher`)."""
 
     def __init__(
         self,
         zookeeper: ZooKeeperClient,
-        watcher: Watcher,
+        watches: Watches[ZooKeeperTable],
         path: str,
         name: str,
         schema: str | None,
     ) -> None:
         super().__init__(name, schema)
         self.zookeeper = zookeeper
-        self._watcher = watcher
+        self._watches = watches
         self.path = path
 
     def key_path(self, key: str) -> str:
@@ -180,10 +178,10 @@ class ZooKeeperTable(TableBase):
         return ZooKeeperCursor(self, keys, fields)
 
     def _watch(self, key: str, callback: WatchCallback) -> Watch:
-        return self._watcher.watch_key(self, key, callback)
+        return self._watches.watch_key(self, key, callback)
 
     def _watch_table(self, callback: WatchCallback) -> Watch:
-        return self._watcher.watch_table(self, callback)
+        return self._watches.watch_table(self, callback)
 
 
 class ZooKeeperCursor(MetastoreCursor):

@@ -61,7 +61,8 @@ def _known(result: tuple[bytes, ZnodeStat] | None) -> _Known | None:
 
 
 class Watcher:
-    """The watches of one ``ZooKeeperMetaStore``."""
+    """The watches of one ``ZooKeeperMetaStore``: the
+    :class:`~hqueue.metadata.table.Watches` its tables register with."""
 
     def __init__(self, zookeeper: ZooKeeperClient, dispatcher: Dispatcher) -> None:
         self.zookeeper = zookeeper
