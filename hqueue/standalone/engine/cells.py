@@ -24,6 +24,26 @@ from __future__ import annotations
 
 import struct
 
+__all__ = [
+    "COLUMNS_START",
+    "FORMAT",
+    "HEADER_SIZE",
+    "ROW_HEADER",
+    "ROW_RESULT_START",
+    "STRUCT_END",
+    "Cell",
+    "cells_result_wire",
+    "decode_cells",
+    "encode_cells",
+    "encode_entry",
+    "encode_head",
+    "encode_single",
+    "encode_singles",
+    "family_of",
+    "kv_order",
+    "single_cell",
+]
+
 Cell = tuple[bytes, int, bytes]
 """A cell: (column ``b"family:qualifier"``, timestamp in ms, value)."""
 

@@ -26,6 +26,8 @@ from hqueue.standalone.engine.filters import RowDecision, apply_filter, parse_fi
 from hqueue.standalone.engine.schema import ColumnSelector, now_ms, visible_cells
 from hqueue.standalone.engine.store import Store
 
+__all__ = ["DEFAULT_LEASE_SECONDS", "ScanSpec", "Scanner", "ScannerRegistry"]
+
 DEFAULT_LEASE_SECONDS = 60.0
 _ALL_VERSIONS = 2**31 - 1
 

@@ -43,6 +43,33 @@ from enum import IntEnum
 from hqueue.errors import InvalidArgumentError
 from hqueue.standalone.engine.cells import Cell
 
+__all__ = [
+    "SUPPORTED",
+    "ColumnCountGetFilter",
+    "ColumnPaginationFilter",
+    "ColumnPrefixFilter",
+    "ColumnRangeFilter",
+    "ColumnValueFilter",
+    "Comparator",
+    "DependentColumnFilter",
+    "Filter",
+    "FilterList",
+    "FirstKeyOnlyFilter",
+    "InclusiveStopFilter",
+    "KeyOnlyFilter",
+    "MultipleColumnPrefixFilter",
+    "PageFilter",
+    "PrefixFilter",
+    "RowDecision",
+    "RowFilter",
+    "SingleColumnValueFilter",
+    "SkipFilter",
+    "TimestampsFilter",
+    "WhileMatchFilter",
+    "apply_filter",
+    "parse_filter",
+]
+
 SUPPORTED = (
     "PrefixFilter",
     "KeyOnlyFilter",

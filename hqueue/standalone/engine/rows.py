@@ -1,0 +1,120 @@
+"""One stored row inside a transaction: its newest cell, and changes applied to it.
+
+The store's writes, its read-modify-writes and its purge all come down to these:
+read a row's newest visible cell (:func:`newest_cell`), apply a row's deletes and
+puts to what is stored (:func:`apply_row`), keep a column's versions within its
+family's limits (:func:`trim`). Each takes the transaction and the ``data``
+database it works in; the row's bytes are :mod:`~hqueue.standalone.engine.cells`'s.
+Not public API.
+"""
+
+from __future__ import annotations
+
+import lmdb
+
+from hqueue.standalone.engine.cells import (
+    Cell,
+    decode_cells,
+    encode_cells,
+    family_of,
+    kv_order,
+)
+from hqueue.standalone.engine.schema import (
+    RowMutationLike,
+    TableDescriptor,
+    now_ms,
+    visible_cells,
+)
+
+__all__ = ["apply_row", "newest_cell", "trim"]
+
+
+def newest_cell(
+    txn: lmdb.Transaction,
+    data: lmdb._Database,
+    desc: TableDescriptor,
+    row: bytes,
+    column: bytes,
+) -> Cell | None:
+    """Return ``column``'s newest visible cell in ``row``, or None if it has none."""
+    raw = txn.get(desc.prefix + row, db=data)
+    if raw is None:
+        return None
+    cells = visible_cells(decode_cells(bytes(raw)), desc.ttl_cutoffs(now_ms()), None, None, 1)
+    for cell in cells:
+        if cell[0] == column:
+            return cell
+    return None
+
+
+def apply_row(
+    txn: lmdb.Transaction,
+    data: lmdb._Database,
+    desc: TableDescriptor,
+    batch: RowMutationLike,
+    stamp: int,
+    delete_ts: int | None,
+) -> None:
+    """Apply one row's mutations to what is stored: its deletes first (of the versions
+    at or before ``delete_ts``, or of every version when it is None), then its puts,
+    stamped ``stamp``, trimmed to each family's ``max_versions``. A row left with no
+    cell is removed."""
+    key = desc.prefix + batch.row
+    raw = txn.get(key, db=data)
+    cells = decode_cells(bytes(raw)) if raw is not None else []
+    puts: dict[tuple[bytes, int], bytes] = {}
+    for m in batch.mutations:
+        column = m.column
+        if m.isDelete:
+            whole_family = b":" not in column
+            fam = family_of(column)
+            cells = [
+                c
+                for c in cells
+                if not (
+                    (family_of(c[0]) == fam if whole_family else c[0] == column)
+                    and (delete_ts is None or c[1] <= delete_ts)
+                )
+            ]
+    for m in batch.mutations:
+        if not m.isDelete:
+            column = m.column if b":" in m.column else m.column + b":"
+            puts[(column, stamp)] = m.value  # type: ignore[assignment]
+    if puts:
+        if cells:
+            merged = {(c[0], c[1]): c[2] for c in cells}
+            merged.update(puts)
+        else:
+            merged = puts
+        cells = [(c, t, v) for (c, t), v in merged.items()]
+        if len(cells) > 1:
+            cells.sort(key=kv_order)
+            cells = trim(desc, cells, None)
+    if cells:
+        txn.put(key, encode_cells(cells), db=data)
+    elif raw is not None:
+        txn.delete(key, db=data)
+
+
+def trim(desc: TableDescriptor, cells: list[Cell], cutoffs: dict[bytes, int] | None) -> list[Cell]:
+    """Return the cells (in KeyValue order) that a row keeps: at most each family's
+    ``max_versions`` per column, none of a family the table no longer has, and, given
+    the TTL ``cutoffs`` (when purging), none expired."""
+    out: list[Cell] = []
+    prev: bytes | None = None
+    taken = 0
+    for cell in cells:
+        column, ts, _ = cell
+        fam = family_of(column)
+        opts = desc.families.get(fam)
+        if opts is None:
+            continue
+        if column != prev:
+            prev, taken = column, 0
+        if taken >= opts.max_versions:
+            continue
+        if cutoffs is not None and fam in cutoffs and ts < cutoffs[fam]:
+            continue
+        out.append(cell)
+        taken += 1
+    return out
