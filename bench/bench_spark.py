@@ -67,7 +67,7 @@ def wait_owned(client: Any, partitions: int, timeout: float = 60.0) -> None:
     """Wait until the sidecar has claimed every partition of the queue (the read path
     looks the owners up when it plans)."""
     deadline = time.monotonic() + timeout
-    while len(client.owners.read_owners(QUEUE)) < partitions:
+    while len(client.queue(QUEUE).owners()) < partitions:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the sidecar did not claim the {partitions} partitions")
         time.sleep(0.1)
@@ -87,7 +87,7 @@ def load(
         table_prefix="",
     ) as client:
         client.create_queue(QUEUE, partitions=partitions)
-        table = client.hbase.table_name(QUEUE)
+        table = client.describe_queue(QUEUE).table.encode()
         wait_owned(client, partitions)
     conn = happybase.Connection(server.host, server.port)
     started = time.perf_counter()

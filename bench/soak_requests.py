@@ -107,7 +107,7 @@ def main() -> None:
         parser.error(f"unknown --kinds: {', '.join(sorted(unknown))}")
     with tempfile.TemporaryDirectory() as tmp:
         server = StandaloneProcess(
-            Path(tmp) / "data", ("--max-message-bytes", str(max(sizes) + (1 << 20)))
+            Path(tmp) / "data", ("--max-request-bytes", str(max(sizes) + (1 << 20)))
         ).start()
         try:
             assert server.proc is not None

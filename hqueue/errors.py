@@ -10,6 +10,34 @@ too (redis-py's pattern), e.g. :class:`InvalidArgumentError` is also a
 
 from __future__ import annotations
 
+__all__ = [
+    "BadVersionError",
+    "ColumnFamilyNotFoundError",
+    "ConnectionLostError",
+    "HQueueError",
+    "InvalidArgumentError",
+    "InvalidMessageError",
+    "KeyExistsError",
+    "MetadataError",
+    "NoKeyError",
+    "NoOwnerInfoError",
+    "NoQueueError",
+    "NoSubscriptionError",
+    "NotOwnerError",
+    "OversizedInputError",
+    "QueueExistsError",
+    "SchemaValidationError",
+    "SessionExpiredError",
+    "StorageError",
+    "SubscriberRunningError",
+    "SubscriptionExistsError",
+    "TableExistsError",
+    "TableNotFoundError",
+    "TableStateError",
+    "UnavailableError",
+    "WrongServiceError",
+]
+
 
 class HQueueError(Exception):
     """Root of every error hqueue raises."""
@@ -17,6 +45,15 @@ class HQueueError(Exception):
 
 class InvalidArgumentError(HQueueError, ValueError):
     """An argument is malformed or out of range; the message names it."""
+
+
+class InvalidMessageError(InvalidArgumentError):
+    """A message of a batch is invalid: ``index`` is its place in the batch (-1: the
+    batch as a whole, or no one message)."""
+
+    def __init__(self, message: str, index: int = -1) -> None:
+        super().__init__(message)
+        self.index = index
 
 
 class StorageError(HQueueError):

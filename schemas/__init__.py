@@ -4,3 +4,5 @@ The ``.json`` files beside this one are the schemas; this file only makes the fo
 package, so :mod:`importlib.resources` finds them in an editable install, the wheel and
 a Spark executor alike (read by :mod:`hqueue.metadata.schemas`).
 """
+
+__all__: list[str] = []

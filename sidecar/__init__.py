@@ -17,4 +17,8 @@ messages to subscribers. Its modules, one job each:
 - :mod:`~hqueue.sidecar.storage`: the storage over HBase's Thrift1;
 - :mod:`~hqueue.sidecar.service`, :mod:`~hqueue.sidecar.node`, :mod:`~hqueue.sidecar.cli`:
   the Thrift service, the process's wiring, the ``hqueue sidecar`` command.
+
+Nothing is re-exported here: import each name from its module.
 """
+
+__all__: list[str] = []

@@ -12,6 +12,7 @@ from types import FrameType
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from hqueue.errors import HQueueError
 from hqueue.settings import (
@@ -22,9 +23,14 @@ from hqueue.settings import (
     table_prefix,
 )
 from hqueue.sidecar.node import SidecarConfig, SidecarServer
+from hqueue.sidecar.options import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_TAKEOVER_GRACE,
+)
 from hqueue.sidecar.workers import DeliveryOptions
 
-__all__ = ["delivery_options", "sidecar"]
+__all__ = ["delivery_options", "server_options", "sidecar"]
 
 _DEFAULTS = DeliveryOptions()
 
@@ -87,8 +93,71 @@ def delivery_options(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def server_options(max_request_bytes: int) -> Callable[[F], F]:
+    """Return a decorator adding the options every hqueue server takes: ``--host``,
+    ``--max-request-bytes`` (default ``max_request_bytes``), ``--session-timeout`` and
+    ``--log-level``. The command receives ``host``, ``max_request_bytes`` and
+    ``session_timeout``; the log level is applied (log lines on stderr) before it runs.
+
+    ``--max-message-bytes``, the name ``hqueue standalone`` gave the request limit
+    before, still parses but is not shown.
+    """
+    request_bytes = click.IntRange(1024)
+    options = [
+        click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to bind."),
+        click.option(
+            "--max-request-bytes",
+            type=request_bytes,
+            default=max_request_bytes,
+            show_default=True,
+            help="Largest request accepted; larger ones are refused unread.",
+        ),
+        # The standalone's name for it before: still parsed, never shown.
+        click.option("--max-message-bytes", type=request_bytes, hidden=True),
+        click.option(
+            "--session-timeout",
+            type=click.FloatRange(min=1),
+            default=DEFAULT_SESSION_TIMEOUT,
+            show_default=True,
+            help="Seconds after which a dead sidecar's partitions move (ZooKeeper session "
+            "timeout, or HBase lease TTL).",
+        ),
+        click.option(
+            "--log-level",
+            type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
+            default="WARNING",
+            show_default=True,
+        ),
+    ]
+
+    def decorator(command: F) -> F:
+        @functools.wraps(command)
+        def wrapper(
+            *args: Any, max_message_bytes: int | None, log_level: str, **kwargs: Any
+        ) -> Any:
+            if max_message_bytes is not None:
+                source = click.get_current_context().get_parameter_source("max_request_bytes")
+                if source is ParameterSource.COMMANDLINE:
+                    raise click.UsageError(
+                        "--max-message-bytes is the old name of --max-request-bytes: give one"
+                    )
+                kwargs["max_request_bytes"] = max_message_bytes
+            logging.basicConfig(
+                level=log_level,
+                stream=sys.stderr,
+                format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            )
+            return command(*args, **kwargs)
+
+        for option in reversed(options):
+            wrapper = option(wrapper)
+        return wrapper  # type: ignore[return-value]
+
+    return decorator
+
+
 @click.command()
-@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to bind.")
+@server_options(max_request_bytes=DEFAULT_MAX_REQUEST_BYTES)
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),
@@ -111,29 +180,14 @@ def delivery_options(command: F) -> F:
 @click.option(
     "--max-payload-bytes",
     type=click.IntRange(1),
-    default=1 << 20,
+    default=DEFAULT_MAX_PAYLOAD_BYTES,
     show_default=True,
     help="Largest message value accepted.",
 )
 @click.option(
-    "--max-request-bytes",
-    type=click.IntRange(1024),
-    default=64 << 20,
-    show_default=True,
-    help="Largest request accepted; larger ones are refused unread.",
-)
-@click.option(
-    "--session-timeout",
-    type=click.FloatRange(min=1),
-    default=DEFAULT_SESSION_TIMEOUT,
-    show_default=True,
-    help="Seconds after which a dead sidecar's partitions move (ZooKeeper session "
-    "timeout, or HBase lease TTL).",
-)
-@click.option(
     "--takeover-grace",
     type=click.FloatRange(min=0),
-    default=2.0,
+    default=DEFAULT_TAKEOVER_GRACE,
     show_default=True,
     help="Seconds a new owner waits before writing to a partition that had an owner.",
 )
@@ -143,12 +197,6 @@ def delivery_options(command: F) -> F:
     default=0,
     hidden=True,
     help="Shift this sidecar's clock (fault injection for tests).",
-)
-@click.option(
-    "--log-level",
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
-    default="WARNING",
-    show_default=True,
 )
 @delivery_options
 @click.pass_context
@@ -163,7 +211,6 @@ def sidecar(
     session_timeout: float,
     takeover_grace: float,
     clock_offset_ms: int,
-    log_level: str,
     delivery: DeliveryOptions,
 ) -> None:
     """Run a sidecar: the producer path of the queues on HBase (the global --hbase),
@@ -172,9 +219,6 @@ def sidecar(
     Prints one ready line once it serves; SIGTERM or Ctrl-C finishes the writes in
     flight and hands its partitions over before it exits.
     """
-    logging.basicConfig(
-        level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     options = ctx.find_root().obj or {}
     config = SidecarConfig(
         hbase=hbase_address(options.get("hbase")),

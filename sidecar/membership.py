@@ -12,7 +12,7 @@ watches (and a short tick while something is pending):
    partitions assigned elsewhere (after finishing the write in flight).
 
 A new owner first writes its epoch to the partition's fence in the storage
-(:meth:`~hqueue.sidecar.storage.MessageStorage.fence`): from then on the storage
+(:meth:`~hqueue.storage.contract.MessageStorage.fence`): from then on the storage
 refuses the writes of any earlier owner, frozen or not (exactly in ``hqueue
 standalone``; on HBase, checked before and after each write). If the partition had
 an owner before, the new owner then waits ``takeover_grace`` seconds before it reads
@@ -78,7 +78,7 @@ from hqueue.sidecar.assignment import Assignment, rebalance
 from hqueue.sidecar.ids import wall_clock_ms
 from hqueue.sidecar.options import SidecarOptions
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
-from hqueue.sidecar.storage import MessageStorage
+from hqueue.storage.contract import MessageStorage
 
 __all__ = ["Membership"]
 

@@ -25,11 +25,17 @@ from hqueue.metadata.resources import check_name
 from hqueue.settings import DEFAULT_HBASE, DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT
 from hqueue.sidecar.core import Sidecar
 from hqueue.sidecar.membership import Membership
-from hqueue.sidecar.options import SidecarOptions
+from hqueue.sidecar.options import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_TAKEOVER_GRACE,
+    SidecarOptions,
+)
 from hqueue.sidecar.service import SidecarHandler
-from hqueue.sidecar.storage import HBaseStorage, MessageStorage
+from hqueue.sidecar.storage import HBaseStorage
 from hqueue.sidecar.subscription_manager import SubscriptionManager
 from hqueue.sidecar.workers import DeliveryOptions
+from hqueue.storage.contract import MessageStorage
 from hqueue.storage.hbase import HBase
 from hqueue.wire.errors import sidecar_exceptions
 from hqueue.wire.idl import sidecar as sidecar_idl
@@ -60,10 +66,10 @@ class SidecarConfig:
     sidecar_id: str | None = None
     advertised_host: str | None = None
     table_prefix: str | None = None
-    max_payload_bytes: int = 1 << 20
-    max_request_bytes: int = 64 << 20
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     session_timeout: float = DEFAULT_SESSION_TIMEOUT
-    takeover_grace: float = 2.0
+    takeover_grace: float = DEFAULT_TAKEOVER_GRACE
     clock_offset_ms: int = 0
     predecessor: str | None = None
     predecessor_token: str | None = None

@@ -1,4 +1,6 @@
-"""The tunables of a sidecar, shared by its membership and its write path."""
+"""The tunables of a sidecar, shared by its membership and its write path, and the
+defaults of those that ``hqueue sidecar`` and ``hqueue standalone`` take as options, in
+one place."""
 
 from __future__ import annotations
 
@@ -7,7 +9,24 @@ from dataclasses import dataclass, field
 
 from hqueue.message import MessageId
 
-__all__ = ["SidecarOptions"]
+__all__ = [
+    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "DEFAULT_TAKEOVER_GRACE",
+    "SidecarOptions",
+]
+
+DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
+"""The largest message value a sidecar accepts (``--max-payload-bytes``)."""
+DEFAULT_MAX_REQUEST_BYTES = 64 << 20
+"""The largest request a sidecar's Thrift port accepts (``--max-request-bytes``); a
+larger one is refused before it is buffered. ``hqueue standalone``'s sidecar accepts
+at least this much, whatever the limit of its HBase ports."""
+DEFAULT_TAKEOVER_GRACE = 2.0
+"""Seconds a new owner waits, after fencing a partition that had an owner, before it
+reads the partition's last row (``--takeover-grace``): on HBase a write the previous
+owner started before the fence moved may still be landing (see
+:mod:`hqueue.sidecar.membership`)."""
 
 
 @dataclass(frozen=True)
@@ -16,8 +35,8 @@ class SidecarOptions:
     exists to test that ids never go backwards when a new owner's clock is behind
     (a fault that cannot otherwise be caused without changing the machine's clock)."""
 
-    max_payload_bytes: int = 1 << 20
-    takeover_grace: float = 2.0
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    takeover_grace: float = DEFAULT_TAKEOVER_GRACE
     tick: float = 0.5
     clock_offset_ms: int = 0
     load: float = 0.0

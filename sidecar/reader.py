@@ -9,8 +9,8 @@ from __future__ import annotations
 from hqueue.errors import HQueueError, NoQueueError, UnavailableError
 from hqueue.message import MESSAGES_END
 from hqueue.sidecar.membership import Membership
-from hqueue.sidecar.storage import MessageStorage
 from hqueue.sidecar.writer import invalid_message, topic_column
+from hqueue.storage.contract import MessageStorage
 from hqueue.wire.block import MAX_SCAN_LIMIT, MessageBlock
 
 __all__ = ["MAX_SCAN_BYTES", "Reader"]

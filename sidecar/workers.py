@@ -38,7 +38,7 @@ from hqueue.errors import HQueueError
 from hqueue.message import COLUMN_PREFIX, ROWKEY, ROWKEY_BYTES, MessageId, encode_rowkey
 from hqueue.settings import parse_address
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
-from hqueue.sidecar.storage import MessageStorage
+from hqueue.storage.contract import MessageStorage
 from hqueue.wire.block import MessageBlock
 from hqueue.wire.idl import subscriber as subscriber_idl
 

@@ -10,7 +10,7 @@ the last stored id: invariants 1 and 2). The write starts under the locks, so on
 partition's rows become visible in id order, and is waited for outside them, so
 concurrent puts share a sync. The write carries the owner's epoch of each partition,
 and the storage refuses it once another owner has fenced one (invariant 3, even for
-a sidecar frozen after its checks: :mod:`hqueue.sidecar.storage`). Before
+a sidecar frozen after its checks: :mod:`hqueue.storage.fence`). Before
 acknowledging, the writer checks the ownership again: a write that outlived the
 session is not acknowledged (invariant 3), and an acknowledged write is durable
 (invariant 4).
@@ -23,15 +23,16 @@ import struct
 from hqueue.errors import (
     HQueueError,
     InvalidArgumentError,
+    InvalidMessageError,
     NoQueueError,
     NotOwnerError,
     UnavailableError,
 )
-from hqueue.message import COLUMN_PREFIX, MAX_SEQUENCE, MAX_TOPIC_BYTES, MessageId
+from hqueue.message import COLUMN_PREFIX, MAX_SEQUENCE, MessageId, check_topic
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.options import SidecarOptions
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
-from hqueue.sidecar.storage import CellGroup, MessageStorage
+from hqueue.storage.contract import CellGroup, MessageStorage
 
 __all__ = ["Writer", "invalid_message", "topic_column"]
 
@@ -57,7 +58,7 @@ class Writer:
         per value, or one for all) and return the ids' timestamps and sequences in
         the batch's order, once durable. All or nothing.
 
-        :raises InvalidArgumentError: a message is invalid (its index is in the text).
+        :raises InvalidMessageError: a message is invalid (its index is in the text).
         :raises NoQueueError: no such queue.
         :raises NotOwnerError: a partition is not held here (or not confirmed), or the
             storage refused the write because another owner fenced a partition.
@@ -148,7 +149,7 @@ class Writer:
         """Check a batch; return its message indices by partition and its columns (one,
         or one per message).
 
-        :raises InvalidArgumentError: naming the first bad message.
+        :raises InvalidMessageError: naming the first bad message.
         """
         count = len(values)
         if len(topics) not in (1, count) or len(partitions) not in (1, count):
@@ -221,18 +222,17 @@ def _groups(
 def topic_column(topic: str, index: int) -> bytes:
     """Return the column of a message's topic.
 
-    :raises InvalidArgumentError: naming message ``index``, if the topic is not 1 to
+    :raises InvalidMessageError: naming message ``index``, if the topic is not 1 to
         :data:`~hqueue.message.MAX_TOPIC_BYTES` bytes of UTF-8.
     """
-    raw = (topic or "").encode("utf-8", "surrogatepass")
-    if not 1 <= len(raw) <= MAX_TOPIC_BYTES:
-        raise invalid_message(index, f"topic must be 1..{MAX_TOPIC_BYTES} bytes of UTF-8")
-    return COLUMN_PREFIX + raw
+    try:
+        return COLUMN_PREFIX + check_topic(topic)
+    except InvalidArgumentError as exc:
+        # The producer's rule, so a client of any language meets the same one.
+        raise invalid_message(index, str(exc)) from None
 
 
-def invalid_message(index: int, text: str) -> InvalidArgumentError:
+def invalid_message(index: int, text: str) -> InvalidMessageError:
     """Return the error for message ``index`` (-1: the request as a whole), carrying
     the index for the Thrift service's ``TInvalidMessage``."""
-    error = InvalidArgumentError(f"message {index}: {text}")
-    error.index = index  # type: ignore[attr-defined]
-    return error
+    return InvalidMessageError(f"message {index}: {text}", index)

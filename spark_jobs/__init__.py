@@ -8,4 +8,9 @@ the long ones a progress line on a terminal; see docs/spark.md, "Jobs":
 - :mod:`hqueue.spark_jobs.queue_report`: per-topic and per-partition counts, bytes, rate over
   time and subscription lag, as a table, CSV files and a PNG chart;
 - :mod:`hqueue.spark_jobs.load_files`: load Parquet or JSON Lines files into a queue.
+
+Nothing is re-exported here: each job is its module (importing this package starts no
+Spark).
 """
+
+__all__: list[str] = []

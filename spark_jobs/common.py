@@ -1,6 +1,6 @@
 """What every job shares: the connection arguments, the SparkSession, the translation
-of Spark's errors into hqueue's, and the run from the command line (one summary line,
-or one error line and a non-zero exit status).
+of Spark's errors into hqueue's, and the command line (:func:`job_main`: the arguments
+parsed, then one summary line, or one error line and a non-zero exit status).
 
 Not public API.
 """
@@ -31,9 +31,11 @@ __all__ = [
     "Job",
     "SparkJobError",
     "add_connection_args",
+    "add_selection_args",
     "check_queue",
     "connection_options",
     "hqueue_error",
+    "job_main",
     "plural",
     "run_job",
     "spark_errors",
@@ -82,6 +84,14 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         help="where local Spark's own log goes (default: a temporary file, kept and named "
         "only when the job fails for a reason that is not hqueue's)",
     )
+
+
+def add_selection_args(parser: argparse.ArgumentParser) -> None:
+    """Add ``--start``, ``--end`` and ``--topics``: the data source options that select
+    the messages a job reads."""
+    parser.add_argument("--start", help="first id or time (inclusive)")
+    parser.add_argument("--end", help="last id or time (exclusive)")
+    parser.add_argument("--topics", help="comma-separated topics (default: all)")
 
 
 def connection_options(args: argparse.Namespace) -> dict[str, str]:
@@ -336,6 +346,46 @@ def run_job(
         job.close(keep_log)
     print(f"{summary} in {time.monotonic() - started:.1f} s")
     return 0
+
+
+def job_main(
+    prog: str,
+    description: str | None,
+    add_args: Callable[[argparse.ArgumentParser], None],
+    run: Callable[[Job, argparse.Namespace, dict[str, str]], str],
+    argv: list[str] | None = None,
+    *,
+    options: tuple[str, ...] = (),
+    positive: tuple[str, ...] = (),
+    interrupted: str = "interrupted",
+) -> int:
+    """Run a job from the command line ``argv`` (default: ``sys.argv``); return the exit
+    status.
+
+    The parser is named ``prog`` (``hqueue.spark_jobs.<job>``, which also starts the
+    error lines) and shows ``description`` as written; it takes the connection
+    arguments (:func:`add_connection_args`), then the job's own (``add_args``). The
+    job's arguments named in ``options`` are data source options too, passed on when
+    given and not empty; the integer options named in ``positive`` (``--bucket``) must
+    be > 0, a usage error (status 2) otherwise. Then :func:`run_job` runs ``run``,
+    handed the :class:`Job`, the parsed arguments and the data source options, which
+    returns the summary line; ``interrupted`` is the line printed on Ctrl-C.
+    """
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_connection_args(parser)
+    add_args(parser)
+    args = parser.parse_args(argv)
+    for flag in positive:
+        if getattr(args, flag.removeprefix("--").replace("-", "_")) <= 0:
+            parser.error(f"'{flag}' must be > 0")
+    source_options = connection_options(args)
+    for name in options:
+        value = getattr(args, name)
+        if value is not None and value != "":
+            source_options[name] = str(value)
+    return run_job(prog, args.spark_log, lambda job: run(job, args, source_options), interrupted)
 
 
 def stage_status(spark: Any) -> str:

@@ -27,11 +27,10 @@ from typing import Any, TextIO
 from hqueue.progress import Ticker
 from hqueue.spark_jobs.common import (
     Job,
-    add_connection_args,
+    add_selection_args,
     check_queue,
-    connection_options,
+    job_main,
     plural,
-    run_job,
     spark_errors,
     stage_status,
 )
@@ -127,18 +126,9 @@ def export(
     return done
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the export from the command line; return the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="hqueue.spark_jobs.export_parquet",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_connection_args(parser)
+def _add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="the output directory")
-    parser.add_argument("--start", help="first id or time (inclusive)")
-    parser.add_argument("--end", help="last id or time (exclusive)")
-    parser.add_argument("--topics", help="comma-separated topics (default: all)")
+    add_selection_args(parser)
     parser.add_argument("--partitions", help="queue partitions, e.g. 0,2,5-7 (default: all)")
     parser.add_argument(
         "--max-per-batch",
@@ -146,29 +136,30 @@ def main(argv: list[str] | None = None) -> int:
         default=500_000,
         help="messages per micro-batch (the unit of resumption)",
     )
-    args = parser.parse_args(argv)
-    if args.max_per_batch <= 0:
-        parser.error("'--max-per-batch' must be > 0")
-    options = connection_options(args)
-    for name in ("start", "end", "topics", "partitions"):
-        if getattr(args, name):
-            options[name] = getattr(args, name)
 
-    def work(job: Job) -> str:
-        check_queue(options)
-        done = export(
-            job.spark(), options, args.out, max_per_batch=args.max_per_batch, progress=sys.stderr
-        )
-        return (
-            f"exported {plural(done.rows, 'row')} from {plural(done.partitions, 'partition')} "
-            f"of queue {args.queue!r} to {args.out}"
-        )
 
-    return run_job(
-        parser.prog,
-        args.spark_log,
-        work,
-        "interrupted: run it again with the same --out to resume where it stopped",
+def _run(job: Job, args: argparse.Namespace, options: dict[str, str]) -> str:
+    check_queue(options)
+    done = export(
+        job.spark(), options, args.out, max_per_batch=args.max_per_batch, progress=sys.stderr
+    )
+    return (
+        f"exported {plural(done.rows, 'row')} from {plural(done.partitions, 'partition')} "
+        f"of queue {args.queue!r} to {args.out}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the export from the command line; return the exit status."""
+    return job_main(
+        "hqueue.spark_jobs.export_parquet",
+        __doc__,
+        _add_args,
+        _run,
+        argv,
+        options=("start", "end", "topics", "partitions"),
+        positive=("--max-per-batch",),
+        interrupted="interrupted: run it again with the same --out to resume where it stopped",
     )
 
 

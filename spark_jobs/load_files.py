@@ -21,11 +21,9 @@ from hqueue.errors import InvalidArgumentError
 from hqueue.progress import Ticker
 from hqueue.spark_jobs.common import (
     Job,
-    add_connection_args,
     check_queue,
-    connection_options,
+    job_main,
     plural,
-    run_job,
     spark_errors,
     stage_status,
 )
@@ -153,39 +151,36 @@ def load(
     return Loaded(count, tasks)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the load from the command line; return the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="hqueue.spark_jobs.load_files",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_connection_args(parser)
+def _add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", help="files or directories")
     parser.add_argument("--format", choices=("parquet", "json"))
     parser.add_argument("--topic", help="topic of records without a 'topic' column")
     parser.add_argument("--batch-size", type=int, default=1000, help="messages per put")
-    args = parser.parse_args(argv)
-    options = connection_options(args)
-    options["batch_size"] = str(args.batch_size)
-    if args.topic:
-        options["topic"] = args.topic
 
-    def work(job: Job) -> str:
-        fmt = file_format(args.paths, args.format)
-        check_paths(args.paths)
-        check_queue(options)
-        count, tasks = load(job.spark(), options, args.paths, fmt, progress=sys.stderr)
-        return (
-            f"put {plural(count, 'row')} into queue {args.queue!r} "
-            f"from {plural(tasks, 'Spark partition')}"
-        )
 
-    return run_job(
-        parser.prog,
-        args.spark_log,
-        work,
-        "interrupted: the messages put so far stay in the queue; a rerun puts them again",
+def _run(job: Job, args: argparse.Namespace, options: dict[str, str]) -> str:
+    fmt = file_format(args.paths, args.format)
+    check_paths(args.paths)
+    check_queue(options)
+    count, tasks = load(job.spark(), options, args.paths, fmt, progress=sys.stderr)
+    return (
+        f"put {plural(count, 'row')} into queue {args.queue!r} "
+        f"from {plural(tasks, 'Spark partition')}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the load from the command line; return the exit status."""
+    return job_main(
+        "hqueue.spark_jobs.load_files",
+        __doc__,
+        _add_args,
+        _run,
+        argv,
+        options=("batch_size", "topic"),
+        interrupted=(
+            "interrupted: the messages put so far stay in the queue; a rerun puts them again"
+        ),
     )
 
 

@@ -19,15 +19,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hqueue.message import MessageId, format_time
+from hqueue.message import format_time
 from hqueue.spark.options import Connection
 from hqueue.spark_jobs.common import (
     Job,
-    add_connection_args,
+    add_selection_args,
     check_queue,
-    connection_options,
+    job_main,
     plural,
-    run_job,
     spark_errors,
 )
 
@@ -51,17 +50,14 @@ def subscription_positions(options: dict[str, str]) -> list[tuple[str, int, int,
     conn = Connection.parse(options)
     out: list[tuple[str, int, int, int]] = []
     with conn.connect() as client:
-        for name, versioned in sorted(client.subscriptions.read_subscriptions(conn.queue).items()):
-            data = versioned.value
-            for partition, start in data.preferences.partitions.items():
-                state = data.state.get(partition)
-                if state:
-                    mid = MessageId.parse(state)
-                    out.append((name, int(partition), mid.timestamp, mid.sequence))
+        for info in client.queue(conn.queue).subscriptions():
+            for partition, start in info.partitions.items():
+                done = info.checkpoints.get(partition)
+                if done is not None:
+                    out.append((info.name, partition, done.timestamp, done.sequence))
                 else:
-                    first = MessageId.parse(start)
                     # Everything from the start id on is still to deliver.
-                    out.append((name, int(partition), first.timestamp, first.sequence - 1))
+                    out.append((info.name, partition, start.timestamp, start.sequence - 1))
     return out
 
 
@@ -203,45 +199,41 @@ def draw_rate_chart(rate: list[tuple[Any, ...]], path: Path) -> Path | None:
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the report from the command line; return the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="hqueue.spark_jobs.queue_report",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_connection_args(parser)
+def _add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="directory for the CSV files and chart")
     parser.add_argument("--bucket", type=int, default=60, help="seconds per rate bucket")
-    parser.add_argument("--start", help="first id or time (inclusive)")
-    parser.add_argument("--end", help="last id or time (exclusive)")
-    parser.add_argument("--topics", help="comma-separated topics (default: all)")
-    args = parser.parse_args(argv)
-    if args.bucket <= 0:
-        parser.error("'--bucket' must be > 0")
-    options = connection_options(args)
-    for name in ("start", "end", "topics"):
-        if getattr(args, name):
-            options[name] = getattr(args, name)
+    add_selection_args(parser)
 
-    def work(job: Job) -> str:
-        check_queue(options)
-        result = report(job.spark(), options, args.bucket)
-        for name, (header, rows) in result.items():
-            print(f"== {name}")
-            print(format_table(header, rows) if rows else "(none)")
-            print()
-        written = write_outputs(result, Path(args.out))
-        if not any(p.suffix == ".png" for p in written):
-            print("rate.png skipped: matplotlib is not installed (pip install matplotlib)")
-        per_partition = result["per_partition"][1]
-        rows = sum(r[1] for r in per_partition)
-        return (
-            f"reported {plural(rows, 'row')} from {plural(len(per_partition), 'partition')} "
-            f"of queue {args.queue!r} into {args.out}"
-        )
 
-    return run_job(parser.prog, args.spark_log, work)
+def _run(job: Job, args: argparse.Namespace, options: dict[str, str]) -> str:
+    check_queue(options)
+    result = report(job.spark(), options, args.bucket)
+    for name, (header, rows) in result.items():
+        print(f"== {name}")
+        print(format_table(header, rows) if rows else "(none)")
+        print()
+    written = write_outputs(result, Path(args.out))
+    if not any(p.suffix == ".png" for p in written):
+        print("rate.png skipped: matplotlib is not installed (pip install matplotlib)")
+    per_partition = result["per_partition"][1]
+    rows = sum(r[1] for r in per_partition)
+    return (
+        f"reported {plural(rows, 'row')} from {plural(len(per_partition), 'partition')} "
+        f"of queue {args.queue!r} into {args.out}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the report from the command line; return the exit status."""
+    return job_main(
+        "hqueue.spark_jobs.queue_report",
+        __doc__,
+        _add_args,
+        _run,
+        argv,
+        options=("start", "end", "topics"),
+        positive=("--bucket",),
+    )
 
 
 if __name__ == "__main__":

@@ -91,7 +91,7 @@ class HQueueErrorLike(HQueueError):
 
 
 def test_sidecar_errors_cross_the_wire_as_themselves() -> None:
-    from hqueue.errors import NoQueueError, NotOwnerError, UnavailableError
+    from hqueue.errors import InvalidMessageError, NoQueueError, NotOwnerError, UnavailableError
     from hqueue.wire.errors import from_sidecar_exception, to_sidecar_exception
 
     not_owner = from_sidecar_exception(
@@ -103,10 +103,12 @@ def test_sidecar_errors_cross_the_wire_as_themselves() -> None:
         3,
         "10.0.0.1:9092",
     )
-    invalid = InvalidArgumentError("message 2: bad topic")
-    invalid.index = 2  # type: ignore[attr-defined]
+    invalid = InvalidMessageError("message 2: bad topic", 2)
     back = from_sidecar_exception(to_sidecar_exception(invalid))
-    assert type(back) is InvalidArgumentError and back.index == 2  # type: ignore[attr-defined]
+    assert type(back) is InvalidMessageError and back.index == 2
+    # Any other invalid argument crosses as a message error about no message in particular.
+    other = from_sidecar_exception(to_sidecar_exception(InvalidArgumentError("'limit' > 10")))
+    assert isinstance(other, InvalidMessageError) and other.index == -1
     for error in (NoQueueError("no queue 'q'"), UnavailableError("shutting down")):
         again = from_sidecar_exception(to_sidecar_exception(error))
         assert type(again) is type(error) and str(again) == str(error)

@@ -5,3 +5,5 @@ this file only makes the folder a package, so :mod:`importlib.resources` finds t
 in an editable install, the wheel and a Spark executor alike (read by
 :mod:`hqueue.wire.idl`).
 """
+
+__all__: list[str] = []

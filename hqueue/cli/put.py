@@ -202,12 +202,9 @@ def _put_all(
             else:
                 target = next_partition
                 next_partition = (next_partition + 1) % queue.partitions
-            # The key travels with the messages, so the producer routes them exactly as
-            # a library call with key= would; the partition above is for the output.
-            messages = [
-                NewMessage(value, topic, None if key is not None else target, key)
-                for value in batch
-            ]
+            # The partition is chosen here, once (a key by the producer's own hash, as a
+            # library call with key= would), and both routes the batch and is printed.
+            messages = [NewMessage(value, topic, target) for value in batch]
             with _DeferInterrupt():
                 try:
                     ids = queue.put_batch(messages)

@@ -7,24 +7,28 @@ from __future__ import annotations
 import datetime as _dt
 import threading
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from hqueue import settings
+from hqueue.client import subscription_admin
 from hqueue.client.admin import QueueAdmin, QueueDescription
-from hqueue.client.context import ClientContext
+from hqueue.client.context import ClientContext, QueueHandle
 from hqueue.client.producer import NewMessage, Producer
+from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
+from hqueue.client.subscriber import Listener, Subscriber
+from hqueue.client.subscription_admin import LagReport, SubscriptionInfo
 from hqueue.closing import Closeable
 from hqueue.errors import InvalidArgumentError, NoQueueError
 from hqueue.message import MessageId
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.factory import open_metastore
 from hqueue.metadata.managers import (
+    OwnerInfo,
     PartitionOwnershipManager,
     QueueInfo,
     QueueInfoManager,
     SubscriptionDataManager,
 )
-from hqueue.metadata.metastore import MetaStore
 from hqueue.settings import (
     DEFAULT_HOST,
     DEFAULT_LAG_TIMEOUT,
@@ -37,12 +41,6 @@ from hqueue.settings import (
 )
 from hqueue.storage.hbase import HBase
 from hqueue.storage.sidecars import Sidecars
-
-if TYPE_CHECKING:
-    # The scanners import this module's Queue; they are loaded when first used.
-    from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
-    from hqueue.client.subscriber import Listener, Subscriber
-    from hqueue.client.subscription_admin import LagReport, SubscriptionInfo
 
 __all__ = ["Client", "Queue", "connect"]
 
@@ -93,7 +91,11 @@ def connect(
 
 
 class Client(Closeable):
-    """A connection to one hqueue installation. Thread-safe. Use :func:`connect`."""
+    """A connection to one hqueue installation. Thread-safe. Use :func:`connect`.
+
+    Its public surface is its methods; its connections and metadata managers are its
+    own, handed to its queues' collaborators in a
+    :class:`~hqueue.client.context.ClientContext`."""
 
     def __init__(
         self,
@@ -109,42 +111,38 @@ class Client(Closeable):
         session_timeout: float = DEFAULT_SESSION_TIMEOUT,
     ) -> None:
         parse_address(hbase)
-        self.fast_scan = fast_scan
-        self.hbase = HBase(
+        storage = HBase(
             hbase,
             hbase_admin or admin_address(hbase),
             table_prefix=table_prefix or None,
             timeout_ms=int(max(timeout, 30.0) * 1000),
         )
-        self.zookeeper = zookeeper or None
-        self.metastore: MetaStore = open_metastore(
+        zookeeper = zookeeper or None
+        metastore = open_metastore(
             hbase=hbase,
-            zookeeper=self.zookeeper,
+            zookeeper=zookeeper,
             timeout=timeout,
             session_timeout=session_timeout,
-            table_prefix=None if self.zookeeper else table_prefix or "",
+            table_prefix=None if zookeeper else table_prefix or "",
         )
-        self.cache = MetadataCache(self.metastore)
-        self.queue_infos = QueueInfoManager(self.metastore, self.cache)
-        self.owners = PartitionOwnershipManager(self.metastore, self.cache)
-        self.subscriptions = SubscriptionDataManager(self.metastore)
-        self.admin = QueueAdmin(
-            self.hbase, QueueInfoManager(self.metastore), self.owners, self.subscriptions
-        )
-        self.sidecars = Sidecars()
-        self.context = ClientContext(
-            hbase=self.hbase,
-            sidecars=self.sidecars,
-            owners=self.owners,
-            subscriptions=self.subscriptions,
-            metastore=self.metastore,
-            queue_info=self.admin.queue_info,
+        self._cache = MetadataCache(metastore)
+        self._queue_infos = QueueInfoManager(metastore, self._cache)
+        owners = PartitionOwnershipManager(metastore, self._cache)
+        subscriptions = SubscriptionDataManager(metastore)
+        self._admin = QueueAdmin(storage, QueueInfoManager(metastore), owners, subscriptions)
+        self._context = ClientContext(
+            hbase=storage,
+            sidecars=Sidecars(),
+            owners=owners,
+            subscriptions=subscriptions,
+            metastore=metastore,
+            queue_info=self._admin.queue_info,
             fast_scan=fast_scan,
         )
-        self.producer = Producer(
-            self.sidecars,
-            self.owners,
-            self.admin.queue_info,
+        self._producer = Producer(
+            self._context.sidecars,
+            owners,
+            self._admin.queue_info,
             put_timeout=put_timeout,
             attempt_timeout=put_attempt_timeout,
         )
@@ -169,25 +167,25 @@ class Client(Closeable):
         :raises QueueExistsError: if it exists.
         :raises ConnectionLostError: if HBase or the metadata store is unreachable.
         """
-        return self.admin.create_queue(name, partitions, ttl=ttl, regions=regions)
+        return self._admin.create_queue(name, partitions, ttl=ttl, regions=regions)
 
     def queues(self) -> list[QueueInfo]:
         """Return every queue's info, ordered by name."""
-        return self.admin.queues()
+        return self._admin.queues()
 
     def describe_queue(self, name: str) -> QueueDescription:
         """Return the queue's partitions, TTL, regions and their hosts, and owners.
 
         :raises NoQueueError: if there is no such queue.
         """
-        return self.admin.describe_queue(name)
+        return self._admin.describe_queue(name)
 
     def alter_queue(self, name: str, *, ttl: int | float | _dt.timedelta | None) -> QueueInfo:
         """Change the queue's TTL (``None`` keeps messages forever); return its info.
 
         :raises NoQueueError: if there is no such queue.
         """
-        return self.admin.alter_queue(name, ttl=ttl)
+        return self._admin.alter_queue(name, ttl=ttl)
 
     def delete_queue(self, name: str, *, force: bool = False) -> None:
         """Delete the queue's table and metadata; refuses while it has subscriptions
@@ -196,7 +194,7 @@ class Client(Closeable):
         :raises NoQueueError: if there is no such queue.
         :raises SubscriptionExistsError: if it has subscriptions and not ``force``.
         """
-        self.admin.delete_queue(name, force=force)
+        self._admin.delete_queue(name, force=force)
 
     def queue(self, name: str) -> Queue:
         """Return the queue ``name``.
@@ -204,10 +202,10 @@ class Client(Closeable):
         :raises NoQueueError: if there is no such queue.
         """
         try:
-            return Queue(self, self.queue_infos.read_queue_info(name).value)
+            return Queue(self, self._queue_infos.read_queue_info(name).value)
         except NoQueueError:
             # The cache may not have seen a queue created a moment ago.
-            return Queue(self, self.admin.queue_info(name))
+            return Queue(self, self._admin.queue_info(name))
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -217,10 +215,11 @@ class Client(Closeable):
             if self._closed:
                 return
             self._closed = True
-        self.sidecars.close()
-        self.cache.close()
-        self.metastore.close()
-        self.hbase.close()
+        context = self._context
+        context.sidecars.close()
+        self._cache.close()
+        context.metastore.close()
+        context.hbase.close()
 
 
 class Queue:
@@ -228,11 +227,11 @@ class Queue:
     Obtain it from :meth:`Client.queue`."""
 
     def __init__(self, client: Client, info: QueueInfo) -> None:
-        self.client = client
         self.info = info
-        self.context: ClientContext = client.context
+        self._producer = client._producer
+        self._handle = QueueHandle(info.name, info.partitions, client._context)
         """What the queue's scanners, subscriber and subscription administration use
-        of the client."""
+        of it and its client."""
 
     @property
     def name(self) -> str:
@@ -246,6 +245,16 @@ class Queue:
 
     def __repr__(self) -> str:
         return f"Queue({self.name!r}, partitions={self.partitions})"
+
+    def owners(self) -> dict[int, OwnerInfo]:
+        """Return the owner of each partition that has one, by partition: the sidecar's
+        id, its address and its ownership epoch, as the client's watched metadata
+        names them now (the owners :meth:`Client.describe_queue` reports, without
+        asking HBase for the regions). A partition without an owner is left out.
+
+        :raises ConnectionLostError: if the metadata store cannot be read.
+        """
+        return self._handle.owners()
 
     # -- producing -----------------------------------------------------------------
 
@@ -263,7 +272,7 @@ class Queue:
             payload over the sidecar's limit (nothing is written).
         :raises UnavailableError: if no owner acknowledged it within ``put_timeout``.
         """
-        return self.client.producer.put(self.info, [NewMessage(value, topic, partition, key)])[0]
+        return self._producer.put(self.info, [NewMessage(value, topic, partition, key)])[0]
 
     def put_batch(
         self,
@@ -302,30 +311,24 @@ class Queue:
                 raise InvalidArgumentError(
                     f"put_batch() takes NewMessage, tuples or values, not {type(item).__name__}"
                 )
-        return self.client.producer.put(self.info, batch)
+        return self._producer.put(self.info, batch)
 
     # -- scanning ------------------------------------------------------------------
 
     def scan(self, **options: Any) -> QueueScanner:
         """Return a QueueScanner over all partitions; see :mod:`hqueue.client.scanners`."""
-        from hqueue.client.scanners import QueueScanner
-
-        return QueueScanner(self, **options)
+        return QueueScanner(self._handle, **options)
 
     def partition_scanner(self, partition: int, **options: Any) -> PartitionScanner:
         """Return a PartitionScanner over one partition; see :mod:`hqueue.client.scanners`."""
-        from hqueue.client.scanners import PartitionScanner
-
-        return PartitionScanner(self, partition, **options)
+        return PartitionScanner(self._handle, partition, **options)
 
     def combined_scanner(
         self, partitions: Sequence[int], **options: Any
     ) -> CombinedPartitionScanner:
         """Return a CombinedPartitionScanner merging partitions by id; see
         :mod:`hqueue.client.scanners`."""
-        from hqueue.client.scanners import CombinedPartitionScanner
-
-        return CombinedPartitionScanner(self, partitions, **options)
+        return CombinedPartitionScanner(self._handle, partitions, **options)
 
     # -- subscribing ---------------------------------------------------------------
 
@@ -359,15 +362,13 @@ class Queue:
         :raises SubscriberRunningError: if another subscriber of ``name`` runs.
         :raises OSError: if the port cannot be bound.
         """
-        from hqueue.client.subscriber import Subscriber
-
         # A list or tuple holds listeners; anything else is one listener (a callable
         # or a MessageListener, which may itself be a sequence type).
         listeners: list[Listener] = (
             list(listener) if isinstance(listener, list | tuple) else [cast("Listener", listener)]
         )
         return Subscriber(
-            self,
+            self._handle,
             name,
             listeners,
             partitions=partitions,
@@ -381,18 +382,14 @@ class Queue:
 
     def subscriptions(self) -> list[SubscriptionInfo]:
         """Return the queue's subscriptions, by name."""
-        from hqueue.client.subscription_admin import subscriptions
-
-        return subscriptions(self)
+        return subscription_admin.subscriptions(self._handle)
 
     def delete_subscription(self, name: str) -> None:
         """Delete a subscription and its checkpoints.
 
         :raises NoSubscriptionError: if there is none of that name.
         """
-        from hqueue.client.subscription_admin import delete_subscription
-
-        delete_subscription(self, name)
+        subscription_admin.delete_subscription(self._handle, name)
 
     def reset_subscription(self, name: str, to: object) -> dict[int, MessageId]:
         """Move a subscription to ``to`` (``"earliest"``, ``"latest"``, an id or a
@@ -400,13 +397,9 @@ class Queue:
 
         :raises NoSubscriptionError: if there is none of that name.
         """
-        from hqueue.client.subscription_admin import reset_subscription
-
-        return reset_subscription(self, name, to)
+        return subscription_admin.reset_subscription(self._handle, name, to)
 
     def lag(self, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
         """Return the delivery lag of every subscription; see
         :func:`hqueue.client.subscription_admin.lag`."""
-        from hqueue.client.subscription_admin import lag
-
-        return lag(self, timeout)
+        return subscription_admin.lag(self._handle, timeout)

@@ -1,18 +1,27 @@
 """What a queue's producer, scanners, subscriber and subscription administration need
 from their :class:`~hqueue.Client`, handed to them explicitly: one
-:class:`ClientContext` per client, built by it.
+:class:`ClientContext` per client, built by it, and one :class:`QueueHandle` per
+:class:`~hqueue.Queue`, built by the queue.
+
+The scanners, the subscriber and the subscription administration take a
+:class:`QueueHandle`, never the :class:`~hqueue.Queue` itself, so
+:mod:`hqueue.client.client` imports them and none of them imports it.
 
 Not public API.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hqueue.errors import HQueueError
+from hqueue.storage.reader import QueueRange
+
 if TYPE_CHECKING:
     from hqueue.metadata.managers import (
+        OwnerInfo,
         PartitionOwnershipManager,
         QueueInfo,
         SubscriptionDataManager,
@@ -21,7 +30,7 @@ if TYPE_CHECKING:
     from hqueue.storage.hbase import HBase
     from hqueue.storage.sidecars import Sidecars
 
-__all__ = ["ClientContext"]
+__all__ = ["ClientContext", "QueueHandle"]
 
 
 @dataclass(frozen=True)
@@ -39,3 +48,52 @@ class ClientContext:
     metastore: MetaStore
     queue_info: Callable[[str], QueueInfo]
     fast_scan: bool = True
+
+
+@dataclass(frozen=True)
+class QueueHandle:
+    """One queue as its scanners, subscriber and subscription administration see it:
+    its ``name``, its number of ``partitions`` and its client's ``context``."""
+
+    name: str
+    partitions: int
+    context: ClientContext
+
+    def open_range(
+        self, start: bytes, stop: bytes, *, topics: Sequence[str] = (), caching: int
+    ) -> QueueRange:
+        """Return a reader of the queue's rows ``[start, stop)`` (only ``topics`` when
+        some are given, ``caching`` rows per round trip). With ``fast_scan`` it reads
+        through the sidecar owning the range's first partition, where the metadata
+        names one; else, and whenever that sidecar fails it, through Thrift1."""
+        context = self.context
+        return QueueRange(
+            queue=self.name,
+            table=context.hbase.table_name(self.name),
+            start=start,
+            stop=stop,
+            topics=topics,
+            sidecar=self._sidecar_for(start),
+            sidecars=context.sidecars,
+            connect=context.hbase.client,
+            caching=caching,
+        )
+
+    def owners(self) -> dict[int, OwnerInfo]:
+        """Return the owner of each partition that has one, by partition, as the
+        client's watched metadata names them now.
+
+        :raises ConnectionLostError: if the metadata store cannot be read.
+        """
+        return {p: v.value for p, v in self.context.owners.read_owners(self.name).items()}
+
+    def _sidecar_for(self, row_start: bytes) -> str | None:
+        """Return the sidecar to read through (the owner of the range's first
+        partition), or ``None`` to read through HBase."""
+        if not self.context.fast_scan:
+            return None
+        partition = int.from_bytes(row_start[:2]) if len(row_start) >= 2 else 0
+        try:
+            return self.context.owners.read_owner_info(self.name, partition).value.address
+        except HQueueError:
+            return None

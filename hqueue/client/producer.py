@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from hqueue.errors import (
     ConnectionLostError,
     InvalidArgumentError,
+    InvalidMessageError,
     NoOwnerInfoError,
     NotOwnerError,
     StorageError,
@@ -36,7 +37,7 @@ from hqueue.errors import (
 from hqueue.message import MessageId, check_topic
 from hqueue.settings import DEFAULT_PUT_TIMEOUT
 from hqueue.storage.sidecars import Sidecars, SidecarUnreachableError
-from hqueue.wire.idl import sidecar as sidecar_idl
+from hqueue.wire.sidecar_calls import PutBatch
 
 if TYPE_CHECKING:
     from hqueue.metadata.managers import PartitionOwnershipManager, QueueInfo
@@ -109,7 +110,7 @@ class Producer:
         self._queue_info = queue_info
         self.put_timeout = put_timeout
         self.attempt_timeout = attempt_timeout
-        self.sidecars = sidecars
+        self._sidecars = sidecars
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._hints: dict[tuple[str, int], str] = {}
         self._lock = threading.Lock()
@@ -320,10 +321,10 @@ class Producer:
         :raises NotOwnerError: if the sidecar does not own a partition of them.
         :raises UnavailableError: if it cannot write now, is starting, or is
             unreachable or silent for ``timeout`` (:class:`SidecarUnreachableError`).
-        :raises InvalidArgumentError: if it refuses a message (naming which).
+        :raises InvalidMessageError: if it refuses a message (naming which of the
+            caller's batch, as its ``index`` does).
         :raises NoQueueError: if it knows no such queue.
         """
-        idl = sidecar_idl()
         if not everything:
             values = [values[i] for i in indices]
             topics = [topics[i] for i in indices]
@@ -333,14 +334,13 @@ class Producer:
             topics = topics[:1]
         if len(set(partitions)) == 1:
             partitions = partitions[:1]
-        batch = idl.TMessageBatch(values=values, topics=topics, partitions=partitions)
+        batch = PutBatch(values, topics, partitions)
         try:
-            result = self.sidecars.put(address, queue, batch, timeout=timeout)
-        except InvalidArgumentError as exc:
-            text = str(exc)
-            index = getattr(exc, "index", -1)
+            return self._sidecars.put(address, queue, batch, timeout=timeout).message_ids()
+        except InvalidMessageError as exc:
+            text, index = str(exc), exc.index
             if not everything and 0 <= index < len(indices):
                 # The sidecar numbers this part's messages; the caller numbers the batch.
-                text = f"message {indices[index]}: {text.partition(': ')[2] or text}"
-            raise InvalidArgumentError(f"sidecar {address} refused {text}") from None
-        return list(map(MessageId, result.timestamps, result.sequences))
+                index = indices[index]
+                text = f"message {index}: {text.partition(': ')[2] or text}"
+            raise InvalidMessageError(f"sidecar {address} refused {text}", index) from None

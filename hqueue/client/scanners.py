@@ -61,7 +61,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hqueue.closing import Closeable
-from hqueue.errors import HQueueError, InvalidArgumentError
+from hqueue.errors import InvalidArgumentError
 from hqueue.message import (
     Message,
     MessageId,
@@ -75,7 +75,7 @@ from hqueue.settings import DEFAULT_SCAN_BATCH_SIZE
 from hqueue.storage.reader import QueueRange
 
 if TYPE_CHECKING:
-    from hqueue.client.client import Queue
+    from hqueue.client.context import QueueHandle
 
 __all__ = [
     "CombinedPartitionScanner",
@@ -114,7 +114,7 @@ class _Scanner(Closeable):
 
     def __init__(
         self,
-        queue: Queue,
+        queue: QueueHandle,
         *,
         start: object = None,
         stop: object = None,
@@ -122,7 +122,7 @@ class _Scanner(Closeable):
         limit: int | None = None,
         batch_size: int = DEFAULT_SCAN_BATCH_SIZE,
     ) -> None:
-        self.queue = queue
+        self._queue = queue
         self.start: MessageId | None = None if start is None else parse_position(start, "'start'")
         self.stop: MessageId | None = None if stop is None else parse_position(stop, "'stop'")
         if self.start is not None and self.stop is not None and self.start > self.stop:
@@ -132,8 +132,6 @@ class _Scanner(Closeable):
         self.batch_size = _check_int("batch_size", batch_size, 1)
         for topic in self.topics or ():
             check_topic(topic)
-        self._context = queue.context
-        self._table = self._context.hbase.table_name(queue.name)
         self._open: list[QueueRange] = []
         self._handed: dict[QueueRange, list[Message]] = {}
         """Each range's batch being handed out; emptied on close to end the iteration."""
@@ -141,31 +139,11 @@ class _Scanner(Closeable):
         self._closed = False
 
     def _range(self, row_start: bytes, row_stop: bytes) -> QueueRange:
-        context = self._context
-        scan = QueueRange(
-            queue=self.queue.name,
-            table=self._table,
-            start=row_start,
-            stop=row_stop,
-            topics=self.topics or (),
-            sidecar=self._sidecar_for(row_start),
-            sidecars=context.sidecars,
-            connect=context.hbase.client,
-            caching=self.batch_size,
+        scan = self._queue.open_range(
+            row_start, row_stop, topics=self.topics or (), caching=self.batch_size
         )
         self._open.append(scan)
         return scan
-
-    def _sidecar_for(self, row_start: bytes) -> str | None:
-        """Return the sidecar to read through (the owner of the range's first
-        partition), or ``None`` to read through HBase."""
-        if not self._context.fast_scan:
-            return None
-        partition = int.from_bytes(row_start[:2]) if len(row_start) >= 2 else 0
-        try:
-            return self._context.owners.read_owner_info(self.queue.name, partition).value.address
-        except HQueueError:
-            return None
 
     def _partition_range(self, partition: int) -> QueueRange:
         return self._range(*partition_range(partition, self.start, self.stop))
@@ -268,7 +246,7 @@ class PartitionScanner(_SequentialScanner):
     :raises ConnectionLostError: while iterating, if HBase is unreachable.
     """
 
-    def __init__(self, queue: Queue, partition: int, **options: Any) -> None:
+    def __init__(self, queue: QueueHandle, partition: int, **options: Any) -> None:
         self.partition = check_partition(partition, queue.partitions, queue.name)
         super().__init__(queue, **options)
 
@@ -276,7 +254,7 @@ class PartitionScanner(_SequentialScanner):
         yield self._partition_range(self.partition)
 
     def __repr__(self) -> str:
-        return f"PartitionScanner({self.queue.name!r}, {self.partition})"
+        return f"PartitionScanner({self._queue.name!r}, {self.partition})"
 
 
 class QueueScanner(_SequentialScanner):
@@ -296,14 +274,14 @@ class QueueScanner(_SequentialScanner):
         if self.start is None and self.stop is None:
             # One scanner over the whole table: every partition's rows are contiguous
             # and in order, so nothing needs skipping.
-            yield self._range(b"\x00\x00", struct.pack(">H", self.queue.partitions))
+            yield self._range(b"\x00\x00", struct.pack(">H", self._queue.partitions))
             return
-        for partition in range(self.queue.partitions):
+        for partition in range(self._queue.partitions):
             # Ranges are created lazily, so only the current one is ever open.
             yield self._partition_range(partition)
 
     def __repr__(self) -> str:
-        return f"QueueScanner({self.queue.name!r})"
+        return f"QueueScanner({self._queue.name!r})"
 
 
 class CombinedPartitionScanner(_Scanner):
@@ -322,7 +300,7 @@ class CombinedPartitionScanner(_Scanner):
     """
 
     def __init__(
-        self, queue: Queue, partitions: Sequence[int] | Iterable[int], **options: Any
+        self, queue: QueueHandle, partitions: Sequence[int] | Iterable[int], **options: Any
     ) -> None:
         try:
             chosen = list(partitions)
@@ -403,4 +381,4 @@ class CombinedPartitionScanner(_Scanner):
         self.close()
 
     def __repr__(self) -> str:
-        return f"CombinedPartitionScanner({self.queue.name!r}, {list(self.partitions)})"
+        return f"CombinedPartitionScanner({self._queue.name!r}, {list(self.partitions)})"

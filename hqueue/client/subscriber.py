@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hqueue.client.scanners import topic_filter
+from hqueue.client.subscription_admin import resolve_starts
 from hqueue.closing import Closeable
 from hqueue.errors import (
     HQueueError,
@@ -48,7 +49,7 @@ from hqueue.wire.idl import subscriber as subscriber_idl
 from hqueue.wire.rpc_server import ThriftServer
 
 if TYPE_CHECKING:
-    from hqueue.client.client import Queue
+    from hqueue.client.context import QueueHandle
 
 __all__ = ["ConsumeStatus", "Listener", "MessageListener", "Subscriber"]
 
@@ -159,7 +160,7 @@ class Subscriber(Closeable):
 
     def __init__(
         self,
-        queue: Queue,
+        queue: QueueHandle,
         name: str,
         listeners: Sequence[Listener],
         *,
@@ -174,9 +175,10 @@ class Subscriber(Closeable):
         check_name(name, "subscription")
         if not listeners:
             raise InvalidArgumentError("subscribe() needs at least one listener")
-        self.queue = queue
+        self._queue = queue
         self.name = name
         self._subs = queue.context.subscriptions
+        self._metastore = queue.context.metastore
         self._partitions = _check_partitions(queue, partitions)
         self._topics = topic_filter(topics)
         self._start = start
@@ -194,16 +196,14 @@ class Subscriber(Closeable):
         except BaseException:
             self._server.stop(grace=0)
             raise
-        queue.context.metastore.add_session_listener(self._on_session)
+        self._metastore.add_session_listener(self._on_session)
 
     # -- setting up ------------------------------------------------------------------
 
     def _ensure_subscription(self) -> None:
         """Create the subscription, or adopt the existing one (changing its partitions
         and topics where they were given and differ)."""
-        from hqueue.client.subscription_admin import resolve_starts
-
-        queue = self.queue
+        queue = self._queue
         wanted = self._partitions or tuple(range(queue.partitions))
         try:
             current = self._subs.read_subscription_data(queue.name, self.name).value
@@ -247,13 +247,13 @@ class Subscriber(Closeable):
         deadline = time.monotonic() + wait
         while True:
             try:
-                self._subs.write_subscriber_address(self.queue.name, self.name, self.address)
+                self._subs.write_subscriber_address(self._queue.name, self.name, self.address)
                 return
             except KeyExistsError:
-                holder = self._subs.read_subscriber_address(self.queue.name, self.name)
+                holder = self._subs.read_subscriber_address(self._queue.name, self.name)
                 if time.monotonic() >= deadline:
                     raise SubscriberRunningError(
-                        f"subscription {self.name!r} of {self.queue.name!r} already has a "
+                        f"subscription {self.name!r} of {self._queue.name!r} already has a "
                         f"running subscriber at {holder}; a dead one's entry expires "
                         "after its session timeout"
                     ) from None
@@ -286,7 +286,7 @@ class Subscriber(Closeable):
     @property
     def partitions(self) -> tuple[int, ...]:
         """The partitions subscribed to."""
-        data = self._subs.read_subscription_data(self.queue.name, self.name).value
+        data = self._subs.read_subscription_data(self._queue.name, self.name).value
         return tuple(sorted(data.preferences.partitions))
 
     def close(self) -> None:
@@ -295,9 +295,9 @@ class Subscriber(Closeable):
         if self._closed:
             return
         self._closed = True
-        self.queue.context.metastore.remove_session_listener(self._on_session)
+        self._metastore.remove_session_listener(self._on_session)
         try:
-            self._subs.delete_subscriber_address(self.queue.name, self.name)
+            self._subs.delete_subscriber_address(self._queue.name, self.name)
         except HQueueError as exc:
             log.warning("subscriber %r: withdrawing its address failed: %s", self.name, exc)
         with self._handler.lock:
@@ -311,15 +311,15 @@ class Subscriber(Closeable):
         :raises NoSubscriptionError: if it was deleted already.
         """
         self.close()
-        self._subs.delete_subscription_data(self.queue.name, self.name)
+        self._subs.delete_subscription_data(self._queue.name, self.name)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"at {self.address}"
-        return f"Subscriber({self.queue.name!r}, {self.name!r}, {state})"
+        return f"Subscriber({self._queue.name!r}, {self.name!r}, {state})"
 
 
 def _check_partitions(
-    queue: Queue,
+    queue: QueueHandle,
     partitions: Iterable[int] | int | None,
 ) -> tuple[int, ...] | None:
     if partitions is None:

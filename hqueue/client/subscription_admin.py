@@ -24,7 +24,7 @@ from hqueue.settings import DEFAULT_LAG_TIMEOUT
 from hqueue.storage.sidecars import Sidecars
 
 if TYPE_CHECKING:
-    from hqueue.client.client import Queue
+    from hqueue.client.context import QueueHandle
 
 __all__ = [
     "DeliveryLag",
@@ -39,7 +39,9 @@ __all__ = [
 ]
 
 
-def resolve_starts(queue: Queue, partitions: Iterable[int], start: object) -> dict[int, MessageId]:
+def resolve_starts(
+    queue: QueueHandle, partitions: Iterable[int], start: object
+) -> dict[int, MessageId]:
     """Return the first id to deliver of each partition for ``start``: ``"earliest"``
     (the first message kept), ``"latest"`` (the first message written from now on),
     or a position :func:`hqueue.message.parse_position` accepts (the same id for every
@@ -98,7 +100,7 @@ class SubscriptionInfo:
         }
 
 
-def subscriptions(queue: Queue) -> list[SubscriptionInfo]:
+def subscriptions(queue: QueueHandle) -> list[SubscriptionInfo]:
     """Return the queue's subscriptions, by name (read from the store, not a cache)."""
     subs = queue.context.subscriptions
     out = []
@@ -120,7 +122,7 @@ def subscriptions(queue: Queue) -> list[SubscriptionInfo]:
     return out
 
 
-def delete_subscription(queue: Queue, name: str) -> None:
+def delete_subscription(queue: QueueHandle, name: str) -> None:
     """Delete a subscription and its checkpoints; the sidecars stop its deliveries.
 
     :raises NoSubscriptionError: if there is none of that name.
@@ -128,7 +130,7 @@ def delete_subscription(queue: Queue, name: str) -> None:
     queue.context.subscriptions.delete_subscription_data(queue.name, name)
 
 
-def reset_subscription(queue: Queue, name: str, to: object) -> dict[int, MessageId]:
+def reset_subscription(queue: QueueHandle, name: str, to: object) -> dict[int, MessageId]:
     """Move a subscription to ``to`` (see :func:`resolve_starts`) on all its
     partitions; return the new start ids.
 
@@ -250,19 +252,15 @@ class LagReport:
     """sidecars that own partitions but did not answer"""
 
 
-def _id(t: Any) -> MessageId | None:
-    return None if t is None else MessageId(t.timestamp, t.sequence)
-
-
-def lag(queue: Queue, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
+def lag(queue: QueueHandle, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
     """Ask the sidecars that own the queue's partitions for their deliveries; fill in
     from the checkpoints the subscriptions no sidecar is delivering (state
     ``"undelivered"``: no owner, or the owner has not started them).
 
     :raises ConnectionLostError: if the metadata store cannot be read.
     """
-    owners = queue.context.owners.read_owners(queue.name)
-    addresses = sorted({o.value.address for o in owners.values()})
+    owners = queue.owners()
+    addresses = sorted({o.address for o in owners.values()})
     newest: dict[int, MessageId | None] = {}
     owner_of: dict[int, str] = {}
     live: dict[tuple[str, int], DeliveryLag] = {}
@@ -279,21 +277,21 @@ def lag(queue: Queue, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
     finally:
         sidecars.close()
     for report in reports:
-        for part in report.partitions or []:
-            newest[part.partition] = _id(part.newest)
+        for part in report.partitions:
+            newest[part.partition] = part.newest
             owner_of[part.partition] = report.sidecar
-        for d in report.deliveries or []:
+        for d in report.deliveries:
             live[(d.subscription, d.partition)] = DeliveryLag(
                 d.subscription,
                 d.partition,
                 None,
-                _id(d.delivered),
-                _id(d.checkpointed),
+                d.delivered,
+                d.checkpointed,
                 d.state,
-                d.bufferedMessages,
-                d.bufferedBytes,
-                d.peakMessages,
-                d.peakBytes,
+                d.buffered_messages,
+                d.buffered_bytes,
+                d.peak_messages,
+                d.peak_bytes,
                 d.error,
             )
     partitions = [PartitionLag(p, newest.get(p), owner_of.get(p)) for p in range(queue.partitions)]

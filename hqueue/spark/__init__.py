@@ -16,11 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from hqueue.spark.options import SourceOptions
+from hqueue.spark.schema import SCHEMA
 
 __all__ = ["SCHEMA", "read_queue", "register"]
-
-SCHEMA = "partition int, timestamp timestamp, sequence int, id string, topic string, value binary"
-"""The columns of a read, as a Spark DDL string."""
 
 
 def register(spark: Any) -> None:

@@ -17,9 +17,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from hqueue.spark import SCHEMA
 from hqueue.spark.options import SourceOptions
 from hqueue.spark.planning import ScanPartition, read_ranges
+from hqueue.spark.schema import SCHEMA
 from hqueue.spark.source import HQueueReader
 from hqueue.spark.storage import RowRange, ThriftReader, region_hosts
 

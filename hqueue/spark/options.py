@@ -13,7 +13,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hqueue.errors import InvalidArgumentError
-from hqueue.message import MAX_PARTITIONS, MessageId, check_topic, parse_position
+from hqueue.message import (
+    MAX_PARTITIONS,
+    MessageId,
+    check_topic,
+    parse_position,
+    table_name,
+)
 from hqueue.settings import DEFAULT_PUT_TIMEOUT, parse_address, table_prefix
 from hqueue.storage.reader import VIA
 
@@ -168,7 +174,7 @@ class Connection:
     @property
     def table(self) -> bytes:
         """The queue's full HBase table name (happybase's ``{table_prefix}_`` prefix)."""
-        name = f"{self.table_prefix}_{self.queue}" if self.table_prefix else self.queue
+        name = table_name(self.table_prefix, self.queue)
         return name.encode()
 
 

@@ -39,14 +39,14 @@ def partition_count(conn: Connection) -> int:
     :raises NoQueueError: if there is no such queue.
     """
     with conn.connect() as client:
-        return int(client.queue_infos.read_queue_info(conn.queue).value.partitions)
+        return int(client.queue(conn.queue).partitions)
 
 
 def owner_addresses(client: Any, queue: str) -> dict[int, str]:
     """Return the address of each owned partition's sidecar (none when the metadata
     cannot say: the read then goes through HBase)."""
     try:
-        return {p: v.value.address for p, v in client.owners.read_owners(queue).items()}
+        return {p: o.address for p, o in client.queue(queue).owners().items()}
     except HQueueError:
         return {}
 

@@ -44,7 +44,6 @@ from pyspark.sql.types import StructType
 
 from hqueue.errors import InvalidArgumentError
 from hqueue.message import partition_range
-from hqueue.spark import SCHEMA
 from hqueue.spark.options import SourceOptions, WriteOptions
 from hqueue.spark.planning import (
     ScanPartition,
@@ -53,6 +52,7 @@ from hqueue.spark.planning import (
     route,
     sidecar_addresses,
 )
+from hqueue.spark.schema import SCHEMA
 from hqueue.spark.splitting import split_ranges
 from hqueue.spark.storage import RowRange, ThriftReader
 
@@ -85,7 +85,7 @@ class HQueueReader(DataSourceReader):
             owners = sidecar_addresses(opts)
         else:
             with conn.connect() as client:
-                count = int(client.queue_infos.read_queue_info(conn.queue).value.partitions)
+                count = int(client.queue(conn.queue).partitions)
                 if opts.via != "hbase" and not opts.sidecars:
                     owners = owner_addresses(client, conn.queue)
         named = max([*(opts.partitions or ()), *opts.starts, *opts.stops], default=-1)

@@ -24,7 +24,6 @@ import collections
 import contextlib
 import logging
 import queue as _queue
-import struct
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -36,17 +35,23 @@ from thriftpy2.rpc import TClient
 from thriftpy2.transport import TBufferedTransport, TSocket
 
 from hqueue.closing import Closeable
+from hqueue.errors import InvalidArgumentError
 from hqueue.message import (
-    MAX_TOPIC_BYTES,
-    ROWKEY_BYTES,
     MessageId,
+    check_topic,
     decode_rowkey,
-    encode_rowkey,
+    partition_prefix,
     partition_range,
 )
 from hqueue.settings import parse_address
 from hqueue.spark.arrow import block_to_batch
-from hqueue.storage.reader import QueueRange, Thrift1Range, check_via, columns_of
+from hqueue.storage.reader import (
+    QueueRange,
+    Thrift1Range,
+    check_via,
+    columns_of,
+    last_rowkey,
+)
 from hqueue.storage.sidecars import Sidecars
 from hqueue.wire.errors import hbase_errors
 from hqueue.wire.idl import hbase1
@@ -125,7 +130,6 @@ class ThriftReader(Closeable):
         columns: list[bytes] | None,
         batch_rows: int,
         *,
-        reverse: bool = False,
         filter_string: bytes | None = None,
     ) -> Iterator[list[Any]]:
         scan = Thrift1Range(
@@ -135,7 +139,6 @@ class ThriftReader(Closeable):
             stop,
             columns=columns,
             caching=batch_rows,
-            reverse=reverse,
             filter_string=filter_string,
             short_is_end=True,
         )
@@ -159,35 +162,16 @@ class ThriftReader(Closeable):
 
     def last_in(self, rr: RowRange, topics: Sequence[str] = ()) -> MessageId | None:
         """Return the id of the range's last message (of ``topics`` when given), or
-        ``None`` when it has none. Reads one key, by a reversed scan.
+        ``None`` when it has none: :func:`hqueue.storage.reader.last_rowkey`.
 
         :raises StorageError: if HBase refuses the scan.
         :raises ConnectionLostError: if the gateway fails.
         """
         wanted = _usable_topics(topics)
-        if wanted is None or rr.start >= rr.stop:
+        if wanted is None:
             return None
-        prefix = struct.pack(">H", rr.partition)
-        # A reversed scan starts at its startRow (inclusive), the greatest key below
-        # the range's stop, and walks down to its stopRow (exclusive): the partition's
-        # 2-byte prefix, below all of its rows; a row below the range's start means
-        # the range is empty.
-        if len(rr.stop) == ROWKEY_BYTES and rr.stop[:2] == prefix:
-            _, stop = decode_rowkey(rr.stop)
-            if stop == MessageId(0, 0):
-                return None
-            start = encode_rowkey(rr.partition, stop.predecessor())
-        else:
-            start = prefix + b"\xff" * (ROWKEY_BYTES - 2)
-        for rows in self._scan(
-            start, prefix, columns_of(wanted), 1, reverse=True, filter_string=_KEYS_ONLY
-        ):
-            for row in rows:
-                p, mid = decode_rowkey(row.row)
-                if p == rr.partition and row.row >= rr.start:
-                    return mid
-            return None
-        return None
+        key = last_rowkey(self.connect, self.table, rr.start, rr.stop, columns=columns_of(wanted))
+        return None if key is None else decode_rowkey(key)[1]
 
     def _keys(self, rr: RowRange, n: int, topics: Sequence[str]) -> Iterator[bytes]:
         """Yield the rowkeys of the range's first ``n`` messages (of ``topics`` when
@@ -427,16 +411,23 @@ def _usable_topics(topics: Sequence[str]) -> tuple[str, ...] | None:
     matches. Asking for an empty qualifier would mean the whole family to HBase."""
     if not topics:
         return ()
-    usable = tuple(
-        t for t in topics if 1 <= len(t.encode("utf-8", "surrogatepass")) <= MAX_TOPIC_BYTES
-    )
+    usable = tuple(t for t in topics if _is_topic(t))
     return usable or None
+
+
+def _is_topic(topic: str) -> bool:
+    """Whether ``topic`` could name a stored message's topic (check_topic's rule)."""
+    try:
+        check_topic(topic)
+    except InvalidArgumentError:
+        return False
+    return True
 
 
 def region_hosts(regions: Sequence[tuple[bytes, bytes, str]], partition: int) -> list[str]:
     """Return the hosts of the region holding ``partition``'s rows (``regions`` as
     :meth:`ThriftReader.regions` returns them)."""
-    key = struct.pack(">H", partition)
+    key = partition_prefix(partition)
     for start, end, host in regions:
         if start <= key and (not end or key < end):
             return [host] if host else []

@@ -29,3 +29,5 @@ Layers, bottom up:
 - :mod:`~hqueue.standalone.server`: wires the store and the Thrift servers into
   one process.
 """
+
+__all__: list[str] = []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import logging
 import signal
 import socket
 import sys
@@ -15,18 +14,23 @@ import click
 
 from hqueue.errors import HQueueError
 from hqueue.settings import (
-    DEFAULT_HOST,
-    DEFAULT_SESSION_TIMEOUT,
     DEFAULT_SIDECAR_PORT,
     DEFAULT_THRIFT1_PORT,
     DEFAULT_THRIFT2_PORT,
     table_prefix,
 )
-from hqueue.sidecar.cli import delivery_options
+from hqueue.sidecar.cli import delivery_options, server_options
 from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.standalone.engine.cursors import DEFAULT_LEASE_SECONDS
-from hqueue.standalone.server import StandaloneConfig, StandaloneServer
+from hqueue.standalone.server import (
+    DEFAULT_MAP_SIZE,
+    DEFAULT_PURGE_INTERVAL,
+    StandaloneConfig,
+    StandaloneServer,
+)
 from hqueue.wire.rpc_server import DEFAULT_MAX_MESSAGE_BYTES
+
+__all__ = ["standalone"]
 
 
 def _port_in_use(error: OSError, host: str, ports: list[tuple[str, int]]) -> str | None:
@@ -54,6 +58,7 @@ def _port_in_use(error: OSError, host: str, ports: list[tuple[str, int]]) -> str
 
 
 @click.command()
+@server_options(max_request_bytes=DEFAULT_MAX_MESSAGE_BYTES)
 @click.option(
     "--data-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -61,7 +66,6 @@ def _port_in_use(error: OSError, host: str, ports: list[tuple[str, int]]) -> str
     show_default=True,
     help="Where the store lives.",
 )
-@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to bind.")
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),
@@ -93,24 +97,9 @@ def _port_in_use(error: OSError, host: str, ports: list[tuple[str, int]]) -> str
     "--sidecar-id", default=None, help="The sidecar's id in the cluster (default: its HOST:PORT)."
 )
 @click.option(
-    "--session-timeout",
-    type=click.FloatRange(min=1),
-    default=DEFAULT_SESSION_TIMEOUT,
-    show_default=True,
-    help="Seconds after which a dead sidecar's partitions move (ZooKeeper session "
-    "timeout, or HBase lease TTL).",
-)
-@click.option(
-    "--max-message-bytes",
-    type=click.IntRange(1024),
-    default=DEFAULT_MAX_MESSAGE_BYTES,
-    show_default=True,
-    help="Largest request accepted; larger ones are refused unread.",
-)
-@click.option(
     "--map-size",
     type=click.IntRange(1 << 20),
-    default=64 << 30,
+    default=DEFAULT_MAP_SIZE,
     show_default=True,
     help="Largest size the LMDB store may grow to, in bytes.",
 )
@@ -124,7 +113,7 @@ def _port_in_use(error: OSError, host: str, ports: list[tuple[str, int]]) -> str
 @click.option(
     "--purge-interval-seconds",
     type=click.FloatRange(min=0, min_open=True),
-    default=60.0,
+    default=DEFAULT_PURGE_INTERVAL,
     show_default=True,
     help="How often expired (TTL) cells are purged in the background.",
 )
@@ -132,12 +121,6 @@ def _port_in_use(error: OSError, host: str, ports: list[tuple[str, int]]) -> str
     "--advertised-host",
     default=None,
     help="Host reported as the server of every region (default: the host name).",
-)
-@click.option(
-    "--log-level",
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
-    default="WARNING",
-    show_default=True,
 )
 @delivery_options
 @click.pass_context
@@ -151,12 +134,11 @@ def standalone(
     sidecar_port: int,
     sidecar_id: str | None,
     session_timeout: float,
-    max_message_bytes: int,
+    max_request_bytes: int,
     map_size: int,
     scanner_lease_seconds: float,
     purge_interval_seconds: float,
     advertised_host: str | None,
-    log_level: str,
     delivery: DeliveryOptions,
 ) -> None:
     """Run the embedded HBase (Thrift1 + Thrift2 over LMDB) in the foreground.
@@ -166,15 +148,12 @@ def standalone(
     line when it accepts connections; SIGTERM or Ctrl-C stops it cleanly.
     """
     options = (ctx.find_root().obj or {}) if ctx.parent is not None else {}
-    logging.basicConfig(
-        level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     config = StandaloneConfig(
         data_dir=data_dir,
         host=host,
         port=port,
         thrift2_port=thrift2_port,
-        max_message_bytes=max_message_bytes,
+        max_request_bytes=max_request_bytes,
         map_size=map_size,
         scanner_lease_seconds=scanner_lease_seconds,
         purge_interval_seconds=purge_interval_seconds,

@@ -25,6 +25,7 @@ from pathlib import Path
 from hqueue.errors import HQueueError, StorageError, TableNotFoundError
 from hqueue.settings import DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT, DEFAULT_THRIFT1_PORT
 from hqueue.sidecar.node import SidecarConfig, SidecarServer
+from hqueue.sidecar.options import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_TAKEOVER_GRACE
 from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.standalone.engine.cursors import DEFAULT_LEASE_SECONDS, ScannerRegistry
 from hqueue.standalone.engine.schema import FOREVER
@@ -35,7 +36,25 @@ from hqueue.standalone.thrift2 import THBaseHandler
 from hqueue.wire.idl import hbase1, hbase2
 from hqueue.wire.rpc_server import DEFAULT_MAX_MESSAGE_BYTES, ThriftServer
 
+__all__ = [
+    "DEFAULT_MAP_SIZE",
+    "DEFAULT_PURGE_INTERVAL",
+    "LOCK_FILE",
+    "SIDECAR_ID_FILE",
+    "SIDECAR_TOKEN_FILE",
+    "StandaloneConfig",
+    "StandaloneServer",
+    "lock_data_dir",
+]
+
 log = logging.getLogger(__name__)
+
+DEFAULT_MAP_SIZE = 64 << 30
+"""The largest size the LMDB store may grow to, in bytes (``--map-size``)."""
+
+DEFAULT_PURGE_INTERVAL = 60.0
+"""Seconds between the background purges of expired (TTL) cells
+(``--purge-interval-seconds``)."""
 
 LOCK_FILE = "hqueue.lock"
 """The data directory's lock file, held by the serving process."""
@@ -55,6 +74,8 @@ class StandaloneConfig:
 
     ``port`` is the HBase Thrift1 port (happybase's); ``thrift2_port`` 0 picks
     a free port, announced in :meth:`StandaloneServer.ready_line`.
+    ``max_request_bytes`` bounds one request to the HBase ports (the sidecar's port
+    takes at least :data:`~hqueue.sidecar.options.DEFAULT_MAX_REQUEST_BYTES`).
     ``advertised_host`` is the host reported as every region's server
     (default: this machine's host name, as an HBase RegionServer reports it).
     With ``sidecar`` the process also runs a sidecar on ``sidecar_port`` that
@@ -66,10 +87,10 @@ class StandaloneConfig:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_THRIFT1_PORT
     thrift2_port: int = 0
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    map_size: int = 64 << 30
+    max_request_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    map_size: int = DEFAULT_MAP_SIZE
     scanner_lease_seconds: float = DEFAULT_LEASE_SECONDS
-    purge_interval_seconds: float = 60.0
+    purge_interval_seconds: float = DEFAULT_PURGE_INTERVAL
     advertised_host: str | None = None
     sidecar: bool = True
     sidecar_port: int = 0
@@ -78,7 +99,7 @@ class StandaloneConfig:
     table_prefix: str | None = None
     session_timeout: float = DEFAULT_SESSION_TIMEOUT
     delivery: DeliveryOptions = field(default_factory=DeliveryOptions)
-    takeover_grace: float = 2.0
+    takeover_grace: float = DEFAULT_TAKEOVER_GRACE
 
 
 class StandaloneServer:
@@ -116,7 +137,7 @@ class StandaloneServer:
                 handler,
                 cfg.host,
                 cfg.port,
-                cfg.max_message_bytes,
+                cfg.max_request_bytes,
                 name="hbase-thrift1",
             ).start()
             # With --port 0 the real port is known only once bound.
@@ -126,7 +147,7 @@ class StandaloneServer:
                 THBaseHandler(self.store, region_server, self.scanners),
                 cfg.host,
                 cfg.thrift2_port,
-                cfg.max_message_bytes,
+                cfg.max_request_bytes,
                 name="hbase-thrift2",
             ).start()
             if cfg.sidecar:
@@ -151,7 +172,9 @@ class StandaloneServer:
             sidecar_id=cfg.sidecar_id,
             advertised_host=cfg.advertised_host,
             table_prefix=cfg.table_prefix,
-            max_request_bytes=max(cfg.max_message_bytes, 64 << 20),
+            # A lower limit on the HBase ports must not refuse the put batches that
+            # every sidecar takes by default.
+            max_request_bytes=max(cfg.max_request_bytes, DEFAULT_MAX_REQUEST_BYTES),
             session_timeout=cfg.session_timeout,
             takeover_grace=cfg.takeover_grace,
             delivery=cfg.delivery,

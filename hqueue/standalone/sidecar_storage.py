@@ -1,6 +1,6 @@
 """The sidecar's storage inside ``hqueue standalone``: the store engine, in-process.
 
-Implements :class:`hqueue.sidecar.storage.MessageStorage` over
+Implements :class:`hqueue.storage.contract.MessageStorage` over
 :class:`~hqueue.standalone.engine.store.Store`, skipping the Thrift round trip the
 sidecar makes to a real HBase. Acknowledges only durable writes (after the store's
 fsync). Fences exactly: each write is checked against its partitions' fence cells in
@@ -13,21 +13,20 @@ import threading
 from collections.abc import Callable, Sequence
 
 from hqueue.errors import NotOwnerError
-from hqueue.message import FAMILY, MessageId, decode_rowkey
-from hqueue.sidecar.storage import (
+from hqueue.message import FAMILY, MessageId, decode_rowkey, partition_range, table_name
+from hqueue.standalone.engine.read import read_block
+from hqueue.standalone.engine.schema import Mutation, RowMutation, now_ms
+from hqueue.standalone.engine.store import FencedError, Store
+from hqueue.storage.contract import CellGroup
+from hqueue.storage.fence import (
     FENCE_COLUMN,
-    CellGroup,
     Fence,
     fence_cell,
     fence_checks,
     fence_epoch,
     fence_moved,
     fence_row,
-    partition_bounds,
 )
-from hqueue.standalone.engine.read import read_block
-from hqueue.standalone.engine.schema import Mutation, RowMutation, now_ms
-from hqueue.standalone.engine.store import FencedError, Store
 from hqueue.wire.block import MessageBlock
 
 __all__ = ["EngineStorage"]
@@ -46,10 +45,10 @@ class EngineStorage:
         self._read_lock = threading.Lock()
 
     def table_name(self, queue: str) -> bytes:
-        return (f"{self._prefix}_{queue}" if self._prefix else queue).encode()
+        return table_name(self._prefix, queue).encode()
 
     def last_id(self, table: bytes, partition: int) -> MessageId | None:
-        first, after = partition_bounds(partition)
+        first, after = partition_range(partition)
         desc = self._store.enabled(table)
         # Expired rows count too: ids must not go back below them either.
         rows = self._store.iter_raw(desc, after, first, reverse=True)

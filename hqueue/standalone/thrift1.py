@@ -24,13 +24,15 @@ from hqueue.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from hqueue.sidecar.storage import checks_of_attributes
 from hqueue.standalone.engine.cells import Cell
 from hqueue.standalone.engine.cursors import Scanner, ScannerRegistry, ScanSpec
 from hqueue.standalone.engine.schema import FOREVER, FamilyOptions, Mutation, RowMutation
 from hqueue.standalone.engine.store import Store
+from hqueue.storage.fence import checks_of_attributes
 from hqueue.wire.idl import hbase1
 from hqueue.wire.rpc_server import PreEncodedStructs
+
+__all__ = ["HbaseHandler"]
 
 log = logging.getLogger(__name__)
 

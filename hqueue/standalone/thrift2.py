@@ -23,6 +23,8 @@ from hqueue.standalone.engine.store import Store
 from hqueue.standalone.thrift2_data import THBaseDataCalls, result, tio_errors
 from hqueue.wire.idl import hbase2
 
+__all__ = ["THBaseHandler", "table_name"]
+
 H2 = hbase2()
 
 

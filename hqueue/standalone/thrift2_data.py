@@ -26,6 +26,8 @@ from hqueue.standalone.engine.schema import Mutation, RowMutation
 from hqueue.standalone.engine.store import FencedError, Store
 from hqueue.wire.idl import hbase2
 
+__all__ = ["THBaseDataCalls", "result", "tio_errors"]
+
 H2 = hbase2()
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -25,8 +25,9 @@ from hqueue.errors import (
     StorageError,
     WrongServiceError,
 )
+from hqueue.message import table_name
 from hqueue.settings import DEFAULT_THRIFT1_PORT, DEFAULT_THRIFT2_PORT, parse_address
-from hqueue.storage.reader import Thrift1Range
+from hqueue.storage.reader import last_rowkey
 from hqueue.wire.errors import hbase_errors
 from hqueue.wire.idl import hbase1, hbase2, sidecar
 
@@ -210,7 +211,7 @@ class HBase:
 
     def table_name(self, queue: str) -> bytes:
         """Return the full HBase table name of a queue (prefix included)."""
-        name = f"{self.table_prefix}_{queue}" if self.table_prefix else queue
+        name = table_name(self.table_prefix, queue)
         return name.encode()
 
     @contextlib.contextmanager
@@ -241,27 +242,7 @@ class HBase:
 
         :raises StorageError: (or ConnectionLostError) if HBase fails.
         """
-        # A reversed scan starts at its (inclusive) start row and runs down to its
-        # (exclusive) stop row; starting at ``stop`` itself is harmless, since ``stop``
-        # is the first key of the next range and the key-only filter reads no value.
-        scan = Thrift1Range(
-            self.client,
-            table,
-            stop,
-            start,
-            caching=2,
-            reverse=True,
-            filter_string=b"KeyOnlyFilter()",
-            short_is_end=True,
-        )
-        try:
-            rows = scan.rows(2)
-        finally:
-            scan.close()
-        for row in rows:
-            if start <= row.row < stop:
-                return bytes(row.row)
-        return None
+        return last_rowkey(self.client, table, start, stop)
 
     @contextlib.contextmanager
     def admin(self, what: str) -> Iterator[Any]:

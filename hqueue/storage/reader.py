@@ -60,6 +60,7 @@ __all__ = [
     "Thrift1Range",
     "check_via",
     "columns_of",
+    "last_rowkey",
     "rows_to_block",
     "topics_of",
 ]
@@ -85,6 +86,7 @@ Connect = Callable[[str], AbstractContextManager[Any]]
 its block translated into hqueue's with ``what`` in their message."""
 
 _Hbase = hbase1()
+_KEYS_ONLY = b"KeyOnlyFilter()"
 
 
 def topics_of(columns: Sequence[bytes]) -> list[str]:
@@ -286,6 +288,51 @@ class Thrift1Range:
                 contextlib.suppress(_Hbase.IllegalArgument),
             ):
                 client.scannerClose(scanner_id)
+
+
+def last_rowkey(
+    connect: Connect,
+    table: bytes,
+    start: bytes,
+    stop: bytes,
+    *,
+    columns: list[bytes] | None = None,
+) -> bytes | None:
+    """Return the highest rowkey of ``table`` in ``[start, stop)`` (of a row holding
+    one of ``columns``, when given), or ``None`` if there is none: one reversed scan
+    of at most two keys, no value read. The bounds are queue rowkeys or their
+    prefixes; an empty ``stop`` is the table's end.
+
+    :raises StorageError: if the storage fails.
+    :raises ConnectionLostError: if it is unreachable.
+    """
+    if stop and start >= stop:
+        return None
+    # A reversed scan runs from its start row (inclusive) down to its stop row
+    # (exclusive). Starting at ``stop`` itself is harmless: it is the only row above
+    # the range the scan can meet, hence two keys. Below ``start``: a prefix shorter
+    # than a rowkey is no row of a queue table, so ``start`` will do; a whole rowkey
+    # is kept by ending one byte shorter (the rows in between are below it, dropped).
+    floor = start if len(start) < ROWKEY_BYTES else start[:-1]
+    scan = Thrift1Range(
+        connect,
+        table,
+        stop,
+        floor,
+        columns=columns,
+        caching=2,
+        reverse=True,
+        filter_string=_KEYS_ONLY,
+        short_is_end=True,
+    )
+    try:
+        rows = scan.rows(2)
+    finally:
+        scan.close()
+    for row in rows:
+        if not stop or row.row < stop:
+            return bytes(row.row) if row.row >= start else None
+    return None
 
 
 class SidecarRange:

@@ -3,7 +3,9 @@ of ``thrift/sidecar.thrift`` (``put``, ``scan``, ``lag``).
 
 Every call goes through :class:`~hqueue.wire.framed.FramedClient`: a ``scan`` answer's
 buffers are views of the reply frame (copied once, from the socket), other answers are
-decoded by thriftpy2. Errors become hqueue's here, declared exceptions through the one
+decoded by thriftpy2. Requests and answers are the typed values of
+:mod:`hqueue.wire.sidecar_calls`, converted from and to the IDL's structs there, once
+per call. Errors become hqueue's here, declared exceptions through the one
 table of :mod:`hqueue.wire.errors`; a sidecar that cannot be reached or breaks off a
 call raises :class:`SidecarUnreachableError`, one that fails a call it does not know
 (an older sidecar) :class:`SidecarCallError`.
@@ -13,10 +15,11 @@ Not public API.
 
 from __future__ import annotations
 
+import functools
 import queue as _queue
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from thriftpy2.thrift import TApplicationException, TException
 
@@ -26,10 +29,13 @@ from hqueue.wire.block import MessageBlock
 from hqueue.wire.errors import DECLARED, from_sidecar_exception
 from hqueue.wire.framed import FramedClient
 from hqueue.wire.idl import sidecar as sidecar_idl
+from hqueue.wire.sidecar_calls import PutBatch, PutIds, ScanRequest, SidecarLag
 
 __all__ = ["SidecarCallError", "SidecarUnreachableError", "Sidecars"]
 
 _CONNECT_TIMEOUT_MS = 5_000
+
+T = TypeVar("T")
 
 
 class SidecarUnreachableError(UnavailableError, ConnectionLostError):
@@ -55,14 +61,16 @@ class Sidecars:
         self._closed = False
         self._idl = sidecar_idl()
 
-    def put(self, address: str, queue: str, batch: Any, *, timeout: float | None = None) -> Any:
-        """Write a ``TMessageBatch`` to ``queue`` through the sidecar at ``address``;
-        return its ``TMessageIds``. ``timeout`` (seconds) bounds this call instead of
+    def put(
+        self, address: str, queue: str, batch: PutBatch, *, timeout: float | None = None
+    ) -> PutIds:
+        """Write ``batch`` to ``queue`` through the sidecar at ``address``; return the
+        ids of its messages. ``timeout`` (seconds) bounds this call instead of
         :attr:`timeout_ms`.
 
         :raises NotOwnerError: if the sidecar does not own a partition of the batch.
         :raises NoQueueError: if the sidecar knows no such queue.
-        :raises InvalidArgumentError: if a message is invalid (its ``index`` says
+        :raises InvalidMessageError: if a message is invalid (its ``index`` says
             which).
         :raises UnavailableError: if the sidecar cannot write now.
         :raises SidecarUnreachableError: if it cannot be reached, broke off, or did
@@ -70,7 +78,9 @@ class Sidecars:
         :raises SidecarCallError: if it failed the call otherwise.
         """
         timeout_ms = self.timeout_ms if timeout is None else max(1, int(timeout * 1000))
-        return self._call(address, "put", queue, batch, timeout_ms=timeout_ms)
+        return self._call(
+            address, "put", (queue, batch.to_thrift()), PutIds.from_thrift, timeout_ms
+        )
 
     def scan(
         self,
@@ -96,20 +106,30 @@ class Sidecars:
         :raises SidecarUnreachableError: if it cannot be reached or broke off.
         :raises SidecarCallError: if it does not serve ``scan`` (an older sidecar).
         """
-        request = self._idl.TScanRequest(
-            startRow=start, stopRow=stop, topics=list(topics) or None, limit=limit
-        )
-        return MessageBlock.from_thrift(self._call(address, "scan", queue, request), deep)
+        request = ScanRequest(start, stop, list(topics), limit).to_thrift()
+        to_block = functools.partial(MessageBlock.from_thrift, deep=deep)
+        return self._call(address, "scan", (queue, request), to_block)
 
-    def lag(self, address: str, queue: str) -> Any:
-        """Return the ``TQueueLag`` of ``queue`` from the sidecar at ``address``.
+    def lag(self, address: str, queue: str) -> SidecarLag:
+        """Return what the sidecar at ``address`` knows of the delivery of ``queue``:
+        the partitions it owns, and its deliveries of them.
 
         :raises SidecarUnreachableError: if it cannot be reached or broke off.
         :raises SidecarCallError: if it failed the call.
         """
-        return self._call(address, "lag", queue)
+        return self._call(address, "lag", (queue,), SidecarLag.from_thrift)
 
-    def _call(self, address: str, api: str, *args: Any, timeout_ms: int | None = None) -> Any:
+    def _call(
+        self,
+        address: str,
+        api: str,
+        args: tuple[Any, ...],
+        answer: Callable[[Any], T],
+        timeout_ms: int | None = None,
+    ) -> T:
+        """Call ``api`` of the sidecar at ``address`` with ``args`` (in the IDL's
+        order); return ``answer`` of its reply, the reply's Thrift struct never
+        leaving here."""
         if timeout_ms is None:
             timeout_ms = self.timeout_ms
         pool = self._pool(address, timeout_ms)
@@ -139,7 +159,7 @@ class Sidecars:
             conn.close()
         else:
             pool.put(conn)
-        return result
+        return answer(result)
 
     def _pool(self, address: str, timeout_ms: int) -> _queue.LifoQueue[FramedClient]:
         # A connection's timeout is set when it opens: one pool per (address, timeout).

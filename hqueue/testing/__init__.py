@@ -12,3 +12,5 @@
 
 Used by hqueue's own tests and benchmarks; nothing here is needed to run hqueue.
 """
+
+__all__: list[str] = []

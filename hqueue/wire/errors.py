@@ -12,7 +12,10 @@ a message naming what was tried.
   raises :func:`from_sidecar_exception` of what came back (kazoo's and redis-py's
   exception registries do the same). ``TUnavailable`` is
   :class:`~hqueue.errors.UnavailableError` both ways: retriable, the call was not
-  served.
+  served. ``TInvalidMessage`` carries any
+  :class:`~hqueue.errors.InvalidArgumentError` and comes back as an
+  :class:`~hqueue.errors.InvalidMessageError` (one too), with the index of the
+  message.
 
 Not public API.
 """
@@ -31,6 +34,7 @@ from hqueue.errors import (
     ConnectionLostError,
     HQueueError,
     InvalidArgumentError,
+    InvalidMessageError,
     NoQueueError,
     NotOwnerError,
     StorageError,
@@ -96,11 +100,9 @@ def table_not_found(exc: Any) -> bool:
     return "TableNotFoundException" in thrift_message(exc)
 
 
-def _invalid(text: str, index: int) -> InvalidArgumentError:
-    error = InvalidArgumentError(text)
-    # Which message of a batch: the producer renumbers it for the caller's batch.
-    error.index = index  # type: ignore[attr-defined]
-    return error
+def _index(error: InvalidArgumentError) -> int:
+    """Return which message of a batch ``error`` is about (-1: none in particular)."""
+    return error.index if isinstance(error, InvalidMessageError) else -1
 
 
 class SidecarError(NamedTuple):
@@ -132,8 +134,8 @@ SIDECAR_ERRORS: tuple[SidecarError, ...] = (
     SidecarError(
         _Sidecar.TInvalidMessage,
         InvalidArgumentError,
-        lambda e: _Sidecar.TInvalidMessage(message=str(e), index=getattr(e, "index", -1)),
-        lambda t: _invalid(_text(t.message), t.index),
+        lambda e: _Sidecar.TInvalidMessage(message=str(e), index=_index(e)),
+        lambda t: InvalidMessageError(_text(t.message), t.index),
     ),
     SidecarError(
         _Sidecar.TUnavailable,

@@ -16,6 +16,8 @@ from types import ModuleType
 
 import thriftpy2
 
+__all__ = ["IDL_DIR", "hbase1", "hbase2", "load", "sidecar", "subscriber"]
+
 IDL_DIR = resources.files("hqueue.wire.thrift")
 
 

@@ -58,6 +58,16 @@ from thriftpy2.transport.memory import TCyMemoryBuffer
 
 from hqueue.settings import DEFAULT_HOST
 
+__all__ = [
+    "DECODE_ALLOWANCE",
+    "DECODE_MEMORY_FACTOR",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "MAX_NESTING",
+    "WARNING_INTERVAL",
+    "PreEncodedStructs",
+    "ThriftServer",
+]
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 << 20

@@ -205,7 +205,7 @@ def test_delete_is_refused_while_subscriptions_exist_unless_forced(
     hbase_server: StandaloneProcess, hq: Client, queue_name: str, cleanup: None
 ) -> None:
     assert invoke(hbase_server, "queue", "create", queue_name, "--partitions", "2")[0] == 0
-    hq.subscriptions.create_subscription_data(
+    hq._context.subscriptions.create_subscription_data(
         queue_name, "audit", SubscriptionPreferences({0: "0:0", 1: "0:0"})
     )
     code, out, err = invoke(hbase_server, "queue", "delete", queue_name)
@@ -218,7 +218,7 @@ def test_delete_is_refused_while_subscriptions_exist_unless_forced(
     code, out, _ = invoke(hbase_server, "queue", "delete", queue_name, "--force")
     assert (code, out) == (0, f"deleted queue {queue_name}\n")
     assert queue_name not in [info.name for info in hq.queues()]
-    assert hq.subscriptions.read_subscriptions(queue_name) == {}
+    assert hq._context.subscriptions.read_subscriptions(queue_name) == {}
 
 
 def _delete_on_a_terminal(
@@ -256,7 +256,7 @@ def test_delete_asks_on_a_terminal(
     unasked = _delete_on_a_terminal(hbase_server, queue_name, "", "--yes")
     assert (unasked.returncode, unasked.stderr) == (0, "")
     with pytest.raises(NoQueueError):
-        hq.admin.queue_info(queue_name)
+        hq._context.queue_info(queue_name)
 
 
 @pytest.mark.parametrize(
@@ -378,7 +378,7 @@ def test_the_admin_address_comes_from_the_environment(
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert hq.admin.queue_info(queue_name).partitions == 1
+    assert hq.queue(queue_name).partitions == 1
 
 
 @pytest.mark.parametrize(

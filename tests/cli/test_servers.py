@@ -2,12 +2,15 @@
 ``--hbase`` given the Thrift2 or a sidecar port, an empty installation that read-only
 verbs must leave empty, ``hqueue standalone`` on a port that is taken, and a healthy
 server's log while a queue is created. Each runs ``python -m hqueue`` in a child
-process against a real ``hqueue standalone``."""
+process against a real ``hqueue standalone``. Also the servers' shared options: one
+name for the request limit, the old one still taken."""
 
 from __future__ import annotations
 
 import contextlib
 import re
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -16,8 +19,10 @@ from pathlib import Path
 
 import pytest
 import thriftpy2
+from click.testing import CliRunner
 
 import hqueue
+from hqueue.cli.main import cli
 from hqueue.client.client import Client
 from hqueue.errors import HQueueError, NoQueueError, WrongServiceError
 from hqueue.testing.standalone import StandaloneProcess
@@ -150,6 +155,35 @@ def test_standalone_names_the_port_that_is_taken(
             f"Error: cannot start: port {taken} on 127.0.0.1 is in use (is another hqueue "
             f"standalone running?); {option} chooses another, 0 a free one\n"
         )
+
+
+@pytest.mark.parametrize("command", ["standalone", "sidecar"])
+def test_both_servers_name_the_request_limit_alike(command: str) -> None:
+    shown = CliRunner().invoke(cli, [command, "--help"])
+    assert shown.exit_code == 0, shown.output
+    assert "--max-request-bytes" in shown.output
+    # The standalone's name before: it still parses, but is not shown.
+    assert "--max-message-bytes" not in shown.output
+    both = CliRunner().invoke(
+        cli, [command, "--max-request-bytes", "4096", "--max-message-bytes", "4096"]
+    )
+    assert both.exit_code == 2
+    assert "--max-message-bytes is the old name of --max-request-bytes: give one" in both.output
+
+
+def test_the_old_name_of_the_request_limit_still_sets_it(tmp_path: Path) -> None:
+    server = StandaloneProcess(
+        tmp_path / "data", ("--no-sidecar", "--max-message-bytes", "4096")
+    ).start()
+    try:
+        with socket.create_connection((server.host, server.port), timeout=5) as sock:
+            # A frame header over 4096 bytes closes the connection at once; under the
+            # default limit (16 MiB) the server would wait for the frame instead.
+            sock.sendall(struct.pack(">i", 8192))
+            with contextlib.suppress(ConnectionResetError):  # closed, or reset: both fine
+                assert sock.recv(1) == b""
+    finally:
+        server.stop()
 
 
 def test_creating_queues_logs_no_warning_on_a_healthy_server(

@@ -21,8 +21,8 @@ from hqueue.metadata.managers import SubscriptionPreferences
 def test_create_makes_a_pre_split_table_and_metadata(hq: Client, queue_name: str) -> None:
     info = hq.create_queue(queue_name, partitions=4, ttl=dt.timedelta(hours=1))
     assert (info.partitions, info.ttl_seconds) == (4, 3600)
-    with hq.hbase.connection("inspect") as conn:
-        table = hq.hbase.table_name(queue_name)
+    with hq._context.hbase.connection("inspect") as conn:
+        table = hq._context.hbase.table_name(queue_name)
         families = conn.client.getColumnDescriptors(table)
         regions = conn.client.getTableRegions(table)
     family = families[b"message:"]
@@ -50,8 +50,9 @@ def test_describe_reports_regions_hosts_and_owners(hq: Client, queue_name: str) 
 def test_alter_changes_the_ttl_of_table_and_metadata(hq: Client, queue_name: str) -> None:
     hq.create_queue(queue_name, partitions=1, ttl=60)
     assert hq.alter_queue(queue_name, ttl=120).ttl_seconds == 120
-    with hq.hbase.connection("inspect") as conn:
-        family = conn.client.getColumnDescriptors(hq.hbase.table_name(queue_name))[b"message:"]
+    hbase = hq._context.hbase
+    with hbase.connection("inspect") as conn:
+        family = conn.client.getColumnDescriptors(hbase.table_name(queue_name))[b"message:"]
     assert family.timeToLive == 120
     assert hq.queue(queue_name).info.ttl_seconds == 120
     assert hq.alter_queue(queue_name, ttl=None).ttl_seconds is None
@@ -83,7 +84,7 @@ def test_a_128_character_name_is_accepted(hq: Client) -> None:
 
 def test_delete_refuses_while_subscribed_unless_forced(hq: Client, queue_name: str) -> None:
     hq.create_queue(queue_name, partitions=2)
-    hq.subscriptions.create_subscription_data(
+    hq._context.subscriptions.create_subscription_data(
         queue_name, "billing", SubscriptionPreferences(partitions={0: "0:0"}, topics=())
     )
     with pytest.raises(SubscriptionExistsError, match="billing"):
@@ -91,7 +92,7 @@ def test_delete_refuses_while_subscribed_unless_forced(hq: Client, queue_name: s
     hq.delete_queue(queue_name, force=True)
     with pytest.raises(NoQueueError):
         hq.queue(queue_name)
-    with hq.hbase.connection("inspect") as conn:
-        assert hq.hbase.table_name(queue_name) not in conn.client.getTableNames()
+    with hq._context.hbase.connection("inspect") as conn:
+        assert hq._context.hbase.table_name(queue_name) not in conn.client.getTableNames()
     with pytest.raises(NoQueueError):
         hq.delete_queue(queue_name)

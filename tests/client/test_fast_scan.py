@@ -67,9 +67,9 @@ def test_fast_path_hides_expired_messages(hq: Client, queue_name: str) -> None:
     fresh = queue.put(b"fresh", topic="t", partition=0)
     h1 = hbase1()
     old = MessageId(1000, 0)  # written long ago: past any TTL
-    with hq.hbase.connection("write an expired row") as conn:
+    with hq._context.hbase.connection("write an expired row") as conn:
         conn.client.mutateRowsTs(
-            hq.hbase.table_name(queue_name),
+            hq._context.hbase.table_name(queue_name),
             [
                 h1.BatchMutation(
                     row=encode_rowkey(0, old),

@@ -87,7 +87,7 @@ def test_puts_retry_while_the_metadata_store_restarts(own_server: StandaloneProc
 def test_a_put_held_by_a_hung_sidecar_moves_to_the_next_owner(cluster: Cluster) -> None:
     sidecars = {p.address: p for p in (cluster.process(), cluster.process())}
     client = cluster.client()  # put_timeout 30 s: the attempt timeout is 5 s
-    assert client.producer.attempt_timeout == default_attempt_timeout(30) == 5.0
+    assert client._producer.attempt_timeout == default_attempt_timeout(30) == 5.0
     client.create_queue("hung", partitions=2)
     q = client.queue("hung")
     q.put(b"warm", topic="t", partition=0)  # the owner is known to the client now
@@ -116,7 +116,7 @@ def test_a_put_held_by_a_hung_sidecar_moves_to_the_next_owner(cluster: Cluster) 
 def owner_of(client: Client, partition: int) -> str | None:
     """The address of the partition's owner, ``None`` when it has none."""
     try:
-        return client.owners.read_owner_info("hung", partition).value.address
+        return client._context.owners.read_owner_info("hung", partition).value.address
     except NoOwnerInfoError:
         return None
 
@@ -128,9 +128,9 @@ def test_the_attempt_timeout_is_checked(cluster: Cluster) -> None:
     for bad in (0, -1, 31):
         with pytest.raises(InvalidArgumentError, match="attempt_timeout"):
             Producer(
-                client.sidecars,
-                client.owners,
-                client.admin.queue_info,
+                client._context.sidecars,
+                client._context.owners,
+                client._context.queue_info,
                 put_timeout=30,
                 attempt_timeout=bad,
             )

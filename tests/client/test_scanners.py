@@ -44,8 +44,8 @@ def write_rows(hq: Client, queue: str, rows: Iterable[Row]) -> None:
         )
         for p, ts, seq, topic, value in rows
     ]
-    with hq.hbase.connection("write test rows") as conn:
-        conn.client.mutateRows(hq.hbase.table_name(queue), batch, {})
+    with hq._context.hbase.connection("write test rows") as conn:
+        conn.client.mutateRows(hq._context.hbase.table_name(queue), batch, {})
 
 
 def expected(rows: Iterable[Row]) -> list[Message]:
@@ -58,7 +58,7 @@ def by_id(messages: Iterable[Message]) -> list[Message]:
 
 
 def scanner_is_closed(hq: Client, scanner_id: int) -> bool:
-    with hq.hbase.connection("probe scanner") as conn:
+    with hq._context.hbase.connection("probe scanner") as conn:
         try:
             conn.client.scannerGetList(scanner_id, 1)
         except Hbase.IllegalArgument:
@@ -419,7 +419,7 @@ def test_reopens_when_the_gateway_forgot_the_scanner(queue: Queue, hq: Client) -
     with queue.partition_scanner(0, batch_size=3) as scanner:
         messages = [next(scanner)]
         (scanner_id,) = scanner.open_scanner_ids
-        with hq.hbase.connection("drop scanner") as conn:
+        with hq._context.hbase.connection("drop scanner") as conn:
             conn.client.scannerClose(scanner_id)
         messages += [next(scanner) for _ in range(3)]  # crosses into the next batch
         assert scanner.open_scanner_ids != (scanner_id,)
@@ -428,8 +428,8 @@ def test_reopens_when_the_gateway_forgot_the_scanner(queue: Queue, hq: Client) -
 
 
 def test_missing_table_is_a_storage_error(hq: Client, queue: Queue) -> None:
-    table = hq.hbase.table_name(queue.name)
-    with hq.hbase.connection("drop table") as conn:
+    table = hq._context.hbase.table_name(queue.name)
+    with hq._context.hbase.connection("drop table") as conn:
         conn.client.disableTable(table)
         conn.client.deleteTable(table)
     with pytest.raises(StorageError) as raised:

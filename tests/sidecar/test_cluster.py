@@ -26,7 +26,7 @@ from hqueue.testing.zookeeper import ZooKeeperServer, expire_session
 
 
 def owners(client: Client, queue: str) -> dict[int, str]:
-    return {p: o.value.sidecar for p, o in client.owners.read_owners(queue).items()}
+    return {p: o.sidecar for p, o in client.queue(queue).owners().items()}
 
 
 def scan_ids(client: Client, queue: str, partition: int) -> list[MessageId]:

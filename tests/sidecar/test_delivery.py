@@ -60,7 +60,7 @@ class Producer:
 
 
 def checkpoints(client: Client, queue: str, name: str) -> dict[int, MessageId]:
-    state = client.subscriptions.read_subscription_state(queue, name).value
+    state = client._context.subscriptions.read_subscription_state(queue, name).value
     return {p: MessageId.parse(s) for p, s in state.items()}
 
 
@@ -132,9 +132,7 @@ def test_owner_sidecar_killed_delivery_continues(any_cluster: Cluster) -> None:
             a.kill()
             # The dead sidecar's session must lapse before its partitions move.
             wait_for(
-                lambda: (
-                    {o.value.sidecar for o in client.owners.read_owners("q").values()} == {"sc-b"}
-                ),
+                lambda: {o.sidecar for o in client.queue("q").owners().values()} == {"sc-b"},
                 SESSION + 30,
                 "sc-b to own both partitions",
             )
@@ -220,15 +218,18 @@ def test_subscriber_session_expiry_pauses_delivery_until_it_announces_again(
         producer_client.queue("q").put(b"before", topic="t")
         wait_for(lambda: len(got) == 1, 20, "the first message")
         states: list[SessionState] = []
-        subscriber_client.metastore.add_session_listener(states.append)
+        subscriber_client._context.metastore.add_session_listener(states.append)
         expire_session(
-            subscriber_client.metastore.client,  # type: ignore[attr-defined]
+            subscriber_client._context.metastore.client,  # type: ignore[attr-defined]
             zookeeper_server.hosts,
         )
         assert SessionState.LOST in states
         # The new session announces the subscriber again; delivery carries on.
         wait_for(
-            lambda: producer_client.subscriptions.read_subscriber_address("q", "s") == sub.address,
+            lambda: (
+                producer_client._context.subscriptions.read_subscriber_address("q", "s")
+                == sub.address
+            ),
             20,
             "the address to be announced again",
         )

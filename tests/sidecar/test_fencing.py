@@ -20,19 +20,18 @@ import pytest
 
 from hqueue.client.client import Client, connect
 from hqueue.errors import HQueueError, NotOwnerError, StorageError
-from hqueue.message import COLUMN_PREFIX, FAMILY, MessageId
-from hqueue.sidecar.storage import (
-    CHECKS_ATTRIBUTE,
-    FENCE_COLUMN,
-    HBaseStorage,
-    encode_checks,
-    fence_checks,
-    fence_row,
-    partition_bounds,
-)
+from hqueue.message import COLUMN_PREFIX, FAMILY, MessageId, partition_range
+from hqueue.sidecar.storage import HBaseStorage
 from hqueue.standalone.engine.schema import FamilyOptions, Mutation, RowMutation
 from hqueue.standalone.engine.store import FencedError, Store
 from hqueue.standalone.sidecar_storage import EngineStorage
+from hqueue.storage.fence import (
+    CHECKS_ATTRIBUTE,
+    FENCE_COLUMN,
+    encode_checks,
+    fence_checks,
+    fence_row,
+)
 from hqueue.storage.hbase import HBase
 from hqueue.testing.cluster import SESSION, Cluster, wait_for
 from hqueue.testing.zookeeper import ZooKeeperServer, expire_session
@@ -60,7 +59,7 @@ def engine(tmp_path: Path) -> EngineStorage:
 
 
 def rows_of(storage: EngineStorage | HBaseStorage, table: bytes, partition: int) -> list[bytes]:
-    block = storage.read(table, *partition_bounds(partition), None, 1000, 1 << 20)
+    block = storage.read(table, *partition_range(partition), None, 1000, 1 << 20)
     return [bytes(m.value) for m in block.messages()]
 
 
@@ -153,7 +152,7 @@ def test_the_standalone_checks_the_fence_of_a_thrift1_write(cluster: Cluster) ->
         assert [m.value for m in client.queue("q").partition_scanner(0)] == [b"epoch 7"]
         assert storage.last_id(table, 1) is None
         # The fence rows sort after every partition's rows.
-        assert fence_row(0) > partition_bounds(32767)[1]
+        assert fence_row(0) > partition_range(32767)[1]
         with hbase.client("r") as c:
             cell = c.get(table, fence_row(0), FENCE_COLUMN, {})
         assert struct.unpack(">q", cell[0].value)[0] == 8
@@ -191,7 +190,7 @@ def test_a_write_frozen_inside_a_deposed_sidecar_never_lands(
     wait_for(lambda: len(set(owners(client, "q").values())) == 2, 20, "a partition each")
     mine = next(p for p, s in owners(client, "q").items() if s == "sc-a")
     before = queue.put(b"before", topic="t", partition=mine)
-    epoch = client.owners.read_owner_info("q", mine).value.epoch
+    epoch = client._context.owners.read_owner_info("q", mine).value.epoch
     assert first.sidecar is not None and first.store is not None
     sidecar = first.sidecar
     storage = sidecar._writer.storage
@@ -226,7 +225,7 @@ def test_a_write_frozen_inside_a_deposed_sidecar_never_lands(
         assert held.wait(10)
         expire_session(first.store.client, zookeeper_server.hosts)  # type: ignore[attr-defined]
         wait_for(
-            lambda: client.owners.read_owner_info("q", mine).value.epoch > epoch,
+            lambda: client._context.owners.read_owner_info("q", mine).value.epoch > epoch,
             SESSION + 20,
             "a new owner of the partition",
         )

@@ -32,7 +32,7 @@ from hqueue.settings import ENV_ZOOKEEPER
 from hqueue.storage.sidecars import Sidecars
 from hqueue.testing.cluster import wait_for
 from hqueue.testing.standalone import StandaloneProcess
-from hqueue.wire.idl import sidecar as sidecar_idl
+from hqueue.wire.sidecar_calls import PutBatch
 from tests.client.test_producer_retry import Putter
 
 SESSION_TIMEOUT = 60.0
@@ -196,7 +196,7 @@ def test_an_invalid_queue_name_is_refused_at_once_by_the_sidecar(
 ) -> None:
     """Not an unavailable metadata store (retriable): the client's mistake."""
     assert server.sidecar_address is not None
-    batch = sidecar_idl().TMessageBatch(values=[b"x"], topics=["t"], partitions=[0])
+    batch = PutBatch(values=[b"x"], topics=["t"], partitions=[0])
     sidecars = Sidecars(timeout_ms=10_000)
     try:
         with pytest.raises(InvalidArgumentError, match="queue name 'no such!'"):

@@ -16,6 +16,7 @@ from hqueue.sidecar.node import _Deferred
 from hqueue.storage.sidecars import SidecarCallError, Sidecars, SidecarUnreachableError
 from hqueue.wire.idl import sidecar as sidecar_idl
 from hqueue.wire.rpc_server import ThriftServer
+from hqueue.wire.sidecar_calls import PutBatch
 
 
 @pytest.fixture
@@ -27,10 +28,9 @@ def starting() -> Iterator[str]:
 
 
 def test_a_starting_sidecar_refuses_puts_and_scans_as_unavailable(starting: str) -> None:
-    idl = sidecar_idl()
     sidecars = Sidecars(timeout_ms=5_000)
     try:
-        batch = idl.TMessageBatch(values=[b"v"], topics=["t"], partitions=[0])
+        batch = PutBatch(values=[b"v"], topics=["t"], partitions=[0])
         with pytest.raises(UnavailableError, match="still starting") as put:
             sidecars.put(starting, "q", batch)
         with pytest.raises(UnavailableError, match="still starting") as scan:

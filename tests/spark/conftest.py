@@ -37,7 +37,7 @@ Row = tuple[int, int, int, str, bytes]
 def store_rows(server: StandaloneProcess, client: Client, queue: str, rows: Sequence[Row]) -> None:
     """Write message rows directly into the queue's table (raw Thrift1 mutateRows)."""
     hbase1 = sys.modules["Hbase_thrift"]
-    table = client.hbase.table_name(queue)
+    table = client._context.hbase.table_name(queue)
     conn = happybase.Connection(server.host, server.port)
     try:
         for i in range(0, len(rows), 5000):

@@ -79,12 +79,12 @@ def test_report_counts_bytes_rate_and_lag(spark, hbase_server, hq, queue_name, t
     opts = options(hbase_server, queue_name)
     rows = _rows(0, 20)
     store_rows(hbase_server, hq, queue_name, rows)
-    hq.subscriptions.create_subscription_data(
+    hq._context.subscriptions.create_subscription_data(
         queue_name, "audit", SubscriptionPreferences({0: f"{BASE}:0", 1: f"{BASE}:0"})
     )
     # Partition 0 delivered up to its 4th message; partition 1 nothing yet.
     p0 = [r for r in rows if r[0] == 0]
-    hq.subscriptions.update_subscription_state(queue_name, "audit", {0: f"{p0[3][1]}:0"})
+    hq._context.subscriptions.update_subscription_state(queue_name, "audit", {0: f"{p0[3][1]}:0"})
 
     result = report(spark, opts, bucket_seconds=6 * 3600)
     _header, per_topic = result["per_topic"]
@@ -187,7 +187,7 @@ def test_load_job_runs_with_spark_submit(hbase_server, hq, queue_name, tmp_path)
     conn = happybase.Connection(hbase_server.host, hbase_server.port)
     try:
         # Message rows only: the partitions' fences sit after them (MESSAGES_END).
-        rows = conn.table(hq.hbase.table_name(queue_name)).scan(row_stop=MESSAGES_END)
+        rows = conn.table(hq._context.hbase.table_name(queue_name)).scan(row_stop=MESSAGES_END)
         assert sorted(cells[b"message:cli"] for _, cells in rows) == [
             f"v{i}".encode() for i in range(5)
         ]

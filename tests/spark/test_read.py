@@ -185,7 +185,7 @@ def test_read_queue_prefers_the_region_hosts(spark, hbase_server, hq, queue_name
     jrdd = located_rdd(spark, parts)
     conn = happybase.Connection(hbase_server.host, hbase_server.port)
     try:
-        regions = conn.client.getTableRegions(hq.hbase.table_name(queue))
+        regions = conn.client.getTableRegions(hq._context.hbase.table_name(queue))
     finally:
         conn.close()
     by_start = {r.startKey or b"": r.serverName.decode() for r in regions}

@@ -37,7 +37,7 @@ def _rows(partitions: int, per_partition: int) -> list[tuple[int, int, int, str,
 def _wait_owned(client, queue: str, partitions: int, timeout: float = 60.0) -> dict[int, str]:
     deadline = time.monotonic() + timeout
     while True:
-        owners = {p: v.value.address for p, v in client.owners.read_owners(queue).items()}
+        owners = {p: o.address for p, o in client.queue(queue).owners().items()}
         if len(owners) == partitions:
             return owners
         assert time.monotonic() < deadline, f"partitions of {queue} not claimed: {owners}"
@@ -244,7 +244,7 @@ def test_a_row_with_two_cells_is_two_messages_on_both_paths(spark, hbase_server,
     store_rows(hbase_server, hq, queue_name, [(0, BASE, 0, "a", b"1"), (0, BASE, 1, "a", b"3")])
     conn = happybase.Connection(hbase_server.host, hbase_server.port)
     try:
-        conn.table(hq.hbase.table_name(queue_name)).put(
+        conn.table(hq._context.hbase.table_name(queue_name)).put(
             (0).to_bytes(2, "big") + BASE.to_bytes(8, "big") + b"\0\0", {b"message:b": b"2"}
         )
     finally:

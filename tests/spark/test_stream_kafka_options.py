@@ -32,7 +32,7 @@ def _expire(server, hq, queue, indexes, partitions: int = 2) -> None:
     which a test cannot wait for (HBase's TTL counts from the write, in real time)."""
     conn = happybase.Connection(server.host, server.port)
     try:
-        table = hq.hbase.table_name(queue)
+        table = hq._context.hbase.table_name(queue)
         for i in indexes:
             conn.client.deleteAllRow(
                 table, struct.pack(">HQH", i % partitions, BASE + 10 * i, 0), {}

@@ -32,7 +32,7 @@ T_STRING, T_STRUCT, T_LIST = 11, 12, 15
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
     """A private server (with its sidecar) that refuses Thrift1/2 messages over 1 MiB."""
     proc = StandaloneProcess(
-        tmp_path_factory.mktemp("fuzz") / "data", ("--max-message-bytes", str(LIMIT))
+        tmp_path_factory.mktemp("fuzz") / "data", ("--max-request-bytes", str(LIMIT))
     ).start()
     yield proc
     proc.stop()

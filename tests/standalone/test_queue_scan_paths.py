@@ -36,7 +36,7 @@ def test_a_topic_filtered_scan_agrees_on_every_path(hq: Client, queue_name: str)
     for i in range(40):
         queue.put(b"v%d" % i, topic="a" if i % 3 else "b", partition=0)
     want = [("b", b"v%d" % i) for i in range(40) if i % 3 == 0]
-    context = queue.context
+    context = hq._context
     owner = context.owners.read_owner_info(queue_name, 0).value.address
     start, stop = partition_range(0, None, None)
     fell_back: list[str] = []
@@ -71,5 +71,6 @@ def test_the_key_only_last_key_read_returns_the_last_row(hq: Client, queue_name:
     queue = hq.queue(queue_name)
     ids = [queue.put(b"x" * 100, topic="t", partition=1) for _ in range(5)]
     start, stop = partition_range(1, None, None)
-    last = hq.hbase.last_rowkey(hq.hbase.table_name(queue_name), start, stop)
+    hbase = hq._context.hbase
+    last = hbase.last_rowkey(hbase.table_name(queue_name), start, stop)
     assert last == encode_rowkey(1, ids[-1])

@@ -27,7 +27,7 @@ def small_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalon
     """A private server that refuses messages over 64 KiB."""
     server = StandaloneProcess(
         tmp_path_factory.mktemp("robust") / "data",
-        ("--no-sidecar", "--max-message-bytes", str(LIMIT)),
+        ("--no-sidecar", "--max-request-bytes", str(LIMIT)),
     ).start()
     yield server
     server.stop()

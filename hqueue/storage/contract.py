@@ -1,0 +1,80 @@
+"""What a sidecar needs from the storage of messages: :class:`MessageStorage`.
+
+Two implementations: :class:`hqueue.sidecar.storage.HBaseStorage` goes through
+happybase over Thrift1, as against a real cluster; ``hqueue standalone`` gives its
+sidecar an in-process one
+(:class:`hqueue.standalone.sidecar_storage.EngineStorage`), skipping a Thrift round
+trip. Both acknowledge only durable writes: HBase after its WAL sync, the store after
+its fsync. Both fence their writes as :mod:`hqueue.storage.fence` says.
+
+Not public API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from hqueue.message import MessageId
+from hqueue.storage.fence import Fence
+from hqueue.wire.block import MessageBlock
+
+__all__ = ["CellGroup", "MessageStorage"]
+
+CellGroup = tuple[bytes, int, list[bytes], list[bytes]]
+"""Rows written alike: column (``message:<topic>``), timestamp (ms), rowkeys, values."""
+
+
+class MessageStorage(Protocol):
+    """What the sidecar needs from the storage."""
+
+    def table_name(self, queue: str) -> bytes:
+        """Return the full table name of a queue."""
+
+    def last_id(self, table: bytes, partition: int) -> MessageId | None:
+        """Return the highest id stored in the partition, or ``None`` if it is empty.
+
+        :raises StorageError: (or ConnectionLostError) if the storage fails.
+        """
+
+    def read(
+        self,
+        table: bytes,
+        start: bytes,
+        stop: bytes,
+        columns: set[bytes] | None,
+        limit: int,
+        max_bytes: int,
+    ) -> MessageBlock:
+        """Return the visible messages of rows ``[start, stop)`` (only the ``columns``
+        given, if any): at most ``limit``, and values of at most ``max_bytes`` in all
+        unless the first message alone is larger.
+
+        :raises StorageError: (or ConnectionLostError) if the storage fails or a row is
+            not a queue message.
+        """
+
+    def fence(self, table: bytes, partition: int, epoch: int) -> None:
+        """Establish ``epoch`` as the partition's owner epoch in the storage, so that
+        writes carrying a lower one are refused from now on. Call before reading
+        the partition's last id.
+
+        :raises NotOwnerError: a higher epoch holds the fence (this owner is stale).
+        :raises StorageError: (or ConnectionLostError) if the storage fails.
+        """
+
+    def write(
+        self, table: bytes, groups: list[CellGroup], fences: Sequence[Fence]
+    ) -> Callable[[], None]:
+        """Start writing the rows of every group, fenced by the writer's epoch of each
+        partition they touch; return a function that waits until they are durable.
+        Writes become visible in the order they were started (the caller starts them
+        under its partition lock and waits outside it, so writes to one partition
+        share syncs without reordering).
+
+        :raises NotOwnerError: a fence moved: another owner may have started. From
+            this call or the returned one; the write is not durable for the caller
+            (how much of it landed is the backend's guarantee).
+        :raises StorageError: (or ConnectionLostError) if the storage fails, from this
+            call or from the returned one; some rows may then have been written.
+        """
