@@ -22,6 +22,7 @@ _EXPORTS = {
     "MessageId": "hqueue.message",
     "MessageListener": "hqueue.client.subscriber",
     "NewMessage": "hqueue.client.producer",
+    "Position": "hqueue.message",
     "Queue": "hqueue.client.client",
     "Subscriber": "hqueue.client.subscriber",
     "connect": "hqueue.client.client",
@@ -35,6 +36,7 @@ __all__ = [
     "MessageId",
     "MessageListener",
     "NewMessage",
+    "Position",
     "Queue",
     "Subscriber",
     "__version__",
@@ -46,7 +48,7 @@ if TYPE_CHECKING:
     from hqueue.client.producer import NewMessage
     from hqueue.client.subscriber import ConsumeStatus, MessageListener, Subscriber
     from hqueue.errors import HQueueError
-    from hqueue.message import Message, MessageId
+    from hqueue.message import Message, MessageId, Position
 
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -29,6 +29,7 @@ __all__ = [
     "ROWKEY_BYTES",
     "Message",
     "MessageId",
+    "Position",
     "check_id_text",
     "check_partition",
     "check_topic",
@@ -38,6 +39,7 @@ __all__ = [
     "encode_rowkey",
     "format_time",
     "messages_from_columns",
+    "parse_located",
     "parse_position",
     "partition_prefix",
     "partition_range",
@@ -71,6 +73,7 @@ MESSAGES_END = _PARTITION.pack(MAX_PARTITIONS)
 """The first rowkey after every partition's messages: rows from here on in a queue
 table are not messages (the sidecars' partition fences live there)."""
 _ID_TEXT = re.compile(r"([0-9]+):([0-9]+)")
+_PARTITION_TEXT = re.compile(r"[0-9]{1,5}")
 # tuple.__new__ builds the named tuples without running their Python-level __new__,
 # which cuts the per-message cost of building a Message by about a third.
 _new_tuple = tuple.__new__
@@ -158,6 +161,66 @@ class MessageId(NamedTuple):
         return MessageId(self.timestamp - 1, MAX_SEQUENCE)
 
 
+class Position(NamedTuple):
+    """Where a message is: its partition and its :class:`MessageId` there, what a put
+    returns for each message and what every API that takes a position accepts back.
+
+    Its text form is ``"partition@timestamp:sequence"`` (``"3@1700000000000:5"``), read
+    by :meth:`parse`; positions compare by partition, then id.
+    """
+
+    partition: int
+    id: MessageId
+
+    def __str__(self) -> str:
+        return f"{self.partition}@{self.id.timestamp}:{self.id.sequence}"
+
+    @property
+    def timestamp(self) -> int:
+        """The id's timestamp: milliseconds since the epoch at which it was stamped."""
+        return self.id.timestamp
+
+    @property
+    def sequence(self) -> int:
+        """The id's sequence within its millisecond."""
+        return self.id.sequence
+
+    @classmethod
+    def of(cls, partition: int, message_id: MessageId | tuple[int, int]) -> Position:
+        """Return the position after checking the partition's and the id's ranges.
+
+        :raises InvalidArgumentError: if either is out of range.
+        """
+        check_partition(partition)
+        return cls(partition, MessageId.of(*message_id))
+
+    @classmethod
+    def parse(cls, text: str) -> Position:
+        """Return the position written as ``"partition@timestamp:sequence"`` (white
+        space around it ignored).
+
+        :raises InvalidArgumentError: if ``text`` is not such a position.
+        """
+        partition, at, rest = text.strip().partition("@") if isinstance(text, str) else ("", "", "")
+        if not at or _PARTITION_TEXT.fullmatch(partition) is None:
+            raise InvalidArgumentError(
+                f"{text!r} is not a position; expected 'partition@timestamp:sequence', "
+                "for example '3@1700000000000:5'"
+            )
+        return cls.of(int(partition), MessageId.parse(rest))
+
+    def to_json(self) -> dict[str, object]:
+        """Return the JSON form the CLI prints: ``position`` (the text form),
+        ``partition``, ``id``, ``timestamp`` and ``time``."""
+        return {
+            "position": str(self),
+            "partition": self.partition,
+            "id": str(self.id),
+            "timestamp": self.id.timestamp,
+            "time": format_time(self.id.timestamp),
+        }
+
+
 class Message(NamedTuple):
     """One message as read from a queue. ``timestamp`` is ``id.timestamp`` (ms since the
     epoch), also the cell's HBase timestamp."""
@@ -171,6 +234,11 @@ class Message(NamedTuple):
     def timestamp(self) -> int:
         """Milliseconds since the epoch at which the sidecar stamped the message."""
         return self.id.timestamp
+
+    @property
+    def position(self) -> Position:
+        """Where the message is: its partition and id in one value."""
+        return Position(self.partition, self.id)
 
     def to_json(self) -> dict[str, object]:
         """Return the JSON form ``hqueue scan --format json`` prints: the id's
@@ -309,15 +377,42 @@ def format_time(ms: int) -> str:
     return f"{_second(second)}.{milli:03d}Z"
 
 
+def parse_located(position: object, what: str = "position") -> tuple[int | None, MessageId]:
+    """Return the partition a position names (``None`` if it names none) and the id it
+    stands for: a :class:`Position` or its text ``"partition@timestamp:sequence"``
+    (a partition and an id), or anything :func:`parse_position` takes (an id only).
+
+    :raises InvalidArgumentError: if ``position`` is none of those, naming ``what``.
+    """
+    if isinstance(position, Position):
+        return position.partition, position.id
+    if isinstance(position, str) and "@" in position:
+        try:
+            located = Position.parse(position)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"{what}: {exc}") from None
+        return located.partition, located.id
+    return None, parse_position(position, what)
+
+
 def parse_position(position: object, what: str = "position") -> MessageId:
     """Return the id a start or stop position stands for: a :class:`MessageId`, a
     ``"timestamp:sequence"`` string, an ISO-8601 time, a datetime (its first id), or an
     int of milliseconds since the epoch.
 
+    A :class:`Position` (or its text) also names a partition, which an API taking it
+    must check or use: such an API calls :func:`parse_located` instead, and this
+    function refuses one rather than drop its partition unseen.
+
     :raises InvalidArgumentError: if ``position`` is none of those, naming ``what``.
     """
     if isinstance(position, MessageId):
         return position
+    if isinstance(position, Position) or (isinstance(position, str) and "@" in position):
+        raise InvalidArgumentError(
+            f"{what} {str(position)!r} names a partition; give a message id "
+            "('timestamp:sequence'), a time or milliseconds here"
+        )
     if isinstance(position, _dt.datetime):
         return MessageId.from_datetime(position)
     if isinstance(position, int) and not isinstance(position, bool):

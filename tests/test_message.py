@@ -13,7 +13,10 @@ from hqueue.errors import InvalidArgumentError
 from hqueue.message import (
     MAX_SEQUENCE,
     MessageId,
+    Position,
     check_id_text,
+    parse_located,
+    parse_position,
     partition_prefix,
     partition_range,
     table_name,
@@ -91,3 +94,25 @@ def test_table_name_is_happybase_s() -> None:
     assert table_name(None, "q") == "q"
     assert table_name("", "q") == "q"
     assert table_name("t1", "q") == "t1_q"
+
+
+@given(st.integers(0, 32767), st.integers(0, _MAX_TIMESTAMP), st.integers(0, MAX_SEQUENCE))
+def test_a_position_s_text_round_trips(partition: int, ts: int, seq: int) -> None:
+    position = Position(partition, MessageId(ts, seq))
+    assert Position.parse(str(position)) == position
+    assert parse_located(str(position)) == (partition, MessageId(ts, seq))
+    assert parse_located(position) == (partition, MessageId(ts, seq))
+
+
+def test_an_id_only_api_refuses_a_position_rather_than_drop_its_partition() -> None:
+    with pytest.raises(InvalidArgumentError, match="names a partition"):
+        parse_position("3@1700000000000:5")
+    with pytest.raises(InvalidArgumentError, match="names a partition"):
+        parse_position(Position(3, MessageId(1, 0)))
+    assert parse_located("1700000000000:5") == (None, MessageId(1700000000000, 5))
+
+
+@pytest.mark.parametrize("text", ["@1:2", "x@1:2", "32768@1:2", "1@", "1@1", "-1@1:2", "1@1:2@3"])
+def test_a_malformed_position_is_refused_by_name(text: str) -> None:
+    with pytest.raises(InvalidArgumentError):
+        Position.parse(text)
