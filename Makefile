@@ -93,7 +93,7 @@ smoke: wheel
 	cp .ci/smoke_wheel.py $(SMOKE_VENV)/smoke_wheel.py
 	cd $(SMOKE_VENV) && ./bin/python smoke_wheel.py
 
-test: lint pytest smoke
+test: lint pytest bench-smoke smoke
 
 # The queue benchmark's peers, run from Debian's packages (bench/peers.py starts them).
 .PHONY: bench-deps
@@ -112,6 +112,21 @@ bench: deps-test bench-deps
 	$(BIN)/python bench/bench_queue.py
 	$(BIN)/python bench/bench_subscribe.py
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/python bench/bench_spark.py
+
+# Every script in bench/ at tiny sizes (`--smoke`: seconds each, the peers included), so
+# that a broken benchmark fails `make test`; each prints its tables, headed "SMOKE RUN"
+# and judging no target. tests/test_bench_listed.py checks that every script is here.
+.PHONY: bench-smoke
+bench-smoke: deps-test bench-deps zookeeper
+	$(BIN)/python bench/bench_cli.py --smoke
+	$(BIN)/python bench/bench_hbase.py --smoke
+	$(BIN)/python bench/bench_metadata.py --smoke
+	$(BIN)/python bench/bench_admin.py --smoke
+	$(BIN)/python bench/bench_queue.py --smoke
+	$(BIN)/python bench/bench_subscribe.py --smoke
+	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/python bench/bench_spark.py --smoke
+	$(BIN)/python bench/soak_model.py --smoke
+	$(BIN)/python bench/soak_requests.py --smoke
 
 clean:
 	rm -rf $(VENV) $(DATA) $(DIST) $(SMOKE_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

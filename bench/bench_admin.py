@@ -27,8 +27,11 @@ running. The target: no put waits more than
 of the commit before a change, for a before/after comparison); the client library
 is always this tree's.
 
+The exit status is 1 when a put or the admin call failed (the table is printed
+first, with the errors below it).
+
 Run: ``nice .venv/bin/python bench/bench_admin.py --messages 5000000 [--jobs
-delete,ttl] [--server-tree /tmp/old] [--data-dir /tmp]``
+delete,ttl] [--server-tree /tmp/old] [--data-dir /tmp] [--smoke]``
 
 The targets and the latest figures, with what bounds them: docs/performance.md.
 """
@@ -41,6 +44,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -49,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import happybase
-from rounds import markdown_header, markdown_row
+from rounds import SMOKE_NOTE, add_smoke_argument, markdown_header, markdown_row
 
 import hqueue
 from hqueue.testing.standalone import StandaloneProcess
@@ -252,13 +256,18 @@ def main() -> None:
     parser.add_argument("--jobs", default="delete,ttl")
     parser.add_argument("--server-tree", default=None, help="run the server from this checkout")
     parser.add_argument("--data-dir", default=tempfile.gettempdir())
+    add_smoke_argument(parser, "2,000 messages")
     args = parser.parse_args()
+    if args.smoke:
+        args.messages = 2_000
     label = _server_label(args.server_tree)
     results = []
     for job in args.jobs.split(","):
         print(f"{job}, {args.messages:,} messages, server {label}", flush=True)
         results.append(run_job(job, args.messages, Path(args.data_dir), args.server_tree))
     print()
+    if args.smoke:
+        print(SMOKE_NOTE)
     print(
         markdown_header(
             [
@@ -301,6 +310,8 @@ def main() -> None:
             print(f"{r.job}: the admin call failed: {r.call_error}")
         for error in sorted(set(r.errors))[:5]:
             print(f"{r.job}: a put failed: {error}")
+    if any(r.call_error or r.errors for r in results):
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ A second table counts the modules an import loads (``sys.modules`` before and af
 in a fresh interpreter): ``hqueue.message`` (the message types every layer shares,
 which must stay light), ``hqueue`` (its public names load lazily), and the peers.
 
-Run: ``.venv/bin/python bench/bench_cli.py [--runs 20]``
+Run: ``.venv/bin/python bench/bench_cli.py [--runs 20] [--smoke]``
 
 The targets and the latest figures, with what bounds them: docs/performance.md.
 """
@@ -37,7 +37,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from rounds import alternate, markdown_header, markdown_row
+from rounds import (
+    SMOKE_NOTE,
+    SMOKE_VERDICT,
+    add_smoke_argument,
+    alternate,
+    markdown_header,
+    markdown_row,
+)
 
 TARGET_S = 0.3
 PYTHON = "python -c pass"
@@ -100,7 +107,10 @@ def modules_loaded(module: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="rounds (default %(default)s)")
+    add_smoke_argument(parser, "2 rounds")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs = 2
     if args.runs < 1:
         parser.error("--runs must be positive")
 
@@ -113,6 +123,8 @@ def main() -> None:
     median = {label: statistics.median(times) for label, times in runs.items()}
     floor = median[PYTHON]
 
+    if args.smoke:
+        print(f"\n{SMOKE_NOTE}", end="")
     print(
         f"\nhqueue start-up: wall-clock of a fresh process, best and median of {args.runs} "
         f"alternating rounds, {os.cpu_count()} cores; Python "
@@ -145,6 +157,9 @@ def main() -> None:
         print(markdown_row((f"import {module}", modules_loaded(module))))
 
     print()
+    if args.smoke:
+        print(SMOKE_VERDICT)
+        return
     print(markdown_header(("target", "measured (median)", "met"), "lrc"))
     for label in ("hqueue --version", "hqueue --help"):
         print(

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import happybase
-from rounds import alternate, text_table
+from rounds import SMOKE_NOTE, SMOKE_VERDICT, add_smoke_argument, alternate, text_table
 
 from hqueue.standalone.engine.cursors import Scanner, ScanSpec
 from hqueue.standalone.engine.schema import FamilyOptions, Mutation, RowMutation
@@ -147,7 +147,10 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--serve-null", action="store_true", help=argparse.SUPPRESS)
+    add_smoke_argument(parser, "2,000 rows, 1 round")
     args = parser.parse_args()
+    if args.smoke:
+        args.rows, args.rounds = 2_000, 1
     if args.serve_null:
         serve_null(args.rows)
         return
@@ -187,6 +190,8 @@ def main() -> None:
     }
 
     ceiling = results["null (happybase ceiling)"]
+    if args.smoke:
+        print(f"\n{SMOKE_NOTE}", end="")
     print(
         f"\nhqueue standalone benchmark: {args.rows:,} rows of {len(VALUE)} B, "
         f"{BATCH:,} rows per call, median of {args.rounds} alternating rounds, "
@@ -209,6 +214,9 @@ def main() -> None:
         )
     )
     sa = results["standalone (happybase)"]
+    if args.smoke:
+        print(f"\n{SMOKE_VERDICT}")
+        return
     print(
         f"\ntarget: standalone >= 70% of the ceiling: put {sa[0] / ceiling[0]:.0%}, "
         f"scan {sa[1] / ceiling[1]:.0%}"

@@ -13,7 +13,7 @@ gateway) it measures
 It prints a Markdown table. The servers are started with :mod:`hqueue.testing`
 (ZooKeeper from Debian's jars) unless ``--zookeeper`` / ``--hbase`` are given.
 
-    .venv/bin/python bench/bench_metadata.py [--subscriptions 10000] [--seconds 2]
+    .venv/bin/python bench/bench_metadata.py [--subscriptions 10000] [--seconds 2] [--smoke]
 
 The targets and the latest figures, with what bounds them: docs/performance.md.
 """
@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from rounds import markdown_header, markdown_row
+from rounds import SMOKE_NOTE, add_smoke_argument, markdown_header, markdown_row
 
 from hqueue.metadata import MetaStore, Version, open_metastore
 from hqueue.metadata.cache import MetadataCache
@@ -153,7 +153,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4, help="writers while loading")
     parser.add_argument("--zookeeper", help="use this ZooKeeper instead of starting one")
     parser.add_argument("--hbase", help="use this HBase Thrift1 gateway (HOST:PORT)")
+    add_smoke_argument(parser, "100 subscriptions, 0.2 s per rate")
     args = parser.parse_args()
+    if args.smoke:
+        args.subscriptions, args.seconds = 100, 0.2
 
     rows = []
     with servers(args) as targets:
@@ -175,6 +178,8 @@ def main() -> None:
             print(f"{backend}: done", file=sys.stderr)
 
     n = f"{args.subscriptions:,}"
+    if args.smoke:
+        print(SMOKE_NOTE)
     print(
         markdown_header(
             (

@@ -83,9 +83,9 @@ above Redis's consumer group.
 
 Run: ``.venv/bin/python bench/bench_subscribe.py [--rates 1000,5000,10000]
 [--seconds 3] [--messages 200000] [--live-messages 100000] [--rounds 3] [--quick]
-[--peers hqueue,redis,nats] [--producers 4] [--hqueue-partitions N]``; a peer whose
-server binary is missing is skipped with a line saying so (``make bench-deps``
-installs them).
+[--smoke] [--peers hqueue,redis,nats] [--producers 4] [--hqueue-partitions N]``; a peer
+whose server binary is missing is skipped with a line saying so (``make bench-deps``
+installs them), except in a smoke run, which fails then.
 
 The targets and the latest figures, with what bounds them: docs/performance.md.
 """
@@ -118,6 +118,9 @@ import redis
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType
 from peers import NATS_SERVER, REDIS_SERVER, NatsServer, RedisServer
 from rounds import (
+    SMOKE_NOTE,
+    SMOKE_VERDICT,
+    add_smoke_argument,
     markdown_header,
     markdown_row,
     median_of_rounds,
@@ -1041,6 +1044,8 @@ def report(
     def fmt(v: float | None, spec: str = ".2f") -> str:
         return "" if v is None else format(v, spec)
 
+    if args.smoke:
+        print(f"\n{SMOKE_NOTE}", end="")
     print(
         f"\nPush delivery: hqueue subscriptions vs Redis Streams consumer groups vs NATS "
         f"JetStream push consumers; {VALUE_SIZE} B messages; median of {args.rounds} "
@@ -1164,6 +1169,9 @@ def report(
         print(markdown_row(("(all)", name, f"failed: {why.splitlines()[0][:160]}", *[""] * 5)))
 
     print()
+    if args.smoke:
+        print(SMOKE_VERDICT)
+        return
     print(markdown_header(("target", "measured", "met"), "lrc"))
     for w5, how in (
         (paced_name(5000), "one per put"),
@@ -1256,10 +1264,19 @@ def main() -> None:
         action="store_true",
         help="short run: defaults of 1 s per rate, 20,000 / 20,000 messages, 1 round",
     )
+    add_smoke_argument(
+        parser,
+        "paced at 1,000 msg/s one per put and batched, 1 s each, also on 2 partitions; "
+        "2,000 / 2,000 messages; 1 round",
+    )
     parser.add_argument(
         "--peers", default="hqueue,redis,nats", help="comma-separated subset of hqueue,redis,nats"
     )
     args = parser.parse_args()
+    if args.smoke:
+        args.rates = args.batched_rates = "1000"
+        args.seconds, args.messages, args.live_messages, args.rounds = 1, 2_000, 2_000, 1
+        args.hqueue_partitions = 2
     defaults = (1, 20_000, 20_000, 1) if args.quick else (3, 200_000, 100_000, 3)
     for name, value in zip(
         ("seconds", "messages", "live_messages", "rounds"), defaults, strict=True
@@ -1284,7 +1301,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-subscribe-") as tmp:
         samples, failed, skipped = run(args, Path(tmp))
     report(args, samples, failed, skipped)
-    if failed:
+    if failed or (args.smoke and skipped):
         sys.exit(1)
 
 

@@ -11,10 +11,16 @@ Report: :func:`percentile` and :func:`median_of_rounds` for latencies,
 (:func:`markdown_header`, :func:`markdown_row`) and fixed-width text
 (:func:`text_table`), with peers side by side and hqueue's figure as a ratio of
 each peer's.
+
+Smoke runs: every script takes ``--smoke`` (:func:`add_smoke_argument`), a run of
+seconds at tiny sizes that goes through every peer's code to the end (``make
+bench-smoke``, part of ``make test``); its tables open with :data:`SMOKE_NOTE` and
+judge no target, since such figures are not measurements.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import statistics
 import subprocess
@@ -25,7 +31,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 __all__ = [
+    "SMOKE_NOTE",
+    "SMOKE_VERDICT",
     "Peer",
+    "add_smoke_argument",
     "alternate",
     "markdown_header",
     "markdown_row",
@@ -142,7 +151,28 @@ def run_rounds(
     return samples, failed
 
 
+def add_smoke_argument(parser: argparse.ArgumentParser, sizes: str) -> None:
+    """Add ``--smoke`` to ``parser``: a run at the tiny ``sizes`` it describes, which
+    replace the sizes given or defaulted."""
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"smoke run, seconds long ({sizes}): every peer's code runs to the end; "
+        "the figures are not measurements and no target is judged",
+    )
+
+
 # -- report --------------------------------------------------------------------------
+
+
+SMOKE_NOTE = (
+    "SMOKE RUN at tiny sizes: it checks that every peer's code runs to the end; "
+    "the figures below are not measurements."
+)
+"""The line a smoke run prints above its tables."""
+
+SMOKE_VERDICT = "Targets: not judged (smoke run)."
+"""What a smoke run prints instead of its targets' verdicts."""
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -9,7 +9,10 @@ round the examples, operations, states compared and rows that filtered scans
 returned, then the totals. The first difference stops it, with hypothesis's
 shrunk sequence of operations (pytest's output) and a non-zero exit status.
 
-Run: ``nice -n 10 .venv/bin/python bench/soak_model.py [--minutes 10] [--examples 300]``
+At least one round runs, however short ``--minutes``.
+
+Run: ``nice -n 10 .venv/bin/python bench/soak_model.py [--minutes 10] [--examples 300]
+[--smoke]``
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from rounds import text_table
+from rounds import SMOKE_NOTE, add_smoke_argument, text_table
 
 ROOT = Path(__file__).resolve().parent.parent
 _SUMMARY = re.compile(
@@ -67,12 +70,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="stop starting rounds after")
     parser.add_argument("--examples", type=int, default=300, help="examples per round")
+    add_smoke_argument(parser, "one round of 5 examples")
     args = parser.parse_args()
+    if args.smoke:
+        args.minutes, args.examples = 0.0, 5
     deadline = time.monotonic() + args.minutes * 60
     rows: list[list[str]] = []
     totals = [0, 0, 0, 0]
     seconds = 0.0
-    while time.monotonic() < deadline:
+    while not rows or time.monotonic() < deadline:
         figures, took = _round(args.examples)
         totals = [a + b for a, b in zip(totals, figures, strict=True)]
         seconds += took
@@ -80,6 +86,8 @@ def main() -> None:
         print(rows[-1], flush=True)
     rows.append(["total", *map(str, totals), f"{seconds:.0f}"])
     titles = ["", "examples", "operations", "states", "filtered rows", "seconds"]
+    if args.smoke:
+        print(SMOKE_NOTE)
     print(text_table(titles, [10, 10, 12, 10, 15, 9], rows))
     print("no difference")
 

@@ -14,7 +14,8 @@ Starts a ``hqueue standalone`` child process and, for each request size, sends
 Prints, per size and kind, the server's RSS before and after, its peak RSS
 (``VmHWM``; it only grows, so read it in order) and its CPU seconds per request.
 
-Run: ``.venv/bin/python bench/soak_requests.py [--sizes 1,4,16] [--count 5] [--kinds ...]``
+Run: ``.venv/bin/python bench/soak_requests.py [--sizes 1,4,16] [--count 5] [--kinds ...]
+[--smoke]``
 (sizes in MiB; the server's limit is raised to fit the largest).
 """
 
@@ -28,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 import happybase
-from rounds import text_table
+from rounds import SMOKE_NOTE, add_smoke_argument, text_table
 
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.framed import FramedClient
@@ -99,7 +100,10 @@ def main() -> None:
     parser.add_argument(
         "--kinds", default=",".join(KINDS), help=f"comma-separated, of: {', '.join(KINDS)}"
     )
+    add_smoke_argument(parser, "requests of 0.125 MiB, 2 of each kind")
     opts = parser.parse_args()
+    if opts.smoke:
+        opts.sizes, opts.count = "0.125", 2
     sizes = [int(float(s) * (1 << 20)) for s in opts.sizes.split(",")]
     kinds = opts.kinds.split(",")
     unknown = set(kinds) - set(KINDS)
@@ -133,6 +137,8 @@ def main() -> None:
                     )
                     print(" | ".join(rows[-1]), flush=True)
             print()
+            if opts.smoke:
+                print(SMOKE_NOTE)
             print(
                 text_table(
                     [
