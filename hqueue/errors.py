@@ -12,6 +12,7 @@ from __future__ import annotations
 
 __all__ = [
     "BadVersionError",
+    "ClusterMismatchError",
     "ColumnFamilyNotFoundError",
     "ConnectionLostError",
     "HQueueError",
@@ -20,10 +21,12 @@ __all__ = [
     "KeyExistsError",
     "MetadataError",
     "NoKeyError",
+    "NoMessageError",
     "NoOwnerInfoError",
     "NoQueueError",
     "NoSubscriptionError",
     "NotOwnerError",
+    "OutOfOrderSequenceError",
     "OversizedInputError",
     "QueueExistsError",
     "SchemaValidationError",
@@ -80,6 +83,12 @@ class OversizedInputError(InvalidArgumentError):
     """Input larger than the configured maximum was refused before buffering."""
 
 
+class NoMessageError(HQueueError, LookupError):
+    """No message is at the position asked for (:meth:`hqueue.Queue.get`): none was
+    ever written there, or it expired with the queue's TTL (HBase hides expired
+    cells). The message names the queue and the position."""
+
+
 class ConnectionLostError(HQueueError, ConnectionError):
     """A server could not be reached, or the connection broke mid-call."""
 
@@ -90,6 +99,15 @@ class WrongServiceError(HQueueError):
     the wrong port), or the other way round. Not retried: the address is wrong. The
     message names the address, what answered when it can tell, and what was
     expected."""
+
+
+class ClusterMismatchError(WrongServiceError):
+    """The HBase Thrift2 gateway (``--hbase-admin``) answers for another cluster than
+    the Thrift1 gateway (``--hbase``): a table made through one is not the table seen
+    through the other. Raised before the admin call when the gateways can tell (they
+    report different regions for a table both list), else by ``create_queue`` once the
+    table it made is not seen through the Thrift1 gateway, after dropping it again.
+    Not retried: an address is wrong. The message names both addresses."""
 
 
 # --- metadata (hqueue.metadata): Hedwig's errors, under one MetadataError ---
@@ -161,3 +179,34 @@ class NotOwnerError(UnavailableError):
         super().__init__(message)
         self.partition = partition
         self.owner = owner
+
+
+class OutOfOrderSequenceError(HQueueError):
+    """A sidecar refused an idempotent put's part for ``partition``: its first
+    sequence ``first`` for producer ``producer`` is neither the next one the sidecar
+    expects (``expected``) nor the start of a batch it remembers (see "Retries without
+    duplicates" in docs/queues.md). Nothing of the put was written by this call.
+
+    ``first > expected`` is a gap: a batch before it was never written. ``first <
+    expected`` repeats a batch older than the ones the sidecar keeps: it was most
+    likely written already, but its ids are no longer known, so it is not written
+    again."""
+
+    def __init__(
+        self,
+        message: str,
+        partition: int = -1,
+        producer: int = 0,
+        first: int = -1,
+        expected: int = -1,
+    ) -> None:
+        super().__init__(message)
+        self.partition = partition
+        self.producer = producer
+        self.first = first
+        self.expected = expected
+
+    @property
+    def gap(self) -> bool:
+        """Whether a batch before this one is missing (rather than this one too old)."""
+        return self.first > self.expected

@@ -207,7 +207,13 @@ class Position(NamedTuple):
                 f"{text!r} is not a position; expected 'partition@timestamp:sequence', "
                 "for example '3@1700000000000:5'"
             )
-        return cls.of(int(partition), MessageId.parse(rest))
+        try:
+            return cls.of(int(partition), MessageId.parse(rest))
+        except InvalidArgumentError:
+            raise InvalidArgumentError(
+                f"{text!r} is not a position; expected 'partition@timestamp:sequence' with "
+                "the partition in 0..32767, for example '3@1700000000000:5'"
+            ) from None
 
     def to_json(self) -> dict[str, object]:
         """Return the JSON form the CLI prints: ``position`` (the text form),

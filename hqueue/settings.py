@@ -8,7 +8,7 @@ then the ``HQUEUE_*`` environment variable, then the default here:
 setting                variable                  default
 =====================  ========================  ===================================
 HBase Thrift1 gateway  ``HQUEUE_HBASE``          ``127.0.0.1:9090``
-HBase Thrift2 gateway  ``HQUEUE_HBASE_ADMIN``    port 9091 on the Thrift1 host
+HBase Thrift2 gateway  ``HQUEUE_HBASE_ADMIN``    the Thrift1 host, its port + 1
 ZooKeeper              ``HQUEUE_ZOOKEEPER``      none: metadata is kept in HBase
 table prefix           ``HQUEUE_TABLE_PREFIX``   none
 =====================  ========================  ===================================
@@ -28,9 +28,15 @@ import os
 from hqueue.errors import InvalidArgumentError
 
 __all__ = [
+    "DEFAULT_BATCH_BYTES",
+    "DEFAULT_BATCH_MESSAGES",
+    "DEFAULT_BUFFER_BYTES",
     "DEFAULT_HBASE",
     "DEFAULT_HOST",
     "DEFAULT_LAG_TIMEOUT",
+    "DEFAULT_LINGER",
+    "DEFAULT_MAX_BLOCK",
+    "DEFAULT_ON_FULL",
     "DEFAULT_PUT_TIMEOUT",
     "DEFAULT_SCAN_BATCH_SIZE",
     "DEFAULT_SESSION_TIMEOUT",
@@ -72,6 +78,22 @@ partitions move, a subscriber stops being 'running'): the ZooKeeper session time
 or the lease of the HBase metadata backend."""
 DEFAULT_PUT_TIMEOUT = 30.0
 """Seconds a put keeps retrying while partitions move."""
+DEFAULT_LINGER = 0.005
+"""Seconds ``Queue.send`` lets a batch wait for more messages before it leaves (Kafka's
+``linger.ms``, 5 ms)."""
+DEFAULT_BATCH_MESSAGES = 10_000
+"""Messages after which a ``send`` batch leaves without waiting out its linger."""
+DEFAULT_BATCH_BYTES = 1 << 20
+"""Bytes after which a ``send`` batch leaves without waiting out its linger (1 MiB: a
+request far below a sidecar's limit)."""
+DEFAULT_BUFFER_BYTES = 32 << 20
+"""Bytes of messages sent and not yet written that a client holds before ``send``
+blocks or raises (Kafka's ``buffer.memory``, 32 MiB)."""
+DEFAULT_ON_FULL = "block"
+"""What ``send`` does when the buffer is full: ``"block"`` (up to ``max_block``) or
+``"raise"``."""
+DEFAULT_MAX_BLOCK = 60.0
+"""Seconds ``send`` waits for room in a full buffer (Kafka's ``max.block.ms``)."""
 DEFAULT_SCAN_BATCH_SIZE = 1000
 """Rows a scanner fetches per round trip."""
 DEFAULT_LAG_TIMEOUT = 5.0
@@ -129,9 +151,11 @@ def parse_address(address: str, what: str = "hbase") -> tuple[str, int]:
 
 def admin_address(hbase: str) -> str:
     """Return the Thrift2 gateway assumed when none is given: the host of the Thrift1
-    gateway ``hbase``, port :data:`DEFAULT_THRIFT2_PORT`.
+    gateway ``hbase``, the next port (9091 for HBase's default 9090, and where
+    ``hqueue standalone --port P`` puts it). A client whose two gateways turn out to be
+    different clusters is refused by name (:class:`hqueue.errors.ClusterMismatchError`).
 
     :raises InvalidArgumentError: if ``hbase`` is not ``HOST:PORT``.
     """
-    host, _ = parse_address(hbase)
-    return f"{host}:{DEFAULT_THRIFT2_PORT}"
+    host, port = parse_address(hbase)
+    return f"{host}:{port + 1 if port < 65535 else DEFAULT_THRIFT2_PORT}"

@@ -10,11 +10,14 @@ Thrift service (:mod:`hqueue.sidecar.service`) on the sidecar.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from hqueue.message import MessageId
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.reader import Reader
 from hqueue.sidecar.writer import Writer
 from hqueue.wire.block import MessageBlock
+from hqueue.wire.sidecar_calls import ProducerSequence
 
 __all__ = ["Sidecar"]
 
@@ -55,10 +58,15 @@ class Sidecar:
         self.membership.stop(timeout)
 
     def put(
-        self, queue: str, values: list[bytes], topics: list[str], partitions: list[int]
+        self,
+        queue: str,
+        values: list[bytes],
+        topics: list[str],
+        partitions: list[int],
+        sequences: Sequence[ProducerSequence] = (),
     ) -> tuple[list[int], list[int]]:
         """Write a batch; see :meth:`Writer.put` for what it returns and raises."""
-        return self._writer.put(queue, values, topics, partitions)
+        return self._writer.put(queue, values, topics, partitions, sequences)
 
     def scan(
         self, queue: str, start: bytes, stop: bytes, topics: list[str] | None, limit: int

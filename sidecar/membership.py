@@ -18,10 +18,12 @@ standalone``; on HBase, checked before and after each write). If the partition h
 an owner before, the new owner then waits ``takeover_grace`` seconds before it reads
 the partition's last stored row: on HBase a write the old owner started before the
 fence moved may still be landing, and the grace lets it land first; the new owner
-then continues after it (invariant 2). The old owner acknowledges none of those
-(invariant 3): the storage's fence refuses them, and when the metadata session is
-lost every held partition stops taking writes at once, before the control thread
-runs.
+then continues after it (invariant 2), and reads the state of the partition's
+idempotent producers (:mod:`hqueue.sidecar.producers`), so that a retry the old
+owner never answered is answered with the ids it wrote. The old owner acknowledges
+none of those (invariant 3): the storage's fence refuses them, and when the
+metadata session is lost every held partition stops taking writes at once, before
+the control thread runs.
 
 A sidecar whose previous process is known to be dead (``hqueue standalone`` knows it:
 it holds its data directory's lock, which the previous process held until it died)
@@ -458,8 +460,19 @@ class Membership:
         if time.monotonic() < hp.ready_at:
             return False
         last = self.storage.last_id(hp.table, hp.partition)
-        hp.open(last, self._clock)
-        log.info("sidecar %s writes %s/%d after %s", self.id, hp.queue, hp.partition, last)
+        # At the same moment as the last id: the previous owner's writes have landed,
+        # and with them its producers' state (retries it never answered are
+        # answered here with their ids).
+        producers = self.storage.producer_states(hp.table, hp.partition)
+        hp.open(last, self._clock, producers)
+        log.info(
+            "sidecar %s writes %s/%d after %s (%d producers remembered)",
+            self.id,
+            hp.queue,
+            hp.partition,
+            last,
+            len(hp.producers),
+        )
         self._notify(self.options.on_open, hp)
         return True
 

@@ -12,6 +12,7 @@ from hqueue.message import MessageId
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "DEFAULT_MAX_REQUEST_BYTES",
+    "DEFAULT_PRODUCER_EXPIRY",
     "DEFAULT_TAKEOVER_GRACE",
     "SidecarOptions",
 ]
@@ -28,6 +29,12 @@ reads the partition's last row (``--takeover-grace``): on HBase a write the prev
 owner started before the fence moved may still be landing (see
 :mod:`hqueue.sidecar.membership`)."""
 
+DEFAULT_PRODUCER_EXPIRY = 24 * 3600.0
+"""Seconds after its last write that an idempotent producer's state in a partition is
+forgotten, in memory and in the queue's table (Kafka's ``producer.id.expiration.ms``
+default): far longer than any retry (``put_timeout`` is 30 s), short enough that
+producers that came and went (every ``hqueue put`` is one) do not pile up."""
+
 
 @dataclass(frozen=True)
 class SidecarOptions:
@@ -40,6 +47,9 @@ class SidecarOptions:
     tick: float = 0.5
     clock_offset_ms: int = 0
     load: float = 0.0
+    producer_expiry: float = DEFAULT_PRODUCER_EXPIRY
+    """seconds an idle idempotent producer's state is kept (see
+    :mod:`hqueue.sidecar.producers`)"""
     predecessor: str | None = None
     """the id of the sidecar that ran last on this sidecar's data (``hqueue standalone``
     reads it from its data directory, whose lock tells it that process is dead)"""

@@ -1,4 +1,5 @@
-"""A partition a sidecar holds: its life, its lock and its newest acknowledged id.
+"""A partition a sidecar holds: its life, its lock, its newest acknowledged id and its
+idempotent producers' windows.
 
 A held partition goes CLAIMED (owner entry written, storage fenced at its epoch,
 waiting out the takeover grace) -> WRITABLE (last stored id read, ids handed out)
@@ -7,7 +8,9 @@ waiting out the takeover grace) -> WRITABLE (last stored id read, ids handed out
 Writes to it (:mod:`hqueue.sidecar.writer`) hold its lock from id assignment until
 the storage has started the rows' write, in id order (invariant 1), and check
 before assigning and again before acknowledging that the ownership is still
-confirmed (invariant 3).
+confirmed (invariant 3). The producers' windows (:mod:`hqueue.sidecar.producers`)
+are read from the storage when the partition opens, and checked and changed under
+the lock, with the ids.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from dataclasses import dataclass, field
 
 from hqueue.message import MessageId
 from hqueue.sidecar.ids import IdClock
+from hqueue.sidecar.producers import ProducerWindow
+from hqueue.storage.producers import StoredProducer
 
 __all__ = ["HeldPartition", "PartitionState"]
 
@@ -57,6 +62,13 @@ class HeldPartition:
     fenced: bool = False
     """whether the storage's fence holds this ownership's epoch (set before the last
     stored id is read)"""
+    producers: dict[int, ProducerWindow] = field(default_factory=dict)
+    """each idempotent producer's last batches here, by producer id (under the lock)"""
+    unsure: set[int] = field(default_factory=set)
+    """producers whose window is not known here, after a write of theirs failed: read
+    back from the storage before their next batch is checked (under the lock)"""
+    swept_ms: int = 0
+    """when idle producers were last forgotten (wall-clock ms)"""
 
     def advance(self, last: MessageId) -> None:
         """Move ``newest`` up to ``last`` (writes may finish waiting out of order)."""
@@ -74,9 +86,32 @@ class HeldPartition:
             with contextlib.suppress(Exception):
                 pending()
 
-    def open(self, last: MessageId | None, clock: Callable[[], int]) -> None:
-        """Start writing after ``last``, the partition's last stored id."""
+    def open(
+        self, last: MessageId | None, clock: Callable[[], int], producers: list[StoredProducer]
+    ) -> None:
+        """Start writing after ``last``, the partition's last stored id, with the
+        stored state of its idempotent ``producers``."""
+        windows = (ProducerWindow.of_stored(stored) for stored in producers)
         with self.lock:
             self.clock = IdClock(last, clock)
             self.newest = last
+            self.producers = {w.producer: w for w in windows if w is not None}
             self.state = PartitionState.WRITABLE
+
+    def sweep_producers(self, now_ms: int, expiry_ms: int) -> list[tuple[int, int]]:
+        """Forget the producers idle since before ``now_ms - expiry_ms``, at most once
+        a minute; return each one forgotten and its window's timestamp. Call under the
+        lock."""
+        if now_ms - self.swept_ms < _SWEEP_MS:
+            return []
+        self.swept_ms = now_ms
+        idle = [
+            (p, w.timestamp) for p, w in self.producers.items() if w.timestamp < now_ms - expiry_ms
+        ]
+        for producer, _ in idle:
+            del self.producers[producer]
+        return idle
+
+
+_SWEEP_MS = 60_000
+"""How often, at most, a partition's idle producers are looked for (on a put)."""

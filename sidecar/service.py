@@ -33,8 +33,8 @@ class SidecarHandler:
 
     def put(self, queue: str, batch: Any) -> Any:
         with sidecar_exceptions():
-            values, topics, partitions = PutBatch.from_thrift(batch)
-            timestamps, sequences = self.sidecar.put(queue, values, topics, partitions)
+            values, topics, partitions, producers = PutBatch.from_thrift(batch)
+            timestamps, sequences = self.sidecar.put(queue, values, topics, partitions, producers)
         return PutIds(timestamps, sequences).to_thrift()
 
     def scan(self, queue: str, request: Any) -> Any:

@@ -6,7 +6,10 @@
 Writes are fenced as :mod:`hqueue.storage.fence` says; HBase cannot condition a
 multi-row write on another row, so this storage checks the fences before and after
 each write and never reports a write durable once a fence moved (the window is in
-docs/architecture.md).
+docs/architecture.md). Nor can it write rows atomically: a write's groups go in
+order, one call each, so the producer rows a writer puts last
+(:mod:`hqueue.storage.producers`) land only after the messages they name (the
+window that leaves is in docs/queues.md, "Retries without duplicates").
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ from hqueue.storage.fence import (
     fenced,
 )
 from hqueue.storage.hbase import HBase
+from hqueue.storage.producers import (
+    PRODUCER_COLUMN,
+    StoredProducer,
+    producer_row,
+    producer_rows,
+    read_producer,
+)
 from hqueue.storage.reader import Thrift1Range, rows_to_block
 from hqueue.wire.block import MessageBlock
 from hqueue.wire.idl import hbase1
@@ -117,7 +127,8 @@ class HBaseStorage:
         count = sum(len(g[2]) for g in groups)
         try:
             with self._hbase.connection(f"write {count} messages") as conn:
-                # Thrift1 carries one timestamp per call: one call per group.
+                # Thrift1 carries one timestamp per call: one call per group, in
+                # order (producer rows come last, after the messages they name).
                 for column, ts, keys, values in groups:
                     conn.client.mutateRowsTs(
                         table,
@@ -138,3 +149,31 @@ class HBaseStorage:
         # Thrift1 has no asynchronous write: this one is done, and so in order, when
         # it returns.
         return _done
+
+    def producer_states(
+        self, table: bytes, partition: int, producer: int | None = None
+    ) -> list[StoredProducer]:
+        start, stop = producer_rows(partition, producer)
+        scan = Thrift1Range(self._hbase.client, table, start, stop, columns=[PRODUCER_COLUMN])
+        out: list[StoredProducer] = []
+        try:
+            while rows := scan.rows(1000):
+                for row in rows:
+                    cell = row.columns.get(PRODUCER_COLUMN)
+                    if cell is not None:
+                        out.append(read_producer(bytes(row.row), cell.timestamp, bytes(cell.value)))
+        finally:
+            scan.close()
+        return out
+
+    def forget_producers(
+        self, table: bytes, partition: int, states: Sequence[tuple[int, int]]
+    ) -> None:
+        h1 = hbase1()
+        delete = [h1.Mutation(column=PRODUCER_COLUMN, isDelete=True)]
+        with self._hbase.client(f"forget {len(states)} producers of partition {partition}") as c:
+            # A delete of one timestamp removes the versions at or before it: a state
+            # written since (a later id, so a higher timestamp) stays.
+            for producer, ts in states:
+                row = producer_row(partition, producer)
+                c.mutateRowsTs(table, [h1.BatchMutation(row=row, mutations=delete)], ts, {})

@@ -14,11 +14,23 @@ a sidecar frozen after its checks: :mod:`hqueue.storage.fence`). Before
 acknowledging, the writer checks the ownership again: a write that outlived the
 session is not acknowledged (invariant 3), and an acknowledged write is durable
 (invariant 4).
+
+Idempotent puts (:mod:`hqueue.sidecar.producers`): under the same locks, before any
+id is handed out, each partition's producer sequence is checked against the
+producer's window; a part that repeats a written batch gets that batch's ids (once
+its write is durable) and is not written again, and the new window of a part that is
+written goes into the same storage write, after its messages. A write that fails
+leaves its producers "unsure": their state is read back from the storage before
+their next batch is checked, since the write may have landed in part (HBase) or not
+at all (the standalone store).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import struct
+from collections.abc import Callable, Sequence
 
 from hqueue.errors import (
     HQueueError,
@@ -29,12 +41,18 @@ from hqueue.errors import (
     UnavailableError,
 )
 from hqueue.message import COLUMN_PREFIX, MAX_SEQUENCE, MessageId, check_topic
+from hqueue.sidecar.ids import wall_clock_ms
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.options import SidecarOptions
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
+from hqueue.sidecar.producers import ProducerWindow, Written, check, record
 from hqueue.storage.contract import CellGroup, MessageStorage
+from hqueue.storage.producers import PRODUCER_COLUMN, ProducerBatch, producer_row
+from hqueue.wire.sidecar_calls import MAX_PRODUCER_SEQUENCE, ProducerSequence
 
 __all__ = ["Writer", "invalid_message", "topic_column"]
+
+log = logging.getLogger(__name__)
 
 _HEAD = struct.Struct(">HQ")
 _SEQ = [struct.pack(">H", s) for s in range(MAX_SEQUENCE + 1)]
@@ -52,16 +70,27 @@ class Writer:
         self.options = options
 
     def put(
-        self, queue: str, values: list[bytes], topics: list[str], partitions: list[int]
+        self,
+        queue: str,
+        values: list[bytes],
+        topics: list[str],
+        partitions: list[int],
+        sequences: Sequence[ProducerSequence] = (),
     ) -> tuple[list[int], list[int]]:
         """Write a batch given by column (``topics`` and ``partitions`` have one entry
         per value, or one for all) and return the ids' timestamps and sequences in
-        the batch's order, once durable. All or nothing.
+        the batch's order, once durable. All or nothing. With ``sequences`` (at most
+        one per partition of the batch), a partition's part that repeats a batch
+        written before is answered with that batch's ids, once it is durable, and not
+        written again (:mod:`hqueue.sidecar.producers`).
 
-        :raises InvalidMessageError: a message is invalid (its index is in the text).
+        :raises InvalidMessageError: a message is invalid (its index is in the text),
+            or a sequence is (index -1).
         :raises NoQueueError: no such queue.
         :raises NotOwnerError: a partition is not held here (or not confirmed), or the
             storage refused the write because another owner fenced a partition.
+        :raises OutOfOrderSequenceError: a partition's sequence is out of order
+            (nothing was written).
         :raises UnavailableError: the write failed (not acknowledged).
         """
         if self.membership.stopping:
@@ -70,6 +99,7 @@ class Writer:
         if not count:
             return [], []
         by_partition, columns = self._validate(values, topics, partitions)
+        claims = _claims(sequences, by_partition)
         held: list[HeldPartition] = []
         for partition in sorted(by_partition):
             hp = self.membership.held_partition(queue, partition)
@@ -82,66 +112,204 @@ class Writer:
                     self.membership.owner_address(queue, partition),
                 )
             held.append(hp)
+        for hp in held:
+            claim = claims.get(hp.partition)
+            if claim is not None:
+                self._read_back(hp, claim.producer)
         timestamps = [0] * count
-        sequences = [0] * count
+        sequences_out = [0] * count
         locked: list[HeldPartition] = []
-        lasts: list[MessageId] = []
+        lasts: list[tuple[HeldPartition, MessageId]] = []
+        repeats: list[Written] = []
+        windows: list[tuple[HeldPartition, ProducerWindow]] = []
+        idle: list[tuple[HeldPartition, list[tuple[int, int]]]] = []
+        wait: Callable[[], None] | None = None
         try:
-            for hp in held:  # sorted by partition: no two writers lock in opposite order
-                hp.lock.acquire()
-                locked.append(hp)
-            self._check_owned(held)
-            groups: list[CellGroup] = []
-            for hp in held:
-                assert hp.clock is not None
-                indices = by_partition[hp.partition]
-                pos = 0
-                for ts, first, n in hp.clock.take_runs(len(indices)):
-                    run = indices[pos : pos + n]
-                    pos += n
-                    head = _HEAD.pack(hp.partition, ts)
-                    keys = [head + _SEQ[s] for s in range(first, first + n)]
-                    for i, seq in zip(run, range(first, first + n), strict=True):
-                        timestamps[i] = ts
-                        sequences[i] = seq
-                    groups.extend(_groups(ts, run, keys, values, columns))
-                assert hp.clock.last is not None
-                lasts.append(hp.clock.last)
-            # Started under the locks, so one partition's writes become visible in id
-            # order; waited for outside them, so concurrent puts share a sync.
-            # Every write carries the owner's epochs: the storage refuses it once a
-            # newer owner has fenced a partition (invariant 3, even if this process
-            # was frozen since the check above).
-            fences = [(hp.partition, hp.epoch) for hp in held]
             try:
-                wait = self.storage.write(held[0].table, groups, fences)
-            except NotOwnerError:
-                self._lost_fence(held)
-                raise
-            except HQueueError as exc:
-                raise UnavailableError(
-                    f"write to {queue!r} failed, not acknowledged: {exc}"
-                ) from None
-            for hp in held:
-                hp.pending = wait
+                for hp in held:  # sorted by partition: no two writers lock in opposite order
+                    hp.lock.acquire()
+                    locked.append(hp)
+                self._check_owned(held)
+                expiry_ms = int(self.options.producer_expiry * 1000)
+                now = wall_clock_ms()
+                for hp in held:
+                    if hp.partition in claims and (forgotten := hp.sweep_producers(now, expiry_ms)):
+                        idle.append((hp, forgotten))
+                # Every sequence is checked before anything is written: all or nothing.
+                verdicts = {
+                    hp.partition: self._check_sequence(hp, claims[hp.partition], by_partition)
+                    for hp in held
+                    if hp.partition in claims
+                }
+                groups: list[CellGroup] = []
+                for hp in held:
+                    indices = by_partition[hp.partition]
+                    repeat = verdicts.get(hp.partition)
+                    if repeat is not None:
+                        _place(repeat.batch.runs, indices, timestamps, sequences_out)
+                        repeats.append(repeat)
+                        continue
+                    runs = _assign(hp, indices, values, columns, groups)
+                    _place(runs, indices, timestamps, sequences_out)
+                    assert hp.clock is not None and hp.clock.last is not None
+                    lasts.append((hp, hp.clock.last))
+                    claim = claims.get(hp.partition)
+                    if claim is not None:
+                        batch = ProducerBatch(claim.first, len(indices), runs)
+                        window = hp.producers.get(claim.producer)
+                        windows.append((hp, record(window, claim.producer, batch)))
+                # After the messages: a producer's state never names messages that were
+                # not written (HBase writes the groups in order; the standalone store
+                # writes them in one transaction).
+                groups.extend(
+                    (
+                        PRODUCER_COLUMN,
+                        w.timestamp,
+                        [producer_row(hp.partition, w.producer)],
+                        [w.stored()],
+                    )
+                    for hp, w in windows
+                )
+                if groups:
+                    wait = self._start_write(queue, held, groups, windows)
+                    for hp, window in windows:
+                        window.written[-1].durable = wait
+                        hp.producers[window.producer] = window
+                    for hp, _ in lasts:
+                        hp.pending = wait
+            finally:
+                for hp in locked:
+                    hp.lock.release()
+            if wait is not None:
+                self._finish_write(queue, held, windows, wait)
+            for repeat in repeats:
+                _durable(queue, repeat)
+            self._check_owned(held, after_write=True)
+            for hp, last in lasts:
+                hp.advance(last)
+            for hp, _ in lasts:
+                if hp.newest is not None:
+                    for callback in self.options.on_write:
+                        callback(queue, hp.partition, hp.newest)
         finally:
-            for hp in locked:
-                hp.lock.release()
+            for hp, forgotten in idle:
+                self._forget(hp, forgotten)
+        return timestamps, sequences_out
+
+    def _check_sequence(
+        self, hp: HeldPartition, claim: ProducerSequence, by_partition: dict[int, list[int]]
+    ) -> Written | None:
+        """Return the batch ``claim`` repeats in ``hp`` (``None``: it is to be written).
+        Call under the partition's lock.
+
+        :raises OutOfOrderSequenceError: as :func:`~hqueue.sidecar.producers.check`.
+        :raises UnavailableError: the producer's state is being read back (a write of
+            its failed meanwhile): the put may be retried.
+        """
+        if claim.producer in hp.unsure:
+            raise UnavailableError(
+                f"partition {hp.partition}: producer {claim.producer}'s state is being read "
+                "back after a failed write; retry"
+            )
+        window = hp.producers.get(claim.producer)
+        count = len(by_partition[hp.partition])
+        return check(window, hp.partition, claim.producer, claim.first, count)
+
+    def _start_write(
+        self,
+        queue: str,
+        held: list[HeldPartition],
+        groups: list[CellGroup],
+        windows: list[tuple[HeldPartition, ProducerWindow]],
+    ) -> Callable[[], None]:
+        """Start the write (under the partitions' locks); return its wait.
+
+        :raises NotOwnerError: the storage refused it by a fence.
+        :raises UnavailableError: it failed (its producers' state is then unsure).
+        """
+        # Started under the locks, so one partition's writes become visible in id
+        # order; waited for outside them, so concurrent puts share a sync.
+        # Every write carries the owner's epochs: the storage refuses it once a newer
+        # owner has fenced a partition (invariant 3, even if this process was frozen
+        # since the check above).
+        fences = [(hp.partition, hp.epoch) for hp in held]
+        try:
+            return self.storage.write(held[0].table, groups, fences)
+        except NotOwnerError:
+            self._lost_fence(held)
+            raise
+        except HQueueError as exc:
+            for hp, window in windows:  # the lock is held
+                _unsure(hp, window.producer)
+            raise UnavailableError(f"write to {queue!r} failed, not acknowledged: {exc}") from None
+
+    def _finish_write(
+        self,
+        queue: str,
+        held: list[HeldPartition],
+        windows: list[tuple[HeldPartition, ProducerWindow]],
+        wait: Callable[[], None],
+    ) -> None:
+        """Wait until the write is durable (outside the locks).
+
+        :raises NotOwnerError: the storage refused it by a fence.
+        :raises UnavailableError: it failed (its producers' state is then unsure).
+        """
         try:
             wait()
         except NotOwnerError:
             self._lost_fence(held)
             raise
         except HQueueError as exc:
+            for hp, window in windows:
+                with hp.lock:
+                    _unsure(hp, window.producer)
             raise UnavailableError(f"write to {queue!r} failed, not acknowledged: {exc}") from None
-        self._check_owned(held, after_write=True)
-        for hp, last in zip(held, lasts, strict=True):
-            hp.advance(last)
-        for hp in held:
-            if hp.newest is not None:
-                for callback in self.options.on_write:
-                    callback(queue, hp.partition, hp.newest)
-        return timestamps, sequences
+
+    def _read_back(self, hp: HeldPartition, producer: int) -> None:
+        """Read a producer's state back from the storage if a failed write left it
+        unsure here: after the writes started before, which may hold its batches.
+
+        :raises UnavailableError: the storage failed (the put may be retried).
+        """
+        with hp.lock:
+            if producer not in hp.unsure:
+                return
+            pending = hp.pending
+        if pending is not None:
+            # Only the wait matters here: its own writer reports a failure.
+            with contextlib.suppress(HQueueError):
+                pending()
+        try:
+            stored = self.storage.producer_states(hp.table, hp.partition, producer)
+        except HQueueError as exc:
+            raise UnavailableError(
+                f"partition {hp.partition}: producer {producer}'s state could not be read: {exc}"
+            ) from None
+        window = ProducerWindow.of_stored(stored[0]) if stored else None
+        with hp.lock:
+            # No write of the producer starts while it is unsure: what was read holds.
+            if producer in hp.unsure:
+                hp.unsure.discard(producer)
+                if window is None:
+                    hp.producers.pop(producer, None)
+                else:
+                    hp.producers[producer] = window
+
+    def _forget(self, hp: HeldPartition, idle: list[tuple[int, int]]) -> None:
+        """Delete the stored state of producers forgotten for idleness (best effort: a
+        state left behind is forgotten again by the partition's next owner, or
+        expires with the queue's TTL)."""
+        try:
+            self.storage.forget_producers(hp.table, hp.partition, idle)
+        except HQueueError as exc:
+            log.warning(
+                "could not delete %d idle producers of %s/%d: %s",
+                len(idle),
+                hp.queue,
+                hp.partition,
+                exc,
+            )
 
     def _validate(
         self, values: list[bytes], topics: list[str], partitions: list[int]
@@ -201,6 +369,90 @@ class Writer:
                     hp.partition,
                     None,
                 )
+
+
+def _claims(
+    sequences: Sequence[ProducerSequence], by_partition: dict[int, list[int]]
+) -> dict[int, ProducerSequence]:
+    """Return the batch's producer sequences by partition.
+
+    :raises InvalidMessageError: (index -1) one names a partition the batch does not
+        write, or one it named before, or its sequences leave 0..2^31-1.
+    """
+    claims: dict[int, ProducerSequence] = {}
+    for claim in sequences:
+        p = claim.partition
+        if p not in by_partition:
+            raise invalid_message(-1, f"a producer sequence names partition {p}, not in the batch")
+        if p in claims:
+            raise invalid_message(-1, f"two producer sequences name partition {p}")
+        last = claim.first + len(by_partition[p]) - 1
+        if claim.first < 0 or last > MAX_PRODUCER_SEQUENCE:
+            raise invalid_message(
+                -1,
+                f"partition {p}: sequences {claim.first}..{last} leave "
+                f"0..{MAX_PRODUCER_SEQUENCE} (take a new producer id)",
+            )
+        claims[p] = claim
+    return claims
+
+
+def _assign(
+    hp: HeldPartition,
+    indices: list[int],
+    values: list[bytes],
+    columns: list[bytes],
+    groups: list[CellGroup],
+) -> tuple[tuple[int, int, int], ...]:
+    """Hand out the ids of the partition's messages at ``indices`` (under its lock),
+    add their rows to ``groups``; return the ids as runs (timestamp, first sequence,
+    count)."""
+    assert hp.clock is not None
+    runs = tuple(hp.clock.take_runs(len(indices)))
+    pos = 0
+    for ts, first, n in runs:
+        run = indices[pos : pos + n]
+        pos += n
+        head = _HEAD.pack(hp.partition, ts)
+        keys = [head + _SEQ[s] for s in range(first, first + n)]
+        groups.extend(_groups(ts, run, keys, values, columns))
+    return runs
+
+
+def _place(
+    runs: Sequence[tuple[int, int, int]],
+    indices: list[int],
+    timestamps: list[int],
+    sequences: list[int],
+) -> None:
+    """Put the ids of ``runs`` at the batch's ``indices``, in order."""
+    pos = 0
+    for ts, first, n in runs:
+        for i, seq in zip(indices[pos : pos + n], range(first, first + n), strict=True):
+            timestamps[i] = ts
+            sequences[i] = seq
+        pos += n
+
+
+def _unsure(hp: HeldPartition, producer: int) -> None:
+    """Note that a write of ``producer`` failed in ``hp``: its state is read back
+    before its next batch is checked. Call under the partition's lock."""
+    hp.producers.pop(producer, None)
+    hp.unsure.add(producer)
+
+
+def _durable(queue: str, repeat: Written) -> None:
+    """Wait until the write of a repeated batch is durable.
+
+    :raises UnavailableError: that write failed (the put may be retried: the batch is
+        then written anew).
+    """
+    try:
+        repeat.durable()
+    except HQueueError as exc:
+        raise UnavailableError(
+            f"write to {queue!r} of the batch this put repeats failed, not acknowledged: {exc}"
+        ) from None
 
 
 def _groups(

@@ -9,13 +9,46 @@
 
 namespace py hqueue_sidecar
 
+/* Where one partition's messages of a batch sit in their producer's sequence: the
+   producer's id and the sequence number of the first of them (Kafka's idempotent
+   producer, KIP-98). See `TMessageBatch.sequences`. */
+struct TProducerSequence {
+  1: required i32 partition
+  2: required i64 producerId
+  3: required i32 firstSequence
+}
+
 /* A batch of messages, by column (decoding lists of plain values costs a fraction
    of decoding a list of structs). `topics` and `partitions` hold either one entry
-   per value or a single entry that applies to every value. */
+   per value or a single entry that applies to every value.
+
+   `sequences` (optional) makes the put idempotent, so that a retry whose first
+   answer was lost is not written twice. Leave it out and the put is written every
+   time it is sent (at-least-once), as before. To use it, a client:
+   - picks a producer id: a random i64, new for each producer instance (never reuse
+     one after a restart: the sidecar would take the new sequences for old ones);
+   - counts, per (producer id, queue, partition), the messages it has sent, from 0:
+     the sequence of a message is its place in that count (it never reuses one);
+   - sends, for each partition of the batch, one entry: the producer id and the
+     sequence of the batch's first message in that partition (its others follow in
+     the batch's order); no entry for a partition the batch does not hold;
+   - on any failure, sends the same messages again with the same entries, however
+     its partitions are grouped into calls (one entry per partition, as above);
+   - has at most 5 batches per (producer id, partition) in flight (the sidecar keeps
+     the last 5; Kafka's max.in.flight), and sends them in sequence order: the
+     sidecar refuses a batch whose sequence leaves a gap;
+   - gives up a producer id for a partition whose batch failed for good (it cannot
+     know whether it was written): later sequences would be refused as a gap. A new
+     random id starts again at 0.
+   The sidecar answers a batch it has already written with the ids it gave it then;
+   one that follows its last batch is written; any other is refused with
+   TOutOfOrderSequence. State unused for a day (by default) is forgotten: then any
+   first sequence is accepted. Sequences are i32: at 2^31 take a new producer id. */
 struct TMessageBatch {
   1: required list<binary> values
   2: required list<string> topics
   3: required list<i32> partitions
+  4: optional list<TProducerSequence> sequences
 }
 
 struct TMessageId {
@@ -54,6 +87,21 @@ exception TInvalidMessage {
    be retried; it was not acknowledged. */
 exception TUnavailable {
   1: required string message
+}
+
+/* An idempotent put's `partition` (see TMessageBatch.sequences): its first sequence
+   `firstSequence` for `producerId` is neither the next the sidecar expects
+   (`expectedSequence`) nor the start of a batch among the last 5 it wrote for that
+   producer. firstSequence > expectedSequence: a gap (a batch before it is missing:
+   send them in order). firstSequence < expectedSequence: a batch older than the
+   ones kept (probably written already; its ids are no longer known). Nothing of the
+   batch was written by this call. */
+exception TOutOfOrderSequence {
+  1: required string message
+  2: required i32 partition
+  3: required i64 producerId
+  4: required i32 firstSequence
+  5: required i32 expectedSequence
 }
 
 /* A read of rows [startRow, stopRow) of a queue table (12-byte rowkeys or shorter
@@ -129,10 +177,13 @@ struct TQueueLag {
 service HQueueSidecar {
   /* Write the messages, in order, and return their ids in the same order, once they
      are durable. Messages of one partition get strictly increasing ids. All or
-     nothing: an exception means none was acknowledged. */
+     nothing: an exception means none was acknowledged. With `batch.sequences`, a
+     partition's part the sidecar has already written is answered with its ids of
+     then, not written again. */
   TMessageIds put(1: required string queue, 2: required TMessageBatch batch)
     throws (1: TNotOwner notOwner, 2: TQueueNotFound queueNotFound,
-            3: TInvalidMessage invalid, 4: TUnavailable unavailable)
+            3: TInvalidMessage invalid, 4: TUnavailable unavailable,
+            5: TOutOfOrderSequence outOfOrder)
 
   /* Read messages straight from the storage (any partition, owned or not): the
      scanners' fast path, which skips decoding HBase's row structs. */

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from hqueue.errors import HQueueError
-from hqueue.message import MessageId, parse_position
+from hqueue.message import MessageId, Position, parse_located
 
 if TYPE_CHECKING:
     from hqueue.client.client import Client
@@ -62,9 +62,10 @@ def format_option(command: _F) -> _F:
     )(command)
 
 
-def position_option(value: str | None, option: str) -> MessageId | None:
-    """Return the id the position ``value`` of ``option`` (``"--from"``...) means,
-    ``None`` for ``None``; a bare number is milliseconds since the epoch.
+def position_option(value: str | None, option: str) -> MessageId | Position | None:
+    """Return what the position ``value`` of ``option`` (``"--from"``...) means: a
+    :class:`~hqueue.message.Position` for ``partition@timestamp:sequence``, else the id
+    (a bare number is milliseconds since the epoch); ``None`` for ``None``.
 
     :raises click.ClickException: (status 1, as the verbs' other bad values) naming
         ``option`` if ``value`` is no position.
@@ -73,9 +74,10 @@ def position_option(value: str | None, option: str) -> MessageId | None:
         return None
     text = value.strip()
     try:
-        return parse_position(int(text) if text.isdigit() else text, option)
+        partition, mid = parse_located(int(text) if text.isdigit() else text, option)
     except HQueueError as exc:
         raise click.ClickException(str(exc)) from None
+    return mid if partition is None else Position(partition, mid)
 
 
 @contextlib.contextmanager

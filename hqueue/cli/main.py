@@ -20,7 +20,6 @@ from hqueue import __version__
 from hqueue.cli.lazy_group import LazyCommand, LazyGroup
 from hqueue.settings import (
     DEFAULT_HBASE,
-    DEFAULT_THRIFT2_PORT,
     ENV_HBASE,
     ENV_HBASE_ADMIN,
     ENV_TABLE_PREFIX,
@@ -55,8 +54,12 @@ COMMANDS = {
         "Create, list, describe, alter and delete queues (table and metadata).",
     ),
     "scan": LazyCommand("hqueue.cli.scan:scan", "Print the messages of QUEUE, one per line."),
+    "get": LazyCommand(
+        "hqueue.cli.get:get",
+        "Print the message at POSITION of QUEUE (partition@timestamp:sequence).",
+    ),
     "put": LazyCommand(
-        "hqueue.cli.put:put", "Put messages into QUEUE and print their ids, one per line."
+        "hqueue.cli.put:put", "Put messages into QUEUE and print their positions, one per line."
     ),
     "subscribe": LazyCommand(
         "hqueue.cli.subscribe:subscribe",
@@ -132,7 +135,7 @@ class _Root(LazyGroup):
     default=None,
     metavar="HOST:PORT",
     help="HBase Thrift2 gateway, for creating and altering queue tables "
-    f"[default: port {DEFAULT_THRIFT2_PORT} on the --hbase host].",
+    "[default: the --hbase host, its port + 1].",
 )
 @click.option(
     "--format",

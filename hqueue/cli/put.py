@@ -5,44 +5,49 @@ the bytes up to the ``\\n`` (which is dropped; a ``\\r`` before it is kept, as a
 bytes that are not UTF-8), so an empty line is an empty message and a last line
 without a newline still counts.
 
-Where messages go: ``--partition P``; or the partition of ``--key K``
-(:func:`hqueue.client.producer.partition_for_key`, the same as ``Queue.put(key=...)``);
-otherwise each batch goes whole to one partition, the next one round-robin from a
-random start, so that many one-message invocations spread over the partitions
-instead of all landing on partition 0.
+Each line is handed to the library's asynchronous producer (:meth:`Queue.send
+<hqueue.Queue.send>`) as soon as it is read, and the producer batches: one request per
+partition per linger (5 ms), or per ``--batch-size`` lines, whichever comes first. So
+``tail -f log | hqueue put ...`` costs a request per linger, not per line, and a
+line is still written within milliseconds of arriving.
 
-Lines are sent in batches of ``--batch-size`` (1,000) lines or 4 MiB, whichever
-comes first, and a batch is also sent as soon as no more input is waiting, so
-``tail -f log | hqueue put ...`` sends each line promptly. A batch goes to one
-partition, and its owner writes it whole or not at all.
+Where messages go: ``--partition P``; or the partition of ``--key K``; otherwise
+the producer's sticky partition, which moves on round-robin with each batch; each
+message's partition is chosen once, by the same rule as the library's.
 
-Output: each message's id (``timestamp:sequence``), one per line in input order,
-printed after its batch is durable; ``--format json`` prints
-``{"id": "1700000000000:3", "partition": 2}`` per message instead. A count of
-messages put goes to stderr, only when stderr is a terminal.
+Output: each message's position (``partition@timestamp:sequence``, the text of
+:class:`~hqueue.message.Position`), one per line in input order, printed once it is
+durable, by a thread of its own so that a quiet input does not hold output back;
+``--format json`` prints :meth:`Position.to_json <hqueue.message.Position.to_json>`
+per message instead. A count of messages put goes to stderr, only when stderr is a
+terminal.
 
 Errors (no such queue, partition out of range, a payload over the sidecar's limit,
-an unreachable server) print one line and exit with status 1. Every id printed
-before the error is of a durable message; the failing batch was not written, nor
-was anything after it, so the printed ids tell where to resume. A negative
+an unreachable server) print one line and exit with status 1. The line names the
+first input line that was not written; every position printed is of a durable
+message, and they are exactly the lines before it. Lines after it that the producer
+had already taken may have been written too: the error says how many. A negative
 ``--partition`` is a usage error (status 2).
 
-Ctrl-C stops after the batch in flight is durable and its ids printed (a second
-Ctrl-C stops at once), prints ``interrupted: N messages put, the last ID`` to stderr
-and exits with status 130.
+Ctrl-C stops reading, waits for the lines already read to be written and prints their
+positions (a second Ctrl-C stops at once), prints ``interrupted: N messages put, the
+last POSITION`` to stderr and exits with status 130. If stdout is closed, put stops
+reading, waits for what it sent, and exits with status 1 saying how many were put.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
-import random
+import queue as _queue
 import select
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from types import FrameType, TracebackType
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
@@ -50,92 +55,59 @@ import click
 
 from hqueue.cli.common import client_for, format_option, root_options, silence_stdout
 from hqueue.errors import HQueueError
-from hqueue.message import MessageId, check_topic
+from hqueue.message import Position, check_topic
 from hqueue.progress import Counter
 
 if TYPE_CHECKING:
-    from hqueue.client.client import Queue
+    from hqueue.client.client import Client, Queue
 
-__all__ = ["put", "read_batches"]
+__all__ = ["put", "read_lines"]
 
-_BATCH_BYTES = 4 << 20
-"""Payload bytes per batch: far below a sidecar's request limit (64 MiB, 16 MiB in
-``hqueue standalone``), so long lines cannot make a request the server refuses unread."""
 _READ_SIZE = 1 << 20
+_WRITE_LINES = 1000
+"""Positions printed per write at most, when many are durable at once."""
 
 
-def _more_waiting(fd: int) -> bool:
-    """Return whether a read of ``fd`` would not block (data or end of input)."""
-    try:
-        readable, _, _ = select.select([fd], [], [], 0)
-    except (OSError, ValueError):
-        return True  # cannot tell: keep filling the batch
-    return bool(readable)
-
-
-def read_batches(
-    stream: IO[bytes], size: int, max_bytes: int = _BATCH_BYTES
-) -> Iterator[list[bytes]]:
-    """Yield the lines of ``stream`` (without their ``\\n``) in lists of at most
-    ``size`` lines; a list is cut early once it holds ``max_bytes`` of payload, or
-    when nothing more is waiting to be read (so slow input is not held back)."""
+def read_lines(stream: IO[bytes], stop: int | None = None) -> Iterator[list[bytes]]:
+    """Yield the lines of ``stream`` (without their ``\\n``) as they arrive: each list
+    holds the lines one read completed, so slow input is never held back. Stop early
+    once the descriptor ``stop`` is readable."""
     try:
         fd: int | None = stream.fileno()
     except (AttributeError, OSError, io.UnsupportedOperation):
         fd = None
-    batch: list[bytes] = []
-    held = 0
     if fd is None:
         # An in-memory stream (click's test runner, embedding): all of it is there.
         for line in stream:
-            if line.endswith(b"\n"):
-                line = line[:-1]
-            batch.append(line)
-            held += len(line)
-            if len(batch) >= size or held >= max_bytes:
-                yield batch
-                batch, held = [], 0
-        if batch:
-            yield batch
+            yield [line[:-1] if line.endswith(b"\n") else line]
         return
     # Raw reads of the descriptor return whatever has arrived, where a buffered
-    # readline() would wait for a whole buffer or line: that is what lets a batch be
-    # sent as soon as the input pauses.
+    # readline() would wait for a whole buffer or line.
     partial: list[bytes] = []  # pieces of a line whose newline has not arrived
     while True:
+        if stop is not None and stop in select.select([fd, stop], [], [])[0]:
+            return
         chunk = os.read(fd, _READ_SIZE)
         if not chunk:
             break
         lines = chunk.split(b"\n")
-        if len(lines) > 1:
+        tail = lines.pop()
+        if lines:
             if partial:
                 partial.append(lines[0])
                 lines[0] = b"".join(partial)
                 partial = []
-            tail = lines.pop()
-            if tail:
-                partial.append(tail)
-            for line in lines:
-                batch.append(line)
-                held += len(line)
-                if len(batch) >= size or held >= max_bytes:
-                    yield batch
-                    batch, held = [], 0
-        else:
-            partial.append(chunk)  # a long line: join its pieces once, at its end
-        if batch and not _more_waiting(fd):
-            yield batch
-            batch, held = [], 0
+            yield lines
+        if tail:
+            partial.append(tail)  # a long line: join its pieces once, at its end
     if partial:
-        batch.append(b"".join(partial))
-    if batch:
-        yield batch
+        yield [b"".join(partial)]
 
 
 class _DeferInterrupt:
-    """Hold back a first Ctrl-C (SIGINT) while a batch is put and its ids printed,
-    raising :class:`KeyboardInterrupt` once they are, so that the printed ids stay
-    exactly the stored messages; a second Ctrl-C interrupts at once."""
+    """Hold back a first Ctrl-C (SIGINT) while lines are handed to the producer,
+    raising :class:`KeyboardInterrupt` once they are, so that no line is half-sent; a
+    second Ctrl-C interrupts at once."""
 
     def __init__(self) -> None:
         self.pending = False
@@ -166,79 +138,181 @@ class _DeferInterrupt:
             raise KeyboardInterrupt
 
 
-def _lines(ids: list[MessageId], partition: int, json_output: bool) -> str:
-    if json_output:
-        return "".join(json.dumps({"id": str(mid), "partition": partition}) + "\n" for mid in ids)
-    return "".join(f"{mid}\n" for mid in ids)
+class _Printer(threading.Thread):
+    """Prints the position of each message handed to :meth:`add`, in that order, once
+    its future is done; stops at the first that failed (:attr:`failure`, its line
+    number and error) or when the output fails (:attr:`output_failed` says how, as
+    when its reader went away), and then makes :attr:`stop` readable."""
+
+    def __init__(self, out: TextIO, json_output: bool, progress: Counter) -> None:
+        super().__init__(name="hqueue-put-printer", daemon=True)
+        self._out = out
+        self._json = json_output
+        self._progress = progress
+        self._pending: _queue.SimpleQueue[tuple[int, Future[Position]] | None] = (
+            _queue.SimpleQueue()
+        )
+        self._stop_read, self._stop_write = os.pipe()
+        self.stop = self._stop_read
+        self.printed = 0
+        self.durable = 0  # printed, or durable when the output closed
+        self.last: Position | None = None
+        self.failure: tuple[int, BaseException] | None = None
+        self.output_failed: str | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """Whether it stopped before the end: a message failed or the output did."""
+        return self.failure is not None or self.output_failed is not None
+
+    def add(self, line: int, future: Future[Position]) -> None:
+        """Print input line ``line``'s position once ``future`` has it."""
+        self._pending.put((line, future))
+
+    def finish(self) -> None:
+        """Wait until every position added is printed, or the printer stopped."""
+        self._pending.put(None)
+        self.join()
+
+    def rest(self) -> Iterator[Future[Position]]:
+        """The futures added and not printed, once it has stopped."""
+        while True:
+            try:
+                item = self._pending.get_nowait()
+            except _queue.Empty:
+                return
+            if item is not None:
+                yield item[1]
+
+    def run(self) -> None:
+        out: list[str] = []
+        last: Position | None = None
+        try:
+            while True:
+                try:
+                    item = self._pending.get_nowait()
+                except _queue.Empty:
+                    self._write(out, last)
+                    item = self._pending.get()
+                if item is None:
+                    break
+                line, future = item
+                if not future.done() or len(out) >= _WRITE_LINES:
+                    self._write(out, last)
+                error = future.exception()
+                if error is not None:
+                    self._write(out, last)
+                    self.failure = (line, error)
+                    break
+                last = future.result()
+                self.durable += 1
+                out.append(json.dumps(last.to_json()) if self._json else str(last))
+            self._write(out, last)
+        except BrokenPipeError:
+            # Nobody can learn the positions any more: stop rather than put messages
+            # that no one hears of.
+            silence_stdout()
+            self.output_failed = "output closed"
+        except Exception as exc:  # a full disk, say: the same, with its reason
+            self.output_failed = f"output failed ({exc})"
+        finally:
+            os.write(self._stop_write, b"x")
+
+    def _write(self, out: list[str], last: Position | None) -> None:
+        if not out:
+            return
+        self._out.write("\n".join(out) + "\n")
+        self._out.flush()
+        self.printed += len(out)
+        self.last = last
+        out.clear()
+        self._progress.update(self.printed)
+
+    def close(self) -> None:
+        """Release its pipe, unless it still runs (after a second Ctrl-C, on the way
+        out of the process)."""
+        if not self.is_alive():
+            os.close(self._stop_read)
+            os.close(self._stop_write)
+
+
+def _send_lines(
+    queue: Queue,
+    chunks: Iterator[list[bytes]],
+    topic: str,
+    partition: int | None,
+    key: bytes | None,
+    printer: _Printer,
+) -> tuple[int, BaseException] | None:
+    """Hand each line to the producer and its future to ``printer``, until the input
+    ends or the printer stops; return the line number and error of a line the
+    producer refused at once (a full buffer, say), else ``None``."""
+    sent = 0
+    for lines in chunks:
+        with _DeferInterrupt():
+            for value in lines:
+                if printer.stopped:
+                    return None
+                try:
+                    future = queue.send(value, topic, partition, key)
+                except HQueueError as exc:
+                    return sent + 1, exc
+                sent += 1
+                printer.add(sent, future)
+    return None
 
 
 def _put_all(
+    client: Client,
     queue: Queue,
-    batches: Iterator[list[bytes]],
+    read: Callable[[int], Iterator[list[bytes]]],
     topic: str,
     partition: int | None,
     key: bytes | None,
     json_output: bool,
     out: TextIO,
 ) -> None:
-    """Put each batch, printing its ids once it is durable.
+    """Send the lines ``read(stop)`` yields (``stop`` is a descriptor that becomes
+    readable when reading should stop), printing each position once it is durable.
 
-    :raises click.ClickException: naming the input lines of a batch that failed.
+    :raises click.ClickException: naming the first input line not written, or when
+        the output closed.
     :raises KeyboardInterrupt: on Ctrl-C, after a last stderr line saying how many
-        messages were put and the last id.
+        messages were put and the last position.
     """
-    from hqueue.client.producer import NewMessage, partition_for_key
-
     progress = Counter("messages put")
-    next_partition = random.randrange(queue.partitions)
-    count = 0
-    last: MessageId | None = None
+    printer = _Printer(out, json_output, progress)
+    printer.start()
     try:
-        for batch in batches:
-            if key is not None:
-                target = partition_for_key(key, queue.partitions)
-            elif partition is not None:
-                target = partition
-            else:
-                target = next_partition
-                next_partition = (next_partition + 1) % queue.partitions
-            # The partition is chosen here, once (a key by the producer's own hash, as a
-            # library call with key= would), and both routes the batch and is printed.
-            messages = [NewMessage(value, topic, target) for value in batch]
-            with _DeferInterrupt():
-                try:
-                    ids = queue.put_batch(messages)
-                except HQueueError as exc:
-                    where = (
-                        f"line {count + 1}"
-                        if len(batch) == 1
-                        else f"lines {count + 1}..{count + len(batch)}"
-                    )
-                    raise click.ClickException(
-                        f"{where} not written ({count} messages put before): {exc}"
-                    ) from None
-                try:
-                    out.write(_lines(ids, target, json_output))
-                    out.flush()
-                except BrokenPipeError:
-                    # The messages are durable but nobody can learn their ids: stop
-                    # sending rather than produce more unreported messages.
-                    silence_stdout()
-                    raise click.ClickException(
-                        f"output closed: stopped after {count + len(ids)} messages were put"
-                    ) from None
-                count += len(ids)
-                if ids:
-                    last = ids[-1]
-            progress.update(count)
+        refused = _send_lines(queue, read(printer.stop), topic, partition, key, printer)
+        printer.finish()
     except KeyboardInterrupt:
-        progress.finish(count)
-        click.echo(
-            f"interrupted: {count} messages put" + ("" if last is None else f", the last {last}"),
-            err=True,
-        )
+        try:
+            printer.finish()
+        except KeyboardInterrupt:
+            client.close(timeout=0)  # a second Ctrl-C: stop now
+        progress.finish(printer.printed)
+        last = "" if printer.last is None else f", the last {printer.last}"
+        click.echo(f"interrupted: {printer.printed} messages put{last}", err=True)
         raise
-    progress.finish(count)
+    finally:
+        printer.close()
+    progress.finish(printer.printed)
+    failure = printer.failure or refused
+    if failure is None and printer.output_failed is None:
+        return
+    queue.flush()  # what the producer took before the stop is written, or failed
+    later = sum(1 for future in printer.rest() if future.exception() is None)
+    if printer.output_failed is not None:
+        raise click.ClickException(
+            f"{printer.output_failed}: stopped after {printer.durable + later} messages were put"
+        )
+    assert failure is not None
+    line, error = failure
+    after = f", {later} after it" if later else ""
+    raise click.ClickException(
+        f"line {line} not written ({printer.printed} messages put before it{after}): {error}"
+    )
 
 
 @click.command("put")
@@ -277,29 +351,31 @@ def put(
     value: str | None,
     batch_size: int,
 ) -> None:
-    """Put messages into QUEUE and print their ids, one per line."""
+    """Put messages into QUEUE and print their positions, one per line."""
     if partition is not None and key is not None:
         raise click.UsageError("--partition and --key are mutually exclusive")
     try:
         check_topic(topic)
     except HQueueError as exc:
         raise click.ClickException(f"--topic: {exc}") from None
-    with client_for(ctx) as client:
+    with client_for(ctx, batch_messages=batch_size) as client:
         queue = client.queue(queue_name)
         if partition is not None and not 0 <= partition < queue.partitions:
             raise click.ClickException(
                 f"--partition {partition} is out of range: queue {queue_name!r} has "
                 f"{queue.partitions} partitions (0..{queue.partitions - 1})"
             )
-        batches: Iterator[list[bytes]]
+        read: Callable[[int], Iterator[list[bytes]]]
         if value is not None:
             # os.fsencode gives back the exact argv bytes, even if not UTF-8.
-            batches = iter([[os.fsencode(value)]])
+            one = os.fsencode(value)
+            read = lambda stop: iter([[one]])  # noqa: E731
         else:
-            batches = read_batches(sys.stdin.buffer, batch_size)
+            read = functools.partial(read_lines, sys.stdin.buffer)
         _put_all(
+            client,
             queue,
-            batches,
+            read,
             topic,
             partition,
             None if key is None else os.fsencode(key),

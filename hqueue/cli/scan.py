@@ -7,6 +7,12 @@ Which scanner reads them (see :mod:`hqueue.client.scanners` and docs/scanning.md
 - one ``--partition``: that partition, in id order;
 - several ``--partition``: those partitions merged in id order.
 
+``--from`` and ``--to`` take an id, a time, or a position ``P@timestamp:sequence``
+(what ``hqueue put`` prints): a position bounds partition P only, and without
+``--partition`` partition P is the one scanned; a position of a partition
+``--partition`` leaves out, or ``--from`` and ``--to`` in different partitions, is a
+usage error.
+
 Text output is one line per message, tab-separated: id, partition, topic, value. The
 value is shown as a Python literal so that every message stays on one line and the
 two kinds of payload cannot be confused: ``'text'`` when it is UTF-8,
@@ -37,7 +43,7 @@ from hqueue.cli.common import (
     silence_stdout,
 )
 from hqueue.errors import HQueueError
-from hqueue.message import Message, check_topic
+from hqueue.message import Message, MessageId, Position, check_topic
 from hqueue.progress import Counter
 from hqueue.settings import DEFAULT_SCAN_BATCH_SIZE
 
@@ -80,6 +86,32 @@ def _print(messages: Iterable[Message], json_output: bool, out: TextIO) -> None:
     progress.finish(count)
 
 
+def _partitions_named(
+    partitions: tuple[int, ...], bounds: dict[str, MessageId | Position | None]
+) -> tuple[int, ...]:
+    """Return the partitions to scan: ``--partition``'s, else the one that the
+    positions among ``bounds`` (by option) name, if they name one.
+
+    :raises click.UsageError: if a position names a partition ``--partition`` leaves
+        out, or ``--from`` and ``--to`` name different partitions.
+    """
+    named = {option: b.partition for option, b in bounds.items() if isinstance(b, Position)}
+    if partitions:
+        for option, partition in named.items():
+            if partition not in partitions:
+                raise click.UsageError(
+                    f"{option} {bounds[option]} is a position in partition {partition}, "
+                    f"but --partition says {', '.join(map(str, partitions))}"
+                )
+        return partitions
+    if len(set(named.values())) > 1:
+        raise click.UsageError(
+            "--from and --to are positions in different partitions "
+            f"({bounds['--from']}, {bounds['--to']}); give --partition to scan several"
+        )
+    return tuple(set(named.values()))
+
+
 @click.command("scan")
 @click.argument("queue_name", metavar="QUEUE")
 @click.option(
@@ -94,16 +126,18 @@ def _print(messages: Iterable[Message], json_output: bool, out: TextIO) -> None:
 @click.option(
     "--from",
     "start",
-    metavar="ID|TIME",
+    metavar="ID|TIME|POSITION",
     help="First id to print (inclusive): 'timestamp:sequence', an ISO-8601 time "
-    "or milliseconds since the epoch.",
+    "or milliseconds since the epoch; or a position 'partition@timestamp:sequence', "
+    "which scans that partition unless --partition says otherwise.",
 )
 @click.option(
     "--to",
     "stop",
-    metavar="ID|TIME",
+    metavar="ID|TIME|POSITION",
     help="Where to stop (exclusive): 'timestamp:sequence', an ISO-8601 time or "
-    "milliseconds since the epoch.",
+    "milliseconds since the epoch; or a position 'partition@timestamp:sequence', "
+    "as for --from.",
 )
 @click.option(
     "--limit",
@@ -146,7 +180,10 @@ def scan(
             raise click.ClickException(f"--topic: {exc}") from None
     first = position_option(start, "--from")
     end = position_option(stop, "--to")
-    if first is not None and end is not None and first > end:
+    named = "--partition" if partitions else "the position's partition"
+    partitions = _partitions_named(partitions, {"--from": first, "--to": end})
+    first_id, end_id = (b.id if isinstance(b, Position) else b for b in (first, end))
+    if first_id is not None and end_id is not None and first_id > end_id:
         # Checked here so that the error names the options, not the library's arguments.
         raise click.ClickException(f"'--from' ({first}) is after '--to' ({end})")
     scan_options: dict[str, Any] = {
@@ -162,7 +199,7 @@ def scan(
             for p in partitions:
                 if p >= queue.partitions:
                     raise click.ClickException(
-                        f"--partition {p} is out of range: queue {queue_name!r} has "
+                        f"{named} {p} is out of range: queue {queue_name!r} has "
                         f"{queue.partitions} partitions (0..{queue.partitions - 1})"
                     )
             scanner: PartitionScanner | CombinedPartitionScanner | QueueScanner

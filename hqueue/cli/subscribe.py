@@ -85,10 +85,11 @@ class _Printer:
     "start",
     default="latest",
     show_default=True,
-    metavar="earliest|latest|ID|TIME",
+    metavar="earliest|latest|ID|TIME|POSITION",
     help="Where a new subscription starts: earliest, latest, 'timestamp:sequence', "
-    "an ISO-8601 time or milliseconds. An existing one resumes after its "
-    "checkpoint.",
+    "an ISO-8601 time or milliseconds; or a position 'partition@timestamp:sequence' "
+    "for that partition, the others starting at latest. An existing one resumes "
+    "after its checkpoint.",
 )
 @click.option(
     "--host",

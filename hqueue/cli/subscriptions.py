@@ -2,7 +2,8 @@
 
 ``list`` prints one line per subscription: name, partitions, topics, whether a
 subscriber runs (and where), and its checkpoints. ``reset --to`` moves a subscription
-to earliest, latest, an id or a time on all its partitions (see
+to earliest, latest, an id or a time on all its partitions, or to a position
+``P@timestamp:sequence`` on partition P, the others keeping their checkpoints (see
 :func:`hqueue.client.subscription_admin.reset_subscription`). ``lag`` asks the sidecars that own
 the queue's partitions and prints, per subscription and partition, the newest id, the
 last delivered and checkpointed ids, how far behind (ms) and the delivery state; with
@@ -79,14 +80,17 @@ def delete_subscription(ctx: click.Context, queue_name: str, name: str) -> None:
     "--to",
     "to",
     required=True,
-    metavar="earliest|latest|ID|TIME",
+    metavar="earliest|latest|ID|TIME|POSITION",
     help="The new start: earliest, latest, 'timestamp:sequence', an ISO-8601 "
-    "time or milliseconds since the epoch.",
+    "time or milliseconds since the epoch, on all partitions; or a position "
+    "'partition@timestamp:sequence' on that partition, the others keeping their "
+    "checkpoints.",
 )
 @format_option
 @click.pass_context
 def reset_subscription(ctx: click.Context, queue_name: str, name: str, to: str) -> None:
-    """Move subscription NAME of QUEUE to a new start on all its partitions."""
+    """Move subscription NAME of QUEUE to a new start on all its partitions (on one, for
+    a position)."""
     if to.strip().lower() not in ("earliest", "latest"):
         position_option(to, "--to")  # an error naming --to, before any server is asked
     with client_for(ctx) as client:

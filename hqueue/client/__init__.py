@@ -1,4 +1,4 @@
-"""The client library: :func:`connect`, :class:`Client`, :class:`Queue`, the producer,
+"""The client library: :func:`connect`, :class:`Client`, :class:`Queue`, the producers,
 the scanners, the subscriber and queue administration. Users import the first names
 from :mod:`hqueue`; the types the client's methods return are exported here too.
 
@@ -27,6 +27,7 @@ _EXPORTS = {
     "QueueDescription": "hqueue.client.admin",
     "QueueScanner": "hqueue.client.scanners",
     "RegionInfo": "hqueue.client.admin",
+    "SendCallback": "hqueue.client.sender",
     "Subscriber": "hqueue.client.subscriber",
     "SubscriptionInfo": "hqueue.client.subscription_admin",
     "connect": "hqueue.client.client",
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from hqueue.client.client import Client, Queue, connect
     from hqueue.client.producer import NewMessage
     from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
+    from hqueue.client.sender import SendCallback
     from hqueue.client.subscriber import ConsumeStatus, Listener, MessageListener, Subscriber
     from hqueue.client.subscription_admin import (
         DeliveryLag,
@@ -60,6 +62,7 @@ __all__ = [
     "QueueDescription",
     "QueueScanner",
     "RegionInfo",
+    "SendCallback",
     "Subscriber",
     "SubscriptionInfo",
     "connect",

@@ -1,10 +1,13 @@
 """Queue administration: a queue is an HBase table plus its metadata.
 
 Creating a queue creates the table first (family ``message``, one version, the
-queue's TTL, pre-split at partition boundaries through Thrift2) and then its
-QueueInfo; if the metadata cannot be written the table is dropped again, so a failed
-create leaves nothing behind. The table comes first because the HBase table name is
-the one thing two racing creators cannot both get: the loser sees TableExists.
+queue's TTL, pre-split at partition boundaries through Thrift2), checks that the
+Thrift1 gateway sees that very table (the two gateways are one cluster:
+:meth:`HBase.create_table <hqueue.storage.hbase.HBase.create_table>`), and then writes
+its QueueInfo; if the check or the metadata fails the table is dropped again through
+Thrift2, where it was made, so a failed create leaves nothing behind. The table comes
+first because the HBase table name is the one thing two racing creators cannot both
+get: the loser sees TableExists.
 
 Not public API: reach it through :class:`hqueue.Client`.
 """
@@ -163,6 +166,8 @@ class QueueAdmin:
 
         :raises InvalidArgumentError: on a bad name, partition count, region count or TTL.
         :raises QueueExistsError: if the queue (or a table of its name) exists.
+        :raises ClusterMismatchError: if the Thrift2 gateway is another cluster's than
+            the Thrift1 gateway (nothing is left on either).
         :raises StorageError: if HBase refuses the table.
         :raises ConnectionLostError: if HBase or the metadata store cannot be reached.
         """
@@ -175,9 +180,9 @@ class QueueAdmin:
             name=FAMILY, maxVersions=1, timeToLive=ttl_s if ttl_s is not None else 2**31 - 1
         )
         desc = h2.TTableDescriptor(tableName=h2.TTableName(qualifier=table), columns=[family])
+        what = f"create queue {name!r}"
         try:
-            with self._hbase.admin(f"create queue {name!r}") as admin:
-                admin.createTable(desc, split_keys(partitions, regions))
+            self._hbase.create_table(what, desc, split_keys(partitions, regions))
         except (StorageError, TableExistsError) as exc:
             if "TableExists" in str(exc):
                 raise QueueExistsError(f"queue {name!r} already exists") from None
@@ -187,7 +192,7 @@ class QueueAdmin:
                 name, partitions, regions=regions, ttl_seconds=ttl_s
             ).value
         except BaseException:
-            self._drop_table(name)
+            self._hbase.drop_table(what, table)
             raise
 
     def queues(self) -> list[QueueInfo]:

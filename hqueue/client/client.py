@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as _dt
 import threading
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
 from typing import Any, cast
 
 from hqueue import settings
@@ -15,11 +16,12 @@ from hqueue.client.admin import QueueAdmin, QueueDescription
 from hqueue.client.context import ClientContext, QueueHandle
 from hqueue.client.producer import NewMessage, Producer
 from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
+from hqueue.client.sender import SendCallback, Sender, SenderSettings
 from hqueue.client.subscriber import Listener, Subscriber
 from hqueue.client.subscription_admin import LagReport, SubscriptionInfo
 from hqueue.closing import Closeable
-from hqueue.errors import InvalidArgumentError, NoQueueError
-from hqueue.message import MessageId
+from hqueue.errors import InvalidArgumentError, NoMessageError, NoQueueError
+from hqueue.message import Message, MessageId, Position, encode_rowkey, parse_located
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.factory import open_metastore
 from hqueue.metadata.managers import (
@@ -30,8 +32,14 @@ from hqueue.metadata.managers import (
     SubscriptionDataManager,
 )
 from hqueue.settings import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_MESSAGES,
+    DEFAULT_BUFFER_BYTES,
     DEFAULT_HOST,
     DEFAULT_LAG_TIMEOUT,
+    DEFAULT_LINGER,
+    DEFAULT_MAX_BLOCK,
+    DEFAULT_ON_FULL,
     DEFAULT_PUT_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_SUBSCRIBE_WAIT,
@@ -56,12 +64,18 @@ def connect(
     put_attempt_timeout: float | None = None,
     fast_scan: bool = True,
     session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+    linger: float = DEFAULT_LINGER,
+    batch_messages: int = DEFAULT_BATCH_MESSAGES,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+    on_full: str = DEFAULT_ON_FULL,
+    max_block: float = DEFAULT_MAX_BLOCK,
 ) -> Client:
     """Connect to hqueue and return a :class:`Client` (a context manager).
 
     ``hbase`` is the HBase Thrift1 gateway ``HOST:PORT`` (default ``HQUEUE_HBASE`` or
     127.0.0.1:9090); ``hbase_admin`` the Thrift2 gateway used to create and alter queue
-    tables (default ``HQUEUE_HBASE_ADMIN`` or port 9091 on the Thrift1 host);
+    tables (default ``HQUEUE_HBASE_ADMIN`` or the Thrift1 host, its port + 1);
     ``zookeeper`` a ZooKeeper connect string for the metadata (default
     ``HQUEUE_ZOOKEEPER``; without one, metadata lives in HBase); ``table_prefix`` the
     happybase table prefix of the whole installation (default ``HQUEUE_TABLE_PREFIX``).
@@ -74,7 +88,15 @@ def connect(
     subscriber's address) outlive it if it dies: the ZooKeeper session timeout or
     the HBase lease.
 
-    :raises InvalidArgumentError: on a malformed address.
+    The rest set :meth:`Queue.send`'s asynchronous producer: a batch of a partition
+    leaves ``linger`` seconds after its first message (default 5 ms), or as soon as it
+    holds ``batch_messages`` messages (10,000) or ``batch_bytes`` bytes (1 MiB);
+    messages sent and not yet written may hold ``buffer_bytes`` (32 MiB), after which
+    ``send`` waits up to ``max_block`` seconds (60) for room when ``on_full`` is
+    ``"block"``, or raises at once when it is ``"raise"``.
+
+    :raises InvalidArgumentError: on a malformed address, or a producer setting out of
+        range (naming it), before anything is connected.
     :raises ConnectionLostError: if the metadata store cannot be reached.
     """
     return Client(
@@ -87,6 +109,9 @@ def connect(
         put_attempt_timeout=put_attempt_timeout,
         fast_scan=fast_scan,
         session_timeout=session_timeout,
+        sender=SenderSettings(
+            linger, batch_messages, batch_bytes, buffer_bytes, on_full, max_block
+        ),
     )
 
 
@@ -109,8 +134,10 @@ class Client(Closeable):
         put_attempt_timeout: float | None = None,
         fast_scan: bool = True,
         session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+        sender: SenderSettings | None = None,
     ) -> None:
         parse_address(hbase)
+        sender = (sender or SenderSettings()).checked()
         storage = HBase(
             hbase,
             hbase_admin or admin_address(hbase),
@@ -146,6 +173,7 @@ class Client(Closeable):
             put_timeout=put_timeout,
             attempt_timeout=put_attempt_timeout,
         )
+        self._sender = Sender(self._producer, sender)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -207,14 +235,29 @@ class Client(Closeable):
             # The cache may not have seen a queue created a moment ago.
             return Queue(self, self._admin.queue_info(name))
 
+    # -- producing -----------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Send every queue's batches of :meth:`Queue.send` now, and wait until each
+        message sent before this call is written or has failed (its future is done).
+
+        :raises HQueueError: if called from a send callback, where it would wait for
+            itself.
+        """
+        self._sender.flush()
+
     # -- lifecycle -----------------------------------------------------------------
 
-    def close(self) -> None:
-        """Close connections and watches; idempotent."""
+    def close(self, timeout: float | None = None) -> None:
+        """Flush what :meth:`Queue.send` sent (waiting up to ``timeout`` seconds, all
+        of it with ``None``; messages still unsent then fail with
+        :class:`~hqueue.errors.UnavailableError`), then close connections and watches;
+        idempotent."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+        self._sender.close(timeout)
         context = self._context
         context.sidecars.close()
         self._cache.close()
@@ -223,12 +266,14 @@ class Client(Closeable):
 
 
 class Queue:
-    """One queue: produce with :meth:`put` / :meth:`put_batch`, read with the scanners.
-    Obtain it from :meth:`Client.queue`."""
+    """One queue: produce with :meth:`put` / :meth:`put_batch`, which return where each
+    message went (a :class:`~hqueue.message.Position`); read one message back with
+    :meth:`get`, many with the scanners. Obtain it from :meth:`Client.queue`."""
 
     def __init__(self, client: Client, info: QueueInfo) -> None:
         self.info = info
         self._producer = client._producer
+        self._sender = client._sender
         self._handle = QueueHandle(info.name, info.partitions, client._context)
         """What the queue's scanners, subscriber and subscription administration use
         of it and its client."""
@@ -264,8 +309,10 @@ class Queue:
         topic: str,
         partition: int | None = None,
         key: bytes | str | None = None,
-    ) -> MessageId:
-        """Write one message and return its id once it is durable. The partition is
+    ) -> Position:
+        """Write one message and return where it went once it is durable: its
+        :class:`~hqueue.message.Position`, the partition and the id there (``.id``), which
+        :meth:`get`, the scanners' and subscriptions' starts take back. The partition is
         ``partition``, else a stable hash of ``key``, else the next one round-robin.
 
         :raises InvalidArgumentError: on a bad value, topic, partition or key, or a
@@ -280,8 +327,9 @@ class Queue:
         *,
         topic: str | None = None,
         partition: int | None = None,
-    ) -> list[MessageId]:
-        """Write messages and return their ids in the same order, once all are durable.
+    ) -> list[Position]:
+        """Write messages and return their positions (partition and id) in the same
+        order, once all are durable.
 
         Each item is a :class:`NewMessage`, a ``(value, topic[, partition[, key]])``
         tuple, or a bare value taking ``topic`` (and ``partition``) from the keywords.
@@ -312,6 +360,82 @@ class Queue:
                     f"put_batch() takes NewMessage, tuples or values, not {type(item).__name__}"
                 )
         return self._producer.put(self.info, batch)
+
+    def send(
+        self,
+        value: bytes | str,
+        topic: str,
+        partition: int | None = None,
+        key: bytes | str | None = None,
+        callback: SendCallback | None = None,
+    ) -> Future[Position]:
+        """Queue one message to be written in the background, batched with others, and
+        return at once a :class:`~concurrent.futures.Future` of its
+        :class:`~hqueue.message.Position`, done once the message is durable.
+
+        The partition is ``partition``, else a stable hash of ``key``, else the queue's
+        current *sticky* partition (which moves on, round-robin, with each batch).
+        Within a partition, messages are written in the order of their ``send`` calls.
+        ``callback(position, error)`` runs once on completion, on a sender thread; if
+        it raises, that is logged. The future fails with the error a :meth:`put` of the
+        message would raise. See :mod:`hqueue.client.sender` for batching and
+        back-pressure, and :meth:`flush`.
+
+        :raises InvalidArgumentError: on a bad value, topic, partition, key or
+            callback (nothing is queued).
+        :raises UnavailableError: if the send buffer is full (``on_full="raise"``, or
+            still full after ``max_block``) or the client is closed.
+        """
+        return self._sender.send(self.info, value, topic, partition, key, callback)
+
+    def flush(self) -> None:
+        """Send this queue's batches of :meth:`send` now, and wait until each of its
+        messages sent before this call is written or has failed (its future is done).
+
+        :raises HQueueError: if called from a send callback, where it would wait for
+            itself.
+        """
+        self._sender.flush(self.name)
+
+    # -- reading -------------------------------------------------------------------
+
+    def get(self, position: object) -> Message:
+        """Return the message at ``position``: a :class:`~hqueue.message.Position` (what
+        :meth:`put` returns, or ``message.position``) or its text
+        ``"partition@timestamp:sequence"``. Reads exactly that row.
+
+        :raises InvalidArgumentError: if ``position`` is no position, names no
+            partition, or one the queue does not have.
+        :raises NoMessageError: (a ``LookupError``) if no message is there: none was
+            written, or it expired with the queue's TTL.
+        :raises StorageError: if the queue's table is gone or HBase failed.
+        :raises ConnectionLostError: if HBase is unreachable.
+        """
+        partition, mid = parse_located(position, "'position'")
+        if partition is None:
+            raise InvalidArgumentError(
+                f"'position' {position!r} names no partition; give a Position or "
+                "'partition@timestamp:sequence'"
+            )
+        located = Position(partition, mid)
+        if partition >= self.partitions:
+            raise InvalidArgumentError(
+                f"'position' {located} is in partition {partition}, but queue "
+                f"{self.name!r} has partitions 0..{self.partitions - 1}"
+            )
+        row = encode_rowkey(partition, mid)
+        # The next rowkey after this one: the range holds this row and no other.
+        reader = self._handle.open_range(row, row + b"\x00", caching=1)
+        try:
+            found = reader.read(1).messages()
+        finally:
+            reader.close()
+        if not found:
+            raise NoMessageError(
+                f"queue {self.name!r} has no message at {located} (none was written "
+                "there, or it expired with the queue's TTL)"
+            )
+        return found[0]
 
     # -- scanning ------------------------------------------------------------------
 
@@ -352,13 +476,18 @@ class Queue:
         defaults to all, ``topics`` to all (``[]`` is all topics too, as in
         :meth:`scan`; on an existing subscription ``None`` keeps its topics and ``[]``
         widens it to all). ``start`` (``"latest"``, ``"earliest"``, a
-        MessageId, a datetime, an ISO time or ``"ts:seq"``) applies when the
+        MessageId, a datetime, an ISO time or ``"ts:seq"`` for every partition; or a
+        :class:`~hqueue.message.Position`, its text, or a collection of them such as
+        what :meth:`put_batch` returned, for the partitions they name, the others
+        starting at ``"latest"``; where several name one partition, the earliest
+        counts) is the first message delivered. It applies when the
         subscription is created and to partitions added to it; an existing subscription
         resumes after its checkpoints. The subscriber serves on ``host:port`` (a free
         port with 0) and announces ``advertised_host`` (default ``host``). ``wait``
         bounds how long to wait for a dead predecessor's address to expire.
 
-        :raises InvalidArgumentError: on a bad name, partition, topic or start.
+        :raises InvalidArgumentError: on a bad name, partition, topic or start (a
+            position of a partition not subscribed to).
         :raises SubscriberRunningError: if another subscriber of ``name`` runs.
         :raises OSError: if the port cannot be bound.
         """
@@ -392,10 +521,15 @@ class Queue:
         subscription_admin.delete_subscription(self._handle, name)
 
     def reset_subscription(self, name: str, to: object) -> dict[int, MessageId]:
-        """Move a subscription to ``to`` (``"earliest"``, ``"latest"``, an id or a
-        time) on all its partitions; return the new start ids.
+        """Move a subscription to ``to``: ``"earliest"``, ``"latest"``, an id or a time
+        on all its partitions; or a :class:`~hqueue.message.Position`, its text, or a
+        collection of them on the partitions they name (the earliest where several
+        name one), the others keeping their checkpoints (they resume after them).
+        Return the new start id of every partition.
 
         :raises NoSubscriptionError: if there is none of that name.
+        :raises InvalidArgumentError: on a bad position, or a position of a partition
+            the subscription does not have.
         """
         return subscription_admin.reset_subscription(self._handle, name, to)
 

@@ -9,16 +9,26 @@ failed and why. Retried alike: an owner look-up the metadata store cannot answer
 is restarting), a sidecar still starting, and an attempt that got no answer within
 the per-attempt timeout (a hung sidecar), after which the owner is looked up again,
 so the part goes to the partition's new owner once it moved. A part is
-all-or-nothing on the sidecar, so a retried part is never half-written; a part whose
-acknowledgement was lost in transit, or did not come within the per-attempt timeout,
-may be written twice (delivery is at least once).
+all-or-nothing on the sidecar, so a retried part is never half-written.
+
+Retries write nothing twice (Kafka's idempotent producer, KIP-98): a put carries, for
+each partition, a producer id and the sequence of its first message there, the same
+in every attempt, and the sidecar answers a part it has already written with the ids
+it gave it then. A producer id is random; one put at a time uses it (a
+:class:`_Lane`, with its own count of messages per partition), so its sequences reach
+a sidecar in order without waiting on each other: a single-threaded producer has one
+id, and threads putting at once take one lane each from a pool. A lane whose put
+failed is dropped, as its next sequences are in doubt (was the failed part written?).
+See "Retries without duplicates" in docs/queues.md.
 
 Not public API, except :class:`NewMessage`.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
+import secrets
 import threading
 import time
 import zlib
@@ -31,18 +41,19 @@ from hqueue.errors import (
     InvalidMessageError,
     NoOwnerInfoError,
     NotOwnerError,
+    OutOfOrderSequenceError,
     StorageError,
     UnavailableError,
 )
-from hqueue.message import MessageId, check_topic
+from hqueue.message import MessageId, Position, check_topic
 from hqueue.settings import DEFAULT_PUT_TIMEOUT
 from hqueue.storage.sidecars import Sidecars, SidecarUnreachableError
-from hqueue.wire.sidecar_calls import PutBatch
+from hqueue.wire.sidecar_calls import MAX_PRODUCER_SEQUENCE, ProducerSequence, PutBatch
 
 if TYPE_CHECKING:
     from hqueue.metadata.managers import PartitionOwnershipManager, QueueInfo
 
-__all__ = ["NewMessage", "Producer", "default_attempt_timeout", "partition_for_key"]
+__all__ = ["NewMessage", "Producer", "default_attempt_timeout", "partition_for_key", "payload"]
 
 _BACKOFF_START = 0.05
 _BACKOFF_MAX = 1.0
@@ -60,6 +71,30 @@ def default_attempt_timeout(put_timeout: float) -> float:
     return min(put_timeout / 3, _ATTEMPT_TIMEOUT_MAX)
 
 
+class _Lane:
+    """A producer id and its count of messages sent per (queue, partition): the
+    sequences of the puts that take it, one put at a time."""
+
+    __slots__ = ("producer", "sent")
+
+    def __init__(self) -> None:
+        self.producer = int.from_bytes(secrets.token_bytes(8), "big", signed=True)
+        self.sent: dict[tuple[str, int], int] = {}
+
+    def fits(self, queue: str, counts: dict[int, int]) -> bool:
+        """Return whether these counts of messages per partition still get sequences."""
+        return all(
+            self.sent.get((queue, p), 0) + n - 1 <= MAX_PRODUCER_SEQUENCE for p, n in counts.items()
+        )
+
+    def claim(self, queue: str, partition: int, count: int) -> tuple[int, int]:
+        """Count ``count`` messages to the partition; return the producer id and the
+        sequence of the first."""
+        first = self.sent.get((queue, partition), 0)
+        self.sent[(queue, partition)] = first + count
+        return self.producer, first
+
+
 class NewMessage(NamedTuple):
     """A message to put: ``value`` (bytes, or str sent as UTF-8), ``topic``, and
     optionally the ``partition`` or a ``key`` whose hash chooses it."""
@@ -68,6 +103,18 @@ class NewMessage(NamedTuple):
     topic: str
     partition: int | None = None
     key: bytes | str | None = None
+
+
+def payload(value: object) -> bytes:
+    """Return the bytes of a message's value: a str as UTF-8, a bytes-like as is.
+
+    :raises InvalidArgumentError: if it is neither.
+    """
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    raise InvalidArgumentError(f"'value' must be bytes or str, not {type(value).__name__}")
 
 
 def partition_for_key(key: bytes | str, partitions: int) -> int:
@@ -114,6 +161,8 @@ class Producer:
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._hints: dict[tuple[str, int], str] = {}
         self._lock = threading.Lock()
+        self._lanes: list[_Lane] = []
+        """lanes no put holds, the most recently used last"""
 
     def _next_partition(self, info: QueueInfo) -> int:
         with self._lock:
@@ -133,14 +182,10 @@ class Producer:
         for index, msg in enumerate(batch):
             value = msg.value
             if type(value) is not bytes:
-                if isinstance(value, str):
-                    value = value.encode("utf-8")
-                elif isinstance(value, bytes | bytearray | memoryview):
-                    value = bytes(value)
-                else:
-                    raise InvalidArgumentError(
-                        f"message {index}: 'value' must be bytes or str, not {type(value).__name__}"
-                    )
+                try:
+                    value = payload(value)
+                except InvalidArgumentError as exc:
+                    raise InvalidArgumentError(f"message {index}: {exc}") from None
             topic = msg.topic
             if topic not in checked:
                 try:
@@ -187,16 +232,24 @@ class Producer:
         except NoOwnerInfoError:
             return None
 
-    def put(self, info: QueueInfo, batch: list[Any]) -> list[MessageId]:
-        """Write ``batch`` (NewMessage items) to queue ``info``; return the ids in order.
+    def put(self, info: QueueInfo, batch: list[Any]) -> list[Position]:
+        """Write ``batch`` (NewMessage items) to queue ``info``; return where each went
+        (its partition and id), in order.
 
         :raises InvalidArgumentError: on a bad message, before anything is sent.
         :raises NoQueueError: if the queue does not exist (any more).
         :raises UnavailableError: if some part is not acknowledged within the timeout.
+        :raises OutOfOrderSequenceError: if a sidecar no longer remembers the batch a
+            retry repeats (it was most likely written; its ids are unknown).
         """
         if not batch:
             return []
         values, topics, partitions = self._prepare(info, batch)
+        counts = collections.Counter(partitions)
+        lane = self._take_lane(info.name, counts)
+        # The same in every attempt, however the parts are grouped: a retry of a part
+        # already written is answered with its ids.
+        sequences = {p: lane.claim(info.name, p, n) for p, n in counts.items()}
         ids: list[MessageId | None] = [None] * len(values)
         pending = list(range(len(values)))
         deadline = time.monotonic() + self.put_timeout
@@ -238,7 +291,22 @@ class Producer:
                         indices,
                         len(indices) == len(values),
                         max(min(self.attempt_timeout, remaining), _BACKOFF_START),
+                        sequences,
                     )
+                except OutOfOrderSequenceError as exc:
+                    if not exc.gap:
+                        raise  # repeats a batch the sidecar no longer remembers
+                    # The sidecar lost this lane's batches before it (its state was
+                    # lost), so this part was not written: send it again under a new
+                    # producer id, and drop the lane whose count no longer agrees.
+                    failed_partition = exc.partition
+                    last_error = f"sidecar {address}: {exc}"
+                    lane = _Lane()
+                    sequences[exc.partition] = lane.claim(
+                        info.name, exc.partition, counts[exc.partition]
+                    )
+                    retry.extend(indices)
+                    continue
                 except NotOwnerError as exc:
                     failed_partition = exc.partition
                     last_error = f"sidecar {address}: {exc}"
@@ -287,7 +355,20 @@ class Producer:
             if not unowned:
                 backoff = min(backoff * 2, _BACKOFF_MAX)
             pending = retry
-        return ids  # type: ignore[return-value]
+        with self._lock:
+            self._lanes.append(lane)  # dropped instead when the put fails
+        done: list[MessageId] = ids  # type: ignore[assignment]
+        return [Position(p, mid) for p, mid in zip(partitions, done, strict=True)]
+
+    def _take_lane(self, queue: str, counts: dict[int, int]) -> _Lane:
+        """Return an idle lane (the most recently used, so few ids are in use) whose
+        sequences can count ``counts`` more messages per partition, else a new one."""
+        with self._lock:
+            while self._lanes:
+                lane = self._lanes.pop()
+                if lane.fits(queue, counts):
+                    return lane
+        return _Lane()
 
     def _forget(
         self,
@@ -314,9 +395,11 @@ class Producer:
         indices: list[int],
         everything: bool,
         timeout: float,
+        sequences: dict[int, tuple[int, int]],
     ) -> list[MessageId]:
         """Send the messages at ``indices`` (all of them when ``everything``) to one
-        sidecar, waiting at most ``timeout`` seconds; return their ids.
+        sidecar, waiting at most ``timeout`` seconds, with the producer id and first
+        sequence of each of their partitions (``sequences``); return their ids.
 
         :raises NotOwnerError: if the sidecar does not own a partition of them.
         :raises UnavailableError: if it cannot write now, is starting, or is
@@ -324,6 +407,7 @@ class Producer:
         :raises InvalidMessageError: if it refuses a message (naming which of the
             caller's batch, as its ``index`` does).
         :raises NoQueueError: if it knows no such queue.
+        :raises OutOfOrderSequenceError: if it refuses a partition's sequence.
         """
         if not everything:
             values = [values[i] for i in indices]
@@ -334,7 +418,12 @@ class Producer:
             topics = topics[:1]
         if len(set(partitions)) == 1:
             partitions = partitions[:1]
-        batch = PutBatch(values, topics, partitions)
+        batch = PutBatch(
+            values,
+            topics,
+            partitions,
+            [ProducerSequence(p, *sequences[p]) for p in sorted(set(partitions))],
+        )
         try:
             return self._sidecars.put(address, queue, batch, timeout=timeout).message_ids()
         except InvalidMessageError as exc:

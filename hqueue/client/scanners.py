@@ -27,9 +27,15 @@ Options, the same for all three (keywords only):
 
 - ``start``, ``stop``: where to begin (inclusive) and end (exclusive), each a
   :class:`MessageId`, ``"timestamp:sequence"``, ISO-8601 time, datetime or int of
-  milliseconds since the epoch (:func:`hqueue.message.parse_position`); a time stands
-  for its first id, so ``stop="2024-01-02"`` ends before the first message of that
-  day. Default: the whole partition.
+  milliseconds since the epoch (:func:`hqueue.message.parse_position`), which bounds
+  every partition; a time stands for its first id, so ``stop="2024-01-02"`` ends
+  before the first message of that day. Or a :class:`~hqueue.message.Position` (its
+  text ``"partition@timestamp:sequence"``), or a collection of them such as what
+  ``put_batch`` returned: a bound of the partitions they name only, the others
+  keeping the default; where several name one partition, the earliest counts (so
+  ``start=positions`` reads a batch and what follows it, ``stop=positions`` what
+  came before it). A position must name a partition the scanner reads
+  (:func:`position_bound`). Default: the whole partition.
 - ``topics``: only these topics (an iterable of str; one str is one topic; an empty
   one, like ``None``, means every topic, as in ``Queue.subscribe``). The filter runs
   on the server: only the columns ``message:<topic>`` are asked for.
@@ -54,20 +60,23 @@ Scanners are not thread-safe: iterate each from one thread.
 
 from __future__ import annotations
 
+import datetime as _dt
 import heapq
 import itertools
 import struct
-from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
 
 from hqueue.closing import Closeable
 from hqueue.errors import InvalidArgumentError
 from hqueue.message import (
     Message,
     MessageId,
+    Position,
     check_partition,
     check_topic,
     check_topics,
+    parse_located,
     parse_position,
     partition_range,
 )
@@ -78,9 +87,11 @@ if TYPE_CHECKING:
     from hqueue.client.context import QueueHandle
 
 __all__ = [
+    "Bound",
     "CombinedPartitionScanner",
     "PartitionScanner",
     "QueueScanner",
+    "position_bound",
     "topic_filter",
 ]
 
@@ -103,6 +114,64 @@ def topic_filter(topics: Iterable[str] | str | None) -> tuple[str, ...] | None:
     return check_topics(topics)
 
 
+class Bound(NamedTuple):
+    """A start or stop bound as given: ``every`` for every partition (from an id or a
+    time; ``None``: none), ``own`` for the partitions that positions named."""
+
+    every: MessageId | None
+    own: Mapping[int, MessageId]
+
+    def of(self, partition: int) -> MessageId | None:
+        """Return the bound of ``partition``: its own, else the one of every partition."""
+        return self.own.get(partition, self.every)
+
+
+def _is_collection(value: object) -> TypeGuard[Iterable[object]]:
+    """Whether ``value`` is a collection of positions rather than one position: an
+    iterable other than text, an id, a ``(timestamp, sequence)`` pair or a time."""
+    if isinstance(value, str | bytes | bytearray | MessageId | Position | _dt.datetime):
+        return False
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return False
+    return isinstance(value, Iterable)
+
+
+def position_bound(value: object, what: str, partitions: Collection[int], where: str) -> Bound:
+    """Return the bound ``value`` sets: an id, its text, a time or milliseconds (see
+    :func:`hqueue.message.parse_position`) bound every partition; a
+    :class:`~hqueue.message.Position`, its text ``"partition@timestamp:sequence"``, or
+    a collection of those (what ``put_batch`` returns) bound the partitions they name,
+    the earliest position counting where several name one partition.
+
+    :raises InvalidArgumentError: naming ``what`` if ``value`` is none of those, if a
+        collection holds something that names no partition, or if a position names a
+        partition not in ``partitions`` (``where`` says which those are, as in
+        ``"the scanner reads partition 2"``).
+    """
+    if isinstance(value, Position) or (isinstance(value, str) and "@" in value):
+        items: list[object] = [value]
+    elif _is_collection(value):
+        items = list(value)
+    else:
+        return Bound(parse_position(value, what), {})
+    own: dict[int, MessageId] = {}
+    for item in items:
+        partition, mid = parse_located(item, what)
+        if partition is None:
+            raise InvalidArgumentError(
+                f"{what}: {item!r} names no partition; a collection of positions holds "
+                "Position values or 'partition@timestamp:sequence' texts"
+            )
+        if partition not in partitions:
+            raise InvalidArgumentError(
+                f"{what} {Position(partition, mid)} is a position in partition {partition}, "
+                f"but {where}"
+            )
+        if partition not in own or mid < own[partition]:
+            own[partition] = mid
+    return Bound(None, own)
+
+
 def _check_int(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidArgumentError(f"'{name}' must be an integer >= {minimum}, not {value!r}")
@@ -123,10 +192,21 @@ class _Scanner(Closeable):
         batch_size: int = DEFAULT_SCAN_BATCH_SIZE,
     ) -> None:
         self._queue = queue
-        self.start: MessageId | None = None if start is None else parse_position(start, "'start'")
-        self.stop: MessageId | None = None if stop is None else parse_position(stop, "'stop'")
-        if self.start is not None and self.stop is not None and self.start > self.stop:
-            raise InvalidArgumentError(f"'start' ({self.start}) is after 'stop' ({self.stop})")
+        partitions, where = self._scope()
+        none = Bound(None, {})
+        self._start = none if start is None else position_bound(start, "'start'", partitions, where)
+        self._stop = none if stop is None else position_bound(stop, "'stop'", partitions, where)
+        self.start: MessageId | None = self._start.every
+        """The start of every partition given as an id or a time (``None``: none)."""
+        self.stop: MessageId | None = self._stop.every
+        """The stop of every partition given as an id or a time (``None``: none)."""
+        for partition in (None, *sorted({*self._start.own, *self._stop.own})):
+            first, end = (self.start, self.stop) if partition is None else self._bounds(partition)
+            if first is not None and end is not None and first > end:
+                in_partition = "" if partition is None else f" in partition {partition}"
+                raise InvalidArgumentError(
+                    f"'start' ({first}) is after 'stop' ({end}){in_partition}"
+                )
         self.topics: tuple[str, ...] | None = topic_filter(topics) or None
         self.limit = None if limit is None else _check_int("limit", limit, 0)
         self.batch_size = _check_int("batch_size", batch_size, 1)
@@ -138,6 +218,18 @@ class _Scanner(Closeable):
         self._iterator: Iterator[Message] | None = None
         self._closed = False
 
+    def _scope(self) -> tuple[Collection[int], str]:
+        """Return the partitions the scanner reads, and how an error says which."""
+        raise NotImplementedError
+
+    def _bounds(self, partition: int) -> tuple[MessageId | None, MessageId | None]:
+        """Return the ids ``[start, stop)`` to read of ``partition``."""
+        return self._start.of(partition), self._stop.of(partition)
+
+    def _bounded(self) -> bool:
+        """Whether ``start`` or ``stop`` bound some partition."""
+        return any((self.start, self.stop, self._start.own, self._stop.own))
+
     def _range(self, row_start: bytes, row_stop: bytes) -> QueueRange:
         scan = self._queue.open_range(
             row_start, row_stop, topics=self.topics or (), caching=self.batch_size
@@ -146,7 +238,7 @@ class _Scanner(Closeable):
         return scan
 
     def _partition_range(self, partition: int) -> QueueRange:
-        return self._range(*partition_range(partition, self.start, self.stop))
+        return self._range(*partition_range(partition, *self._bounds(partition)))
 
     def _iterate(self) -> Iterator[Message]:
         raise NotImplementedError
@@ -250,6 +342,9 @@ class PartitionScanner(_SequentialScanner):
         self.partition = check_partition(partition, queue.partitions, queue.name)
         super().__init__(queue, **options)
 
+    def _scope(self) -> tuple[Collection[int], str]:
+        return (self.partition,), f"the scanner reads partition {self.partition}"
+
     def _ranges(self) -> Iterator[QueueRange]:
         yield self._partition_range(self.partition)
 
@@ -270,8 +365,12 @@ class QueueScanner(_SequentialScanner):
     :raises ConnectionLostError: while iterating, if HBase is unreachable.
     """
 
+    def _scope(self) -> tuple[Collection[int], str]:
+        count = self._queue.partitions
+        return range(count), f"queue {self._queue.name!r} has partitions 0..{count - 1}"
+
     def _ranges(self) -> Iterator[QueueRange]:
-        if self.start is None and self.stop is None:
+        if not self._bounded():
             # One scanner over the whole table: every partition's rows are contiguous
             # and in order, so nothing needs skipping.
             yield self._range(b"\x00\x00", struct.pack(">H", self._queue.partitions))
@@ -316,6 +415,9 @@ class CombinedPartitionScanner(_Scanner):
             raise InvalidArgumentError(f"'partitions' repeats a partition: {chosen!r}")
         self.partitions: tuple[int, ...] = tuple(sorted(chosen))
         super().__init__(queue, **options)
+
+    def _scope(self) -> tuple[Collection[int], str]:
+        return self.partitions, f"the scanner reads partitions {list(self.partitions)}"
 
     def _iterate(self) -> Iterator[Message]:
         return self._merge(

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hqueue.client.scanners import topic_filter
-from hqueue.client.subscription_admin import resolve_starts
+from hqueue.client.subscription_admin import resolve_starts, start_bound
 from hqueue.closing import Closeable
 from hqueue.errors import (
     HQueueError,
@@ -181,7 +181,9 @@ class Subscriber(Closeable):
         self._metastore = queue.context.metastore
         self._partitions = _check_partitions(queue, partitions)
         self._topics = topic_filter(topics)
-        self._start = start
+        # Read now (once: it may be an iterator), though only a new subscription or
+        # new partitions use it.
+        self._start = start_bound(queue, start, self._partitions or range(queue.partitions))
         self._handler = _Handler(queue.name, name, list(listeners))
         self._server = ThriftServer(
             subscriber_idl().HQueueSubscriber, self._handler, host, port, name=f"subscriber-{name}"

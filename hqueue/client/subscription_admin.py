@@ -2,7 +2,8 @@
 report (:class:`LagReport`) gathered from the sidecars that own the partitions.
 
 A reset moves a subscription to a new start (``earliest``, ``latest``, an id or a
-time) on all its partitions: it bumps the subscription's ``generation`` option and
+time) on all its partitions, or to positions on the partitions they name (the others
+resume after their checkpoints): it bumps the subscription's ``generation`` option and
 clears its checkpoints. Sidecars restart its deliveries from the new start when the
 watch tells them (a moment later); a running subscriber forgets, per partition, what
 it delivered before once a batch of the new generation arrives, so the replay reaches
@@ -12,12 +13,13 @@ its listeners.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hqueue.client.scanners import Bound, position_bound
 from hqueue.errors import HQueueError
-from hqueue.message import MessageId, decode_rowkey, format_time, parse_position
+from hqueue.message import MessageId, decode_rowkey, format_time
 from hqueue.metadata.managers import SubscriptionPreferences
 from hqueue.metadata.managers.subscription_data import GENERATION_OPTION
 from hqueue.settings import DEFAULT_LAG_TIMEOUT
@@ -35,37 +37,88 @@ __all__ = [
     "lag",
     "reset_subscription",
     "resolve_starts",
+    "start_bound",
     "subscriptions",
 ]
+
+
+def start_bound(queue: QueueHandle, start: object, subscribed: Collection[int]) -> str | Bound:
+    """Return what ``start`` asks for: ``"earliest"`` (the first message kept),
+    ``"latest"`` (the first message written from now on), or the :class:`Bound` of a
+    position :func:`hqueue.client.scanners.position_bound` takes: an id or a time for
+    every partition, or positions (a :class:`~hqueue.message.Position`, its text, or a
+    collection of them) for the partitions they name; a string of digits is
+    milliseconds. A :class:`Bound` (what this returned before) is returned as it is.
+
+    :raises InvalidArgumentError: if ``start`` is none of those, or a position names a
+        partition not in ``subscribed``.
+    """
+    if isinstance(start, Bound):
+        return start
+    if isinstance(start, str):
+        text = start.strip()
+        if text.lower() in ("earliest", "latest"):
+            return text.lower()
+        if text.isdigit():
+            start = int(text)
+    chosen = sorted(subscribed)
+    where = (
+        f"queue {queue.name!r} has partitions 0..{queue.partitions - 1}"
+        if chosen == list(range(queue.partitions))
+        else f"the subscription has partitions {chosen}"
+    )
+    return position_bound(start, "start", chosen, where)
+
+
+def _latest(queue: QueueHandle, partitions: Iterable[int]) -> dict[int, MessageId]:
+    """Return, per partition, the id after its last stored message (``0:0`` if empty).
+
+    :raises ConnectionLostError: (or StorageError) if HBase cannot be read.
+    """
+    hbase = queue.context.hbase
+    table = hbase.table_name(queue.name)
+    out: dict[int, MessageId] = {}
+    for p in partitions:
+        key = hbase.last_rowkey(table, p.to_bytes(2, "big"), (p + 1).to_bytes(2, "big"))
+        last = None if key is None else decode_rowkey(key)[1]
+        out[p] = MessageId(0, 0) if last is None else last.successor()
+    return out
+
+
+def _starts(
+    queue: QueueHandle,
+    partitions: list[int],
+    chosen: str | Bound,
+    others: Callable[[list[int]], dict[int, MessageId]],
+) -> dict[int, MessageId]:
+    """Return the first id to deliver of each of ``partitions`` for ``chosen`` (see
+    :func:`start_bound`), ``others`` giving those of the partitions positions left out."""
+    if chosen == "earliest":
+        return {p: MessageId(0, 0) for p in partitions}
+    if chosen == "latest":
+        return _latest(queue, partitions)
+    assert isinstance(chosen, Bound)
+    if chosen.every is not None:
+        return {p: chosen.every for p in partitions}
+    rest = others([p for p in partitions if p not in chosen.own])
+    return {p: chosen.own[p] if p in chosen.own else rest[p] for p in partitions}
 
 
 def resolve_starts(
     queue: QueueHandle, partitions: Iterable[int], start: object
 ) -> dict[int, MessageId]:
-    """Return the first id to deliver of each partition for ``start``: ``"earliest"``
-    (the first message kept), ``"latest"`` (the first message written from now on),
-    or a position :func:`hqueue.message.parse_position` accepts (the same id for every
-    partition).
+    """Return the first id to deliver of each partition for ``start`` (see
+    :func:`start_bound`): ``"earliest"``, ``"latest"``, an id or a time (the same for
+    every partition), or positions: theirs for the partitions they name, ``"latest"``
+    for the others.
 
-    :raises InvalidArgumentError: if ``start`` is none of those.
+    :raises InvalidArgumentError: if ``start`` is none of those, or a position names a
+        partition not in ``partitions``.
     :raises ConnectionLostError: (or StorageError) if HBase cannot be read.
     """
     partitions = list(partitions)
-    if isinstance(start, str) and start.strip().lower() == "earliest":
-        return {p: MessageId(0, 0) for p in partitions}
-    if isinstance(start, str) and start.strip().lower() == "latest":
-        hbase = queue.context.hbase
-        table = hbase.table_name(queue.name)
-        out: dict[int, MessageId] = {}
-        for p in partitions:
-            key = hbase.last_rowkey(table, p.to_bytes(2, "big"), (p + 1).to_bytes(2, "big"))
-            last = None if key is None else decode_rowkey(key)[1]
-            out[p] = MessageId(0, 0) if last is None else last.successor()
-        return out
-    if isinstance(start, str) and start.strip().isdigit():
-        start = int(start.strip())
-    position = parse_position(start, "start")
-    return {p: position for p in partitions}
+    chosen = start_bound(queue, start, partitions)
+    return _starts(queue, partitions, chosen, lambda rest: _latest(queue, rest))
 
 
 @dataclass(frozen=True)
@@ -131,16 +184,33 @@ def delete_subscription(queue: QueueHandle, name: str) -> None:
 
 
 def reset_subscription(queue: QueueHandle, name: str, to: object) -> dict[int, MessageId]:
-    """Move a subscription to ``to`` (see :func:`resolve_starts`) on all its
-    partitions; return the new start ids.
+    """Move a subscription to ``to`` (see :func:`start_bound`): ``"earliest"``,
+    ``"latest"``, an id or a time on all its partitions, or positions on the partitions
+    they name, where the others keep their checkpoints: they resume after their last
+    checkpoint (or at their start, if none was written), and messages delivered since
+    that checkpoint may come again, as after any restart. Return the new start ids of
+    every partition of the subscription.
 
     :raises NoSubscriptionError: if there is none of that name.
-    :raises InvalidArgumentError: on a bad position.
+    :raises InvalidArgumentError: on a bad position, or one naming a partition the
+        subscription does not have.
     """
     subs = queue.context.subscriptions
     current = subs.read_subscription_data(queue.name, name)
     prefs = current.value.preferences
-    starts = resolve_starts(queue, prefs.partitions, to)
+    state = current.value.state
+    partitions = sorted(prefs.partitions)
+
+    def resume(rest: list[int]) -> dict[int, MessageId]:
+        return {
+            p: MessageId.parse(state[p]).successor()
+            if p in state
+            else MessageId.parse(prefs.partitions[p])
+            for p in rest
+        }
+
+    chosen = start_bound(queue, to, partitions)
+    starts = _starts(queue, partitions, chosen, resume)
     options = dict(prefs.options)
     options[GENERATION_OPTION] = str(prefs.generation + 1)
     new = SubscriptionPreferences(
@@ -148,6 +218,7 @@ def reset_subscription(queue: QueueHandle, name: str, to: object) -> dict[int, M
     )
     # The new generation first: a sidecar checkpoints only at its own generation,
     # so once this is written no old worker can record a position over the reset.
+    # The partitions that keep their checkpoints have them in their new starts.
     subs.replace_subscription_data(queue.name, name, new, current.version)
     subs.clear_subscription_state(queue.name, name)
     return starts

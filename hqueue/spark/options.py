@@ -16,7 +16,9 @@ from hqueue.errors import InvalidArgumentError
 from hqueue.message import (
     MAX_PARTITIONS,
     MessageId,
+    Position,
     check_topic,
+    parse_located,
     parse_position,
     table_name,
 )
@@ -230,7 +232,9 @@ class SourceOptions:
         The Kafka-named batch bounds: ``startingOffsets`` (``earliest``, or JSON of the
         last id already read per partition: reading starts after it) and
         ``endingOffsets`` (``latest``, or JSON of the last id to read per partition),
-        both in the form of a stream's offsets; ``startingTimestamp`` (inclusive) and
+        both in the form of a stream's offsets, where a partition's id may be written
+        as its position ``"partition@ts:seq"``, or as a JSON list of positions (the
+        last of each partition counts); ``startingTimestamp`` (inclusive) and
         ``endingTimestamp`` (exclusive) in epoch milliseconds for every partition, and
         per partition ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``.
 
@@ -393,8 +397,9 @@ def _partition_json(
     raw: str, name: str, queue: str | None = None, form: str = 'JSON like {"0": ...}'
 ) -> dict[int, Any]:
     """Return ``{partition: value}`` of a per-partition JSON option: ``{"0": v, ...}``,
-    a stream's offset ``{"partitions": {...}}``, or (given ``queue``) nested under the
-    queue's name as Kafka nests it under the topic's.
+    a stream's offset ``{"partitions": {...}}``, (given ``queue``) nested under the
+    queue's name as Kafka nests it under the topic's, or a list of positions
+    ``["0@ts:seq", ...]`` (:func:`_position_list`).
 
     :raises InvalidArgumentError: naming option ``name`` when ``raw`` is malformed
         (saying it must be ``form``).
@@ -403,8 +408,10 @@ def _partition_json(
         value = json.loads(raw)
     except ValueError:
         raise InvalidArgumentError(f"option {name!r} must be {form}, not {raw!r}") from None
+    if isinstance(value, list):
+        return _position_list(value, name)
     if not isinstance(value, dict):
-        raise InvalidArgumentError(f"option {name!r} must be a JSON object")
+        raise InvalidArgumentError(f"option {name!r} must be a JSON object, or a list of positions")
     if len(value) == 1 and isinstance(next(iter(value.values())), dict):
         ((key, inner),) = value.items()
         if key not in (queue, "partitions"):
@@ -424,6 +431,48 @@ def _partition_json(
             raise InvalidArgumentError(f"option {name!r}: partition {partition} out of range")
         out[partition] = v
     return out
+
+
+def _position_list(items: list[Any], name: str) -> dict[int, str]:
+    """Return ``{partition: position text}`` of a JSON list of positions
+    ``"partition@timestamp:sequence"`` (what ``put_batch`` returned, as text): as an
+    offset, the last position of each partition.
+
+    :raises InvalidArgumentError: naming option ``name`` if an item is no position.
+    """
+    last: dict[int, MessageId] = {}
+    for item in items:
+        if not (isinstance(item, str) and "@" in item):
+            raise InvalidArgumentError(
+                f"option {name!r}: {item!r} is not a position; a list holds positions "
+                "like '0@1700000000000:0'"
+            )
+        partition, mid = parse_located(item, f"option {name!r}")
+        assert partition is not None
+        if partition not in last or mid > last[partition]:
+            last[partition] = mid
+    return {p: str(Position(p, mid)) for p, mid in last.items()}
+
+
+def _offset_id(value: Any, name: str, partition: int) -> MessageId:
+    """Return the id an offset names for ``partition``: ``"ts:seq"``, or a position
+    ``"partition@ts:seq"`` of that partition.
+
+    :raises InvalidArgumentError: naming option ``name`` if ``value`` is neither, or a
+        position of another partition.
+    """
+    text = str(value)
+    try:
+        plain = None if "@" in text else MessageId.parse(text)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"option {name!r}: {exc}") from None
+    named, mid = (None, plain) if plain is not None else parse_located(text, f"option {name!r}")
+    if named is not None and named != partition:
+        raise InvalidArgumentError(
+            f"option {name!r}: partition {partition} is given position {text}, "
+            f"which is in partition {named}"
+        )
+    return mid
 
 
 def _kafka_bounds(
@@ -461,10 +510,7 @@ def _kafka_bounds(
                 raise InvalidArgumentError(
                     f"option {name!r}: partition {partition} cannot be {other!r}"
                 )
-            try:
-                mid = MessageId.parse(str(v))
-            except InvalidArgumentError as exc:
-                raise InvalidArgumentError(f"option {name!r}: {exc}") from None
+            mid = _offset_id(v, name, partition)
             narrow(starts if low else stops, partition, mid.successor(), low)
     for name, low in (("startingOffsetsByTimestamp", True), ("endingOffsetsByTimestamp", False)):
         raw = (_get(options, name) or "").strip()
@@ -478,17 +524,16 @@ def _kafka_bounds(
 
 def parse_offsets_json(raw: str, name: str) -> dict[int, MessageId | None]:
     """Return ``{partition: last id read or None}`` of offsets JSON, either
-    ``{"0": "ts:seq", "1": null}`` or the stream's own ``{"partitions": {...}}``.
+    ``{"0": "ts:seq", "1": null}`` or the stream's own ``{"partitions": {...}}`` (an id
+    may be written as its position ``"0@ts:seq"``), or a list of positions
+    ``["0@ts:seq", ...]``, the last of each partition counting.
 
     :raises InvalidArgumentError: naming option ``name`` when ``raw`` is malformed.
     """
     form = "'earliest', 'latest' or JSON like {\"0\": \"1700000000000:0\"}"
     out: dict[int, MessageId | None] = {}
     for partition, mid in _partition_json(raw, name, form=form).items():
-        try:
-            out[partition] = None if mid in (None, "") else MessageId.parse(str(mid))
-        except InvalidArgumentError as exc:
-            raise InvalidArgumentError(f"option {name!r}: {exc}") from None
+        out[partition] = None if mid in (None, "") else _offset_id(mid, name, partition)
     return out
 
 

@@ -12,8 +12,8 @@ Layers, bottom up:
 - :mod:`~hqueue.standalone.engine.state`: the LMDB environment, the schema and a
   table's checks, shared by the store's parts.
 - :mod:`~hqueue.standalone.engine.reclaim`: the background reclaim of dropped tables.
-- The store's parts, one job each: :mod:`~hqueue.standalone.engine.tables` (table
-  administration), :mod:`~hqueue.standalone.engine.reads`,
+- The store's parts, one job each: :mod:`~hqueue.standalone.engine.tables`
+  (namespaces and table administration), :mod:`~hqueue.standalone.engine.reads`,
   :mod:`~hqueue.standalone.engine.writes`,
   :mod:`~hqueue.standalone.engine.read_modify_write` (Increment and Append),
   :mod:`~hqueue.standalone.engine.purge` (the TTL purge).
@@ -24,8 +24,8 @@ Layers, bottom up:
 - :mod:`~hqueue.standalone.engine.filters`: HBase's filter language, the supported subset.
 - :mod:`~hqueue.standalone.engine.cursors`: server-side scanners and their leases.
 - :mod:`~hqueue.standalone.thrift1` / :mod:`~hqueue.standalone.thrift2`: the
-  Thrift services (HBase's ``Hbase.thrift`` as happybase bundles it, and the
-  part of HBase 2.2's Thrift2 service hqueue needs for pre-split tables).
+  Thrift services (HBase's ``Hbase.thrift`` as happybase bundles it, with HBase 2's
+  calls it lacks, and HBase 2's Thrift2 service, ``thrift/hbase2.thrift``).
 - :mod:`~hqueue.standalone.server`: wires the store and the Thrift servers into
   one process.
 """

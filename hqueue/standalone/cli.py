@@ -32,6 +32,28 @@ from hqueue.wire.rpc_server import DEFAULT_MAX_MESSAGE_BYTES
 
 __all__ = ["standalone"]
 
+# The other ports follow --port as the defaults follow each other (9090, 9091, 9092),
+# so that a server moved with --port alone is still one block of ports.
+_THRIFT2_OFFSET = DEFAULT_THRIFT2_PORT - DEFAULT_THRIFT1_PORT
+_SIDECAR_OFFSET = DEFAULT_SIDECAR_PORT - DEFAULT_THRIFT1_PORT
+
+
+def _port_after(port: int, given: int | None, offset: int, option: str) -> int:
+    """Return the port of ``option``: ``given``, else ``offset`` above ``--port``
+    ``port`` (0, a free one, when ``port`` is 0).
+
+    :raises click.UsageError: if that is past the last port.
+    """
+    if given is not None:
+        return given
+    if port == 0:
+        return 0
+    if port + offset > 65535:
+        raise click.UsageError(
+            f"--port {port} leaves no port {offset} above it for {option}: give {option}"
+        )
+    return port + offset
+
 
 def _port_in_use(error: OSError, host: str, ports: list[tuple[str, int]]) -> str | None:
     """Return what to tell the user when ``error`` is "address in use": which of
@@ -71,13 +93,13 @@ def _port_in_use(error: OSError, host: str, ports: list[tuple[str, int]]) -> str
     type=click.IntRange(0, 65535),
     default=DEFAULT_THRIFT1_PORT,
     show_default=True,
-    help="HBase Thrift1 port (happybase's); 0 picks a free one.",
+    help="HBase Thrift1 port (happybase's); 0 picks a free one. The other ports follow it.",
 )
 @click.option(
     "--thrift2-port",
     type=click.IntRange(0, 65535),
-    default=DEFAULT_THRIFT2_PORT,
-    show_default=True,
+    default=None,
+    show_default=f"--port + {_THRIFT2_OFFSET}",
     help="HBase Thrift2 port (queue creation: pre-split tables); 0 picks a free one.",
 )
 @click.option(
@@ -89,8 +111,8 @@ def _port_in_use(error: OSError, host: str, ports: list[tuple[str, int]]) -> str
 @click.option(
     "--sidecar-port",
     type=click.IntRange(0, 65535),
-    default=DEFAULT_SIDECAR_PORT,
-    show_default=True,
+    default=None,
+    show_default=f"--port + {_SIDECAR_OFFSET}",
     help="The sidecar's Thrift port; 0 picks a free one.",
 )
 @click.option(
@@ -129,9 +151,9 @@ def standalone(
     data_dir: Path,
     host: str,
     port: int,
-    thrift2_port: int,
+    thrift2_port: int | None,
     sidecar: bool,
-    sidecar_port: int,
+    sidecar_port: int | None,
     sidecar_id: str | None,
     session_timeout: float,
     max_request_bytes: int,
@@ -144,10 +166,16 @@ def standalone(
     """Run the embedded HBase (Thrift1 + Thrift2 over LMDB) in the foreground.
 
     Also runs a sidecar (unless --no-sidecar), whose metadata lives in this
-    server's tables, or in ZooKeeper with the global --zookeeper. Prints one ready
-    line when it accepts connections; SIGTERM or Ctrl-C stops it cleanly.
+    server's tables, or in ZooKeeper with the global --zookeeper. The Thrift2 and
+    sidecar ports not given are --port + 1 and + 2 (free ones with --port 0). Prints
+    one ready line naming every port when it accepts connections; SIGTERM or Ctrl-C
+    stops it cleanly.
     """
     options = (ctx.find_root().obj or {}) if ctx.parent is not None else {}
+    thrift2_port = _port_after(port, thrift2_port, _THRIFT2_OFFSET, "--thrift2-port")
+    sidecar_port = (
+        _port_after(port, sidecar_port, _SIDECAR_OFFSET, "--sidecar-port") if sidecar else 0
+    )
     config = StandaloneConfig(
         data_dir=data_dir,
         host=host,

@@ -31,9 +31,10 @@ from hqueue.standalone.engine.cursors import DEFAULT_LEASE_SECONDS, ScannerRegis
 from hqueue.standalone.engine.schema import FOREVER
 from hqueue.standalone.engine.store import Store
 from hqueue.standalone.sidecar_storage import EngineStorage
+from hqueue.standalone.thrift1 import SERVICE as THRIFT1_SERVICE
 from hqueue.standalone.thrift1 import HbaseHandler
 from hqueue.standalone.thrift2 import THBaseHandler
-from hqueue.wire.idl import hbase1, hbase2
+from hqueue.wire.idl import hbase2
 from hqueue.wire.rpc_server import DEFAULT_MAX_MESSAGE_BYTES, ThriftServer
 
 __all__ = [
@@ -133,7 +134,7 @@ class StandaloneServer:
         try:
             handler = HbaseHandler(self.store, self.scanners, (region_host, cfg.port))
             self.thrift1 = ThriftServer(
-                hbase1().Hbase,
+                THRIFT1_SERVICE,
                 handler,
                 cfg.host,
                 cfg.port,

@@ -4,7 +4,9 @@ Implements :class:`hqueue.storage.contract.MessageStorage` over
 :class:`~hqueue.standalone.engine.store.Store`, skipping the Thrift round trip the
 sidecar makes to a real HBase. Acknowledges only durable writes (after the store's
 fsync). Fences exactly: each write is checked against its partitions' fence cells in
-the write's own transaction, and refused whole if one moved (invariant 3).
+the write's own transaction, and refused whole if one moved (invariant 3). A write's
+producer rows (:mod:`hqueue.storage.producers`) go in that same transaction as its
+messages, so a producer's stored state and its messages never disagree.
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ from hqueue.storage.fence import (
     fence_epoch,
     fence_moved,
     fence_row,
+)
+from hqueue.storage.producers import (
+    PRODUCER_COLUMN,
+    StoredProducer,
+    producer_row,
+    producer_rows,
+    read_producer,
 )
 from hqueue.wire.block import MessageBlock
 
@@ -95,3 +104,30 @@ class EngineStorage:
                 raise NotOwnerError(f"write refused by the storage: {exc}") from None
 
         return durable
+
+    def producer_states(
+        self, table: bytes, partition: int, producer: int | None = None
+    ) -> list[StoredProducer]:
+        desc = self._store.enabled(table)
+        cutoff = desc.ttl_cutoffs(now_ms()).get(FAMILY, 0)
+        out: list[StoredProducer] = []
+        rows = self._store.iter_rows(desc, *producer_rows(partition, producer))
+        try:
+            for row, cells in rows:
+                for column, ts, value in cells:
+                    if column == PRODUCER_COLUMN and ts >= cutoff:
+                        out.append(read_producer(row, ts, value))
+                        break  # the newest version comes first
+        finally:
+            rows.close()
+        return out
+
+    def forget_producers(
+        self, table: bytes, partition: int, states: Sequence[tuple[int, int]]
+    ) -> None:
+        if states:
+            delete = [Mutation(PRODUCER_COLUMN, isDelete=True)]
+            self._store.mutate_stamped(
+                table,
+                [(ts, [RowMutation(producer_row(partition, p), delete)]) for p, ts in states],
+            )

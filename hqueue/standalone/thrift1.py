@@ -3,12 +3,16 @@
 Every RPC happybase calls is here, with HBase's semantics: the ``*Ts`` reads
 see cells with a timestamp *below* the given one (``setTimeRange(0, ts)``),
 ``mutateRows`` applies a row's deletes before its puts, a delete of ``cf``
-removes the family and of ``cf:q`` every version of the column, and errors are
-HBase's: ``AlreadyExists``, ``IllegalArgument``, and ``IOError`` whose message
-starts with the HBase exception's name (``TableNotFoundException: t``).
+removes the family and of ``cf:q`` every version of the column, a put without a
+value writes an empty one, the ``_ttl`` attribute gives a call's puts a TTL of
+their own (HBase's ``Mutation.setTTL``), and errors are HBase's:
+``AlreadyExists``, ``IllegalArgument``, and ``IOError`` whose message starts with
+the HBase exception's name (``TableNotFoundException: t``).
 
-RPCs that are deprecated in HBase and that happybase never calls
-(``getRowOrBefore``, ``getRegionInfo``) answer with an ``IOError`` saying so.
+:data:`SERVICE` is happybase's ``Hbase`` service plus the calls HBase 2's Thrift1
+IDL has and happybase's copy lacks: ``getThriftServerType`` (``ONE``, which tells a
+Thrift2 client it reached the Thrift1 port) and ``getTableNamesWithIsTableEnabled``.
+``getRowOrBefore``, removed in HBase 2, answers with an ``IOError`` saying so.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from thriftpy2.thrift import TPayload, TType, gen_init
+
 from hqueue.errors import (
     InvalidArgumentError,
     StorageError,
@@ -26,18 +32,71 @@ from hqueue.errors import (
 )
 from hqueue.standalone.engine.cells import Cell
 from hqueue.standalone.engine.cursors import Scanner, ScannerRegistry, ScanSpec
-from hqueue.standalone.engine.schema import FOREVER, FamilyOptions, Mutation, RowMutation
+from hqueue.standalone.engine.schema import (
+    FOREVER,
+    FamilyOptions,
+    Mutation,
+    Region,
+    RowMutation,
+    ttl_attribute,
+)
 from hqueue.standalone.engine.store import Store
 from hqueue.storage.fence import checks_of_attributes
 from hqueue.wire.idl import hbase1
 from hqueue.wire.rpc_server import PreEncodedStructs
 
-__all__ = ["HbaseHandler"]
+__all__ = ["SERVICE", "THRIFT_SERVER_TYPE_ONE", "HbaseHandler"]
 
 log = logging.getLogger(__name__)
 
 Hbase = hbase1()
 F = TypeVar("F", bound=Callable[..., Any])
+
+THRIFT_SERVER_TYPE_ONE = 1
+"""HBase's ``TThriftServerType.ONE``: what ``getThriftServerType`` answers here."""
+
+
+def _call(name: str, success: tuple[Any, ...] | None, throws: bool) -> dict[str, type]:
+    """Return the ``_args`` and ``_result`` payloads of a call without arguments, as
+    thriftpy2 makes them from an IDL: ``success`` is the result's field spec (None:
+    void), ``throws`` that it declares ``1: IOError io``."""
+    args = gen_init(type(f"{name}_args", (TPayload,), {"__module__": Hbase.__name__}), {}, [])
+    spec: dict[int, tuple[Any, ...]] = {}
+    defaults: list[tuple[str, Any]] = []
+    if success is not None:
+        spec[0], defaults = success, [("success", None)]
+    if throws:
+        spec[1] = (TType.STRUCT, "io", Hbase.IOError, False)
+        defaults.append(("io", None))
+    result = type(f"{name}_result", (TPayload,), {"__module__": Hbase.__name__, "oneway": False})
+    return {f"{name}_args": args, f"{name}_result": gen_init(result, spec, defaults)}
+
+
+_HBASE2_CALLS = {
+    # map<Text, bool> getTableNamesWithIsTableEnabled() throws (1:IOError io)
+    **_call(
+        "getTableNamesWithIsTableEnabled",
+        (TType.MAP, "success", (TType.BINARY, TType.BOOL), False),
+        throws=True,
+    ),
+    # TThriftServerType getThriftServerType() (an enum: an i32 on the wire)
+    **_call("getThriftServerType", (TType.I32, "success", False), throws=False),
+}
+
+SERVICE: type = type(
+    "Hbase",
+    (Hbase.Hbase,),
+    {
+        "__module__": Hbase.__name__,
+        **_HBASE2_CALLS,
+        "thrift_services": [
+            *Hbase.Hbase.thrift_services,
+            *(n[: -len("_args")] for n in _HBASE2_CALLS if n.endswith("_args")),
+        ],
+    },
+)
+"""The service the Thrift1 port serves (and a client of it may use): happybase's
+``Hbase`` and the calls of HBase 2's Thrift1 IDL it lacks."""
 
 
 def _hbase_errors(fn: F) -> F:
@@ -128,6 +187,19 @@ class HbaseHandler:
         return self.store.describe(tableName).enabled
 
     @_hbase_errors
+    def getTableNamesWithIsTableEnabled(self) -> dict[bytes, bool]:
+        found = {}
+        for name in self.store.table_names():
+            try:
+                found[name] = self.store.describe(name).enabled
+            except TableNotFoundError:
+                continue  # deleted meanwhile
+        return found
+
+    def getThriftServerType(self) -> int:
+        return THRIFT_SERVER_TYPE_ONE
+
+    @_hbase_errors
     def compact(self, tableNameOrRegionName: bytes) -> None:
         self.store.purge(self._table_of(tableNameOrRegionName))
 
@@ -169,19 +241,19 @@ class HbaseHandler:
             desc = self.store.describe(tableName)
         except TableNotFoundError:
             return []  # as HBase's handler: an empty list, not an error, for a missing table
+        return [self._region_info(r) for r in desc.regions()]
+
+    def _region_info(self, region: Region) -> Any:
         host, port = self.region_server
-        return [
-            Hbase.TRegionInfo(
-                startKey=r.start,
-                endKey=r.end,
-                id=r.region_id,
-                name=r.name,
-                version=1,
-                serverName=host.encode(),
-                port=port,
-            )
-            for r in desc.regions()
-        ]
+        return Hbase.TRegionInfo(
+            startKey=region.start,
+            endKey=region.end,
+            id=region.region_id,
+            name=region.name,
+            version=1,  # HBase's HREGION_VERSION
+            serverName=host.encode(),
+            port=port,
+        )
 
     @_hbase_errors
     def createTable(self, tableName: bytes, columnFamilies: list[Any]) -> None:
@@ -307,15 +379,20 @@ class HbaseHandler:
 
     @_hbase_errors
     def mutateRows(self, tableName: bytes, rowBatches: list[Any], attributes: Any) -> None:
-        checks = checks_of_attributes(attributes)
-        self.store.mutate_rows(tableName, rowBatches or [], checks=checks)
+        self._mutate(tableName, rowBatches, None, attributes)
 
     @_hbase_errors
     def mutateRowsTs(
         self, tableName: bytes, rowBatches: list[Any], timestamp: int, attributes: Any
     ) -> None:
+        self._mutate(tableName, rowBatches, timestamp, attributes)
+
+    def _mutate(
+        self, table: bytes, batches: list[Any] | None, ts: int | None, attributes: Any
+    ) -> None:
+        # The attributes may carry hqueue's fence checks and HBase's _ttl.
         checks = checks_of_attributes(attributes)
-        self.store.mutate_rows(tableName, rowBatches or [], ts=timestamp, checks=checks)
+        self.store.mutate_rows(table, batches or [], ts, checks, ttl_attribute(attributes))
 
     @_hbase_errors
     def atomicIncrement(self, tableName: bytes, row: bytes, column: bytes, value: int) -> int:
@@ -396,7 +473,7 @@ class HbaseHandler:
                 "IllegalArgumentException: checkAndPut's mutation must be a put"
             )
         return self.store.check_and_put(
-            tableName, row, column, value, mput.column, mput.value or b""
+            tableName, row, column, value, mput.column, mput.value or b"", ttl_attribute(attributes)
         )
 
     # --------------------------------------------------------------- scanners
@@ -522,6 +599,29 @@ class HbaseHandler:
 
     @_hbase_errors
     def getRegionInfo(self, row: bytes) -> Any:
-        raise StorageError(
-            "UnsupportedOperationException: getRegionInfo is not supported; use getTableRegions"
-        )
+        # HBase reverse-scans hbase:meta from ``row`` (a region name such as
+        # "table,row,99999999999999"): the region whose name sorts last at or before it,
+        # compared as hbase:meta compares them (table, then start key, then id).
+        search = _meta_key(bytes(row or b""))
+        found = None
+        for name in self.store.table_names():
+            try:
+                desc = self.store.describe(name)
+            except TableNotFoundError:
+                continue
+            for region in desc.regions():
+                key = _meta_key(region.name)
+                if key <= search and (found is None or key > found[0]):
+                    found = (key, region)
+        if found is None:
+            raise StorageError(
+                f"IOException: Cannot find row in hbase:meta, row={bytes(row or b'')!r}"
+            )
+        return self._region_info(found[1])
+
+
+def _meta_key(region_name: bytes) -> tuple[bytes, bytes, bytes]:
+    """Return a region name's (table, start key, id), the order of hbase:meta's rows."""
+    table, _, rest = region_name.partition(b",")
+    start, _, region_id = rest.rpartition(b",")
+    return table, start, region_id

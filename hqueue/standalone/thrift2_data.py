@@ -1,16 +1,20 @@
-"""HBase's Thrift2 data calls over the store: get, put, delete, checkAndPut, scanners.
+"""HBase's Thrift2 data calls over the store: get, put, delete, check-and-mutate,
+mutateRow, scanners.
 
 Each call is HBase's ``ThriftHBaseServiceHandler`` over the same engine code as
-Thrift1: reads go through :class:`~hqueue.standalone.engine.cursors.Scanner` (a
-``TGet`` is a scan of its one row), writes through ``Store.mutate_rows`` and
-``Store.check_and_put``. As in HBase, a ``TGet``'s timestamp wins over its time
-range, a ``TScan`` without ``maxVersions`` returns one version and with a
-``batchSize`` returns a wide row in several results (``partial`` set on all but
-the last), ``limit`` caps the rows of a scan, and ``caching`` changes nothing
-here. What the store cannot do is refused with a ``TIOError`` saying so: a
-``TDelete`` of one version (``DELETE_COLUMN``, ``DELETE_FAMILY_VERSION``), and a
-``checkAndPut`` whose put the store cannot apply in one step (see
-:meth:`THBaseDataCalls.checkAndPut`).
+Thrift1, with ``ThriftUtilities``' reading of the Thrift structs: reads go through
+:class:`~hqueue.standalone.engine.cursors.Scanner` (a ``TGet`` is a scan of its one
+row), writes through ``Store.mutate_stamped`` and ``Store.check_and_mutate``. As in
+HBase, a ``TGet``'s timestamp wins over its time range, a ``TScan`` without
+``maxVersions`` returns one version, its ``colFamTimeRangeMap`` gives families time
+ranges of their own, and with a ``batchSize`` it returns a wide row in several
+results (``partial`` set on all but the last), ``limit`` caps the rows of a scan, and
+``caching`` changes nothing here. A put's ``_ttl`` attribute (``Mutation.setTTL``)
+gives its cells a TTL of their own. A ``TDelete`` of one version (``DELETE_COLUMN``,
+``DELETE_FAMILY_VERSION``) deletes that version; without a timestamp,
+``DELETE_COLUMN`` deletes the newest. What the store cannot do is refused with a
+``TIOError`` saying so: a filter given as serialized bytes (``filterBytes``), and a
+``TGet``'s per-family limit and offset (``storeLimit``, ``storeOffset``).
 """
 
 from __future__ import annotations
@@ -22,14 +26,25 @@ from typing import Any, TypeVar
 from hqueue.errors import HQueueError, InvalidArgumentError, StorageError
 from hqueue.standalone.engine.cells import Cell
 from hqueue.standalone.engine.cursors import Scanner, ScannerRegistry, ScanSpec
-from hqueue.standalone.engine.schema import Mutation, RowMutation
-from hqueue.standalone.engine.store import FencedError, Store
+from hqueue.standalone.engine.schema import (
+    Mutation,
+    MutationLike,
+    RowMutation,
+    VersionDelete,
+    ttl_attribute,
+)
+from hqueue.standalone.engine.store import Store
+from hqueue.standalone.engine.writes import MutationGroup
 from hqueue.wire.idl import hbase2
 
-__all__ = ["THBaseDataCalls", "result", "tio_errors"]
+__all__ = ["INVALID_SCANNER", "THBaseDataCalls", "result", "tio_errors"]
 
 H2 = hbase2()
 F = TypeVar("F", bound=Callable[..., Any])
+
+INVALID_SCANNER = "Invalid scanner Id"
+"""HBase's message for a scanner id ``getScannerRows`` does not know (closed, or its
+lease expired)."""
 
 
 def tio_errors(fn: F) -> F:
@@ -48,9 +63,16 @@ def tio_errors(fn: F) -> F:
 PUT_TYPE = 4
 """``KeyValue.Type.Put``'s code, the type of every cell a result carries."""
 
-_DELETE_COLUMNS = 1
-_DELETE_FAMILY = 2
-_DELETE_FAMILY_VERSION = 3
+# HBase's TCompareOperator, as the engine's compare tokens (NO_OP compares nothing).
+_COMPARE_OPERATORS = {
+    H2.TCompareOperator.LESS: b"<",
+    H2.TCompareOperator.LESS_OR_EQUAL: b"<=",
+    H2.TCompareOperator.EQUAL: b"=",
+    H2.TCompareOperator.NOT_EQUAL: b"!=",
+    H2.TCompareOperator.GREATER_OR_EQUAL: b">=",
+    H2.TCompareOperator.GREATER: b">",
+    H2.TCompareOperator.NO_OP: b"NO_OP",
+}
 
 
 def result(row: bytes | None, cells: list[Cell], partial: bool = False) -> Any:
@@ -95,6 +117,16 @@ def _time_range(timestamp: int | None, time_range: Any) -> tuple[int | None, int
     return time_range.minStamp, time_range.maxStamp
 
 
+def _family_time_ranges(ranges: dict[bytes, Any] | None) -> tuple[tuple[bytes, int, int], ...]:
+    """Return a TScan's ``colFamTimeRangeMap`` as ``(family, min, max)``, by family."""
+    out = []
+    for family, time_range in sorted((ranges or {}).items()):
+        lo, hi = _time_range(None, time_range)
+        if lo is not None and hi is not None:
+            out.append((bytes(family), lo, hi))
+    return tuple(out)
+
+
 def _max_versions(value: int | None) -> int:
     if value is None:
         return 1
@@ -103,21 +135,59 @@ def _max_versions(value: int | None) -> int:
     return value
 
 
-def _put_mutations(tput: Any) -> dict[int | None, list[Mutation]]:
+def _unsupported(what: str) -> StorageError:
+    return StorageError(f"UnsupportedOperationException: hqueue standalone does not serve {what}")
+
+
+def _put_groups(tput: Any) -> list[MutationGroup]:
     """Return a TPut's cells grouped by the timestamp each is written with (None: the
     server's clock), as HBase's ``putFromThrift``: a column's own timestamp, else the
-    put's.
+    put's; with the TTL of its ``_ttl`` attribute.
 
-    :raises InvalidArgumentError: the put has no columns.
+    :raises InvalidArgumentError: the put has no columns, or a bad ``_ttl``.
     """
     if not tput.columnValues:
         raise InvalidArgumentError("IllegalArgumentException: No columns to insert")
-    groups: dict[int | None, list[Mutation]] = {}
+    ttl = ttl_attribute(tput.attributes)
+    row = bytes(tput.row)
+    stamps: dict[int | None, list[MutationLike]] = {}
     for cv in tput.columnValues:
         stamp = cv.timestamp if cv.timestamp is not None else tput.timestamp
         column = bytes(cv.family) + b":" + bytes(cv.qualifier)
-        groups.setdefault(stamp, []).append(Mutation(column, bytes(cv.value or b"")))
-    return groups
+        stamps.setdefault(stamp, []).append(Mutation(column, bytes(cv.value or b"")))
+    return [(stamp, [RowMutation(row, mutations)], ttl) for stamp, mutations in stamps.items()]
+
+
+def _delete_groups(families: Iterable[bytes], tdelete: Any) -> list[MutationGroup]:
+    """Return what a TDelete removes, as HBase's ``deleteFromThrift`` reads it: groups by
+    the timestamp at or below which they remove versions (None: all), and the deletes
+    of one version (:class:`VersionDelete`, which carry their own).
+
+    :raises InvalidArgumentError: DELETE_FAMILY_VERSION without a timestamp.
+    """
+    row = bytes(tdelete.row)
+    if not tdelete.columns:
+        return [
+            (tdelete.timestamp, [RowMutation(row, [Mutation(f, isDelete=True) for f in families])])
+        ]
+    kind = tdelete.deleteType if tdelete.deleteType is not None else H2.TDeleteType.DELETE_COLUMNS
+    stamps: dict[int | None, list[MutationLike]] = {}
+    for column in tdelete.columns:
+        family = bytes(column.family)
+        qualified = family + b":" + bytes(column.qualifier or b"")
+        if kind == H2.TDeleteType.DELETE_COLUMN:
+            stamps.setdefault(None, []).append(VersionDelete(qualified, column.timestamp))
+        elif kind == H2.TDeleteType.DELETE_FAMILY_VERSION:
+            if column.timestamp is None:
+                raise InvalidArgumentError(
+                    "IllegalArgumentException: Timestamp is required for TDelete with "
+                    "DeleteFamilyVersion type"
+                )
+            stamps.setdefault(None, []).append(VersionDelete(family, column.timestamp))
+        else:
+            name = family if kind == H2.TDeleteType.DELETE_FAMILY else qualified
+            stamps.setdefault(column.timestamp, []).append(Mutation(name, isDelete=True))
+    return [(stamp, [RowMutation(row, deletes)]) for stamp, deletes in stamps.items()]
 
 
 class THBaseDataCalls:
@@ -139,6 +209,10 @@ class THBaseDataCalls:
         row = bytes(tget.row or b"")
         if not row:
             raise InvalidArgumentError("IllegalArgumentException: Row length is 0")
+        if tget.filterBytes is not None:
+            raise _unsupported("filterBytes (a serialized filter); use filterString")
+        if tget.storeLimit is not None or tget.storeOffset is not None:
+            raise _unsupported("a get's storeLimit and storeOffset")
         min_ts, max_ts = _time_range(tget.timestamp, tget.timeRange)
         spec = ScanSpec(
             start=row,
@@ -154,7 +228,9 @@ class THBaseDataCalls:
 
     @tio_errors
     def get(self, table: bytes, tget: Any) -> Any:
-        return result(tget.row, self._get_cells(table, tget))
+        cells = self._get_cells(table, tget)
+        # HBase's existence-only get answers a Result without cells.
+        return result(tget.row, [] if tget.existence_only else cells)
 
     @tio_errors
     def getMultiple(self, table: bytes, tgets: list[Any]) -> list[Any]:
@@ -176,14 +252,10 @@ class THBaseDataCalls:
 
     @tio_errors
     def putMultiple(self, table: bytes, tputs: list[Any]) -> None:
-        # Grouped by timestamp (one group unless cells carry their own), all groups in
-        # one store write: as in HBase, a put refused in part writes nothing.
-        batches: dict[int | None, list[RowMutation]] = {}
-        for tput in tputs or ():
-            for stamp, mutations in _put_mutations(tput).items():
-                batches.setdefault(stamp, []).append(RowMutation(bytes(tput.row), mutations))
-        if batches:
-            self.store.mutate_stamped(table, list(batches.items()))
+        # All groups in one store write: as in HBase, a put refused in part writes nothing.
+        groups = [group for tput in tputs or () for group in _put_groups(tput)]
+        if groups:
+            self.store.mutate_stamped(table, groups)
 
     @tio_errors
     def deleteSingle(self, table: bytes, tdelete: Any) -> None:
@@ -191,46 +263,59 @@ class THBaseDataCalls:
 
     @tio_errors
     def deleteMultiple(self, table: bytes, tdeletes: list[Any]) -> list[Any]:
-        batches: dict[int | None, list[RowMutation]] = {}
-        for tdelete in tdeletes or ():
-            for stamp, columns in self._delete_columns(table, tdelete).items():
-                mutations = [Mutation(c, isDelete=True) for c in columns]
-                batches.setdefault(stamp, []).append(RowMutation(bytes(tdelete.row), mutations))
-        if batches:
-            self.store.mutate_stamped(table, list(batches.items()))
+        families = list(self.store.describe(table).families)
+        groups = [
+            group for tdelete in tdeletes or () for group in _delete_groups(families, tdelete)
+        ]
+        if groups:
+            self.store.mutate_stamped(table, groups)
         return []
 
-    def _delete_columns(self, table: bytes, tdelete: Any) -> dict[int | None, list[bytes]]:
-        """Return what a TDelete removes, by the timestamp at or below which it removes
-        versions (None: all), as HBase's ``deleteFromThrift`` reads it.
+    def _row_mutations(self, table: bytes, trow_mutations: Any) -> list[MutationGroup]:
+        """Return a TRowMutations' mutations as groups, in its order (HBase's
+        ``rowMutationsFromThrift``).
 
-        :raises StorageError: a delete of one version, which the store cannot do.
-        :raises InvalidArgumentError: DELETE_FAMILY_VERSION without a timestamp.
+        :raises StorageError: a mutation of another row (HBase's WrongRowIOException).
         """
-        if not tdelete.columns:
-            families = list(self.store.describe(table).families)
-            return {tdelete.timestamp: families}
-        kind = tdelete.deleteType if tdelete.deleteType is not None else _DELETE_COLUMNS
-        groups: dict[int | None, list[bytes]] = {}
-        for column in tdelete.columns:
-            family = bytes(column.family)
-            if kind == _DELETE_FAMILY:
-                name = family
-            elif kind == _DELETE_COLUMNS:
-                name = family + b":" + bytes(column.qualifier or b"")
-            else:
-                if kind == _DELETE_FAMILY_VERSION and column.timestamp is None:
-                    raise InvalidArgumentError(
-                        "IllegalArgumentException: Timestamp is required for TDelete with "
-                        "DeleteFamilyVersion type"
-                    )
+        row = bytes(trow_mutations.row)
+        families = list(self.store.describe(table).families)
+        groups: list[MutationGroup] = []
+        for mutation in trow_mutations.mutations or ():
+            action = mutation.put if mutation.put is not None else mutation.deleteSingle
+            if action is None:
+                continue
+            if bytes(action.row) != row:
                 raise StorageError(
-                    "UnsupportedOperationException: hqueue standalone deletes every version "
-                    "at or before a timestamp (DELETE_COLUMNS, DELETE_FAMILY), not one "
-                    "version (DELETE_COLUMN, DELETE_FAMILY_VERSION)"
+                    f"WrongRowIOException: The row in the recently added Put/Delete "
+                    f"<{bytes(action.row)!r}> doesn't match the original one <{row!r}>"
                 )
-            groups.setdefault(column.timestamp, []).append(name)
+            if mutation.put is not None:
+                groups += _put_groups(mutation.put)
+            else:
+                groups += _delete_groups(families, mutation.deleteSingle)
         return groups
+
+    @tio_errors
+    def mutateRow(self, table: bytes, trowMutations: Any) -> None:
+        """Apply a row's puts and deletes atomically, in their order (see
+        docs/standalone.md for a put and a delete of one timestamp)."""
+        groups = self._row_mutations(table, trowMutations)
+        if groups:
+            self.store.mutate_stamped(table, groups)
+
+    def _check_and(
+        self,
+        table: bytes,
+        row: bytes,
+        family: bytes,
+        qualifier: bytes,
+        op: bytes,
+        value: bytes | None,
+        groups: list[MutationGroup],
+    ) -> bool:
+        column = bytes(family) + b":" + bytes(qualifier)
+        value = None if value is None else bytes(value)
+        return self.store.check_and_mutate(table, bytes(row), column, op, value, groups)
 
     @tio_errors
     def checkAndPut(
@@ -246,45 +331,58 @@ class THBaseDataCalls:
         or empty); return True if it was put.
 
         :raises InvalidArgumentError: the put is for another row (HBase's message).
-        :raises StorageError: the check is for an absent cell and the put has several
-            columns or a timestamp, or the put's cells carry different timestamps:
-            the store cannot apply that atomically.
         """
-        if bytes(tput.row) != bytes(row):
+        return self._check_and(table, row, family, qualifier, b"=", value, _put_groups(tput))
+
+    @tio_errors
+    def checkAndDelete(
+        self,
+        table: bytes,
+        row: bytes,
+        family: bytes,
+        qualifier: bytes,
+        value: bytes | None,
+        tdelete: Any,
+    ) -> bool:
+        """Apply ``tdelete`` if ``family:qualifier``'s newest value is ``value`` (absent:
+        None or empty); return True if it was applied."""
+        families = list(self.store.describe(table).families)
+        groups = _delete_groups(families, tdelete)
+        return self._check_and(table, row, family, qualifier, b"=", value, groups)
+
+    @tio_errors
+    def checkAndMutate(
+        self,
+        table: bytes,
+        row: bytes,
+        family: bytes,
+        qualifier: bytes,
+        compareOperator: int,
+        value: bytes | None,
+        rowMutations: Any,
+    ) -> bool:
+        """Apply ``rowMutations`` if ``value OP`` the newest value of
+        ``family:qualifier`` holds (the expected value on the left, as in HBase); return
+        True if they were applied."""
+        op = _COMPARE_OPERATORS.get(compareOperator)
+        if op is None:
+            raise InvalidArgumentError(
+                f"IllegalArgumentException: unknown TCompareOperator {compareOperator}"
+            )
+        groups = self._row_mutations(table, rowMutations)
+        if bytes(rowMutations.row) != bytes(row):
             raise InvalidArgumentError(
                 "DoNotRetryIOException: Action's getRow must match the passed row"
             )
-        column = bytes(family) + b":" + bytes(qualifier)
-        groups = _put_mutations(tput)
-        if len(groups) == 1:
-            ((stamp, mutations),) = groups.items()
-            if value:
-                try:
-                    self.store.mutate_rows(
-                        table,
-                        [RowMutation(row, mutations)],
-                        ts=stamp,
-                        checks=[(row, column, value)],
-                    )
-                except FencedError:
-                    return False
-                return True
-            if stamp is None and len(mutations) == 1:
-                put = mutations[0]
-                return self.store.check_and_put(
-                    table, row, column, value, put.column, put.value or b""
-                )
-        raise StorageError(
-            "UnsupportedOperationException: hqueue standalone's checkAndPut applies a put of "
-            "one timestamp, and for a check that the cell is absent, one column without a "
-            "timestamp"
-        )
+        return self._check_and(table, row, family, qualifier, op, value, groups)
 
     # --------------------------------------------------------------- scanners
 
     def _scanner(self, table: bytes, tscan: Any) -> Scanner:
         if tscan.batchSize is not None and tscan.batchSize < 0:
             raise InvalidArgumentError("IllegalArgumentException: batchSize must be >= 0")
+        if tscan.filterBytes is not None:
+            raise _unsupported("filterBytes (a serialized filter); use filterString")
         min_ts, max_ts = _time_range(None, tscan.timeRange)
         spec = ScanSpec(
             start=bytes(tscan.startRow or b""),
@@ -293,6 +391,7 @@ class THBaseDataCalls:
             max_ts=max_ts,
             min_ts=min_ts,
             max_versions=_max_versions(tscan.maxVersions),
+            family_time_ranges=_family_time_ranges(tscan.colFamTimeRangeMap),
             filter_string=tscan.filterString,
             batch_size=tscan.batchSize or 0,
             reverse=bool(tscan.reversed),
@@ -312,7 +411,7 @@ class THBaseDataCalls:
         try:
             scanner = self.scanners.get(scannerId)
         except InvalidArgumentError:
-            raise H2.TIllegalArgument(message=f"Invalid scanner Id: {scannerId}") from None
+            raise H2.TIllegalArgument(message=INVALID_SCANNER) from None
         with scanner.lock:
             left = scanner.rows_left
             results = _next_results(scanner, numRows, left)
@@ -322,8 +421,9 @@ class THBaseDataCalls:
 
     @tio_errors
     def closeScanner(self, scannerId: int) -> None:
-        if not self.scanners.close(scannerId):
-            raise H2.TIllegalArgument(message=f"Invalid scanner Id: {scannerId}")
+        # As HBase's handler: a scanner already gone (closed, or its lease expired) is
+        # not an error to close.
+        self.scanners.close(scannerId)
 
     @tio_errors
     def getScannerResults(self, table: bytes, tscan: Any, numRows: int) -> list[Any]:

@@ -5,6 +5,8 @@ wire layer. Its modules, one job each:
   (:class:`~hqueue.storage.contract.MessageStorage`);
 - :mod:`~hqueue.storage.fence`: a partition's fence cell and the conditions a fenced
   write carries, the one format the sidecar writes and ``hqueue standalone`` checks;
+- :mod:`~hqueue.storage.producers`: the stored state of idempotent producers, after
+  the messages in each queue table;
 - :mod:`~hqueue.storage.hbase`: the one happybase pool wrapper over HBase's Thrift
   gateways;
 - :mod:`~hqueue.storage.reader`: the one range reader of queue rows, and the one

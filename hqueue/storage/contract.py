@@ -5,7 +5,8 @@ happybase over Thrift1, as against a real cluster; ``hqueue standalone`` gives i
 sidecar an in-process one
 (:class:`hqueue.standalone.sidecar_storage.EngineStorage`), skipping a Thrift round
 trip. Both acknowledge only durable writes: HBase after its WAL sync, the store after
-its fsync. Both fence their writes as :mod:`hqueue.storage.fence` says.
+its fsync. Both fence their writes as :mod:`hqueue.storage.fence` says, and keep the state of
+idempotent producers as :mod:`hqueue.storage.producers` says.
 
 Not public API.
 """
@@ -17,12 +18,15 @@ from typing import Protocol
 
 from hqueue.message import MessageId
 from hqueue.storage.fence import Fence
+from hqueue.storage.producers import StoredProducer
 from hqueue.wire.block import MessageBlock
 
 __all__ = ["CellGroup", "MessageStorage"]
 
 CellGroup = tuple[bytes, int, list[bytes], list[bytes]]
-"""Rows written alike: column (``message:<topic>``), timestamp (ms), rowkeys, values."""
+"""Rows written alike: column (``message:<topic>``, or
+:data:`~hqueue.storage.producers.PRODUCER_COLUMN` for producer rows), timestamp (ms),
+rowkeys, values."""
 
 
 class MessageStorage(Protocol):
@@ -70,11 +74,33 @@ class MessageStorage(Protocol):
         partition they touch; return a function that waits until they are durable.
         Writes become visible in the order they were started (the caller starts them
         under its partition lock and waits outside it, so writes to one partition
-        share syncs without reordering).
+        share syncs without reordering). Within a write, a backend that cannot write
+        every group at once sends a group only after those before it are written: so
+        producer rows put last never name messages that were not written.
 
         :raises NotOwnerError: a fence moved: another owner may have started. From
             this call or the returned one; the write is not durable for the caller
             (how much of it landed is the backend's guarantee).
         :raises StorageError: (or ConnectionLostError) if the storage fails, from this
             call or from the returned one; some rows may then have been written.
+        """
+
+    def producer_states(
+        self, table: bytes, partition: int, producer: int | None = None
+    ) -> list[StoredProducer]:
+        """Return the stored state of every producer of the partition (of ``producer``
+        only, if given) that the queue's TTL has not expired.
+
+        :raises StorageError: (or ConnectionLostError) if the storage fails or a
+            producer row is malformed.
+        """
+
+    def forget_producers(
+        self, table: bytes, partition: int, states: Sequence[tuple[int, int]]
+    ) -> None:
+        """Delete the stored state of each ``(producer, timestamp)`` of the partition:
+        its cell at or before that timestamp, so a newer state written meanwhile
+        stays. Unfenced: it only removes states idle for longer than any retry.
+
+        :raises StorageError: (or ConnectionLostError) if the storage fails.
         """

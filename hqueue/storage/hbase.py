@@ -3,6 +3,14 @@ wrapper of hqueue (the queue tables', the metadata backend's), and a Thrift2 cli
 the admin calls Thrift1 lacks (pre-split creation, changing a family's TTL, region
 locations). Thrift and socket errors become hqueue's at this boundary.
 
+The two gateways are two addresses, so they can name two clusters; nothing in HBase
+says which cluster a gateway serves. What both report alike is a table's regions, each
+with the id HBase gave it when the table was made: one cluster's gateways report the
+same ids, another cluster's table of that name has others, or is missing. So the
+first admin call compares one table both gateways can see, and a table made through
+Thrift2 must be seen through Thrift1, region for region, before anything else is
+written (:meth:`HBase.create_table`).
+
 Not public API.
 """
 
@@ -20,6 +28,7 @@ from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
 from hqueue.errors import (
+    ClusterMismatchError,
     ConnectionLostError,
     InvalidArgumentError,
     StorageError,
@@ -28,7 +37,7 @@ from hqueue.errors import (
 from hqueue.message import table_name
 from hqueue.settings import DEFAULT_THRIFT1_PORT, DEFAULT_THRIFT2_PORT, parse_address
 from hqueue.storage.reader import last_rowkey
-from hqueue.wire.errors import hbase_errors
+from hqueue.wire.errors import hbase_errors, table_not_found
 from hqueue.wire.idl import hbase1, hbase2, sidecar
 
 __all__ = ["ConnectionPool", "HBase", "identify_service"]
@@ -37,6 +46,12 @@ THRIFT1 = "an HBase Thrift1 gateway"
 THRIFT2 = "an HBase Thrift2 gateway"
 SIDECAR = "an hqueue sidecar"
 _PROBE_TIMEOUT_MS = 2000
+_COMPARE_ATTEMPTS = 3
+"""Tables the first admin call looks at before it gives up comparing (each one may be
+dropped or split while it looks)."""
+
+Regions = frozenset[tuple[bytes, bytes, int]]
+"""A table's regions as a gateway reports them: start key, end key, region id."""
 
 
 def identify_service(address: str, timeout_ms: int = _PROBE_TIMEOUT_MS) -> str | None:
@@ -203,6 +218,9 @@ class HBase:
         self.admin_address = admin_address
         self.table_prefix = table_prefix or None
         self._timeout_ms = timeout_ms
+        # Set once the two gateways were seen to serve one cluster; until then every
+        # admin call compares them first.
+        self._one_cluster = False
         host, port = parse_address(address)
         with hbase_errors(f"connect to HBase at {address}"):
             self.pool = ConnectionPool(
@@ -249,9 +267,14 @@ class HBase:
         """Yield a Thrift2 ``THBaseService`` client, closed after the block; errors
         become hqueue's, prefixed with ``what``.
 
+        Until the gateways were seen to serve one cluster, the block starts with
+        comparing them: a table the Thrift1 gateway lists must have the same regions
+        through both (with no table to compare, :meth:`create_table` decides).
+
         :raises ConnectionLostError: if the Thrift2 gateway cannot be reached.
         :raises InvalidArgumentError: if no Thrift2 gateway was given.
         :raises WrongServiceError: if ``admin_address`` is not a Thrift2 gateway.
+        :raises ClusterMismatchError: if it is another cluster's, before the block runs.
         """
         if self.admin_address is None:
             raise InvalidArgumentError(f"{what}: needs the HBase Thrift2 gateway (--hbase-admin)")
@@ -269,6 +292,8 @@ class HBase:
                 with expect_service(
                     self.admin_address, THRIFT2, "--hbase-admin", DEFAULT_THRIFT2_PORT
                 ):
+                    if not self._one_cluster:
+                        self._compare_clusters(what, client)
                     yield client
             except service.TIOError as exc:
                 raise StorageError(f"{what}: {exc.message}") from None
@@ -278,6 +303,127 @@ class HBase:
                 ) from None
         finally:
             client.close()
+
+    def create_table(self, what: str, descriptor: Any, split_keys: list[bytes]) -> None:
+        """Create a table (a Thrift2 ``TTableDescriptor``, pre-split at ``split_keys``)
+        through the Thrift2 gateway, and make sure that the Thrift1 gateway sees that
+        very table: the same regions with the same region ids. Otherwise, or if that
+        cannot be checked, the table is dropped again through the Thrift2 gateway, so
+        a failed create leaves no table on either cluster.
+
+        :raises ClusterMismatchError: if the Thrift1 gateway does not see the table
+            (it was dropped again).
+        :raises StorageError: if HBase refuses the table (``TableExists`` in the
+            message when it exists).
+        :raises ConnectionLostError: if a gateway cannot be reached.
+        """
+        table = bytes(descriptor.tableName.qualifier)
+        with self.admin(what) as admin:
+            admin.createTable(descriptor, split_keys)
+            try:
+                made = self._admin_regions(admin, table)
+                seen = self._data_regions(what, table)
+            except BaseException:
+                self._drop_created(admin, table)
+                raise
+            if made and made == seen:
+                self._one_cluster = True
+                return
+            failed = self._drop_created(admin, table)
+            outcome = (
+                "the table was dropped again and nothing was written"
+                if failed is None
+                else f"dropping the table there again failed ({failed}): drop it by hand"
+            )
+            raise self._mismatch(
+                what,
+                f"the table made through it is not seen through the Thrift1 gateway; {outcome}",
+            )
+
+    def drop_table(self, what: str, table: bytes) -> None:
+        """Disable and delete ``table`` through the Thrift2 gateway; a missing table is
+        no error.
+
+        :raises StorageError: (or ConnectionLostError) if HBase fails.
+        """
+        with self.admin(what) as admin:
+            self._drop(admin, table)
+
+    def _drop_created(self, admin: Any, table: bytes) -> str | None:
+        """Drop the table just created, keeping the error that is on its way; return
+        what went wrong if the drop failed too."""
+        try:
+            self._drop(admin, table)
+        except (OSError, TException) as exc:
+            return str(exc)
+        return None
+
+    @staticmethod
+    def _drop(admin: Any, table: bytes) -> None:
+        name = hbase2().TTableName(qualifier=table)
+        try:
+            admin.disableTable(name)
+            admin.deleteTable(name)
+        except hbase2().TIOError as exc:
+            if not table_not_found(exc):
+                raise
+
+    def _data_regions(self, what: str, table: bytes) -> Regions:
+        """The regions of ``table`` through the Thrift1 gateway (none if missing)."""
+        with self.client(what) as data:
+            found = data.getTableRegions(table)
+        return frozenset((r.startKey or b"", r.endKey or b"", r.id) for r in found)
+
+    @staticmethod
+    def _admin_regions(admin: Any, table: bytes) -> Regions:
+        """The regions of ``table`` through the Thrift2 gateway (none if missing)."""
+        try:
+            found = admin.getAllRegionLocations(table)
+        except hbase2().TIOError as exc:
+            if table_not_found(exc):
+                return frozenset()
+            raise
+        return frozenset(
+            (r.regionInfo.startKey or b"", r.regionInfo.endKey or b"", r.regionInfo.regionId)
+            for r in found
+        )
+
+    def _compare_clusters(self, what: str, admin: Any) -> None:
+        """Compare the regions of a table the Thrift1 gateway lists as both gateways
+        report them; remember when they agree. A table that a gateway refuses to show
+        (say, for want of a permission), or that is dropped or split while it is looked
+        at, decides nothing: :meth:`create_table` checks what it makes anyway.
+
+        :raises ClusterMismatchError: if they differ, and the Thrift1 gateway still
+            reports the table as it did.
+        """
+        for _ in range(_COMPARE_ATTEMPTS):
+            with self.client(what) as data:
+                names = data.getTableNames()
+            if not names:
+                return
+            table = min(names)
+            try:
+                seen = self._data_regions(what, table)
+                if seen and self._admin_regions(admin, table) == seen:
+                    self._one_cluster = True
+                    return
+                still = bool(seen) and self._data_regions(what, table) == seen
+            except (StorageError, hbase2().TIOError):
+                return
+            if still:
+                shown = table.decode(errors="replace")
+                raise self._mismatch(
+                    what, f"they report other regions of table {shown!r}; nothing was done"
+                )
+
+    def _mismatch(self, what: str, detail: str) -> ClusterMismatchError:
+        return ClusterMismatchError(
+            f"{what}: the HBase Thrift2 gateway at {self.admin_address} (--hbase-admin) "
+            f"serves another cluster than the Thrift1 gateway at {self.address} (--hbase): "
+            f"{detail}. Pass --hbase-admin (HQUEUE_HBASE_ADMIN) the Thrift2 gateway of "
+            f"{self.address}'s cluster (`hqueue standalone` names it in its ready line)"
+        )
 
     def close(self) -> None:
         """Close the pooled connections; idempotent."""

@@ -9,6 +9,8 @@
   them over one storage.
 - :mod:`hqueue.testing.process`: the child-process harness they share (ready lines,
   ``kill -9``, SIGSTOP).
+- :mod:`hqueue.testing.proxy`: a TCP proxy that cuts a connection at a chosen
+  answer (a call served whose answer never arrives).
 
 Used by hqueue's own tests and benchmarks; nothing here is needed to run hqueue.
 """

@@ -12,7 +12,9 @@ a message naming what was tried.
   raises :func:`from_sidecar_exception` of what came back (kazoo's and redis-py's
   exception registries do the same). ``TUnavailable`` is
   :class:`~hqueue.errors.UnavailableError` both ways: retriable, the call was not
-  served. ``TInvalidMessage`` carries any
+  served. ``TOutOfOrderSequence`` is
+  :class:`~hqueue.errors.OutOfOrderSequenceError` both ways (an idempotent put's
+  sequence refused). ``TInvalidMessage`` carries any
   :class:`~hqueue.errors.InvalidArgumentError` and comes back as an
   :class:`~hqueue.errors.InvalidMessageError` (one too), with the index of the
   message.
@@ -37,6 +39,7 @@ from hqueue.errors import (
     InvalidMessageError,
     NoQueueError,
     NotOwnerError,
+    OutOfOrderSequenceError,
     StorageError,
     TableExistsError,
     TableNotFoundError,
@@ -136,6 +139,20 @@ SIDECAR_ERRORS: tuple[SidecarError, ...] = (
         InvalidArgumentError,
         lambda e: _Sidecar.TInvalidMessage(message=str(e), index=_index(e)),
         lambda t: InvalidMessageError(_text(t.message), t.index),
+    ),
+    SidecarError(
+        _Sidecar.TOutOfOrderSequence,
+        OutOfOrderSequenceError,
+        lambda e: _Sidecar.TOutOfOrderSequence(
+            message=str(e),
+            partition=e.partition,
+            producerId=e.producer,
+            firstSequence=e.first,
+            expectedSequence=e.expected,
+        ),
+        lambda t: OutOfOrderSequenceError(
+            _text(t.message), t.partition, t.producerId, t.firstSequence, t.expectedSequence
+        ),
     ),
     SidecarError(
         _Sidecar.TUnavailable,

@@ -320,9 +320,11 @@ class _Processor(TProcessor):
         if api not in self._service.thrift_services:
             iprot.skip(TType.STRUCT)
             iprot.read_message_end()
-            return self.send_exception(
-                oprot, api, TApplicationException(TApplicationException.UNKNOWN_METHOD), seqid
+            # Apache Thrift's own answer (TBaseProcessor), HBase's gateways' too.
+            unknown = TApplicationException(
+                TApplicationException.UNKNOWN_METHOD, f"Invalid method name: '{api}'"
             )
+            return self.send_exception(oprot, api, unknown, seqid)
         args = self._args[api]()
         _decoding.budget = _Budget(size or (lambda: DEFAULT_MAX_MESSAGE_BYTES))
         try:

@@ -11,6 +11,7 @@ Not public API.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from hqueue.errors import InvalidMessageError
@@ -19,7 +20,9 @@ from hqueue.wire.block import MessageBlock
 from hqueue.wire.idl import sidecar
 
 __all__ = [
+    "MAX_PRODUCER_SEQUENCE",
     "OwnedPartition",
+    "ProducerSequence",
     "PutBatch",
     "PutIds",
     "ScanRequest",
@@ -42,30 +45,64 @@ def _id_of_thrift(message_id: Any) -> MessageId | None:
     return None if message_id is None else MessageId(message_id.timestamp, message_id.sequence)
 
 
+MAX_PRODUCER_SEQUENCE = (1 << 31) - 1
+"""The highest sequence number of an idempotent put (an i32 on the wire): a producer
+whose count would pass it takes a new producer id."""
+
+
+class ProducerSequence(NamedTuple):
+    """Where a put's messages of ``partition`` sit in their producer's sequence
+    (``TProducerSequence``): the producer's id and the sequence of the first of them.
+    See "Retries without duplicates" in docs/queues.md."""
+
+    partition: int
+    producer: int
+    first: int
+
+
 class PutBatch(NamedTuple):
     """The messages of a ``put``, by column (``TMessageBatch``): ``topics`` and
-    ``partitions`` hold one entry per value, or one for all."""
+    ``partitions`` hold one entry per value, or one for all. ``sequences``, one per
+    partition of the batch, make the put idempotent; without them (an older or
+    another client) it is written each time it is sent."""
 
     values: list[bytes]
     topics: list[str]
     partitions: list[int]
+    sequences: Sequence[ProducerSequence] = ()
 
     def to_thrift(self) -> Any:
         """Return the ``TMessageBatch`` of this batch."""
         return _Sidecar.TMessageBatch(
-            values=self.values, topics=self.topics, partitions=self.partitions
+            values=self.values,
+            topics=self.topics,
+            partitions=self.partitions,
+            sequences=[
+                _Sidecar.TProducerSequence(
+                    partition=s.partition, producerId=s.producer, firstSequence=s.first
+                )
+                for s in self.sequences
+            ]
+            or None,
         )
 
     @classmethod
     def from_thrift(cls, batch: Any) -> PutBatch:
-        """Return the batch a ``TMessageBatch`` holds (missing topics or partitions:
-        none).
+        """Return the batch a ``TMessageBatch`` holds (missing topics, partitions or
+        sequences: none).
 
-        :raises InvalidMessageError: if it has no values.
+        :raises InvalidMessageError: if it has no values, or a sequence lacks a field.
         """
         if batch is None or batch.values is None:
             raise InvalidMessageError("the batch has no values")
-        return cls(batch.values, batch.topics or [], batch.partitions or [])
+        sequences = []
+        for s in batch.sequences or ():
+            if s is None or None in (s.partition, s.producerId, s.firstSequence):
+                raise InvalidMessageError(
+                    "a producer sequence needs its partition, producerId and firstSequence"
+                )
+            sequences.append(ProducerSequence(s.partition, s.producerId, s.firstSequence))
+        return cls(batch.values, batch.topics or [], batch.partitions or [], sequences)
 
 
 class PutIds(NamedTuple):

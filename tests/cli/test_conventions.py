@@ -154,7 +154,7 @@ def test_ctrl_c_during_put_reports_what_was_put(
     assert "Traceback" not in stderr and "Aborted" not in stderr
     assert stderr.splitlines()[-1] == f"interrupted: 3 messages put, the last {printed[-1]}"
     with queue.partition_scanner(0, topics=["typed"]) as scanner:
-        assert [(str(m.id), m.value) for m in scanner] == list(
+        assert [(str(m.position), m.value) for m in scanner] == list(
             zip(printed, [b"a", b"b", b"c"], strict=True)
         )
 
@@ -174,7 +174,7 @@ def test_ctrl_c_before_any_input_puts_nothing(
     proc.stdin.write(b"first\n")
     proc.stdin.flush()
     first = proc.stdout.readline().decode().strip()
-    assert re.fullmatch(r"\d{13}:\d+", first)
+    assert re.fullmatch(r"\d+@\d{13}:\d+", first)
     status, stderr = _interrupt(proc)
     assert status == 130
     assert stderr == f"interrupted: 1 messages put, the last {first}\n"

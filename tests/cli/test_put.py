@@ -4,24 +4,30 @@ Messages are read back with the library's scanners and with ``hqueue scan``."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
 
-from hqueue import Message, MessageId, Queue
-from hqueue.cli.put import read_batches
+from hqueue import Message, Position, Queue
+from hqueue.cli.put import read_lines
 from hqueue.client.client import Client
 from hqueue.client.producer import partition_for_key
+from hqueue.sidecar.node import SidecarServer
+from hqueue.testing.cluster import Cluster
 from hqueue.testing.standalone import StandaloneProcess
 
-_ID = re.compile(r"\d{13}:\d+")
+_POSITION = re.compile(r"\d+@\d{13}:\d+")
 _UNSET = ("HQUEUE_TABLE_PREFIX", "HQUEUE_ZOOKEEPER", "HQUEUE_HBASE", "HQUEUE_HBASE_ADMIN")
 
 
@@ -88,9 +94,12 @@ def queue(hq: Client, queue_name: str) -> Iterator[Queue]:
 
 
 def payloads(queue: Queue, partition: int) -> list[tuple[str, str, bytes]]:
-    """(id, topic, value) of the partition's messages, without the warm-up one."""
+    """(position, topic, value) of the partition's messages, without the warm-up one;
+    the position in its text form, as ``hqueue put`` prints it."""
     return [
-        (str(m.id), m.topic, m.value) for m in messages(queue, partition) if m.topic != "warm-up"
+        (str(m.position), m.topic, m.value)
+        for m in messages(queue, partition)
+        if m.topic != "warm-up"
     ]
 
 
@@ -98,23 +107,22 @@ def test_put_one_value(hbase_server: StandaloneProcess, queue: Queue) -> None:
     lines = put(
         hbase_server, queue.name, "--topic", "orders", "--partition", "2", "--value", "hello world"
     )
-    assert len(lines) == 1 and _ID.fullmatch(lines[0])
+    assert len(lines) == 1 and _POSITION.fullmatch(lines[0])
+    assert Position.parse(lines[0]).partition == 2
     assert payloads(queue, 2) == [(lines[0], "orders", b"hello world")]
 
 
-def test_put_stdin_lines_in_batches(
-    hbase_server: StandaloneProcess, queue: Queue, tmp_path: Path
-) -> None:
-    # 2,500 lines: three batches of at most 1,000, with an empty line, bytes that are
-    # not UTF-8, a carriage return that stays, and a last line without newline.
+def test_put_stdin_lines(hbase_server: StandaloneProcess, queue: Queue, tmp_path: Path) -> None:
+    # 2,500 lines, with an empty line, bytes that are not UTF-8, a carriage return that
+    # stays, and a last line without newline.
     values = [f"line {i}".encode() for i in range(2497)]
     values += [b"", b"\xff\xfe raw", b"crlf\r", b"no newline at the end"]
     source = tmp_path / "input"
     source.write_bytes(b"\n".join(values))
     lines = put(hbase_server, queue.name, "-t", "lines", "-p", "1", stdin=source)
     assert len(lines) == len(values)
-    ids = [MessageId.parse(line) for line in lines]
-    assert ids == sorted(set(ids))  # unique, increasing in input order
+    positions = [Position.parse(line) for line in lines]
+    assert positions == sorted(set(positions))  # unique, increasing in input order
     assert payloads(queue, 1) == [
         (line, "lines", value) for line, value in zip(lines, values, strict=True)
     ]
@@ -123,7 +131,9 @@ def test_put_stdin_lines_in_batches(
         hbase_server, "scan", queue.name, "--partition", "1", "--topic", "lines", json_output=True
     )
     assert done.returncode == 0, done.stderr
-    assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == lines
+    assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == [
+        str(p.id) for p in positions
+    ]
 
 
 def test_put_from_a_pipe(hbase_server: StandaloneProcess, queue: Queue) -> None:
@@ -157,20 +167,20 @@ def test_key_routing_matches_the_library(hbase_server: StandaloneProcess, queue:
         records = [json.loads(line) for line in lines]
         assert [r["partition"] for r in records] == [expected, expected]
         # And the library, given the same key, writes to the same partition.
-        library_id = queue.put(f"{key} c", topic="keyed", key=key)
-        stored = [
-            (mid, value)
-            for mid, topic, value in payloads(queue, expected)
+        library = queue.put(f"{key} c", topic="keyed", key=key)
+        kept = [
+            (position, value)
+            for position, topic, value in payloads(queue, expected)
             if value.startswith(key.encode())
         ]
-        assert stored == [
-            (records[0]["id"], f"{key} a".encode()),
-            (records[1]["id"], f"{key} b".encode()),
-            (str(library_id), f"{key} c".encode()),
+        assert kept == [
+            (records[0]["position"], f"{key} a".encode()),
+            (records[1]["position"], f"{key} b".encode()),
+            (str(library), f"{key} c".encode()),
         ]
 
 
-def test_json_output_shape(hbase_server: StandaloneProcess, queue: Queue) -> None:
+def test_json_output_is_the_positions_json(hbase_server: StandaloneProcess, queue: Queue) -> None:
     lines = put(
         hbase_server,
         queue.name,
@@ -182,16 +192,15 @@ def test_json_output_shape(hbase_server: StandaloneProcess, queue: Queue) -> Non
         json_output=True,
     )
     records = [json.loads(line) for line in lines]
-    assert [set(r) for r in records] == [{"id", "partition"}] * 2
-    assert [r["partition"] for r in records] == [3, 3]
-    assert all(_ID.fullmatch(r["id"]) for r in records)
-    assert lines[0] == json.dumps({"id": records[0]["id"], "partition": 3})
+    positions = [Position.parse(r["position"]) for r in records]
+    assert lines == [json.dumps(p.to_json()) for p in positions]
+    assert [p.partition for p in positions] == [3, 3]
     [record] = [
         json.loads(line)
         for line in put(hbase_server, queue.name, "--topic", "j", "--value", "v", json_output=True)
     ]
     assert 0 <= record["partition"] < 4
-    assert payloads(queue, record["partition"])[-1] == (record["id"], "j", b"v")
+    assert payloads(queue, record["partition"])[-1] == (record["position"], "j", b"v")
 
 
 def test_without_partition_or_key_batches_go_round_robin(
@@ -204,15 +213,16 @@ def test_without_partition_or_key_batches_go_round_robin(
         "rr",
         "--batch-size",
         "2",
-        stdin=b"".join(b"%d\n" % i for i in range(8)),
-        json_output=True,
+        stdin=b"".join(b"%d\n" % i for i in range(40)),
     )
-    partitions = [json.loads(line)["partition"] for line in lines]
-    # Batches of two lines, each batch whole on the next partition from a random start.
-    start = partitions[0]
-    assert partitions == [(start + i // 2) % 4 for i in range(8)]
-    for partition in range(4):
-        assert len(payloads(queue, partition)) == 2
+    partitions = [Position.parse(line).partition for line in lines]
+    # The library's sticky partitioner: runs of consecutive lines, at most a batch
+    # (two lines) each, every run on the partition after the previous run's.
+    runs = [len(list(run)) for _, run in itertools.groupby(partitions)]
+    assert all(n <= 2 for n in runs)
+    starts = list(itertools.accumulate([0, *runs[:-1]]))
+    assert [partitions[i] for i in starts] == [(partitions[0] + n) % 4 for n in range(len(runs))]
+    assert sum(len(payloads(queue, p)) for p in range(4)) == 40
 
 
 def test_empty_input_puts_nothing(hbase_server: StandaloneProcess, queue: Queue) -> None:
@@ -265,24 +275,19 @@ def test_unknown_queue_and_partition_out_of_range(
     assert all(payloads(queue, p) == [] for p in range(4))
 
 
-def test_an_oversized_payload_fails_its_batch_whole(
-    hbase_server: StandaloneProcess, queue: Queue, tmp_path: Path
-) -> None:
-    source = tmp_path / "input"
-    # The sidecar refuses values over 1 MiB; the batch holding one is not written.
-    source.write_bytes(b"a\nb\n" + b"x" * (2 << 20) + b"\nc\n")
-    done = hqueue(hbase_server, "put", queue.name, "--topic", "t", "--partition", "0", stdin=source)
-    error = _error(done)
-    assert error.startswith("Error: lines 1..4 not written (0 messages put before): ")
-    assert "over the 1048576-byte limit" in error
-    assert done.stdout == ""
-    assert payloads(queue, 0) == []
+_REFUSED = re.compile(
+    r"Error: line 3 not written \(2 messages put before it(?P<after>, 1 after it)?\): "
+    r"sidecar \S+ refused the message: payload of 2097152 bytes is over the "
+    r"1048576-byte limit\n"
+)
 
 
-def test_ids_printed_before_an_error_are_the_durable_messages(
-    hbase_server: StandaloneProcess, queue: Queue, tmp_path: Path
+@pytest.mark.parametrize("batch_size", ["1000", "2"])
+def test_a_refused_line_is_named_and_the_positions_printed_are_the_durable_messages(
+    hbase_server: StandaloneProcess, queue: Queue, tmp_path: Path, batch_size: str
 ) -> None:
     source = tmp_path / "input"
+    # The sidecar refuses values over 1 MiB: line 3 is not written.
     source.write_bytes(b"a\nb\n" + b"x" * (2 << 20) + b"\nc\n")
     done = hqueue(
         hbase_server,
@@ -293,36 +298,180 @@ def test_ids_printed_before_an_error_are_the_durable_messages(
         "--partition",
         "0",
         "--batch-size",
-        "2",
+        batch_size,
         stdin=source,
     )
-    assert _error(done).startswith("Error: lines 3..4 not written (2 messages put before): ")
+    refused = _REFUSED.fullmatch(_error(done))
+    assert refused is not None, done.stderr
     printed = done.stdout.splitlines()
-    assert payloads(queue, 0) == [(printed[0], "t", b"a"), (printed[1], "t", b"b")]
+    assert len(printed) == 2
+    # Line 4 had been handed to the producer before line 3 failed: it is written, and
+    # the error counts it.
+    kept = [(line, "t", value) for line, value in zip(printed, [b"a", b"b"], strict=True)]
+    later = [value for _, _, value in payloads(queue, 0)[2:]]
+    assert payloads(queue, 0)[:2] == kept
+    assert later == ([b"c"] if refused["after"] else [])
 
 
-def test_read_batches_sends_what_a_pipe_holds_without_waiting_for_more() -> None:
-    """A batch is cut when the input pauses, so ``tail -f | hqueue put`` is prompt."""
+def _put_process(
+    server: StandaloneProcess, queue: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``hqueue put QUEUE ARGS`` with pipes for stdin, stdout and stderr."""
+    command = [
+        *(sys.executable, "-m", "hqueue", "--hbase", server.address),
+        *("--hbase-admin", f"{server.host}:{server.thrift2_port}", "put", queue, *args),
+    ]
+    base = {k: v for k, v in os.environ.items() if k not in _UNSET}
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**base, **(env or {})},
+    )
+
+
+def _read_lines(stream: IO[bytes], count: int, timeout: float = 60) -> list[str]:
+    """Read ``count`` lines of ``stream``, failing the test if they take longer than
+    ``timeout`` seconds (the writer keeps its end open)."""
+    lines: list[str] = []
+    reader = threading.Thread(
+        target=lambda: lines.extend(stream.readline().decode() for _ in range(count)),
+        daemon=True,
+    )
+    reader.start()
+    reader.join(timeout)
+    assert not reader.is_alive(), f"{len(lines)} of {count} lines within {timeout} s"
+    return [line.rstrip("\n") for line in lines]
+
+
+class _CountingPuts:
+    """Counts the put requests a sidecar in this process serves, holding each
+    ``delay`` seconds (as a slower disk's sync would)."""
+
+    def __init__(self, server: SidecarServer, delay: float) -> None:
+        assert server.sidecar is not None
+        self.requests = 0
+        self.messages = 0
+        self._put = server.sidecar.put
+        self._delay = delay
+        server.sidecar.put = self  # type: ignore[method-assign]
+
+    def __call__(self, queue: str, values: list[bytes], *args: Any) -> Any:
+        self.requests += 1
+        self.messages += len(values)
+        time.sleep(self._delay)
+        return self._put(queue, values, *args)
+
+
+def test_slow_input_costs_a_request_per_linger_not_per_line(cluster: Cluster) -> None:
+    sidecar = cluster.in_process()
+    client = cluster.client()
+    client.create_queue("streamed", partitions=2)
+    client.queue("streamed").put(b"warm-up", topic="warm-up", partition=1)
+    counting = _CountingPuts(sidecar, delay=0.05)
+    process = _put_process(
+        cluster.storage,
+        "streamed",
+        "--topic",
+        "log",
+        "--partition",
+        "1",
+        env={"HQUEUE_TABLE_PREFIX": cluster.prefix},
+    )
+    assert process.stdin is not None and process.stdout is not None
+    values = [f"log line {i}".encode() for i in range(300)]
+    # The first line's position comes back while the input stays open: the put is
+    # running, and a quiet input does not hold output back.
+    process.stdin.write(values[0] + b"\n")
+    process.stdin.flush()
+    printed = _read_lines(process.stdout, 1)
+    # Then line by line, as `tail -f` writes them, pausing now and then.
+    for n, value in enumerate(values[1:], 1):
+        process.stdin.write(value + b"\n")
+        process.stdin.flush()
+        if n % 10 == 0:
+            time.sleep(0.005)
+    printed += _read_lines(process.stdout, len(values) - 1)
+    process.stdin.close()
+    assert process.wait(60) == 0, process.stderr.read() if process.stderr else ""
+    assert process.stdout.read() == b""  # nothing more: each position once
+    positions = [Position.parse(line) for line in printed]
+    assert len(set(positions)) == len(values) == counting.messages
+    with client.queue("streamed").partition_scanner(1) as scanner:
+        written = {m.position: m.value for m in scanner if m.topic == "log"}
+    assert [written[p] for p in positions] == values  # each line's own position, in order
+    # The sidecar's own count: the first line alone, then far fewer requests than
+    # lines (each request held 50 ms, while the lines keep coming).
+    assert 2 <= counting.requests <= len(values) // 10, counting.requests
+
+
+def test_ctrl_c_writes_what_was_read_and_says_how_many(
+    hbase_server: StandaloneProcess, queue: Queue
+) -> None:
+    process = _put_process(hbase_server, queue.name, "--topic", "t", "--partition", "2")
+    assert process.stdin is not None and process.stdout is not None
+    assert process.stderr is not None
+    process.stdin.write(b"one\ntwo\nthree\n")
+    process.stdin.flush()
+    printed = _read_lines(process.stdout, 3)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(60) == 130
+    process.stdin.close()
+    assert process.stdout.read() == b""
+    assert process.stderr.read().decode() == (
+        f"interrupted: 3 messages put, the last {printed[-1]}\n"
+    )
+    assert [(line, value) for line, _, value in payloads(queue, 2)] == list(
+        zip(printed, [b"one", b"two", b"three"], strict=True)
+    )
+
+
+def test_closed_output_stops_the_put(hbase_server: StandaloneProcess, queue: Queue) -> None:
+    process = _put_process(hbase_server, queue.name, "--topic", "t", "--partition", "1")
+    assert process.stdin is not None and process.stdout is not None
+    assert process.stderr is not None
+    process.stdin.write(b"first\n")
+    process.stdin.flush()
+    _read_lines(process.stdout, 1)
+    process.stdout.close()  # as `| head -1` does
+    process.stdin.write(b"second\n")
+    process.stdin.flush()
+    # The second position cannot be printed: put stops without waiting for input.
+    assert process.wait(60) == 1
+    error = process.stderr.read().decode()
+    process.stdin.close()
+    assert error == "Error: output closed: stopped after 2 messages were put\n"
+    assert [value for _, _, value in payloads(queue, 1)] == [b"first", b"second"]
+
+
+def test_read_lines_yields_what_a_pipe_holds_without_waiting_for_more() -> None:
+    """Lines are handed on as they arrive, so ``tail -f | hqueue put`` is prompt."""
     read_fd, write_fd = os.pipe()
     with os.fdopen(read_fd, "rb", buffering=0) as reader:
-        batches = read_batches(reader, size=1000)
+        chunks = read_lines(reader)
         os.write(write_fd, b"one\ntwo\nthr")
         got: list[list[bytes]] = []
-        # The writer stays open: a reader waiting for a full batch would hang here.
-        worker = threading.Thread(target=lambda: got.append(next(batches)))
+        # The writer stays open: a reader waiting for more would hang here.
+        worker = threading.Thread(target=lambda: got.append(next(chunks)))
         worker.start()
         worker.join(10)
         assert got == [[b"one", b"two"]]
         os.write(write_fd, b"ee\nfour")
         os.close(write_fd)
-        assert list(batches) == [[b"three", b"four"]]
+        assert list(chunks) == [[b"three"], [b"four"]]
 
 
-def test_read_batches_cuts_by_count_and_bytes(tmp_path: Path) -> None:
-    source = tmp_path / "input"
-    source.write_bytes(b"".join(b"%d\n" % i for i in range(10)) + b"x" * 100 + b"\ny\n")
-    with source.open("rb") as stream:
-        assert [len(b) for b in read_batches(stream, size=4)] == [4, 4, 4]
-    with source.open("rb") as stream:
-        sizes = [sum(map(len, b)) for b in read_batches(stream, size=1000, max_bytes=50)]
-        assert sizes == [110, 1]  # cut once the batch holds 50 bytes or more
+def test_read_lines_stops_when_told() -> None:
+    read_fd, write_fd = os.pipe()
+    stop_read, stop_write = os.pipe()
+    try:
+        with os.fdopen(read_fd, "rb", buffering=0) as reader:
+            chunks = read_lines(reader, stop_read)
+            os.write(write_fd, b"one\n")
+            assert next(chunks) == [b"one"]
+            os.write(stop_write, b"x")  # the input stays open, with nothing more
+            assert list(chunks) == []
+    finally:
+        for fd in (write_fd, stop_read, stop_write):
+            os.close(fd)

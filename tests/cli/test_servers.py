@@ -1,9 +1,10 @@
 """The command line against servers that are not what it expects, as users meet them:
-``--hbase`` given the Thrift2 or a sidecar port, an empty installation that read-only
-verbs must leave empty, ``hqueue standalone`` on a port that is taken, and a healthy
-server's log while a queue is created. Each runs ``python -m hqueue`` in a child
-process against a real ``hqueue standalone``. Also the servers' shared options: one
-name for the request limit, the old one still taken."""
+``--hbase`` given the Thrift2 or a sidecar port, the two gateways of two servers, an
+empty installation that read-only verbs must leave empty, ``hqueue standalone`` on a
+port that is taken, and a healthy server's log while a queue is created. Each runs
+``python -m hqueue`` in a child process against a real ``hqueue standalone``. Also the
+servers' shared options: one name for the request limit, the old one still taken; and
+the standalone's ports, which follow ``--port``."""
 
 from __future__ import annotations
 
@@ -14,19 +15,21 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import thriftpy2
 from click.testing import CliRunner
+from thriftpy2.rpc import make_client
 
 import hqueue
 from hqueue.cli.main import cli
 from hqueue.client.client import Client
 from hqueue.errors import HQueueError, NoQueueError, WrongServiceError
+from hqueue.testing.process import free_port
 from hqueue.testing.standalone import StandaloneProcess
-from hqueue.wire.idl import IDL_DIR
+from hqueue.wire.idl import IDL_DIR, hbase2
 from hqueue.wire.rpc_server import ThriftServer
 from tests.cli.test_queue import child_env, run, table_names
 
@@ -132,6 +135,37 @@ def test_read_only_verbs_leave_an_empty_server_empty(empty_server: StandalonePro
     assert listed.stdout.startswith("orders\t") and listed.stderr == ""
 
 
+def test_queue_create_across_two_servers_is_refused_in_one_line(
+    hbase_server: StandaloneProcess, empty_server: StandaloneProcess, hq: Client, queue_name: str
+) -> None:
+    # A newcomer's setting: HQUEUE_HBASE names one server, and the admin gateway is
+    # another server's (the default address, where another standalone answers).
+    admin = f"{empty_server.host}:{empty_server.thrift2_port}"
+    env = {**child_env(), "HQUEUE_HBASE": hbase_server.address, "HQUEUE_HBASE_ADMIN": admin}
+    done = subprocess.run(
+        [sys.executable, "-m", "hqueue", "queue", "create", queue_name, "--partitions", "2"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith(
+        f"Error: create queue {queue_name!r}: the HBase Thrift2 gateway at {admin} "
+        f"(--hbase-admin) serves another cluster than the Thrift1 gateway at "
+        f"{hbase_server.address} (--hbase): "
+    )
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    # Nothing on either side, and the name is free on both.
+    assert table_names(empty_server) == []
+    assert queue_name.encode() not in table_names(hbase_server)
+    assert queue_name not in [info.name for info in hq.queues()]
+    created = run(hbase_server, "queue", "create", queue_name, "--partitions", "2")
+    assert (created.returncode, created.stderr) == (0, "")
+    hq.delete_queue(queue_name, force=True)
+
+
 def test_standalone_names_the_port_that_is_taken(
     hbase_server: StandaloneProcess, tmp_path: Path
 ) -> None:
@@ -216,10 +250,24 @@ def test_creating_queues_logs_no_warning_on_a_healthy_server(
 
 
 class _OldThrift2:
-    """The one Thrift2 call the probe makes, as an HBase before 2.2 answers it."""
+    """The Thrift2 calls hqueue makes before ``createTable``, as an HBase before 2.2 of
+    the cluster of ``server`` answers them: the probe's ``exists``, and the region
+    locations that tell which cluster it serves (``server``'s own)."""
+
+    def __init__(self, server: StandaloneProcess) -> None:
+        self._server = server
 
     def exists(self, table: bytes, tget: object) -> bool:
         return False
+
+    def getAllRegionLocations(self, table: bytes) -> list[object]:
+        real = make_client(
+            hbase2().THBaseService, self._server.host, self._server.thrift2_port, timeout=5000
+        )
+        try:
+            return list(real.getAllRegionLocations(table))
+        finally:
+            real.close()
 
 
 def test_a_thrift2_gateway_without_create_table_asks_for_hbase_2_2(
@@ -232,7 +280,9 @@ def test_a_thrift2_gateway_without_create_table_asks_for_hbase_2_2(
     assert without != idl
     old.write_text(without)
     service = thriftpy2.load(str(old), module_name="hbase21_thrift").THBaseService
-    server = ThriftServer(service, _OldThrift2(), "127.0.0.1", 0, name="old-thrift2").start()
+    server = ThriftServer(
+        service, _OldThrift2(hbase_server), "127.0.0.1", 0, name="old-thrift2"
+    ).start()
     try:
         with (
             hqueue.connect(hbase_server.address, hbase_admin=server.address) as client,
@@ -247,3 +297,82 @@ def test_a_thrift2_gateway_without_create_table_asks_for_hbase_2_2(
             assert queue_name not in [info.name for info in client.queues()]
     finally:
         server.stop()
+
+
+_BOUND = re.compile(
+    r"hbase-thrift1=\S+:(?P<thrift1>\d+) hbase-thrift2=\S+:(?P<thrift2>\d+)"
+    r"(?: sidecar=\S+:(?P<sidecar>\d+))?"
+)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_block() -> int:
+    """A port P with P, P+1 and P+2 free a moment ago."""
+    for _ in range(100):
+        port = free_port()
+        if port + 2 <= 65535 and _bindable(port + 1) and _bindable(port + 2):
+            return port
+    raise AssertionError("no three free ports in a row")
+
+
+@pytest.fixture
+def bound_ports(tmp_path: Path) -> Iterator[Callable[..., tuple[int, int, int]]]:
+    """Start ``hqueue standalone --data-dir DIR ARGS`` with no port option but those in
+    ARGS (a plain StandaloneProcess gives all three) and return the Thrift1, Thrift2
+    and sidecar ports its ready line names; stopped at the end of the test."""
+    started: list[StandaloneProcess] = []
+
+    def start(*args: str) -> tuple[int, int, int]:
+        server = StandaloneProcess(tmp_path / f"data{len(started)}")
+        started.append(server)
+        command = [sys.executable, "-m", "hqueue", "standalone", "--data-dir"]
+        ready = server._spawn([*command, str(server.data_dir), *args], child_env(), _BOUND, 30)
+        return int(ready["thrift1"]), int(ready["thrift2"]), int(ready["sidecar"])
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def test_standalone_port_moves_the_other_ports(
+    bound_ports: Callable[..., tuple[int, int, int]],
+) -> None:
+    port = free_block()
+    assert bound_ports("--port", str(port)) == (port, port + 1, port + 2)
+
+
+def test_standalone_explicit_ports_win_over_port(
+    bound_ports: Callable[..., tuple[int, int, int]],
+) -> None:
+    port, thrift2 = free_block(), free_port()
+    assert bound_ports("--port", str(port), "--thrift2-port", str(thrift2)) == (
+        port,
+        thrift2,
+        port + 2,
+    )
+
+
+def test_standalone_port_0_picks_a_free_port_for_each(
+    bound_ports: Callable[..., tuple[int, int, int]],
+) -> None:
+    ports = bound_ports("--port", "0")
+    assert 0 not in ports and len(set(ports)) == 3
+
+
+def test_standalone_port_without_room_above_it_names_the_option(tmp_path: Path) -> None:
+    done = CliRunner().invoke(
+        cli, ["standalone", "--data-dir", str(tmp_path / "data"), "--port", "65535"]
+    )
+    assert done.exit_code == 2
+    assert "--port 65535 leaves no port 1 above it for --thrift2-port: give --thrift2-port" in (
+        done.output
+    )
+    assert not (tmp_path / "data").exists()

@@ -62,7 +62,7 @@ def test_subscriptions_list_reset_delete_and_lag(
     q = hq.queue(queue_name)
     got: list[bytes] = []
     with q.subscribe("s1", lambda ms: got.extend(m.value for m in ms), start="earliest"):
-        ids = q.put_batch([(b"x", "t", 0), (b"y", "t", 1)])
+        ids = [p.id for p in q.put_batch([(b"x", "t", 0), (b"y", "t", 1)])]
         wait_for(lambda: len(got) == 2, 20, "delivery")
         wait_for(lambda: len(q.subscriptions()[0].checkpoints) == 2, 20, "checkpoints")
 

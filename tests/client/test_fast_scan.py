@@ -50,7 +50,7 @@ def test_fast_and_hbase_paths_agree(hq: Client, slow: Client, queue_name: str) -
     with queue.partition_scanner(1) as scanner:
         first = next(iter(scanner))
         assert scanner._open[0].through == "sidecar"
-        assert first.id == ids[1][0]
+        assert first.position == ids[1][0]
     with slow.queue(queue_name).partition_scanner(1) as scanner:
         next(iter(scanner))
         assert scanner._open[0].through == "hbase"
@@ -80,7 +80,7 @@ def test_fast_path_hides_expired_messages(hq: Client, queue_name: str) -> None:
             {},
         )
     with queue.partition_scanner(0) as scanner:
-        assert [m.id for m in scanner] == [fresh]
+        assert [m.position for m in scanner] == [fresh]
 
 
 @pytest.mark.parametrize("how", ["partition", "queue"])

@@ -22,9 +22,9 @@ def test_put_returns_ids_in_order_and_messages_are_stored(hq: Client, queue_name
     second = queue.put("wörld", topic="greetings", partition=1)
     assert second > first
     stored = read_all(hq, queue_name)
-    assert [(m.id, m.partition, m.topic, m.value) for m in stored] == [
-        (first, 1, "greetings", b"hello"),
-        (second, 1, "greetings", "wörld".encode()),
+    assert [(m.position, m.topic, m.value) for m in stored] == [
+        (first, "greetings", b"hello"),
+        (second, "greetings", "wörld".encode()),
     ]
     assert stored[0].timestamp == first.timestamp
 
@@ -36,16 +36,16 @@ def test_put_batch_mixed_partitions_topics_and_keys(hq: Client, queue_name: str)
     batch += [(b"explicit", "t0", 3)]  # type: ignore[list-item]
     ids = queue.put_batch(batch)
     assert len(ids) == 61
-    stored = {(m.partition, m.id): m for m in read_all(hq, queue_name)}
-    for i, mid in enumerate(ids[:60]):
-        p = partition_for_key(f"user-{i % 5}", 4)
-        assert stored[(p, mid)].value == b"k%d" % i
-        assert stored[(p, mid)].topic == f"t{i % 3}"
-    assert stored[(3, ids[60])].value == b"explicit"
+    stored = {m.position: m for m in read_all(hq, queue_name)}
+    for i, position in enumerate(ids[:60]):
+        assert position.partition == partition_for_key(f"user-{i % 5}", 4)
+        assert stored[position].value == b"k%d" % i
+        assert stored[position].topic == f"t{i % 3}"
+    assert ids[60].partition == 3 and stored[ids[60]].value == b"explicit"
     # Within one partition, ids follow the batch's order.
     per_partition: dict[int, list[MessageId]] = {}
-    for i, mid in enumerate(ids[:60]):
-        per_partition.setdefault(partition_for_key(f"user-{i % 5}", 4), []).append(mid)
+    for position in ids[:60]:
+        per_partition.setdefault(position.partition, []).append(position.id)
     for mids in per_partition.values():
         assert mids == sorted(mids) and len(set(mids)) == len(mids)
 
@@ -147,6 +147,5 @@ def test_a_stale_owner_hint_for_one_partition_neither_duplicates_nor_fails_the_b
     ids = queue.put_batch(batch)  # type: ignore[arg-type]
     stored = [m for m in read_all(hq, queue_name) if m.value != b"warm"]
     assert sorted((m.partition, m.value) for m in stored) == sorted((p, v) for v, _, p in batch)
-    assert {(m.partition, m.id) for m in stored} == {
-        (p, mid) for (_, _, p), mid in zip(batch, ids, strict=True)
-    }
+    assert [p for _, _, p in batch] == [position.partition for position in ids]
+    assert {m.position for m in stored} == set(ids)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hqueue import MessageId
+from hqueue import Position
 from hqueue.client.client import Client, connect
 from hqueue.client.producer import default_attempt_timeout
 from hqueue.errors import InvalidArgumentError, NoOwnerInfoError
@@ -38,7 +38,7 @@ class Putter(threading.Thread):
     def __init__(self, client: Client, queue: str) -> None:
         super().__init__(daemon=True)
         self.queue = client.queue(queue)
-        self.acked: list[MessageId] = []
+        self.acked: list[Position] = []
         self.errors: list[BaseException] = []
         self.stopping = threading.Event()
 
@@ -78,7 +78,7 @@ def test_puts_retry_while_the_metadata_store_restarts(own_server: StandaloneProc
             putter.stop()
         assert putter.errors == []
         with client.queue("restarted").scan() as scanner:
-            stored = {m.id for m in scanner}
+            stored = {m.position for m in scanner}
         assert set(putter.acked) <= stored
     finally:
         client.close()
@@ -110,7 +110,7 @@ def test_a_put_held_by_a_hung_sidecar_moves_to_the_next_owner(cluster: Cluster) 
     # loaded machine stretches every attempt).
     assert now == other
     with q.partition_scanner(0) as scanner:
-        assert moved in [m.id for m in scanner]
+        assert moved in [m.position for m in scanner]
 
 
 def owner_of(client: Client, partition: int) -> str | None:

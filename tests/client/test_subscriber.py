@@ -50,7 +50,7 @@ def test_a_listener_gets_what_is_put_after_it_subscribed(hq: Client, queue_name:
     q.put(b"before", topic="t", partition=0)
     got = Collector()
     with q.subscribe("s1", got):
-        ids = q.put_batch([(f"m{i}".encode(), "t", i % 2) for i in range(20)])
+        ids = [p.id for p in q.put_batch([(f"m{i}".encode(), "t", i % 2) for i in range(20)])]
         wait_for(lambda: len(got.messages) == 20)
     assert sorted(got.values()) == sorted(f"m{i}".encode() for i in range(20))
     for p in (0, 1):
@@ -66,7 +66,7 @@ def test_start_earliest_an_id_or_a_time(hq: Client, queue_name: str) -> None:
     with (
         q.subscribe("e", earliest, start="earliest"),
         q.subscribe("i", from_id, start=ids[1]),
-        q.subscribe("d", from_time, start=ids[2].datetime),
+        q.subscribe("d", from_time, start=ids[2].id.datetime),
     ):
         wait_for(lambda: len(earliest.messages) == 3 and len(from_id.messages) == 2)
         wait_for(lambda: len(from_time.messages) >= 1)
@@ -182,12 +182,12 @@ def test_lag_reports_newest_delivered_and_checkpointed(hq: Client, queue_name: s
     q = hq.queue(queue_name)
     got = Collector()
     with q.subscribe("lag", got, start="earliest"):
-        ids = q.put_batch([(b"v", "t", p) for p in (0, 1, 1)])
+        ids = [p.id for p in q.put_batch([(b"v", "t", p) for p in (0, 1, 1)])]
         wait_for(lambda: len(got.messages) == 3)
         wait_for(lambda: all(d.checkpointed is not None for d in q.lag().deliveries))
         report = q.lag()
         got.answer = ConsumeStatus.RETRY_LATER
-        later = q.put(b"w", topic="t", partition=0)
+        later = q.put(b"w", topic="t", partition=0).id
         wait_for(lambda: q.lag().deliveries[0].state == "backoff")
         behind = q.lag().deliveries[0]
     assert [p.newest for p in report.partitions] == [ids[0], ids[2]]

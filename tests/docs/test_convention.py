@@ -137,7 +137,7 @@ printf 'x\\n' | hqueue put q --topic t --partition 1
 ```
 ```text
 created queue q: 2 partitions, 2 regions, ttl forever
-<id>
+1@<id>
 ```
 
 ```python

@@ -18,7 +18,7 @@ import pytest
 import hqueue
 from hqueue.client.client import Client, connect
 from hqueue.errors import NotOwnerError
-from hqueue.message import MessageId
+from hqueue.message import MessageId, Position
 from hqueue.metadata.metastore import SessionState
 from hqueue.testing.cluster import SESSION, Cluster, wait_for
 from hqueue.testing.standalone import StandaloneProcess
@@ -29,9 +29,10 @@ def owners(client: Client, queue: str) -> dict[int, str]:
     return {p: o.sidecar for p, o in client.queue(queue).owners().items()}
 
 
-def scan_ids(client: Client, queue: str, partition: int) -> list[MessageId]:
+def scan_ids(client: Client, queue: str, partition: int) -> list[Position]:
+    """The positions of the partition's messages, as puts return them."""
     with client.queue(queue).partition_scanner(partition) as scanner:
-        return [m.id for m in scanner]
+        return [m.position for m in scanner]
 
 
 def test_partitions_spread_evenly_and_move_when_a_sidecar_is_killed(cluster: Cluster) -> None:
@@ -74,7 +75,7 @@ def test_sigterm_hands_partitions_over_and_loses_no_acknowledged_message(
         "a partition to move to the new sidecar",
     )
 
-    acked: list[tuple[int, MessageId]] = []
+    acked: list[Position] = []
     errors: list[BaseException] = []
     stop = threading.Event()
 
@@ -83,7 +84,7 @@ def test_sigterm_hands_partitions_over_and_loses_no_acknowledged_message(
         while not stop.is_set():
             p = n % 2
             try:
-                acked.append((p, queue.put(b"m%d" % n, topic="t", partition=p)))
+                acked.append(queue.put(b"m%d" % n, topic="t", partition=p))
             except BaseException as exc:
                 errors.append(exc)
                 return
@@ -100,7 +101,7 @@ def test_sigterm_hands_partitions_over_and_loses_no_acknowledged_message(
     assert set(owners(client, "q").values()) == {"sc-b"}
     for p in (0, 1):
         stored = scan_ids(client, "q", p)
-        mine = [mid for q, mid in acked if q == p]
+        mine = [position for position in acked if position.partition == p]
         assert mine == sorted(mine) and len(set(mine)) == len(mine)
         assert set(mine) <= set(stored)
 
@@ -128,8 +129,8 @@ def test_concurrent_producers_get_increasing_ids_in_commit_order(cluster: Cluste
     client = cluster.client()
     client.create_queue("q", partitions=1)
     client.queue("q").put(b"warm", topic="t", partition=0)
-    acked: list[list[MessageId]] = [[] for _ in range(4)]
-    seen: list[MessageId] = []
+    acked: list[list[Position]] = [[] for _ in range(4)]
+    seen: list[Position] = []
     done = threading.Event()
 
     def produce(i: int) -> None:
@@ -147,7 +148,7 @@ def test_concurrent_producers_get_increasing_ids_in_commit_order(cluster: Cluste
             finished = done.is_set()
             with reader.partition_scanner(0, start=position) as scanner:
                 for m in scanner:
-                    seen.append(m.id)
+                    seen.append(m.position)
                     position = m.id.successor()
             if finished:
                 return
@@ -215,7 +216,7 @@ def test_acknowledged_messages_survive_kill_9_of_sidecar_and_server(tmp_path: Pa
         )
         client.create_queue("q", partitions=2)
         queue = client.queue("q")
-        acked: list[MessageId] = [queue.put(b"warm", topic="t", partition=0)]
+        acked: list[Position] = [queue.put(b"warm", topic="t", partition=0)]
         stop = threading.Event()
         failures: list[BaseException] = []
 

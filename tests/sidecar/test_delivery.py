@@ -54,7 +54,7 @@ class Producer:
             except BaseException as exc:
                 self.errors.append(exc)
                 return
-            self.acked.extend((p, i) for i in ids)
+            self.acked.extend(ids)  # positions: (partition, id) tuples
             n += 5
             time.sleep(self.pause)
 
@@ -181,7 +181,7 @@ def test_a_refusing_then_slow_listener_keeps_the_buffer_bounded(
     with queue.subscribe("s", listener, start="earliest"):
         ids: list[MessageId] = []
         for _ in range(10):
-            ids += queue.put_batch([payload] * 200, topic="t")
+            ids += [p.id for p in queue.put_batch([payload] * 200, topic="t")]
         wait_for(lambda: _delivery(queue).state == "backoff", 10, "the sender to back off")
         time.sleep(0.5)
         stuck = _delivery(queue)
@@ -233,7 +233,7 @@ def test_subscriber_session_expiry_pauses_delivery_until_it_announces_again(
             20,
             "the address to be announced again",
         )
-        after = producer_client.queue("q").put(b"after", topic="t")
+        after = producer_client.queue("q").put(b"after", topic="t").id
         wait_for(lambda: len(got) == 2, 20, "delivery after the expiry")
     assert [m.value for m in got] == [b"before", b"after"] and got[-1].id == after
 
@@ -250,4 +250,4 @@ def test_sigterm_of_the_sidecar_writes_the_checkpoint(any_cluster: Cluster) -> N
         wait_for(lambda: len(got) == 3, 20, "delivery")
         assert checkpoints(client, "q", "s") == {}  # the chore would take an hour
         assert proc.stop() == 0
-    assert checkpoints(client, "q", "s") == {0: ids[-1]}
+    assert checkpoints(client, "q", "s") == {0: ids[-1].id}

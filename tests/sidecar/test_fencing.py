@@ -234,7 +234,7 @@ def test_a_write_frozen_inside_a_deposed_sidecar_never_lands(
         thaw.set()
         putter.join(30)
     assert len(outcome) == 1 and isinstance(outcome[0], NotOwnerError), outcome
-    stored = {m.id: bytes(m.value) for m in client.queue("q").partition_scanner(mine)}
+    stored = {m.position: bytes(m.value) for m in client.queue("q").partition_scanner(mine)}
     assert stored == {before: b"before", after: b"after"}
 
 
@@ -271,7 +271,7 @@ def test_a_frozen_sidecar_acknowledges_nothing_after_its_partitions_moved(
                 failures.append(exc)
                 continue
             now = time.monotonic()
-            acked.extend((p, mid, v, now) for mid, v in zip(ids, values, strict=True))
+            acked.extend((p, at.id, v, now) for at, v in zip(ids, values, strict=True))
 
     def tail() -> None:
         # A reader that only ever moves forward: a row that became visible behind its

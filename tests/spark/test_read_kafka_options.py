@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from hqueue.errors import InvalidArgumentError
-from hqueue.message import MessageId
+from hqueue.message import MessageId, Position
 from hqueue.spark.options import SourceOptions, StreamOptions
 from tests.spark.conftest import options, store_rows
 from tests.spark.test_read_queries import BASE, _rows
@@ -136,3 +136,75 @@ def test_bad_kafka_options_are_refused_naming_them(read, hbase_server):
     stream = StreamOptions.parse({**opts, "startingOffsets": '{"0": "5:0"}'})
     assert stream.source.starts == {}
     assert stream.starting == {0: MessageId(5, 0)}
+
+
+def test_positions_put_returned_bound_batch_reads(spark, hbase_server, hq, queue_name):
+    hq.create_queue(queue_name, partitions=3)
+    queue = hq.queue(queue_name)
+    first = queue.put_batch([(f"a{i}", "t", i % 3) for i in range(9)])
+    later = queue.put_batch([(f"b{i}", "t", i % 2) for i in range(6)])  # partitions 0 and 1
+    base = options(hbase_server, queue_name)
+    with queue.scan() as scanner:
+        everything = [m.position for m in scanner]
+
+    def spark_read(**extra: str) -> list[Position]:
+        df = spark.read.format("hqueue").options(**base, **extra).load()
+        return sorted(Position(r.partition, MessageId.parse(r.id)) for r in df.collect())
+
+    def last(positions: list[Position], partition: int) -> Position:
+        return max(p for p in positions if p.partition == partition)
+
+    # A list of positions: per partition, the last of them is the last message read.
+    after_first = spark_read(startingOffsets=json.dumps([str(p) for p in first]))
+    assert after_first == [p for p in everything if p > last(first, p.partition)] == sorted(later)
+    up_to_first = spark_read(endingOffsets=json.dumps([str(p) for p in first]))
+    assert up_to_first == sorted(first)
+    # Partitions a list leaves out are not bounded.
+    only_1 = [p for p in later if p.partition == 1]
+    assert spark_read(endingOffsets=json.dumps([str(only_1[0])])) == [
+        p for p in everything if p.partition != 1 or p <= only_1[0]
+    ]
+    # A position where an id goes, in every form the offsets take.
+    cut = later[2]  # partition 0
+    for starting in (
+        {"0": str(cut)},
+        {queue_name: {"0": str(cut)}},
+        {"partitions": {"0": str(cut), "1": None}},
+    ):
+        assert spark_read(startingOffsets=json.dumps(starting)) == [
+            p for p in everything if p.partition != 0 or p > cut
+        ]
+    assert spark_read(
+        startingOffsets=json.dumps({"1": str(first[1])}), endingOffsets=json.dumps([str(cut)])
+    ) == [
+        p
+        for p in everything
+        if (p.partition != 1 or p > first[1]) and (p.partition != 0 or p <= cut)
+    ]
+
+
+def test_bad_positions_in_offsets_are_refused_naming_the_option(hbase_server):
+    opts = options(hbase_server, "any")
+
+    def refused(match: str, **extra: str) -> None:
+        with pytest.raises(InvalidArgumentError, match=match):
+            SourceOptions.parse({**opts, **extra})
+        if "endingOffsets" not in extra:
+            with pytest.raises(InvalidArgumentError, match=match):
+                StreamOptions.parse({**opts, **extra})
+
+    refused(
+        r"option 'startingOffsets': partition 0 is given position 1@5:0, which is in partition 1",
+        startingOffsets='{"0": "1@5:0"}',
+    )
+    refused(
+        r"option 'endingOffsets': partition 2 .* in partition 0", endingOffsets='{"2": "0@5:0"}'
+    )
+    refused(r"option 'startingOffsets': '5:0' is not a position", startingOffsets='["5:0"]')
+    refused(r"option 'startingOffsets': 7 is not a position", startingOffsets="[7]")
+    refused(r"option 'endingOffsets'.*'soon' is not a message id", endingOffsets='["1@soon"]')
+    refused(r"option 'start' '1@5:0' names a partition", start="1@5:0")
+    stream = StreamOptions.parse({**opts, "startingOffsets": '["0@5:0", "0@7:1", "2@3:0"]'})
+    assert stream.starting == {0: MessageId(7, 1), 2: MessageId(3, 0)}
+    batch = SourceOptions.parse({**opts, "endingOffsets": '{"1": "1@9:0"}'})
+    assert batch.stops == {1: MessageId(9, 1)}

@@ -4,10 +4,8 @@ pushdown, and the fallback when a sidecar cannot be reached or breaks off mid-ra
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import socket
-import threading
 import time
 
 import happybase
@@ -20,6 +18,7 @@ from hqueue.spark.planning import ScanPartition
 from hqueue.spark.source import HQueueReader
 from hqueue.spark.storage import QueueReader, RowRange
 from hqueue.spark.streaming import HQueueStreamReader
+from hqueue.testing.proxy import CuttingProxy
 from tests.spark.conftest import options, store_rows
 
 BASE = 1_700_000_000_000
@@ -180,45 +179,11 @@ def test_a_range_without_sidecar_reads_through_thrift1(hbase_server, hq, queue_n
         list(reader.scan_batches([rr]))
 
 
-class _CutAfterFirstCall:
-    """A TCP proxy to a sidecar that forwards the first call and its answer, then
-    drops the connection when the second call arrives (a sidecar dying mid-range)."""
-
-    def __init__(self, target: str) -> None:
-        host, port = target.rsplit(":", 1)
-        self.target = (host, int(port))
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        self.answered = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        with contextlib.suppress(OSError):
-            client, _ = self.listener.accept()
-            upstream = socket.create_connection(self.target)
-            answered = self.answered
-
-            def down() -> None:
-                with contextlib.suppress(OSError):
-                    while data := upstream.recv(1 << 16):
-                        answered.set()
-                        client.sendall(data)
-
-            threading.Thread(target=down, daemon=True).start()
-            while data := client.recv(1 << 16):
-                if answered.is_set():
-                    break  # the second call: cut
-                upstream.sendall(data)
-            client.close()
-            upstream.close()
-
-    def close(self) -> None:
-        self.listener.close()
-
-
 def test_sidecar_breaking_off_mid_range_continues_through_thrift1(hbase_server, filled):
     queue, rows = filled
-    proxy = _CutAfterFirstCall(hbase_server.sidecar_address)
+    # The first call and its answer pass; the second one's answer is cut off (a
+    # sidecar dying mid-range).
+    proxy = CuttingProxy(hbase_server.sidecar_address, answers=1)
     try:
         ranges = [RowRange(p, *partition_range(p), proxy.address) for p in range(3)]
         with QueueReader(hbase_server.address, queue.encode(), queue) as reader:

@@ -81,3 +81,20 @@ def table(hbase: happybase.Connection) -> happybase.Table:
 def tname(hbase: happybase.Connection, name: str) -> bytes:
     """The full (prefixed) table name happybase sends for ``name``."""
     return bytes(hbase.table(name).name)
+
+
+def cv(column: bytes, value: bytes, ts: int | None = None) -> Any:
+    """A Thrift2 ``TColumnValue`` of ``b"family:qualifier"``."""
+    family, _, qualifier = column.partition(b":")
+    return H2.TColumnValue(family=family, qualifier=qualifier, value=value, timestamp=ts)
+
+
+def col(column: bytes, ts: int | None = None) -> Any:
+    """A Thrift2 ``TColumn``: ``b"family"`` (no qualifier) or ``b"family:qualifier"``."""
+    family, colon, qualifier = column.partition(b":")
+    return H2.TColumn(family=family, qualifier=qualifier if colon else None, timestamp=ts)
+
+
+def cells(res: Any) -> list[tuple[bytes, int, bytes]]:
+    """A Thrift2 ``TResult``'s cells as ``(b"family:qualifier", timestamp, value)``."""
+    return [(c.family + b":" + c.qualifier, c.timestamp, c.value) for c in res.columnValues]

@@ -1,13 +1,14 @@
 """Differential test of the standalone server against a model of HBase's data model.
 
 A hypothesis state machine drives random sequences of table operations through
-happybase, Thrift1 calls happybase lacks (``append``, ``checkAndPut``) and a Thrift2
-client (puts with per-cell timestamps, scans with versions and time ranges) against
-the session server, and the same operations against :class:`Model`, a small
-in-memory table written to be obviously right, and compares the two after every
-step. Every call is acknowledged before the next is sent and most land within the
-same millisecond, so this is the read-your-writes test: what a read returns must be
-what the acknowledged writes before it left, whatever their timestamps.
+happybase, Thrift1 calls happybase lacks (``append``, ``checkAndPut``, puts without a
+value) and a Thrift2 client (puts with per-cell timestamps and TTLs, deletes of every
+type, ``mutateRow`` and ``checkAndMutate``, scans with versions, time ranges and time
+ranges per family) against the session server, and the same operations against
+:class:`Model`, a small in-memory table written to be obviously right, and compares
+the two after every step. Every call is acknowledged before the next is sent and most
+land within the same millisecond, so this is the read-your-writes test: what a read
+returns must be what the acknowledged writes before it left, whatever their timestamps.
 
 Scans draw random filter expressions over every filter of HBase's filter language
 (:data:`filters`), each built with the model's own reading of it (:class:`MFilter`:
@@ -15,7 +16,8 @@ HBase's stages for a row, written out plainly): filters see every version a fami
 keeps, versions are counted among the cells they include.
 
 The model follows this store's rules where they differ from HBase's (docs/standalone.md):
-deletes remove cells at once instead of writing tombstones. The server stamps a
+deletes remove cells at once instead of writing tombstones, so a ``mutateRow``'s puts
+and deletes apply in their order. The server stamps a
 write without a timestamp with its clock, which the model cannot know (two writes
 in one millisecond make one version): after such a write the model reads the
 column's versions back, checks that the newest is the write's value and that the
@@ -30,6 +32,7 @@ is then reported as a ``FlakyFailure`` holding the original assertion.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import re
@@ -75,6 +78,58 @@ time_ranges = st.one_of(
         st.sampled_from([0, 2, 5, FUTURE]),
         st.sampled_from([6, 13, FUTURE, FUTURE + 3, 2**62]),
     ).filter(lambda r: r[0] <= r[1]),
+)
+
+
+family_ranges = st.one_of(
+    st.none(),
+    st.dictionaries(
+        st.sampled_from(list(FAMILIES)),
+        st.tuples(st.sampled_from([0, 2, 5, FUTURE]), st.sampled_from([6, 13, FUTURE + 3])).filter(
+            lambda r: r[0] <= r[1]
+        ),
+        min_size=1,
+    ),
+)
+FamilyRanges = dict[bytes, tuple[int, int]] | None
+
+DELETE_COLUMN, DELETE_COLUMNS, DELETE_FAMILY, DELETE_FAMILY_VERSION = 0, 1, 2, 3
+NOT_EQUAL, NO_OP = 3, 6
+TTL_NEVER = 10**12
+"""A TTL (ms) no cell of a test outlives; a TTL of 1 ms has passed for every explicit
+timestamp but FUTURE's as the cell is written."""
+
+delete_columns = st.lists(st.sampled_from([*COLUMNS, b"cf", b"one"]), max_size=2)
+delete_kinds = st.sampled_from(
+    [DELETE_COLUMN, DELETE_COLUMNS, DELETE_FAMILY, DELETE_FAMILY_VERSION]
+)
+ttls = st.sampled_from([None, None, 1, TTL_NEVER])
+row_mutations = st.one_of(
+    st.tuples(
+        st.just("put"),
+        st.lists(st.tuples(columns, values, maybe_ts), min_size=1, max_size=2),
+        maybe_ts,
+        ttls,
+    ),
+    st.tuples(st.just("delete"), delete_kinds, delete_columns, maybe_ts, maybe_ts),
+)
+"""A TMutation of a TRowMutations: ("put", cells, ts, ttl) or ("delete", kind, columns,
+column timestamp, row timestamp)."""
+
+
+def _clock_and_deletes(mutations: list[Any]) -> bool:
+    """Whether a TRowMutations has a put on the server's clock and a delete: the model
+    cannot tell which versions such a delete takes when the put lands in the
+    millisecond of a version written just before (the server's put replaces it)."""
+    clock = any(
+        m[0] == "put" and m[2] is None and any(c_ts is None for _, _, c_ts in m[1])
+        for m in mutations
+    )
+    return clock and any(m[0] == "delete" for m in mutations)
+
+
+mutation_lists = st.lists(row_mutations, min_size=1, max_size=3).filter(
+    lambda ms: not _clock_and_deletes(ms)
 )
 
 
@@ -594,6 +649,41 @@ class Model:
                 for stamp in [t for t in versions if ts is None or t <= ts]:
                     del versions[stamp]
 
+    def delete_version(self, row: bytes, column: bytes, ts: int | None) -> None:
+        """Delete one version of a column (``b"cf"``: of every column of the family):
+        the one stamped ``ts``, or without it the column's newest."""
+        for col, versions in self.rows.get(row, {}).items():
+            if col == column and ts is None:
+                if versions:
+                    del versions[max(versions)]
+            elif (col == column or _family(col) == column) and ts in versions:
+                del versions[ts]
+
+    def put_expired(self, row: bytes, column: bytes, ts: int) -> None:
+        """A put whose own TTL has passed as it is written: it replaces the version
+        of its timestamp, and is gone."""
+        self.rows.get(row, {}).get(column, {}).pop(ts, None)
+
+    def matches(self, row: bytes, column: bytes, op: int, expected: bytes | None) -> bool:
+        """HBase's checkAndMutate (``HRegion``): ``expected OP stored``; no expected
+        value checks for an absent (or empty) column, NOT_EQUAL for a present one."""
+        newest = self.newest(row, column)
+        found = None if newest is None else newest[1]
+        if not expected:
+            if found is None:
+                return op != NOT_EQUAL
+            return (found == b"") == (op != NOT_EQUAL)
+        if found is None:
+            return False
+        c = (expected > found) - (expected < found)
+        return [c < 0, c <= 0, c == 0, c != 0, c >= 0, c > 0][op]
+
+    def checked_stamp(self, row: bytes, column: bytes) -> int | None:
+        """The timestamp of a checkAndMutate's puts without one: the later of now and
+        the checked cell's (None: the server's clock, learned after)."""
+        newest = self.newest(row, column)
+        return newest[0] if newest is not None and newest[0] >= FUTURE else None
+
     def learn(self, row: bytes, column: bytes, actual: list[tuple[int, bytes]]) -> None:
         """Take the server's versions of a column just written at its clock, once they
         agree with what the model knows."""
@@ -616,16 +706,21 @@ class Model:
         return sorted(r for r, cols in self.rows.items() if any(cols.values()))
 
     def row_cells(
-        self, row: bytes, cols: list[bytes] | None, time_range: tuple[int, int] | None
+        self,
+        row: bytes,
+        cols: list[bytes] | None,
+        time_range: tuple[int, int] | None,
+        family_ranges: FamilyRanges = None,
     ) -> list[MCell]:
-        """A row's cells a scan reads: the columns asked, in the time range, every
-        version kept (newest first)."""
+        """A row's cells a scan reads: the columns asked, in the time range (a family's
+        own, if it has one), every version kept (newest first)."""
         out = []
         for column in sorted(self.rows[row]):
             if cols and column not in cols and _family(column) not in cols:
                 continue
+            bounds = (family_ranges or {}).get(_family(column), time_range)
             for ts in sorted(self.rows[row][column], reverse=True):
-                if time_range is None or time_range[0] <= ts < time_range[1]:
+                if bounds is None or bounds[0] <= ts < bounds[1]:
                     out.append((column, ts, self.rows[row][column][ts]))
         return out
 
@@ -638,6 +733,7 @@ class Model:
         max_versions: int,
         time_range: tuple[int, int] | None,
         filt: Any,
+        family_ranges: FamilyRanges = None,
     ) -> list[tuple[bytes, list[MCell]]]:
         """A scan's rows and their cells, as HBase answers it."""
         page = filt.n if isinstance(filt, Page) else None
@@ -653,7 +749,7 @@ class Model:
                 continue
             if page is not None and len(out) >= page:
                 break
-            cells = self.row_cells(row, cols, time_range)
+            cells = self.row_cells(row, cols, time_range, family_ranges)
             if filt is not None:
                 if not filt.row_ok(row, reverse):
                     if filt.done():
@@ -726,29 +822,221 @@ class TableMachine(RuleBasedStateMachine):
         if ts is None:
             self._learn(row, cells)
 
-    @rule(
-        row=rows,
-        cells=st.lists(st.tuples(columns, values, maybe_ts), min_size=1, max_size=3),
-        ts=maybe_ts,
-    )
-    def put_thrift2(
-        self, row: bytes, cells: list[tuple[bytes, bytes, int | None]], ts: int | None
-    ) -> None:
-        # A cell's own timestamp, else the put's (HBase's putFromThrift).
-        next(_steps)
-        cells = list({(c, c_ts if c_ts is not None else ts): v for c, v, c_ts in cells}.items())
+    def _tput(
+        self,
+        row: bytes,
+        cells: list[tuple[bytes, bytes, int | None]],
+        ts: int | None,
+        ttl: int | None,
+    ) -> tuple[Any, list[tuple[bytes, int | None, bytes]]]:
+        """A TPut, and its cells as the server writes them: one per column and
+        timestamp, a cell's own timestamp else the put's (HBase's putFromThrift)."""
+        written = {(c, c_ts if c_ts is not None else ts): v for c, v, c_ts in cells}
         put = H2.TPut(
             row=row,
             columnValues=[
                 H2.TColumnValue(family=_family(c), qualifier=_qualifier(c), value=v, timestamp=t)
-                for (c, t), v in cells
+                for (c, t), v in written.items()
             ],
             timestamp=ts,
+            attributes=None if ttl is None else {b"_ttl": struct.pack(">q", ttl)},
         )
-        self.thrift2.put(self.raw, put)
-        for (column, stamp), value in cells:
+        return put, [(c, t, v) for (c, t), v in written.items()]
+
+    def _model_put(
+        self,
+        row: bytes,
+        cells: list[tuple[bytes, int | None, bytes]],
+        ttl: int | None,
+        clock: int | None = None,
+    ) -> list[bytes]:
+        """Apply a put's cells to the model (``clock``: the stamp of those without one,
+        None for the server's); return the columns whose stamps it must learn."""
+        learn = []
+        for column, stamp, value in cells:
+            stamp = stamp if stamp is not None else clock
+            if ttl is not None and stamp is not None and stamp + ttl < now_ms():
+                self.model.put_expired(row, column, stamp)
+                continue
             self.model.put(row, column, value, stamp)
-        self._learn(row, [c for (c, stamp), _ in cells if stamp is None])
+            if stamp is None:
+                learn.append(column)
+        return learn
+
+    @staticmethod
+    def _ttl(
+        cells: list[tuple[bytes, bytes, int | None]], ts: int | None, ttl: int | None
+    ) -> int | None:
+        # A TTL of 1 ms only on cells of explicit timestamps: on the server's clock it
+        # would pass while the test runs.
+        if ttl == 1 and (ts is None and any(c_ts is None for _, _, c_ts in cells)):
+            return TTL_NEVER
+        return ttl
+
+    @rule(
+        row=rows,
+        cells=st.lists(st.tuples(columns, values, maybe_ts), min_size=1, max_size=3),
+        ts=maybe_ts,
+        ttl=ttls,
+    )
+    def put_thrift2(
+        self,
+        row: bytes,
+        cells: list[tuple[bytes, bytes, int | None]],
+        ts: int | None,
+        ttl: int | None,
+    ) -> None:
+        # A cell's own timestamp, else the put's (HBase's putFromThrift); with _ttl,
+        # its own TTL (Mutation.setTTL).
+        next(_steps)
+        ttl = self._ttl(cells, ts, ttl)
+        put, written = self._tput(row, cells, ts, ttl)
+        self.thrift2.put(self.raw, put)
+        self._learn(row, self._model_put(row, written, ttl))
+
+    @rule(row=rows, cols=st.lists(columns, min_size=1, max_size=2, unique=True))
+    def put_without_a_value(self, row: bytes, cols: list[bytes]) -> None:
+        # Thrift1: a put without a value writes an empty one.
+        next(_steps)
+        self.client.mutateRow(
+            self.raw, row, [Hbase.Mutation(column=c, value=None) for c in cols], {}
+        )
+        for column in cols:
+            self.model.put(row, column, b"", None)
+        self._learn(row, cols)
+
+    def _tdelete(
+        self, row: bytes, kind: int, cols: list[bytes], col_ts: int | None, row_ts: int | None
+    ) -> Any:
+        return H2.TDelete(
+            row=row,
+            columns=[
+                H2.TColumn(
+                    family=_family(c),
+                    qualifier=_qualifier(c) if b":" in c else None,
+                    timestamp=col_ts,
+                )
+                for c in cols
+            ]
+            or None,
+            timestamp=row_ts,
+            deleteType=kind,
+        )
+
+    def _model_delete(
+        self, row: bytes, kind: int, cols: list[bytes], col_ts: int | None, row_ts: int | None
+    ) -> None:
+        """Apply a TDelete to the model, as HBase's deleteFromThrift reads it."""
+        if not cols:
+            self.model.delete(row, None, row_ts)
+        for c in cols:
+            family, qualified = _family(c), _family(c) + b":" + _qualifier(c)
+            if kind == DELETE_COLUMN:
+                self.model.delete_version(row, qualified, col_ts)
+            elif kind == DELETE_COLUMNS:
+                self.model.delete(row, qualified, col_ts)
+            elif kind == DELETE_FAMILY:
+                self.model.delete(row, family, col_ts)
+            else:
+                self.model.delete_version(row, family, col_ts)
+
+    @staticmethod
+    def _refused(kind: int, cols: list[bytes], col_ts: int | None) -> bool:
+        return kind == DELETE_FAMILY_VERSION and bool(cols) and col_ts is None
+
+    @rule(
+        row=rows,
+        kind=delete_kinds,
+        cols=delete_columns,
+        col_ts=maybe_ts,
+        row_ts=maybe_ts,
+    )
+    def delete_thrift2(
+        self, row: bytes, kind: int, cols: list[bytes], col_ts: int | None, row_ts: int | None
+    ) -> None:
+        next(_steps)
+        delete = self._tdelete(row, kind, cols, col_ts, row_ts)
+        if self._refused(kind, cols, col_ts):
+            with pytest.raises(H2.TIOError, match="Timestamp is required"):
+                self.thrift2.deleteSingle(self.raw, delete)
+            return
+        self.thrift2.deleteSingle(self.raw, delete)
+        self._model_delete(row, kind, cols, col_ts, row_ts)
+
+    def _row_mutations(self, row: bytes, mutations: list[Any]) -> tuple[Any, bool]:
+        """A TRowMutations, and whether the server refuses it whole."""
+        out = []
+        refused = False
+        for m in mutations:
+            if m[0] == "put":
+                _, cells, ts, ttl = m
+                out.append(
+                    H2.TMutation(put=self._tput(row, cells, ts, self._ttl(cells, ts, ttl))[0])
+                )
+            else:
+                _, kind, cols, col_ts, row_ts = m
+                refused |= self._refused(kind, cols, col_ts)
+                out.append(
+                    H2.TMutation(deleteSingle=self._tdelete(row, kind, cols, col_ts, row_ts))
+                )
+        return H2.TRowMutations(row=row, mutations=out), refused
+
+    def _model_mutations(self, row: bytes, mutations: list[Any], clock: int | None) -> list[bytes]:
+        """Apply a TRowMutations to the model, in order; return the columns to learn."""
+        learn: list[bytes] = []
+        for m in mutations:
+            if m[0] == "put":
+                _, cells, ts, ttl = m
+                ttl = self._ttl(cells, ts, ttl)
+                learn += self._model_put(row, self._tput(row, cells, ts, ttl)[1], ttl, clock)
+            else:
+                self._model_delete(row, *m[1:])
+        return learn
+
+    @rule(row=rows, mutations=mutation_lists)
+    def mutate_row(self, row: bytes, mutations: list[Any]) -> None:
+        # Puts and deletes of one row, atomically and in order.
+        next(_steps)
+        trow, refused = self._row_mutations(row, mutations)
+        if refused:
+            with pytest.raises(H2.TIOError, match="Timestamp is required"):
+                self.thrift2.mutateRow(self.raw, trow)
+            return
+        self.thrift2.mutateRow(self.raw, trow)
+        self._learn(row, self._model_mutations(row, mutations, None))
+
+    @rule(
+        row=rows,
+        column=columns,
+        op=st.integers(0, 6),
+        expected=st.one_of(st.none(), values),
+        mutations=mutation_lists,
+    )
+    def check_and_mutate(
+        self, row: bytes, column: bytes, op: int, expected: bytes | None, mutations: list[Any]
+    ) -> None:
+        next(_steps)
+        trow, refused = self._row_mutations(row, mutations)
+        call = functools.partial(
+            self.thrift2.checkAndMutate,
+            self.raw,
+            row,
+            _family(column),
+            _qualifier(column),
+            op,
+            expected,
+            trow,
+        )
+        newest = self.model.newest(row, column)
+        if refused or (op == NO_OP and expected and newest is not None):
+            with pytest.raises(H2.TIOError):
+                call()
+            return
+        ok = self.model.matches(row, column, op, expected)
+        assert call() == ok
+        if ok:
+            clock = self.model.checked_stamp(row, column)
+            self._learn(row, self._model_mutations(row, mutations, clock))
 
     @rule(
         row=rows,
@@ -855,8 +1143,9 @@ class TableMachine(RuleBasedStateMachine):
         mput = Hbase.Mutation(column=put_column, value=put_value, isDelete=False)
         assert self.client.checkAndPut(self.raw, row, column, expected, mput, {}) == ok
         if ok:
-            self.model.put(row, put_column, put_value, None)
-            self._learn(row, [put_column])
+            stamp = self.model.checked_stamp(row, column)
+            self.model.put(row, put_column, put_value, stamp)
+            self._learn(row, [put_column] if stamp is None else [])
 
     # ------------------------------------------------------------- reads
 
@@ -906,6 +1195,7 @@ class TableMachine(RuleBasedStateMachine):
         reverse=st.booleans(),
         max_versions=st.integers(1, 3),
         time_range=time_ranges,
+        fam_ranges=family_ranges,
         batch=st.one_of(st.none(), st.integers(1, 2)),
         filt=st.one_of(st.none(), filters),
     )
@@ -917,6 +1207,7 @@ class TableMachine(RuleBasedStateMachine):
         reverse: bool,
         max_versions: int,
         time_range: tuple[int, int] | None,
+        fam_ranges: FamilyRanges,
         batch: int | None,
         filt: Any,
     ) -> None:
@@ -931,6 +1222,9 @@ class TableMachine(RuleBasedStateMachine):
             or None,
             maxVersions=max_versions,
             timeRange=None if time_range is None else H2.TTimeRange(*time_range),
+            colFamTimeRangeMap=None
+            if fam_ranges is None
+            else {f: H2.TTimeRange(*r) for f, r in fam_ranges.items()},
             filterString=None if filt is None else filt.text.encode(),
             batchSize=batch,
             reversed=reverse,
@@ -952,7 +1246,9 @@ class TableMachine(RuleBasedStateMachine):
                 for r in raw
             ]
         )
-        want = self.model.scan(start, stop, cols, reverse, max_versions, time_range, filt)
+        want = self.model.scan(
+            start, stop, cols, reverse, max_versions, time_range, filt, fam_ranges
+        )
         assert results == want, None if filt is None else filt.text
         if filt is not None:
             for _ in want:

@@ -73,4 +73,4 @@ def test_the_key_only_last_key_read_returns_the_last_row(hq: Client, queue_name:
     start, stop = partition_range(1, None, None)
     hbase = hq._context.hbase
     last = hbase.last_rowkey(hbase.table_name(queue_name), start, stop)
-    assert last == encode_rowkey(1, ids[-1])
+    assert last == encode_rowkey(*ids[-1])

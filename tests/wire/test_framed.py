@@ -46,7 +46,7 @@ def test_scan_answer_fields_are_views_of_the_reply(
     assert isinstance(answer.data, memoryview)
     assert isinstance(answer.valueViews, memoryview)
     block = MessageBlock.from_thrift(answer)
-    assert [(m.id, m.topic, m.value) for m in block.messages()] == [
+    assert [(m.position, m.topic, m.value) for m in block.messages()] == [
         (ids[i], "t", b"v%d" % i) for i in range(50)
     ]
     # The connection carries on with the next call.

@@ -13,7 +13,12 @@ from collections.abc import Sequence
 
 from hqueue.errors import ColumnFamilyNotFoundError, InvalidArgumentError, StorageError
 from hqueue.standalone.engine.cells import family_of
-from hqueue.standalone.engine.schema import MutationLike, RowMutationLike, TableDescriptor
+from hqueue.standalone.engine.schema import (
+    MutationLike,
+    RowMutationLike,
+    TableDescriptor,
+    VersionDelete,
+)
 
 __all__ = [
     "MAX_ROW_BYTES",
@@ -90,7 +95,8 @@ def check_batches(desc: TableDescriptor, batches: Sequence[RowMutationLike]) -> 
     :meth:`~hqueue.standalone.engine.writes.Writes.mutate_stamped`. None otherwise.
 
     :raises InvalidArgumentError: a row mutation without its row or mutations, an
-        empty or too long row key, a mutation without a column, a put without a value.
+        empty or too long row key, a mutation without a column, a delete of a family
+        version without its timestamp.
     :raises ColumnFamilyNotFoundError: a column names a family the table lacks.
     """
     try:
@@ -119,8 +125,9 @@ def check_batches(desc: TableDescriptor, batches: Sequence[RowMutationLike]) -> 
         return firsts, columns
     for batch in batches:
         for m in batch.mutations:
-            if not m.isDelete and m.value is None:
+            if isinstance(m, VersionDelete) and m.ts is None and b":" not in m.column:
                 raise InvalidArgumentError(
-                    f"IllegalArgumentException: put to {m.column!r} has no value"
+                    "IllegalArgumentException: Timestamp is required for TDelete with "
+                    "DeleteFamilyVersion type"
                 )
     return None

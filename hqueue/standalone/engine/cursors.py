@@ -20,8 +20,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from hqueue.errors import InvalidArgumentError
-from hqueue.standalone.engine.cells import Cell, cells_result_wire
+from hqueue.errors import InvalidArgumentError, TableStateError
+from hqueue.standalone.engine.cells import Cell, cells_result_wire, family_of
 from hqueue.standalone.engine.filters import RowDecision, apply_filter, parse_filter
 from hqueue.standalone.engine.schema import ColumnSelector, now_ms, visible_cells
 from hqueue.standalone.engine.store import Store
@@ -50,6 +50,7 @@ class ScanSpec:
     max_ts: int | None = None
     min_ts: int | None = None
     max_versions: int = 1
+    family_time_ranges: tuple[tuple[bytes, int, int], ...] = ()
     filter_string: bytes | None = None
     batch_size: int = 0
     reverse: bool = False
@@ -65,12 +66,21 @@ class Scanner:
     :raises TableStateError: the table is disabled.
     :raises ColumnFamilyNotFoundError: a column names a family the table lacks.
     :raises InvalidArgumentError: a bad or unsupported filter string.
+
+    Each of its calls fails with :class:`~hqueue.errors.TableStateError` while the
+    table is disabled (HBase closes the table's regions, and the client's next call
+    finds the table disabled: TableNotEnabledException), and with
+    :class:`~hqueue.errors.TableNotFoundError` once the table is deleted; it takes up
+    the table's schema changes as they come.
     """
 
     def __init__(self, store: Store, table: bytes, spec: ScanSpec) -> None:
         self._store = store
         self._desc = store.enabled(table)
         self.spec = spec
+        self._time_ranges: dict[bytes, tuple[int, int]] | None = None
+        if spec.family_time_ranges:
+            self._time_ranges = {fam: (lo, hi) for fam, lo, hi in spec.family_time_ranges}
         self._selector = ColumnSelector.parse(list(spec.columns), self._desc)
         self._filter = parse_filter(spec.filter_string)
         self._splits = list(self._desc.split_keys)
@@ -89,8 +99,10 @@ class Scanner:
         """Return up to ``limit`` results; an empty list means the scan is over.
 
         :raises TableNotFoundError: the table was deleted meanwhile.
+        :raises TableStateError: the table is disabled.
         """
         self.last_used = time.monotonic()
+        self._refresh()
         out: list[tuple[bytes, list[Cell]]] = []
         limit = max(limit, 1)
         self._drain_pending(out, limit)
@@ -114,6 +126,7 @@ class Scanner:
             and spec.max_ts is None
             and spec.min_ts is None
             and spec.max_versions == 1
+            and not spec.family_time_ranges
             and not spec.batch_size
             and not spec.sort_columns
         )
@@ -123,11 +136,15 @@ class Scanner:
 
         Plain scans (:attr:`plain`) send stored rows without decoding them;
         others encode what :meth:`next_rows` returns.
+
+        :raises TableNotFoundError: as :meth:`next_rows`.
+        :raises TableStateError: as :meth:`next_rows`.
         """
         if not self.plain:
             sort = self.spec.sort_columns
             return [cells_result_wire(row, cells, sort) for row, cells in self.next_rows(limit)]
         self.last_used = time.monotonic()
+        self._refresh()
         if self._done:
             return []
         results, last, exhausted = self._store.scan_wire(
@@ -142,6 +159,18 @@ class Scanner:
             self._resume, self._resume_after = last, True
         self._done = exhausted
         return results
+
+    def _refresh(self) -> None:
+        # The table as it is now: a deleted one is found by the read itself (in its
+        # own transaction), a disabled one fails the call.
+        current = self._store.current(self._desc)
+        if current is None:
+            return
+        if not current.enabled:
+            raise TableStateError(
+                f"TableNotEnabledException: {current.name.decode(errors='replace')} is disabled"
+            )
+        self._desc = current
 
     def _drain_pending(self, out: list[tuple[bytes, list[Cell]]], limit: int) -> None:
         size = self.spec.batch_size
@@ -179,12 +208,16 @@ class Scanner:
                         return False
                     if decision == RowDecision.NEXT_REGION:
                         return self._jump_region(region)
-                if spec.min_ts is not None:
+                max_ts = spec.max_ts
+                if self._time_ranges is not None:
+                    cells = self._in_time_ranges(cells)
+                    max_ts = None
+                elif spec.min_ts is not None:
                     cells = [c for c in cells if c[1] >= spec.min_ts]
                 # A filter sees every version the family keeps (HBase counts the
                 # versions among the cells the filter includes).
                 versions = _ALL_VERSIONS if filt is not None else spec.max_versions
-                visible = visible_cells(cells, cutoffs, self._selector, spec.max_ts, versions)
+                visible = visible_cells(cells, cutoffs, self._selector, max_ts, versions)
                 if filt is not None:
                     visible = apply_filter(filt, visible, spec.max_versions)
                     if filt.filter_all_remaining():
@@ -206,6 +239,20 @@ class Scanner:
             return False
         finally:
             rows.close()
+
+    def _in_time_ranges(self, cells: list[Cell]) -> list[Cell]:
+        # Each family's own [min, max), or the scan's.
+        ranges = self._time_ranges or {}
+        default = (
+            self.spec.min_ts if self.spec.min_ts is not None else -(2**63),
+            self.spec.max_ts if self.spec.max_ts is not None else 2**63,
+        )
+        out = []
+        for cell in cells:
+            lo, hi = ranges.get(family_of(cell[0]), default)
+            if lo <= cell[1] < hi:
+                out.append(cell)
+        return out
 
     def _jump_region(self, region: int) -> bool:
         # PageFilter is per region in HBase: move on to the neighbouring region.

@@ -44,6 +44,7 @@ from hqueue.errors import InvalidArgumentError
 from hqueue.standalone.engine.cells import Cell
 
 __all__ = [
+    "COMPARE_OPERATORS",
     "SUPPORTED",
     "ColumnCountGetFilter",
     "ColumnPaginationFilter",
@@ -369,7 +370,9 @@ class Comparator:
         return 0 if self.value in data.lower() else 1
 
 
-_OPERATORS: dict[bytes, Callable[[int], bool]] = {
+COMPARE_OPERATORS: dict[bytes, Callable[[int], bool]] = {
+    # HBase's CompareOperator by its filter-language token: whether a comparison's
+    # result (-1, 0, 1) passes it. The compare filters and checkAndMutate share it.
     b"<": lambda c: c < 0,
     b"<=": lambda c: c <= 0,
     b"=": lambda c: c == 0,
@@ -388,7 +391,7 @@ class _Compare:
                 "A regexstring comparator and substring comparator can only be used with "
                 "EQUAL and NOT_EQUAL"
             )
-        self.test = _OPERATORS[op]
+        self.test = COMPARE_OPERATORS[op]
         self.comparator = comparator
 
     def passes(self, data: bytes) -> bool:

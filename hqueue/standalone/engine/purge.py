@@ -17,7 +17,7 @@ import time
 import lmdb
 
 from hqueue.errors import TableNotFoundError
-from hqueue.standalone.engine.cells import decode_cells, encode_cells, family_of, single_cell
+from hqueue.standalone.engine.cells import decode_row, encode_cells, family_of, single_cell
 from hqueue.standalone.engine.reads import Reads
 from hqueue.standalone.engine.reclaim import CHUNK_SECONDS, PAUSE_SECONDS
 from hqueue.standalone.engine.rows import trim
@@ -39,7 +39,8 @@ class Purge(StorePart):
         self._reads = reads
 
     def purge(self, name: bytes, batch_rows: int = 1000) -> int:
-        """Remove expired cells and versions beyond ``max_versions`` (a major compaction).
+        """Remove expired cells (past the family's TTL or their own), versions beyond
+        ``max_versions`` and the cells of families being dropped (a major compaction).
 
         Runs in chunks, each its own write transaction, of at most ``batch_rows`` rows
         to change and a few milliseconds of work, pausing between them, so that other
@@ -83,7 +84,8 @@ class Purge(StorePart):
                 current = self._state.current(desc)
                 if current is None:
                     return 0, len(keys)
-                cutoffs = current.ttl_cutoffs(now_ms())
+                now = now_ms()
+                cutoffs = current.ttl_cutoffs(now)
                 data = self._state.data
                 deadline = time.perf_counter() + CHUNK_SECONDS
                 n = 0
@@ -101,12 +103,12 @@ class Purge(StorePart):
                         n += 1
                         txn.delete(key, db=data)
                         continue
-                    cells = decode_cells(bytes(raw))
+                    cells, ttls, expired = decode_row(bytes(raw), now)
                     kept = trim(current, cells, cutoffs)
-                    if len(kept) != len(cells):
+                    if expired or len(kept) != len(cells):
                         n += 1
                         if kept:
-                            txn.put(key, encode_cells(kept), db=data)
+                            txn.put(key, encode_cells(kept, ttls), db=data)
                         else:
                             txn.delete(key, db=data)
                 return n, len(keys)
@@ -123,7 +125,8 @@ def _purge_verdict(
 ) -> bool | None:
     """Return what a purge does with a stored row, when its header tells: True, delete
     it (its one cell expired, or its family is gone); False, nothing (its one cell
-    stays). None: the row has several cells, decode it to know."""
+    stays). None: the row has several cells, or cells with a TTL of their own: decode
+    it to know."""
     single = single_cell(raw)
     if single is None:
         return None

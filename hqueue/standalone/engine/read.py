@@ -29,7 +29,7 @@ import numpy as np
 from hqueue.errors import StorageError
 from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES
 from hqueue.standalone.engine.cells import FORMAT, decode_cells, encode_head, encode_single
-from hqueue.standalone.engine.schema import TableDescriptor
+from hqueue.standalone.engine.schema import TableDescriptor, now_ms
 from hqueue.standalone.engine.store import Store
 from hqueue.wire.block import MessageBlock, whole_rows
 
@@ -203,20 +203,21 @@ def _normalize(
     keys: list[bytes], raws: list[bytes], regular: list[bool], cutoff: int
 ) -> tuple[list[bytes], list[bytes]]:
     """Return the rows with every irregular one replaced by one single-cell row per
-    visible ``message:`` cell (its newest version, not older than ``cutoff``), in
-    column order, as a scan sees them.
+    visible ``message:`` cell (its newest version, not older than ``cutoff`` nor past
+    a TTL of its own), in column order, as a scan sees them.
 
     :raises StorageError: if a row cannot be decoded.
     """
     out_keys: list[bytes] = []
     out_raws: list[bytes] = []
+    now = now_ms()
     for key, raw, ok in zip(keys, raws, regular, strict=True):
         if ok:
             out_keys.append(key)
             out_raws.append(raw)
             continue
         try:
-            cells = decode_cells(raw)
+            cells = decode_cells(raw, now)
         except (ValueError, IndexError, struct.error) as exc:
             raise StorageError(f"row {key!r} is corrupt: {exc}") from None
         seen: set[bytes] = set()

@@ -50,12 +50,17 @@ class ReadModifyWrite(StorePart):
         return int(_LONG.unpack(value)[0])
 
     def increment_columns(
-        self, name: bytes, row: bytes, amounts: Sequence[tuple[bytes, int]]
+        self,
+        name: bytes,
+        row: bytes,
+        amounts: Sequence[tuple[bytes, int]],
+        ttl: int | None = None,
     ) -> list[Cell]:
         """Add amounts to 64-bit big-endian counter cells of one row, atomically, as
         HBase's Increment: a missing cell starts at its amount. Return the new cells
         ``(column, timestamp, value)``, one per column, sorted by column as HBase's
-        Result is (a column named twice gets both amounts).
+        Result is (a column named twice gets both amounts). With ``ttl`` the new cells
+        expire ``ttl`` ms after their timestamp (HBase's ``Mutation.setTTL``).
 
         :raises StorageError: as :meth:`increment`; nothing is written.
         :raises InvalidArgumentError: as :meth:`increment`; no columns.
@@ -63,13 +68,20 @@ class ReadModifyWrite(StorePart):
         :raises TableStateError: as :meth:`mutate_rows`.
         :raises ColumnFamilyNotFoundError: as :meth:`mutate_rows`.
         """
-        return self._apply(name, row, amounts, _add_to_counter)
+        return self._apply(name, row, amounts, _add_to_counter, ttl)
 
-    def append(self, name: bytes, row: bytes, deltas: Sequence[tuple[bytes, bytes]]) -> list[Cell]:
+    def append(
+        self,
+        name: bytes,
+        row: bytes,
+        deltas: Sequence[tuple[bytes, bytes]],
+        ttl: int | None = None,
+    ) -> list[Cell]:
         """Append bytes to cells of one row, atomically, as HBase's Append: a missing
         cell starts empty, so it becomes the appended bytes. Return the new cells
         ``(column, timestamp, value)``, one per column, sorted by column as HBase's
-        Result is (a column named twice gets both appends, in order).
+        Result is (a column named twice gets both appends, in order). ``ttl`` as for
+        :meth:`increment_columns`.
 
         :raises InvalidArgumentError: no columns, a column or value missing; as
             :meth:`mutate_rows` otherwise.
@@ -78,7 +90,7 @@ class ReadModifyWrite(StorePart):
         :raises ColumnFamilyNotFoundError: as :meth:`mutate_rows`.
         :raises StorageError: as :meth:`mutate_rows`.
         """
-        return self._apply(name, row, deltas, _append_bytes)
+        return self._apply(name, row, deltas, _append_bytes, ttl)
 
     def _apply(
         self,
@@ -86,6 +98,7 @@ class ReadModifyWrite(StorePart):
         row: bytes,
         deltas: Sequence[tuple[bytes, Any]],
         combine: Callable[[bytes | None, Any], bytes],
+        ttl: int | None,
     ) -> list[Cell]:
         # Increment and Append: each column's newest visible value and its delta
         # make the new value, written at _delta_stamp, all columns in one write.
@@ -110,7 +123,8 @@ class ReadModifyWrite(StorePart):
                 new = combine(cell[2] if cell is not None else None, delta)
                 done[full] = (full, _delta_stamp(cell), new)
             for full, stamp, new in done.values():
-                apply_row(txn, data, current, RowMutation(row, [Mutation(full, new)]), stamp, None)
+                put = RowMutation(row, [Mutation(full, new)])
+                apply_row(txn, data, current, put, stamp, None, ttl)
             return [done[column] for column in sorted(done)]
 
         return self._state.committer.submit(apply)

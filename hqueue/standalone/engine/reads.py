@@ -18,6 +18,7 @@ from collections.abc import Generator
 
 from hqueue.standalone.engine.cells import (
     COLUMNS_START,
+    FORMAT,
     HEADER_SIZE,
     ROW_HEADER,
     ROW_RESULT_START,
@@ -60,7 +61,8 @@ class Reads(StorePart):
         """
         desc = self._state.enabled(name)
         selector = ColumnSelector.parse(columns, desc)
-        cutoffs = desc.ttl_cutoffs(now_ms())
+        now = now_ms()
+        cutoffs = desc.ttl_cutoffs(now)
         prefix = desc.prefix
         out = []
         with self._state.env.begin(db=self._state.data) as txn:
@@ -68,7 +70,9 @@ class Reads(StorePart):
                 raw = txn.get(prefix + row)
                 if raw is None:
                     continue
-                cells = visible_cells(decode_cells(raw), cutoffs, selector, max_ts, max_versions)
+                cells = visible_cells(
+                    decode_cells(raw, now), cutoffs, selector, max_ts, max_versions
+                )
                 if cells:
                     out.append((row, cells))
         return out
@@ -176,14 +180,17 @@ class Reads(StorePart):
         reverse: bool = False,
         after: bytes | None = None,
     ) -> Generator[tuple[bytes, list[Cell]], None, None]:
-        """As :meth:`iter_raw`, with each row decoded into all its cells (no visibility rules).
+        """As :meth:`iter_raw`, with each row decoded into its cells: all but those past
+        a TTL of their own (the family's TTL and the other visibility rules are the
+        caller's, see :func:`~hqueue.standalone.engine.schema.visible_cells`).
 
         :raises TableNotFoundError: as :meth:`iter_raw`.
         """
         rows = self.iter_raw(desc, start, stop, reverse, after)
+        now = now_ms()
         try:
             for row, raw in rows:
-                yield row, decode_cells(raw)
+                yield row, decode_cells(raw, now)
         finally:
             rows.close()
 
@@ -200,13 +207,14 @@ class Reads(StorePart):
 
         A plain scan returns every column's newest visible version. A row whose
         newest cells are all within the TTL is sent as stored, unparsed; only
-        rows with expired cells are decoded.
+        rows with expired cells, or with cells of a TTL of their own, are decoded.
 
         Return ``(results, last row read, True if the range is exhausted)``.
 
         :raises TableNotFoundError: as :meth:`iter_raw`.
         """
-        cutoffs = desc.ttl_cutoffs(now_ms())
+        now = now_ms()
+        cutoffs = desc.ttl_cutoffs(now)
         # A row whose oldest newest-cell is at or above every family's cutoff
         # is wholly visible and goes out as stored.
         newest_cutoff = max(cutoffs.values()) if cutoffs else -1
@@ -220,8 +228,8 @@ class Reads(StorePart):
         try:
             for row, raw in rows:
                 last = row
-                _, min_ts, newest_len, _ = unpack_header(raw)
-                if min_ts >= newest_cutoff:
+                fmt, min_ts, newest_len, _ = unpack_header(raw)
+                if min_ts >= newest_cutoff and fmt == FORMAT:
                     append(
                         b"".join(
                             (
@@ -235,7 +243,7 @@ class Reads(StorePart):
                         )
                     )
                 else:
-                    cells = visible_cells(decode_cells(raw), cutoffs, None, None, 1)
+                    cells = visible_cells(decode_cells(raw, now), cutoffs, None, None, 1)
                     if cells:
                         append(cells_result_wire(row, cells))
                 if len(out) >= limit:

@@ -14,14 +14,18 @@ import lmdb
 
 from hqueue.standalone.engine.cells import (
     Cell,
+    CellTTLs,
     decode_cells,
+    decode_row,
     encode_cells,
     family_of,
     kv_order,
 )
 from hqueue.standalone.engine.schema import (
+    MutationLike,
     RowMutationLike,
     TableDescriptor,
+    VersionDelete,
     now_ms,
     visible_cells,
 )
@@ -40,7 +44,8 @@ def newest_cell(
     raw = txn.get(desc.prefix + row, db=data)
     if raw is None:
         return None
-    cells = visible_cells(decode_cells(bytes(raw)), desc.ttl_cutoffs(now_ms()), None, None, 1)
+    now = now_ms()
+    cells = visible_cells(decode_cells(bytes(raw), now), desc.ttl_cutoffs(now), None, None, 1)
     for cell in cells:
         if cell[0] == column:
             return cell
@@ -54,46 +59,83 @@ def apply_row(
     batch: RowMutationLike,
     stamp: int,
     delete_ts: int | None,
+    ttl: int | None = None,
 ) -> None:
     """Apply one row's mutations to what is stored: its deletes first (of the versions
-    at or before ``delete_ts``, or of every version when it is None), then its puts,
-    stamped ``stamp``, trimmed to each family's ``max_versions``. A row left with no
-    cell is removed."""
+    at or before ``delete_ts``, or of every version when it is None; a
+    :class:`~hqueue.standalone.engine.schema.VersionDelete` of the one version it
+    names), then its puts, stamped ``stamp`` (a put without a value writes an empty
+    one, as HBase's Thrift1 does), each with its own TTL of ``ttl`` ms when given,
+    trimmed to each family's ``max_versions``. Cells past their own TTL are dropped on
+    the way; a row left with no cell is removed."""
     key = desc.prefix + batch.row
     raw = txn.get(key, db=data)
-    cells = decode_cells(bytes(raw)) if raw is not None else []
+    now = now_ms()
+    cells: list[Cell] = []
+    ttls: CellTTLs = {}
+    if raw is not None:
+        cells, ttls, _ = decode_row(bytes(raw), now)
     puts: dict[tuple[bytes, int], bytes] = {}
     for m in batch.mutations:
-        column = m.column
         if m.isDelete:
-            whole_family = b":" not in column
-            fam = family_of(column)
-            cells = [
-                c
-                for c in cells
-                if not (
-                    (family_of(c[0]) == fam if whole_family else c[0] == column)
-                    and (delete_ts is None or c[1] <= delete_ts)
-                )
-            ]
+            cells = _delete(cells, m, desc, delete_ts, now)
     for m in batch.mutations:
         if not m.isDelete:
             column = m.column if b":" in m.column else m.column + b":"
-            puts[(column, stamp)] = m.value  # type: ignore[assignment]
+            puts[(column, stamp)] = m.value if m.value is not None else b""
     if puts:
         if cells:
             merged = {(c[0], c[1]): c[2] for c in cells}
             merged.update(puts)
         else:
             merged = puts
+        if ttl is not None:
+            ttls.update(dict.fromkeys(puts, ttl))
+        elif ttls:
+            for put in puts:
+                ttls.pop(put, None)
         cells = [(c, t, v) for (c, t), v in merged.items()]
+        if ttl is not None and stamp + ttl < now:
+            cells = [c for c in cells if c[:2] not in puts]  # expired as it is written
         if len(cells) > 1:
             cells.sort(key=kv_order)
             cells = trim(desc, cells, None)
     if cells:
-        txn.put(key, encode_cells(cells), db=data)
+        txn.put(key, encode_cells(cells, ttls), db=data)
     elif raw is not None:
         txn.delete(key, db=data)
+
+
+def _delete(
+    cells: list[Cell], m: MutationLike, desc: TableDescriptor, delete_ts: int | None, now: int
+) -> list[Cell]:
+    """Return the cells a delete mutation leaves (see :func:`apply_row`)."""
+    column = m.column
+    whole_family = b":" not in column
+    fam = family_of(column)
+    if isinstance(m, VersionDelete):
+        if m.ts is not None:
+            return [
+                c
+                for c in cells
+                if not (
+                    c[1] == m.ts and (family_of(c[0]) == fam if whole_family else c[0] == column)
+                )
+            ]
+        # The newest visible version: HBase's Delete.addColumn finds its timestamp
+        # with a get of the column.
+        newest = visible_cells(
+            [c for c in cells if c[0] == column], desc.ttl_cutoffs(now), None, None, 1
+        )
+        return [c for c in cells if c not in newest]
+    return [
+        c
+        for c in cells
+        if not (
+            (family_of(c[0]) == fam if whole_family else c[0] == column)
+            and (delete_ts is None or c[1] <= delete_ts)
+        )
+    ]
 
 
 def trim(desc: TableDescriptor, cells: list[Cell], cutoffs: dict[bytes, int] | None) -> list[Cell]:

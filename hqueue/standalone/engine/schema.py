@@ -3,8 +3,9 @@
 HBase's schema types as its Thrift1 service carries them (:class:`FamilyOptions`,
 :class:`TableDescriptor`, :class:`Region`), the columns a read asks for
 (:class:`ColumnSelector`), the changes a write makes (:class:`Mutation`,
-:class:`RowMutation`, and the protocols Thrift1's own objects satisfy), and which
-stored cells a read sees (:func:`visible_cells`: versions, TTL, columns, time range).
+:class:`VersionDelete`, :class:`RowMutation`, and the protocols Thrift1's own objects
+satisfy, and a put's own TTL, :func:`ttl_attribute`), and which stored cells a read
+sees (:func:`visible_cells`: versions, TTL, columns, time range).
 Pure values and functions: the LMDB layout is :mod:`~hqueue.standalone.engine.store`'s.
 """
 
@@ -17,12 +18,15 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from hqueue.errors import ColumnFamilyNotFoundError
+from hqueue.errors import ColumnFamilyNotFoundError, InvalidArgumentError
 from hqueue.standalone.engine.cells import Cell, family_of
 
 __all__ = [
+    "DEFAULT_NAMESPACE",
     "FOREVER",
+    "SYSTEM_NAMESPACE",
     "TABLE_ID",
+    "TTL_ATTRIBUTE",
     "ColumnSelector",
     "FamilyOptions",
     "Mutation",
@@ -31,7 +35,10 @@ __all__ = [
     "RowMutation",
     "RowMutationLike",
     "TableDescriptor",
+    "VersionDelete",
+    "namespace_of",
     "now_ms",
+    "ttl_attribute",
     "visible_cells",
 ]
 
@@ -40,6 +47,18 @@ FOREVER = 2**31 - 1
 
 TABLE_ID = struct.Struct(">I")
 """A table's id as the 4 bytes that start every data key of the table."""
+
+DEFAULT_NAMESPACE = b"default"
+"""HBase's namespace of a table named without one."""
+
+SYSTEM_NAMESPACE = b"hbase"
+"""HBase's namespace of its own tables; like ``default``, it always exists."""
+
+TTL_ATTRIBUTE = b"_ttl"
+"""The operation attribute that carries HBase's ``Mutation.setTTL`` (an 8-byte long, ms)."""
+
+_HIDDEN = 2**63
+"""A TTL cutoff no cell passes: the cutoff of a family being dropped."""
 
 
 def now_ms() -> int:
@@ -90,6 +109,9 @@ class TableDescriptor:
     split_keys: tuple[bytes, ...] = ()
     enabled: bool = True
     created_ms: int = 0
+    dropped_families: tuple[bytes, ...] = ()
+    """Families deleted from the table whose cells may still be stored: no read sees
+    them, and a family of the same name is added back only once they are purged."""
     prefix: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -104,12 +126,16 @@ class TableDescriptor:
         ]
 
     def ttl_cutoffs(self, now: int) -> dict[bytes, int]:
-        """Return, per family with a TTL, the oldest timestamp still visible at ``now``."""
-        return {
+        """Return, per family with a TTL, the oldest timestamp still visible at ``now``;
+        a family being dropped has a cutoff no timestamp reaches."""
+        cutoffs = {
             name: now - opts.time_to_live * 1000
             for name, opts in self.families.items()
             if opts.time_to_live < FOREVER
         }
+        for name in self.dropped_families:
+            cutoffs[name] = _HIDDEN
+        return cutoffs
 
     def to_json(self) -> bytes:
         """Serialize for the ``meta`` database."""
@@ -121,6 +147,7 @@ class TableDescriptor:
                 "created_ms": self.created_ms,
                 "split_keys": [k.hex() for k in self.split_keys],
                 "families": {k.hex(): asdict(v) for k, v in self.families.items()},
+                "dropped_families": [f.hex() for f in self.dropped_families],
             }
         ).encode()
 
@@ -135,13 +162,22 @@ class TableDescriptor:
             created_ms=d["created_ms"],
             split_keys=tuple(bytes.fromhex(k) for k in d["split_keys"]),
             families={bytes.fromhex(k): FamilyOptions(**v) for k, v in d["families"].items()},
+            dropped_families=tuple(bytes.fromhex(f) for f in d.get("dropped_families", ())),
         )
 
     def with_changes(self, **changes: Any) -> TableDescriptor:
         """Return a copy with the given fields replaced."""
         values = {
             k: getattr(self, k)
-            for k in ("name", "table_id", "families", "split_keys", "enabled", "created_ms")
+            for k in (
+                "name",
+                "table_id",
+                "families",
+                "split_keys",
+                "enabled",
+                "created_ms",
+                "dropped_families",
+            )
         }
         values.update(changes)
         return TableDescriptor(**values)
@@ -222,11 +258,49 @@ class Mutation:
 
 
 @dataclass(frozen=True, slots=True)
+class VersionDelete:
+    """A delete of one version, HBase's ``Delete.addColumn`` (``DELETE_COLUMN``) and,
+    of a bare family ``b"cf"``, ``Delete.addFamilyVersion`` (``DELETE_FAMILY_VERSION``):
+    the cells stamped exactly ``ts``; without ``ts``, the column's newest visible
+    version (a family version delete needs ``ts``). It carries its own timestamp:
+    the one a write's deletes are given is not its."""
+
+    column: bytes
+    ts: int | None = None
+    value: None = None
+    isDelete: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class RowMutation:
     """Mutations of one row (see :class:`RowMutationLike`)."""
 
     row: bytes
     mutations: Sequence[MutationLike]
+
+
+def namespace_of(name: bytes) -> bytes:
+    """Return the namespace of a table name (``ns:qualifier``, else ``default``)."""
+    ns, colon, _ = name.rpartition(b":")
+    return ns if colon else DEFAULT_NAMESPACE
+
+
+def ttl_attribute(attributes: dict[bytes, bytes] | None) -> int | None:
+    """Return the TTL (ms) an operation's attributes give its cells (HBase's
+    ``Mutation.setTTL``, the attribute ``_ttl``), or None.
+
+    :raises InvalidArgumentError: the value is shorter than 8 bytes (HBase's
+        ``Bytes.toLong`` reads the first 8).
+    """
+    raw = (attributes or {}).get(TTL_ATTRIBUTE)
+    if raw is None:
+        return None
+    if len(raw) < 8:
+        raise InvalidArgumentError(
+            f"IllegalArgumentException: offset (0) + length (8) exceed the capacity of the "
+            f"array: {len(raw)} (the {TTL_ATTRIBUTE.decode()} attribute)"
+        )
+    return int.from_bytes(raw[:8], "big", signed=True)
 
 
 def visible_cells(

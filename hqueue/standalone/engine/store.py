@@ -32,7 +32,8 @@ The parts: a :class:`Store` is a front over small collaborators, one job each,
 that share one :class:`~hqueue.standalone.engine.state.StoreState` (the LMDB
 environment, the schema, the group committer, and the checks of a table):
 
-- :mod:`~hqueue.standalone.engine.tables`: table administration and dropped tables;
+- :mod:`~hqueue.standalone.engine.tables`: namespaces, table administration and
+  dropped tables;
 - :mod:`~hqueue.standalone.engine.reads`: reads by key and by range;
 - :mod:`~hqueue.standalone.engine.writes`: puts and deletes, conditional or not;
 - :mod:`~hqueue.standalone.engine.read_modify_write`: Increment and Append;
@@ -42,7 +43,8 @@ environment, the schema, the group committer, and the checks of a table):
   row within a transaction).
 
 Composition rather than mixins: each part is handed what it uses in its
-constructor (the shared state; the purge also the reads), so it reads alone and
+constructor (the shared state; the purge also the reads, the table administration
+the purge), so it reads alone and
 imports no other part but that, where a mixin reaches for attributes and methods
 that another mixin sets on the same ``self``. (The parts' one base class,
 :class:`~hqueue.standalone.engine.state.StorePart`, only keeps the state.) The
@@ -126,11 +128,11 @@ class Store:
         # The environment's handles, which tests read (LMDB's counters, the commit queue).
         self._env, self._data, self._committer = state.env, state.data, state.committer
         self._reclaimer = Reclaimer(self._reclaim_chunk)
-        self._tables = Tables(state, self._reclaimer)
         self._reads = Reads(state)
+        self._purge = Purge(state, self._reads)
+        self._tables = Tables(state, self._reclaimer, self._purge.purge)
         self._writes = Writes(state)
         self._read_modify_write = ReadModifyWrite(state)
-        self._purge = Purge(state, self._reads)
         if self.dropped_tables():
             self._reclaimer.wake()  # a purge the last process did not finish
 
@@ -147,10 +149,21 @@ class Store:
     # ------------------------------------------------------------------ admin
     table_names = _delegate("_tables", Tables.table_names)
     describe = _delegate("_state", StoreState.describe)
+    current = _delegate("_state", StoreState.current)
     create_table = _delegate("_tables", Tables.create_table)
     set_enabled = _delegate("_tables", Tables.set_enabled)
     modify_family = _delegate("_tables", Tables.modify_family)
+    add_family = _delegate("_tables", Tables.add_family)
+    delete_family = _delegate("_tables", Tables.delete_family)
+    modify_table = _delegate("_tables", Tables.modify_table)
+    truncate_table = _delegate("_tables", Tables.truncate_table)
     delete_table = _delegate("_tables", Tables.delete_table)
+    namespaces = _delegate("_tables", Tables.namespaces)
+    namespace = _delegate("_tables", Tables.namespace)
+    namespace_tables = _delegate("_tables", Tables.namespace_tables)
+    create_namespace = _delegate("_tables", Tables.create_namespace)
+    modify_namespace = _delegate("_tables", Tables.modify_namespace)
+    delete_namespace = _delegate("_tables", Tables.delete_namespace)
     dropped_tables = _delegate("_tables", Tables.dropped_tables)
     wait_reclaimed = _delegate("_tables", Tables.wait_reclaimed)
 
@@ -168,6 +181,7 @@ class Store:
     put_columns = _delegate("_writes", Writes.put_columns)
     put_columns_queued = _delegate("_writes", Writes.put_columns_queued)
     check_and_put = _delegate("_writes", Writes.check_and_put)
+    check_and_mutate = _delegate("_writes", Writes.check_and_mutate)
 
     # ------------------------------------------------------ read-modify-write
     increment = _delegate("_read_modify_write", ReadModifyWrite.increment)

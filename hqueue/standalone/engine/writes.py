@@ -26,6 +26,7 @@ from hqueue.standalone.engine.checks import (
     check_family,
     check_row,
 )
+from hqueue.standalone.engine.filters import COMPARE_OPERATORS
 from hqueue.standalone.engine.rows import apply_row, newest_cell
 from hqueue.standalone.engine.schema import (
     Mutation,
@@ -36,7 +37,16 @@ from hqueue.standalone.engine.schema import (
 )
 from hqueue.standalone.engine.state import StorePart
 
-__all__ = ["Writes"]
+__all__ = ["MutationGroup", "Writes"]
+
+
+MutationGroup = (
+    tuple[int | None, Sequence[RowMutationLike]]
+    | tuple[int | None, Sequence[RowMutationLike], int | None]
+)
+"""Row mutations written with one timestamp: ``(ts, row mutations)``, or ``(ts, row
+mutations, ttl)`` whose puts' cells carry a TTL of their own (ms, HBase's
+``Mutation.setTTL``). ``ts`` None stands for the server's clock."""
 
 
 class Writes(StorePart):
@@ -48,34 +58,38 @@ class Writes(StorePart):
         batches: Sequence[RowMutationLike],
         ts: int | None = None,
         checks: Sequence[Check] = (),
+        ttl: int | None = None,
     ) -> None:
         """Apply deletes and puts to rows, durably, all or nothing, if every one of
         ``checks`` holds at that moment (checked in the write's own transaction).
 
         Within a row, deletes are applied before puts (HBase Thrift1's order).
-        A put without ``ts`` is stamped with the current time; a delete without
-        ``ts`` removes every version, with ``ts`` the versions at or before it.
-        Thrift1 ``BatchMutation`` objects are accepted as they are.
+        A put without ``ts`` is stamped with the current time, a put without a value
+        writes an empty one; with ``ttl`` the put's cells expire ``ttl`` ms after their
+        timestamp. A delete without ``ts`` removes every version, with ``ts`` the
+        versions at or before it; a
+        :class:`~hqueue.standalone.engine.schema.VersionDelete` the one version it
+        names. Thrift1 ``BatchMutation`` objects are accepted as they are.
 
         :raises TableNotFoundError: no such table.
         :raises TableStateError: the table is disabled.
         :raises ColumnFamilyNotFoundError: a column names a family the table lacks.
-        :raises InvalidArgumentError: empty or too long row key, put without a value,
-            mutation without a column.
+        :raises InvalidArgumentError: empty or too long row key, mutation without a
+            column, a family version delete without its timestamp.
         :raises FencedError: a check failed; nothing was written.
         :raises StorageError: the commit itself failed or the store is closed.
         """
-        self.mutate_stamped(name, [(ts, batches)], checks)
+        self.mutate_stamped(name, [(ts, batches, ttl)], checks)
 
     def mutate_stamped(
         self,
         name: bytes,
-        groups: Sequence[tuple[int | None, Sequence[RowMutationLike]]],
+        groups: Sequence[MutationGroup],
         checks: Sequence[Check] = (),
     ) -> None:
-        """As :meth:`mutate_rows`, for ``groups`` of ``(ts, row mutations)`` each with
-        its own timestamp (Thrift2's cells carry their own), all checked before any is
-        applied and applied in one write, all or nothing.
+        """As :meth:`mutate_rows`, for ``groups`` each with its own timestamp (Thrift2's
+        cells carry their own) and TTL, all checked before any is applied and applied
+        in one write, in order, all or nothing.
 
         :raises TableNotFoundError: as :meth:`mutate_rows`.
         :raises TableStateError: as :meth:`mutate_rows`.
@@ -85,22 +99,78 @@ class Writes(StorePart):
         :raises StorageError: as :meth:`mutate_rows`.
         """
         desc = self._state.enabled(name)
-        checked = [(ts, batches, check_batches(desc, batches)) for ts, batches in groups]
+        checked = _checked(desc, groups)
         check_conditions(desc, checks)
 
         def apply(txn: lmdb.Transaction) -> None:
             current = self._state.live(desc)
             self._state.require(txn, current, checks)
-            now = now_ms()
-            for ts, batches, single_puts in checked:
-                stamp = now if ts is None else ts
-                if single_puts is not None:
-                    self._put_simple(txn, current, batches, single_puts, stamp)
-                else:
-                    for batch in batches:
-                        apply_row(txn, self._state.data, current, batch, stamp, ts)
+            self._apply(txn, current, checked, now_ms())
 
         self._state.committer.submit(apply)
+
+    def check_and_mutate(
+        self,
+        name: bytes,
+        row: bytes,
+        column: bytes,
+        op: bytes,
+        expected: bytes | None,
+        groups: Sequence[MutationGroup],
+    ) -> bool:
+        """Apply ``groups`` (as :meth:`mutate_stamped`) if ``column``'s newest visible
+        value in ``row`` passes ``expected OP value`` (HBase's checkAndMutate: the
+        expected value on the left); return True if they were applied.
+
+        ``op`` is a token of
+        :data:`~hqueue.standalone.engine.filters.COMPARE_OPERATORS`. As in HBase's
+        ``HRegion.checkAndMutate``, an expected value that is None or empty checks
+        that the column is absent or empty (with ``!=``: present and not empty), and
+        a column that is absent passes no other check. The puts without a timestamp
+        are stamped the later of now and the checked cell's timestamp.
+
+        :raises InvalidArgumentError: as :meth:`mutate_rows`; a row mutation of another
+            row; an operator that compares (``NO_OP``, HBase's RuntimeException).
+        :raises TableNotFoundError: as :meth:`mutate_rows`.
+        :raises TableStateError: as :meth:`mutate_rows`.
+        :raises ColumnFamilyNotFoundError: as :meth:`mutate_rows`.
+        :raises StorageError: as :meth:`mutate_rows`.
+        """
+        desc = self._state.enabled(name)
+        check_row(row)
+        check_family(desc, column)
+        for group in groups:
+            if any(batch.row != row for batch in group[1]):
+                raise InvalidArgumentError(
+                    "DoNotRetryIOException: Action's getRow must match the passed row"
+                )
+        checked = _checked(desc, groups)
+
+        def apply(txn: lmdb.Transaction) -> bool:
+            current = self._state.live(desc)
+            newest = newest_cell(txn, self._state.data, current, row, column)
+            if not _matches(op, expected, None if newest is None else newest[2]):
+                return False
+            now = now_ms()
+            self._apply(txn, current, checked, now if newest is None else max(now, newest[1]))
+            return True
+
+        return self._state.committer.submit(apply)
+
+    def _apply(
+        self,
+        txn: lmdb.Transaction,
+        desc: TableDescriptor,
+        checked: list[_Checked],
+        now: int,
+    ) -> None:
+        for ts, batches, ttl, single_puts in checked:
+            stamp = now if ts is None else ts
+            if single_puts is not None:
+                self._put_simple(txn, desc, batches, single_puts, stamp)
+            else:
+                for batch in batches:
+                    apply_row(txn, self._state.data, desc, batch, stamp, ts, ttl)
 
     def _put_simple(
         self,
@@ -212,12 +282,13 @@ class Writes(StorePart):
         expected: bytes | None,
         put_column: bytes,
         put_value: bytes,
+        ttl: int | None = None,
     ) -> bool:
         """Put one cell if ``column``'s newest visible value equals ``expected``; return
         True if the put was applied.
 
-        ``expected`` None or b"" means the column must be absent (or, for b"",
-        empty), as in HBase's checkAndMutate.
+        ``expected`` None or b"" means the column must be absent (or empty), as in
+        HBase's checkAndMutate (:meth:`check_and_mutate`, which this is with ``=``).
 
         :raises TableNotFoundError: as :meth:`mutate_rows`.
         :raises TableStateError: as :meth:`mutate_rows`.
@@ -225,24 +296,39 @@ class Writes(StorePart):
         :raises InvalidArgumentError: as :meth:`mutate_rows`.
         :raises StorageError: as :meth:`mutate_rows`.
         """
-        desc = self._state.enabled(name)
-        check_row(row)
-        for col in (column, put_column):
-            check_family(desc, col)
+        put = RowMutation(row, [Mutation(put_column, put_value)])
+        return self.check_and_mutate(name, row, column, b"=", expected, [(None, [put], ttl)])
 
-        def apply(txn: lmdb.Transaction) -> bool:
-            current = self._state.live(desc)
-            newest = newest_cell(txn, self._state.data, current, row, column)
-            value = newest[2] if newest is not None else None
-            # HBase treats an empty expected value like a missing one.
-            ok = value == expected if expected else value is None or value == b""
-            if ok:
-                stamp = now_ms()
-                put = RowMutation(row, [Mutation(put_column, put_value)])
-                apply_row(txn, self._state.data, current, put, stamp, None)
-            return ok
 
-        return self._state.committer.submit(apply)
+_Checked = tuple[int | None, Sequence[RowMutationLike], int | None, SinglePuts | None]
+
+
+def _checked(desc: TableDescriptor, groups: Sequence[MutationGroup]) -> list[_Checked]:
+    """Validate every group before anything is written; return each with its TTL and
+    its fast path (puts with a TTL of their own take the general one)."""
+    out: list[_Checked] = []
+    for group in groups:
+        ts, batches = group[0], group[1]
+        ttl = group[2] if len(group) > 2 else None
+        single_puts = check_batches(desc, batches)
+        out.append((ts, batches, ttl, single_puts if ttl is None else None))
+    return out
+
+
+def _matches(op: bytes, expected: bytes | None, found: bytes | None) -> bool:
+    """Return whether a checkAndMutate's check passes (``HRegion.checkAndMutate``)."""
+    if not expected:
+        if found is None:
+            return op != b"!="
+        return (found == b"") == (op != b"!=")
+    if found is None:
+        return False
+    test = COMPARE_OPERATORS.get(op)
+    if test is None:
+        raise InvalidArgumentError(
+            f"RuntimeException: Unknown Compare op {op.decode(errors='replace')}"
+        )
+    return test((expected > found) - (expected < found))
 
 
 def _head(column: bytes) -> bytes:

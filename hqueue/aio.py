@@ -1,0 +1,352 @@
+"""hqueue for asyncio: the same client, queues, positions and errors, awaitable.
+
+``await hqueue.aio.connect(...)`` returns an :class:`AsyncClient`; its queues put, send,
+get, scan and subscribe as :class:`hqueue.Queue`'s do, with the same arguments, the same
+:class:`~hqueue.message.Position` results and the same :class:`~hqueue.HQueueError`
+subclasses, so code moves between the two by adding or removing ``await``.
+
+How it works, and what that means for an event loop:
+
+- A call that waits for a server (``put``, ``get``, a scanner's next batch, admin calls)
+  runs the blocking client's call on the client's own thread pool (``max_workers``,
+  default 8) and is awaited, so the loop never blocks. hqueue's I/O is sockets and
+  fsyncs, which release the GIL, so those threads overlap; the pool bounds how many
+  such calls run at once.
+- ``send`` does not use the pool: the blocking client's asynchronous producer already
+  returns at once and sends from its own thread, lingering to batch messages; its
+  future is wrapped in an asyncio future of the loop that called ``send``. For many
+  small messages, ``send`` is the fast path, as in the blocking client.
+- A subscriber's listener may be a coroutine function (or a
+  :class:`~hqueue.MessageListener` whose ``on_messages`` is one): it runs on the event
+  loop that called :meth:`AsyncQueue.subscribe`, one batch at a time, and its result is
+  the batch's :class:`~hqueue.ConsumeStatus`. A plain function runs on the subscriber's
+  server threads, as in the blocking client. The loop must keep running while the
+  subscriber does: a batch waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Sequence,
+)
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ParamSpec, TypeVar, cast
+
+from hqueue.client.admin import QueueDescription
+from hqueue.client.client import Client, Queue
+from hqueue.client.client import connect as _connect
+from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
+from hqueue.client.subscriber import ConsumeStatus, Listener, MessageListener, Subscriber
+from hqueue.client.subscription_admin import LagReport, SubscriptionInfo
+from hqueue.errors import InvalidArgumentError
+from hqueue.message import Message, MessageId, Position
+from hqueue.metadata.managers import QueueInfo
+
+__all__ = ["AsyncClient", "AsyncQueue", "AsyncScanner", "AsyncSubscriber", "connect"]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+DEFAULT_MAX_WORKERS = 8
+"""Threads of an :class:`AsyncClient`'s pool: blocking calls in flight at once."""
+
+_SCAN_CHUNK = 1000
+"""Messages a scanner takes from the blocking scanner per trip to the pool."""
+
+
+async def connect(*args: Any, max_workers: int = DEFAULT_MAX_WORKERS, **kwargs: Any) -> AsyncClient:
+    """Connect as :func:`hqueue.connect` does (same arguments) and return an
+    :class:`AsyncClient` whose blocking calls run on a pool of ``max_workers`` threads.
+
+    :raises InvalidArgumentError: on a bad argument, ``max_workers`` included.
+    :raises ConnectionLostError: if the metadata store cannot be reached.
+    """
+    if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
+        raise InvalidArgumentError(f"'max_workers' must be an integer >= 1, not {max_workers!r}")
+    pool = ThreadPoolExecutor(max_workers, thread_name_prefix="hqueue-aio")
+    try:
+        client = await asyncio.get_running_loop().run_in_executor(
+            pool, functools.partial(_connect, *args, **kwargs)
+        )
+    except BaseException:
+        pool.shutdown(wait=False)
+        raise
+    return AsyncClient(client, pool)
+
+
+class _Pooled:
+    """Runs blocking calls on a pool, awaited."""
+
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
+        self._pool = pool
+
+    async def _run(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+
+class AsyncClient(_Pooled):
+    """A connection to one hqueue installation, for asyncio. Use :func:`connect`;
+    ``async with`` closes it (flushing what was sent)."""
+
+    def __init__(self, client: Client, pool: ThreadPoolExecutor) -> None:
+        super().__init__(pool)
+        self._client = client
+
+    async def create_queue(self, name: str, **options: Any) -> QueueInfo:
+        """As :meth:`hqueue.Client.create_queue`."""
+        return await self._run(self._client.create_queue, name, **options)
+
+    async def queues(self) -> list[QueueInfo]:
+        """As :meth:`hqueue.Client.queues`."""
+        return await self._run(self._client.queues)
+
+    async def describe_queue(self, name: str) -> QueueDescription:
+        """As :meth:`hqueue.Client.describe_queue`."""
+        return await self._run(self._client.describe_queue, name)
+
+    async def alter_queue(self, name: str, **changes: Any) -> QueueInfo:
+        """As :meth:`hqueue.Client.alter_queue`."""
+        return await self._run(self._client.alter_queue, name, **changes)
+
+    async def delete_queue(self, name: str, *, force: bool = False) -> None:
+        """As :meth:`hqueue.Client.delete_queue`."""
+        await self._run(self._client.delete_queue, name, force=force)
+
+    async def queue(self, name: str) -> AsyncQueue:
+        """Return the queue ``name`` (its metadata read once, as
+        :meth:`hqueue.Client.queue` does).
+
+        :raises NoQueueError: if there is no such queue.
+        """
+        return AsyncQueue(await self._run(self._client.queue, name), self._pool)
+
+    async def flush(self) -> None:
+        """Wait until every message sent so far is durable or failed."""
+        await self._run(self._client.flush)
+
+    async def close(self) -> None:
+        """Flush, close the blocking client and the pool. Idempotent."""
+        try:
+            await self._run(self._client.close)
+        finally:
+            self._pool.shutdown(wait=False)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class AsyncQueue(_Pooled):
+    """One queue, for asyncio: :class:`hqueue.Queue`'s calls, awaitable. Get one from
+    :meth:`AsyncClient.queue`."""
+
+    def __init__(self, queue: Queue, pool: ThreadPoolExecutor) -> None:
+        super().__init__(pool)
+        self._queue = queue
+
+    @property
+    def name(self) -> str:
+        """The queue's name."""
+        return self._queue.name
+
+    @property
+    def partitions(self) -> int:
+        """The queue's partition count."""
+        return self._queue.partitions
+
+    def __repr__(self) -> str:
+        return f"<AsyncQueue {self.name!r} partitions={self.partitions}>"
+
+    async def put(self, value: bytes | str, topic: str, **route: Any) -> Position:
+        """As :meth:`hqueue.Queue.put`: return where the message went once durable."""
+        return await self._run(self._queue.put, value, topic, **route)
+
+    async def put_batch(self, messages: Iterable[Any], **defaults: Any) -> list[Position]:
+        """As :meth:`hqueue.Queue.put_batch`."""
+        return await self._run(self._queue.put_batch, list(messages), **defaults)
+
+    def send(self, value: bytes | str, topic: str, **route: Any) -> asyncio.Future[Position]:
+        """As :meth:`hqueue.Queue.send`: return at once a future of the message's
+        position, resolved on the calling loop once it is durable.
+
+        :raises InvalidArgumentError: at once, on a bad message (nothing is queued).
+        """
+        return asyncio.wrap_future(self._queue.send(value, topic, **route))
+
+    async def flush(self) -> None:
+        """Wait until every message sent to this queue's client is durable or failed."""
+        await self._run(self._queue.flush)
+
+    async def get(self, position: object) -> Message:
+        """As :meth:`hqueue.Queue.get`.
+
+        :raises NoMessageError: if no message is at ``position``.
+        """
+        return await self._run(self._queue.get, position)
+
+    def scan(self, **options: Any) -> AsyncScanner:
+        """As :meth:`hqueue.Queue.scan`, iterated with ``async for``."""
+        return AsyncScanner(functools.partial(self._queue.scan, **options), self._pool)
+
+    def partition_scanner(self, partition: int, **options: Any) -> AsyncScanner:
+        """As :meth:`hqueue.Queue.partition_scanner`, iterated with ``async for``."""
+        return AsyncScanner(
+            functools.partial(self._queue.partition_scanner, partition, **options), self._pool
+        )
+
+    def combined_scanner(self, partitions: Sequence[int], **options: Any) -> AsyncScanner:
+        """As :meth:`hqueue.Queue.combined_scanner`, iterated with ``async for``."""
+        return AsyncScanner(
+            functools.partial(self._queue.combined_scanner, partitions, **options), self._pool
+        )
+
+    async def subscribe(
+        self,
+        name: str,
+        listener: Listener | Callable[[list[Message]], Awaitable[ConsumeStatus | None]],
+        **options: Any,
+    ) -> AsyncSubscriber:
+        """As :meth:`hqueue.Queue.subscribe`; a coroutine-function listener runs on this
+        loop (see the module's docstring). A list of listeners is called in turn.
+
+        :raises InvalidArgumentError: on a bad name, partition, topic, start or listener.
+        :raises SubscriberRunningError: if another subscriber of ``name`` runs.
+        """
+        loop = asyncio.get_running_loop()
+        listeners = listener if isinstance(listener, list | tuple) else [listener]
+        adapted = [_on_loop(each, loop) for each in listeners]
+        subscriber = await self._run(self._queue.subscribe, name, adapted, **options)
+        return AsyncSubscriber(subscriber, self._pool)
+
+    async def subscriptions(self) -> list[SubscriptionInfo]:
+        """As :meth:`hqueue.Queue.subscriptions`."""
+        return await self._run(self._queue.subscriptions)
+
+    async def delete_subscription(self, name: str) -> None:
+        """As :meth:`hqueue.Queue.delete_subscription`."""
+        await self._run(self._queue.delete_subscription, name)
+
+    async def reset_subscription(self, name: str, to: object) -> dict[int, MessageId]:
+        """As :meth:`hqueue.Queue.reset_subscription`."""
+        return await self._run(self._queue.reset_subscription, name, to)
+
+    async def lag(self, **options: Any) -> LagReport:
+        """As :meth:`hqueue.Queue.lag`."""
+        return await self._run(self._queue.lag, **options)
+
+
+def _on_loop(listener: Any, loop: asyncio.AbstractEventLoop) -> Listener:
+    """Return ``listener`` as the blocking subscriber calls it: a coroutine function
+    (or a MessageListener whose ``on_messages`` is one) becomes a function that runs it
+    on ``loop`` and waits for its answer; anything else is left as it is."""
+    target = listener.on_messages if isinstance(listener, MessageListener) else listener
+    if not inspect.iscoroutinefunction(target):
+        return cast("Listener", listener)
+    coroutine: Callable[[list[Message]], Coroutine[Any, Any, ConsumeStatus | None]] = target
+
+    def on_messages(messages: list[Message]) -> ConsumeStatus | None:
+        # Called on a subscriber thread, never on the loop: waiting here is safe.
+        return asyncio.run_coroutine_threadsafe(coroutine(messages), loop).result()
+
+    return on_messages
+
+
+class AsyncScanner(_Pooled):
+    """A scanner for ``async for``: each trip to the pool takes up to 1,000 messages
+    from the blocking scanner, so the per-message cost stays that of the blocking one.
+    ``async with`` closes it; so does iterating to the end."""
+
+    def __init__(
+        self,
+        opener: Callable[[], QueueScanner | PartitionScanner | CombinedPartitionScanner],
+        pool: ThreadPoolExecutor,
+    ) -> None:
+        super().__init__(pool)
+        self._opener = opener
+        self._scanner: QueueScanner | PartitionScanner | CombinedPartitionScanner | None = None
+        self._messages: Iterator[Message] | None = None
+        self._chunk: list[Message] = []
+        self._done = False
+
+    def _next_chunk(self) -> list[Message]:
+        if self._scanner is None:
+            self._scanner = self._opener()
+            self._messages = iter(self._scanner)
+        assert self._messages is not None
+        chunk = []
+        for message in self._messages:
+            chunk.append(message)
+            if len(chunk) >= _SCAN_CHUNK:
+                break
+        return chunk
+
+    def __aiter__(self) -> AsyncIterator[Message]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Message]:
+        try:
+            while not self._done:
+                chunk = await self._run(self._next_chunk)
+                if not chunk:
+                    break
+                for message in chunk:
+                    yield message
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        """Close the blocking scanner (its server-side scanners). Idempotent."""
+        self._done = True
+        scanner, self._scanner = self._scanner, None
+        if scanner is not None:
+            await self._run(scanner.close)
+
+    async def __aenter__(self) -> AsyncScanner:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class AsyncSubscriber(_Pooled):
+    """A running subscriber, for asyncio (:class:`hqueue.Subscriber`'s calls).
+    ``async with`` closes it."""
+
+    def __init__(self, subscriber: Subscriber, pool: ThreadPoolExecutor) -> None:
+        super().__init__(pool)
+        self._subscriber = subscriber
+
+    @property
+    def delivered(self) -> dict[int, MessageId]:
+        """The last id delivered to every listener, per partition, in this life."""
+        return self._subscriber.delivered
+
+    async def partitions(self) -> tuple[int, ...]:
+        """The partitions subscribed to (read from the metadata)."""
+        return await self._run(lambda: self._subscriber.partitions)
+
+    async def close(self) -> None:
+        """Stop serving; the subscription stays and resumes after its checkpoints."""
+        await self._run(self._subscriber.close)
+
+    async def unsubscribe(self) -> None:
+        """Stop serving and delete the subscription."""
+        await self._run(self._subscriber.unsubscribe)
+
+    async def __aenter__(self) -> AsyncSubscriber:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

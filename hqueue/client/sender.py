@@ -1,0 +1,652 @@
+"""The asynchronous producer behind :meth:`hqueue.Queue.send`, as Kafka's producer is
+built: a :class:`RecordAccumulator` holds the messages sent and not yet written, in
+batches by partition, and a :class:`Sender`'s background threads write each batch in
+one request through :meth:`Producer.put <hqueue.client.producer.Producer.put>`, so a
+batch gets exactly the retries, timeouts and typed errors of a put.
+
+The rules:
+
+- **In the caller's thread**, :meth:`Sender.send` checks the message (value, topic,
+  partition, key) and chooses its partition: the one given, else the key's
+  (:func:`~hqueue.client.producer.partition_for_key`), else the queue's *sticky*
+  partition, which moves on round-robin (from a random start) each time its batch fills
+  or leaves (Kafka's sticky partitioner: few, full batches). A bad message raises there
+  and nothing of it is queued.
+- **When a batch leaves**: once ``linger`` seconds have passed since its first message,
+  or at once when it holds ``batch_messages`` messages or ``batch_bytes`` bytes, or
+  when someone flushes or closes. One request per partition, not one per owning
+  sidecar: measured on one sidecar, messages keyed over four partitions went as fast
+  as messages to one, so combining partitions would buy little, while a request per
+  partition keeps each batch all-or-nothing and its error its own.
+- **Order**: a partition has at most one request in flight, and its batches leave in
+  the order they were made; retries happen inside that one request
+  (:meth:`Producer.put`), never around it. So within a partition, ids follow the
+  order in which :meth:`Sender.send` calls returned.
+- **Refusals**: a message the sidecar refuses (too large, say) fails alone, with the
+  :class:`~hqueue.errors.InvalidMessageError` a put of it would raise; the rest of its
+  batch is sent again without it.
+- **Back-pressure**: messages wait in a buffer of ``buffer_bytes`` (a message counts
+  its value and topic bytes plus :data:`MESSAGE_OVERHEAD`). When it is full, ``send``
+  waits up to ``max_block`` seconds for room (``on_full="block"``) or raises at once
+  (``"raise"``), with :class:`~hqueue.errors.UnavailableError` either way and nothing
+  queued. A message larger than the whole buffer is refused outright.
+- **Expiry**: a batch still waiting ``put_timeout`` seconds after its linger (held back
+  by its partition's earlier requests, each retrying for up to ``put_timeout``) fails
+  unsent with :class:`~hqueue.errors.UnavailableError`. So every future completes
+  within about ``linger + 2 * put_timeout`` of its ``send``.
+- **Completion**: each future is completed by a sender thread, with the message's
+  :class:`~hqueue.message.Position` or the error, after the buffer's lock is released;
+  a ``callback`` given to ``send`` runs there too, once, as ``callback(position,
+  error)``. A callback that raises is logged (logger ``hqueue.client.sender``) and
+  sending goes on. Callbacks hold up their thread's next request, so they should be
+  quick; one may call ``send`` (which then raises rather than waits when the buffer is
+  full) but not ``flush`` (it would wait for itself). A future cannot be cancelled: a
+  message sent is sent.
+- **Flush and close**: :meth:`Sender.flush` sends everything at once and waits until
+  every message sent before it is written or failed; :meth:`Sender.close` refuses new
+  messages, then flushes.
+
+Not public API: use :meth:`hqueue.Queue.send`, :meth:`hqueue.Queue.flush` and
+:meth:`hqueue.Client.flush`.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from threading import get_ident
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from hqueue.client.producer import NewMessage, partition_for_key, payload
+from hqueue.errors import HQueueError, InvalidArgumentError, InvalidMessageError, UnavailableError
+from hqueue.message import Position, check_partition, check_topic
+from hqueue.settings import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_MESSAGES,
+    DEFAULT_BUFFER_BYTES,
+    DEFAULT_LINGER,
+    DEFAULT_MAX_BLOCK,
+    DEFAULT_ON_FULL,
+)
+
+if TYPE_CHECKING:
+    from hqueue.client.producer import Producer
+    from hqueue.metadata.managers import QueueInfo
+
+__all__ = [
+    "MESSAGE_OVERHEAD",
+    "ON_FULL",
+    "RecordAccumulator",
+    "SendCallback",
+    "Sender",
+    "SenderSettings",
+]
+
+_log = logging.getLogger(__name__)
+
+MESSAGE_OVERHEAD = 64
+"""Bytes a message counts in the buffer besides its value and topic, so that a stream
+of empty messages is bounded too."""
+
+ON_FULL = ("block", "raise")
+"""What ``send`` does when the buffer is full: wait (up to ``max_block``) or raise."""
+
+SENDER_THREADS = 2
+"""Requests in flight at once, each to another partition, so that one partition's
+slow request does not hold up the others'."""
+
+SendCallback = Callable[[Position | None, BaseException | None], object]
+"""A send's completion callback: ``callback(position, None)`` once the message is
+durable, ``callback(None, error)`` if it failed."""
+
+_new_message = tuple.__new__  # builds a NewMessage without its Python-level __new__
+
+
+class SenderSettings(NamedTuple):
+    """The asynchronous producer's settings, as :func:`hqueue.connect` takes them;
+    :meth:`checked` validates them."""
+
+    linger: float = DEFAULT_LINGER
+    batch_messages: int = DEFAULT_BATCH_MESSAGES
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+    buffer_bytes: int = DEFAULT_BUFFER_BYTES
+    on_full: str = DEFAULT_ON_FULL
+    max_block: float = DEFAULT_MAX_BLOCK
+
+    def checked(self) -> SenderSettings:
+        """Return the settings if every one is valid.
+
+        :raises InvalidArgumentError: naming the first that is not.
+        """
+        for name in ("linger", "max_block"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not 0 <= value < math.inf
+            ):
+                raise InvalidArgumentError(
+                    f"'{name}' must be a finite number of seconds >= 0, not {value!r}"
+                )
+        for name in ("batch_messages", "batch_bytes", "buffer_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgumentError(f"'{name}' must be an integer >= 1, not {value!r}")
+        if self.on_full not in ON_FULL:
+            raise InvalidArgumentError(
+                f"'on_full' must be one of {', '.join(map(repr, ON_FULL))}, not {self.on_full!r}"
+            )
+        return self
+
+
+class _Batch:
+    """Messages of one partition that leave in one request. ``size`` is what they
+    count in the buffer; ``full`` says no more may join."""
+
+    __slots__ = (
+        "condition",
+        "created",
+        "done",
+        "full",
+        "futures",
+        "info",
+        "partition",
+        "size",
+        "topics",
+        "values",
+    )
+
+    def __init__(self, info: QueueInfo, partition: int, created: float) -> None:
+        self.info = info
+        self.partition = partition
+        self.created = created
+        self.values: list[bytes] = []
+        self.topics: list[str] = []
+        self.futures: list[_SendFuture] = []
+        self.size = 0
+        self.full = False
+        self.done = threading.Event()
+        self.condition = threading.Condition()  # its futures'
+
+
+class _Partition:
+    """A partition's batches, oldest first, and whether one of its requests is in
+    flight (then none of them may leave)."""
+
+    __slots__ = ("batches", "busy")
+
+    def __init__(self) -> None:
+        self.batches: deque[_Batch] = deque()
+        self.busy = False
+
+
+class RecordAccumulator:
+    """The buffer of messages sent and not yet written: batches by ``(queue,
+    partition)``, the bytes they hold, and which batch may leave next (:meth:`take`).
+    Thread-safe; one lock guards it all, and nothing else runs under it."""
+
+    def __init__(self, settings: SenderSettings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)  # a batch may leave: senders wait
+        self._room = threading.Condition(self._lock)  # bytes were freed: full sends wait
+        self._partitions: dict[tuple[str, int], _Partition] = {}
+        # Partitions with a batch and no request in flight, in the order they got one.
+        self._waiting: dict[tuple[str, int], _Partition] = {}
+        self._in_flight: set[_Batch] = set()
+        self._sticky: dict[str, int] = {}
+        self._next_sticky: dict[str, int] = {}
+        self._buffered = 0
+        # Flushes under way, by queue (None: of every queue): their batches leave
+        # without lingering.
+        self._hurry: dict[str | None, int] = {}
+        self._closed = False
+
+    def append(
+        self,
+        info: QueueInfo,
+        partition: int | None,
+        value: bytes,
+        topic: str,
+        done: Callable[[Future[Position]], object] | None,
+        may_block: bool,
+    ) -> Future[Position]:
+        """Queue one checked message for ``partition`` (``None``: the queue's sticky
+        partition), waiting for room as the settings say (never when ``may_block`` is
+        false); return its future, whose done-callback is ``done``.
+
+        :raises UnavailableError: if the buffer stays full, or the sender is closed.
+        """
+        settings = self.settings
+        size = len(value) + len(topic) + MESSAGE_OVERHEAD
+        with self._lock:
+            if self._buffered + size > settings.buffer_bytes and not self._closed:
+                self._wait_for_room(size, may_block)
+            if self._closed:
+                raise UnavailableError(f"queue {info.name!r}: the client is closed")
+            self._buffered += size
+            name = info.name
+            sticky = partition is None
+            if partition is None:
+                partition = self._sticky.get(name)
+                if partition is None:
+                    partition = self._sticky[name] = self._next_partition(info)
+            key = (name, partition)
+            part = self._partitions.get(key)
+            if part is None:
+                part = self._partitions[key] = _Partition()
+            batches = part.batches
+            batch = batches[-1] if batches else None
+            if batch is not None and not batch.full and batch.size + size > settings.batch_bytes:
+                self._fill(part, batch)  # this message starts the next one
+            if batch is None or batch.full:
+                batch = _Batch(info, partition, time.monotonic())
+                batches.append(batch)
+                if len(batches) == 1 and not part.busy:
+                    self._waiting[key] = part
+                    self._ready.notify()
+            future = _SendFuture(batch.condition, done)
+            batch.values.append(value)
+            batch.topics.append(topic)
+            batch.futures.append(future)
+            batch.size += size
+            if len(batch.values) >= settings.batch_messages or batch.size >= settings.batch_bytes:
+                self._fill(part, batch)
+                if sticky:
+                    del self._sticky[name]
+        return future
+
+    def _fill(self, part: _Partition, batch: _Batch) -> None:
+        """Mark ``batch`` full, and wake a sender if it may leave now."""
+        batch.full = True
+        if batch is part.batches[0] and not part.busy:
+            self._ready.notify()
+
+    def _next_partition(self, info: QueueInfo) -> int:
+        """The queue's next sticky partition: round-robin from a random start, so that
+        many short-lived producers do not all begin on partition 0."""
+        partition = self._next_sticky.get(info.name)
+        if partition is None:
+            partition = random.randrange(info.partitions)
+        self._next_sticky[info.name] = (partition + 1) % info.partitions
+        return partition
+
+    def _wait_for_room(self, size: int, may_block: bool) -> None:
+        """Wait (the lock held, as by a condition) until ``size`` more bytes fit.
+
+        :raises UnavailableError: if they do not within ``max_block``, or at once when
+            ``on_full`` is ``"raise"`` or ``may_block`` is false.
+        """
+        settings = self.settings
+        if settings.on_full == "raise" or not may_block:
+            raise UnavailableError(
+                f"the send buffer is full: {self._buffered:,} of 'buffer_bytes' "
+                f"{settings.buffer_bytes:,} bytes wait to be written"
+            )
+        deadline = time.monotonic() + settings.max_block
+        while self._buffered + size > settings.buffer_bytes and not self._closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise UnavailableError(
+                    f"the send buffer stayed full for 'max_block' ({settings.max_block:g} s): "
+                    f"{self._buffered:,} of 'buffer_bytes' {settings.buffer_bytes:,} bytes "
+                    "wait to be written"
+                )
+            self._room.wait(remaining)
+
+    def take(self) -> _Batch | None:
+        """Wait for a batch that may leave and return it, its partition in flight until
+        :meth:`finished`; return ``None`` once closed with nothing left to take."""
+        linger = self.settings.linger
+        with self._lock:
+            while True:
+                hurry = self._hurry
+                everything = self._closed or None in hurry
+                now = time.monotonic()
+                wait: float | None = None
+                for key, part in self._waiting.items():
+                    head = part.batches[0]
+                    due = head.created + linger - now
+                    if everything or head.full or due <= 0 or key[0] in hurry:
+                        del self._waiting[key]  # and return: the loop ends here
+                        part.batches.popleft()
+                        part.busy = True
+                        self._in_flight.add(head)
+                        if not part.batches and self._sticky.get(key[0]) == key[1]:
+                            del self._sticky[key[0]]  # its batch left: move on
+                        return head
+                    wait = due if wait is None else min(wait, due)
+                if self._closed and not self._waiting:
+                    return None
+                self._ready.wait(wait)
+
+    def finished(self, batch: _Batch) -> None:
+        """Release a batch :meth:`take` returned, once its futures are done: its
+        bytes, and its partition for the next batch."""
+        with self._lock:
+            self._in_flight.discard(batch)
+            self._buffered -= batch.size
+            key = (batch.info.name, batch.partition)
+            part = self._partitions[key]
+            part.busy = False
+            if part.batches:
+                self._waiting[key] = part
+                self._ready.notify()
+            else:
+                del self._partitions[key]
+            self._room.notify_all()
+        batch.done.set()
+
+    def pending(self, queue: str | None) -> list[_Batch]:
+        """Return the batches of ``queue`` (``None``: of every queue) waiting or in
+        flight now, and let that queue's batches leave without lingering until
+        :meth:`end_hurry` of ``queue``."""
+        with self._lock:
+            batches = [b for b in self._in_flight if queue is None or b.info.name == queue]
+            for (name, _), part in self._partitions.items():
+                if queue is None or name == queue:
+                    batches.extend(part.batches)
+            self._hurry[queue] = self._hurry.get(queue, 0) + 1
+            self._ready.notify_all()
+            return batches
+
+    def end_hurry(self, queue: str | None) -> None:
+        """Undo one :meth:`pending` of ``queue``'s hurry."""
+        with self._lock:
+            left = self._hurry[queue] - 1
+            if left:
+                self._hurry[queue] = left
+            else:
+                del self._hurry[queue]
+
+    def close(self) -> list[_Batch]:
+        """Refuse new messages, let every batch leave at once, and return the batches
+        waiting or in flight."""
+        with self._lock:
+            self._closed = True
+            self._ready.notify_all()
+            self._room.notify_all()
+        return self.pending(None)
+
+    def abandon(self) -> list[_Batch]:
+        """Take every batch still waiting out of the buffer, releasing its bytes, and
+        return them: they will not be sent."""
+        with self._lock:
+            batches: list[_Batch] = []
+            for key, part in list(self._partitions.items()):
+                batches.extend(part.batches)
+                part.batches.clear()
+                self._waiting.pop(key, None)
+                if not part.busy:
+                    del self._partitions[key]
+            self._buffered -= sum(b.size for b in batches)
+            self._room.notify_all()
+            return batches
+
+
+class Sender:
+    """The asynchronous producer of one client: :meth:`send` queues a message in a
+    :class:`RecordAccumulator` and returns a future of its position;
+    :data:`SENDER_THREADS` daemon threads, started by the first ``send``, write the
+    batches through ``producer``. See the module's docstring for the rules.
+
+    :raises InvalidArgumentError: if a setting is invalid (naming it).
+    """
+
+    def __init__(self, producer: Producer, settings: SenderSettings | None = None) -> None:
+        self.settings = (settings or SenderSettings()).checked()
+        self._producer = producer
+        self._accumulator = RecordAccumulator(self.settings)
+        self._topics: set[str] = set()  # topics already checked
+        self._threads: list[threading.Thread] = []
+        self._start_lock = threading.Lock()
+        self._thread_ids: frozenset[int] = frozenset()  # of the sender threads
+
+    def send(
+        self,
+        info: QueueInfo,
+        value: bytes | str,
+        topic: str,
+        partition: int | None = None,
+        key: bytes | str | None = None,
+        callback: SendCallback | None = None,
+    ) -> Future[Position]:
+        """Queue one message for queue ``info`` and return a future of its position.
+
+        :raises InvalidArgumentError: on a bad value, topic, partition, key or
+            callback, or a message larger than the whole buffer (nothing is queued).
+        :raises UnavailableError: if the buffer is full (see the module's rules) or
+            the client is closed.
+        """
+        if type(value) is not bytes:
+            value = payload(value)
+        if topic not in self._topics:
+            check_topic(topic)
+            if len(self._topics) >= _CHECKED_TOPICS:
+                self._topics.clear()
+            self._topics.add(topic)
+        if partition is not None:
+            check_partition(partition, info.partitions, info.name)
+        elif key is not None:
+            if not isinstance(key, bytes | str):
+                raise InvalidArgumentError(f"'key' must be bytes or str, not {type(key).__name__}")
+            partition = partition_for_key(key, info.partitions)
+        if callback is not None and not callable(callback):
+            raise InvalidArgumentError(
+                f"'callback' must be callable, not {type(callback).__name__}"
+            )
+        if len(value) + len(topic) + MESSAGE_OVERHEAD > self.settings.buffer_bytes:
+            raise InvalidArgumentError(
+                f"a message of {len(value):,} bytes does not fit in 'buffer_bytes' "
+                f"({self.settings.buffer_bytes:,})"
+            )
+        if not self._threads:
+            self._start()
+        return self._accumulator.append(
+            info,
+            partition,
+            value,
+            topic,
+            None if callback is None else _callback_of(callback),
+            get_ident() not in self._thread_ids,
+        )
+
+    def flush(self, queue: str | None = None) -> None:
+        """Send every batch now and wait until each message sent before this call (to
+        ``queue``, or to any queue) is written or has failed: its future is done.
+
+        :raises HQueueError: if called from a send callback (it would wait for itself).
+        """
+        if get_ident() in self._thread_ids:
+            raise HQueueError(
+                "flush() was called from a send callback, where it would wait for itself"
+            )
+        batches = self._accumulator.pending(queue)
+        try:
+            for batch in batches:
+                batch.done.wait()
+        finally:
+            self._accumulator.end_hurry(queue)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Refuse new messages and wait up to ``timeout`` seconds (``None``: until each
+        is written or failed) for those sent; the ones still waiting to be sent then
+        fail with :class:`UnavailableError` (requests in flight finish in the
+        background). Idempotent. From a send callback it does not wait."""
+        if get_ident() in self._thread_ids:
+            timeout = 0
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for batch in self._accumulator.close():
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not batch.done.wait(remaining):
+                break
+        for batch in self._accumulator.abandon():
+            _fail_all(
+                batch.futures,
+                UnavailableError(
+                    f"queue {batch.info.name!r} partition {batch.partition}: the client "
+                    "was closed before the message was sent"
+                ),
+            )
+            batch.done.set()
+        self._accumulator.end_hurry(None)
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._threads:
+                return
+            threads = [
+                threading.Thread(target=self._run, name=f"hqueue-sender-{n}", daemon=True)
+                for n in range(SENDER_THREADS)
+            ]
+            for thread in threads:
+                thread.start()
+            self._thread_ids = frozenset(t.ident for t in threads if t.ident is not None)
+            self._threads = threads
+
+    def _run(self) -> None:
+        accumulator = self._accumulator
+        while (batch := accumulator.take()) is not None:
+            try:
+                self._write(batch)
+            except BaseException as exc:  # not even a bug may leave a future waiting
+                _fail_all([f for f in batch.futures if not f.done()], exc)
+                raise
+            finally:
+                accumulator.finished(batch)
+
+    def _write(self, batch: _Batch) -> None:
+        """Write ``batch`` through the producer and complete its futures."""
+        put_timeout = self._producer.put_timeout
+        if time.monotonic() - batch.created > self.settings.linger + put_timeout:
+            _fail_all(
+                batch.futures,
+                UnavailableError(
+                    f"put to queue {batch.info.name!r} partition {batch.partition} not sent "
+                    f"within 'put_timeout' ({put_timeout:g} s): the partition's earlier "
+                    "requests held it back"
+                ),
+            )
+            return
+        info, partition = batch.info, batch.partition
+        values, topics, futures = batch.values, batch.topics, batch.futures
+        while True:
+            messages = [
+                _new_message(NewMessage, (value, topic, partition, None))
+                for value, topic in zip(values, topics, strict=True)
+            ]
+            try:
+                positions = self._producer.put(info, messages)
+            except InvalidMessageError as exc:
+                index = exc.index
+                if not 0 <= index < len(values):
+                    _fail_all(futures, exc)
+                    return
+                # Nothing was written (a request is all or nothing). The refused message
+                # fails as a put of it alone would; the others go again, in order.
+                text = str(exc).replace(f"message {index}: ", "the message: ", 1)
+                futures[index].set_exception(InvalidMessageError(text, 0))
+                values, topics, futures = (
+                    values[:index] + values[index + 1 :],
+                    topics[:index] + topics[index + 1 :],
+                    futures[:index] + futures[index + 1 :],
+                )
+                if not values:
+                    return
+            except Exception as exc:  # a typed hqueue error (or a bug): the batch fails
+                _fail_all(futures, exc)
+                return
+            else:
+                for future, position in zip(futures, positions, strict=True):
+                    future.set_result(position)
+                return
+
+
+_PENDING = Future()._state  # what concurrent.futures calls a future not yet done
+
+
+class _SendFuture(Future[Position]):
+    """The future of a sent message. It shares its batch's condition: a future's own
+    condition costs about ten objects for the garbage collector to track, which made
+    building the futures most of the cost of a ``send``. A shared condition wakes
+    every waiter of the batch, so waits loop until their own future is done.
+
+    It cannot be cancelled (a message sent is sent, as with Kafka's): :meth:`cancel`
+    returns ``False``. Its attributes are those of :class:`Future`'s ``__init__``, which
+    the tests compare against the running Python's."""
+
+    def __init__(
+        self,
+        condition: threading.Condition,
+        done: Callable[[Future[Position]], object] | None = None,
+    ) -> None:
+        self._condition = condition
+        self._state = _PENDING
+        self._result = None
+        self._exception = None
+        self._waiters: list[Any] = []
+        self._done_callbacks: list[Callable[[Future[Position]], object]] = (
+            [] if done is None else [done]
+        )
+
+    def cancel(self) -> bool:
+        """Return ``False``: the message is sent all the same."""
+        return False
+
+    def result(self, timeout: float | None = None) -> Position:
+        """As :meth:`Future.result`."""
+        self._wait(timeout)
+        return super().result(0)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """As :meth:`Future.exception`."""
+        self._wait(timeout)
+        return super().exception(0)
+
+    def _wait(self, timeout: float | None) -> None:
+        if self.done():
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._condition:
+            while not self.done():
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return
+                self._condition.wait(remaining)
+
+
+_CHECKED_TOPICS = 1024
+"""Topics :meth:`Sender.send` remembers as checked (then it forgets them all), so that
+the set stays small whatever topics callers make up."""
+
+
+def _fail_all(futures: list[_SendFuture], error: BaseException) -> None:
+    """Fail every future with a copy of ``error`` of its own (one exception raised by
+    many callers' ``result()`` would pile up their tracebacks)."""
+    for future in futures:
+        try:
+            own = copy.copy(error)
+        except Exception:  # an exception type that cannot be rebuilt from its args
+            own = error
+        future.set_exception(own)
+
+
+def _callback_of(callback: SendCallback) -> Callable[[Future[Position]], None]:
+    """The future's done-callback that calls ``callback(position, error)`` and logs
+    what it raises."""
+
+    def done(future: Future[Position]) -> None:
+        error = future.exception()
+        try:
+            callback(None if error is not None else future.result(), error)
+        except Exception:
+            _log.exception("send callback %r raised; sending goes on", callback)
+
+    return done

@@ -1,0 +1,161 @@
+"""The state of idempotent producers in a queue's table: the one format the sidecar's
+storages write and read back.
+
+A partition's owner remembers, for each producer that put to it with sequences
+(:class:`~hqueue.wire.sidecar_calls.ProducerSequence`), the last batches it wrote
+for it: each batch's first sequence, its message count and its ids
+(:class:`ProducerBatch`), so that a retried batch is answered with the ids it got
+then (``hqueue.sidecar.producers``). That state is stored in the queue's own table,
+one row per (partition, producer), at :func:`producer_row`: after every partition's
+messages (rows from :data:`~hqueue.message.MESSAGES_END` on are no messages, as the
+fence rows of :mod:`hqueue.storage.fence`), so no queue scan, reader, subscription or
+Spark read returns it. Its cell (:data:`PRODUCER_COLUMN`) holds the batches
+(:func:`join_batches`, :func:`decode_batches`) and has the timestamp of the
+newest batch's last id, so the queue's TTL removes it with the messages it covers, and
+a later state of the same producer always has a timestamp at least as high.
+
+The sidecar writes a producer's state in the same storage write as the messages it
+covers, after them (:meth:`~hqueue.storage.contract.MessageStorage.write`): in one
+transaction on ``hqueue standalone``; on HBase, which writes rows one by one, after
+the messages' rows, so a state never names messages that were not written.
+
+Not public API.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from hqueue.errors import StorageError
+from hqueue.message import COLUMN_PREFIX, MessageId
+
+__all__ = [
+    "PRODUCER_COLUMN",
+    "ProducerBatch",
+    "StoredProducer",
+    "decode_batches",
+    "encode_batch",
+    "join_batches",
+    "producer_of_row",
+    "producer_row",
+    "producer_rows",
+    "read_producer",
+]
+
+PRODUCER_COLUMN = COLUMN_PREFIX + b"producer"
+"""The column of a producer row holding its batches (:func:`join_batches`)."""
+
+_PRODUCER_ROW = b"\xffhqueue-producer:"
+_PARTITION = struct.Struct(">H")
+_PRODUCER = struct.Struct(">q")
+_VERSION = 1
+_HEAD = struct.Struct(">BB")  # format version, batch count
+_BATCH = struct.Struct(">iiH")  # first sequence, count, run count
+_RUN = struct.Struct(">QHI")  # timestamp, first id sequence, ids in the run
+
+
+def producer_row(partition: int, producer: int) -> bytes:
+    """Return the row of a producer's state in a partition: after every partition's
+    messages and every fence row."""
+    return _PRODUCER_ROW + _PARTITION.pack(partition) + _PRODUCER.pack(producer)
+
+
+def producer_rows(partition: int, producer: int | None = None) -> tuple[bytes, bytes]:
+    """Return the scan bounds ``[start, stop)`` of the producer rows of a partition
+    (of one producer's, if given)."""
+    start = _PRODUCER_ROW + _PARTITION.pack(partition)
+    if producer is not None:
+        row = start + _PRODUCER.pack(producer)
+        return row, row + b"\x00"
+    return start, _PRODUCER_ROW + _PARTITION.pack(partition + 1)
+
+
+def producer_of_row(row: bytes) -> int:
+    """Return the producer a producer row is of.
+
+    :raises StorageError: if ``row`` is not a producer row.
+    """
+    if len(row) != len(_PRODUCER_ROW) + 10 or not row.startswith(_PRODUCER_ROW):
+        raise StorageError(f"row {row!r} is not a producer row")
+    return int(_PRODUCER.unpack_from(row, len(_PRODUCER_ROW) + 2)[0])
+
+
+class ProducerBatch(NamedTuple):
+    """A batch written for a producer in one partition: the sequence of its first
+    message, its ``size`` (message count), and its ids as runs ``(timestamp, first sequence,
+    count)`` of consecutive sequences within one millisecond (as
+    :meth:`hqueue.sidecar.ids.IdClock.take_runs` hands them out)."""
+
+    first: int
+    size: int
+    runs: tuple[tuple[int, int, int], ...]
+
+    @property
+    def next(self) -> int:
+        """The sequence that follows this batch."""
+        return self.first + self.size
+
+    @property
+    def last_timestamp(self) -> int:
+        """The timestamp of the batch's last id."""
+        return self.runs[-1][0]
+
+    def ids(self) -> list[MessageId]:
+        """Return the batch's ids, in order."""
+        return [MessageId(ts, s) for ts, first, n in self.runs for s in range(first, first + n)]
+
+
+class StoredProducer(NamedTuple):
+    """A producer's state read back from a partition: its id, the timestamp of its
+    cell (its newest batch's last id) and its batches, oldest first."""
+
+    producer: int
+    timestamp: int
+    batches: list[ProducerBatch]
+
+
+def read_producer(row: bytes, timestamp: int, value: bytes) -> StoredProducer:
+    """Return the state a producer row's cell holds (its row, timestamp and value).
+
+    :raises StorageError: if it is not a producer row, or its value is malformed.
+    """
+    return StoredProducer(producer_of_row(row), timestamp, decode_batches(value))
+
+
+def encode_batch(batch: ProducerBatch) -> bytes:
+    """Return one batch as it is stored (see :func:`join_batches`)."""
+    head = _BATCH.pack(batch.first, batch.size, len(batch.runs))
+    return head + b"".join(_RUN.pack(*run) for run in batch.runs)
+
+
+def join_batches(encoded: Sequence[bytes]) -> bytes:
+    """Return the value of a producer row holding the batches :func:`encode_batch`
+    returned (at most 255), oldest first: a sidecar encodes each batch once, not at
+    every write of the row."""
+    return _HEAD.pack(_VERSION, len(encoded)) + b"".join(encoded)
+
+
+def decode_batches(value: bytes) -> list[ProducerBatch]:
+    """Return the batches a producer row's value holds, oldest first.
+
+    :raises StorageError: if the value is not one :func:`join_batches` returned.
+    """
+    try:
+        version, count = _HEAD.unpack_from(value, 0)
+        if version != _VERSION:
+            raise StorageError(f"producer state of unknown format {version}")
+        pos = _HEAD.size
+        batches = []
+        for _ in range(count):
+            first, n, runs = _BATCH.unpack_from(value, pos)
+            pos += _BATCH.size
+            batch_runs = tuple(_RUN.unpack_from(value, pos + i * _RUN.size) for i in range(runs))
+            pos += runs * _RUN.size
+            batches.append(ProducerBatch(first, n, batch_runs))
+    except struct.error:
+        raise StorageError(f"malformed producer state ({len(value)} bytes)") from None
+    if pos != len(value):
+        raise StorageError(f"malformed producer state ({len(value) - pos} bytes left over)")
+    return batches

@@ -1,0 +1,136 @@
+"""hqueue.aio against the session's standalone server, checked against the blocking
+client it wraps: the same results, positions and errors, and a loop that never
+blocks."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any
+
+import pytest
+
+from hqueue import ConsumeStatus, Message, NewMessage, Position, aio
+from hqueue.client.client import Client
+from hqueue.errors import InvalidArgumentError, NoMessageError, NoQueueError
+from hqueue.testing.standalone import StandaloneProcess
+
+
+def _connect(server: StandaloneProcess) -> Coroutine[Any, Any, aio.AsyncClient]:
+    return aio.connect(
+        hbase=server.address,
+        hbase_admin=f"{server.host}:{server.thrift2_port}",
+        table_prefix="",
+    )
+
+
+def _blocking_scan(hq: Client, queue: str) -> list[Message]:
+    with hq.queue(queue).scan() as scanner:
+        return list(scanner)
+
+
+def test_put_get_and_scan_agree_with_the_blocking_client(
+    hbase_server: StandaloneProcess, hq: Client, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=3)
+
+    async def main() -> tuple[Position, list[Position], list[Message], Message]:
+        async with await _connect(hbase_server) as client:
+            queue = await client.queue(queue_name)
+            one = await queue.put(b"first", "t", partition=2)
+            many = await queue.put_batch(
+                [NewMessage(b"m%d" % i, f"t{i % 2}", i % 3) for i in range(2500)]
+            )
+            scanned = [m async for m in queue.scan()]
+            got = await queue.get(many[1234])
+            return one, many, scanned, got
+
+    one, many, scanned, got = asyncio.run(main())
+    assert isinstance(one, Position) and one.partition == 2
+    assert [p.partition for p in many] == [i % 3 for i in range(2500)]
+    # The scan crosses several 1,000-message trips to the pool and equals the
+    # blocking client's scan, message for message.
+    assert scanned == _blocking_scan(hq, queue_name)
+    assert len(scanned) == 2501
+    assert got.position == many[1234] and got.value == b"m1234"
+
+
+def test_send_resolves_on_the_loop_and_a_bad_message_raises_at_once(
+    hbase_server: StandaloneProcess, hq: Client, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=2)
+
+    async def main() -> list[Position]:
+        async with await _connect(hbase_server) as client:
+            queue = await client.queue(queue_name)
+            with pytest.raises(InvalidArgumentError):
+                queue.send(b"x", "")  # an empty topic: refused before anything is queued
+            futures = [queue.send(b"v%d" % i, "t", partition=i % 2) for i in range(500)]
+            assert all(isinstance(f, asyncio.Future) for f in futures)
+            return list(await asyncio.gather(*futures))
+
+    positions = asyncio.run(main())
+    stored = {m.position: m.value for m in _blocking_scan(hq, queue_name)}
+    assert len(stored) == 500
+    assert [stored[p] for p in positions] == [b"v%d" % i for i in range(500)]
+    for partition in (0, 1):
+        mine = [p for p in positions if p.partition == partition]
+        assert mine == sorted(mine)  # sent in order, stored in order
+
+
+def test_the_blocking_client_s_errors_come_through_unchanged(
+    hbase_server: StandaloneProcess, hq: Client, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=1)
+
+    async def main() -> None:
+        async with await _connect(hbase_server) as client:
+            with pytest.raises(NoQueueError):
+                await client.queue(queue_name + "-missing")
+            queue = await client.queue(queue_name)
+            position = await queue.put(b"x", "t")
+            with pytest.raises(NoMessageError):
+                await queue.get(Position(0, position.id.successor()))
+            with pytest.raises(InvalidArgumentError):
+                aio_scanner = queue.partition_scanner(0, start=Position(1, position.id))
+                async for _ in aio_scanner:
+                    pass
+
+    asyncio.run(main())
+
+
+def test_an_async_listener_runs_on_the_loop_and_receives_what_is_put(
+    hbase_server: StandaloneProcess, hq: Client, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=2)
+
+    async def main() -> tuple[list[bytes], set[int], int]:
+        loop_thread = threading.get_ident()
+        received: list[bytes] = []
+        threads: set[int] = set()
+        done = asyncio.Event()
+
+        async def listener(messages: list[Message]) -> ConsumeStatus:
+            threads.add(threading.get_ident())
+            received.extend(m.value for m in messages)
+            if len(received) >= 20:
+                done.set()
+            await asyncio.sleep(0)  # a real coroutine: it may await
+            return ConsumeStatus.SUCCESS
+
+        async with await _connect(hbase_server) as client:
+            queue = await client.queue(queue_name)
+            async with await queue.subscribe("aio", listener, start="earliest"):
+                await queue.put_batch([NewMessage(b"%d" % i, "t", i % 2) for i in range(20)])
+                await asyncio.wait_for(done.wait(), timeout=30)
+        return received, threads, loop_thread
+
+    received, threads, loop_thread = asyncio.run(main())
+    assert sorted(received, key=int) == [b"%d" % i for i in range(20)]
+    assert threads == {loop_thread}
+
+
+def test_connect_checks_its_own_argument() -> None:
+    with pytest.raises(InvalidArgumentError, match="'max_workers'"):
+        asyncio.run(aio.connect(max_workers=0))  # type: ignore[arg-type]
