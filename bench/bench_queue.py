@@ -27,6 +27,21 @@ Workloads, messages of 100 bytes, fresh stream / queue per round:
   decoding, so the gap between it and ``partition_scanner`` is hqueue's own cost.
 - one at a time: hqueue ``put``; Redis XADD; NATS ``await js.publish``; each call
   timed, p50/p99 reported.
+- one call per message (``--send-messages``, 200,000): the asynchronous producers,
+  each message its own call and its acknowledgement awaited in the background.
+  hqueue ``Queue.send`` from one thread, then ``flush()``, with the client's default
+  batching (a partition's batch leaves 5 ms after its first message, or at 10,000
+  messages); hqueue ``AsyncQueue.send`` from asyncio (``hqueue.aio``); NATS
+  ``publish_async``; and, for scale, Redis XADD one at a time over as many messages.
+  The asyncio rows turn the event loop every 100 sends (so acks are handed over as
+  they come) and keep at most 10,000 messages awaiting their acks (waiting for the
+  oldest 100 beyond that), so memory stays bounded; NATS's client also holds back
+  beyond its own 4,000. A message's latency runs from its send call to its future
+  resolved: for ``Queue.send`` when its ``callback`` runs on the sender thread, for
+  the asyncio rows when the loop runs the future's done-callback. Reported beside the
+  batched produce rows of the same run (hqueue ``put_batch``, Redis pipelined XADD,
+  NATS 1,000 ``publish_async`` at a time), whose latency is the call's (each message
+  of a call is acknowledged when it returns).
 
 Timed sections cover only the calls (and, for scans, opening the scanner or
 consumer); each produce starts with one untimed warm-up message so that connection
@@ -38,10 +53,13 @@ peer's scan rows) rotating from round to round, and each figure is the median ov
 the rounds (for latencies, the median of the per-round percentiles), so a passing
 disturbance on this shared machine does not favour one peer. Ratios are hqueue's
 msgs/s divided by the peer's. The targets: batched produce >= 2x Redis
-pipelined XADD, scan >= 2x Redis XREAD, unbatched put p50 < 1 ms.
+pipelined XADD, scan >= 2x Redis XREAD, unbatched put p50 < 1 ms; and for ``send``
+(from a thread and from asyncio, each judged): >= 80% of ``put_batch``'s rate, >= 3x
+Redis's one-at-a-time XADD, acknowledgement p99 < 20 ms.
 
 Run: ``.venv/bin/python bench/bench_queue.py [--messages 200000] [--single-messages
-5000] [--rounds 3] [--quick] [--smoke] [--peers hqueue,redis,nats] [--redis-fsync]``
+5000] [--send-messages 200000] [--rounds 3] [--quick] [--smoke] [--peers
+hqueue,redis,nats] [--redis-fsync]``
 
 The targets and the latest figures, with what bounds them: docs/performance.md.
 """
@@ -56,6 +74,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -79,6 +98,7 @@ from rounds import (
 )
 
 import hqueue
+from hqueue import aio
 from hqueue.message import partition_range
 from hqueue.testing.standalone import StandaloneProcess
 
@@ -87,7 +107,16 @@ VALUE = b"x" * 100
 TOPIC = "t"
 
 BATCHED, SCAN, SINGLE = "batched produce (1,000/call)", "scan from the start", "one at a time"
-WORKLOADS = (BATCHED, SCAN, SINGLE)
+SEND = "one call per message"
+WORKLOADS = (BATCHED, SCAN, SINGLE, SEND)
+
+SEND_CHUNK = 100
+"""The asyncio rows of SEND: sends between two turns of the event loop."""
+SEND_WINDOW = 10_000
+"""The asyncio rows of SEND: most messages awaiting their acks at once."""
+SAMPLE_EVERY = 20
+"""SEND rows time the ack of every 20th message: a callback on every one would cost
+the sending side as much again (measured: half the rate for ``Queue.send``)."""
 
 
 @dataclass
@@ -114,18 +143,90 @@ def timed_calls(calls: int, call: Callable[[], Any]) -> Sample:
     return Sample(calls, time.perf_counter() - t_start, lat)
 
 
+class AckTimes:
+    """For every SAMPLE_EVERY-th of ``n`` messages (index ``i // SAMPLE_EVERY``), when
+    it was sent and when its acknowledgement arrived (``perf_counter`` seconds), and
+    the errors those acks carried."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.sent = [0.0] * len(range(0, n, SAMPLE_EVERY))
+        self.acked = [0.0] * len(self.sent)
+        self.errors: list[BaseException] = []
+
+    def on_ack(self, i: int, position: object, error: BaseException | None) -> None:
+        """``Queue.send``'s callback for sample ``i`` (bound with functools.partial)."""
+        self.acked[i] = time.perf_counter()
+        if error is not None:
+            self.errors.append(error)
+
+    def on_done(self, i: int, future: asyncio.Future[Any]) -> None:
+        """An asyncio future's done-callback for sample ``i``."""
+        self.acked[i] = time.perf_counter()
+        error = None if future.cancelled() else future.exception()
+        if error is not None:
+            self.errors.append(error)
+
+    def sample(self, seconds: float) -> Sample:
+        """The run's sample once every message is acknowledged.
+
+        Raises:
+            RuntimeError: a message failed or has no acknowledgement.
+        """
+        if self.errors:
+            raise RuntimeError(f"{len(self.errors)} sends failed, the first: {self.errors[0]!r}")
+        missing = self.acked.count(0.0)
+        if missing:
+            raise RuntimeError(f"{missing} of {len(self.acked)} messages were not acknowledged")
+        lat = [a - s for s, a in zip(self.sent, self.acked, strict=True)]
+        return Sample(self.n, seconds, lat)
+
+
+async def send_windowed(n: int, send: Callable[[], Any], acks: AckTimes, awaited: bool) -> float:
+    """Send ``n`` messages, one ``send()`` call each (its result awaited first when
+    ``awaited``: a coroutine resolving to the ack's future), turning the loop every
+    SEND_CHUNK sends and keeping at most SEND_WINDOW awaiting their acks; return the
+    seconds until the last ack. Every ack is awaited (an error raises); the sampled
+    ones are timed into ``acks``."""
+    pending: deque[asyncio.Future[Any]] = deque()
+    sent, on_done, perf, partial = acks.sent, acks.on_done, time.perf_counter, functools.partial
+    t_start = perf()
+    for first in range(0, n, SEND_CHUNK):
+        chunk = []
+        for i in range(first, min(n, first + SEND_CHUNK)):
+            if i % SAMPLE_EVERY:
+                future = await send() if awaited else send()
+            else:
+                sent[i // SAMPLE_EVERY] = perf()
+                future = await send() if awaited else send()
+                future.add_done_callback(partial(on_done, i // SAMPLE_EVERY))
+            chunk.append(future)
+        pending.append(asyncio.gather(*chunk))
+        if len(pending) * SEND_CHUNK > SEND_WINDOW:
+            await pending.popleft()
+        else:
+            await asyncio.sleep(0)  # the loop hands over the acks that came in
+    await asyncio.gather(*pending)
+    return perf() - t_start
+
+
 # -- peers ---------------------------------------------------------------------------
 # Each peer offers, per workload, rows as (label, function of the round -> Sample).
 # The scan rows read what the same peer's batched produce wrote in the same round.
 
 
 class HQueuePeer:
+    """The blocking client, and for the asyncio row a client of ``hqueue.aio`` on an
+    event loop the peer owns, so that both live across rounds."""
+
     name = "hqueue"
     primary_scan = "hqueue partition_scanner(0)"
 
     def __init__(self, workdir: Path) -> None:
         self.server = StandaloneProcess(workdir / "hqueue-data")
         self.client: Any = None
+        self.loop = asyncio.new_event_loop()
+        self.aclient: aio.AsyncClient | None = None
         self.produced = 0
 
     def start(self) -> None:
@@ -139,11 +240,24 @@ class HQueuePeer:
             put_timeout=15.0,
         )
         self._new_queue("probe")
+        self.aclient = self.loop.run_until_complete(
+            aio.connect(
+                self.server.address,
+                hbase_admin=f"127.0.0.1:{self.server.thrift2_port}",
+                table_prefix="",
+                put_timeout=15.0,
+            )
+        )
 
     def stop(self) -> None:
-        if self.client is not None:
-            self.client.close()
-        self.server.stop()
+        try:
+            if self.aclient is not None:
+                self.loop.run_until_complete(self.aclient.close())
+            if self.client is not None:
+                self.client.close()
+        finally:
+            self.loop.close()
+            self.server.stop()
 
     def _new_queue(self, name: str) -> Any:
         self.client.create_queue(name, partitions=1)
@@ -206,6 +320,49 @@ class HQueuePeer:
         q = self._new_queue(f"s{r}")
         return timed_calls(n, lambda: q.put(VALUE, topic=TOPIC, partition=0))
 
+    def send(self, r: int, n: int) -> Sample:
+        q = self._new_queue(f"c{r}")
+        q.send(VALUE, TOPIC, partition=0).result()  # warm-up: starts the sender's threads
+        acks = AckTimes(n)
+        sent, on_ack, perf, partial = acks.sent, acks.on_ack, time.perf_counter, functools.partial
+        t_start = perf()
+        for i in range(n):
+            if i % SAMPLE_EVERY:
+                future = q.send(VALUE, TOPIC, partition=0)
+            else:
+                sent[i // SAMPLE_EVERY] = perf()
+                future = q.send(
+                    VALUE, TOPIC, partition=0, callback=partial(on_ack, i // SAMPLE_EVERY)
+                )
+        q.flush()
+        seconds = perf() - t_start
+        # Besides the sampled futures only the last is looked at: a failed request fails
+        # its whole batch, and at these rates a batch holds hundreds of messages or more.
+        future.result(0)
+        return acks.sample(seconds)
+
+    def aio_send(self, r: int, n: int) -> Sample:
+        assert self.aclient is not None
+        aclient, name = self.aclient, f"a{r}"
+        self._new_queue(name)
+
+        async def run() -> Sample:
+            deadline = time.monotonic() + 30
+            while True:  # its client's metadata cache may not have seen the create yet
+                try:
+                    q = await aclient.queue(name)
+                    break
+                except hqueue.HQueueError:
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.01)
+            await q.send(VALUE, TOPIC, partition=0)  # warm-up: the sender's threads
+            acks = AckTimes(n)
+            send = functools.partial(q.send, VALUE, TOPIC, partition=0)
+            return acks.sample(await send_windowed(n, send, acks, awaited=False))
+
+        return self.loop.run_until_complete(run())
+
     def end_round(self, r: int) -> None:
         pass  # the queues stay: the temporary data directory goes at the end
 
@@ -218,6 +375,7 @@ class HQueuePeer:
                 ("happybase scan (Thrift1 only, diagnostic)", self.scan_happybase),
             ],
             SINGLE: [("hqueue put", self.single)],
+            SEND: [("hqueue send", self.send), ("hqueue aio send", self.aio_send)],
         }
 
 
@@ -274,9 +432,9 @@ class RedisPeer:
         assert self.r is not None
         self.r.delete(f"b{r}")  # keeps Redis's memory (and the machine's) flat over rounds
 
-    def single(self, r: int, n: int) -> Sample:
+    def single(self, r: int, n: int, key: str = "s") -> Sample:
         assert self.r is not None
-        key = f"s{r}"
+        key = f"{key}{r}"
         self.r.xadd(key, {b"v": VALUE})
         s = timed_calls(n, lambda: self.r.xadd(key, {b"v": VALUE}))  # type: ignore[union-attr]
         self.r.delete(key)
@@ -288,6 +446,7 @@ class RedisPeer:
             BATCHED: [(f"redis pipelined XADD{how}", self.batched)],
             SCAN: [("redis XREAD COUNT 1000", self.scan)],
             SINGLE: [(f"redis XADD{how}", self.single)],
+            SEND: [(f"redis XADD{how}", functools.partial(self.single, key="c"))],
         }
 
 
@@ -397,6 +556,19 @@ class NatsPeer:
 
         return self.loop.run_until_complete(run())
 
+    def send(self, r: int, n: int) -> Sample:
+        subject = f"c{r}"
+
+        async def run() -> Sample:
+            await self._new_stream(subject)
+            acks = AckTimes(n)
+            send = functools.partial(self.js.publish_async, subject, VALUE)
+            seconds = await send_windowed(n, send, acks, awaited=True)
+            await self.js.delete_stream(subject)
+            return acks.sample(seconds)
+
+        return self.loop.run_until_complete(run())
+
     def end_round(self, r: int) -> None:
         self.loop.run_until_complete(self.js.delete_stream(f"b{r}"))
 
@@ -408,6 +580,7 @@ class NatsPeer:
                 ("nats ordered consumer", self.scan_ordered),
             ],
             SINGLE: [("nats await publish", self.single)],
+            SEND: [("nats publish_async", self.send)],
         }
 
 
@@ -430,7 +603,7 @@ def run(
         peers.append(RedisPeer(workdir, args.redis_fsync))
     if "nats" in wanted:
         peers.append(NatsPeer(workdir))
-    sizes = {BATCHED: args.messages, SINGLE: args.single_messages}
+    sizes = {BATCHED: args.messages, SINGLE: args.single_messages, SEND: args.send_messages}
 
     def rows(p: Peer, workload: str) -> list[tuple[str, Callable[[int], Sample]]]:
         if workload not in sizes:
@@ -454,7 +627,7 @@ def report(
     rate = {k: statistics.median(s.rate for s in v) for k, v in samples.items()}
 
     def lat_ms(k: tuple[str, str], q: float) -> float | None:
-        median = median_of_rounds((s.latencies for s in samples[k]), q)
+        median = median_of_rounds((s.latencies for s in samples.get(k, [])), q)
         return None if median is None else median * 1000
 
     def fastest(workload: str, prefix: str) -> tuple[str, float] | None:
@@ -465,12 +638,21 @@ def report(
         ]
         return max(found, key=lambda x: x[1]) if found else None
 
-    hq_label = {BATCHED: "hqueue put_batch", SCAN: HQueuePeer.primary_scan, SINGLE: "hqueue put"}
+    def ms(v: float | None) -> str:
+        return "" if v is None else f"{v:.3f}"
+
+    hq_label = {
+        BATCHED: "hqueue put_batch",
+        SCAN: HQueuePeer.primary_scan,
+        SINGLE: "hqueue put",
+        SEND: "hqueue send",
+    }
     if args.smoke:
         print(f"\n{SMOKE_NOTE}", end="")
     print(
         f"\nhqueue vs Redis Streams vs NATS JetStream: {VALUE.__len__()} B messages; "
-        f"{args.messages:,} batched / scanned, {args.single_messages:,} one at a time; "
+        f"{args.messages:,} batched / scanned, {args.single_messages:,} one at a time, "
+        f"{args.send_messages:,} one call per message; "
         f"median of {args.rounds} rounds, peers alternating; {os.cpu_count()} cores."
     )
     print(
@@ -492,27 +674,49 @@ def report(
             ("workload", "peer", "msgs/s", "p50 ms", "p99 ms", "hqueue ÷ peer"), "llrrrr"
         )
     )
-    for workload in WORKLOADS:
+    for workload in (BATCHED, SCAN, SINGLE):  # SEND has its own table, below
         hq = rate.get((workload, hq_label[workload]))
         for (w, label), v in rate.items():
             if w != workload:
                 continue
             p50, p99 = lat_ms((w, label), 0.50), lat_ms((w, label), 0.99)
             ratio = "" if label == hq_label[workload] or hq is None else f"{hq / v:.2f}x"
-            print(
-                markdown_row(
-                    (
-                        workload,
-                        label,
-                        f"{v:,.0f}",
-                        "" if p50 is None else f"{p50:.3f}",
-                        "" if p99 is None else f"{p99:.3f}",
-                        ratio,
-                    )
-                )
-            )
+            print(markdown_row((workload, label, f"{v:,.0f}", ms(p50), ms(p99), ratio)))
     for name, why in failed.items():
         print(markdown_row(("(all)", name, f"failed: {why.splitlines()[0][:160]}", "", "", "")))
+
+    # One call per message, beside the batched produce rows of the same run.
+    send_labels = ("hqueue send", "hqueue aio send")
+    print(
+        f"\nOne call per message: {args.send_messages:,} messages per round, each its own "
+        "call; latency (ms) from the call to its acknowledgement (for hqueue send, the "
+        "future resolved; client defaults: linger 5 ms, batches of up to 10,000). Beside "
+        f"them the batched produce rows ({args.messages:,} messages, 1,000 per call: "
+        "latency of the call). Ratios: send's msgs/s divided by the row's.\n"
+    )
+    print(
+        markdown_header(
+            ("producer", "msgs/s", "p50 ms", "p99 ms", "send ÷ row", "aio send ÷ row"), "lrrrrr"
+        )
+    )
+    ordered = [
+        (w, label)
+        for prefix in ("hqueue", "redis", "nats")
+        for w in (SEND, BATCHED)
+        for (w2, label) in rate
+        if w2 == w and label.startswith(prefix)
+    ]
+    for k in ordered:
+        w, label = k
+        ratios = [
+            ""
+            if k == (SEND, mine) or (SEND, mine) not in rate
+            else f"{rate[SEND, mine] / rate[k]:.2f}x"
+            for mine in send_labels
+        ]
+        how = "one per call" if w == SEND else "1,000 per call"
+        row = (f"{label} ({how})", f"{rate[k]:,.0f}", ms(lat_ms(k, 0.5)), ms(lat_ms(k, 0.99)))
+        print(markdown_row((*row, *ratios)))
 
     print()
     if args.smoke:
@@ -544,6 +748,22 @@ def report(
         hq, peer = rate.get((workload, hq_label[workload])), fastest(workload, "nats")
         if hq is not None and peer is not None:
             print(markdown_row((f"({text}: {peer[0]}, no target)", f"{hq / peer[1]:.2f}x", "")))
+    put_batch, redis_one = rate.get((BATCHED, hq_label[BATCHED])), fastest(SEND, "redis")
+    for label in send_labels:
+        mine, ack_p99 = rate.get((SEND, label)), lat_ms((SEND, label), 0.99)
+        share = None if mine is None or put_batch is None else mine / put_batch
+        vs_redis = None if mine is None or redis_one is None else mine / redis_one[1]
+        checks: list[tuple[str, float | None, str, Callable[[float], bool]]] = [
+            (f"{label} >= 80% of put_batch's msgs/s", share, "{:.0%}", lambda x: x >= 0.8),
+            (f"{label} >= 3x Redis XADD one at a time", vs_redis, "{:.2f}x", lambda x: x >= 3),
+            (f"{label} acknowledgement p99 < 20 ms", ack_p99, "{:.2f} ms", lambda x: x < 20),
+        ]
+        for text, measured, shown, met in checks:
+            if measured is None:
+                print(markdown_row((text, "n/a", "n/a")))
+                continue
+            ok = met(measured)
+            print(markdown_row((text, shown.format(measured), "yes" if ok else "no")))
 
 
 def main() -> None:
@@ -558,11 +778,17 @@ def main() -> None:
     parser.add_argument(
         "--single-messages", type=int, default=5_000, help="messages per round put one at a time"
     )
+    parser.add_argument(
+        "--send-messages",
+        type=int,
+        default=200_000,
+        help="messages per round sent one call per message (send, publish_async, XADD)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
-        "--quick", action="store_true", help="short run: 10,000 / 500 messages, 1 round"
+        "--quick", action="store_true", help="short run: 10,000 / 500 / 10,000 messages, 1 round"
     )
-    add_smoke_argument(parser, "2,000 / 50 messages, 1 round")
+    add_smoke_argument(parser, "2,000 / 50 / 2,000 messages, 1 round")
     parser.add_argument(
         "--peers", default="hqueue,redis,nats", help="comma-separated subset of hqueue,redis,nats"
     )
@@ -573,11 +799,18 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.quick:
-        args.messages, args.single_messages, args.rounds = 10_000, 500, 1
+        args.messages, args.single_messages, args.send_messages, args.rounds = (
+            10_000,
+            500,
+            10_000,
+            1,
+        )
     if args.smoke:
-        args.messages, args.single_messages, args.rounds = 2_000, 50, 1
+        args.messages, args.single_messages, args.send_messages, args.rounds = 2_000, 50, 2_000, 1
     if args.messages < BATCH:
         parser.error(f"--messages must be at least {BATCH}")
+    if args.send_messages < 1:
+        parser.error("--send-messages must be at least 1")
     with tempfile.TemporaryDirectory(prefix="bench-queue-") as tmp:
         samples, failed = run(args, Path(tmp))
     report(args, samples, failed)
