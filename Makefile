@@ -10,7 +10,9 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9090
 ZK_JAR := /usr/share/java/zookeeper.jar
 DIST   ?= dist
-SMOKE_VENV ?= /tmp/hqueue-smoke-venv
+# Per checkout (build/ is git-ignored), so that two checkouts on one machine do not
+# share it; removed after a run that passed, kept after one that failed.
+SMOKE_VENV ?= $(CURDIR)/build/smoke-venv
 
 .PHONY: run test venv deps-test zookeeper compose-config lint staged typecheck imports pytest test-unit wheel smoke bench clean
 
@@ -83,7 +85,7 @@ wheel: $(BIN)/hqueue
 	rm -rf $(DIST)
 	$(BIN)/pip wheel --quiet --no-deps --wheel-dir $(DIST) .
 
-# The installed-wheel smoke test: a fresh virtual environment outside the checkout
+# The installed-wheel smoke test: a fresh virtual environment (not the checkout's)
 # holding only the wheel, `hqueue standalone` up, put, scan, subscribe, a Spark read.
 smoke: wheel
 	rm -rf $(SMOKE_VENV)
@@ -92,6 +94,7 @@ smoke: wheel
 	$(SMOKE_VENV)/bin/pip install --quiet "$$(echo $(CURDIR)/$(DIST)/hqueue-*.whl)[spark]"
 	cp .ci/smoke_wheel.py $(SMOKE_VENV)/smoke_wheel.py
 	cd $(SMOKE_VENV) && ./bin/python smoke_wheel.py
+	rm -rf $(SMOKE_VENV)
 
 test: lint pytest bench-smoke smoke
 

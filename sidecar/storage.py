@@ -14,7 +14,12 @@ window that leaves is in docs/queues.md, "Retries without duplicates").
 
 from __future__ import annotations
 
+import contextlib
+import socket
 from collections.abc import Callable, Sequence
+from typing import Any
+
+from thriftpy2.thrift import TException
 
 from hqueue.errors import NotOwnerError, StorageError
 from hqueue.message import MessageId, decode_rowkey, partition_range
@@ -39,11 +44,18 @@ from hqueue.storage.producers import (
     producer_rows,
     read_producer,
 )
-from hqueue.storage.reader import Thrift1Range, rows_to_block
+from hqueue.storage.reader import Thrift1Range
 from hqueue.wire.block import MessageBlock
 from hqueue.wire.idl import hbase1
+from hqueue.wire.thrift1_frames import scanner_get_block
 
 __all__ = ["HBaseStorage"]
+
+
+def _socket(conn: Any) -> socket.socket:
+    """The socket of a happybase connection (its buffered transport holds no unread
+    bytes between calls, so a call may be made on the socket itself)."""
+    return conn.transport.sock  # type: ignore[no-any-return]
 
 
 def _done() -> None:
@@ -72,21 +84,26 @@ class HBaseStorage:
         limit: int,
         max_bytes: int,
     ) -> MessageBlock:
-        # One answer of at most ``limit`` rows: the scanner is closed after it.
-        scan = Thrift1Range(
-            self._hbase.client,
-            table,
-            start,
-            stop,
-            caching=limit,
+        # One answer of at most ``limit`` rows: the scanner is closed after it. The
+        # rows go straight from the reply's bytes into the block (no TRowResult).
+        h1 = hbase1()
+        scan = h1.TScan(
+            startRow=start,
+            stopRow=stop,
             columns=sorted(columns) if columns else None,
+            caching=limit,
         )
-        try:
-            rows = scan.rows(limit)
-        finally:
-            scan.close()
-        # HBase has no byte limit on a scan: trim what came back (at least one row).
-        return rows_to_block(rows, max_bytes)
+        with self._hbase.connection("scan") as conn:
+            scanner = conn.client.scannerOpenWithScan(table, scan, {})
+            try:
+                # HBase has no byte limit on a scan: the block keeps what fits (at
+                # least one row).
+                return scanner_get_block(_socket(conn), scanner, limit, max_bytes)
+            finally:
+                # A reply read halfway leaves the connection unusable (the pool then
+                # drops it) and the scanner to the gateway's lease.
+                with contextlib.suppress(TException, OSError):
+                    conn.client.scannerClose(scanner)
 
     def fence(self, table: bytes, partition: int, epoch: int) -> None:
         h1 = hbase1()

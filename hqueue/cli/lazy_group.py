@@ -9,8 +9,9 @@ must not import them either. A test checks each summary against the command's ow
 
 from __future__ import annotations
 
+import difflib
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,20 @@ class LazyCommand:
         return command
 
 
+def _closest(word: str, candidates: Iterable[str]) -> list[str]:
+    """Return the ``candidates`` closest to ``word`` among those :mod:`difflib` finds
+    close (as click finds them for a mistyped option): the best match, and any as
+    close, so that ``subscription`` suggests ``subscriptions`` alone, not
+    ``subscribe`` too."""
+    matcher = difflib.SequenceMatcher(b=word)
+    scores: dict[str, float] = {}
+    for candidate in difflib.get_close_matches(word, candidates):
+        matcher.set_seq1(candidate)
+        scores[candidate] = matcher.ratio()
+    best = max(scores.values(), default=0.0)
+    return [candidate for candidate, score in scores.items() if score == best]
+
+
 class LazyGroup(click.Group):
     """A :class:`click.Group` that imports the commands ``lazy_commands`` names (verb
     to :class:`LazyCommand`) the first time one is invoked or asked for its help."""
@@ -57,6 +72,20 @@ class LazyGroup(click.Group):
             command = self.lazy_commands[cmd_name].load()
             self.add_command(command, cmd_name)
         return command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as exc:
+            # click suggests from ``self.commands``, which holds only the verbs
+            # imported so far: suggest from every verb, importing none of them.
+            raise click.exceptions.NoSuchCommand(
+                exc.command_name,
+                possibilities=_closest(exc.command_name, self.list_commands(ctx)),
+                ctx=ctx,
+            ) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """List the verbs as :meth:`click.Group.format_commands` does, taking the help

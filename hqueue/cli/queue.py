@@ -32,7 +32,7 @@ import click
 from hqueue.cli.common import client_for as _client
 from hqueue.cli.common import format_option
 from hqueue.cli.common import root_options as _options
-from hqueue.errors import HQueueError
+from hqueue.errors import HQueueError, SubscriptionExistsError
 from hqueue.message import MAX_PARTITIONS, format_time
 from hqueue.metadata.resources import check_queue_name
 from hqueue.progress import elapsed
@@ -319,6 +319,15 @@ def delete(ctx: click.Context, name: str, force: bool, yes: bool) -> None:
                 # As kubectl delete --interactive: a "no" is an answer, not an error.
                 click.echo(NOT_CONFIRMED, err=True)
                 return
-        with elapsed(f"deleting queue {name}"):
-            client.delete_queue(name, force=force)
+        try:
+            with elapsed(f"deleting queue {name}"):
+                client.delete_queue(name, force=force)
+        except SubscriptionExistsError:
+            # The library's message names the Python call; this one the commands.
+            subscriptions = sorted(info.name for info in client.queue(name).subscriptions())
+            raise click.ClickException(
+                f"queue {name!r} has {len(subscriptions)} subscription(s) "
+                f"({', '.join(subscriptions[:5])}); delete them first (hqueue subscriptions "
+                f"delete {name} NAME) or force the deletion (hqueue queue delete {name} --force)"
+            ) from None
     _emit(ctx, {"deleted": True, "name": name}, f"deleted queue {name}")

@@ -57,6 +57,9 @@ DEFAULT_PURGE_INTERVAL = 60.0
 """Seconds between the background purges of expired (TTL) cells
 (``--purge-interval-seconds``)."""
 
+STORE_FILE = "data.mdb"
+"""The LMDB file holding the store: a data directory holding it is a store."""
+
 LOCK_FILE = "hqueue.lock"
 """The data directory's lock file, held by the serving process."""
 
@@ -124,11 +127,16 @@ class StandaloneServer:
         :raises OSError: a port cannot be bound.
         """
         cfg = self.config
-        self._lock_fd = lock_data_dir(cfg.data_dir)
+        footprint = _Footprint.before(cfg.data_dir)
+        try:
+            self._lock_fd = lock_data_dir(cfg.data_dir)
+        except BaseException:
+            footprint.remove_directories()
+            raise
         try:
             self.store = Store(cfg.data_dir, map_size=cfg.map_size)
         except BaseException:
-            self.stop()
+            self._abort_start(footprint)
             raise
         region_host = cfg.advertised_host or socket.gethostname()
         try:
@@ -154,11 +162,23 @@ class StandaloneServer:
             if cfg.sidecar:
                 self.sidecar = self._start_sidecar(self.store, self.thrift1.port)
         except BaseException:
-            self.stop()
+            self._abort_start(footprint)
             raise
         self._chore = threading.Thread(target=self._chores, name="standalone-chores", daemon=True)
         self._chore.start()
         return self
+
+    def _abort_start(self, footprint: _Footprint) -> None:
+        """Stop what a failed :meth:`start` began and remove what it created in the
+        data directory, before releasing the lock, so that no other process starting
+        on the directory meanwhile sees its files go."""
+        lock_fd, self._lock_fd = self._lock_fd, None
+        try:
+            self.stop()
+            footprint.remove_created()
+        finally:
+            if lock_fd is not None:
+                os.close(lock_fd)
 
     def _start_sidecar(self, store: Store, thrift1_port: int) -> SidecarServer:
         cfg = self.config
@@ -262,6 +282,58 @@ def _purge_all(store: Store) -> None:
         except HQueueError as exc:
             # The store is closing or full: the next round tries again.
             log.warning("TTL purge of %r stopped: %s", name, exc)
+
+
+@dataclass(frozen=True)
+class _Footprint:
+    """What a data directory held before a start, so that a failed start leaves it as
+    it was: the directories the start will create (deepest first), and the names the
+    directory held, or ``None`` when it held a store, which a failed start never
+    touches."""
+
+    data_dir: Path
+    new_directories: tuple[Path, ...]
+    entries: frozenset[str] | None
+
+    @classmethod
+    def before(cls, data_dir: Path) -> _Footprint:
+        """Record what ``data_dir`` holds now."""
+        path = Path(data_dir).absolute()
+        missing = []
+        while not path.exists() and path != path.parent:
+            missing.append(path)
+            path = path.parent
+        try:
+            names = frozenset(os.listdir(data_dir)) if not missing else frozenset()
+        except OSError:
+            names = None  # unreadable: nothing in it is ours to remove
+        if names is not None and STORE_FILE in names:
+            names = None
+        return cls(Path(data_dir), tuple(missing), names)
+
+    def remove_created(self) -> None:
+        """Remove the files that appeared in the data directory since :meth:`before`,
+        then the directories it created, if empty."""
+        if self.entries is not None:
+            try:
+                created = set(os.listdir(self.data_dir)) - self.entries
+            except OSError:
+                created = set()
+            for name in created:
+                try:
+                    os.unlink(self.data_dir / name)
+                except OSError as exc:
+                    log.warning("could not remove %s after a failed start: %s", name, exc)
+        self.remove_directories()
+
+    def remove_directories(self) -> None:
+        """Remove the directories the start created, deepest first, each only if
+        empty."""
+        for directory in self.new_directories:
+            try:
+                os.rmdir(directory)
+            except OSError:
+                return  # not empty (or gone): the ones above hold it
 
 
 def lock_data_dir(data_dir: Path) -> int:

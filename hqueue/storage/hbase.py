@@ -35,7 +35,12 @@ from hqueue.errors import (
     WrongServiceError,
 )
 from hqueue.message import table_name
-from hqueue.settings import DEFAULT_THRIFT1_PORT, DEFAULT_THRIFT2_PORT, parse_address
+from hqueue.settings import (
+    DEFAULT_THRIFT1_PORT,
+    DEFAULT_THRIFT2_PORT,
+    ENV_HBASE,
+    parse_address,
+)
 from hqueue.storage.reader import last_rowkey
 from hqueue.wire.errors import hbase_errors, table_not_found
 from hqueue.wire.idl import hbase1, hbase2, sidecar
@@ -200,6 +205,13 @@ class ConnectionPool:
             conn.close()
 
 
+_UNREACHABLE_HINT = (
+    "start `hqueue standalone`, or name your HBase Thrift1 gateway with --hbase "
+    f"(hqueue.connect(hbase=...)) or {ENV_HBASE}"
+)
+"""What the error of a first connection that nothing answered suggests."""
+
+
 class HBase:
     """Queue tables on one HBase: ``address`` is the Thrift1 gateway, ``admin_address``
     the Thrift2 gateway (only :meth:`admin` needs it). Table names get happybase's
@@ -222,10 +234,18 @@ class HBase:
         # admin call compares them first.
         self._one_cluster = False
         host, port = parse_address(address)
-        with hbase_errors(f"connect to HBase at {address}"):
-            self.pool = ConnectionPool(
-                pool_size, host=host, port=port, table_prefix=self.table_prefix, timeout=timeout_ms
-            )
+        try:
+            with hbase_errors(f"connect to HBase at {address}"):
+                self.pool = ConnectionPool(
+                    pool_size,
+                    host=host,
+                    port=port,
+                    table_prefix=self.table_prefix,
+                    timeout=timeout_ms,
+                )
+        except ConnectionLostError as exc:
+            # Nothing answered at all: most often no server was started yet.
+            raise ConnectionLostError(f"{exc}; {_UNREACHABLE_HINT}") from None
 
     def table_name(self, queue: str) -> bytes:
         """Return the full HBase table name of a queue (prefix included)."""

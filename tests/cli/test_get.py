@@ -68,7 +68,7 @@ def test_get_reads_back_what_put_returned(hbase_server: StandaloneProcess, queue
         (f"1@{T0 + 1}:0", "has no message at 1@1700000000001:0"),
         (f"0@{T0 + 3}:0", "has no message at 0@1700000000003:0"),
         (f"{T0}:0", "POSITION: '1700000000000:0' is not a position"),
-        ("1@soon", "POSITION: 'soon' is not a message id"),
+        ("1@soon", "POSITION: '1@soon' is not a position"),
         (f"5@{T0}:0", "partitions 0..1"),
     ],
 )
@@ -121,7 +121,7 @@ def test_scan_positions_of_other_partitions_are_usage_errors(
     assert outside.returncode == 1
     assert "the position's partition 5 is out of range" in outside.stderr
     bad = hqueue(hbase_server, "scan", queue.name, "--from", "0@nonsense")
-    assert bad.returncode == 1 and "--from: 'nonsense' is not a message id" in bad.stderr
+    assert bad.returncode == 1 and "--from: '0@nonsense' is not a position" in bad.stderr
 
 
 def test_subscriptions_reset_to_a_position_moves_its_partition_only(

@@ -208,10 +208,13 @@ def test_delete_is_refused_while_subscriptions_exist_unless_forced(
     hq._context.subscriptions.create_subscription_data(
         queue_name, "audit", SubscriptionPreferences({0: "0:0", 1: "0:0"})
     )
-    code, out, err = invoke(hbase_server, "queue", "delete", queue_name)
-    assert (code, out) == (1, "")
-    assert err.startswith(f"Error: queue {queue_name!r} has 1 subscription(s) (audit)")
-    assert len(err.splitlines()) == 1
+    refused = run(hbase_server, "queue", "delete", queue_name)
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == (
+        f"Error: queue {queue_name!r} has 1 subscription(s) (audit); delete them first "
+        f"(hqueue subscriptions delete {queue_name} NAME) or force the deletion "
+        f"(hqueue queue delete {queue_name} --force)\n"
+    )
     assert queue_name in [info.name for info in hq.queues()]
     assert queue_name.encode() in table_names(hbase_server)
 
@@ -351,6 +354,44 @@ def test_unreachable_servers_are_one_line_errors(
     assert "Thrift2 gateway at 127.0.0.1:1 is unreachable" in no_admin.stderr
     assert "--hbase-admin" in no_admin.stderr
     assert len(no_admin.stderr.splitlines()) == 1
+
+
+NO_SERVER_HINT = (
+    "; start `hqueue standalone`, or name your HBase Thrift1 gateway with --hbase "
+    "(hqueue.connect(hbase=...)) or HQUEUE_HBASE"
+)
+
+
+def test_no_server_says_what_to_start_or_set() -> None:
+    unreachable = "Error: connect to HBase at 127.0.0.1:1: HBase unreachable ("
+    for args, env in (
+        (["--hbase", "127.0.0.1:1"], child_env()),
+        ([], {**child_env(), "HQUEUE_HBASE": "127.0.0.1:1"}),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "hqueue", *args, "queue", "list"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr.startswith(unreachable)
+        assert done.stderr.endswith(f"){NO_SERVER_HINT}\n")
+
+    # Python users get the same hint, from the error the library raises.
+    library = subprocess.run(
+        [sys.executable, "-c", "import hqueue; hqueue.connect(hbase='127.0.0.1:1')"],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert library.returncode == 1
+    last = library.stderr.splitlines()[-1]
+    assert last.startswith("hqueue.errors.ConnectionLostError: connect to HBase at 127.0.0.1:1")
+    assert last.endswith(NO_SERVER_HINT)
 
 
 def test_the_admin_address_comes_from_the_environment(

@@ -189,6 +189,48 @@ def test_standalone_names_the_port_that_is_taken(
             f"Error: cannot start: port {taken} on 127.0.0.1 is in use (is another hqueue "
             f"standalone running?); {option} chooses another, 0 a free one\n"
         )
+        assert not (tmp_path / option).exists()  # the store it created is gone again
+
+
+def _standalone_on_taken_port(data_dir: Path, taken: int) -> subprocess.CompletedProcess[str]:
+    """Run ``hqueue standalone`` on ``data_dir`` with its Thrift1 port ``taken``."""
+    return subprocess.run(
+        [
+            *(sys.executable, "-m", "hqueue", "standalone", "--data-dir", str(data_dir)),
+            *("--port", str(taken), "--thrift2-port", "0", "--sidecar-port", "0"),
+        ],
+        env=child_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_failed_start_removes_what_it_created_and_nothing_else(
+    hbase_server: StandaloneProcess, tmp_path: Path
+) -> None:
+    # Directories created for the store, parents included, go with it.
+    nested = tmp_path / "new" / "data"
+    assert _standalone_on_taken_port(nested, hbase_server.port).returncode == 1
+    assert sorted(tmp_path.iterdir()) == []
+
+    # A directory that was there stays, with what it held.
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine\n")
+    assert _standalone_on_taken_port(kept, hbase_server.port).returncode == 1
+    assert sorted(p.name for p in kept.iterdir()) == ["notes.txt"]
+
+    # A store that was there is not touched.
+    store = tmp_path / "store"
+    started = StandaloneProcess(store, ("--no-sidecar",)).start()
+    started.stop()
+    names = sorted(p.name for p in store.iterdir())
+    data = (store / "data.mdb").read_bytes()
+    assert _standalone_on_taken_port(store, hbase_server.port).returncode == 1
+    assert sorted(p.name for p in store.iterdir()) == names
+    assert (store / "data.mdb").read_bytes() == data
 
 
 @pytest.mark.parametrize("command", ["standalone", "sidecar"])

@@ -25,20 +25,26 @@ HEAVY = {
 }
 
 
-def _imported(*args: str) -> set[str]:
-    """Return the modules ``python -m hqueue ARGS`` imports."""
+def _run(*args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run ``python -m hqueue ARGS``; return how it ended and the modules it imported."""
     result = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "hqueue", *args],
         capture_output=True,
         text=True,
-        check=True,
         timeout=60,
     )
-    return {
+    return result, {
         line.rpartition("|")[2].strip()
         for line in result.stderr.splitlines()
         if line.startswith("import time:")
     }
+
+
+def _imported(*args: str) -> set[str]:
+    """Return the modules ``python -m hqueue ARGS``, which must succeed, imports."""
+    result, modules = _run(*args)
+    assert result.returncode == 0, result.stderr
+    return modules
 
 
 @pytest.mark.parametrize(
@@ -83,3 +89,22 @@ def test_the_verb_listing_is_the_same_before_and_after_the_verbs_load(width: int
 
 def test_the_real_group_serves_every_verb() -> None:
     assert sorted(cli.list_commands(click.Context(cli))) == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize(
+    ("typed", "suggestion"),
+    [
+        ("subscription", " Did you mean 'subscriptions'?"),
+        ("qeue", " Did you mean 'queue'?"),
+        ("lags", " Did you mean 'lag'?"),
+        ("frobnicate", ""),
+    ],
+)
+def test_a_mistyped_verb_suggests_the_closest_without_importing_any(
+    typed: str, suggestion: str
+) -> None:
+    done, imported = _run(typed, "list", "demo")
+    assert done.returncode == 2
+    assert f"Error: No such command '{typed}'.{suggestion}\n" in done.stderr
+    assert "hqueue.cli.main" in imported
+    assert not {target.target.partition(":")[0] for target in COMMANDS.values()} & imported
