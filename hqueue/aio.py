@@ -14,8 +14,9 @@ How it works, and what that means for an event loop:
   such calls run at once.
 - ``send`` does not use the pool: the blocking client's asynchronous producer already
   returns at once and sends from its own thread, lingering to batch messages; its
-  future is wrapped in an asyncio future of the loop that called ``send``. For many
-  small messages, ``send`` is the fast path, as in the blocking client.
+  future's outcome goes to an asyncio future of the loop that called ``send``, the
+  outcomes of a batch together, waking the loop once rather than once per message.
+  For many small messages, ``send`` is the fast path, as in the blocking client.
 - A subscriber's listener may be a coroutine function (or a
   :class:`~hqueue.MessageListener` whose ``on_messages`` is one): it runs on the event
   loop that called :meth:`AsyncQueue.subscribe`, one batch at a time, and its result is
@@ -27,8 +28,10 @@ How it works, and what that means for an event loop:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
+import threading
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -45,6 +48,7 @@ from hqueue.client.admin import QueueDescription
 from hqueue.client.client import Client, Queue
 from hqueue.client.client import connect as _connect
 from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
+from hqueue.client.sender import SendCallback
 from hqueue.client.subscriber import ConsumeStatus, Listener, MessageListener, Subscriber
 from hqueue.client.subscription_admin import LagReport, SubscriptionInfo
 from hqueue.errors import InvalidArgumentError
@@ -155,6 +159,7 @@ class AsyncQueue(_Pooled):
     def __init__(self, queue: Queue, pool: ThreadPoolExecutor) -> None:
         super().__init__(pool)
         self._queue = queue
+        self._bridge: _LoopBridge | None = None  # of the loop that sent last
 
     @property
     def name(self) -> str:
@@ -183,7 +188,19 @@ class AsyncQueue(_Pooled):
 
         :raises InvalidArgumentError: at once, on a bad message (nothing is queued).
         """
-        return asyncio.wrap_future(self._queue.send(value, topic, **route))
+        loop = asyncio.get_event_loop()  # as asyncio.wrap_future chooses it
+        bridge = self._bridge
+        if bridge is None or bridge.loop is not loop:
+            bridge = self._bridge = _LoopBridge(loop)
+        future = loop.create_future()
+        callback: SendCallback = functools.partial(bridge.resolve, future)
+        mine = route.pop("callback", None)
+        if mine is not None:
+            # The caller's own callback runs too, on the sender thread, as in the
+            # blocking client (which also says if it is not callable).
+            callback = _both(callback, mine) if callable(mine) else mine
+        self._queue.send(value, topic, callback=callback, **route)
+        return future
 
     async def flush(self) -> None:
         """Wait until every message sent to this queue's client is durable or failed."""
@@ -245,6 +262,53 @@ class AsyncQueue(_Pooled):
     async def lag(self, **options: Any) -> LagReport:
         """As :meth:`hqueue.Queue.lag`."""
         return await self._run(self._queue.lag, **options)
+
+
+class _LoopBridge:
+    """Hands the outcomes of :meth:`AsyncQueue.send` to the futures of one event loop:
+    a sender thread resolves a whole batch of messages in a row, and the loop is woken
+    once for all the outcomes that arrived since it last looked, not once per
+    message (each wake-up is a write to the loop's self-pipe)."""
+
+    __slots__ = ("_lock", "_outcomes", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._outcomes: list[tuple[asyncio.Future[Position], Position | None, Any]] = []
+
+    def resolve(
+        self, future: asyncio.Future[Position], position: Position | None, error: Any
+    ) -> None:
+        """A send's callback (on a sender thread): resolve ``future`` on the loop."""
+        with self._lock:
+            outcomes = self._outcomes
+            outcomes.append((future, position, error))
+            if len(outcomes) > 1:
+                return  # the loop is already called to take them
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody awaits them
+            self.loop.call_soon_threadsafe(self._deliver)
+
+    def _deliver(self) -> None:
+        with self._lock:
+            outcomes, self._outcomes = self._outcomes, []
+        for future, position, error in outcomes:
+            if future.done():  # cancelled: the message is sent all the same
+                continue
+            if error is None:
+                future.set_result(position)  # type: ignore[arg-type]
+            else:
+                future.set_exception(error)
+
+
+def _both(first: Callable[..., object], second: Callable[..., object]) -> SendCallback:
+    """A send callback that calls ``first`` then ``second``."""
+
+    def both(position: Position | None, error: BaseException | None) -> None:
+        first(position, error)
+        second(position, error)
+
+    return both
 
 
 def _on_loop(listener: Any, loop: asyncio.AbstractEventLoop) -> Listener:

@@ -45,7 +45,7 @@ from hqueue.errors import (
     StorageError,
     UnavailableError,
 )
-from hqueue.message import MessageId, Position, check_topic
+from hqueue.message import MessageId, Position, check_partition, check_topic
 from hqueue.settings import DEFAULT_PUT_TIMEOUT
 from hqueue.storage.sidecars import Sidecars, SidecarUnreachableError
 from hqueue.wire.sidecar_calls import MAX_PRODUCER_SEQUENCE, ProducerSequence, PutBatch
@@ -53,7 +53,14 @@ from hqueue.wire.sidecar_calls import MAX_PRODUCER_SEQUENCE, ProducerSequence, P
 if TYPE_CHECKING:
     from hqueue.metadata.managers import PartitionOwnershipManager, QueueInfo
 
-__all__ = ["NewMessage", "Producer", "default_attempt_timeout", "partition_for_key", "payload"]
+__all__ = [
+    "NewMessage",
+    "Producer",
+    "default_attempt_timeout",
+    "partition_for_key",
+    "payload",
+    "route",
+]
 
 _BACKOFF_START = 0.05
 _BACKOFF_MAX = 1.0
@@ -117,6 +124,23 @@ def payload(value: object) -> bytes:
     raise InvalidArgumentError(f"'value' must be bytes or str, not {type(value).__name__}")
 
 
+def route(info: QueueInfo, partition: object, key: object) -> int | None:
+    """Return the partition a message goes to in queue ``info``: ``partition`` if
+    given, else ``key``'s (:func:`partition_for_key`), else ``None`` (the producer
+    chooses). The rule :meth:`Producer.put` and :meth:`hqueue.Queue.send` share.
+
+    :raises InvalidArgumentError: if the partition is not one of the queue's, or the
+        key is neither bytes nor str.
+    """
+    if partition is not None:
+        return check_partition(partition, info.partitions, info.name)
+    if key is None:
+        return None
+    if not isinstance(key, bytes | str):
+        raise InvalidArgumentError(f"'key' must be bytes or str, not {type(key).__name__}")
+    return partition_for_key(key, info.partitions)
+
+
 def partition_for_key(key: bytes | str, partitions: int) -> int:
     """Return the partition of a key: CRC-32 of its bytes (UTF-8 for str) modulo the
     partition count, stable across processes and languages."""
@@ -175,44 +199,27 @@ class Producer:
         """Return the batch's values, topics and partitions, by column; validate
         everything first so a bad message fails the call before anything is sent."""
         sticky: int | None = None
+        partition_count = info.partitions
         values: list[bytes] = []
         topics: list[str] = []
         partitions: list[int] = []
         checked: set[str] = set()
         for index, msg in enumerate(batch):
-            value = msg.value
-            if type(value) is not bytes:
-                try:
+            value, topic, partition = msg.value, msg.topic, msg.partition
+            try:
+                if type(value) is not bytes:
                     value = payload(value)
-                except InvalidArgumentError as exc:
-                    raise InvalidArgumentError(f"message {index}: {exc}") from None
-            topic = msg.topic
-            if topic not in checked:
-                try:
+                if topic not in checked:
                     check_topic(topic)
-                except (InvalidArgumentError, TypeError) as exc:
-                    raise InvalidArgumentError(f"message {index}: {exc}") from None
-                checked.add(topic)
-            partition = msg.partition
+                    checked.add(topic)
+                if type(partition) is not int or not 0 <= partition < partition_count:
+                    partition = route(info, partition, msg.key)  # else route() agrees
+            except (InvalidArgumentError, TypeError) as exc:
+                raise InvalidArgumentError(f"message {index}: {exc}") from None
             if partition is None:
-                if msg.key is not None:
-                    if not isinstance(msg.key, bytes | str):
-                        raise InvalidArgumentError(f"message {index}: 'key' must be bytes or str")
-                    partition = partition_for_key(msg.key, info.partitions)
-                else:
-                    if sticky is None:
-                        sticky = self._next_partition(info)
-                    partition = sticky
-            elif (
-                isinstance(partition, bool)
-                or not isinstance(partition, int)
-                or not (0 <= partition < info.partitions)
-            ):
-                raise InvalidArgumentError(
-                    f"message {index}: 'partition' must be an integer in "
-                    f"0..{info.partitions - 1} (queue {info.name!r} has {info.partitions} "
-                    f"partitions), not {partition!r}"
-                )
+                if sticky is None:
+                    sticky = self._next_partition(info)
+                partition = sticky
             values.append(value)
             topics.append(topic)
             partitions.append(partition)
@@ -244,7 +251,25 @@ class Producer:
         """
         if not batch:
             return []
-        values, topics, partitions = self._prepare(info, batch)
+        return self.put_checked(info, *self._prepare(info, batch))
+
+    def put_checked(
+        self, info: QueueInfo, values: list[bytes], topics: list[str], partitions: list[int]
+    ) -> list[Position]:
+        """Write a batch already checked and routed, by column, as :meth:`_prepare`
+        returns it (each message checked with :func:`payload`, :func:`check_topic` and
+        :func:`route`, its partition chosen), as :meth:`put` does; return where each
+        went, in order. For :class:`~hqueue.client.sender.Sender`, which checks each
+        message when it is sent.
+
+        :raises NoQueueError: if the queue does not exist (any more).
+        :raises UnavailableError: if some part is not acknowledged within the timeout.
+        :raises OutOfOrderSequenceError: as :meth:`put`.
+        :raises InvalidMessageError: if the sidecar refuses a message (its ``index``
+            says which).
+        """
+        if not values:
+            return []
         counts = collections.Counter(partitions)
         lane = self._take_lane(info.name, counts)
         # The same in every attempt, however the parts are grouped: a retry of a part

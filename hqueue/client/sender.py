@@ -61,12 +61,15 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from concurrent.futures._base import FINISHED as _FINISHED
+from concurrent.futures._base import PENDING as _PENDING
+from concurrent.futures._base import RUNNING as _RUNNING
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from hqueue.client.producer import NewMessage, partition_for_key, payload
+from hqueue.client.producer import payload, route
 from hqueue.errors import HQueueError, InvalidArgumentError, InvalidMessageError, UnavailableError
-from hqueue.message import Position, check_partition, check_topic
+from hqueue.message import Position, check_topic
 from hqueue.settings import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_MESSAGES,
@@ -105,8 +108,6 @@ slow request does not hold up the others'."""
 SendCallback = Callable[[Position | None, BaseException | None], object]
 """A send's completion callback: ``callback(position, None)`` once the message is
 durable, ``callback(None, error)`` if it failed."""
-
-_new_message = tuple.__new__  # builds a NewMessage without its Python-level __new__
 
 
 class SenderSettings(NamedTuple):
@@ -215,17 +216,18 @@ class RecordAccumulator:
         partition: int | None,
         value: bytes,
         topic: str,
+        size: int,
         done: Callable[[Future[Position]], object] | None,
         may_block: bool,
     ) -> Future[Position]:
-        """Queue one checked message for ``partition`` (``None``: the queue's sticky
-        partition), waiting for room as the settings say (never when ``may_block`` is
-        false); return its future, whose done-callback is ``done``.
+        """Queue one checked message of ``size`` buffer bytes for ``partition``
+        (``None``: the queue's sticky partition), waiting for room as the settings say
+        (never when ``may_block`` is false); return its future, whose done-callback is
+        ``done``.
 
         :raises UnavailableError: if the buffer stays full, or the sender is closed.
         """
         settings = self.settings
-        size = len(value) + len(topic) + MESSAGE_OVERHEAD
         with self._lock:
             if self._buffered + size > settings.buffer_bytes and not self._closed:
                 self._wait_for_room(size, may_block)
@@ -404,6 +406,7 @@ class Sender:
         self.settings = (settings or SenderSettings()).checked()
         self._producer = producer
         self._accumulator = RecordAccumulator(self.settings)
+        self._buffer_bytes = self.settings.buffer_bytes
         self._topics: set[str] = set()  # topics already checked
         self._threads: list[threading.Thread] = []
         self._start_lock = threading.Lock()
@@ -432,30 +435,25 @@ class Sender:
             if len(self._topics) >= _CHECKED_TOPICS:
                 self._topics.clear()
             self._topics.add(topic)
-        if partition is not None:
-            check_partition(partition, info.partitions, info.name)
-        elif key is not None:
-            if not isinstance(key, bytes | str):
-                raise InvalidArgumentError(f"'key' must be bytes or str, not {type(key).__name__}")
-            partition = partition_for_key(key, info.partitions)
-        if callback is not None and not callable(callback):
-            raise InvalidArgumentError(
-                f"'callback' must be callable, not {type(callback).__name__}"
-            )
-        if len(value) + len(topic) + MESSAGE_OVERHEAD > self.settings.buffer_bytes:
+        if type(partition) is not int or not 0 <= partition < info.partitions:
+            partition = route(info, partition, key)  # else route() agrees
+        done = None
+        if callback is not None:
+            if not callable(callback):
+                raise InvalidArgumentError(
+                    f"'callback' must be callable, not {type(callback).__name__}"
+                )
+            done = _callback_of(callback)
+        size = len(value) + len(topic) + MESSAGE_OVERHEAD
+        if size > self._buffer_bytes:
             raise InvalidArgumentError(
                 f"a message of {len(value):,} bytes does not fit in 'buffer_bytes' "
-                f"({self.settings.buffer_bytes:,})"
+                f"({self._buffer_bytes:,})"
             )
         if not self._threads:
             self._start()
         return self._accumulator.append(
-            info,
-            partition,
-            value,
-            topic,
-            None if callback is None else _callback_of(callback),
-            get_ident() not in self._thread_ids,
+            info, partition, value, topic, size, done, get_ident() not in self._thread_ids
         )
 
     def flush(self, queue: str | None = None) -> None:
@@ -538,12 +536,11 @@ class Sender:
         info, partition = batch.info, batch.partition
         values, topics, futures = batch.values, batch.topics, batch.futures
         while True:
-            messages = [
-                _new_message(NewMessage, (value, topic, partition, None))
-                for value, topic in zip(values, topics, strict=True)
-            ]
             try:
-                positions = self._producer.put(info, messages)
+                # Checked and routed by send(): put as they are, not checked again.
+                positions = self._producer.put_checked(
+                    info, values, topics, [partition] * len(values)
+                )
             except InvalidMessageError as exc:
                 index = exc.index
                 if not 0 <= index < len(values):
@@ -552,7 +549,7 @@ class Sender:
                 # Nothing was written (a request is all or nothing). The refused message
                 # fails as a put of it alone would; the others go again, in order.
                 text = str(exc).replace(f"message {index}: ", "the message: ", 1)
-                futures[index].set_exception(InvalidMessageError(text, 0))
+                _fail_all(futures[index : index + 1], InvalidMessageError(text, 0))
                 values, topics, futures = (
                     values[:index] + values[index + 1 :],
                     topics[:index] + topics[index + 1 :],
@@ -564,12 +561,11 @@ class Sender:
                 _fail_all(futures, exc)
                 return
             else:
-                for future, position in zip(futures, positions, strict=True):
-                    future.set_result(position)
+                _complete(futures, positions, None)
                 return
 
 
-_PENDING = Future()._state  # what concurrent.futures calls a future not yet done
+_NOT_DONE = frozenset((_PENDING, _RUNNING))
 
 
 class _SendFuture(Future[Position]):
@@ -630,12 +626,50 @@ the set stays small whatever topics callers make up."""
 def _fail_all(futures: list[_SendFuture], error: BaseException) -> None:
     """Fail every future with a copy of ``error`` of its own (one exception raised by
     many callers' ``result()`` would pile up their tracebacks)."""
-    for future in futures:
+    errors = []
+    for _ in futures:
         try:
             own = copy.copy(error)
         except Exception:  # an exception type that cannot be rebuilt from its args
             own = error
-        future.set_exception(own)
+        errors.append(own)
+    _complete(futures, None, errors)
+
+
+def _complete(
+    futures: list[_SendFuture],
+    positions: list[Position] | None,
+    errors: list[BaseException] | None,
+) -> None:
+    """Complete ``futures`` (a batch's, or part of it: they share one condition) each
+    with its position, or else its error, as :meth:`Future.set_result` and
+    :meth:`Future.set_exception` would one by one, but under one acquisition of the
+    condition and with one wake-up of its waiters; then run their done-callbacks,
+    outside the lock, in order. A future already done (someone called ``set_result``
+    on it) is left as it is."""
+    if not futures:
+        return
+    condition = futures[0]._condition
+    finished: list[_SendFuture] = []
+    with condition:
+        for i, future in enumerate(futures):
+            if future._state not in _NOT_DONE:
+                continue
+            if errors is None:
+                future._result = positions[i]  # type: ignore[index]
+            else:
+                future._exception = errors[i]
+            future._state = _FINISHED
+            for waiter in future._waiters:
+                if errors is None:
+                    waiter.add_result(future)
+                else:
+                    waiter.add_exception(future)
+            if future._done_callbacks:
+                finished.append(future)
+        condition.notify_all()
+    for future in finished:
+        future._invoke_callbacks()  # type: ignore[attr-defined]
 
 
 def _callback_of(callback: SendCallback) -> Callable[[Future[Position]], None]:
@@ -643,9 +677,10 @@ def _callback_of(callback: SendCallback) -> Callable[[Future[Position]], None]:
     what it raises."""
 
     def done(future: Future[Position]) -> None:
-        error = future.exception()
+        # Called once the future is done: its result and exception are final.
+        error = future._exception
         try:
-            callback(None if error is not None else future.result(), error)
+            callback(None if error is not None else future._result, error)
         except Exception:
             _log.exception("send callback %r raised; sending goes on", callback)
 

@@ -134,3 +134,28 @@ def test_an_async_listener_runs_on_the_loop_and_receives_what_is_put(
 def test_connect_checks_its_own_argument() -> None:
     with pytest.raises(InvalidArgumentError, match="'max_workers'"):
         asyncio.run(aio.connect(max_workers=0))  # type: ignore[arg-type]
+
+
+def test_send_takes_a_callback_too_and_resolves_every_future_of_a_batch(
+    hbase_server: StandaloneProcess, hq: Client, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    called: list[tuple[Position | None, BaseException | None]] = []
+
+    async def main() -> list[Position]:
+        async with await _connect(hbase_server) as client:
+            queue = await client.queue(queue_name)
+            with pytest.raises(InvalidArgumentError, match="'callback'"):
+                queue.send(b"x", "t", callback="not callable")
+            futures = [
+                queue.send(b"v%d" % i, "t", callback=lambda p, e: called.append((p, e)))
+                for i in range(2000)
+            ]
+            futures[3].cancel()  # the message is sent all the same
+            return list(await asyncio.gather(*futures[4:]))
+
+    positions = asyncio.run(main())
+    assert len(called) == 2000 and all(e is None for _, e in called)
+    assert {p for p, _ in called} >= set(positions)
+    ids = [p.id for p in positions]
+    assert ids == sorted(ids)

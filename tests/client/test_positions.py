@@ -96,7 +96,7 @@ def test_get_of_an_expired_message_is_no_message(hq: Client, queue_name: str) ->
         ("1700000000000:0", "names no partition"),
         (MessageId(1700000000000, 0), "names no partition"),
         ("7@1700000000000:0", r"queue .* has partitions 0\.\.2"),
-        ("1@garbage", "is not a message id"),
+        ("1@garbage", "is not a position"),
         (Position(3, MessageId(1, 0)), "is in partition 3"),
     ],
 )
@@ -133,7 +133,7 @@ def test_a_position_of_another_partition_is_refused_naming_both(queue: Queue) ->
         queue.combined_scanner([0, 1], stop=[other])
     with pytest.raises(InvalidArgumentError, match="names no partition"):
         queue.scan(start=[other, "1700000000000:0"])
-    with pytest.raises(InvalidArgumentError, match="is not a message id"):
+    with pytest.raises(InvalidArgumentError, match="is not a position"):
         queue.scan(start="2@17000:x")
 
 
@@ -271,7 +271,7 @@ def test_reset_to_positions_moves_the_partitions_named_only(hq: Client, queue: Q
     assert info.partitions == starts and info.checkpoints == {} and info.generation == 1
     # Several positions, the earliest of each partition counting.
     assert queue.reset_subscription("resettable", positions[:6])[2] == positions[2].id
-    with pytest.raises(InvalidArgumentError, match="is not a message id"):
+    with pytest.raises(InvalidArgumentError, match="is not a position"):
         queue.reset_subscription("resettable", "1@x")
     with pytest.raises(InvalidArgumentError, match=r"partition 7"):
         queue.reset_subscription("resettable", "7@1700000000000:0")

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, as_completed, wait
 from pathlib import Path
 
 import pytest
@@ -460,3 +460,32 @@ def test_sends_and_flushes_from_threads_match_the_model(model_queues: list[Queue
             assert [m.value for m in messages if m.partition == partition] == expected
 
     check()
+
+
+def test_futures_completed_per_batch_wake_wait_as_completed_and_callbacks(
+    client_of: Connect, queue_name: str
+) -> None:
+    # A batch's futures are completed together (one lock, one wake-up): waiters of
+    # concurrent.futures.wait and as_completed, done-callbacks and send callbacks still
+    # see each future's own position, once.
+    client = client_of(linger=60.0)
+    queue = new_queue(client, queue_name, partitions=1)
+    seen: list[tuple[int, Position | None, BaseException | None]] = []
+    futures = [
+        queue.send(b"%d" % i, "t", partition=0, callback=lambda p, e, i=i: seen.append((i, p, e)))
+        for i in range(50)
+    ]
+    added: list[Future[Position]] = []
+    futures[7].add_done_callback(added.append)
+    waiter = threading.Thread(target=client.flush)
+    waiter.start()
+    done, not_done = wait(futures, timeout=60)
+    waiter.join(60)
+    assert not not_done and len(done) == 50
+    assert list(as_completed(futures, timeout=0)) != []
+    ids = [f.result(0).id for f in futures]
+    assert ids == sorted(ids) and len(set(ids)) == 50
+    assert added == [futures[7]]
+    assert sorted(seen, key=lambda s: s[0]) == [
+        (i, f.result(0), None) for i, f in enumerate(futures)
+    ]

@@ -202,7 +202,7 @@ def test_bad_positions_in_offsets_are_refused_naming_the_option(hbase_server):
     )
     refused(r"option 'startingOffsets': '5:0' is not a position", startingOffsets='["5:0"]')
     refused(r"option 'startingOffsets': 7 is not a position", startingOffsets="[7]")
-    refused(r"option 'endingOffsets'.*'soon' is not a message id", endingOffsets='["1@soon"]')
+    refused(r"option 'endingOffsets'.*'1@soon' is not a position", endingOffsets='["1@soon"]')
     refused(r"option 'start' '1@5:0' names a partition", start="1@5:0")
     stream = StreamOptions.parse({**opts, "startingOffsets": '["0@5:0", "0@7:1", "2@3:0"]'})
     assert stream.starting == {0: MessageId(7, 1), 2: MessageId(3, 0)}
