@@ -290,7 +290,7 @@ class QueueAdmin:
                 raise SubscriptionExistsError(
                     f"queue {name!r} has {len(subs)} subscription(s) ({names}); delete them "
                     f"first (hqueue subscriptions delete {name} NAME) or force the deletion "
-                    "(hqueue queue delete --force, delete_queue(force=True))"
+                    f"(hqueue queue delete {name} --force, delete_queue({name!r}, force=True))"
                 )
         # Metadata first: sidecars stop serving the queue once its info is gone, so
         # no write races the table's removal into a "table not found" storage error.
