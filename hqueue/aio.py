@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import functools
 import inspect
+import itertools
 import threading
 from collections.abc import (
     AsyncIterator,
@@ -62,9 +63,6 @@ _T = TypeVar("_T")
 
 DEFAULT_MAX_WORKERS = 8
 """Threads of an :class:`AsyncClient`'s pool: blocking calls in flight at once."""
-
-_SCAN_CHUNK = 1000
-"""Messages a scanner takes from the blocking scanner per trip to the pool."""
 
 
 async def connect(*args: Any, max_workers: int = DEFAULT_MAX_WORKERS, **kwargs: Any) -> AsyncClient:
@@ -328,9 +326,10 @@ def _on_loop(listener: Any, loop: asyncio.AbstractEventLoop) -> Listener:
 
 
 class AsyncScanner(_Pooled):
-    """A scanner for ``async for``: each trip to the pool takes up to 1,000 messages
-    from the blocking scanner, so the per-message cost stays that of the blocking one.
-    ``async with`` closes it; so does iterating to the end."""
+    """A scanner for ``async for``: each trip to the pool takes up to the scanner's
+    ``batch_size`` messages (1,000 by default), so the pool and the loop are crossed
+    once per batch, not per message. ``async with`` closes it; so does iterating to
+    the end."""
 
     def __init__(
         self,
@@ -349,12 +348,7 @@ class AsyncScanner(_Pooled):
             self._scanner = self._opener()
             self._messages = iter(self._scanner)
         assert self._messages is not None
-        chunk = []
-        for message in self._messages:
-            chunk.append(message)
-            if len(chunk) >= _SCAN_CHUNK:
-                break
-        return chunk
+        return list(itertools.islice(self._messages, self._scanner.batch_size))
 
     def __aiter__(self) -> AsyncIterator[Message]:
         return self._iterate()

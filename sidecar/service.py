@@ -44,29 +44,10 @@ class SidecarHandler:
         return scan_answer(block)
 
     def lag(self, queue: str) -> Any:
-        if self.subscriptions is None:
-            report: dict[str, Any] = {"partitions": {}, "subscriptions": []}
-        else:
-            report = self.subscriptions.lag(queue)
-        partitions = [
-            OwnedPartition(p, epoch, newest)
-            for p, (epoch, newest) in sorted(report["partitions"].items())
-        ]
-        deliveries = [
-            SidecarDelivery(
-                d["subscription"],
-                d["partition"],
-                d["delivered"],
-                d["checkpointed"],
-                d["state"],
-                d["buffered_messages"],
-                d["buffered_bytes"],
-                d["peak_messages"],
-                d["peak_bytes"],
-                d["error"],
-            )
-            for d in report["subscriptions"]
-        ]
+        partitions: list[OwnedPartition] = []
+        deliveries: list[SidecarDelivery] = []
+        if self.subscriptions is not None:
+            partitions, deliveries = self.subscriptions.lag(queue)
         return SidecarLag(self.sidecar.id, partitions, deliveries).to_thrift()
 
     def status(self) -> Any:

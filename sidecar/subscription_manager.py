@@ -34,6 +34,7 @@ from hqueue.metadata.resources import SUBSCRIBER, SUBSCRIPTION
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.sidecar.workers import DeliveryOptions, SubscriptionWorker
+from hqueue.wire.sidecar_calls import OwnedPartition, SidecarDelivery
 
 __all__ = ["SubscriptionManager"]
 
@@ -298,29 +299,30 @@ class SubscriptionManager:
 
     # -- lag -------------------------------------------------------------------------
 
-    def lag(self, queue: str) -> dict[str, Any]:
-        """Return what this sidecar knows of the queue's delivery: ``partitions`` maps
-        each held partition to ``(epoch, newest id)``; ``subscriptions`` lists one
-        dict per worker (subscription, partition, delivered, checkpointed, state,
-        buffer use and peaks, last error)."""
-        partitions = {
-            hp.partition: (hp.epoch, hp.newest) for hp in self.membership.writable_partitions(queue)
-        }
+    def lag(self, queue: str) -> tuple[list[OwnedPartition], list[SidecarDelivery]]:
+        """Return what this sidecar knows of the queue's delivery: each held partition
+        with its epoch and newest id, by partition, and each worker's delivery (last
+        id delivered and checkpointed, state, buffer use and peaks, last error), by
+        subscription and partition."""
+        partitions = sorted(
+            OwnedPartition(hp.partition, hp.epoch, hp.newest)
+            for hp in self.membership.writable_partitions(queue)
+        )
         with self._lock:
             workers = [w for w in self.workers.values() if w.queue == queue]
-        subscriptions = [
-            {
-                "subscription": w.subscription,
-                "partition": w.partition,
-                "delivered": w.delivered,
-                "checkpointed": w.checkpointed,
-                "state": w.state.value,
-                "buffered_messages": w.buffered_messages,
-                "buffered_bytes": w.buffered_bytes,
-                "peak_messages": w.peak_messages,
-                "peak_bytes": w.peak_bytes,
-                "error": w.last_error,
-            }
+        deliveries = [
+            SidecarDelivery(
+                w.subscription,
+                w.partition,
+                w.delivered,
+                w.checkpointed,
+                w.state.value,
+                w.buffered_messages,
+                w.buffered_bytes,
+                w.peak_messages,
+                w.peak_bytes,
+                w.last_error,
+            )
             for w in sorted(workers, key=lambda w: (w.subscription, w.partition))
         ]
-        return {"partitions": partitions, "subscriptions": subscriptions}
+        return partitions, deliveries

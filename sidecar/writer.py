@@ -137,7 +137,9 @@ class Writer:
                         idle.append((hp, forgotten))
                 # Every sequence is checked before anything is written: all or nothing.
                 verdicts = {
-                    hp.partition: self._check_sequence(hp, claims[hp.partition], by_partition)
+                    hp.partition: self._check_sequence(
+                        hp, claims[hp.partition], len(by_partition[hp.partition])
+                    )
                     for hp in held
                     if hp.partition in claims
                 }
@@ -197,9 +199,10 @@ class Writer:
         return timestamps, sequences_out
 
     def _check_sequence(
-        self, hp: HeldPartition, claim: ProducerSequence, by_partition: dict[int, list[int]]
+        self, hp: HeldPartition, claim: ProducerSequence, count: int
     ) -> Written | None:
-        """Return the batch ``claim`` repeats in ``hp`` (``None``: it is to be written).
+        """Return the batch of ``count`` messages that ``claim`` repeats in ``hp``
+        (``None``: it is to be written).
         Call under the partition's lock.
 
         :raises OutOfOrderSequenceError: as :func:`~hqueue.sidecar.producers.check`.
@@ -212,7 +215,6 @@ class Writer:
                 "back after a failed write; retry"
             )
         window = hp.producers.get(claim.producer)
-        count = len(by_partition[hp.partition])
         return check(window, hp.partition, claim.producer, claim.first, count)
 
     def _start_write(

@@ -29,7 +29,7 @@ from hqueue.errors import (
     SubscriptionExistsError,
     TableExistsError,
 )
-from hqueue.message import FAMILY, MAX_PARTITIONS
+from hqueue.message import FAMILY, MAX_PARTITIONS, partition_prefix
 from hqueue.metadata.managers import (
     OwnerInfo,
     PartitionOwnershipManager,
@@ -113,7 +113,7 @@ def split_keys(partitions: int, regions: int) -> list[bytes]:
     """Return the split keys that cut ``partitions`` into ``regions`` contiguous ranges
     of nearly equal size, each key a 2-byte partition id."""
     firsts = sorted({(i * partitions) // regions for i in range(1, regions)})
-    return [struct.pack(">H", p) for p in firsts if p > 0]
+    return [partition_prefix(p) for p in firsts if p > 0]
 
 
 def _check_partitions(partitions: object, regions: object) -> tuple[int, int]:

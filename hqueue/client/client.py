@@ -21,7 +21,13 @@ from hqueue.client.subscriber import Listener, Subscriber
 from hqueue.client.subscription_admin import LagReport, SubscriptionInfo
 from hqueue.closing import Closeable
 from hqueue.errors import InvalidArgumentError, NoMessageError, NoQueueError
-from hqueue.message import Message, MessageId, Position, encode_rowkey, parse_located
+from hqueue.message import (
+    Message,
+    MessageId,
+    Position,
+    encode_rowkey,
+    parse_located,
+)
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.factory import open_metastore
 from hqueue.metadata.managers import (

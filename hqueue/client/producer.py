@@ -27,7 +27,7 @@ Not public API, except :class:`NewMessage`.
 from __future__ import annotations
 
 import collections
-import itertools
+import random
 import secrets
 import threading
 import time
@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 __all__ = [
     "NewMessage",
     "Producer",
+    "RoundRobin",
+    "check_message",
     "default_attempt_timeout",
     "partition_for_key",
     "payload",
@@ -110,6 +112,50 @@ class NewMessage(NamedTuple):
     topic: str
     partition: int | None = None
     key: bytes | str | None = None
+
+
+class RoundRobin:
+    """The partitions a producer takes in turn for messages with no partition and no
+    key, per queue: round-robin from a random start, so that many short-lived
+    producers do not all begin on partition 0. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._next: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def next(self, info: QueueInfo) -> int:
+        """Return the queue's next partition."""
+        with self._lock:
+            partition = self._next.get(info.name)
+            if partition is None or partition >= info.partitions:
+                partition = random.randrange(info.partitions)
+            self._next[info.name] = (partition + 1) % info.partitions
+            return partition
+
+
+def check_message(
+    info: QueueInfo,
+    value: object,
+    topic: str,
+    partition: int | None,
+    key: bytes | str | None,
+    checked: set[str],
+) -> tuple[bytes, int | None]:
+    """Return a message's value as bytes and its partition (``None``: no partition and
+    no key, so the caller's sticky one): the one check of a message before it is
+    queued or sent, for :meth:`Producer.put` and ``send`` alike. A topic in ``checked``
+    is not checked again; one that passes is added to it.
+
+    :raises InvalidArgumentError: on a bad value, topic, partition or key.
+    """
+    if type(value) is not bytes:
+        value = payload(value)
+    if topic not in checked:
+        check_topic(topic)
+        checked.add(topic)
+    if type(partition) is not int or not 0 <= partition < info.partitions:
+        partition = route(info, partition, key)  # an in-range int: route() agrees
+    return value, partition
 
 
 def payload(value: object) -> bytes:
@@ -182,16 +228,11 @@ class Producer:
         self.put_timeout = put_timeout
         self.attempt_timeout = attempt_timeout
         self._sidecars = sidecars
-        self._round_robin: dict[str, itertools.count[int]] = {}
+        self.round_robin = RoundRobin()
         self._hints: dict[tuple[str, int], str] = {}
         self._lock = threading.Lock()
         self._lanes: list[_Lane] = []
         """lanes no put holds, the most recently used last"""
-
-    def _next_partition(self, info: QueueInfo) -> int:
-        with self._lock:
-            counter = self._round_robin.setdefault(info.name, itertools.count())
-            return next(counter) % info.partitions
 
     def _prepare(
         self, info: QueueInfo, batch: list[Any]
@@ -199,26 +240,21 @@ class Producer:
         """Return the batch's values, topics and partitions, by column; validate
         everything first so a bad message fails the call before anything is sent."""
         sticky: int | None = None
-        partition_count = info.partitions
         values: list[bytes] = []
         topics: list[str] = []
         partitions: list[int] = []
         checked: set[str] = set()
         for index, msg in enumerate(batch):
-            value, topic, partition = msg.value, msg.topic, msg.partition
+            topic = msg.topic
             try:
-                if type(value) is not bytes:
-                    value = payload(value)
-                if topic not in checked:
-                    check_topic(topic)
-                    checked.add(topic)
-                if type(partition) is not int or not 0 <= partition < partition_count:
-                    partition = route(info, partition, msg.key)  # else route() agrees
+                value, partition = check_message(
+                    info, msg.value, topic, msg.partition, msg.key, checked
+                )
             except (InvalidArgumentError, TypeError) as exc:
-                raise InvalidArgumentError(f"message {index}: {exc}") from None
+                raise InvalidMessageError(f"message {index}: {exc}", index) from None
             if partition is None:
                 if sticky is None:
-                    sticky = self._next_partition(info)
+                    sticky = self.round_robin.next(info)
                 partition = sticky
             values.append(value)
             topics.append(topic)

@@ -63,7 +63,6 @@ from __future__ import annotations
 import datetime as _dt
 import heapq
 import itertools
-import struct
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
 
@@ -78,6 +77,7 @@ from hqueue.message import (
     check_topics,
     parse_located,
     parse_position,
+    partition_prefix,
     partition_range,
 )
 from hqueue.settings import DEFAULT_SCAN_BATCH_SIZE
@@ -196,10 +196,6 @@ class _Scanner(Closeable):
         none = Bound(None, {})
         self._start = none if start is None else position_bound(start, "'start'", partitions, where)
         self._stop = none if stop is None else position_bound(stop, "'stop'", partitions, where)
-        self.start: MessageId | None = self._start.every
-        """The start of every partition given as an id or a time (``None``: none)."""
-        self.stop: MessageId | None = self._stop.every
-        """The stop of every partition given as an id or a time (``None``: none)."""
         for partition in (None, *sorted({*self._start.own, *self._stop.own})):
             first, end = (self.start, self.stop) if partition is None else self._bounds(partition)
             if first is not None and end is not None and first > end:
@@ -225,6 +221,16 @@ class _Scanner(Closeable):
     def _bounds(self, partition: int) -> tuple[MessageId | None, MessageId | None]:
         """Return the ids ``[start, stop)`` to read of ``partition``."""
         return self._start.of(partition), self._stop.of(partition)
+
+    @property
+    def start(self) -> MessageId | None:
+        """The start of every partition given as an id or a time (``None``: none)."""
+        return self._start.every
+
+    @property
+    def stop(self) -> MessageId | None:
+        """The stop of every partition given as an id or a time (``None``: none)."""
+        return self._stop.every
 
     def _bounded(self) -> bool:
         """Whether ``start`` or ``stop`` bound some partition."""
@@ -373,7 +379,7 @@ class QueueScanner(_SequentialScanner):
         if not self._bounded():
             # One scanner over the whole table: every partition's rows are contiguous
             # and in order, so nothing needs skipping.
-            yield self._range(b"\x00\x00", struct.pack(">H", self._queue.partitions))
+            yield self._range(partition_prefix(0), partition_prefix(self._queue.partitions))
             return
         for partition in range(self._queue.partitions):
             # Ranges are created lazily, so only the current one is ever open.

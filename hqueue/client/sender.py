@@ -55,7 +55,6 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import random
 import threading
 import time
 from collections import deque
@@ -67,9 +66,9 @@ from concurrent.futures._base import RUNNING as _RUNNING
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from hqueue.client.producer import payload, route
+from hqueue.client.producer import RoundRobin, check_message
 from hqueue.errors import HQueueError, InvalidArgumentError, InvalidMessageError, UnavailableError
-from hqueue.message import Position, check_topic
+from hqueue.message import Position
 from hqueue.settings import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_MESSAGES,
@@ -193,7 +192,7 @@ class RecordAccumulator:
     partition)``, the bytes they hold, and which batch may leave next (:meth:`take`).
     Thread-safe; one lock guards it all, and nothing else runs under it."""
 
-    def __init__(self, settings: SenderSettings) -> None:
+    def __init__(self, settings: SenderSettings, round_robin: RoundRobin) -> None:
         self.settings = settings
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)  # a batch may leave: senders wait
@@ -203,7 +202,7 @@ class RecordAccumulator:
         self._waiting: dict[tuple[str, int], _Partition] = {}
         self._in_flight: set[_Batch] = set()
         self._sticky: dict[str, int] = {}
-        self._next_sticky: dict[str, int] = {}
+        self._round_robin = round_robin
         self._buffered = 0
         # Flushes under way, by queue (None: of every queue): their batches leave
         # without lingering.
@@ -239,7 +238,7 @@ class RecordAccumulator:
             if partition is None:
                 partition = self._sticky.get(name)
                 if partition is None:
-                    partition = self._sticky[name] = self._next_partition(info)
+                    partition = self._sticky[name] = self._round_robin.next(info)
             key = (name, partition)
             part = self._partitions.get(key)
             if part is None:
@@ -270,15 +269,6 @@ class RecordAccumulator:
         batch.full = True
         if batch is part.batches[0] and not part.busy:
             self._ready.notify()
-
-    def _next_partition(self, info: QueueInfo) -> int:
-        """The queue's next sticky partition: round-robin from a random start, so that
-        many short-lived producers do not all begin on partition 0."""
-        partition = self._next_sticky.get(info.name)
-        if partition is None:
-            partition = random.randrange(info.partitions)
-        self._next_sticky[info.name] = (partition + 1) % info.partitions
-        return partition
 
     def _wait_for_room(self, size: int, may_block: bool) -> None:
         """Wait (the lock held, as by a condition) until ``size`` more bytes fit.
@@ -405,7 +395,7 @@ class Sender:
     def __init__(self, producer: Producer, settings: SenderSettings | None = None) -> None:
         self.settings = (settings or SenderSettings()).checked()
         self._producer = producer
-        self._accumulator = RecordAccumulator(self.settings)
+        self._accumulator = RecordAccumulator(self.settings, producer.round_robin)
         self._buffer_bytes = self.settings.buffer_bytes
         self._topics: set[str] = set()  # topics already checked
         self._threads: list[threading.Thread] = []
@@ -428,15 +418,9 @@ class Sender:
         :raises UnavailableError: if the buffer is full (see the module's rules) or
             the client is closed.
         """
-        if type(value) is not bytes:
-            value = payload(value)
-        if topic not in self._topics:
-            check_topic(topic)
-            if len(self._topics) >= _CHECKED_TOPICS:
-                self._topics.clear()
-            self._topics.add(topic)
-        if type(partition) is not int or not 0 <= partition < info.partitions:
-            partition = route(info, partition, key)  # else route() agrees
+        if len(self._topics) >= _CHECKED_TOPICS and topic not in self._topics:
+            self._topics.clear()
+        value, partition = check_message(info, value, topic, partition, key, self._topics)
         done = None
         if callback is not None:
             if not callable(callback):

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from hqueue.client.scanners import Bound, position_bound
 from hqueue.errors import HQueueError
-from hqueue.message import MessageId, decode_rowkey, format_time
+from hqueue.message import MessageId, decode_rowkey, format_time, partition_range
 from hqueue.metadata.managers import SubscriptionPreferences
 from hqueue.metadata.managers.subscription_data import GENERATION_OPTION
 from hqueue.settings import DEFAULT_LAG_TIMEOUT
@@ -79,7 +79,7 @@ def _latest(queue: QueueHandle, partitions: Iterable[int]) -> dict[int, MessageI
     table = hbase.table_name(queue.name)
     out: dict[int, MessageId] = {}
     for p in partitions:
-        key = hbase.last_rowkey(table, p.to_bytes(2, "big"), (p + 1).to_bytes(2, "big"))
+        key = hbase.last_rowkey(table, *partition_range(p))
         last = None if key is None else decode_rowkey(key)[1]
         out[p] = MessageId(0, 0) if last is None else last.successor()
     return out

@@ -32,23 +32,20 @@ Not public API.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
-import itertools
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 from hqueue.errors import (
     InvalidArgumentError,
-    StorageError,
     TableNotFoundError,
     TableStateError,
     UnavailableError,
 )
 from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES
 from hqueue.storage.sidecars import SidecarCallError, Sidecars
-from hqueue.wire.block import MAX_SCAN_LIMIT, MessageBlock, whole_rows
+from hqueue.wire.block import MAX_SCAN_LIMIT, MessageBlock, join_rowkeys, rows_within
 from hqueue.wire.errors import table_not_found, thrift_message
 from hqueue.wire.idl import hbase1
 
@@ -126,14 +123,9 @@ def rows_to_block(rows: Sequence[Any], max_bytes: int | None = None) -> MessageB
             columns.append(column)
             values.append(cell.value)
     if max_bytes is not None and values:
-        sizes = list(itertools.accumulate(map(len, values)))
-        keep = whole_rows(keys, max(1, bisect.bisect_right(sizes, max_bytes)), first=True)
+        keep = rows_within(keys, map(len, values), max_bytes)
         del keys[keep:], columns[keep:], values[keep:]
-    rowkeys = b"".join(keys)
-    if len(rowkeys) != ROWKEY_BYTES * len(keys):
-        bad = next(k for k in keys if len(k) != ROWKEY_BYTES)
-        raise StorageError(f"row {bad!r} is not a queue rowkey (12 bytes): is this a queue table?")
-    return MessageBlock.from_lists(rowkeys, topics_of(columns), values)
+    return MessageBlock.from_lists(join_rowkeys(keys), topics_of(columns), values)
 
 
 class Thrift1Range:

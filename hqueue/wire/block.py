@@ -19,10 +19,11 @@ length are int32; an answer is bounded far below 2 GiB (``MAX_SCAN_BYTES`` in
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
@@ -30,7 +31,14 @@ from typing import Any
 from hqueue.errors import StorageError
 from hqueue.message import ROWKEY_BYTES, Message, messages_from_columns
 
-__all__ = ["MAX_SCAN_LIMIT", "MessageBlock", "int32_le", "whole_rows"]
+__all__ = [
+    "MAX_SCAN_LIMIT",
+    "MessageBlock",
+    "int32_le",
+    "join_rowkeys",
+    "rows_within",
+    "whole_rows",
+]
 
 MAX_SCAN_LIMIT = 10_000
 """The most messages one sidecar ``scan`` call may ask for and return (a sidecar
@@ -218,3 +226,24 @@ def whole_rows(keys: list[bytes], take: int, first: bool) -> int:
     while ahead < len(keys) and keys[ahead] == row:
         ahead += 1
     return ahead
+
+
+def rows_within(keys: list[bytes], sizes: Iterable[int], max_bytes: int) -> int:
+    """Return how many of the messages (their rows' ``keys``, their values' ``sizes``)
+    an answer of ``max_bytes`` of values keeps: whole rows only, and at least the
+    first row even when it alone is larger (see :func:`whole_rows`)."""
+    running = list(itertools.accumulate(sizes))
+    return whole_rows(keys, max(1, bisect.bisect_right(running, max_bytes)), first=True)
+
+
+def join_rowkeys(keys: list[bytes]) -> bytes:
+    """Return the messages' rowkeys joined, as a block holds them.
+
+    :raises StorageError: if a row's key is not a 12-byte queue rowkey (the table read
+        is not a queue table).
+    """
+    rowkeys = b"".join(keys)
+    if len(rowkeys) != ROWKEY_BYTES * len(keys):
+        bad = next(k for k in keys if len(k) != ROWKEY_BYTES)
+        raise StorageError(f"row {bad!r} is not a queue rowkey (12 bytes): is this a queue table?")
+    return rowkeys
