@@ -76,6 +76,26 @@ Workloads:
   acks) as fast as it can, timestamped per message; the rate is messages over the
   time from the first send to the last receipt, so it is the smaller of the
   produce and push rates; latencies are shown too.
+- group drain: ``--group-messages`` messages pre-filled (untimed) and drained from
+  the earliest by a group of 3, timed from the first subscribe call until the
+  listeners have every message. hqueue: a queue of 12 partitions (the fill spread
+  round robin over them), 3 members (``group=True``, members m0..m2), each through
+  its own client (so its own metadata session, as separate processes would have),
+  their subscribe calls made at once from 3 threads; they share the partitions,
+  rebalancing as they join. Redis: one stream, a consumer group with 3 consumer
+  threads c0..c2, each with its own connection looping ``XREADGROUP COUNT 1000``
+  and ``XACK``. Both listeners parse every message and drop the ones delivered
+  again ("redelivered": a rebalance sends again what was in flight). NATS is not
+  run here.
+- latency while a member joins: a group at the latest position (hqueue: 12
+  partitions, 2 members, their assignment balanced before the warm-up; Redis: 2
+  consumers), paced at ``--join-rate`` msg/s one per call by 12 senders (sender k
+  to partition k) for ``--seconds`` (at least 4), and, in the "+join" row, a third
+  member subscribing (Redis: a third consumer starting) half-way through on a
+  timer, its client made beforehand. Reported: the latencies of the paced run,
+  each as a ratio of the same peer's run without a join, and the time from the
+  join call to the joiner's first delivery. Redis has no rebalance: its third
+  consumer just starts reading beside the others.
 
 Method: the peers alternate within each round, their order rotating from round to
 round, and each figure is the median over the rounds (for latencies, the median of
@@ -83,11 +103,14 @@ the per-round percentiles). Ratios: for rates hqueue's msgs/s divided by the
 peer's; for latencies the peer's p99 divided by hqueue's, so above 1 means hqueue is
 faster either way. The targets: p99 < 10 ms at 5,000 msg/s; 10,000 msg/s reached
 one message per ``send`` with p99 < 15 ms; push rate at or above Redis's consumer
-group.
+group; a 3-member hqueue group drain at least 1.5x Redis's consumer group with 3
+consumers.
 
 Run: ``.venv/bin/python bench/bench_subscribe.py [--rates 1000,5000,10000]
-[--seconds 3] [--messages 200000] [--live-messages 100000] [--rounds 3] [--quick]
-[--smoke] [--peers hqueue,redis,nats] [--producers 4] [--hqueue-partitions N]``; a peer
+[--seconds 3] [--messages 200000] [--live-messages 100000] [--group-messages 200000]
+[--join-rate 1000] [--rounds 3] [--quick] [--smoke] [--peers hqueue,redis,nats]
+[--producers 4] [--hqueue-partitions N]``; ``--rates '' --batched-rates ''
+--messages 0 --live-messages 0`` runs the group workloads only; a peer
 whose server binary is missing is skipped with a line saying so (``make bench-deps``
 installs them), except in a smoke run, which fails then.
 
@@ -111,6 +134,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
 from multiprocessing.connection import Connection
@@ -144,6 +168,8 @@ TOPIC = "t"
 NATS_ACK_EVERY = 100
 NATS_MAX_ACK_PENDING = 10_000
 REDIS_GROUP = "g"
+GROUP_MEMBERS = 3  # of the group drain; the join runs start with one fewer
+GROUP_PARTITIONS = 12  # of hqueue's group queues, and the senders of the join runs
 WAIT = 60.0  # longest wait for deliveries after the producer is done
 
 
@@ -183,6 +209,8 @@ class Sample:
     after_ack: list[int] = field(default_factory=list)
     steady: float | None = None
     """msgs/s from the first delivery to the last, the first batch not counted"""
+    duplicates: int = 0
+    """messages delivered again (parsed runs only), dropped by the recorder"""
 
     @property
     def rate(self) -> float:
@@ -208,6 +236,7 @@ class Recorder:
         self.first_ns = 0
         self.first_count = 0
         self.last_ns = 0
+        self.duplicates = 0
         self.sent = array.array("q")
         self.received = array.array("q")
 
@@ -215,6 +244,7 @@ class Recorder:
         with self.lock:
             self.expected, self.parse = expected, parse
             self.count = self.first_ns = self.first_count = self.last_ns = 0
+            self.duplicates = 0
             size = expected if parse else 0
             self.sent = array.array("q", bytes(8 * size))
             self.received = array.array("q", bytes(8 * size))
@@ -238,6 +268,8 @@ class Recorder:
                         received[seq] = now
                         sent[seq] = stamp
                         n += 1
+                    elif seq < size:
+                        self.duplicates += 1
             else:
                 n = len(values)
             if not n:
@@ -275,6 +307,7 @@ class Recorder:
             [r - s for s, r, _ in rows],
             [d - s for s, _, d in rows],
             [r - d for _, r, d in rows],
+            duplicates=self.duplicates,
         )
 
 
@@ -388,7 +421,7 @@ class Sender:
 class HQueueSender(Sender):
     """Paced messages one per call go through ``Queue.send`` (the asynchronous
     producer, client defaults), acknowledged when their future resolves; batches
-    through ``put_batch``."""
+    through ``put_batch``, spread round robin over the queue's partitions."""
 
     def __init__(self, address: str, admin: str) -> None:
         self.client: Any = hqueue.connect(
@@ -431,7 +464,11 @@ class HQueueSender(Sender):
             raise error
 
     def batch(self, dest: str, values: list[bytes]) -> None:
-        self._queue(dest).put_batch(values, topic=TOPIC, partition=0)
+        q = self._queue(dest)
+        if q.partitions == 1:
+            q.put_batch(values, topic=TOPIC, partition=0)
+        else:
+            q.put_batch([(v, TOPIC, k % q.partitions) for k, v in enumerate(values)])
 
     def close(self) -> None:
         self.client.close()
@@ -622,11 +659,15 @@ def paced_run(
     senders: int,
     slots: int = 1,
     linger_ms: float = 0.0,
+    on_start: Callable[[], None] | None = None,
 ) -> Sample:
     """With the subscription open at the latest position: warm up, send ``n`` messages
-    paced at ``rate``, wait for all of them."""
+    paced at ``rate``, wait for all of them. ``on_start`` is called once warmed up,
+    just before the sending starts."""
     rec.arm(n, parse=True)
     warm_up(producer, dest, rec, slots)
+    if on_start is not None:
+        on_start()
     seconds, _, acked = producer.call("paced", dest, rate, n, senders, linger_ms)
     rec.expect(sum(1 for t in memoryview(acked).cast("q") if t))
     rec.wait_done()
@@ -643,10 +684,13 @@ def live_run(producer: Producer, dest: str, rec: Recorder, n: int) -> Sample:
     return rec.sample((rec.last_ns - start_ns) / 1e9, acked, (rec.first_ns - start_ns) / 1e9)
 
 
-def drain_run(rec: Recorder, n: int, subscribe: Callable[[], Callable[[], None]]) -> Sample:
+def drain_run(
+    rec: Recorder, n: int, subscribe: Callable[[], Callable[[], None]], parse: bool = False
+) -> Sample:
     """Time ``subscribe()`` (from the earliest message; it returns the function that
-    closes the subscription) until ``n`` messages arrived."""
-    rec.arm(n, parse=False)
+    closes the subscription) until ``n`` messages arrived (with ``parse``, ``n``
+    distinct ones, stamped 0 to ``n`` - 1)."""
+    rec.arm(n, parse)
     t0 = time.perf_counter_ns()
     close = subscribe()
     try:
@@ -655,13 +699,69 @@ def drain_run(rec: Recorder, n: int, subscribe: Callable[[], Callable[[], None]]
     finally:
         close()
     steady = (n - first_count) / ((last_ns - first_ns) / 1e9) if last_ns > first_ns else None
-    return Sample(n, (last_ns - t0) / 1e9, (first_ns - t0) / 1e9, steady=steady)
+    return Sample(
+        n, (last_ns - t0) / 1e9, (first_ns - t0) / 1e9, steady=steady, duplicates=rec.duplicates
+    )
+
+
+def join_run(
+    producer: Producer,
+    dest: str,
+    rec: Recorder,
+    rate: int,
+    n: int,
+    slots: int,
+    join: Callable[[Callable[[Sequence[bytes]], None]], None] | None,
+) -> Sample:
+    """:func:`paced_run` with a sender per partition of a group's queue; with ``join``,
+    ``join(record)`` is called half-way through the sending on a timer thread to start
+    a member whose listener hands its values to ``record``. The sample's ``first`` is
+    then the time from that call to the joiner's first delivery."""
+    marks: list[int] = []  # the join call, the joiner's first delivery (perf_counter_ns)
+    errors: list[BaseException] = []
+
+    def record(values: Sequence[bytes]) -> None:
+        if len(marks) == 1:
+            marks.append(time.perf_counter_ns())
+        rec.record(values)
+
+    def start_joiner() -> None:
+        assert join is not None
+        marks.append(time.perf_counter_ns())
+        try:
+            join(record)
+        except BaseException as e:  # raised once the run is over
+            errors.append(e)
+
+    timer = threading.Timer(n / rate / 2, start_joiner) if join else None
+    try:
+        sample = paced_run(
+            producer,
+            dest,
+            rec,
+            rate,
+            n,
+            GROUP_PARTITIONS,
+            slots,
+            on_start=timer.start if timer else None,
+        )
+    finally:
+        if timer is not None:
+            timer.cancel()
+            if timer.is_alive():
+                timer.join()
+    if errors:
+        raise errors[0]
+    if len(marks) == 2:
+        sample.first = (marks[1] - marks[0]) / 1e9
+    return sample
 
 
 # -- peers ---------------------------------------------------------------------------
 # Each peer offers, per workload, rows as (row name, function of the round -> Sample).
 
 DRAIN, LIVE = "drain pre-filled, from earliest", "batched produce while subscribed"
+GROUP_DRAIN, JOIN = "group drain, from earliest", "latency while a member joins"
 Rows = dict[str, list[tuple[str, Callable[[int], Sample]]]]
 
 
@@ -684,23 +784,52 @@ class HQueuePeer:
     def __init__(self, workdir: Path) -> None:
         self.server = StandaloneProcess(workdir / "hqueue-data")
         self.client: Any = None
+        self.members: list[Any] = []  # the group members' clients, made when first needed
         self.producer: Producer | None = None
         self.rec = Recorder()
 
+    def _connect(self) -> Any:
+        return hqueue.connect(
+            self.server.address,
+            hbase_admin=f"127.0.0.1:{self.server.thrift2_port}",
+            table_prefix="",
+            put_timeout=15.0,
+        )
+
     def start(self) -> None:
         self.server.start()
-        admin = f"127.0.0.1:{self.server.thrift2_port}"
-        self.client = hqueue.connect(
-            self.server.address, hbase_admin=admin, table_prefix="", put_timeout=15.0
+        self.client = self._connect()
+        self.producer = Producer(
+            "hqueue",
+            {"address": self.server.address, "admin": f"127.0.0.1:{self.server.thrift2_port}"},
         )
-        self.producer = Producer("hqueue", {"address": self.server.address, "admin": admin})
 
     def stop(self) -> None:
         if self.producer is not None:
             self.producer.stop()
-        if self.client is not None:
-            self.client.close()
+        for c in [self.client, *self.members]:
+            if c is not None:
+                c.close()
         self.server.stop()
+
+    def _member_queues(self, name: str) -> list[Any]:
+        """The queue ``name`` through each member's client (one metadata session each)."""
+        while len(self.members) < GROUP_MEMBERS:
+            self.members.append(self._connect())
+        return [wait_for_queue(c, name) for c in self.members]
+
+    def _member(self, q: Any, k: int, start: str, listener: Any = None) -> Any:
+        return q.subscribe(
+            "bench", listener or self._listener, group=True, member=f"m{k}", start=start
+        )
+
+    @staticmethod
+    def _leave(subs: Sequence[Any]) -> None:
+        """Close the members, then delete the subscription."""
+        *others, last = subs
+        for sub in others:
+            sub.close()
+        last.unsubscribe()
 
     def _new_queue(self, name: str, partitions: int = 1) -> Any:
         self.client.create_queue(name, partitions=partitions)
@@ -743,6 +872,47 @@ class HQueuePeer:
             self.rec, n, lambda: q.subscribe("bench", self._listener, start="earliest").unsubscribe
         )
 
+    def group_drain(self, r: int, n: int) -> Sample:
+        """``n`` messages over the partitions, drained by the members subscribing at
+        once (a thread each), timed from the first subscribe call."""
+        assert self.producer is not None
+        name = f"g{r}"
+        self._new_queue(name, GROUP_PARTITIONS)  # its one message per partition not counted
+        self.producer.call("fill", name, n)
+        queues = self._member_queues(name)
+
+        def subscribe() -> Callable[[], None]:
+            with ThreadPoolExecutor(len(queues)) as pool:
+                subs = list(
+                    pool.map(lambda k: self._member(queues[k], k, "earliest"), range(len(queues)))
+                )
+            return functools.partial(self._leave, subs)
+
+        return drain_run(self.rec, n, subscribe, parse=True)
+
+    def join(self, r: int, rate: int, n: int, joining: bool) -> Sample:
+        """Two members, balanced, then the paced run; with ``joining`` a third member
+        subscribes half-way through."""
+        assert self.producer is not None
+        name = f"j{r}_{int(joining)}"
+        self._new_queue(name, GROUP_PARTITIONS)
+        queues = self._member_queues(name)
+        subs = [self._member(queues[k], k, "latest") for k in range(GROUP_MEMBERS - 1)]
+
+        def join(record: Callable[[Sequence[bytes]], None]) -> None:
+            k = GROUP_MEMBERS - 1
+            subs.append(
+                self._member(queues[k], k, "latest", lambda ms: record([m.value for m in ms]))
+            )
+
+        try:
+            wait_balanced(subs)
+            return join_run(
+                self.producer, name, self.rec, rate, n, GROUP_PARTITIONS, join if joining else None
+            )
+        finally:
+            self._leave(subs)
+
     def rows(self, args: argparse.Namespace) -> Rows:
         out: Rows = {}
         for rate, linger in paced_kinds(args):
@@ -774,11 +944,47 @@ class HQueuePeer:
                 )
         out[DRAIN] = [("hqueue", functools.partial(self.drain, n=args.messages))]
         out[LIVE] = [("hqueue", functools.partial(self.live, n=args.live_messages))]
+        out[GROUP_DRAIN] = [("hqueue", functools.partial(self.group_drain, n=args.group_messages))]
+        out[JOIN] = join_rows("hqueue", self.join, args)
         return out
 
 
 def diagnostic_row(args: argparse.Namespace) -> str:
     return f"hqueue-{args.hqueue_partitions}p"
+
+
+def join_seconds(args: argparse.Namespace) -> int:
+    return max(4, int(args.seconds))
+
+
+def join_rows(
+    peer: str, join: Callable[..., Sample], args: argparse.Namespace
+) -> list[tuple[str, Callable[[int], Sample]]]:
+    """The rows of the join workload: without a join, and with one (``peer+join``)."""
+    n = args.join_rate * join_seconds(args)
+    return [
+        (name, functools.partial(join, rate=args.join_rate, n=n, joining=joining))
+        for name, joining in ((peer, False), (f"{peer}+join", True))
+    ]
+
+
+def wait_balanced(subs: Sequence[Any], timeout: float = 30.0) -> None:
+    """Wait until the members agree on a generation whose assignment splits every
+    partition between them evenly."""
+    deadline = time.monotonic() + timeout
+    while True:
+        views = [s.assignment for s in subs]
+        sizes = [len(v.partitions) for v in views]
+        if (
+            len({v.generation for v in views}) == 1
+            and sum(sizes) == GROUP_PARTITIONS
+            and len(frozenset().union(*(v.partitions for v in views))) == GROUP_PARTITIONS
+            and max(sizes) - min(sizes) <= 1
+        ):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"group not balanced within {timeout:.0f} s: {views}")
+        time.sleep(0.01)
 
 
 class RedisPeer:
@@ -803,42 +1009,30 @@ class RedisPeer:
             self.r.close()
         self.server.stop()
 
+    def _group(
+        self, key: str, start: str, consumers: Sequence[str] = ("c",)
+    ) -> tuple[RedisConsumers, Callable[[], None]]:
+        """Create the group at ``start`` ($ or 0), start a consumer thread per name of
+        ``consumers``; return them and the function that stops them."""
+        assert self.r is not None
+        self.r.xgroup_create(key, REDIS_GROUP, id=start, mkstream=True)
+        group = RedisConsumers(self.server.host, self.server.port, key)
+        for name in consumers:
+            group.add(name, self.rec.record)
+
+        def stop() -> None:
+            try:
+                group.stop()
+            finally:
+                assert self.r is not None
+                self.r.delete(key)  # keeps Redis's memory (and the machine's) flat
+
+        return group, stop
+
     def _subscribe(self, key: str, start: str) -> Callable[[], None]:
         """Create the group at ``start`` ($ or 0), start the consumer thread; return
         the function that stops it."""
-        assert self.r is not None
-        self.r.xgroup_create(key, REDIS_GROUP, id=start, mkstream=True)
-        stopping = threading.Event()
-        conn = redis.Redis(host=self.server.host, port=self.server.port)
-        errors: list[BaseException] = []
-
-        def consume() -> None:
-            try:
-                while not stopping.is_set():
-                    resp: Any = conn.xreadgroup(
-                        REDIS_GROUP, "c", {key: ">"}, count=BATCH, block=100
-                    )
-                    if not resp:
-                        continue
-                    entries = resp[0][1]
-                    self.rec.record([fields[b"v"] for _, fields in entries])
-                    conn.xack(key, REDIS_GROUP, *[entry_id for entry_id, _ in entries])
-            except BaseException as e:
-                errors.append(e)
-
-        thread = threading.Thread(target=consume, name=f"redis-consumer-{key}", daemon=True)
-        thread.start()
-
-        def stop() -> None:
-            stopping.set()
-            thread.join(5)
-            conn.close()
-            assert self.r is not None
-            self.r.delete(key)  # keeps Redis's memory (and the machine's) flat
-            if errors:
-                raise errors[0]
-
-        return stop
+        return self._group(key, start)[1]
 
     def paced(self, r: int, rate: int, n: int, senders: int, linger_ms: float = 0.0) -> Sample:
         assert self.producer is not None
@@ -864,6 +1058,31 @@ class RedisPeer:
         self.producer.call("fill", key, n)
         return drain_run(self.rec, n, lambda: self._subscribe(key, "0"))
 
+    def group_drain(self, r: int, n: int) -> Sample:
+        assert self.producer is not None
+        key = f"g{r}"
+        self.producer.call("fill", key, n)
+        names = [f"c{k}" for k in range(GROUP_MEMBERS)]
+        return drain_run(self.rec, n, lambda: self._group(key, "0", names)[1], parse=True)
+
+    def join(self, r: int, rate: int, n: int, joining: bool) -> Sample:
+        """Two consumers; with ``joining`` a third starts half-way through."""
+        assert self.producer is not None
+        key = f"j{r}_{int(joining)}"
+        group, stop = self._group(key, "$", [f"c{k}" for k in range(GROUP_MEMBERS - 1)])
+        try:
+            return join_run(
+                self.producer,
+                key,
+                self.rec,
+                rate,
+                n,
+                1,
+                functools.partial(group.add, f"c{GROUP_MEMBERS - 1}") if joining else None,
+            )
+        finally:
+            stop()
+
     def rows(self, args: argparse.Namespace) -> Rows:
         out: Rows = {
             paced_name(rate, linger): [
@@ -882,7 +1101,57 @@ class RedisPeer:
         }
         out[DRAIN] = [("redis", functools.partial(self.drain, n=args.messages))]
         out[LIVE] = [("redis", functools.partial(self.live, n=args.live_messages))]
+        out[GROUP_DRAIN] = [("redis", functools.partial(self.group_drain, n=args.group_messages))]
+        out[JOIN] = join_rows("redis", self.join, args)
         return out
+
+
+class RedisConsumers:
+    """Consumers of a Redis consumer group on one stream: a thread each, with its own
+    connection, looping ``XREADGROUP GROUP g name COUNT 1000 BLOCK 100`` and
+    ``XACK``ing each batch (one call with all its ids) after handing it on."""
+
+    def __init__(self, host: str, port: int, key: str) -> None:
+        self.host, self.port, self.key = host, port, key
+        self.stopping = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.errors: list[BaseException] = []
+
+    def add(self, name: str, record: Callable[[Sequence[bytes]], None]) -> None:
+        """Start consumer ``name``, handing the values it reads to ``record``."""
+        key = self.key
+        conn = redis.Redis(host=self.host, port=self.port)
+
+        def consume() -> None:
+            try:
+                while not self.stopping.is_set():
+                    resp: Any = conn.xreadgroup(
+                        REDIS_GROUP, name, {key: ">"}, count=BATCH, block=100
+                    )
+                    if not resp:
+                        continue
+                    entries = resp[0][1]
+                    record([fields[b"v"] for _, fields in entries])
+                    conn.xack(key, REDIS_GROUP, *[entry_id for entry_id, _ in entries])
+            except BaseException as e:
+                self.errors.append(e)
+            finally:
+                conn.close()
+
+        thread = threading.Thread(target=consume, name=f"redis-consumer-{key}-{name}", daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def stop(self) -> None:
+        """Stop every consumer.
+
+        :raises Exception: the first error a consumer met.
+        """
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(5)
+        if self.errors:
+            raise self.errors[0]
 
 
 class NatsPeer:
@@ -1027,6 +1296,10 @@ def workloads(args: argparse.Namespace) -> list[str]:
         out.append(DRAIN)
     if args.live_messages:
         out.append(LIVE)
+    if args.group_messages:
+        out.append(GROUP_DRAIN)
+    if args.join_rate:
+        out.append(JOIN)
     return out
 
 
@@ -1059,9 +1332,17 @@ def run(
         return f"{workload:<34} {row:<10}{s.rate:>10,.0f} msgs/s{extra}"
 
     samples, failed = run_rounds(
-        peers, args.rounds, workloads(args), lambda p, workload: p.rows(args)[workload], describe
+        peers,
+        args.rounds,
+        workloads(args),
+        lambda p, workload: p.rows(args).get(workload, []),  # NATS has no group rows
+        describe,
     )
     return samples, failed, skipped
+
+
+def fmt(v: float | None, spec: str = ".2f") -> str:
+    return "" if v is None else format(v, spec)
 
 
 def report(
@@ -1083,8 +1364,17 @@ def report(
         median = median_of_rounds((getattr(s, what) for s in samples.get(k, [])), q)
         return None if median is None else median / 1e6
 
-    def fmt(v: float | None, spec: str = ".2f") -> str:
-        return "" if v is None else format(v, spec)
+    def median(k: tuple[str, str], what: str) -> float | None:
+        """Median over the rounds of the sample's ``what``, rounds without it left out."""
+        values = [v for s in samples.get(k, []) if (v := getattr(s, what)) is not None]
+        return statistics.median(values) if values else None
+
+    group_labels = {
+        "hqueue": f"hqueue group, {GROUP_MEMBERS} members (a client each), "
+        f"{GROUP_PARTITIONS} partitions",
+        "redis": f"redis XREADGROUP COUNT 1000 + XACK, {GROUP_MEMBERS} consumers "
+        "(a connection each)",
+    }
 
     if args.smoke:
         print(f"\n{SMOKE_NOTE}", end="")
@@ -1182,22 +1472,25 @@ def report(
             "llrrrrrr",
         )
     )
-    for w, size in ((DRAIN, args.messages), (LIVE, args.live_messages)):
+    for w, size in (
+        (DRAIN, args.messages),
+        (LIVE, args.live_messages),
+        (GROUP_DRAIN, args.group_messages),
+    ):
         hq = rate.get((w, "hqueue"))
         for name in order:
             k = (w, name)
             if k not in rate:
                 continue
-            firsts = [s.first for s in samples[k] if s.first is not None]
-            first = statistics.median(firsts) * 1000 if firsts else None
-            steadies = [s.steady for s in samples[k] if s.steady is not None]
-            steady = statistics.median(steadies) if steadies else None
+            first = median(k, "first")
+            first = None if first is None else first * 1000
+            steady = median(k, "steady")
             ratio = "" if name == "hqueue" or hq is None else f"{hq / rate[k]:.2f}x"
             print(
                 markdown_row(
                     (
                         f"{w} ({size:,})",
-                        labels[name],
+                        (group_labels if w == GROUP_DRAIN else labels)[name],
                         f"{rate[k]:,.0f}",
                         ratio,
                         fmt(first, ".1f"),
@@ -1211,6 +1504,22 @@ def report(
         print(markdown_row(("(all)", name, f"skipped: {why}", *[""] * 5)))
     for name, why in failed.items():
         print(markdown_row(("(all)", name, f"failed: {why.splitlines()[0][:160]}", *[""] * 5)))
+    redelivered = [
+        f"{name} {median((GROUP_DRAIN, name), 'duplicates'):,.0f}"
+        for name in ("hqueue", "redis")
+        if (GROUP_DRAIN, name) in rate
+    ]
+    if redelivered:
+        print(
+            f"\nGroup drain: the hqueue members subscribe at once (3 threads), the fill "
+            f"spread round robin over the partitions; the {GROUP_PARTITIONS} messages "
+            "written when the queue is made (one per partition, so that the sidecar "
+            "takes them) are delivered too but not counted. "
+            "Messages delivered again (median per round; dropped by the listener, "
+            f"not counted): {', '.join(redelivered)}."
+        )
+    if args.join_rate:
+        report_join(args, rate, ms, median)
 
     print()
     if args.smoke:
@@ -1250,16 +1559,89 @@ def report(
         print(
             markdown_row((f"{text} ({labels[name]})", f"{p99:.2f} ms at {rate[k]:,.0f} msg/s", met))
         )
-    hq, rd = rate.get((DRAIN, "hqueue")), rate.get((DRAIN, "redis"))
-    if hq is None or rd is None:
-        print(markdown_row(("push rate >= Redis consumer group (drain)", "n/a", "n/a")))
-    else:
+    for w, text, goal in (
+        (DRAIN, "push rate >= Redis consumer group (drain)", 1.0),
+        (
+            GROUP_DRAIN,
+            f"{GROUP_MEMBERS}-member group drain >= 1.5x Redis consumer group with "
+            f"{GROUP_MEMBERS} consumers",
+            1.5,
+        ),
+    ):
+        hq, rd = rate.get((w, "hqueue")), rate.get((w, "redis"))
+        if hq is None or rd is None:
+            print(markdown_row((text, "n/a", "n/a")))
+        else:
+            print(markdown_row((text, f"{hq / rd:.2f}x", "yes" if hq >= goal * rd else "no")))
+
+
+def report_join(
+    args: argparse.Namespace,
+    rate: dict[tuple[str, str], float],
+    ms: Callable[[tuple[str, str], float | None], float | None],
+    median: Callable[[tuple[str, str], str], float | None],
+) -> None:
+    """The table of the join workload: each peer without and with a join."""
+    seconds = join_seconds(args)
+    labels = {
+        "hqueue": f"hqueue group, {GROUP_MEMBERS - 1} members",
+        "hqueue+join": f"hqueue group, {GROUP_MEMBERS - 1} members + 1 joining at "
+        f"{seconds / 2:g} s",
+        "redis": f"redis group, {GROUP_MEMBERS - 1} consumers",
+        "redis+join": f"redis group, {GROUP_MEMBERS - 1} consumers + 1 starting at "
+        f"{seconds / 2:g} s (no rebalance)",
+    }
+    print(
+        f"\nLatency while a member joins (ms, from the send call to the listener): "
+        f"{args.join_rate:,} msg/s one per call for {seconds} s by {GROUP_PARTITIONS} "
+        f"senders (hqueue Queue.send to a queue of {GROUP_PARTITIONS} partitions, "
+        "sender k to partition k; Redis XADD to one stream), the group at the latest "
+        'position; in the "+join" rows a third member subscribes (hqueue: its own '
+        "client, made beforehand; the group rebalances) or a third Redis consumer "
+        "starts (Redis has no rebalance: it just reads beside the others) half-way "
+        'through. "÷ without join": the figure over the same peer\'s run without a '
+        'join; "join → first ms" from the join call to the joiner\'s first delivery; '
+        '"redelivered" messages delivered twice (dropped, not counted):\n'
+    )
+    print(
+        markdown_header(
+            (
+                "peer",
+                "sent msgs/s",
+                "p50",
+                "p99",
+                "max",
+                "p99 ÷ without join",
+                "max ÷ without join",
+                "join → first ms",
+                "redelivered",
+            ),
+            "lrrrrrrrr",
+        )
+    )
+    for name, label in labels.items():
+        k = (JOIN, name)
+        if k not in rate:
+            continue
+        base = (JOIN, name.removesuffix("+join"))
+        ratios = []
+        for q in (0.99, None):
+            value, without = ms(k, q), ms(base, q)
+            ratios.append(
+                "" if k == base or not value or not without else f"{value / without:.2f}x"
+            )
+        first = median(k, "first")
         print(
             markdown_row(
                 (
-                    "push rate >= Redis consumer group (drain)",
-                    f"{hq / rd:.2f}x",
-                    "yes" if hq >= rd else "no",
+                    label,
+                    f"{rate[k]:,.0f}",
+                    fmt(ms(k, 0.5)),
+                    fmt(ms(k, 0.99)),
+                    fmt(ms(k, None)),
+                    *ratios,
+                    "" if first is None else f"{first * 1000:.0f}",
+                    f"{median(k, 'duplicates'):,.0f}",
                 )
             )
         )
@@ -1299,6 +1681,18 @@ def main() -> None:
         type=int,
         help="messages of batched produce while subscribed; 0 skips it (default 100,000)",
     )
+    parser.add_argument(
+        "--group-messages",
+        type=int,
+        help="messages pre-filled for the group drain; 0 skips it (default 200,000)",
+    )
+    parser.add_argument(
+        "--join-rate",
+        type=int,
+        default=1000,
+        help="paced rate of the runs where a group member joins, msg/s, for --seconds "
+        "(at least 4); 0 skips them (default %(default)s)",
+    )
     parser.add_argument("--rounds", type=int, help="(default 3)")
     parser.add_argument(
         "--producers",
@@ -1318,12 +1712,13 @@ def main() -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="short run: defaults of 1 s per rate, 20,000 / 20,000 messages, 1 round",
+        help="short run: defaults of 1 s per rate, 20,000 / 20,000 / 20,000 messages, 1 round",
     )
     add_smoke_argument(
         parser,
         "paced at 1,000 msg/s one per call and batched, 1 s each, also on 2 partitions; "
-        "2,000 / 2,000 messages; 1 round",
+        "2,000 / 2,000 messages; a group drain of 3,000; the join runs at 1,000 msg/s "
+        "for 4 s; 1 round",
     )
     parser.add_argument(
         "--peers", default="hqueue,redis,nats", help="comma-separated subset of hqueue,redis,nats"
@@ -1332,10 +1727,12 @@ def main() -> None:
     if args.smoke:
         args.rates = args.batched_rates = "1000"
         args.seconds, args.messages, args.live_messages, args.rounds = 1, 2_000, 2_000, 1
-        args.hqueue_partitions = 2
-    defaults = (1, 20_000, 20_000, 1) if args.quick else (3, 200_000, 100_000, 3)
+        args.hqueue_partitions, args.group_messages, args.join_rate = 2, 3_000, 1000
+    defaults = (1, 20_000, 20_000, 20_000, 1) if args.quick else (3, 200_000, 100_000, 200_000, 3)
     for name, value in zip(
-        ("seconds", "messages", "live_messages", "rounds"), defaults, strict=True
+        ("seconds", "messages", "live_messages", "group_messages", "rounds"),
+        defaults,
+        strict=True,
     ):
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -1352,7 +1749,10 @@ def main() -> None:
         or args.producers < 1
     ):
         parser.error("--rates, --seconds and --producers must be positive")
-    if args.rounds < 1 or args.messages < 0 or args.live_messages < 0:
+    if (
+        args.rounds < 1
+        or min(args.messages, args.live_messages, args.group_messages, args.join_rate) < 0
+    ):
         parser.error("--rounds must be positive and message counts not negative")
     with tempfile.TemporaryDirectory(prefix="bench-subscribe-") as tmp:
         samples, failed, skipped = run(args, Path(tmp))

@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Client": "hqueue.client.client",
     "ConsumeStatus": "hqueue.client.subscriber",
+    "DeadLetter": "hqueue.client.dead_letters",
     "HQueueError": "hqueue.errors",
     "Message": "hqueue.message",
     "MessageId": "hqueue.message",
@@ -24,6 +25,7 @@ _EXPORTS = {
     "NewMessage": "hqueue.client.producer",
     "Position": "hqueue.message",
     "Queue": "hqueue.client.client",
+    "RetryLater": "hqueue.client.subscriber",
     "Subscriber": "hqueue.client.subscriber",
     "connect": "hqueue.client.client",
 }
@@ -31,6 +33,7 @@ _EXPORTS = {
 __all__ = [
     "Client",
     "ConsumeStatus",
+    "DeadLetter",
     "HQueueError",
     "Message",
     "MessageId",
@@ -38,6 +41,7 @@ __all__ = [
     "NewMessage",
     "Position",
     "Queue",
+    "RetryLater",
     "Subscriber",
     "__version__",
     "connect",
@@ -45,8 +49,9 @@ __all__ = [
 
 if TYPE_CHECKING:
     from hqueue.client.client import Client, Queue, connect
+    from hqueue.client.dead_letters import DeadLetter
     from hqueue.client.producer import NewMessage
-    from hqueue.client.subscriber import ConsumeStatus, MessageListener, Subscriber
+    from hqueue.client.subscriber import ConsumeStatus, MessageListener, RetryLater, Subscriber
     from hqueue.errors import HQueueError
     from hqueue.message import Message, MessageId, Position
 

@@ -48,9 +48,17 @@ from typing import Any, ParamSpec, TypeVar, cast
 from hqueue.client.admin import QueueDescription
 from hqueue.client.client import Client, Queue
 from hqueue.client.client import connect as _connect
+from hqueue.client.dead_letters import DeadLetter, ReplayResult
+from hqueue.client.group_member import GroupView
 from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
 from hqueue.client.sender import SendCallback
-from hqueue.client.subscriber import ConsumeStatus, Listener, MessageListener, Subscriber
+from hqueue.client.subscriber import (
+    ConsumeStatus,
+    Listener,
+    MessageListener,
+    RetryLater,
+    Subscriber,
+)
 from hqueue.client.subscription_admin import LagReport, SubscriptionInfo
 from hqueue.errors import InvalidArgumentError
 from hqueue.message import Message, MessageId, Position
@@ -230,7 +238,8 @@ class AsyncQueue(_Pooled):
     async def subscribe(
         self,
         name: str,
-        listener: Listener | Callable[[list[Message]], Awaitable[ConsumeStatus | None]],
+        listener: Listener
+        | Callable[[list[Message]], Awaitable[ConsumeStatus | RetryLater | None]],
         **options: Any,
     ) -> AsyncSubscriber:
         """As :meth:`hqueue.Queue.subscribe`; a coroutine-function listener runs on this
@@ -260,6 +269,14 @@ class AsyncQueue(_Pooled):
     async def lag(self, **options: Any) -> LagReport:
         """As :meth:`hqueue.Queue.lag`."""
         return await self._run(self._queue.lag, **options)
+
+    async def dead_letters(self, subscription: str, **options: Any) -> list[DeadLetter]:
+        """As :meth:`hqueue.Queue.dead_letters`."""
+        return await self._run(self._queue.dead_letters, subscription, **options)
+
+    async def replay_dead_letters(self, subscription: str, **options: Any) -> ReplayResult:
+        """As :meth:`hqueue.Queue.replay_dead_letters`."""
+        return await self._run(self._queue.replay_dead_letters, subscription, **options)
 
 
 class _LoopBridge:
@@ -316,9 +333,11 @@ def _on_loop(listener: Any, loop: asyncio.AbstractEventLoop) -> Listener:
     target = listener.on_messages if isinstance(listener, MessageListener) else listener
     if not inspect.iscoroutinefunction(target):
         return cast("Listener", listener)
-    coroutine: Callable[[list[Message]], Coroutine[Any, Any, ConsumeStatus | None]] = target
+    coroutine: Callable[[list[Message]], Coroutine[Any, Any, ConsumeStatus | RetryLater | None]] = (
+        target
+    )
 
-    def on_messages(messages: list[Message]) -> ConsumeStatus | None:
+    def on_messages(messages: list[Message]) -> ConsumeStatus | RetryLater | None:
         # Called on a subscriber thread, never on the loop: waiting here is safe.
         return asyncio.run_coroutine_threadsafe(coroutine(messages), loop).result()
 
@@ -390,6 +409,21 @@ class AsyncSubscriber(_Pooled):
     def delivered(self) -> dict[int, MessageId]:
         """The last id delivered to every listener, per partition, in this life."""
         return self._subscriber.delivered
+
+    @property
+    def member(self) -> str | None:
+        """As :attr:`hqueue.Subscriber.member`."""
+        return self._subscriber.member
+
+    @property
+    def assignment(self) -> GroupView | None:
+        """As :attr:`hqueue.Subscriber.assignment` (what the member last read: no I/O)."""
+        return self._subscriber.assignment
+
+    @property
+    def dead_lettered(self) -> int:
+        """As :attr:`hqueue.Subscriber.dead_lettered`."""
+        return self._subscriber.dead_lettered
 
     async def partitions(self) -> tuple[int, ...]:
         """The partitions subscribed to (read from the metadata)."""

@@ -12,6 +12,12 @@ ownership change, and the checkpoint chore.
   moment ago.
 - When the sidecar releases a partition, its workers stop and their checkpoints are
   written *before* the owner entry goes, so the next owner resumes where they ended.
+- A worker pushes to the subscription's running subscriber, or, for a subscriber
+  group's subscription, to the member the group's assignment gives its partition,
+  with the assignment's generation: both read through the cache at every push, so
+  a rebalance reroutes the next batch (the member refuses one routed by an older
+  generation). A subscription's delivery policy (redelivery limit, backoff) changing
+  restarts its workers where they were, as a change of topics does.
 - The chore writes every moved checkpoint each ``checkpoint_interval`` seconds,
   all partitions of one subscription in one partial update, and only while the
   subscription's generation is still the worker's (read from the store just before:
@@ -28,12 +34,19 @@ from typing import Any
 
 from hqueue.errors import HQueueError, NoSubscriptionError
 from hqueue.message import MessageId
-from hqueue.metadata.managers import SubscriptionDataManager, SubscriptionPreferences
+from hqueue.metadata.managers import (
+    GroupAssignment,
+    SubscriptionDataManager,
+    SubscriptionPreferences,
+    member_key,
+    parse_member_key,
+)
 from hqueue.metadata.metastore import WatchEvent
-from hqueue.metadata.resources import SUBSCRIBER, SUBSCRIPTION
+from hqueue.metadata.policy import DeliveryPolicy
+from hqueue.metadata.resources import GROUP, MEMBER, SUBSCRIBER, SUBSCRIPTION
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
-from hqueue.sidecar.workers import DeliveryOptions, SubscriptionWorker
+from hqueue.sidecar.workers import DeliveryOptions, Route, SubscriptionWorker
 from hqueue.wire.sidecar_calls import OwnedPartition, SidecarDelivery
 
 __all__ = ["SubscriptionManager"]
@@ -47,6 +60,19 @@ class _Wanted:
     generation: int
     topics: tuple[str, ...]
     start: str
+    policy: DeliveryPolicy
+
+
+def _policy(queue: str, name: str, prefs: SubscriptionPreferences) -> DeliveryPolicy:
+    """Return the subscription's delivery policy; the default (and a warning) if its
+    options hold nonsense, which only a hand-written value can."""
+    try:
+        return DeliveryPolicy.from_options(prefs.options)
+    except HQueueError as exc:
+        log.warning(
+            "subscription %r of %s: bad delivery options, using defaults: %s", name, queue, exc
+        )
+        return DeliveryPolicy()
 
 
 class SubscriptionManager:
@@ -118,14 +144,21 @@ class SubscriptionManager:
         self._stop_workers(workers, flush=True)
 
     def _on_event(self, event: WatchEvent) -> None:
-        if event.table.endswith("/subscribers"):
-            # The subscriber came or went: paused senders retry at once.
-            with self._lock:
-                for worker in self.workers.values():
-                    if worker.subscription == event.key:
-                        worker.poke()
+        name = event.key
+        if event.table.endswith("/members"):
+            try:
+                name = parse_member_key(event.key)[0]
+            except HQueueError:
+                return
+        elif not event.table.endswith(("/subscribers", "/groups")):
+            self._wake.set()
             return
-        self._wake.set()
+        # A subscriber or a group member came or went, or the group was rebalanced:
+        # paused senders retry at once, to the new route.
+        with self._lock:
+            for worker in self.workers.values():
+                if worker.subscription == name:
+                    worker.poke()
 
     # -- control ---------------------------------------------------------------------
 
@@ -141,7 +174,8 @@ class SubscriptionManager:
             self._wake.wait(self.membership.options.tick)
 
     def _watch(self, queue: str) -> None:
-        for table in (SUBSCRIPTION.table_name(queue), SUBSCRIBER.table_name(queue)):
+        tables = (SUBSCRIPTION, SUBSCRIBER, MEMBER, GROUP)
+        for table in (resource.table_name(queue) for resource in tables):
             if table not in self._watched:
                 self._cache.add_listener(table, self._on_event)
                 self._watched.add(table)
@@ -156,11 +190,12 @@ class SubscriptionManager:
             for name, entry in self._cache.list(SUBSCRIPTION.table_name(queue)).items():
                 prefs = SubscriptionPreferences.from_value(entry.value)
                 generation = prefs.generation
+                policy = _policy(queue, name, prefs)
                 for partition, start in prefs.partitions.items():
                     held_here = partitions.get(partition)
                     if held_here is not None:
                         wanted[(queue, name, partition)] = _Wanted(
-                            held_here, generation, tuple(prefs.topics), start
+                            held_here, generation, tuple(prefs.topics), start, policy
                         )
         return wanted
 
@@ -179,7 +214,7 @@ class SubscriptionManager:
                 stale.append(worker)  # subscription deleted (or partition dropped)
             elif want.held is not worker.held or want.generation != worker.generation:
                 stale.append(worker)  # reset: its position no longer counts
-            elif want.topics != worker.topics:
+            elif want.topics != worker.topics or want.policy != worker.policy:
                 keep_position.append(worker)
         if stale or keep_position:
             self._forget(stale + keep_position)
@@ -221,9 +256,10 @@ class SubscriptionManager:
             start,
             want.topics,
             self.membership.storage,
-            self._address_of(queue, name),
+            self._route_of(queue, name, want.policy.group),
             self.options,
             self.membership.id,
+            want.policy,
         )
         if checkpoint is not None:
             worker.checkpointed = worker.delivered = MessageId.parse(checkpoint)
@@ -242,17 +278,41 @@ class SubscriptionManager:
             start,
         )
 
-    def _address_of(self, queue: str, name: str) -> Any:
-        table = SUBSCRIBER.table_name(queue)
+    def _route_of(self, queue: str, name: str, group: bool) -> Any:
+        """Return the function that tells a worker of subscription ``name`` where its
+        partition's next batch goes (None: nowhere yet), read through the cache."""
+        cache = self._cache
+        if not group:
+            subscribers = SUBSCRIBER.table_name(queue)
 
-        def address() -> str | None:
+            def route(partition: int) -> Route | None:
+                try:
+                    entry = cache.get(subscribers, name)
+                except HQueueError:
+                    return None
+                return None if entry is None else Route(str(entry.value["address"]))
+
+            return route
+        groups, members = GROUP.table_name(queue), MEMBER.table_name(queue)
+        parsed: list[Any] = [None, None]  # the last assignment entry read, and its form
+
+        def group_route(partition: int) -> Route | None:
             try:
-                entry = self._cache.get(table, name)
+                entry = cache.get(groups, name)
+                if entry is None:
+                    return None
+                if parsed[0] is not entry:
+                    parsed[:] = [entry, GroupAssignment.from_value(entry.value)]
+                assignment: GroupAssignment = parsed[1]
+                member = assignment.owner_of(partition)
+                found = None if member is None else cache.get(members, member_key(name, member))
             except HQueueError:
                 return None
-            return None if entry is None else str(entry.value["address"])
+            if member is None or found is None:
+                return None
+            return Route(str(found.value["address"]), assignment.generation, member)
 
-        return address
+        return group_route
 
     def _stop_workers(self, workers: list[SubscriptionWorker], flush: bool) -> None:
         for worker in workers:

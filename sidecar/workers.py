@@ -9,10 +9,22 @@ A worker has two threads around a bounded buffer:
   visible row by row. It sleeps until a put on the partition wakes it
   (:meth:`SubscriptionWorker.wake`), so the hot path has no polling delay.
 - the *sender* takes up to ``batch_messages`` from the buffer, pushes them to the
-  subscriber's Thrift service and, on SUCCESS, drops them from the buffer and moves
-  ``delivered`` on. RETRY_LATER, ERROR and transport failures are retried with an
-  exponential backoff; while the subscriber has no address (it is not running) the
-  sender waits for one.
+  subscriber's Thrift service (for a group's subscription, to the member the group's
+  assignment gives the partition, with the assignment's generation) and drops the
+  messages the answer accepts from the buffer, moving ``delivered`` on. A batch that
+  is not accepted is sent again after the subscription's backoff (doubling per failure)
+  or the delay the answer asks for; while the subscriber has no address (it is not
+  running) the sender waits for one.
+
+Redelivery limits (the subscription's ``max_redeliveries``): a failed push of a
+batch counts against its messages; when they have failed more than the limit, the
+sender isolates the failing message by halving: it pushes the first half once, moves
+on past it if it is accepted, halves again if not, and so on down to single messages.
+A single message that fails then is pushed once more marked ``deadLetter``: the
+subscriber writes it to the dead-letter queue and accepts it, so ``delivered`` moves
+past a dead letter only once it is durable there (a crash in between sends it again:
+twice in the dead-letter queue at worst, never lost). Transport failures (no
+subscriber, a timeout) do not count: they are not the message's fault.
 
 The buffer holds at most ``buffer_messages`` messages and ``buffer_bytes`` bytes of
 values (one message over, when a single message is larger than the whole bound).
@@ -24,6 +36,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import enum
+import itertools
 import logging
 import threading
 import time
@@ -36,13 +49,14 @@ from thriftpy2.thrift import TException
 
 from hqueue.errors import HQueueError
 from hqueue.message import COLUMN_PREFIX, ROWKEY, ROWKEY_BYTES, MessageId, encode_rowkey
+from hqueue.metadata.policy import DeliveryPolicy
 from hqueue.settings import parse_address
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.storage.contract import MessageStorage
 from hqueue.wire.block import MessageBlock
 from hqueue.wire.idl import subscriber as subscriber_idl
 
-__all__ = ["DeliveryOptions", "SubscriptionWorker", "WorkerState"]
+__all__ = ["DeliveryOptions", "Route", "SubscriptionWorker", "WorkerState"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +92,43 @@ class WorkerState(enum.Enum):
     STOPPED = "stopped"
 
 
+@dataclass(frozen=True)
+class Route:
+    """Where a partition's batches go now: the subscriber's ``address`` and, for a
+    group's subscription, the ``member`` the assignment of ``group_generation`` gives
+    the partition."""
+
+    address: str
+    group_generation: int | None = None
+    member: str | None = None
+
+
+_ERROR_TEXT = 1_000
+"""The longest error text kept (and sent back in a delivery)."""
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A subscriber's ``TConsumeAnswer``, checked: ``retry_after`` in seconds."""
+
+    status: int
+    accepted: int
+    retry_after: float | None
+    error: str | None
+    refused: bool
+
+    @classmethod
+    def of(cls, reply: Any) -> _Answer:
+        delay = reply.retryAfterMs
+        return cls(
+            status=int(reply.status),
+            accepted=int(reply.accepted or 0),
+            retry_after=None if delay is None else min(max(delay, 0), 3_600_000) / 1000,
+            error=None if reply.error is None else str(reply.error)[:_ERROR_TEXT],
+            refused=bool(reply.refused),
+        )
+
+
 class _Chunk:
     """Messages read together: rowkeys (12 bytes each, concatenated), topics and
     values by column."""
@@ -90,6 +141,19 @@ class _Chunk:
         self.values = block.value_list()
         self.count = len(self.values)
         self.nbytes = block.nbytes
+
+    def split(self, count: int) -> tuple[_Chunk, _Chunk]:
+        """Return the first ``count`` messages and the rest as two chunks (0 < count <
+        self.count)."""
+        head, tail = object.__new__(_Chunk), object.__new__(_Chunk)
+        cut = count * ROWKEY_BYTES
+        head.rowkeys, tail.rowkeys = self.rowkeys[:cut], self.rowkeys[cut:]
+        head.topics, tail.topics = self.topics[:count], self.topics[count:]
+        head.values, tail.values = self.values[:count], self.values[count:]
+        head.count, tail.count = count, self.count - count
+        head.nbytes = sum(len(v) for v in head.values)
+        tail.nbytes = self.nbytes - head.nbytes
+        return head, tail
 
 
 class SubscriptionWorker:
@@ -104,9 +168,10 @@ class SubscriptionWorker:
         start: MessageId,
         topics: tuple[str, ...],
         storage: MessageStorage,
-        address: Callable[[], str | None],
+        route: Callable[[int], Route | None],
         options: DeliveryOptions,
         sidecar_id: str = "",
+        policy: DeliveryPolicy | None = None,
     ) -> None:
         self.held = held
         self.queue = held.queue
@@ -116,8 +181,9 @@ class SubscriptionWorker:
         self.topics = topics
         self.start_id = start
         self._storage = storage
-        self._address = address
+        self._route = route
         self.options = options
+        self.policy = policy or DeliveryPolicy()
         self._sidecar_id = sidecar_id
         self._columns = {COLUMN_PREFIX + t.encode("utf-8") for t in topics} or None
         self._next = start
@@ -142,6 +208,16 @@ class SubscriptionWorker:
         self._threads: list[threading.Thread] = []
         self._client: Any = None
         self._client_address: str | None = None
+        self.failures = 0
+        """failed pushes in a row of the buffer's first message"""
+        self._suspects = 0
+        """messages at the buffer's head that failed more than max_redeliveries"""
+        self._probe = 0
+        """how many suspects the next push carries (halved on each failure)"""
+        self._dead_next = False
+        """the next push of the single suspect at the head is its dead-letter push"""
+        self.redelivered = 0
+        self.dead_lettered = 0
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -275,19 +351,26 @@ class SubscriptionWorker:
 
     # -- sender ----------------------------------------------------------------------
 
-    def _take(self) -> list[_Chunk] | None:
-        """Wait for buffered messages; return the leading chunks, up to a batch (at
-        least one chunk), or None when stopping."""
+    def _take(self, limit: int) -> list[_Chunk] | None:
+        """Wait for buffered messages; return the leading chunks, up to ``limit``
+        messages (at least one message: a first chunk larger than ``limit`` is split),
+        or None when stopping."""
         with self._cond:
             while not self._buffer:
                 if self._stopping.is_set():
                     return None
                 self.state = WorkerState.IDLE
                 self._cond.wait(1.0)
-            chunks = [self._buffer[0]]
-            count = chunks[0].count
-            for chunk in list(self._buffer)[1:]:
-                if count + chunk.count > self.options.batch_messages:
+            first = self._buffer[0]
+            if first.count > limit:
+                head, tail = first.split(limit)
+                self._buffer[0] = tail
+                self._buffer.appendleft(head)
+                first = head
+            chunks = [first]
+            count = first.count
+            for chunk in itertools.islice(self._buffer, 1, None):
+                if count + chunk.count > limit:
                     break
                 chunks.append(chunk)
                 count += chunk.count
@@ -297,45 +380,114 @@ class SubscriptionWorker:
         opts = self.options
         backoff = opts.backoff_min
         while not self._stopping.is_set():
-            chunks = self._take()
+            isolating = self._suspects > 0
+            chunks = self._take(self._probe if isolating else opts.batch_messages)
             if chunks is None:
                 return
-            address = self._address()
-            if address is None:
+            route = self._route(self.partition)
+            if route is None:
                 self.state = WorkerState.PAUSED
                 self._poke.clear()
                 self._poke.wait(1.0)
                 continue
             self.state = WorkerState.DELIVERING
-            status = self._push(address, chunks)
-            if status == 0:
-                self._accepted(chunks)
-                backoff = opts.backoff_min
-                continue
+            count = sum(chunk.count for chunk in chunks)
+            dead = isolating and count == 1 and self._dead_next
+            answer = self._push(route, chunks, dead)
             if self._stopping.is_set():
                 return
+            if answer is None or answer.refused:
+                # Not the messages' fault: no subscriber there, or routed by an old
+                # view of the group. Retry soon, at once when the route changes.
+                self.state = WorkerState.BACKOFF
+                self._poke.clear()
+                self._poke.wait(backoff)
+                backoff = min(backoff * 2, opts.backoff_max)
+                continue
+            backoff = opts.backoff_min
+            accepted = count if answer.status == 0 else max(0, min(answer.accepted, count))
+            if accepted:
+                self._accepted(accepted, dead)
+            if accepted == count:
+                self._dead_next = False
+                if self._suspects:
+                    self._probe = self._suspects  # the rest of the suspects, at once
+                continue
+            self._failed(count - accepted, accepted > 0, dead, answer.error)
             self.state = WorkerState.BACKOFF
-            # ERROR is a listener failing: give it longer than a busy one.
-            self._poke.clear()
-            self._poke.wait(backoff * (4 if status == 2 else 1))
-            backoff = min(backoff * 2, opts.backoff_max)
+            if answer.retry_after is not None:
+                wait = answer.retry_after
+            else:
+                wait = self.policy.backoff(1 if self._suspects else self.failures)
+            # A listener's failure waits its whole backoff: an address change
+            # (a poke) must not turn it into a busy loop.
+            self._stopping.wait(wait)
 
-    def _accepted(self, chunks: list[_Chunk]) -> None:
-        last = chunks[-1].rowkeys[-ROWKEY_BYTES:]
-        _, ts, seq = ROWKEY.unpack(last)
-        self.delivered = MessageId(ts, seq)
-        self.last_error = None
+    def _failed(self, remaining: int, moved: bool, dead: bool, error: str | None) -> None:
+        """Count a push whose last ``remaining`` messages were not accepted (after
+        ``moved``: some leading ones were), and choose what the next push carries."""
+        limit = self.policy.max_redeliveries
+        self.failures = 1 if moved and not self._suspects else self.failures + 1
+        self.redelivered += remaining
+        self.last_error = (error or "the subscriber did not accept the batch")[:_ERROR_TEXT]
+        if limit is None or dead:
+            return  # unlimited; or the dead-letter write failed: send it again as one
+        if self._suspects:
+            # A probe failed: halve it; a single message that failed alone is dead.
+            if remaining == 1:
+                self._dead_next = True
+            self._probe = max(1, (remaining + 1) // 2)
+        elif self.failures > limit:
+            self._suspects = remaining
+            self._dead_next = remaining == 1
+            self._probe = max(1, (remaining + 1) // 2)
+            log.info(
+                "delivery %s/%d to %r: %d messages failed %d times, more than %d: "
+                "isolating the failing one",
+                self.queue,
+                self.partition,
+                self.subscription,
+                remaining,
+                self.failures,
+                limit,
+            )
+
+    def _accepted(self, count: int, dead: bool) -> None:
+        """Drop the buffer's first ``count`` messages (the head of the chunks just
+        pushed), moving ``delivered`` past them."""
         with self._cond:
-            for chunk in chunks:
-                self._buffer.popleft()
+            left = count
+            last = b""
+            while left:
+                chunk = self._buffer[0]
+                if chunk.count > left:
+                    head, tail = chunk.split(left)
+                    self._buffer[0] = tail
+                    chunk = head
+                else:
+                    self._buffer.popleft()
+                last = chunk.rowkeys[-ROWKEY_BYTES:]
+                left -= chunk.count
                 self.buffered_messages -= chunk.count
                 self.buffered_bytes -= chunk.nbytes
             self._cond.notify_all()
+        _, ts, seq = ROWKEY.unpack(last)
+        self.delivered = MessageId(ts, seq)
+        if dead:
+            self.dead_lettered += 1
+        if self._suspects:
+            self._suspects = max(0, self._suspects - count)
+            limit = self.policy.max_redeliveries or 0
+            # The new head, a suspect too, has failed as often as the batch did.
+            self.failures = limit + 1 if self._suspects else 0
+        else:
+            self.failures = 0
+            self.last_error = None
         self._data.set()  # space: a reader that found the next message too big retries
 
-    def _push(self, address: str, chunks: list[_Chunk]) -> int:
-        """Send the chunks as one batch; return the subscriber's status (0 SUCCESS, 1
-        RETRY_LATER, 2 ERROR), or -1 on a transport failure."""
+    def _push(self, route: Route, chunks: list[_Chunk], dead: bool) -> _Answer | None:
+        """Send the chunks as one batch; return the subscriber's answer, or None on a
+        transport failure."""
         idl = subscriber_idl()
         if len(chunks) == 1:
             rowkeys, topics, values = chunks[0].rowkeys, chunks[0].topics, chunks[0].values
@@ -354,10 +506,16 @@ class SubscriptionWorker:
             topics=topics,
             values=values,
             sidecar=self._sidecar_id,
+            groupGeneration=route.group_generation,
+            member=route.member,
+            redeliveries=self.failures or None,
+            deadLetter=dead or None,
+            lastError=self.last_error,
         )
+        address = route.address
         try:
             client = self._connect(address)
-            status = int(client.consume(delivery))
+            reply = client.deliver(delivery)
         except (OSError, TException) as exc:
             self._close_client()
             self.last_error = f"push to {address}: {exc or type(exc).__name__}"
@@ -368,10 +526,8 @@ class SubscriptionWorker:
                 self.subscription,
                 self.last_error,
             )
-            return -1
-        if status != 0:
-            self.last_error = f"subscriber answered {'RETRY_LATER' if status == 1 else 'ERROR'}"
-        return status
+            return None
+        return _Answer.of(reply)
 
     def _connect(self, address: str) -> Any:
         if self._client is not None and self._client_address == address:

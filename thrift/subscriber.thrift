@@ -1,7 +1,7 @@
 /*
  * A subscriber's Thrift service: the sidecar that owns a partition pushes the
  * messages of a subscription to it, in id order, one batch at a time, and moves the
- * subscription's position on only when the answer is SUCCESS.
+ * subscription's position on only past the messages the answer accepts.
  *
  * Transport: buffered or framed; protocol: binary or compact (the server detects
  * both from the first byte of each connection).
@@ -12,9 +12,10 @@ namespace py hqueue_subscriber
 enum TConsumeStatus {
   /* Every listener took the batch: the sender moves on past it. */
   SUCCESS = 0,
-  /* Send the batch again later (the listener is busy or a resource is missing). */
+  /* A negative acknowledgement: send the batch (or, with `accepted`, its messages
+     from that index on) again, after `retryAfterMs` or the subscription's backoff. */
   RETRY_LATER = 1,
-  /* A listener failed; the sender retries with a longer backoff. */
+  /* A listener failed; the sender retries after the subscription's backoff. */
   ERROR = 2
 }
 
@@ -32,9 +33,43 @@ struct TDelivery {
   6: required list<string> topics
   7: required list<binary> values
   8: optional string sidecar
+  /* A group's subscription only: the generation of the group's assignment the
+     sidecar routed this batch by, and the member it was routed to. A member
+     refuses (RETRY_LATER) a batch of an older generation, for another member, or
+     of a partition the assignment does not give it. */
+  9: optional i64 groupGeneration
+  10: optional string member
+  /* How many times the first message of the batch was pushed before without
+     being accepted (0 or absent: never). */
+  11: optional i32 redeliveries
+  /* Set on a batch of one message that failed more than the subscription's
+     max_redeliveries: the subscriber writes it to the subscription's dead-letter
+     queue, does not hand it to listeners, and answers SUCCESS once the write is
+     durable (anything else: the sidecar sends it again). */
+  12: optional bool deadLetter
+  /* The last failure of the batch's first message the sidecar knows of: a
+     listener's error text, or why a push failed. */
+  13: optional string lastError
+}
+
+/* How a batch went. */
+struct TConsumeAnswer {
+  1: required TConsumeStatus status
+  /* RETRY_LATER: send again after this many milliseconds (absent: the
+     subscription's backoff). */
+  2: optional i64 retryAfterMs
+  /* RETRY_LATER: how many leading messages of the batch were accepted (absent:
+     none); the sender moves past them and sends the rest again. */
+  3: optional i32 accepted
+  /* ERROR (or RETRY_LATER): a listener's error text, at most 1,000 characters. */
+  4: optional string error
+  /* RETRY_LATER without handing the batch to any listener: it was routed by an
+     older group generation or to the wrong member, or the subscriber is closing.
+     Not a failure of the messages: it does not count against max_redeliveries. */
+  5: optional bool refused
 }
 
 service HQueueSubscriber {
   /* Hand a batch to the subscriber's listeners, in turn; return how it went. */
-  TConsumeStatus consume(1: required TDelivery delivery)
+  TConsumeAnswer deliver(1: required TDelivery delivery)
 }

@@ -67,7 +67,11 @@ COMMANDS = {
     ),
     "subscriptions": LazyCommand(
         "hqueue.cli.subscriptions:subscriptions",
-        "List, delete and reset the subscriptions of a queue.",
+        "List, describe, delete and reset the subscriptions of a queue.",
+    ),
+    "dead-letters": LazyCommand(
+        "hqueue.cli.dead_letters:dead_letters",
+        "List and replay the messages a subscription gave up on.",
     ),
     "lag": LazyCommand(
         "hqueue.cli.subscriptions:lag",

@@ -7,13 +7,21 @@ the subscriber is announced. Ctrl-C (SIGINT) or SIGTERM closes it cleanly: the
 address is withdrawn, the batch in progress finishes, and the subscription stays,
 so running the command again with the same NAME resumes after the last checkpoint.
 A closed stdout ends it quietly (status 0).
+
+With ``--group`` the process is a member of the subscription's subscriber group:
+start several, and they share its partitions; the ready line names the member, and
+with ``--format json`` each message line carries ``"member"``. ``--max-redeliveries``
+sends a message that keeps failing to the dead-letter queue (``hqueue dead-letters``);
+this command's own listener fails only when stdout does.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -45,9 +53,14 @@ class _Printer:
         from hqueue.client.subscriber import ConsumeStatus
 
         self._success, self._retry_later = ConsumeStatus.SUCCESS, ConsumeStatus.RETRY_LATER
-        self._format = _json_line if json_output else _text_line
+        self._format: Callable[[Message], str] = _json_line if json_output else _text_line
         self._done = done
         self.broken = False
+
+    def as_member(self, member: str) -> None:
+        """Mark every JSON line with the group member that received it."""
+        if self._format is _json_line:
+            self._format = lambda m: json.dumps({**m.to_json(), "member": member}) + "\n"
 
     def __call__(self, messages: list[Message]) -> ConsumeStatus:
         if self._done.is_set():
@@ -122,6 +135,43 @@ class _Printer:
     show_default=True,
     help="Seconds to wait for a previous subscriber's address to expire.",
 )
+@click.option(
+    "--group",
+    is_flag=True,
+    help="Join the subscription's subscriber group: members share its partitions.",
+)
+@click.option(
+    "--member",
+    default=None,
+    help="This member's id in the group [default: host-pid-random].",
+)
+@click.option(
+    "--max-redeliveries",
+    type=int,
+    default=None,
+    help="Failed pushes of a message before it goes to the dead-letter queue "
+    "[default: unlimited; an existing subscription keeps its own].",
+)
+@click.option(
+    "--retry-backoff",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Wait after a failed push, doubling per failure [default: 0.05].",
+)
+@click.option(
+    "--retry-backoff-max",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Longest wait between pushes of a failing batch [default: 5].",
+)
+@click.option(
+    "--dead-letter-queue",
+    default=None,
+    metavar="QUEUE",
+    help="Where dead letters go [default: QUEUE.NAME.dlq, created if missing].",
+)
 @format_option
 @click.pass_context
 def subscribe(
@@ -136,6 +186,12 @@ def subscribe(
     advertised_host: str | None,
     session_timeout: float,
     wait: float,
+    group: bool,
+    member: str | None,
+    max_redeliveries: int | None,
+    retry_backoff: float | None,
+    retry_backoff_max: float | None,
+    dead_letter_queue: str | None,
 ) -> None:
     """Print the messages of subscription NAME of QUEUE as they arrive."""
     for topic in topics:
@@ -151,6 +207,13 @@ def subscribe(
     def on_signal(signum: int, frame: FrameType | None) -> None:
         done.set()
 
+    if group:
+        from hqueue.client.group_member import default_member_id
+
+        member = member or default_member_id()
+        printer.as_member(member)
+    elif member is not None:
+        raise click.UsageError("--member names a group member: give --group too")
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         with client_for(ctx, session_timeout=session_timeout) as client:
@@ -166,13 +229,20 @@ def subscribe(
                     port=port,
                     advertised_host=advertised_host,
                     wait=wait,
+                    group=group,
+                    member=member,
+                    max_redeliveries=max_redeliveries,
+                    retry_backoff=retry_backoff,
+                    retry_backoff_max=retry_backoff_max,
+                    dead_letter_queue=dead_letter_queue,
                 )
             except OSError as exc:
                 raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
             with subscriber:
+                joined = "" if member is None else f" member={member}"
                 click.echo(
                     f"hqueue subscriber ready: queue={queue_name} subscription={name} "
-                    f"address={subscriber.address}",
+                    f"address={subscriber.address}{joined}",
                     err=True,
                 )
                 while not done.wait(0.5):

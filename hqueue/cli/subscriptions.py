@@ -1,7 +1,10 @@
-"""``hqueue subscriptions list|delete|reset`` and ``hqueue lag``.
+"""``hqueue subscriptions list|describe|delete|reset`` and ``hqueue lag``.
 
 ``list`` prints one line per subscription: name, partitions, topics, whether a
-subscriber runs (and where), and its checkpoints. ``reset --to`` moves a subscription
+subscriber runs (and where; for a subscriber group, how many members and the
+assignment's generation), and its checkpoints. ``describe`` prints one subscription
+in full: its delivery policy, and for a group each member with its address and
+partitions. ``reset --to`` moves a subscription
 to earliest, latest, an id or a time on all its partitions, or to a position
 ``P@timestamp:sequence`` on partition P, the others keeping their checkpoints (see
 :func:`hqueue.client.subscription_admin.reset_subscription`). ``lag`` asks the sidecars that own
@@ -30,7 +33,7 @@ __all__ = ["lag", "subscriptions"]
 
 @click.group("subscriptions")
 def subscriptions() -> None:
-    """List, delete and reset the subscriptions of a queue."""
+    """List, describe, delete and reset the subscriptions of a queue."""
 
 
 def _ids(ids: Mapping[int, object]) -> str:
@@ -40,6 +43,8 @@ def _ids(ids: Mapping[int, object]) -> str:
 def _list_line(info: SubscriptionInfo) -> str:
     topics = ",".join(info.topics) or "*"
     running = info.subscriber or "not running"
+    if info.group is not None:
+        running = f"group of {len(info.group.members)} (generation {info.group.generation})"
     return (
         f"{info.name}\tpartitions={','.join(map(str, info.partitions))}\t"
         f"topics={topics}\t{running}\tcheckpoints={_ids(info.checkpoints)}"
@@ -59,6 +64,50 @@ def list_subscriptions(ctx: click.Context, queue_name: str) -> None:
         click.echo(f"queue {queue_name!r} has no subscriptions", err=True)
     for info in found:
         click.echo(json.dumps(info.to_json()) if json_output else _list_line(info))
+
+
+def _describe_lines(info: SubscriptionInfo) -> list[str]:
+    limit = "unlimited" if info.max_redeliveries is None else str(info.max_redeliveries)
+    lines = [
+        f"subscription {info.name} of {info.queue}",
+        f"  partitions: {','.join(map(str, info.partitions))}",
+        f"  topics: {','.join(info.topics) or '*'}",
+        f"  checkpoints: {_ids(info.checkpoints)}",
+        f"  resets: {info.generation}",
+        f"  max redeliveries: {limit}",
+    ]
+    if info.dead_letter_queue is not None:
+        lines.append(f"  dead-letter queue: {info.dead_letter_queue}")
+    if info.group is None:
+        lines.append(f"  subscriber: {info.subscriber or 'not running'}")
+        return lines
+    group = info.group
+    lines.append(f"  group: {len(group.members)} members, generation {group.generation}")
+    for m in group.members:
+        parts = ",".join(map(str, m.partitions)) or "none yet"
+        lines.append(f"    member {m.member} at {m.address}: partitions {parts}")
+    if group.unassigned:
+        lines.append(f"    unassigned: {','.join(map(str, group.unassigned))}")
+    return lines
+
+
+@subscriptions.command("describe")
+@click.argument("queue_name", metavar="QUEUE")
+@click.argument("name", metavar="NAME")
+@format_option
+@click.pass_context
+def describe_subscription(ctx: click.Context, queue_name: str, name: str) -> None:
+    """Print subscription NAME of QUEUE in full: its policy and, for a group, each
+    member with its partitions."""
+    with client_for(ctx) as client:
+        found = {s.name: s for s in client.queue(queue_name).subscriptions()}
+    if name not in found:
+        raise click.ClickException(f"queue {queue_name!r} has no subscription {name!r}")
+    info = found[name]
+    if root_options(ctx).get("format") == "json":
+        click.echo(json.dumps(info.to_json()))
+    else:
+        click.echo("\n".join(_describe_lines(info)))
 
 
 @subscriptions.command("delete")

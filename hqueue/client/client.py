@@ -4,9 +4,10 @@ administers queues and hands out :class:`Queue` objects for producing and scanni
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any, cast
 
@@ -14,13 +15,15 @@ from hqueue import settings
 from hqueue.client import subscription_admin
 from hqueue.client.admin import QueueAdmin, QueueDescription
 from hqueue.client.context import ClientContext, QueueHandle
+from hqueue.client.dead_letters import DeadLetter, ReplayResult
+from hqueue.client.dead_letters import replay as replay_letters
 from hqueue.client.producer import NewMessage, Producer
 from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
 from hqueue.client.sender import SendCallback, Sender, SenderSettings
 from hqueue.client.subscriber import Listener, Subscriber
 from hqueue.client.subscription_admin import LagReport, SubscriptionInfo
 from hqueue.closing import Closeable
-from hqueue.errors import InvalidArgumentError, NoMessageError, NoQueueError
+from hqueue.errors import InvalidArgumentError, NoMessageError, NoQueueError, QueueExistsError
 from hqueue.message import (
     Message,
     MessageId,
@@ -37,6 +40,7 @@ from hqueue.metadata.managers import (
     QueueInfoManager,
     SubscriptionDataManager,
 )
+from hqueue.metadata.policy import DeliveryPolicy
 from hqueue.settings import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_MESSAGES,
@@ -278,6 +282,8 @@ class Queue:
 
     def __init__(self, client: Client, info: QueueInfo) -> None:
         self.info = info
+        self._client = client
+        """The client: dead letters open their queue through it."""
         self._producer = client._producer
         self._sender = client._sender
         self._handle = QueueHandle(info.name, info.partitions, client._context)
@@ -474,6 +480,12 @@ class Queue:
         port: int = 0,
         advertised_host: str | None = None,
         wait: float = DEFAULT_SUBSCRIBE_WAIT,
+        group: bool = False,
+        member: str | None = None,
+        max_redeliveries: int | None = None,
+        retry_backoff: float | None = None,
+        retry_backoff_max: float | None = None,
+        dead_letter_queue: str | None = None,
     ) -> Subscriber:
         """Start a subscriber and return it; see :mod:`hqueue.client.subscriber`.
 
@@ -513,7 +525,80 @@ class Queue:
             port=port,
             advertised_host=advertised_host,
             wait=wait,
+            group=group,
+            member=member,
+            max_redeliveries=max_redeliveries,
+            retry_backoff=retry_backoff,
+            retry_backoff_max=retry_backoff_max,
+            dead_letter_queue=dead_letter_queue,
+            dead_letter_writer=self._dead_letter_writer,
         )
+
+    def _dead_letter_writer(self, name: str) -> Callable[[bytes, str], Position]:
+        """Return ``put(value, topic)`` of the dead-letter queue ``name``, creating it
+        (one partition, this queue's TTL) if it does not exist."""
+        try:
+            target = self._client.queue(name)
+        except NoQueueError:
+            # Another member may have created it meanwhile.
+            with contextlib.suppress(QueueExistsError):
+                self._client.create_queue(name, 1, ttl=self.info.ttl_seconds)
+            target = self._client.queue(name)
+        return lambda value, topic: target.put(value, topic)
+
+    def dead_letters(
+        self, subscription: str, *, start: object = None, limit: int | None = None
+    ) -> list[DeadLetter]:
+        """Return the dead letters of ``subscription`` (in its dead-letter queue), in
+        the order they were written, from ``start`` (a position in the dead-letter
+        queue, as :attr:`DeadLetter.at` and :attr:`ReplayResult.next` give), at most
+        ``limit``.
+
+        :raises NoSubscriptionError: if there is no such subscription.
+        :raises NoQueueError: if its dead-letter queue does not exist (nothing was
+            dead-lettered yet and no limit was ever set).
+        """
+        dlq = self._dead_letter_queue(subscription)
+        out: list[DeadLetter] = []
+        with dlq.scan(start=start, limit=limit) as scanner:
+            for message in scanner:
+                letter = DeadLetter.from_message(message)
+                if letter.subscription == subscription and letter.queue == self.name:
+                    out.append(letter)
+        return out
+
+    def replay_dead_letters(
+        self, subscription: str, *, to: str | None = None, start: object = None
+    ) -> ReplayResult:
+        """Put the dead letters of ``subscription`` back, from ``start`` (see
+        :meth:`dead_letters`), into this queue or the queue ``to``, each with its
+        original topic and value (at a new position); return how many, and where to
+        resume a later replay from. The dead letters stay where they are.
+
+        :raises NoSubscriptionError: if there is no such subscription.
+        :raises NoQueueError: if the dead-letter queue or ``to`` does not exist.
+        """
+        target = self if to is None else self._client.queue(to)
+        letters = self.dead_letters(subscription, start=start)
+        return replay_letters(letters, target.put_batch, target.name)
+
+    def _dead_letter_queue(self, subscription: str) -> Queue:
+        """Return the dead-letter queue of ``subscription``.
+
+        :raises NoSubscriptionError: if there is no such subscription.
+        :raises NoQueueError: if its dead-letter queue does not exist, saying why.
+        """
+        prefs = self._handle.context.subscriptions.read_subscription_data(self.name, subscription)
+        policy = DeliveryPolicy.from_options(prefs.value.preferences.options)
+        name = policy.dead_letter_queue_of(self.name, subscription)
+        try:
+            return self._client.queue(name)
+        except NoQueueError:
+            why = "" if policy.dead_letters else " and it has no max_redeliveries"
+            raise NoQueueError(
+                f"subscription {subscription!r} of {self.name!r} has no dead letters: its "
+                f"dead-letter queue {name!r} does not exist{why}"
+            ) from None
 
     def subscriptions(self) -> list[SubscriptionInfo]:
         """Return the queue's subscriptions, by name."""

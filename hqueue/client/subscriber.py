@@ -11,18 +11,32 @@ per listener, ids at or below the last it delivered.
 Listeners are called one batch at a time (never concurrently), on the subscriber's
 server threads; a listener that blocks holds up delivery to this subscriber (and, after
 the sidecar's send timeout, gets the batch again).
+
+A listener acknowledges a batch by returning SUCCESS (or ``None``); it acknowledges it
+negatively by returning ERROR, raising, or returning RETRY_LATER or a
+:class:`RetryLater` (a delay, and optionally the messages from which on the batch
+comes again: a partition is delivered in order, so the messages after a named one
+come again too). With ``max_redeliveries``, a message that failed more often than that
+is isolated by the sidecar and written to the subscription's dead-letter queue
+(:mod:`hqueue.client.dead_letters`). With ``group=True`` the subscriber is a member
+of a subscriber group (:mod:`hqueue.client.group_member`) and receives only the
+partitions the group's assignment gives it.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import enum
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hqueue.client.dead_letters import encode_dead_letter
+from hqueue.client.group_member import GroupMember, GroupView, default_member_id
 from hqueue.client.scanners import topic_filter
 from hqueue.client.subscription_admin import resolve_starts, start_bound
 from hqueue.closing import Closeable
@@ -38,12 +52,14 @@ from hqueue.message import (
     ROWKEY_BYTES,
     Message,
     MessageId,
+    Position,
     check_partition,
     messages_from_columns,
 )
 from hqueue.metadata.managers import SubscriptionPreferences
 from hqueue.metadata.metastore import SessionState
-from hqueue.metadata.resources import check_name
+from hqueue.metadata.policy import DeliveryPolicy
+from hqueue.metadata.resources import check_name, check_queue_name
 from hqueue.settings import DEFAULT_HOST, DEFAULT_SUBSCRIBE_WAIT
 from hqueue.wire.idl import subscriber as subscriber_idl
 from hqueue.wire.rpc_server import ThriftServer
@@ -51,7 +67,14 @@ from hqueue.wire.rpc_server import ThriftServer
 if TYPE_CHECKING:
     from hqueue.client.context import QueueHandle
 
-__all__ = ["ConsumeStatus", "Listener", "MessageListener", "Subscriber"]
+__all__ = [
+    "ConsumeStatus",
+    "DeadLetterWriter",
+    "Listener",
+    "MessageListener",
+    "RetryLater",
+    "Subscriber",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,25 +85,84 @@ class ConsumeStatus(enum.IntEnum):
     SUCCESS = 0
     """Taken: the sidecar moves on past the batch."""
     RETRY_LATER = 1
-    """Send the batch again later."""
+    """Not now: send the batch again after the subscription's backoff (a negative
+    acknowledgement; :class:`RetryLater` also says when, or from which message)."""
     ERROR = 2
-    """Failed: the sidecar retries with a longer backoff."""
+    """Failed: the sidecar sends the batch again after the subscription's backoff."""
+
+
+@dataclass(frozen=True)
+class RetryLater:
+    """A negative acknowledgement with a redelivery delay: what a listener returns to
+    have the batch, or with ``messages`` the batch from the first of them on, sent
+    again after ``delay`` seconds. The messages before the first named one count as
+    taken. A partition is delivered in order, so the messages after a named one come
+    again too. Counts as a failed push of those messages against the subscription's
+    ``max_redeliveries``."""
+
+    delay: float = 0.0
+    messages: Sequence[Message | MessageId | Position] = ()
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.delay <= 3600:
+            raise InvalidArgumentError(
+                f"a RetryLater delay must be 0 to 3600 seconds, not {self.delay}"
+            )
 
 
 class MessageListener(abc.ABC):
     """Receives the messages of a subscription, one batch at a time."""
 
     @abc.abstractmethod
-    def on_messages(self, messages: list[Message]) -> ConsumeStatus | None:
+    def on_messages(self, messages: list[Message]) -> ConsumeStatus | RetryLater | None:
         """Handle a batch (messages of one partition, in id order); return
-        SUCCESS (or ``None``), RETRY_LATER or ERROR. An exception counts as ERROR."""
+        SUCCESS (or ``None``), RETRY_LATER or ERROR, or a :class:`RetryLater`. An
+        exception counts as ERROR."""
 
 
-Listener = MessageListener | Callable[[list[Message]], ConsumeStatus | None]
+Listener = MessageListener | Callable[[list[Message]], ConsumeStatus | RetryLater | None]
 """A :class:`MessageListener`, or a plain callable taking the batch."""
 
+DeadLetterWriter = Callable[[str], Callable[[bytes, str], Position]]
+"""Given a dead-letter queue's name, return its ``put(value, topic)`` (creating the
+queue if need be): how a :class:`Subscriber` writes dead letters."""
 
-def _callable(listener: Listener) -> Callable[[list[Message]], ConsumeStatus | None]:
+_ERROR_TEXT = 1_000
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:_ERROR_TEXT]
+
+
+def _message_id(item: Message | MessageId | Position) -> MessageId:
+    if isinstance(item, Message | Position):
+        return item.id
+    if isinstance(item, MessageId):
+        return item
+    raise InvalidArgumentError(
+        f"RetryLater names messages by Message, MessageId or Position, not {type(item).__name__}"
+    )
+
+
+def _outcome(result: object, fresh: list[Message]) -> tuple[int, int, float | None]:
+    """Return what a listener's ``result`` for ``fresh`` means: its status, how many
+    leading messages of ``fresh`` it took, and the delay it asked for (seconds)."""
+    if result is None or result == ConsumeStatus.SUCCESS:
+        return ConsumeStatus.SUCCESS, len(fresh), None
+    if isinstance(result, RetryLater):
+        if not result.messages:
+            return ConsumeStatus.RETRY_LATER, 0, result.delay
+        named = {_message_id(item) for item in result.messages}
+        cut = next((i for i, m in enumerate(fresh) if m.id in named), 0)
+        return ConsumeStatus.RETRY_LATER, cut, result.delay
+    if result in (ConsumeStatus.RETRY_LATER, ConsumeStatus.ERROR):
+        return int(result), 0, None  # type: ignore[call-overload]
+    raise InvalidArgumentError(
+        f"a listener returned {result!r}: return a ConsumeStatus, a RetryLater or None"
+    )
+
+
+def _callable(listener: Listener) -> Callable[[list[Message]], ConsumeStatus | RetryLater | None]:
     if isinstance(listener, MessageListener):
         return listener.on_messages
     if callable(listener):
@@ -91,7 +173,7 @@ def _callable(listener: Listener) -> Callable[[list[Message]], ConsumeStatus | N
 
 
 class _Handler:
-    """``HQueueSubscriber.consume`` over the listeners."""
+    """``HQueueSubscriber.deliver`` over the listeners."""
 
     def __init__(self, queue: str, name: str, listeners: list[Listener]) -> None:
         self.queue = queue
@@ -102,9 +184,55 @@ class _Handler:
         self.last: list[dict[int, MessageId]] = [{} for _ in listeners]
         self.delivered: dict[int, MessageId] = {}
         self.batches = 0
+        self.dead_lettered = 0
         self.closed = False
+        self.group: GroupMember | None = None
+        self.dead_letter: Callable[[bytes, str], Position] | None = None
 
-    def consume(self, delivery: Any) -> int:
+    @staticmethod
+    def _answer(
+        status: int,
+        *,
+        accepted: int | None = None,
+        retry_after: float | None = None,
+        error: str | None = None,
+        refused: bool | None = None,
+    ) -> Any:
+        return subscriber_idl().TConsumeAnswer(
+            status=status,
+            accepted=accepted,
+            retryAfterMs=None if retry_after is None else int(retry_after * 1000),
+            error=error,
+            refused=refused,
+        )
+
+    def _refuse(self, why: str) -> Any:
+        log.debug("subscriber %r of %s refused a batch: %s", self.name, self.queue, why)
+        return self._answer(ConsumeStatus.RETRY_LATER, error=why, refused=True)
+
+    def _route_refusal(self, delivery: Any) -> str | None:
+        """Return why a batch did not reach the right member, or None if it did."""
+        group = self.group
+        generation = delivery.groupGeneration
+        if group is None:
+            return None if generation is None else "this subscriber is not a group member"
+        if generation is None:
+            return "a group member takes only batches routed by the group's assignment"
+        if delivery.member != group.member:
+            return f"routed to member {delivery.member!r}, this is {group.member!r}"
+        view = group.view
+        if generation > view.generation:
+            try:
+                view = group.refresh()
+            except HQueueError as exc:
+                return f"cannot read the group's assignment: {exc}"
+        if generation < view.generation:
+            return f"routed by generation {generation}, the group is at {view.generation}"
+        if delivery.partition not in view.partitions:
+            return f"partition {delivery.partition} is not this member's"
+        return None
+
+    def deliver(self, delivery: Any) -> Any:
         if delivery.queue != self.queue or delivery.subscription != self.name:
             log.warning(
                 "subscriber %r of %s refused a batch for %r of %s",
@@ -113,19 +241,23 @@ class _Handler:
                 delivery.subscription,
                 delivery.queue,
             )
-            return ConsumeStatus.ERROR
+            return self._answer(ConsumeStatus.ERROR, error="wrong queue or subscription")
         rowkeys = delivery.rowkeys or b""
         values = delivery.values or []
         topics = delivery.topics or []
         if len(rowkeys) != ROWKEY_BYTES * len(values) or len(topics) != len(values):
-            return ConsumeStatus.ERROR
+            return self._answer(ConsumeStatus.ERROR, error="malformed batch")
         partition = delivery.partition
         with self.lock:
             if self.closed:
-                return ConsumeStatus.RETRY_LATER
+                return self._refuse("the subscriber is closing")
+            why = self._route_refusal(delivery)
+            if why is not None:
+                return self._refuse(why)
             known = self.generation.get(partition)
             if known is not None and delivery.generation < known:
-                return ConsumeStatus.ERROR  # from a sidecar that has not seen a reset yet
+                # From a sidecar that has not seen a reset yet.
+                return self._refuse("a batch of the subscription before its reset")
             if known is None or delivery.generation > known:
                 # A reset: what was delivered before no longer counts.
                 self.generation[partition] = delivery.generation
@@ -133,24 +265,80 @@ class _Handler:
                     last.pop(partition, None)
             messages = messages_from_columns(rowkeys, topics, values)
             if any(m.partition != partition for m in messages):
-                return ConsumeStatus.ERROR
-            for index, listener in enumerate(self.listeners):
-                seen = self.last[index].get(partition)
-                fresh = messages if seen is None else [m for m in messages if m.id > seen]
-                if not fresh:
-                    continue
-                try:
-                    status = listener(fresh)
-                except Exception:
-                    log.exception("listener of subscription %r on %s failed", self.name, self.queue)
-                    return ConsumeStatus.ERROR
-                if status is not None and status != ConsumeStatus.SUCCESS:
-                    return ConsumeStatus(status)
-                self.last[index][partition] = fresh[-1].id
-            if messages:
-                self.delivered[partition] = messages[-1].id
-            self.batches += 1
-            return ConsumeStatus.SUCCESS
+                return self._answer(ConsumeStatus.ERROR, error="a message of another partition")
+            if delivery.deadLetter:
+                return self._dead_letter(messages, delivery)
+            return self._hand_over(partition, messages)
+
+    def _dead_letter(self, messages: list[Message], delivery: Any) -> Any:
+        """Write the one message of a ``deadLetter`` batch to the dead-letter queue;
+        accept it once the write is durable."""
+        if len(messages) != 1 or self.dead_letter is None:
+            return self._answer(
+                ConsumeStatus.ERROR, error="a dead-letter batch this subscriber cannot write"
+            )
+        message = messages[0]
+        value = encode_dead_letter(
+            self.queue, self.name, message, delivery.redeliveries or 0, delivery.lastError
+        )
+        try:
+            self.dead_letter(value, message.topic)
+        except HQueueError as exc:
+            log.warning(
+                "subscription %r on %s: dead letter not written: %s", self.name, self.queue, exc
+            )
+            return self._answer(ConsumeStatus.ERROR, error=f"dead letter not written: {exc}")
+        log.info(
+            "subscription %r on %s: %s dead-lettered after %d failed pushes",
+            self.name,
+            self.queue,
+            message.position,
+            delivery.redeliveries or 0,
+        )
+        for last in self.last:
+            last[message.partition] = message.id
+        self.delivered[message.partition] = message.id
+        self.dead_lettered += 1
+        return self._answer(ConsumeStatus.SUCCESS)
+
+    def _hand_over(self, partition: int, messages: list[Message]) -> Any:
+        """Call the listeners in turn; return the answer for the batch."""
+        upto = len(messages)  # messages [0, upto) are taken by every listener so far
+        delay: float | None = None
+        for index, listener in enumerate(self.listeners):
+            seen = self.last[index].get(partition)
+            fresh = [m for m in messages[:upto] if seen is None or m.id > seen]
+            if not fresh:
+                continue
+            try:
+                status, took, after = _outcome(listener(fresh), fresh)
+            except Exception as exc:
+                # One line per failure; the traceback too with debug logging on (a
+                # failing message is pushed again and again until dead-lettered).
+                text = _error_text(exc)
+                log.warning(
+                    "listener of subscription %r on %s failed: %s",
+                    self.name,
+                    self.queue,
+                    text,
+                    exc_info=log.isEnabledFor(logging.DEBUG),
+                )
+                return self._answer(ConsumeStatus.ERROR, error=text)
+            if took:
+                self.last[index][partition] = fresh[took - 1].id
+            if status == ConsumeStatus.SUCCESS:
+                continue
+            if not took and status == ConsumeStatus.ERROR:
+                return self._answer(ConsumeStatus.ERROR, error="a listener answered ERROR")
+            cut = fresh[took].id
+            upto = next(i for i, m in enumerate(messages) if m.id == cut)
+            delay = after if delay is None or after is None else max(delay, after)
+        if upto:
+            self.delivered[partition] = messages[upto - 1].id
+        if upto < len(messages):
+            return self._answer(ConsumeStatus.RETRY_LATER, accepted=upto, retry_after=delay)
+        self.batches += 1
+        return self._answer(ConsumeStatus.SUCCESS)
 
 
 class Subscriber(Closeable):
@@ -171,16 +359,30 @@ class Subscriber(Closeable):
         port: int = 0,
         advertised_host: str | None = None,
         wait: float = DEFAULT_SUBSCRIBE_WAIT,
+        group: bool = False,
+        member: str | None = None,
+        max_redeliveries: int | None = None,
+        retry_backoff: float | None = None,
+        retry_backoff_max: float | None = None,
+        dead_letter_queue: str | None = None,
+        dead_letter_writer: DeadLetterWriter | None = None,
     ) -> None:
         check_name(name, "subscription")
         if not listeners:
             raise InvalidArgumentError("subscribe() needs at least one listener")
+        if member is not None and not group:
+            raise InvalidArgumentError("'member' names a group member: give group=True too")
         self._queue = queue
         self.name = name
         self._subs = queue.context.subscriptions
         self._metastore = queue.context.metastore
         self._partitions = _check_partitions(queue, partitions)
         self._topics = topic_filter(topics)
+        self._group = bool(group)
+        self._policy_changes = _policy_changes(
+            queue.name, max_redeliveries, retry_backoff, retry_backoff_max, dead_letter_queue
+        )
+        self._member_id = check_name(member, "member") if member else default_member_id()
         # Read now (once: it may be an iterator), though only a new subscription or
         # new partitions use it.
         self._start = start_bound(queue, start, self._partitions or range(queue.partitions))
@@ -190,35 +392,79 @@ class Subscriber(Closeable):
         )
         self._closed = False
         self._session_lost = False
+        self._member: GroupMember | None = None
         self._server.start()
         self.address = f"{advertised_host or host}:{self._server.port}"
         try:
-            self._ensure_subscription()
-            self._announce(wait)
+            self.policy = self._ensure_subscription()
+            if self.policy.dead_letters:
+                if dead_letter_writer is None:
+                    raise InvalidArgumentError(
+                        "dead letters need a writer: subscribe through Queue"
+                    )
+                dlq = self.policy.dead_letter_queue_of(queue.name, name)
+                self._handler.dead_letter = dead_letter_writer(dlq)
+            if self._group:
+                self._member = GroupMember(
+                    self._metastore,
+                    queue.name,
+                    name,
+                    self._member_id,
+                    self.address,
+                    lambda: self.partitions,
+                )
+                self._handler.group = self._member
+                self._member.start()
+            else:
+                self._announce(wait)
         except BaseException:
             self._server.stop(grace=0)
             raise
-        self._metastore.add_session_listener(self._on_session)
+        if not self._group:
+            self._metastore.add_session_listener(self._on_session)
 
     # -- setting up ------------------------------------------------------------------
 
-    def _ensure_subscription(self) -> None:
-        """Create the subscription, or adopt the existing one (changing its partitions
-        and topics where they were given and differ)."""
+    def _ensure_subscription(self) -> DeliveryPolicy:
+        """Create the subscription, or adopt the existing one (changing its partitions,
+        topics and delivery policy where they were given and differ); return its
+        delivery policy.
+
+        :raises InvalidArgumentError: if the subscription exists and is (or is not) a
+            group's while this subscriber is not (or is) a member; nothing is changed.
+        """
         queue = self._queue
         wanted = self._partitions or tuple(range(queue.partitions))
         try:
             current = self._subs.read_subscription_data(queue.name, self.name).value
         except NoSubscriptionError:
+            policy = DeliveryPolicy(group=self._group, **self._policy_changes)
+            _check_dead_letter_queue(queue.name, self.name, policy)
             starts = resolve_starts(queue, wanted, self._start)
-            prefs = SubscriptionPreferences({p: str(starts[p]) for p in wanted}, self._topics or ())
+            prefs = SubscriptionPreferences(
+                {p: str(starts[p]) for p in wanted}, self._topics or (), policy.to_options()
+            )
             try:
                 self._subs.create_subscription_data(queue.name, self.name, prefs)
-                return
+                return policy
             except SubscriptionExistsError:
                 current = self._subs.read_subscription_data(queue.name, self.name).value
         prefs = current.preferences
+        stored = DeliveryPolicy.from_options(prefs.options)
+        if stored.group != self._group:
+            kind, hint = (
+                ("a subscriber group's", "subscribe with group=True (hqueue subscribe --group)")
+                if stored.group
+                else ("not a group's", "subscribe without group=True, or delete it first")
+            )
+            raise InvalidArgumentError(
+                f"subscription {self.name!r} of {queue.name!r} is {kind}: {hint}"
+            )
+        policy = dataclasses.replace(stored, **self._policy_changes)
+        _check_dead_letter_queue(queue.name, self.name, policy)
         fields: dict[str, Any] = {}
+        if policy != stored:
+            fields["options"] = {**prefs.options, **policy.to_options()}
         if self._partitions is not None and set(self._partitions) != set(prefs.partitions):
             added = [p for p in self._partitions if p not in prefs.partitions]
             starts = resolve_starts(queue, added, self._start)
@@ -233,12 +479,13 @@ class Subscriber(Closeable):
                 merged = SubscriptionPreferences(
                     fields["partitions"],
                     fields.get("topics", prefs.topics),
-                    prefs.options,
+                    fields.get("options", prefs.options),
                     prefs.created_ms,
                 )
                 self._subs.replace_subscription_data(queue.name, self.name, merged)
             else:
                 self._subs.update_subscription_data(queue.name, self.name, fields)
+        return policy
 
     def _announce(self, wait: float) -> None:
         """Write this subscriber's address, waiting up to ``wait`` s for the entry of
@@ -291,17 +538,38 @@ class Subscriber(Closeable):
         data = self._subs.read_subscription_data(self._queue.name, self.name).value
         return tuple(sorted(data.preferences.partitions))
 
+    @property
+    def member(self) -> str | None:
+        """This subscriber's member id in its group (``None`` if not a group's)."""
+        return self._member.member if self._member is not None else None
+
+    @property
+    def assignment(self) -> GroupView | None:
+        """The group's assignment as this member last read it: its generation and the
+        partitions it gives this member (``None`` if not a group's)."""
+        return self._member.view if self._member is not None else None
+
+    @property
+    def dead_lettered(self) -> int:
+        """How many messages this subscriber wrote to the dead-letter queue."""
+        with self._handler.lock:
+            return self._handler.dead_lettered
+
     def close(self) -> None:
-        """Stop listening: withdraw the address (sidecars pause), finish the batch in
+        """Stop listening: withdraw the address (sidecars pause) or leave the group
+        (the other members take this one's partitions over), finish the batch in
         progress, stop the server. The subscription stays. Idempotent."""
         if self._closed:
             return
         self._closed = True
         self._metastore.remove_session_listener(self._on_session)
-        try:
-            self._subs.delete_subscriber_address(self._queue.name, self.name)
-        except HQueueError as exc:
-            log.warning("subscriber %r: withdrawing its address failed: %s", self.name, exc)
+        if self._member is not None:
+            self._member.stop()
+        else:
+            try:
+                self._subs.delete_subscriber_address(self._queue.name, self.name)
+            except HQueueError as exc:
+                log.warning("subscriber %r: withdrawing its address failed: %s", self.name, exc)
         with self._handler.lock:
             self._handler.closed = True
         self._server.stop(grace=2.0)
@@ -318,6 +586,52 @@ class Subscriber(Closeable):
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"at {self.address}"
         return f"Subscriber({self._queue.name!r}, {self.name!r}, {state})"
+
+
+def _policy_changes(
+    queue: str,
+    max_redeliveries: int | None,
+    retry_backoff: float | None,
+    retry_backoff_max: float | None,
+    dead_letter_queue: str | None,
+) -> dict[str, Any]:
+    """Return the delivery policy fields a subscribe() call gives, checked.
+
+    :raises InvalidArgumentError: on a negative ``max_redeliveries``, a backoff out
+        of range, or a dead-letter queue that is not a queue name or is ``queue``.
+    """
+    changes: dict[str, Any] = {}
+    if max_redeliveries is not None:
+        if isinstance(max_redeliveries, bool) or not isinstance(max_redeliveries, int):
+            raise InvalidArgumentError(
+                f"'max_redeliveries' must be a whole number, not {max_redeliveries!r}"
+            )
+        changes["max_redeliveries"] = max_redeliveries
+    for key, seconds in (("backoff_ms", retry_backoff), ("backoff_max_ms", retry_backoff_max)):
+        if seconds is not None:
+            if not isinstance(seconds, int | float) or seconds != seconds:
+                raise InvalidArgumentError(f"a retry backoff is seconds, not {seconds!r}")
+            changes[key] = round(seconds * 1000)
+    if dead_letter_queue is not None:
+        changes["dead_letter_queue"] = check_queue_name(dead_letter_queue)
+    # Validate the values alone now, before anything is started or written.
+    DeliveryPolicy(**{**changes, "backoff_max_ms": changes.get("backoff_max_ms", 3_600_000)})
+    if dead_letter_queue == queue:
+        raise InvalidArgumentError(
+            f"the dead-letter queue cannot be the queue itself ({queue!r}): a message "
+            "that keeps failing would come back to fail again"
+        )
+    return changes
+
+
+def _check_dead_letter_queue(queue: str, name: str, policy: DeliveryPolicy) -> None:
+    """Check where the policy's dead letters go.
+
+    :raises InvalidArgumentError: if that is ``queue`` itself, or the default name
+        would be too long.
+    """
+    if policy.dead_letters and policy.dead_letter_queue_of(queue, name) == queue:
+        raise InvalidArgumentError(f"the dead-letter queue cannot be the queue itself ({queue!r})")
 
 
 def _check_partitions(

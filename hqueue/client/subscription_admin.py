@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 from hqueue.client.scanners import Bound, position_bound
 from hqueue.errors import HQueueError
 from hqueue.message import MessageId, decode_rowkey, format_time, partition_range
-from hqueue.metadata.managers import SubscriptionPreferences
+from hqueue.metadata.managers import GroupManager, SubscriptionPreferences
 from hqueue.metadata.managers.subscription_data import GENERATION_OPTION
+from hqueue.metadata.policy import DeliveryPolicy
 from hqueue.settings import DEFAULT_LAG_TIMEOUT
 from hqueue.storage.sidecars import Sidecars
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DeliveryLag",
+    "GroupInfo",
+    "GroupMemberInfo",
     "LagReport",
     "PartitionLag",
     "SubscriptionInfo",
@@ -122,10 +125,44 @@ def resolve_starts(
 
 
 @dataclass(frozen=True)
+class GroupMemberInfo:
+    """A live member of a subscriber group: its id, address and the partitions the
+    group's assignment gives it (empty until a rebalance includes it)."""
+
+    member: str
+    address: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """A subscriber group: the ``generation`` of its assignment (-1: none written
+    yet), its live ``members``, and the partitions the assignment gives no live
+    member (``unassigned``: until the members rebalance, nobody receives them)."""
+
+    generation: int
+    members: tuple[GroupMemberInfo, ...]
+    unassigned: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return {
+            "generation": self.generation,
+            "members": [
+                {"member": m.member, "address": m.address, "partitions": list(m.partitions)}
+                for m in self.members
+            ],
+            "unassigned": list(self.unassigned),
+        }
+
+
+@dataclass(frozen=True)
 class SubscriptionInfo:
     """A subscription as stored: start ids and checkpoints (last delivered id) per
     partition, topics (empty: all), the running subscriber's address (``None`` when
-    none runs) and how many times it was reset."""
+    none runs, and for a group), how many times it was reset, its delivery policy
+    (``max_redeliveries`` ``None``: unlimited; ``dead_letter_queue`` ``None`` when
+    there is no limit), and its subscriber group (``None`` if not a group's)."""
 
     queue: str
     name: str
@@ -135,6 +172,9 @@ class SubscriptionInfo:
     subscriber: str | None
     generation: int
     created: _dt.datetime
+    max_redeliveries: int | None = None
+    dead_letter_queue: str | None = None
+    group: GroupInfo | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -150,7 +190,32 @@ class SubscriptionInfo:
                 (self.created - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC))
                 // _dt.timedelta(milliseconds=1)
             ),
+            "max_redeliveries": self.max_redeliveries,
+            "dead_letter_queue": self.dead_letter_queue,
+            "group": None if self.group is None else self.group.to_json(),
         }
+
+
+def _group(queue: QueueHandle, name: str, partitions: Collection[int]) -> GroupInfo:
+    """Return the subscriber group of subscription ``name`` as the store holds it."""
+    groups = GroupManager(queue.context.metastore)
+    live = groups.read_members(queue.name, name)
+    stored = groups.read_assignment(queue.name, name)
+    assignment = None if stored is None else stored.value
+    members = tuple(
+        GroupMemberInfo(
+            m,
+            live[m].address,
+            assignment.partitions_of(m) if assignment is not None else (),
+        )
+        for m in sorted(live)
+    )
+    given = {p for m in members for p in m.partitions}
+    return GroupInfo(
+        -1 if assignment is None else assignment.generation,
+        members,
+        tuple(p for p in sorted(partitions) if p not in given),
+    )
 
 
 def subscriptions(queue: QueueHandle) -> list[SubscriptionInfo]:
@@ -160,6 +225,10 @@ def subscriptions(queue: QueueHandle) -> list[SubscriptionInfo]:
     for name, entry in subs.read_subscriptions(queue.name).items():
         data = entry.value
         prefs = data.preferences
+        try:
+            policy = DeliveryPolicy.from_options(prefs.options)
+        except HQueueError:
+            policy = DeliveryPolicy()  # hand-written nonsense: shown as the defaults
         out.append(
             SubscriptionInfo(
                 queue.name,
@@ -170,6 +239,9 @@ def subscriptions(queue: QueueHandle) -> list[SubscriptionInfo]:
                 subs.read_subscriber_address(queue.name, name),
                 prefs.generation,
                 _dt.datetime.fromtimestamp(prefs.created_ms / 1000, tz=_dt.UTC),
+                policy.max_redeliveries,
+                policy.dead_letter_queue_of(queue.name, name) if policy.dead_letters else None,
+                _group(queue, name, prefs.partitions) if policy.group else None,
             )
         )
     return out

@@ -27,9 +27,12 @@ __all__ = [
     "ASSIGNMENTS",
     "CHECKPOINTS",
     "CLUSTER",
+    "GROUP",
     "HBASE_TABLE",
     "LEADER",
     "LEADER_KEY",
+    "MEMBER",
+    "MEMBER_KEY_SEPARATOR",
     "PARTITION_OWNER",
     "QUEUE",
     "QUEUES",
@@ -176,6 +179,31 @@ CHECKPOINTS = Resource(
     '"timestamp:sequence"; written often, partially',
 )
 
+MEMBER_KEY_SEPARATOR = "~"
+"""Separates subscription and member in a :data:`MEMBER` key. It is outside the name
+alphabet (so a key splits one way only, whatever ``@`` or ``:`` the names hold), ZooKeeper
+keeps it as is in a znode name (it is unreserved in percent-encoding) and HBase takes it in
+a row key; and it sorts after every name character, so one subscription's members are one
+key range (``{subscription}~`` up to ``{subscription}~~``)."""
+
+MEMBER = Resource(
+    "member",
+    f"{_QUEUE_TABLES}/members",
+    f"{{subscription}}{MEMBER_KEY_SEPARATOR}{{member}}",
+    "member",
+    "ephemeral",
+    "a live member of a subscriber group: the Thrift address of one subscriber process",
+)
+GROUP = Resource(
+    "group",
+    f"{_QUEUE_TABLES}/groups",
+    "{subscription}",
+    "group",
+    "persistent",
+    "a subscriber group's assignment: member to partitions, with a generation that grows "
+    "with every change",
+)
+
 RESOURCES: tuple[Resource, ...] = (
     LEADER,
     SIDECAR,
@@ -185,6 +213,8 @@ RESOURCES: tuple[Resource, ...] = (
     SUBSCRIPTION,
     SUBSCRIBER,
     CHECKPOINTS,
+    MEMBER,
+    GROUP,
 )
 
 

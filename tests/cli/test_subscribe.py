@@ -130,6 +130,30 @@ def test_bad_positions_and_queues_are_one_line_errors(
     assert reset.returncode == 1 and "no subscription 'nope'" in reset.stderr
 
 
+def test_bad_group_and_dead_letter_options_are_one_line_errors(
+    hq: Client, hbase_server: StandaloneProcess, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    q = hq.queue(queue_name)
+    with q.subscribe("plain", lambda messages: None):
+        pass
+    before = q.subscriptions()
+    cases = [
+        (["plain", "--group"], "is not a group's"),
+        (["s", "--member", "m1"], "--member names a group member"),
+        (["s", "--max-redeliveries", "-1"], "'max_redeliveries' must be between 0"),
+        (["s", "--max-redeliveries", "1", "--dead-letter-queue", queue_name], "queue itself"),
+    ]
+    for args, message in cases:
+        bad = hqueue(hbase_server, "subscribe", queue_name, *args)
+        assert bad.returncode in (1, 2) and message in bad.stderr, (args, bad.stderr)
+        assert "Traceback" not in bad.stderr
+    assert q.subscriptions() == before
+    none = hqueue(hbase_server, "dead-letters", "list", queue_name, "plain")
+    assert none.returncode == 1
+    assert "has no dead letters" in none.stderr and "no max_redeliveries" in none.stderr
+
+
 def test_format_time_is_utc_iso_with_milliseconds_and_reads_back() -> None:
     assert format_time(1795291845192) == "2026-11-21T20:10:45.192Z"
     assert format_time(0) == "1970-01-01T00:00:00.000Z"

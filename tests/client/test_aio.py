@@ -173,3 +173,54 @@ def test_send_takes_a_callback_too_and_resolves_every_future_of_a_batch(
     assert {p for p, _ in called} >= set(positions)
     ids = [p.id for p in positions]
     assert ids == sorted(ids)
+
+
+def test_async_group_members_share_partitions_and_dead_letter_what_keeps_failing(
+    hbase_server: StandaloneProcess, hq: Client, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=4)
+
+    async def main() -> tuple[dict[str, set[int]], list[bytes], list[bytes], int]:
+        seen: dict[str, set[int]] = {"a": set(), "b": set()}
+        taken: list[bytes] = []
+
+        def listener_for(name: str) -> Any:
+            async def listener(messages: list[Message]) -> Any:
+                if any(m.value == b"poison" for m in messages):
+                    raise ValueError("poison")
+                seen[name].update(m.partition for m in messages)
+                taken.extend(m.value for m in messages)
+
+            return listener
+
+        async with await _connect(hbase_server) as client:
+            queue = await client.queue(queue_name)
+            options: dict[str, Any] = {"group": True, "max_redeliveries": 1, "retry_backoff": 0.01}
+            async with (
+                await queue.subscribe("g", listener_for("a"), member="a", **options) as a,
+                await queue.subscribe("g", listener_for("b"), member="b", **options) as b,
+            ):
+                deadline = asyncio.get_running_loop().time() + 20
+                while (
+                    a.assignment.generation != b.assignment.generation
+                    or len(a.assignment.partitions) != 2
+                ):
+                    assert asyncio.get_running_loop().time() < deadline, "no rebalance"
+                    await asyncio.sleep(0.05)
+                values = [b"m%d" % i for i in range(40)] + [b"poison"]
+                await queue.put_batch([NewMessage(v, "t", i % 4) for i, v in enumerate(values)])
+                while len(taken) < 40:
+                    assert asyncio.get_running_loop().time() < deadline + 20, "not delivered"
+                    await asyncio.sleep(0.05)
+                letters = []
+                while not letters:
+                    letters = await queue.dead_letters("g")
+                    await asyncio.sleep(0.05)
+                replayed = await queue.replay_dead_letters("g", to=f"{queue_name}-again")
+        return seen, sorted(taken), [x.value for x in letters], replayed.replayed
+
+    hq.create_queue(f"{queue_name}-again", partitions=1)
+    seen, taken, letters, replayed = asyncio.run(main())
+    assert seen["a"].isdisjoint(seen["b"]) and seen["a"] | seen["b"] == {0, 1, 2, 3}
+    assert taken == sorted(b"m%d" % i for i in range(40))
+    assert letters == [b"poison"] and replayed == 1

@@ -5,6 +5,14 @@ Hedwig's errors (``BadVersionError``, ``NoQueueError`` / ``NoOwnerInfoError`` /
 ``SubscriptionExistsError``). Given a :class:`~hqueue.metadata.cache.MetadataCache`,
 their reads come from it; writes always go to the store."""
 
+from hqueue.metadata.managers.groups import (
+    GroupAssignment,
+    GroupManager,
+    GroupMember,
+    balance,
+    member_key,
+    parse_member_key,
+)
 from hqueue.metadata.managers.ownership import OwnerInfo, PartitionOwnershipManager
 from hqueue.metadata.managers.queue_info import QueueInfo, QueueInfoManager
 from hqueue.metadata.managers.subscription_data import (
@@ -14,6 +22,9 @@ from hqueue.metadata.managers.subscription_data import (
 )
 
 __all__ = [
+    "GroupAssignment",
+    "GroupManager",
+    "GroupMember",
     "OwnerInfo",
     "PartitionOwnershipManager",
     "QueueInfo",
@@ -21,4 +32,7 @@ __all__ = [
     "SubscriptionData",
     "SubscriptionDataManager",
     "SubscriptionPreferences",
+    "balance",
+    "member_key",
+    "parse_member_key",
 ]

@@ -36,6 +36,7 @@ from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
 from hqueue.metadata.resources import (
     CHECKPOINTS,
+    GROUP,
     SUBSCRIBER,
     SUBSCRIPTION,
     check_name,
@@ -213,7 +214,8 @@ class SubscriptionDataManager:
     def delete_subscription_data(
         self, queue: str, name: str, version: Version = Version.ANY
     ) -> None:
-        """Delete the subscription (if at ``version``) and its state.
+        """Delete the subscription (if at ``version``), its state and its group's
+        assignment (a group's members are ephemeral and go with their sessions).
 
         :raises NoSubscriptionError: if there is no such subscription.
         :raises BadVersionError: if it is at another version.
@@ -224,6 +226,8 @@ class SubscriptionDataManager:
             raise self._missing(queue, name) from None
         with contextlib.suppress(NoKeyError):
             self._checkpoints(queue).remove(name)
+        with contextlib.suppress(NoKeyError):
+            GROUP.open_table(self._store, queue).remove(name)
 
     def read_subscription_data(self, queue: str, name: str) -> Versioned[SubscriptionData]:
         """Return the subscription's preferences and state, with the preferences'
