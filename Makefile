@@ -8,6 +8,7 @@ BIN    := $(VENV)/bin
 DATA   ?= .hqueue-data
 HOST   ?= 127.0.0.1
 PORT   ?= 9090
+METRICS_PORT ?= 9464
 ZK_JAR := /usr/share/java/zookeeper.jar
 DIST   ?= dist
 # Per checkout (build/ is git-ignored), so that two checkouts on one machine do not
@@ -17,7 +18,7 @@ SMOKE_VENV ?= $(CURDIR)/build/smoke-venv
 .PHONY: run test venv deps-test zookeeper compose-config lint staged typecheck imports pytest test-unit wheel smoke bench clean
 
 run: $(BIN)/hqueue
-	$(BIN)/hqueue standalone --data-dir $(DATA) --host $(HOST) --port $(PORT)
+	$(BIN)/hqueue standalone --data-dir $(DATA) --host $(HOST) --port $(PORT) --metrics-port $(METRICS_PORT)
 
 $(BIN)/hqueue: setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

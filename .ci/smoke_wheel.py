@@ -55,6 +55,8 @@ def start_standalone(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
             "0",
             "--sidecar-port",
             "0",
+            "--metrics-port",
+            "0",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -69,6 +71,8 @@ def start_standalone(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
             threading.Thread(target=server.stdout.read, daemon=True).start()
             # The Thrift2 gateway (queue creation) is on a free port too.
             os.environ["HQUEUE_HBASE_ADMIN"] = fields["hbase-thrift2"]
+            global METRICS
+            METRICS = fields["metrics"]
             return server, fields["hbase-thrift1"]
         if time.monotonic() > deadline:
             break
@@ -121,6 +125,14 @@ def smoke() -> None:
             queue.put_batch([b"a", b"b", b"c"], topic="t", partition=0)
             arrived.wait(30)
     check(sorted(got) == [b"a", b"b", b"c"], "a subscriber is pushed the three new messages")
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{METRICS}/metrics", timeout=10) as answer:
+        scraped = answer.read().decode()
+    check(
+        'hqueue_put_messages_total{queue="smoke"} 6.0' in scraped,
+        "the metrics endpoint counts the six messages put",
+    )
 
     from pyspark.sql import SparkSession
 
@@ -151,6 +163,7 @@ def smoke() -> None:
 
 
 HBASE = ""
+METRICS = ""
 
 if __name__ == "__main__":
     if Path.cwd().resolve() == Path(__file__).resolve().parent.parent:

@@ -95,9 +95,10 @@ def delivery_options(command: F) -> F:
 
 def server_options(max_request_bytes: int) -> Callable[[F], F]:
     """Return a decorator adding the options every hqueue server takes: ``--host``,
-    ``--max-request-bytes`` (default ``max_request_bytes``), ``--session-timeout`` and
-    ``--log-level``. The command receives ``host``, ``max_request_bytes`` and
-    ``session_timeout``; the log level is applied (log lines on stderr) before it runs.
+    ``--max-request-bytes`` (default ``max_request_bytes``), ``--session-timeout``,
+    ``--log-level``, ``--metrics-port`` and ``--metrics-host``. The command receives
+    ``host``, ``max_request_bytes``, ``session_timeout``, ``metrics_port`` and
+    ``metrics_host``; the log level is applied (log lines on stderr) before it runs.
 
     ``--max-message-bytes``, the name ``hqueue standalone`` gave the request limit
     before, still parses but is not shown.
@@ -127,6 +128,18 @@ def server_options(max_request_bytes: int) -> Callable[[F], F]:
             type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
             default="WARNING",
             show_default=True,
+        ),
+        click.option(
+            "--metrics-port",
+            type=click.IntRange(0, 65535),
+            default=None,
+            help="Serve Prometheus metrics over HTTP on this port (0: a free one) [default: off].",
+        ),
+        click.option(
+            "--metrics-host",
+            default=DEFAULT_HOST,
+            show_default=True,
+            help="Address the metrics endpoint binds.",
         ),
     ]
 
@@ -212,6 +225,8 @@ def sidecar(
     takeover_grace: float,
     clock_offset_ms: int,
     delivery: DeliveryOptions,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run a sidecar: the producer path of the queues on HBase (the global --hbase),
     with metadata in ZooKeeper (--zookeeper) or HBase.
@@ -234,6 +249,8 @@ def sidecar(
         takeover_grace=takeover_grace,
         clock_offset_ms=clock_offset_ms,
         delivery=delivery,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
     )
     stop = threading.Event()
 

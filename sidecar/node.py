@@ -22,9 +22,11 @@ from hqueue.errors import UnavailableError
 from hqueue.metadata.factory import open_metastore
 from hqueue.metadata.metastore import MetaStore
 from hqueue.metadata.resources import check_name
+from hqueue.metrics import Metrics, MetricsServer
 from hqueue.settings import DEFAULT_HBASE, DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT
 from hqueue.sidecar.core import Sidecar
 from hqueue.sidecar.membership import Membership
+from hqueue.sidecar.metrics import attach_metrics
 from hqueue.sidecar.options import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_MAX_REQUEST_BYTES,
@@ -75,6 +77,9 @@ class SidecarConfig:
     predecessor_token: str | None = None
     run_token: str | None = None
     delivery: DeliveryOptions = field(default_factory=DeliveryOptions)
+    metrics_port: int | None = None
+    """Serve Prometheus metrics on this port (0: a free one; None: not at all)."""
+    metrics_host: str = DEFAULT_HOST
 
 
 def _metastore(config: SidecarConfig) -> MetaStore:
@@ -90,9 +95,18 @@ def _metastore(config: SidecarConfig) -> MetaStore:
 class SidecarServer:
     """A running sidecar: :meth:`start`, then :meth:`stop` (graceful)."""
 
-    def __init__(self, config: SidecarConfig, storage: MessageStorage | None = None) -> None:
+    def __init__(
+        self,
+        config: SidecarConfig,
+        storage: MessageStorage | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.config = config
         self._storage = storage
+        self.metrics = metrics
+        """the series this sidecar counts into: its own, unless a server embedding it
+        (``hqueue standalone``) shares its own and serves them"""
+        self.metrics_server: MetricsServer | None = None
         self.store: MetaStore | None = None
         self.sidecar: Sidecar | None = None
         self.subscriptions: SubscriptionManager | None = None
@@ -142,8 +156,17 @@ class SidecarServer:
                 cfg.sidecar_id or address, address, self.store, storage, options
             )
             self.sidecar = Sidecar(membership)
-            self.subscriptions = SubscriptionManager(membership, cfg.delivery).attach()
-            deferred.target = SidecarHandler(self.sidecar, self.subscriptions)
+            if self.metrics is None and cfg.metrics_port is not None:
+                self.metrics = Metrics()
+                self.metrics_server = MetricsServer(
+                    self.metrics, cfg.metrics_host, cfg.metrics_port
+                ).start()
+            self.subscriptions = SubscriptionManager(
+                membership, cfg.delivery, self.metrics
+            ).attach()
+            if self.metrics is not None:
+                attach_metrics(self.metrics, membership, self.subscriptions)
+            deferred.target = SidecarHandler(self.sidecar, self.subscriptions, self.metrics)
             self.sidecar.start()
             self.subscriptions.start()
         except BaseException:
@@ -166,7 +189,10 @@ class SidecarServer:
     def ready_line(self) -> str:
         """The line printed once the sidecar serves."""
         assert self.sidecar is not None
-        return f"hqueue sidecar ready: address={self.sidecar.address} id={self.sidecar.id}"
+        line = f"hqueue sidecar ready: address={self.sidecar.address} id={self.sidecar.id}"
+        if self.metrics_server is not None:
+            line += f" metrics={self.metrics_server.address}"
+        return line
 
     def stop(self) -> None:
         """Hand partitions over (in-flight writes finish first), then stop serving.
@@ -177,6 +203,9 @@ class SidecarServer:
         if self.sidecar is not None:
             self.sidecar.stop()
             self.sidecar = None
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
+            self.metrics_server = None
         if self.thrift is not None:
             self.thrift.stop()
             self.thrift = None

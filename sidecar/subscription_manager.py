@@ -44,6 +44,7 @@ from hqueue.metadata.managers import (
 from hqueue.metadata.metastore import WatchEvent
 from hqueue.metadata.policy import DeliveryPolicy
 from hqueue.metadata.resources import GROUP, MEMBER, SUBSCRIBER, SUBSCRIPTION
+from hqueue.metrics import Metrics
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.sidecar.workers import DeliveryOptions, Route, SubscriptionWorker
@@ -79,9 +80,15 @@ class SubscriptionManager:
     """Delivers the subscriptions of the partitions a sidecar's :class:`Membership`
     holds."""
 
-    def __init__(self, membership: Membership, options: DeliveryOptions | None = None) -> None:
+    def __init__(
+        self,
+        membership: Membership,
+        options: DeliveryOptions | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.membership = membership
         self.options = options or DeliveryOptions()
+        self._metrics = metrics
         self._cache = membership.cache
         self._subs = SubscriptionDataManager(membership.store)
         self.workers: dict[tuple[str, str, int], SubscriptionWorker] = {}
@@ -260,6 +267,7 @@ class SubscriptionManager:
             self.options,
             self.membership.id,
             want.policy,
+            self._metrics,
         )
         if checkpoint is not None:
             worker.checkpointed = worker.delivered = MessageId.parse(checkpoint)

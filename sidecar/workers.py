@@ -50,6 +50,7 @@ from thriftpy2.thrift import TException
 from hqueue.errors import HQueueError
 from hqueue.message import COLUMN_PREFIX, ROWKEY, ROWKEY_BYTES, MessageId, encode_rowkey
 from hqueue.metadata.policy import DeliveryPolicy
+from hqueue.metrics import Metrics
 from hqueue.settings import parse_address
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.storage.contract import MessageStorage
@@ -172,6 +173,7 @@ class SubscriptionWorker:
         options: DeliveryOptions,
         sidecar_id: str = "",
         policy: DeliveryPolicy | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.held = held
         self.queue = held.queue
@@ -218,6 +220,15 @@ class SubscriptionWorker:
         """the next push of the single suspect at the head is its dead-letter push"""
         self.redelivered = 0
         self.dead_lettered = 0
+        self._observe: Any = None
+        if metrics is not None:
+            labels = (self.queue, subscription)
+            self._observe = (
+                metrics.push_seconds.labels(*labels).observe,
+                metrics.push_messages.labels(*labels).observe,
+                metrics.redeliveries.labels(*labels).inc,
+                metrics.dead_letters.labels(*labels).inc,
+            )
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -429,6 +440,8 @@ class SubscriptionWorker:
         limit = self.policy.max_redeliveries
         self.failures = 1 if moved and not self._suspects else self.failures + 1
         self.redelivered += remaining
+        if self._observe is not None:
+            self._observe[2](remaining)
         self.last_error = (error or "the subscriber did not accept the batch")[:_ERROR_TEXT]
         if limit is None or dead:
             return  # unlimited; or the dead-letter write failed: send it again as one
@@ -475,6 +488,8 @@ class SubscriptionWorker:
         self.delivered = MessageId(ts, seq)
         if dead:
             self.dead_lettered += 1
+            if self._observe is not None:
+                self._observe[3]()
         if self._suspects:
             self._suspects = max(0, self._suspects - count)
             limit = self.policy.max_redeliveries or 0
@@ -513,9 +528,13 @@ class SubscriptionWorker:
             lastError=self.last_error,
         )
         address = route.address
+        began = time.perf_counter()
         try:
             client = self._connect(address)
             reply = client.deliver(delivery)
+            if self._observe is not None:
+                self._observe[0](time.perf_counter() - began)
+                self._observe[1](len(values))
         except (OSError, TException) as exc:
             self._close_client()
             self.last_error = f"push to {address}: {exc or type(exc).__name__}"

@@ -162,6 +162,8 @@ def standalone(
     purge_interval_seconds: float,
     advertised_host: str | None,
     delivery: DeliveryOptions,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run the embedded HBase (Thrift1 + Thrift2 over LMDB) in the foreground.
 
@@ -193,6 +195,8 @@ def standalone(
         table_prefix=table_prefix(),
         session_timeout=session_timeout,
         delivery=delivery,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
     )
     server = StandaloneServer(config)
     stop = threading.Event()
@@ -212,6 +216,7 @@ def standalone(
                 ("--port", port),
                 ("--thrift2-port", thrift2_port),
                 ("--sidecar-port", sidecar_port if sidecar else 0),
+                ("--metrics-port", metrics_port or 0),
             ],
         )
         raise click.ClickException(f"cannot start: {taken or exc}") from None

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hqueue.errors import HQueueError, StorageError, TableNotFoundError
+from hqueue.metrics import Metrics, MetricsServer
 from hqueue.settings import DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT, DEFAULT_THRIFT1_PORT
 from hqueue.sidecar.node import SidecarConfig, SidecarServer
 from hqueue.sidecar.options import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_TAKEOVER_GRACE
@@ -104,6 +105,10 @@ class StandaloneConfig:
     session_timeout: float = DEFAULT_SESSION_TIMEOUT
     delivery: DeliveryOptions = field(default_factory=DeliveryOptions)
     takeover_grace: float = DEFAULT_TAKEOVER_GRACE
+    metrics_port: int | None = None
+    """Serve Prometheus metrics (the store's commits and the sidecar's series) on this
+    port (0: a free one; None: not at all)."""
+    metrics_host: str = DEFAULT_HOST
 
 
 class StandaloneServer:
@@ -116,6 +121,8 @@ class StandaloneServer:
         self.thrift1: ThriftServer | None = None
         self.thrift2: ThriftServer | None = None
         self.sidecar: SidecarServer | None = None
+        self.metrics: Metrics | None = None
+        self.metrics_server: MetricsServer | None = None
         self._stop = threading.Event()
         self._chore: threading.Thread | None = None
         self._lock_fd: int | None = None
@@ -140,6 +147,8 @@ class StandaloneServer:
             raise
         region_host = cfg.advertised_host or socket.gethostname()
         try:
+            if cfg.metrics_port is not None:
+                self._serve_metrics(self.store)
             handler = HbaseHandler(self.store, self.scanners, (region_host, cfg.port))
             self.thrift1 = ThriftServer(
                 THRIFT1_SERVICE,
@@ -167,6 +176,23 @@ class StandaloneServer:
         self._chore = threading.Thread(target=self._chores, name="standalone-chores", daemon=True)
         self._chore.start()
         return self
+
+    def _serve_metrics(self, store: Store) -> None:
+        """Count the store's group commits and serve them, with the sidecar's series.
+
+        :raises OSError: if the metrics port cannot be bound.
+        """
+        cfg = self.config
+        assert cfg.metrics_port is not None
+        metrics = self.metrics = Metrics()
+        self.metrics_server = MetricsServer(metrics, cfg.metrics_host, cfg.metrics_port).start()
+        writes, seconds = metrics.commit_writes.observe, metrics.fsync_seconds.observe
+
+        def observe(count: int, took: float) -> None:
+            writes(count)
+            seconds(took)
+
+        store.observe_commits(observe)
 
     def _abort_start(self, footprint: _Footprint) -> None:
         """Stop what a failed :meth:`start` began and remove what it created in the
@@ -205,7 +231,8 @@ class StandaloneServer:
             predecessor_token=_read_sidecar_file(cfg.data_dir, SIDECAR_TOKEN_FILE),
             run_token=token,
         )
-        sidecar = SidecarServer(config, EngineStorage(store, cfg.table_prefix)).start()
+        storage = EngineStorage(store, cfg.table_prefix)
+        sidecar = SidecarServer(config, storage, self.metrics).start()
         # The predecessor's id and token were read above: record this process's.
         _write_sidecar_file(cfg.data_dir, SIDECAR_TOKEN_FILE, token)
         _write_sidecar_file(cfg.data_dir, SIDECAR_ID_FILE, sidecar.id)
@@ -215,9 +242,10 @@ class StandaloneServer:
         """The line printed once the server accepts connections."""
         assert self.thrift1 is not None and self.thrift2 is not None
         sidecar = f" sidecar={self.sidecar.address}" if self.sidecar is not None else ""
+        metrics = "" if self.metrics_server is None else f" metrics={self.metrics_server.address}"
         return (
             f"hqueue standalone ready: hbase-thrift1={self.thrift1.address} "
-            f"hbase-thrift2={self.thrift2.address}{sidecar} "
+            f"hbase-thrift2={self.thrift2.address}{sidecar}{metrics} "
             f"data-dir={self.config.data_dir}"
         )
 
@@ -231,6 +259,9 @@ class StandaloneServer:
         for server in (self.thrift1, self.thrift2):
             if server is not None:
                 server.stop()
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
+            self.metrics_server = None
         if self._chore is not None:
             self._chore.join(timeout=5)
         if self.store is not None:

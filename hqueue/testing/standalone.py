@@ -23,6 +23,7 @@ _READY = re.compile(
     r"ready: hbase-thrift1=(?P<h1>[^ ]+):(?P<p1>\d+) "
     r"hbase-thrift2=(?P<h2>[^ ]+):(?P<p2>\d+)"
     r"(?: sidecar=(?P<sidecar>[^ ]+))?"
+    r"(?: metrics=(?P<metrics>[^ ]+))?"
 )
 
 
@@ -31,7 +32,8 @@ class StandaloneProcess(ChildProcess):
     ``<data_dir>.log``), with ``extra_args`` after the defaults (say ``--no-sidecar``).
 
     After :meth:`start`: :attr:`port` (Thrift1), :attr:`thrift2_port`, and the
-    sidecar's :attr:`sidecar_address` / :attr:`sidecar_port` (None / 0 without one).
+    sidecar's :attr:`sidecar_address` / :attr:`sidecar_port` (None / 0 without one),
+    and :attr:`metrics_address` (None unless ``--metrics-port`` is among the args).
     """
 
     def __init__(self, data_dir: Path, extra_args: tuple[str, ...] = ()) -> None:
@@ -42,6 +44,7 @@ class StandaloneProcess(ChildProcess):
         self.thrift2_port = 0
         self.sidecar_port = 0
         self.sidecar_address: str | None = None
+        self.metrics_address: str | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
 
     def start(self, timeout: float = 30.0) -> StandaloneProcess:
@@ -72,6 +75,7 @@ class StandaloneProcess(ChildProcess):
         self.port = int(m["p1"])
         self.thrift2_port = int(m["p2"])
         self.sidecar_address = m["sidecar"]
+        self.metrics_address = m["metrics"]
         if self.sidecar_address:
             self.sidecar_port = int(self.sidecar_address.rpartition(":")[2])
         return self

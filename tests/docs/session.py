@@ -9,7 +9,8 @@ page uses ZooKeeper), a work directory, and the environment every block sees:
 - ``HQUEUE_HBASE`` and ``HQUEUE_HBASE_ADMIN`` name the page's server (and
   ``HQUEUE_ZOOKEEPER`` its ZooKeeper), the variables users set to reach theirs; the
   developer's own ``HQUEUE_*`` variables are not passed on;
-- ``127.0.0.1:9090``, ``:9091`` and ``:9092``, the addresses ``make run`` serves on,
+- ``127.0.0.1:9090``, ``:9091``, ``:9092`` and ``:9464`` (metrics), the addresses
+  ``make run`` serves on,
   stand for the page's server in code and in shown output;
 - a line ``hqueue standalone [--data-dir DIR] &`` (a page starting its server in the
   background) is not run: the page's server, already running, stands in for it.
@@ -117,7 +118,7 @@ class PageRun(Closeable):
         self.work = work / "cwd"
         self.logs = work
         self.zookeeper_hosts = zookeeper_hosts
-        self.server = StandaloneProcess(work / "hqueue-data")
+        self.server = StandaloneProcess(work / "hqueue-data", ("--metrics-port", "0"))
         self.env: dict[str, str] = {}
         self.sessions: set[int] = set()
         self.worker: subprocess.Popen[bytes] | None = None
@@ -173,10 +174,12 @@ class PageRun(Closeable):
     def _localise(self, text: str) -> str:
         """``make run``'s addresses replaced by the page server's."""
         assert self.server.sidecar_address is not None
+        assert self.server.metrics_address is not None
         return (
             text.replace("127.0.0.1:9090", self.server.address)
             .replace("127.0.0.1:9091", self.env["HQUEUE_HBASE_ADMIN"])
             .replace("127.0.0.1:9092", self.server.sidecar_address)
+            .replace("127.0.0.1:9464", self.server.metrics_address)
         )
 
     def _fail(self, block: Block, command: Command, why: str, output: str) -> BlockFailure:

@@ -10,6 +10,7 @@ behind while its neighbours commit.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -50,6 +51,9 @@ class GroupCommitter:
         self._queue: list[PendingWrite] = []
         self._leading = False
         self._closed = False
+        self.observer: Callable[[int, float], None] | None = None
+        """Called after each commit with its number of writes and its seconds
+        (transaction and fsync): the server's metrics."""
 
     def submit(self, fn: Callable[[lmdb.Transaction], T]) -> T:
         """Run ``fn(txn)`` in the next commit and wait until it is on disk; return what
@@ -90,8 +94,11 @@ class GroupCommitter:
                 self._leading = True
                 batch, self._queue = self._queue, []
         if not pending.done:
+            began = time.perf_counter()
             try:
                 self._commit(batch)
+                if self.observer is not None:
+                    self.observer(len(batch), time.perf_counter() - began)
             except BaseException as exc:
                 self._fail(batch, StorageError(f"IOException: commit failed: {exc}"))
                 raise

@@ -136,6 +136,11 @@ class Store:
         if self.dropped_tables():
             self._reclaimer.wake()  # a purge the last process did not finish
 
+    def observe_commits(self, observer: Callable[[int, float], None] | None) -> None:
+        """Have ``observer(writes, seconds)`` called after every group commit (the
+        server's metrics); ``None`` stops it."""
+        self._committer.observer = observer
+
     def close(self) -> None:
         """Finish queued writes and close the environment. A dropped table's rows
         not reclaimed yet are reclaimed after the next open."""
