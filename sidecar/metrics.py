@@ -36,22 +36,6 @@ def attach_metrics(
     metrics.add_gauges(lambda: _gauges(membership, list(subscriptions.workers.values())))
 
 
-def _lag_seconds(worker: SubscriptionWorker) -> float:
-    """How far the worker's deliveries are behind its partition's newest message, by
-    the ids' timestamps (0 when nothing is pending)."""
-    newest = worker.held.newest
-    if newest is None:
-        return 0.0
-    done = worker.delivered
-    if done is None:
-        if newest < worker.start_id:
-            return 0.0
-        return max(0, newest.timestamp - worker.start_id.timestamp) / 1000
-    if newest <= done:
-        return 0.0
-    return max(0, newest.timestamp - done.timestamp) / 1000
-
-
 def _gauges(membership: Membership, workers: list[SubscriptionWorker]) -> Iterable[Gauge]:
     owned = Counter(hp.queue for hp in membership.writable_partitions())
     yield (
@@ -78,7 +62,13 @@ def _gauges(membership: Membership, workers: list[SubscriptionWorker]) -> Iterab
         "hqueue_subscription_lag_seconds",
         "Time between the partition's newest message and the last one delivered.",
         labels,
-        [(key, _lag_seconds(w)) for key, w in keyed],
+        [(key, w.lag_ms() / 1000) for key, w in keyed],
+    )
+    yield (
+        "hqueue_subscription_status",
+        "The delivery's verdict, Burrow's: 1 for the current one (OK, WARN, STALL, STOP, REWIND).",
+        (*labels, "status"),
+        [((*key, w.lag_status().value), 1) for key, w in keyed],
     )
     yield (
         "hqueue_delivery_failures",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,7 @@ from hqueue.metadata.metastore import WatchEvent
 from hqueue.metadata.policy import DeliveryPolicy
 from hqueue.metadata.resources import GROUP, MEMBER, SUBSCRIBER, SUBSCRIPTION
 from hqueue.metrics import Metrics
+from hqueue.sidecar.lag_window import LagWindow
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.sidecar.workers import DeliveryOptions, Route, SubscriptionWorker
@@ -89,6 +91,9 @@ class SubscriptionManager:
         self.membership = membership
         self.options = options or DeliveryOptions()
         self._metrics = metrics
+        self._windows: dict[tuple[str, str, int], LagWindow] = {}
+        """each delivery's lag window, by (queue, subscription, partition), kept while
+        the subscription wants the partition from this sidecar"""
         self._cache = membership.cache
         self._subs = SubscriptionDataManager(membership.store)
         self.workers: dict[tuple[str, str, int], SubscriptionWorker] = {}
@@ -213,6 +218,8 @@ class SubscriptionManager:
         wanted = self._wanted()
         with self._lock:
             current = dict(self.workers)
+            for gone in [key for key in self._windows if key not in wanted]:
+                del self._windows[gone]
         stale: list[SubscriptionWorker] = []
         keep_position: list[SubscriptionWorker] = []
         for key, worker in current.items():
@@ -268,6 +275,7 @@ class SubscriptionManager:
             self.membership.id,
             want.policy,
             self._metrics,
+            self._windows.setdefault(key, LagWindow(self.options.lag_samples)),
         )
         if checkpoint is not None:
             worker.checkpointed = worker.delivered = MessageId.parse(checkpoint)
@@ -331,9 +339,22 @@ class SubscriptionManager:
     # -- checkpoints -----------------------------------------------------------------
 
     def _chore(self) -> None:
-        while not self._stopping.wait(self.options.checkpoint_interval):
+        opts = self.options
+        every = opts.lag_window / opts.lag_samples
+        # Samples of the lag windows as often as they need, checkpoints as configured.
+        tick = min(opts.checkpoint_interval, every)
+        next_checkpoint = next_sample = time.monotonic()
+        while not self._stopping.wait(tick):
             with self._lock:
                 workers = list(self.workers.values())
+            now = time.monotonic()
+            if now >= next_sample:
+                next_sample = now + every
+                for worker in workers:
+                    worker.sample_lag()
+            if now < next_checkpoint:
+                continue
+            next_checkpoint = now + opts.checkpoint_interval
             try:
                 self._write_checkpoints(workers)
             except Exception:
@@ -390,6 +411,7 @@ class SubscriptionManager:
                 w.peak_messages,
                 w.peak_bytes,
                 w.last_error,
+                w.lag_status().value,
             )
             for w in sorted(workers, key=lambda w: (w.subscription, w.partition))
         ]

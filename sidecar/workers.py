@@ -52,6 +52,7 @@ from hqueue.message import COLUMN_PREFIX, ROWKEY, ROWKEY_BYTES, MessageId, encod
 from hqueue.metadata.policy import DeliveryPolicy
 from hqueue.metrics import Metrics
 from hqueue.settings import parse_address
+from hqueue.sidecar.lag_window import LagStatus, LagWindow
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.storage.contract import MessageStorage
 from hqueue.wire.block import MessageBlock
@@ -73,13 +74,21 @@ class DeliveryOptions:
     send_timeout: float = 30.0
     backoff_min: float = 0.05
     backoff_max: float = 5.0
+    lag_window: float = 60.0
+    """Seconds of progress a delivery's verdict (OK, WARN, STALL, STOP, REWIND) is
+    judged over, in :attr:`lag_samples` samples."""
+    lag_samples: int = 10
 
     def __post_init__(self) -> None:
         for name in ("buffer_messages", "buffer_bytes", "batch_messages"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name!r} must be at least 1")
-        if self.checkpoint_interval <= 0 or self.send_timeout <= 0:
-            raise ValueError("'checkpoint_interval' and 'send_timeout' must be positive")
+        if self.checkpoint_interval <= 0 or self.send_timeout <= 0 or self.lag_window <= 0:
+            raise ValueError(
+                "'checkpoint_interval', 'send_timeout' and 'lag_window' must be positive"
+            )
+        if self.lag_samples < 2:
+            raise ValueError("'lag_samples' must be at least 2")
 
 
 class WorkerState(enum.Enum):
@@ -174,6 +183,7 @@ class SubscriptionWorker:
         sidecar_id: str = "",
         policy: DeliveryPolicy | None = None,
         metrics: Metrics | None = None,
+        window: LagWindow | None = None,
     ) -> None:
         self.held = held
         self.queue = held.queue
@@ -210,6 +220,7 @@ class SubscriptionWorker:
         self._threads: list[threading.Thread] = []
         self._client: Any = None
         self._client_address: str | None = None
+        self._started_ms = int(time.time() * 1000)
         self.failures = 0
         """failed pushes in a row of the buffer's first message"""
         self._suspects = 0
@@ -220,6 +231,11 @@ class SubscriptionWorker:
         """the next push of the single suspect at the head is its dead-letter push"""
         self.redelivered = 0
         self.dead_lettered = 0
+        self.answered_ms: int | None = None
+        """when the subscriber last answered a push, whatever it answered"""
+        self.window = window or LagWindow(options.lag_samples)
+        """the progress the verdict is judged on: kept across restarts of the
+        delivery (a reset), so that a position moved backwards shows as REWIND"""
         self._observe: Any = None
         if metrics is not None:
             labels = (self.queue, subscription)
@@ -237,6 +253,7 @@ class SubscriptionWorker:
 
     def start(self) -> SubscriptionWorker:
         """Start the reader and sender threads; return self."""
+        self._started_ms = int(time.time() * 1000)
         name = f"{self.queue}/{self.partition}/{self.subscription}"
         for target, role in ((self._read_loop, "read"), (self._send_loop, "send")):
             thread = threading.Thread(target=target, name=f"deliver-{role}-{name}", daemon=True)
@@ -532,6 +549,7 @@ class SubscriptionWorker:
         try:
             client = self._connect(address)
             reply = client.deliver(delivery)
+            self.answered_ms = int(time.time() * 1000)
             if self._observe is not None:
                 self._observe[0](time.perf_counter() - began)
                 self._observe[1](len(values))
@@ -547,6 +565,46 @@ class SubscriptionWorker:
             )
             return None
         return _Answer.of(reply)
+
+    def lag_ms(self) -> int:
+        """Return how far delivery is behind the partition's newest message: the
+        milliseconds between their ids' timestamps, at least 1 while any message is
+        pending (0 when none is)."""
+        return self._lag_from(self.delivered)
+
+    def _lag_from(self, done: MessageId | None) -> int:
+        """:meth:`lag_ms` from ``done`` (``None``: nothing delivered, so from the
+        start)."""
+        newest = self.held.newest
+        if newest is None:
+            return 0
+        if done is None:
+            start = self.start_id
+            return 0 if newest < start else max(1, newest.timestamp - start.timestamp)
+        return 0 if newest <= done else max(1, newest.timestamp - done.timestamp)
+
+    def sample_lag(self) -> None:
+        """Record this interval's progress in :attr:`window`. The position is the
+        checkpoint, as Burrow's is the committed offset: it never goes back but on a
+        reset, where a restart's redelivery would."""
+        position = self.checkpointed
+        self.window.sample(position, self.answered_ms, self.held.newest, self._lag_from(position))
+
+    def lag_status(self) -> LagStatus:
+        """Return the verdict on this delivery now (:mod:`hqueue.sidecar.lag_window`):
+        also STOP while no subscriber ever answered and messages are pending, once
+        the window has passed since the delivery started."""
+        now = int(time.time() * 1000)
+        lag = self.lag_ms()
+        status = self.window.status(lag, now)
+        if (
+            status is LagStatus.OK
+            and lag
+            and not self.window.commits
+            and now - self._started_ms > self.options.lag_window * 1000
+        ):
+            return LagStatus.STOP
+        return status
 
     def _connect(self, address: str) -> Any:
         if self._client is not None and self._client_address == address:

@@ -166,6 +166,10 @@ struct TDeliveryLag {
   8: required i32 peakMessages
   9: required i64 peakBytes
   10: optional string error
+  /* The delivery's verdict over the sidecar's sliding window, Burrow's: OK, WARN
+     (falling behind), STALL (the subscriber accepts nothing), STOP (no subscriber
+     answers), REWIND (the position went backwards). */
+  11: optional string status
 }
 
 struct TQueueLag {

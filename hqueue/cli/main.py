@@ -75,7 +75,8 @@ COMMANDS = {
     ),
     "lag": LazyCommand(
         "hqueue.cli.subscriptions:lag",
-        "Print how far each subscription of QUEUE is behind, per partition.",
+        "Print how far each subscription of QUEUE is behind, per partition, and the "
+        "verdict on each (OK, WARN, STALL, STOP, REWIND).",
     ),
 }
 """The verbs, imported when first used (see :mod:`hqueue.cli.lazy_group`)."""

@@ -9,13 +9,16 @@ to earliest, latest, an id or a time on all its partitions, or to a position
 ``P@timestamp:sequence`` on partition P, the others keeping their checkpoints (see
 :func:`hqueue.client.subscription_admin.reset_subscription`). ``lag`` asks the sidecars that own
 the queue's partitions and prints, per subscription and partition, the newest id, the
-last delivered and checkpointed ids, how far behind (ms) and the delivery state; with
-``--format json`` each line is one object.
+last delivered and checkpointed ids, how far behind (ms), the verdict (OK, WARN,
+STALL, STOP, REWIND, as Burrow judges) and the delivery state; with ``--format json``
+each line is one object; ``--watch SECONDS`` asks again and redraws until Ctrl-C.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -23,6 +26,7 @@ import click
 
 from hqueue.cli.common import client_for, format_option, position_option, root_options
 from hqueue.errors import HQueueError
+from hqueue.message import format_time
 from hqueue.settings import DEFAULT_LAG_TIMEOUT
 
 if TYPE_CHECKING:
@@ -161,6 +165,7 @@ _HEADER = (
     "DELIVERED",
     "CHECKPOINT",
     "BEHIND_MS",
+    "STATUS",
     "STATE",
     "BUFFERED",
 )
@@ -175,6 +180,7 @@ def _row(d: DeliveryLag) -> tuple[str, ...]:
         str(d.delivered or "-"),
         str(d.checkpointed or "-"),
         "-" if behind is None else str(behind),
+        d.status or "-",
         d.state + (f" ({d.error})" if d.error else ""),
         f"{d.buffered_messages}/{d.buffered_bytes}B",
     )
@@ -197,16 +203,47 @@ def _table(report: LagReport) -> str:
     show_default=True,
     help="Seconds to wait for each sidecar's answer.",
 )
+@click.option(
+    "--watch",
+    "every",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    metavar="SECONDS",
+    help="Ask again every SECONDS, redrawing in place on a terminal, until Ctrl-C.",
+)
 @format_option
 @click.pass_context
-def lag(ctx: click.Context, queue_name: str, timeout: float) -> None:
-    """Print how far each subscription of QUEUE is behind, per partition."""
+def lag(ctx: click.Context, queue_name: str, timeout: float, every: float | None) -> None:
+    """Print how far each subscription of QUEUE is behind, per partition, and the
+    verdict on each (OK, WARN, STALL, STOP, REWIND)."""
+    json_output = root_options(ctx).get("format") == "json"
+    redraw = every is not None and not json_output and sys.stdout.isatty()
     with client_for(ctx) as client:
-        try:
-            report = client.queue(queue_name).lag(timeout)
-        except HQueueError as exc:
-            raise click.ClickException(str(exc)) from None
-    if root_options(ctx).get("format") == "json":
+        queue = client.queue(queue_name)
+        while True:
+            try:
+                report = queue.lag(timeout)
+            except HQueueError as exc:
+                raise click.ClickException(str(exc)) from None
+            if redraw:
+                # Home and clear, as watch(1) does: the table stays in place.
+                click.echo("\x1b[H\x1b[2J", nl=False)
+                click.echo(f"hqueue lag {queue_name}, every {every:g} s: {format_time(_now_ms())}")
+            _print_report(queue_name, report, json_output)
+            if every is None:
+                return
+            sys.stdout.flush()
+            time.sleep(every)
+            if not redraw and not json_output:
+                click.echo()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _print_report(queue_name: str, report: LagReport, json_output: bool) -> None:
+    if json_output:
         for d in report.deliveries:
             click.echo(json.dumps({"queue": queue_name, **d.to_json()}))
     elif report.deliveries:

@@ -329,6 +329,10 @@ class DeliveryLag:
     peak_bytes: int = 0
     error: str | None = None
     start: MessageId | None = None
+    status: str | None = None
+    """The sidecar's verdict, as Burrow's: ``OK``, ``WARN`` (falling behind),
+    ``STALL`` (the subscriber accepts nothing), ``STOP`` (no subscriber answers) or
+    ``REWIND`` (the position went backwards); ``None`` when no sidecar delivers it."""
 
     def _nothing_pending(self) -> bool:
         """Whether the newest message is before the start (``"latest"`` on a partition
@@ -381,6 +385,7 @@ class DeliveryLag:
             "peak_messages": self.peak_messages,
             "peak_bytes": self.peak_bytes,
             "error": self.error,
+            "status": self.status,
         }
 
 
@@ -436,6 +441,7 @@ def lag(queue: QueueHandle, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
                 d.peak_messages,
                 d.peak_bytes,
                 d.error,
+                status=d.status,
             )
     partitions = [PartitionLag(p, newest.get(p), owner_of.get(p)) for p in range(queue.partitions)]
     deliveries: list[DeliveryLag] = []
@@ -465,6 +471,7 @@ def lag(queue: QueueHandle, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
                     got.peak_bytes,
                     got.error,
                     info.partitions.get(p),
+                    got.status,
                 )
             )
     if not addresses and queue.partitions and not owners:

@@ -186,6 +186,8 @@ class SidecarDelivery(NamedTuple):
     peak_messages: int
     peak_bytes: int
     error: str | None
+    status: str | None = None
+    """the verdict on the delivery: OK, WARN, STALL, STOP or REWIND (Burrow's)"""
 
 
 class SidecarLag(NamedTuple):
@@ -218,6 +220,7 @@ class SidecarLag(NamedTuple):
                     peakMessages=d.peak_messages,
                     peakBytes=d.peak_bytes,
                     error=d.error,
+                    status=d.status,
                 )
                 for d in self.deliveries
             ],
@@ -244,6 +247,7 @@ class SidecarLag(NamedTuple):
                     d.peakMessages,
                     d.peakBytes,
                     d.error,
+                    d.status,
                 )
                 for d in lag.deliveries or []
             ],

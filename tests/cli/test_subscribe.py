@@ -4,8 +4,11 @@ run as users run them (child processes) against the session's standalone server.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,6 +131,47 @@ def test_bad_positions_and_queues_are_one_line_errors(
     assert missing.returncode == 1 and "no queue" in missing.stderr
     reset = hqueue(hbase_server, "subscriptions", "reset", queue_name, "nope", "--to", "latest")
     assert reset.returncode == 1 and "no subscription 'nope'" in reset.stderr
+
+
+def test_lag_shows_a_status_and_watch_repeats_until_ctrl_c(
+    hq: Client, hbase_server: StandaloneProcess, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    q = hq.queue(queue_name)
+    with q.subscribe("w", lambda messages: None, start="earliest"):
+        q.put(b"x", "t")
+        table = hqueue(hbase_server, "lag", queue_name).stdout.splitlines()
+        assert table[0].split()[6:8] == ["STATUS", "STATE"]
+        assert table[1].split()[6] == "OK"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HQUEUE_")}
+        watch = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "hqueue",
+                "--hbase",
+                hbase_server.address,
+                "lag",
+                queue_name,
+                "--watch",
+                "0.2",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert watch.stdout is not None
+        headers = 0
+        while headers < 3:
+            line = watch.stdout.readline()
+            assert line, watch.stderr.read() if watch.stderr else ""
+            headers += line.startswith("SUBSCRIPTION")
+        watch.send_signal(signal.SIGINT)
+        rest, errors = watch.communicate(timeout=30)
+    # Not a terminal: one table after another, no screen codes; Ctrl-C ends it.
+    assert "\x1b" not in rest
+    assert watch.returncode == 130 and "Traceback" not in errors
 
 
 def test_bad_group_and_dead_letter_options_are_one_line_errors(

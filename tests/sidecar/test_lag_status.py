@@ -1,0 +1,121 @@
+"""Delivery verdicts (OK, WARN, STALL, STOP, REWIND), first by Burrow's rules on
+windows written by hand, then from a real sidecar delivering to real subscribers
+that behave well, fail, go away and are reset."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from hqueue import Message, MessageId
+from hqueue.client.subscription_admin import DeliveryLag
+from hqueue.sidecar.lag_window import Commit, LagStatus, LagWindow, evaluate
+from hqueue.sidecar.workers import DeliveryOptions
+from hqueue.testing.cluster import Cluster, wait_for
+
+
+def window(*rows: tuple[int, int, int]) -> list[Commit]:
+    """Commits from (position, answered at s, lag ms) rows."""
+    return [Commit(MessageId(pos, 0), at * 1000, lag) for pos, at, lag in rows]
+
+
+NOW = 100_000
+
+
+@pytest.mark.parametrize(
+    ("commits", "newest", "lag", "expected"),
+    [
+        # Burrow rule 1: lag zero at some commit of the window: OK.
+        (window((10, 70, 5), (20, 80, 0), (30, 90, 7), (40, 99, 9)), [], 9, LagStatus.OK),
+        # No lag now: OK whatever the window says.
+        (window((10, 10, 5), (10, 20, 5), (10, 30, 5)), [], 0, LagStatus.OK),
+        # Rule 2: the position went backwards: REWIND.
+        (window((30, 70, 5), (40, 80, 6), (20, 90, 30), (25, 99, 25)), [], 25, LagStatus.REWIND),
+        # Rule 3: no answer for longer than the window spans: STOP ...
+        (window((10, 10, 5), (20, 20, 6), (30, 30, 7)), [MessageId(50, 0)], 20, LagStatus.STOP),
+        # ... unless the partition's newest was at the position a moment ago (then
+        # the other rules judge: here the lag shrinks, OK).
+        (window((10, 10, 7), (20, 20, 6), (30, 30, 5)), [MessageId(30, 0)], 20, LagStatus.OK),
+        # Rule 4: answers, but the position never moves: STALL.
+        (window((10, 70, 5), (10, 80, 15), (10, 90, 25), (10, 99, 34)), [], 34, LagStatus.STALL),
+        # Rule 5: moving, but the lag never shrinks: WARN.
+        (window((10, 70, 5), (20, 80, 5), (30, 90, 8), (40, 99, 9)), [], 9, LagStatus.WARN),
+        # Moving, and the lag shrank once: OK.
+        (window((10, 70, 5), (20, 80, 9), (30, 90, 8), (40, 99, 9)), [], 9, LagStatus.OK),
+        # STOP comes first, as in Burrow: a zero lag long ago does not excuse it.
+        (window((10, 10, 5), (20, 20, 0), (30, 30, 7)), [MessageId(50, 0)], 9, LagStatus.STOP),
+        # No commit at all: nothing to judge: OK.
+        ([], [], 9, LagStatus.OK),
+    ],
+)
+def test_burrow_rules(
+    commits: list[Commit], newest: list[MessageId], lag: int, expected: LagStatus
+) -> None:
+    assert evaluate(commits, newest, lag, NOW) is expected
+
+
+def test_a_window_records_a_commit_only_when_the_subscriber_answered() -> None:
+    w = LagWindow(3)
+    w.sample(MessageId(1, 0), 1_000, MessageId(2, 0), 5)
+    w.sample(MessageId(1, 0), 1_000, MessageId(3, 0), 6)  # no answer since: no commit
+    w.sample(MessageId(2, 0), 2_000, MessageId(4, 0), 7)
+    w.sample(MessageId(3, 0), 3_000, MessageId(5, 0), 8)
+    w.sample(MessageId(4, 0), 4_000, MessageId(6, 0), 9)
+    assert [c.answered_ms for c in w.commits] == [2_000, 3_000, 4_000]  # the last 3
+    assert list(w.newest) == [MessageId(4, 0), MessageId(5, 0), MessageId(6, 0)]
+
+
+def _status(cluster_client: object, queue: str, name: str, partition: int = 0) -> str | None:
+    report = cluster_client.queue(queue).lag(5.0)  # type: ignore[attr-defined]
+    rows: list[DeliveryLag] = [
+        d for d in report.deliveries if d.subscription == name and d.partition == partition
+    ]
+    return rows[0].status if rows else None
+
+
+def test_verdicts_of_a_real_sidecar(cluster: Cluster) -> None:
+    # A 2 s window of 4 samples, so that each verdict shows within seconds.
+    cluster.in_process(delivery=DeliveryOptions(lag_window=2.0, lag_samples=4, batch_messages=10))
+    client = cluster.client()
+    client.create_queue("v", partitions=1)
+    queue = client.queue("v")
+    got: list[Message] = []
+    lock = threading.Lock()
+
+    def fine(messages: list[Message]) -> None:
+        with lock:
+            got.extend(messages)
+
+    # OK: a subscriber keeping up.
+    with queue.subscribe("fine", fine, start="earliest"):
+        queue.put_batch([b"a", b"b"], topic="t")
+        wait_for(lambda: len(got) == 2, 20, "delivery")
+        time.sleep(2.5)
+        assert _status(client, "v", "fine") == "OK"
+
+    # STALL: a subscriber that answers but accepts nothing.
+    def failing(messages: list[Message]) -> None:
+        raise ValueError("no")
+
+    with queue.subscribe(
+        "stuck", failing, start="earliest", retry_backoff=0.05, retry_backoff_max=0.1
+    ):
+        queue.put(b"c", topic="t")
+        wait_for(lambda: _status(client, "v", "stuck") == "STALL", 20, "STALL")
+
+    # STOP: the subscriber is gone while messages are pending.
+    queue.put(b"d", topic="t")
+    wait_for(lambda: _status(client, "v", "fine") == "STOP", 20, "STOP")
+
+    # REWIND: a slow subscriber reset back to the start while it was behind.
+    queue.put_batch([b"m%d" % i for i in range(300)], topic="t")
+
+    def slow(messages: list[Message]) -> None:
+        time.sleep(0.1)
+
+    with queue.subscribe("fine", slow):
+        time.sleep(1.5)
+        queue.reset_subscription("fine", "earliest")
+        wait_for(lambda: _status(client, "v", "fine") == "REWIND", 20, "REWIND")
