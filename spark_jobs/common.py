@@ -33,6 +33,7 @@ __all__ = [
     "add_connection_args",
     "add_selection_args",
     "check_queue",
+    "connect_requested",
     "connection_options",
     "hqueue_error",
     "job_main",
@@ -124,13 +125,24 @@ def check_queue(options: dict[str, str]) -> int:
         return int(client.queue(conn.queue).partitions)
 
 
-def spark_session(app: str, log: IO[str] | None = None) -> Any:
-    """Return the active SparkSession (spark-submit's), or a local one (``local[*]``, or
-    ``$SPARK_MASTER``) whose JVM writes its log and its own messages to ``log`` instead
-    of this process's stderr when ``log`` is given, with the ``hqueue`` data source
-    registered.
+def connect_requested() -> bool:
+    """Return whether the environment asks PySpark for a Spark Connect session:
+    ``SPARK_REMOTE`` set (``sc://HOST:PORT``, or ``local[...]`` for a Connect server
+    started in this process) or ``SPARK_API_MODE=connect``."""
+    return "SPARK_REMOTE" in os.environ or os.environ.get("SPARK_API_MODE", "") == "connect"
 
-    :raises ImportError: if PySpark or pyarrow is missing.
+
+def spark_session(app: str, log: IO[str] | None = None) -> Any:
+    """Return the active SparkSession (spark-submit's), a Spark Connect session when
+    the environment asks for one (:func:`connect_requested`), or a local one
+    (``local[*]``, or ``$SPARK_MASTER``); with the ``hqueue`` data source registered.
+    When this process starts a local Spark and ``log`` is given, its JVM writes its
+    log and its own messages to ``log`` instead of this process's stderr (not a local
+    Connect server's, started by PySpark itself).
+
+    :raises ImportError: if PySpark or pyarrow is missing (or, for Spark Connect, its
+        dependencies: grpcio, grpcio-status, googleapis-common-protos, zstandard,
+        pandas).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark import SparkConf, SparkContext
@@ -139,7 +151,11 @@ def spark_session(app: str, log: IO[str] | None = None) -> Any:
 
     import hqueue.spark
 
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # run with python -m, not spark-submit
+    builder = SparkSession.builder.appName(app)
+    # With Spark Connect there is no SparkContext here: the builder connects (PySpark
+    # starts a local Connect server itself for SPARK_REMOTE=local).
+    if not connect_requested() and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # run with python -m, not spark-submit
         conf = (
             SparkConf()
             .setMaster(os.environ.get("SPARK_MASTER", "local[*]"))
@@ -157,9 +173,7 @@ def spark_session(app: str, log: IO[str] | None = None) -> Any:
         # PySpark's own Ctrl-C handler asks the JVM to cancel the jobs from inside the
         # py4j call under way, which fails and logs tracebacks; the job ends instead.
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    spark = (
-        SparkSession.builder.appName(app).config("spark.sql.session.timeZone", "UTC").getOrCreate()
-    )
+    spark = builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
     hqueue.spark.register(spark)
     return spark
 
@@ -271,7 +285,7 @@ class Job:
         :raises SparkJobError: if Spark does not start.
         """
         if self._spark is None:
-            if "PYSPARK_GATEWAY_PORT" not in os.environ:
+            if "PYSPARK_GATEWAY_PORT" not in os.environ and not _remote_server():
                 if self.spark_log:
                     self._log = open(self.spark_log, "a")  # noqa: SIM115 - closed by close()
                 else:
@@ -388,9 +402,19 @@ def job_main(
     return run_job(prog, args.spark_log, lambda job: run(job, args, source_options), interrupted)
 
 
+def _remote_server() -> bool:
+    """Whether the job's Spark runs elsewhere: a Connect server not started here."""
+    return connect_requested() and not os.environ.get("SPARK_REMOTE", "local").startswith("local")
+
+
 def stage_status(spark: Any) -> str:
     """Return the running Spark stages' progress, e.g. ``stage 3: 5/8 tasks``, from
-    Spark's status tracker ('' when none runs): the status line of a job's progress."""
+    Spark's status tracker ('' when none runs, and over Spark Connect, which has no
+    status tracker): the status line of a job's progress."""
+    from hqueue.spark.session import is_connect
+
+    if is_connect(spark):
+        return ""
     tracker = spark.sparkContext.statusTracker()
     parts = []
     for stage in sorted(tracker.getActiveStageIds()):

@@ -74,10 +74,13 @@ def check_paths(paths: list[str]) -> None:
             raise InvalidArgumentError(f"no such file or directory: {path!r}")
 
 
-def _check_records(df: Any, has_topic_option: bool) -> int:
-    """Return how many records ``df`` holds, after checking in one pass that each has a
-    value and a topic (its own or ``--topic``), so that a bad record stops the load
-    before anything is put.
+def _check_records(df: Any, has_topic_option: bool) -> Loaded:
+    """Return how many records ``df`` holds and in how many of its Spark partitions
+    (the write tasks that will put them: the write's plan is narrow over the same
+    read), after checking in one pass that each has a value and a topic (its own or
+    ``--topic``), so that a bad record stops the load before anything is put. The
+    partitions are counted by the rows' ``spark_partition_id()``, not with
+    ``df.rdd``, which Spark Connect does not have.
 
     :raises InvalidArgumentError: naming the problem, how many records have it and the
         file of one of them.
@@ -95,12 +98,18 @@ def _check_records(df: Any, has_topic_option: bool) -> int:
         problems["topic"] = F.col("topic").isNull()
     if "_corrupt_record" in df.columns:  # lines Spark could not parse as JSON
         problems["_corrupt_record"] = F.col("_corrupt_record").isNotNull()
-    aggregates = [F.count(F.lit(1)).alias("rows")]
+    aggregates = [F.count(F.lit(1)).alias("rows"), F.count_distinct("_task").alias("tasks")]
     for name, bad in problems.items():
         aggregates.append(F.count(F.when(bad, 1)).alias(f"{name}_count"))
         aggregates.append(F.min(F.when(bad, F.col("_file"))).alias(f"{name}_file"))
-    # input_file_name() is not allowed inside an aggregate: name the file first.
-    found = df.withColumn("_file", F.input_file_name()).agg(*aggregates).first()
+    # input_file_name() and spark_partition_id() are not allowed inside an aggregate:
+    # name the file and the partition first.
+    found = (
+        df.withColumn("_file", F.input_file_name())
+        .withColumn("_task", F.spark_partition_id())
+        .agg(*aggregates)
+        .first()
+    )
     what = {  # one record, several, what to do
         "_corrupt_record": ("is not valid JSON", "are not valid JSON", ""),
         "value": ("has no 'value'", "have no 'value'", ""),
@@ -113,7 +122,7 @@ def _check_records(df: Any, has_topic_option: bool) -> int:
                 f"{plural(count, 'record')} {one if count == 1 else several}, "
                 f"e.g. in {found[f'{name}_file']}; nothing was put{fix}"
             )
-    return int(found["rows"])
+    return Loaded(int(found["rows"]), int(found["tasks"]))
 
 
 def load(
@@ -125,7 +134,7 @@ def load(
     progress: TextIO | None = None,
 ) -> Loaded:
     """Put every record of ``paths`` into the queue; return how many were put and by
-    how many Spark partitions (write tasks). Every record is checked
+    how many Spark partitions (the write tasks that put rows). Every record is checked
     first (a value, a topic), so a bad record puts nothing. With ``progress`` a
     terminal, a progress line is drawn on it.
 
@@ -141,11 +150,10 @@ def load(
         keep = [c for c in ("value", "topic", "partition", "key") if c in df.columns]
         df = df.select(*keep, *(["_corrupt_record"] if "_corrupt_record" in df.columns else []))
         with Ticker(lambda: f"checking the records; {stage_status(spark)}", progress):
-            count = _check_records(df, "topic" in options)
+            count, tasks = _check_records(df, "topic" in options)
         df = df.select(*keep)
         if "partition" in keep:
             df = df.withColumn("partition", df["partition"].cast("int"))
-        tasks = df.rdd.getNumPartitions()
         with Ticker(lambda: f"putting {count} rows: {stage_status(spark)}", progress):
             df.write.format("hqueue").options(**options).mode("append").save()
     return Loaded(count, tasks)

@@ -25,8 +25,17 @@ pytest_plugins = ["hqueue.testing.fixtures"]
 # The areas' own fixtures that start servers, besides the plugin's; those that pick
 # a backend per parameter call getfixturevalue, which a test's fixture closure does
 # not show.
-_SERVER_FIXTURES = {"spark", "own_server", "backend", "zk_backend", "hbase_backend", "any_cluster"}
-_JAVA_FIXTURES = {"spark", "zk_backend"}
+_SERVER_FIXTURES = {
+    "spark",
+    "spark_cluster",
+    "connect_server",
+    "own_server",
+    "backend",
+    "zk_backend",
+    "hbase_backend",
+    "any_cluster",
+}
+_JAVA_FIXTURES = {"spark", "spark_cluster", "connect_server", "zk_backend"}
 # Parametrized fixtures whose "zookeeper" parameter starts ZooKeeper.
 _BACKEND_PARAMS = ("backend", "any_cluster")
 # Some tests, and some test modules' own fixtures, start a server of their own (to

@@ -13,12 +13,16 @@ the options, streaming reads and writes.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from hqueue.spark.options import SourceOptions
 from hqueue.spark.schema import SCHEMA
+from hqueue.spark.session import is_connect
 
 __all__ = ["SCHEMA", "read_queue", "register"]
+
+log = logging.getLogger(__name__)
 
 
 def register(spark: Any) -> None:
@@ -51,7 +55,14 @@ def read_queue(
     min_partitions: int | None = None,
 ) -> Any:
     """Return a DataFrame of the queue's messages (the columns of :data:`SCHEMA`), read
-    by an RDD whose partitions prefer the hosts that serve their HBase regions.
+    by an RDD whose partitions prefer the hosts that serve their HBase regions, each
+    offered by every name and address the driver's resolver knows for it (see
+    :mod:`hqueue.spark.hosts`).
+
+    A Spark Connect session has no JVM to build that RDD with: there the read is
+    ``spark.read.format("hqueue")`` with the same options (the source is registered
+    with the session first), the same rows without preferred locations, and one
+    WARNING line is logged on the ``hqueue.spark`` logger to say so.
 
     The arguments are the data source's options (docs/spark.md; ``min_partitions``
     is ``minPartitions``). As with
@@ -82,4 +93,13 @@ def read_queue(
         }.items()
         if v is not None
     }
-    return read_located(spark, SourceOptions.parse(options))
+    parsed = SourceOptions.parse(options)
+    if is_connect(spark):
+        log.warning(
+            "read_queue: Spark Connect has no JVM to name preferred locations with; "
+            "reading queue %r with spark.read.format('hqueue'), without locality",
+            queue,
+        )
+        register(spark)
+        return spark.read.format("hqueue").options(**options).load()
+    return read_located(spark, parsed)

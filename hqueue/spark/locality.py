@@ -6,7 +6,9 @@ Seq[host])])`` through the py4j gateway: one element per Spark partition (the JS
 its rowkey ranges) with the hosts of its region. The scan is a narrow ``mapInArrow``
 over a one-column DataFrame of that RDD, so Spark's scheduler places each task by the
 JVM RDD's preferred locations, and the rows travel as the reader's Arrow batches, as in
-the data source: no Python object per message.
+the data source: no Python object per message. A region's host is offered by every name
+and address it is known by (:class:`~hqueue.spark.hosts.HostAliases`), since Spark
+matches a location to an executor's host as a string.
 
 Not public API beyond :func:`hqueue.spark.read_queue`.
 """
@@ -17,6 +19,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from hqueue.spark.hosts import HostAliases
 from hqueue.spark.options import SourceOptions
 from hqueue.spark.planning import ScanPartition, read_ranges
 from hqueue.spark.schema import SCHEMA
@@ -27,7 +30,8 @@ __all__ = ["located_rdd", "plan_located"]
 
 
 def plan_located(options: SourceOptions) -> list[ScanPartition]:
-    """Return the read's Spark partitions, each with the hosts of its region.
+    """Return the read's Spark partitions, each with the host of its region and every
+    other name and address that host is known by (each host resolved once per read).
 
     :raises NoQueueError: if there is no such queue.
     :raises ConnectionLostError: if HBase cannot be reached.
@@ -36,9 +40,10 @@ def plan_located(options: SourceOptions) -> list[ScanPartition]:
     conn = options.conn
     with ThriftReader(conn.hbase, conn.table) as reader:
         regions = reader.regions()
+    aliases = HostAliases()
     for part in parts:
-        if not part.hosts:
-            part.hosts = region_hosts(regions, part.ranges[0].partition)
+        hosts = part.hosts or region_hosts(regions, part.ranges[0].partition)
+        part.hosts = list(dict.fromkeys(a for host in hosts for a in aliases.of(host)))
     return parts
 
 

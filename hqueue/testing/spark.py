@@ -1,14 +1,37 @@
-"""A local SparkSession for tests and benchmarks: no UI, no console progress, UTC,
-quiet logs, the ``hqueue`` data source registered, and Spark's Python workers running
-this interpreter (so they import the hqueue under test)."""
+"""Spark for tests and benchmarks.
+
+- :func:`local_spark`: a local SparkSession: no UI, no console progress, UTC, quiet
+  logs, the ``hqueue`` data source registered, and Spark's Python workers running this
+  interpreter (so they import the hqueue under test).
+- :class:`SparkCluster`: a Spark standalone cluster on this machine, a master and
+  workers, each a JVM started with the installed PySpark's ``bin/spark-class`` (its
+  package carries no ``sbin`` scripts for them), the way a user starts one by hand.
+- :class:`ConnectServer`: a Spark Connect server on ``local[N]``, likewise.
+
+The JVMs run in process groups of their own, so stopping one also ends what it
+started (a worker's executors).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import signal
+import socket
+import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["local_spark"]
+from hqueue.testing.process import free_port
+
+__all__ = ["ConnectServer", "SparkCluster", "local_spark", "spark_home"]
+
+_LOOPBACK = "127.0.0.1"
 
 
 def local_spark(app: str, master: str = "local[2]", **config: str) -> Any:
@@ -38,3 +61,251 @@ def local_spark(app: str, master: str = "local[2]", **config: str) -> Any:
     session.sparkContext.setLogLevel("ERROR")
     hqueue.spark.register(session)
     return session
+
+
+def spark_home() -> Path:
+    """Return the installed PySpark's Spark home (its package folder, holding ``jars``).
+
+    :raises ImportError: if pyspark is not installed.
+    """
+    from pyspark.find_spark_home import _find_spark_home
+
+    return Path(_find_spark_home())
+
+
+def _scala_version(home: Path) -> str:
+    """The Scala version of Spark's jars (``spark-core_2.13-4.3.0.jar``: ``2.13``), which
+    Spark's launcher otherwise looks up in a source build's folders."""
+    for jar in (home / "jars").glob("spark-core_*.jar"):
+        return jar.name.removeprefix("spark-core_").split("-")[0]
+    raise RuntimeError(f"no spark-core jar under {home / 'jars'}")
+
+
+class _Jvm:
+    """One Spark JVM in a process group of its own, its output in ``log_path``: PySpark's
+    ``bin/spark-class <class> <args>``, which has Spark's launcher add the JVM options
+    Spark needs on this Java (its ``--add-opens`` list, without which Arrow fails),
+    with ``heap`` as its heap (``SPARK_DAEMON_MEMORY``, which the launcher gives
+    SparkSubmit too when started this way)."""
+
+    def __init__(self, log_path: Path, main_class: str, args: Sequence[str], heap: str) -> None:
+        self.log_path = log_path
+        home = spark_home()
+        self.cmd = [str(home / "bin" / "spark-class"), main_class, *args]
+        self.env = {
+            **os.environ,
+            "SPARK_HOME": str(home),
+            "SPARK_SCALA_VERSION": _scala_version(home),
+            "SPARK_DAEMON_MEMORY": heap,
+            "PYSPARK_PYTHON": sys.executable,
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                self.cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+            )
+
+    def check_alive(self) -> None:
+        """:raises RuntimeError: if it has exited (its log in the message)."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(
+                f"{self.cmd[1]} exited with {self.proc.returncode}:\n{self.log_path.read_text()}"
+            )
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM its process group, then SIGKILL after ``timeout`` seconds; idempotent."""
+        if self.proc is None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        # Its group may outlive it (a worker's executors ending late).
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc = None
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return json.load(answer)
+
+
+class SparkCluster:
+    """A Spark standalone cluster on this machine: a master on ``127.0.0.1`` and one
+    worker per entry of ``worker_hosts``, each with ``cores`` cores and ``memory`` for
+    executors; an entry is the worker's ``--host``, or ``None`` to let Spark pick, as
+    a worker started without it does (the address of a network interface when the
+    machine's name resolves to a loopback address). Work folders and logs go under
+    ``work_dir``.
+
+    After :meth:`start`: :attr:`master_url` (``spark://127.0.0.1:PORT``) and
+    :attr:`ui_url` (the master's web UI).
+    """
+
+    def __init__(
+        self,
+        work_dir: Path,
+        worker_hosts: Sequence[str | None] = (None, None),
+        *,
+        cores: int = 1,
+        memory: str = "1g",
+    ) -> None:
+        self.work_dir = Path(work_dir)
+        self.worker_hosts = list(worker_hosts)
+        self.cores = cores
+        self.memory = memory
+        self.master_url = ""
+        self.ui_url = ""
+        self._jvms: list[_Jvm] = []
+
+    def start(self, timeout: float = 60.0) -> SparkCluster:
+        """Start the master and the workers; return once every worker is registered
+        and alive (asked of the master's JSON status page), else stop them all.
+
+        :raises RuntimeError: a JVM exited, or the workers were not all alive within
+            ``timeout`` seconds (the logs are in the message or in ``work_dir``).
+        """
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        port, ui_port = free_port(_LOOPBACK), free_port(_LOOPBACK)
+        self.master_url = f"spark://{_LOOPBACK}:{port}"
+        self.ui_url = f"http://{_LOOPBACK}:{ui_port}"
+        master = _Jvm(
+            self.work_dir / "master.log",
+            "org.apache.spark.deploy.master.Master",
+            ["--host", _LOOPBACK, "--port", str(port), "--webui-port", str(ui_port)],
+            "256m",
+        )
+        self._jvms.append(master)
+        try:
+            master.start()
+            for i, host in enumerate(self.worker_hosts):
+                args = [self.master_url, "--cores", str(self.cores), "--memory", self.memory]
+                args += ["--webui-port", "0", "--work-dir", str(self.work_dir / f"worker{i}")]
+                if host is not None:
+                    args += ["--host", host]
+                worker = _Jvm(
+                    self.work_dir / f"worker{i}.log",
+                    "org.apache.spark.deploy.worker.Worker",
+                    args,
+                    "256m",
+                )
+                self._jvms.append(worker)
+                worker.start()
+            self._wait_alive(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_alive(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for jvm in self._jvms:
+                jvm.check_alive()
+            with contextlib.suppress(OSError, ValueError):
+                if self.status().get("aliveworkers") == len(self.worker_hosts):
+                    return
+            time.sleep(0.3)
+        raise RuntimeError(
+            f"the Spark cluster's {len(self.worker_hosts)} workers were not alive after "
+            f"{timeout} s; logs in {self.work_dir}"
+        )
+
+    def status(self) -> dict[str, Any]:
+        """Return the master's status (its web UI's ``/json/`` page: ``workers``,
+        ``aliveworkers``, ``activeapps``...).
+
+        :raises OSError: if the master does not answer.
+        """
+        return dict(_get_json(f"{self.ui_url}/json/"))
+
+    def registered_hosts(self) -> list[str]:
+        """Return the host each alive worker registered with, as executors on it
+        report theirs to Spark's scheduler."""
+        return [w["host"] for w in self.status()["workers"] if w["state"] == "ALIVE"]
+
+    def stop(self) -> None:
+        """Stop the workers (and their executors), then the master; idempotent."""
+        for jvm in reversed(self._jvms):
+            jvm.stop()
+        self._jvms.clear()
+
+
+class ConnectServer:
+    """A Spark Connect server on ``master`` (``local[2]``), started from the installed
+    PySpark's jars on a free port of ``127.0.0.1``, its log in ``log_path``; its
+    Python workers (the data source's) run this interpreter.
+
+    After :meth:`start`: :attr:`url` (``sc://127.0.0.1:PORT``), what
+    ``SparkSession.builder.remote`` and ``SPARK_REMOTE`` take.
+    """
+
+    def __init__(self, log_path: Path, master: str = "local[2]", **config: str) -> None:
+        self.log_path = Path(log_path)
+        self.master = master
+        self.config = {
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.session.timeZone": "UTC",
+            **config,
+        }
+        self.port = 0
+        self.url = ""
+        self._jvm: _Jvm | None = None
+
+    def start(self, timeout: float = 90.0) -> ConnectServer:
+        """Start the server; return once its gRPC port accepts connections.
+
+        :raises RuntimeError: it exited, or its port did not open within ``timeout``
+            seconds (its log is in the message).
+        """
+        self.port = free_port(_LOOPBACK)
+        self.url = f"sc://{_LOOPBACK}:{self.port}"
+        settings = {
+            **self.config,
+            "spark.connect.grpc.binding.address": _LOOPBACK,
+            "spark.connect.grpc.binding.port": str(self.port),
+        }
+        args = ["--master", self.master]
+        for key, value in settings.items():
+            args += ["--conf", f"{key}={value}"]
+        args += ["--class", "org.apache.spark.sql.connect.service.SparkConnectServer"]
+        self._jvm = _Jvm(
+            self.log_path, "org.apache.spark.deploy.SparkSubmit", [*args, "spark-internal"], "1g"
+        )
+        self._jvm.start()
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                self._jvm.check_alive()
+                with (
+                    contextlib.suppress(OSError),
+                    socket.create_connection((_LOOPBACK, self.port), timeout=1),
+                ):
+                    return self
+                time.sleep(0.3)
+            raise RuntimeError(
+                f"the Spark Connect server did not open port {self.port} in {timeout} s:\n"
+                f"{self.log_path.read_text()}"
+            )
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop the server; idempotent."""
+        if self._jvm is not None:
+            self._jvm.stop()
+            self._jvm = None

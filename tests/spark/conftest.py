@@ -18,7 +18,7 @@ pytest.importorskip("pyarrow")
 import happybase
 
 from hqueue.client.client import Client
-from hqueue.testing.spark import local_spark
+from hqueue.testing.spark import ConnectServer, SparkCluster, local_spark
 from hqueue.testing.standalone import StandaloneProcess
 
 
@@ -84,3 +84,23 @@ def run_available_now(spark, opts: dict[str, str], out: object, checkpoint: obje
     with contextlib.suppress(Exception):
         query.awaitTermination(120)
     return query
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    """A Spark standalone cluster from the installed PySpark: a master and two workers
+    of one core each, one started as users usually do, without ``--host`` (Spark then
+    registers it by an address), one with ``--host 127.0.0.1``."""
+    cluster = SparkCluster(
+        tmp_path_factory.mktemp("spark-cluster"), worker_hosts=(None, "127.0.0.1"), memory="1g"
+    ).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A Spark Connect server on ``local[2]`` from the installed PySpark."""
+    server = ConnectServer(tmp_path_factory.mktemp("spark-connect") / "connect.log").start()
+    yield server
+    server.stop()

@@ -1,0 +1,90 @@
+"""A Spark driver run by tests/spark/test_cluster.py in a process of its own (a
+process holds one SparkContext, and the test session's is local): it reads a queue
+with ``read_queue`` on a standalone cluster and prints, as one JSON line, what the
+test checks.
+
+    python -m tests.spark.cluster_read MASTER_URL HBASE QUEUE
+
+Printed: ``count`` (rows read), ``preferred`` (each Spark partition's preferred
+locations, as the scheduler sees them), ``tasks`` (each task of the read's stage:
+``host`` and ``locality``, from the driver's REST API) and ``executors`` (the hosts
+the executors registered with).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.request
+from typing import Any
+
+from hqueue.testing.process import free_port
+from hqueue.testing.spark import local_spark
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return json.load(answer)
+
+
+def _wait_for_executors(app: str, count: int, timeout: float = 60.0) -> list[str]:
+    """Return the hosts of the application's executors once ``count`` have registered
+    (tasks scheduled before would find no executor on their preferred hosts)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        executors = [e for e in _get(f"{app}/executors") if e["id"] != "driver"]
+        if len(executors) >= count:
+            return [e["hostPort"].rpartition(":")[0] for e in executors]
+        time.sleep(0.2)
+    raise RuntimeError(f"fewer than {count} executors registered in {timeout} s")
+
+
+def main(master: str, hbase: str, queue: str) -> dict[str, Any]:
+    import hqueue.spark
+    from hqueue.spark.locality import plan_located
+    from hqueue.spark.options import SourceOptions
+
+    ui_port = free_port()
+    spark = local_spark(
+        "hqueue-cluster-test",
+        master,
+        **{
+            "spark.ui.enabled": "true",
+            "spark.ui.port": str(ui_port),
+            "spark.port.maxRetries": "0",
+            "spark.executor.memory": "512m",
+            "spark.executor.cores": "1",
+            "spark.cores.max": "2",
+        },
+    )
+    try:
+        sc = spark.sparkContext
+        app = f"http://127.0.0.1:{ui_port}/api/v1/applications/{sc.applicationId}"
+        executors = _wait_for_executors(app, 2)
+        sc.setJobGroup("read", "read_queue")
+        df = hqueue.spark.read_queue(spark, queue, hbase=hbase, table_prefix="")
+        count = df.count()
+        options = {"queue": queue, "hbase": hbase, "table_prefix": ""}
+        parts = plan_located(SourceOptions.parse(options))
+        tasks = []
+        for job_id in sc.statusTracker().getJobIdsForGroup("read"):
+            for stage in _get(f"{app}/jobs/{job_id}")["stageIds"]:
+                for attempt in _get(f"{app}/stages/{stage}"):
+                    url = f"{app}/stages/{stage}/{attempt['attemptId']}/taskList?length=1000"
+                    tasks += [
+                        {"stage": stage, "host": t["host"], "locality": t["taskLocality"]}
+                        for t in _get(url)
+                    ]
+        return {
+            "count": count,
+            "preferred": [p.hosts for p in parts],
+            "tasks": tasks,
+            "executors": executors,
+        }
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(*sys.argv[1:4])))
