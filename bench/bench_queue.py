@@ -25,6 +25,11 @@ Workloads, messages of 100 bytes, fresh stream / queue per round:
   with). A diagnostic row scans the hqueue table with happybase directly
   (``scan(batch_size=1000)``): the Thrift1 path alone, without the scanner's
   decoding, so the gap between it and ``partition_scanner`` is hqueue's own cost.
+  A second hqueue row reads the same number of messages in the layout of a cluster:
+  ``hqueue standalone --no-sidecar`` as the storage only (HBase's part; the queue's
+  metadata in its tables) and a separate ``hqueue sidecar`` process owning the
+  partition, which reads the storage through Thrift1 scanners; its queue is filled,
+  untimed, in the same round.
 - one at a time: hqueue ``put``; Redis XADD; NATS ``await js.publish``; each call
   timed, p50/p99 reported.
 - one call per message (``--send-messages``, 200,000): the asynchronous producers,
@@ -53,7 +58,8 @@ peer's scan rows) rotating from round to round, and each figure is the median ov
 the rounds (for latencies, the median of the per-round percentiles), so a passing
 disturbance on this shared machine does not favour one peer. Ratios are hqueue's
 msgs/s divided by the peer's. The targets: batched produce >= 2x Redis
-pipelined XADD, scan >= 2x Redis XREAD, unbatched put p50 < 1 ms; and for ``send``
+pipelined XADD, scan >= 2x Redis XREAD, unbatched put p50 < 1 ms, the scan in the
+cluster's layout >= 75% of the embedded scan's rate (issue 27); and for ``send``
 (from a thread and from asyncio, each judged): >= 80% of ``put_batch``'s rate, >= 3x
 Redis's one-at-a-time XADD, acknowledgement p99 < 20 ms.
 
@@ -100,6 +106,7 @@ from rounds import (
 import hqueue
 from hqueue import aio
 from hqueue.message import partition_range
+from hqueue.testing.sidecar import SidecarProcess
 from hqueue.testing.standalone import StandaloneProcess
 
 BATCH = 1000
@@ -221,10 +228,16 @@ class HQueuePeer:
 
     name = "hqueue"
     primary_scan = "hqueue partition_scanner(0)"
+    cluster_scan = "hqueue partition_scanner(0), storage + sidecar"
 
     def __init__(self, workdir: Path) -> None:
         self.server = StandaloneProcess(workdir / "hqueue-data")
+        # The cluster's layout: the storage alone and a separate sidecar process.
+        self.storage = StandaloneProcess(workdir / "hqueue-storage", ("--no-sidecar",))
+        self.sidecar = SidecarProcess("", workdir / "hqueue-sidecar.log")
+        self.workdir = workdir
         self.client: Any = None
+        self.cluster: Any = None
         self.loop = asyncio.new_event_loop()
         self.aclient: aio.AsyncClient | None = None
         self.produced = 0
@@ -240,6 +253,16 @@ class HQueuePeer:
             put_timeout=15.0,
         )
         self._new_queue("probe")
+        self.storage.start()
+        self.sidecar = SidecarProcess(self.storage.address, self.workdir / "hqueue-sidecar.log")
+        self.sidecar.start()
+        self.cluster = hqueue.connect(
+            self.storage.address,
+            hbase_admin=f"127.0.0.1:{self.storage.thrift2_port}",
+            table_prefix="",
+            put_timeout=15.0,
+        )
+        self._new_queue("probe", self.cluster)
         self.aclient = self.loop.run_until_complete(
             aio.connect(
                 self.server.address,
@@ -255,18 +278,24 @@ class HQueuePeer:
                 self.loop.run_until_complete(self.aclient.close())
             if self.client is not None:
                 self.client.close()
+            if self.cluster is not None:
+                self.cluster.close()
         finally:
             self.loop.close()
             self.server.stop()
+            for process in (self.sidecar, self.storage):
+                if process.proc is not None:
+                    process.stop()
 
-    def _new_queue(self, name: str) -> Any:
-        self.client.create_queue(name, partitions=1)
+    def _new_queue(self, name: str, client: Any = None) -> Any:
+        client = client or self.client
+        client.create_queue(name, partitions=1)
         # client.queue() reads the watched metadata cache, which may not have seen
         # the create yet (read-your-writes is not promised): wait, untimed.
         deadline = time.monotonic() + 30
         while True:
             try:
-                q = self.client.queue(name)
+                q = client.queue(name)
                 break
             except hqueue.HQueueError:
                 if time.monotonic() > deadline:
@@ -294,6 +323,18 @@ class HQueuePeer:
         q = self.client.queue(f"b{r}")
         t0 = time.perf_counter()
         with q.scan() as scanner:
+            n = sum(1 for _ in scanner)
+        return self._scanned(n, t0)
+
+    def scan_cluster(self, r: int) -> Sample:
+        # The same messages as the round's batched produce wrote, put (untimed) through
+        # the separate sidecar into the storage.
+        q = self._new_queue(f"b{r}", self.cluster)
+        values = [VALUE] * BATCH
+        for _ in range((self.produced - 1) // BATCH):
+            q.put_batch(values, topic=TOPIC, partition=0)
+        t0 = time.perf_counter()
+        with q.partition_scanner(0) as scanner:
             n = sum(1 for _ in scanner)
         return self._scanned(n, t0)
 
@@ -372,6 +413,7 @@ class HQueuePeer:
             SCAN: [
                 (self.primary_scan, self.scan_partition),
                 ("hqueue queue.scan()", self.scan_queue),
+                (self.cluster_scan, self.scan_cluster),
                 ("happybase scan (Thrift1 only, diagnostic)", self.scan_happybase),
             ],
             SINGLE: [("hqueue put", self.single)],
@@ -740,6 +782,20 @@ def report(
     else:
         print(
             markdown_row(("unbatched put p50 < 1 ms", f"{p50:.3f} ms", "yes" if p50 < 1 else "no"))
+        )
+    cluster = rate.get((SCAN, HQueuePeer.cluster_scan))
+    if hq_s is None or cluster is None:
+        print(markdown_row(("scan, storage + sidecar >= 75% of embedded", "n/a", "n/a")))
+    else:
+        share = cluster / hq_s
+        print(
+            markdown_row(
+                (
+                    "scan, storage + sidecar >= 75% of embedded",
+                    f"{share:.0%}",
+                    "yes" if share >= 0.75 else "no",
+                )
+            )
         )
     for text, workload in (
         ("batched produce vs fastest NATS", BATCHED),

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,7 +50,7 @@ from hqueue.storage.producers import (
 from hqueue.storage.reader import Thrift1Range
 from hqueue.wire.block import MessageBlock
 from hqueue.wire.idl import hbase1
-from hqueue.wire.thrift1_frames import scanner_get_block
+from hqueue.wire.thrift1_frames import ScannerRows, scanner_get
 
 __all__ = ["HBaseStorage"]
 
@@ -62,11 +65,51 @@ def _done() -> None:
     """A write that was durable when it returned."""
 
 
+_ScanKey = tuple[bytes, bytes, bytes, tuple[bytes, ...]]
+"""A read's table, start row, stop row and columns."""
+
+
+class _OpenScanners:
+    """Gateway scanners left open after a whole answer, by the read that continues
+    them: its table, start row (just past the answer's last row), stop row and columns.
+    At most ``most`` (the oldest are handed back to be closed), and none older than
+    ``max_age`` seconds, well within HBase's 60 s scanner lease. Thread-safe: a scanner
+    taken is no longer here, so two reads never share one."""
+
+    def __init__(self, most: int = 64, max_age: float = 20.0) -> None:
+        self._most = most
+        self._max_age = max_age
+        self._lock = threading.Lock()
+        self._open: OrderedDict[_ScanKey, tuple[int, float]] = OrderedDict()
+
+    def take(self, key: _ScanKey) -> int | None:
+        """Return the scanner that continues ``key``'s read, removed, if there is one
+        young enough."""
+        with self._lock:
+            found = self._open.pop(key, None)
+        if found is None or time.monotonic() - found[1] > self._max_age:
+            # Too old: the gateway may have reclaimed it; its lease ends it either way.
+            return None
+        return found[0]
+
+    def put(self, key: _ScanKey, scanner: int) -> list[int]:
+        """Keep ``scanner`` for the read ``key``; return the scanners to close now
+        (the one ``key`` held before, the oldest beyond the bound)."""
+        with self._lock:
+            old = self._open.pop(key, None)
+            self._open[key] = (scanner, time.monotonic())
+            evicted = [old[0]] if old is not None else []
+            while len(self._open) > self._most:
+                evicted.append(self._open.popitem(last=False)[1][0])
+        return evicted
+
+
 class HBaseStorage:
     """Messages in HBase through happybase (Thrift1)."""
 
     def __init__(self, hbase: HBase) -> None:
         self._hbase = hbase
+        self._open = _OpenScanners()
 
     def table_name(self, queue: str) -> bytes:
         return self._hbase.table_name(queue)
@@ -84,26 +127,61 @@ class HBaseStorage:
         limit: int,
         max_bytes: int,
     ) -> MessageBlock:
-        # One answer of at most ``limit`` rows: the scanner is closed after it. The
-        # rows go straight from the reply's bytes into the block (no TRowResult).
-        h1 = hbase1()
-        scan = h1.TScan(
-            startRow=start,
-            stopRow=stop,
-            columns=sorted(columns) if columns else None,
-            caching=limit,
-        )
+        # One answer of at most ``limit`` rows, straight from the reply's bytes into
+        # the block (no TRowResult). A scanner that answered ``limit`` whole rows stays
+        # open for the read that continues after them (a range read in answers: one
+        # call instead of three); any other is closed.
+        wanted = tuple(sorted(columns)) if columns else ()
         with self._hbase.connection("scan") as conn:
-            scanner = conn.client.scannerOpenWithScan(table, scan, {})
+            reused = self._open.take((table, start, stop, wanted))
+            scanner = (
+                reused
+                if reused is not None
+                else self._scanner(conn, table, start, stop, wanted, limit)
+            )
+            keep = False
             try:
-                # HBase has no byte limit on a scan: the block keeps what fits (at
-                # least one row).
-                return scanner_get_block(_socket(conn), scanner, limit, max_bytes)
+                got: ScannerRows | None = None
+                try:
+                    # HBase has no byte limit on a scan: the block keeps what fits (at
+                    # least one row).
+                    got = scanner_get(_socket(conn), scanner, limit, max_bytes)
+                except hbase1().IllegalArgument:
+                    if reused is None:
+                        raise
+                    # The gateway reclaimed the idle scanner after its lease.
+                if got is None or (reused is not None and not len(got.block)):
+                    # A scanner opened earlier need not see rows written since (HBase's
+                    # read point): an empty answer must come from a fresh one.
+                    if got is not None:
+                        self._close(conn, scanner)
+                    scanner = self._scanner(conn, table, start, stop, wanted, limit)
+                    got = scanner_get(_socket(conn), scanner, limit, max_bytes)
+                last_row = got.last_row
+                keep = got.rows == limit and last_row is not None
+                if last_row is not None and keep:
+                    for old in self._open.put((table, last_row + b"\x00", stop, wanted), scanner):
+                        self._close(conn, old)
+                return got.block
             finally:
                 # A reply read halfway leaves the connection unusable (the pool then
                 # drops it) and the scanner to the gateway's lease.
-                with contextlib.suppress(TException, OSError):
-                    conn.client.scannerClose(scanner)
+                if not keep:
+                    self._close(conn, scanner)
+
+    @staticmethod
+    def _scanner(
+        conn: Any, table: bytes, start: bytes, stop: bytes, columns: tuple[bytes, ...], limit: int
+    ) -> int:
+        scan = hbase1().TScan(
+            startRow=start, stopRow=stop, columns=list(columns) or None, caching=limit
+        )
+        return int(conn.client.scannerOpenWithScan(table, scan, {}))
+
+    @staticmethod
+    def _close(conn: Any, scanner: int) -> None:
+        with contextlib.suppress(TException, OSError):
+            conn.client.scannerClose(scanner)
 
     def fence(self, table: bytes, partition: int, epoch: int) -> None:
         h1 = hbase1()
