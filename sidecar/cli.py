@@ -69,6 +69,13 @@ def delivery_options(command: F) -> F:
             show_default=True,
             help="Seconds between checkpoint writes.",
         ),
+        click.option(
+            "--delivery-threads",
+            type=click.IntRange(1),
+            default=_DEFAULTS.threads,
+            show_default=True,
+            help="Threads all deliveries share (a push holds one until its subscriber answers).",
+        ),
     ]
 
     @functools.wraps(command)
@@ -78,6 +85,7 @@ def delivery_options(command: F) -> F:
         buffer_bytes: int,
         batch_messages: int,
         checkpoint_interval: float,
+        delivery_threads: int,
         **kwargs: Any,
     ) -> Any:
         kwargs["delivery"] = DeliveryOptions(
@@ -85,6 +93,7 @@ def delivery_options(command: F) -> F:
             buffer_bytes=buffer_bytes,
             batch_messages=batch_messages,
             checkpoint_interval=checkpoint_interval,
+            threads=delivery_threads,
         )
         return command(*args, **kwargs)
 

@@ -46,6 +46,7 @@ from hqueue.metadata.metastore import WatchEvent
 from hqueue.metadata.policy import DeliveryPolicy
 from hqueue.metadata.resources import GROUP, MEMBER, SUBSCRIBER, SUBSCRIPTION
 from hqueue.metrics import Metrics
+from hqueue.sidecar.delivery_pool import DeliveryPool
 from hqueue.sidecar.lag_window import LagWindow
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
@@ -91,6 +92,7 @@ class SubscriptionManager:
         self.membership = membership
         self.options = options or DeliveryOptions()
         self._metrics = metrics
+        self._pool = DeliveryPool(self.options.threads, f"deliver-{membership.id}")
         self._windows: dict[tuple[str, str, int], LagWindow] = {}
         """each delivery's lag window, by (queue, subscription, partition), kept while
         the subscription wants the partition from this sidecar"""
@@ -116,7 +118,8 @@ class SubscriptionManager:
         return self
 
     def start(self) -> SubscriptionManager:
-        """Start the control and checkpoint threads; return self."""
+        """Start the delivery pool, the control and checkpoint threads; return self."""
+        self._pool.start()
         for target, name in ((self._run, "subscriptions"), (self._chore, "checkpoints")):
             thread = threading.Thread(
                 target=target, name=f"{name}-{self.membership.id}", daemon=True
@@ -138,6 +141,7 @@ class SubscriptionManager:
             self.workers.clear()
             self._by_partition.clear()
         self._stop_workers(workers, flush=True)
+        self._pool.stop()
 
     # -- hooks (called on the sidecar's threads) -------------------------------------
 
@@ -272,6 +276,7 @@ class SubscriptionManager:
             self.membership.storage,
             self._route_of(queue, name, want.policy.group),
             self.options,
+            self._pool,
             self.membership.id,
             want.policy,
             self._metrics,

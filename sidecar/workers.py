@@ -1,12 +1,14 @@
 """One partition of one subscription, pushed to its subscriber: the SubscriptionWorker.
 
-A worker has two threads around a bounded buffer:
+A worker has two lanes around a bounded buffer, each a step run on the sidecar's
+shared :class:`~hqueue.sidecar.delivery_pool.DeliveryPool` (so a sidecar's threads are
+bounded by the pool, not by its subscriptions):
 
 - the *reader* reads the partition's rows after its position into the buffer. It
   reads only up to the partition's newest acknowledged id (``HeldPartition.newest``,
   set after a write is durable, under the partition's lock), so it never passes a row
   that a write in flight has not made visible yet: on HBase a multi-row put becomes
-  visible row by row. It sleeps until a put on the partition wakes it
+  visible row by row. It runs when a put on the partition wakes it
   (:meth:`SubscriptionWorker.wake`), so the hot path has no polling delay.
 - the *sender* takes up to ``batch_messages`` from the buffer, pushes them to the
   subscriber's Thrift service (for a group's subscription, to the member the group's
@@ -52,6 +54,7 @@ from hqueue.message import COLUMN_PREFIX, ROWKEY, ROWKEY_BYTES, MessageId, encod
 from hqueue.metadata.policy import DeliveryPolicy
 from hqueue.metrics import Metrics
 from hqueue.settings import parse_address
+from hqueue.sidecar.delivery_pool import DeliveryPool, Lane
 from hqueue.sidecar.lag_window import LagStatus, LagWindow
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.storage.contract import MessageStorage
@@ -78,9 +81,12 @@ class DeliveryOptions:
     """Seconds of progress a delivery's verdict (OK, WARN, STALL, STOP, REWIND) is
     judged over, in :attr:`lag_samples` samples."""
     lag_samples: int = 10
+    threads: int = 32
+    """Threads every delivery of the sidecar shares (reads and pushes; a push holds
+    one until its subscriber answers)."""
 
     def __post_init__(self) -> None:
-        for name in ("buffer_messages", "buffer_bytes", "batch_messages"):
+        for name in ("buffer_messages", "buffer_bytes", "batch_messages", "threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name!r} must be at least 1")
         if self.checkpoint_interval <= 0 or self.send_timeout <= 0 or self.lag_window <= 0:
@@ -112,6 +118,10 @@ class Route:
     group_generation: int | None = None
     member: str | None = None
 
+
+_PAUSED_RECHECK = 5.0
+"""Seconds after which a delivery with no subscriber looks for one again, should the
+watch event that pokes it have been missed."""
 
 _ERROR_TEXT = 1_000
 """The longest error text kept (and sent back in a delivery)."""
@@ -180,6 +190,7 @@ class SubscriptionWorker:
         storage: MessageStorage,
         route: Callable[[int], Route | None],
         options: DeliveryOptions,
+        pool: DeliveryPool,
         sidecar_id: str = "",
         policy: DeliveryPolicy | None = None,
         metrics: Metrics | None = None,
@@ -211,13 +222,17 @@ class SubscriptionWorker:
         self.peak_bytes = 0
         self._value_size = 0
         """the mean value size of the last read, to size the next one"""
-        self._cond = threading.Condition()
-        self._data = threading.Event()
-        """set by a put on the partition (or a stop): the reader has work"""
-        self._poke = threading.Event()
-        """set when the subscriber's address may have changed, or on stop"""
+        self._lock = threading.Lock()
+        """guards the buffer and its counts, shared by the two lanes"""
         self._stopping = threading.Event()
-        self._threads: list[threading.Thread] = []
+        name = f"{self.queue}/{self.partition}/{subscription}"
+        self._read_lane = Lane(pool, self._read_step, f"read {name}")
+        self._send_lane = Lane(pool, self._send_step, f"send {name}")
+        self._read_backoff = options.backoff_min
+        self._send_backoff = options.backoff_min
+        self._not_before = 0.0
+        """monotonic time before which no push is sent: a failed batch's wait, which
+        a new route does not cut short"""
         self._client: Any = None
         self._client_address: str | None = None
         self._started_ms = int(time.time() * 1000)
@@ -252,36 +267,30 @@ class SubscriptionWorker:
         return self.queue, self.subscription, self.partition
 
     def start(self) -> SubscriptionWorker:
-        """Start the reader and sender threads; return self."""
+        """Start reading and pushing (on the pool's threads); return self."""
         self._started_ms = int(time.time() * 1000)
-        name = f"{self.queue}/{self.partition}/{self.subscription}"
-        for target, role in ((self._read_loop, "read"), (self._send_loop, "send")):
-            thread = threading.Thread(target=target, name=f"deliver-{role}-{name}", daemon=True)
-            self._threads.append(thread)
-            thread.start()
+        self._read_lane.wake()
+        self._send_lane.wake()
         return self
 
     def wake(self) -> None:
         """A put on the partition made new rows visible."""
-        self._data.set()
+        self._read_lane.wake()
 
     def poke(self) -> None:
         """The subscriber's address may have changed: retry at once."""
-        self._poke.set()
+        self._send_lane.wake()
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stop both threads and wait for them (up to ``timeout`` s, by default the
-        send timeout, since a push in flight finishes or times out first)."""
+        """Stop reading and pushing, and wait for the steps under way (up to
+        ``timeout`` s, by default the send timeout, since a push in flight finishes or
+        times out first)."""
         self._stopping.set()
-        self._data.set()
-        self._poke.set()
-        with self._cond:
-            self._cond.notify_all()
         deadline = time.monotonic() + (
             self.options.send_timeout + 1 if timeout is None else timeout
         )
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        for lane in (self._read_lane, self._send_lane):
+            lane.wait_idle(max(0.0, deadline - time.monotonic()))
         self._close_client()
         self.state = WorkerState.STOPPED
 
@@ -292,54 +301,47 @@ class SubscriptionWorker:
 
     # -- reader ----------------------------------------------------------------------
 
-    def _read_loop(self) -> None:
-        backoff = self.options.backoff_min
-        while not self._stopping.is_set():
-            self._data.clear()
-            newest = self.held.newest
-            if self.held.state is not PartitionState.WRITABLE:
-                return  # the partition is being released: the service stops us
-            if newest is None or self._next > newest:
-                self._data.wait(1.0)
-                continue
-            if not self._wait_for_space():
-                return
-            try:
-                got = self._read(newest)
-            except HQueueError as exc:
-                self.last_error = f"read: {exc}"
-                log.warning(
-                    "delivery %s/%d to %r cannot read: %s",
-                    self.queue,
-                    self.partition,
-                    self.subscription,
-                    exc,
-                )
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, self.options.backoff_max)
-                continue
-            backoff = self.options.backoff_min
-            if not got:
-                self._data.wait(1.0)
+    def _read_step(self) -> float | None:
+        """Read what is new into the buffer's free space; return when to run again
+        (see :data:`hqueue.sidecar.delivery_pool.Step`): a put, a stop or space in the
+        buffer wakes it."""
+        if self._stopping.is_set() or self.held.state is not PartitionState.WRITABLE:
+            return None  # a partition being released: the service stops us
+        newest = self.held.newest
+        if newest is None or self._next > newest or self._full():
+            return None
+        try:
+            got = self._read(newest)
+        except HQueueError as exc:
+            self.last_error = f"read: {exc}"
+            log.warning(
+                "delivery %s/%d to %r cannot read: %s",
+                self.queue,
+                self.partition,
+                self.subscription,
+                exc,
+            )
+            wait, self._read_backoff = (
+                self._read_backoff,
+                min(self._read_backoff * 2, self.options.backoff_max),
+            )
+            return wait
+        self._read_backoff = self.options.backoff_min
+        return 0 if got else None
 
-    def _wait_for_space(self) -> bool:
-        """Block while the buffer is full; return False if stopping."""
+    def _full(self) -> bool:
         opts = self.options
-        with self._cond:
-            while (
+        with self._lock:
+            return (
                 self.buffered_messages >= opts.buffer_messages
                 or self.buffered_bytes >= opts.buffer_bytes
-            ):
-                if self._stopping.is_set():
-                    return False
-                self._cond.wait(1.0)
-        return not self._stopping.is_set()
+            )
 
     def _read(self, newest: MessageId) -> bool:
         """Read rows ``[next, newest]`` into the free part of the buffer; return
         whether any message was buffered."""
         opts = self.options
-        with self._cond:
+        with self._lock:
             free_count = opts.buffer_messages - self.buffered_messages
             free_bytes = opts.buffer_bytes - self.buffered_bytes
             empty = not self.buffered_messages
@@ -368,27 +370,24 @@ class SubscriptionWorker:
         self._value_size = max(1, chunk.nbytes // chunk.count)
         _, ts, seq = ROWKEY.unpack(block.last_rowkey())
         self._next = MessageId(ts, seq).successor()
-        with self._cond:
+        with self._lock:
             self._buffer.append(chunk)
             self.buffered_messages += chunk.count
             self.buffered_bytes += chunk.nbytes
             self.peak_messages = max(self.peak_messages, self.buffered_messages)
             self.peak_bytes = max(self.peak_bytes, self.buffered_bytes)
-            self._cond.notify_all()
+        self._send_lane.wake()
         return True
 
     # -- sender ----------------------------------------------------------------------
 
     def _take(self, limit: int) -> list[_Chunk] | None:
-        """Wait for buffered messages; return the leading chunks, up to ``limit``
-        messages (at least one message: a first chunk larger than ``limit`` is split),
-        or None when stopping."""
-        with self._cond:
-            while not self._buffer:
-                if self._stopping.is_set():
-                    return None
-                self.state = WorkerState.IDLE
-                self._cond.wait(1.0)
+        """Return the buffer's leading chunks, up to ``limit`` messages (at least one
+        message: a first chunk larger than ``limit`` is split), or None if it is
+        empty."""
+        with self._lock:
+            if not self._buffer:
+                return None
             first = self._buffer[0]
             if first.count > limit:
                 head, tail = first.split(limit)
@@ -404,52 +403,62 @@ class SubscriptionWorker:
                 count += chunk.count
             return chunks
 
-    def _send_loop(self) -> None:
+    def _send_step(self) -> float | None:
+        """Push the next batch and act on the answer; return when to run again (see
+        :data:`hqueue.sidecar.delivery_pool.Step`): messages read, a new route or a
+        stop wake it."""
+        if self._stopping.is_set():
+            return None
+        wait = self._not_before - time.monotonic()
+        if wait > 0:
+            return wait
         opts = self.options
-        backoff = opts.backoff_min
-        while not self._stopping.is_set():
-            isolating = self._suspects > 0
-            chunks = self._take(self._probe if isolating else opts.batch_messages)
-            if chunks is None:
-                return
-            route = self._route(self.partition)
-            if route is None:
-                self.state = WorkerState.PAUSED
-                self._poke.clear()
-                self._poke.wait(1.0)
-                continue
-            self.state = WorkerState.DELIVERING
-            count = sum(chunk.count for chunk in chunks)
-            dead = isolating and count == 1 and self._dead_next
-            answer = self._push(route, chunks, dead)
-            if self._stopping.is_set():
-                return
-            if answer is None or answer.refused:
-                # Not the messages' fault: no subscriber there, or routed by an old
-                # view of the group. Retry soon, at once when the route changes.
-                self.state = WorkerState.BACKOFF
-                self._poke.clear()
-                self._poke.wait(backoff)
-                backoff = min(backoff * 2, opts.backoff_max)
-                continue
-            backoff = opts.backoff_min
-            accepted = count if answer.status == 0 else max(0, min(answer.accepted, count))
-            if accepted:
-                self._accepted(accepted, dead)
-            if accepted == count:
-                self._dead_next = False
-                if self._suspects:
-                    self._probe = self._suspects  # the rest of the suspects, at once
-                continue
-            self._failed(count - accepted, accepted > 0, dead, answer.error)
+        isolating = self._suspects > 0
+        chunks = self._take(self._probe if isolating else opts.batch_messages)
+        if chunks is None:
+            self.state = WorkerState.IDLE
+            return None
+        route = self._route(self.partition)
+        if route is None:
+            # A subscriber coming back pokes us; the timer covers a missed event.
+            self.state = WorkerState.PAUSED
+            return _PAUSED_RECHECK
+        self.state = WorkerState.DELIVERING
+        count = sum(chunk.count for chunk in chunks)
+        dead = isolating and count == 1 and self._dead_next
+        answer = self._push(route, chunks, dead)
+        if self._stopping.is_set():
+            return None
+        if answer is None or answer.refused:
+            # Not the messages' fault: no subscriber there, or routed by an old view
+            # of the group. Retry soon, at once when the route changes (a poke).
             self.state = WorkerState.BACKOFF
-            if answer.retry_after is not None:
-                wait = answer.retry_after
-            else:
-                wait = self.policy.backoff(1 if self._suspects else self.failures)
-            # A listener's failure waits its whole backoff: an address change
-            # (a poke) must not turn it into a busy loop.
-            self._stopping.wait(wait)
+            wait, self._send_backoff = (
+                self._send_backoff,
+                min(self._send_backoff * 2, opts.backoff_max),
+            )
+            return wait
+        self._send_backoff = opts.backoff_min
+        accepted = count if answer.status == 0 else max(0, min(answer.accepted, count))
+        if accepted:
+            self._accepted(accepted, dead)
+        if accepted == count:
+            self._dead_next = False
+            if self._suspects:
+                self._probe = self._suspects  # the rest of the suspects, at once
+            return 0
+        self._failed(count - accepted, accepted > 0, dead, answer.error)
+        self.state = WorkerState.BACKOFF
+        if answer.retry_after is not None:
+            wait = answer.retry_after
+        elif self._suspects and not dead:
+            wait = self.policy.backoff(1)
+        else:
+            wait = self.policy.backoff(self.failures)
+        # A listener's failure waits its whole backoff: a poke must not turn it into a
+        # busy loop.
+        self._not_before = time.monotonic() + wait
+        return wait
 
     def _failed(self, remaining: int, moved: bool, dead: bool, error: str | None) -> None:
         """Count a push whose last ``remaining`` messages were not accepted (after
@@ -485,7 +494,7 @@ class SubscriptionWorker:
     def _accepted(self, count: int, dead: bool) -> None:
         """Drop the buffer's first ``count`` messages (the head of the chunks just
         pushed), moving ``delivered`` past them."""
-        with self._cond:
+        with self._lock:
             left = count
             last = b""
             while left:
@@ -500,7 +509,6 @@ class SubscriptionWorker:
                 left -= chunk.count
                 self.buffered_messages -= chunk.count
                 self.buffered_bytes -= chunk.nbytes
-            self._cond.notify_all()
         _, ts, seq = ROWKEY.unpack(last)
         self.delivered = MessageId(ts, seq)
         if dead:
@@ -515,7 +523,7 @@ class SubscriptionWorker:
         else:
             self.failures = 0
             self.last_error = None
-        self._data.set()  # space: a reader that found the next message too big retries
+        self._read_lane.wake()  # space: a reader that found the next message too big retries
 
     def _push(self, route: Route, chunks: list[_Chunk], dead: bool) -> _Answer | None:
         """Send the chunks as one batch; return the subscriber's answer, or None on a

@@ -1,0 +1,201 @@
+"""The threads every delivery of a sidecar shares: a bounded pool that runs the
+deliveries' steps, and one timer thread, so that the threads of a sidecar do not grow
+with its subscriptions (a thousand subscriptions of an eight-partition queue would
+otherwise need sixteen thousand).
+
+A delivery (:class:`hqueue.sidecar.workers.SubscriptionWorker`) has two
+:class:`Lane`\\ s, its reads and its pushes. A lane's step does one bounded piece of
+work and says when it wants to run again: at once, after a delay, or when woken (a
+put on the partition, space in the buffer, a new route). A lane never runs twice at
+once, and a wake while it runs makes it run again after, so no event is lost; the
+two lanes of a delivery may run at the same time, as its reader and sender threads
+did, so reading the next rows overlaps a push.
+
+A push blocks its pool thread until the subscriber answers or the send timeout
+passes, so the pool should be larger than the number of subscribers expected to be
+slow at once (``--delivery-threads``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["DeliveryPool", "Lane"]
+
+log = logging.getLogger(__name__)
+
+Step = Callable[[], float | None]
+"""A lane's step: returns 0 to run again at once, a number of seconds to run again
+after them (or when woken, if sooner), or ``None`` to run again only when woken."""
+
+
+class Lane:
+    """One kind of step of one delivery, run on a :class:`DeliveryPool`."""
+
+    __slots__ = (
+        "_again",
+        "_idle",
+        "_lock",
+        "_pool",
+        "_queued",
+        "_running",
+        "_timer_at",
+        "name",
+        "step",
+    )
+
+    def __init__(self, pool: DeliveryPool, step: Step, name: str) -> None:
+        self._pool = pool
+        self.step = step
+        self.name = name
+        self._lock = threading.Lock()
+        self._queued = False
+        self._running = False
+        self._again = False
+        self._timer_at: float | None = None
+        """when the pending timer fires (one per lane: a later one is not added)"""
+        self._idle = threading.Condition(self._lock)
+
+    def wake(self) -> None:
+        """Run the step soon (again after the current run, if one is under way)."""
+        with self._lock:
+            if self._running:
+                self._again = True
+                return
+            if self._queued:
+                return
+            self._queued = True
+        self._pool.submit(self)
+
+    def run(self) -> None:
+        """Run the step once (on a pool thread) and schedule what it asked for."""
+        with self._lock:
+            self._queued = False
+            if self._running:  # cannot happen: a queued lane is not running
+                return
+            self._running = True
+            self._again = False
+        try:
+            after = self.step()
+        except Exception:
+            log.exception("delivery step %s failed", self.name)
+            after = 1.0
+        with self._lock:
+            self._running = False
+            again = self._again
+            self._idle.notify_all()
+        if again or after == 0:
+            self.wake()
+        elif after is not None:
+            self._pool.at(after, self)
+
+    def _set_timer(self, when: float) -> bool:
+        """Record a timer at ``when``; return False if one as early is pending."""
+        with self._lock:
+            if self._timer_at is not None and self._timer_at <= when:
+                return False
+            self._timer_at = when
+            return True
+
+    def _fire(self, when: float) -> None:
+        """A timer fired: wake, unless a sooner one replaced it."""
+        with self._lock:
+            if self._timer_at != when:
+                return
+            self._timer_at = None
+        self.wake()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s until no step runs; return whether none does."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self._running:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(left)
+        return True
+
+
+class DeliveryPool:
+    """``threads`` threads running lanes, and a timer thread waking them later.
+    :meth:`start`, then :meth:`stop`."""
+
+    def __init__(self, threads: int, name: str = "deliver") -> None:
+        if threads < 1:
+            raise ValueError("a delivery pool needs at least one thread")
+        self.size = threads
+        self._name = name
+        self._ready: queue.SimpleQueue[Lane | None] = queue.SimpleQueue()
+        self._timers: list[tuple[float, int, Lane]] = []
+        self._order = itertools.count()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> DeliveryPool:
+        """Start the threads; return self."""
+        for n in range(self.size):
+            thread = threading.Thread(target=self._work, name=f"{self._name}-{n}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+        timer = threading.Thread(target=self._tick, name=f"{self._name}-timer", daemon=True)
+        self._threads.append(timer)
+        timer.start()
+        return self
+
+    def submit(self, lane: Lane) -> None:
+        """Run ``lane`` on the next free thread."""
+        self._ready.put(lane)
+
+    def at(self, delay: float, lane: Lane) -> None:
+        """Wake ``lane`` after ``delay`` seconds."""
+        when = time.monotonic() + delay
+        if not lane._set_timer(when):
+            return
+        with self._cond:
+            heapq.heappush(self._timers, (when, next(self._order), lane))
+            if self._timers[0][2] is lane:
+                self._cond.notify()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the threads (steps under way finish first, up to ``timeout`` s)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        for _ in range(self.size):
+            self._ready.put(None)
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _work(self) -> None:
+        while True:
+            lane = self._ready.get()
+            if lane is None:
+                return
+            lane.run()
+
+    def _tick(self) -> None:
+        with self._cond:
+            while not self._stopping:
+                if not self._timers:
+                    self._cond.wait()
+                    continue
+                when, _, lane = self._timers[0]
+                now = time.monotonic()
+                if when > now:
+                    self._cond.wait(when - now)
+                    continue
+                heapq.heappop(self._timers)
+                self._cond.release()
+                try:
+                    lane._fire(when)
+                finally:
+                    self._cond.acquire()

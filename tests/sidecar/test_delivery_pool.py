@@ -1,0 +1,97 @@
+"""The deliveries' shared threads: a lane never runs twice at once and loses no
+wake-up, timers wake it later (one pending per lane), and a sidecar's delivery
+threads stay those of its pool however many subscriptions it serves."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from hqueue import Message
+from hqueue.sidecar.delivery_pool import DeliveryPool, Lane
+from hqueue.sidecar.workers import DeliveryOptions
+from hqueue.testing.cluster import Cluster, wait_for
+
+
+def test_a_lane_never_runs_twice_at_once_and_loses_no_wake() -> None:
+    pool = DeliveryPool(4).start()
+    running = 0
+    most = 0
+    runs = 0
+    wanted = threading.Event()
+    lock = threading.Lock()
+
+    def step() -> float | None:
+        nonlocal running, most, runs
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.002)
+        with lock:
+            running -= 1
+            runs += 1
+        wanted.set()
+        return None
+
+    lane = Lane(pool, step, "test")
+    try:
+        for _ in range(200):
+            lane.wake()
+        wait_for(lambda: runs >= 1, 5, "a run")
+        # A wake while it runs makes it run once more afterwards.
+        wanted.clear()
+        lane.wake()
+        assert wanted.wait(5)
+        time.sleep(0.05)
+        assert lane.wait_idle(5)
+    finally:
+        pool.stop()
+    assert most == 1
+    assert 2 <= runs <= 200
+
+
+def test_timers_wake_a_lane_later_and_only_the_soonest_counts() -> None:
+    pool = DeliveryPool(2).start()
+    times: list[float] = []
+    answers = iter([0.3, 5.0, None])
+
+    def step() -> float | None:
+        times.append(time.monotonic())
+        return next(answers, None)
+
+    lane = Lane(pool, step, "timed")
+    try:
+        start = time.monotonic()
+        lane.wake()
+        wait_for(lambda: len(times) == 2, 5, "the timer")
+        assert times[1] - start >= 0.3
+        lane.wake()  # sooner than the 5 s timer: runs now, the step says stop
+        wait_for(lambda: len(times) == 3, 5, "the wake")
+        time.sleep(0.2)
+        assert len(times) == 3
+    finally:
+        pool.stop()
+
+
+def test_delivery_threads_do_not_grow_with_subscriptions(cluster: Cluster) -> None:
+    cluster.in_process(delivery=DeliveryOptions(threads=4))
+    client = cluster.client()
+    client.create_queue("many", partitions=4)
+    queue = client.queue("many")
+    got: list[Message] = []
+    lock = threading.Lock()
+
+    def listener(messages: list[Message]) -> None:
+        with lock:
+            got.extend(messages)
+
+    subscribers = [queue.subscribe(f"s{i}", listener) for i in range(25)]
+    try:
+        queue.put_batch([(b"x", "t", p) for p in range(4)])
+        wait_for(lambda: len(got) == 25 * 4, 60, "100 deliveries")
+        delivering = [t for t in threading.enumerate() if t.name.startswith("deliver-")]
+        # 25 subscriptions x 4 partitions = 100 deliveries, on 4 threads and a timer.
+        assert len(delivering) == 5, [t.name for t in delivering]
+    finally:
+        for sub in subscribers:
+            sub.close()
