@@ -8,12 +8,16 @@ gateway) it measures
 - partial updates per second: one checkpoint field of one subscription (what a
   subscription worker does);
 - reading all subscriptions of a queue (preferences and checkpoints) with 10,000
-  subscriptions, straight from the store (best of three), and from a warm cache.
+  subscriptions, straight from the store (best of three), and from a warm cache;
+- ownership at scale: two sidecars take over a queue of 32,768 partitions (the
+  largest count), how long until every partition is writable, and how long the first
+  put to a one-partition queue created meanwhile waits (``--takeover``).
 
 It prints a Markdown table. The servers are started with :mod:`hqueue.testing`
 (ZooKeeper from Debian's jars) unless ``--zookeeper`` / ``--hbase`` are given.
 
-    .venv/bin/python bench/bench_metadata.py [--subscriptions 10000] [--seconds 2] [--smoke]
+    .venv/bin/python bench/bench_metadata.py [--subscriptions 10000] [--seconds 2]
+        [--takeover 32768] [--smoke]
 
 The targets and the latest figures, with what bounds them: docs/performance.md.
 """
@@ -112,9 +116,49 @@ def read_all(store: MetaStore, queue: str, count: int) -> tuple[float, float]:
     return best, warm
 
 
+def takeover(
+    hbase: str, admin: str, zookeeper: str | None, prefix: str, partitions: int
+) -> tuple[float, float, float]:
+    """Start two sidecars, create a queue of ``partitions`` partitions, then at once a
+    one-partition queue and put to it. Return the seconds until that put was
+    acknowledged, until every partition of the big queue was claimed, and until every
+    one was writable (all counted from the big queue's creation)."""
+    from hqueue.client.client import connect
+    from hqueue.sidecar.node import SidecarConfig, SidecarServer
+
+    config = SidecarConfig(hbase=hbase, zookeeper=zookeeper, table_prefix=prefix)
+    sidecars = [SidecarServer(config).start() for _ in range(2)]
+    client = connect(hbase, hbase_admin=admin, zookeeper=zookeeper, table_prefix=prefix)
+    try:
+        start = time.perf_counter()
+        client.create_queue("big", partitions=partitions)
+        client.create_queue("small", partitions=1)
+        client.queue("small").put(b"first", topic="t")
+        first_put = time.perf_counter() - start
+        memberships = [sidecar.sidecar.membership for sidecar in sidecars if sidecar.sidecar]
+        claimed = writable = 0.0
+        while not writable:
+            held = [m.held_count("big") for m in memberships]
+            now = time.perf_counter() - start
+            if not claimed and sum(h[0] for h in held) == partitions:
+                claimed = now
+            if sum(h[1] for h in held) == partitions:
+                writable = now
+                claimed = claimed or now
+            time.sleep(0.02)
+        return first_put, claimed, writable
+    finally:
+        client.close()
+        for sidecar in sidecars:
+            sidecar.stop()
+
+
 @contextmanager
-def servers(args: argparse.Namespace) -> Iterator[dict[str, dict[str, str]]]:
-    """Yield each backend's open_metastore() arguments, starting servers as needed."""
+def servers(
+    args: argparse.Namespace,
+) -> Iterator[tuple[dict[str, dict[str, str]], dict[str, str]]]:
+    """Yield each backend's open_metastore() arguments, and the addresses of the
+    HBase Thrift1 and Thrift2 gateways and of ZooKeeper, starting servers as needed."""
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hqueue-bench-")))
         zookeeper = args.zookeeper
@@ -140,10 +184,16 @@ def servers(args: argparse.Namespace) -> Iterator[dict[str, dict[str, str]]]:
         client.ensure_path(f"/bench-{run}")
         client.stop()
         client.close()
-        yield {
-            "zookeeper": {"zookeeper": f"{zookeeper}/bench-{run}"},
-            "hbase": {"hbase": hbase, "table_prefix": f"bench{run}"},
-        }
+        admin = args.hbase_admin
+        if not args.hbase:
+            admin = f"{standalone.host}:{standalone.thrift2_port}"
+        yield (
+            {
+                "zookeeper": {"zookeeper": f"{zookeeper}/bench-{run}"},
+                "hbase": {"hbase": hbase, "table_prefix": f"bench{run}"},
+            },
+            {"hbase": hbase, "admin": admin or hbase, "zookeeper": f"{zookeeper}/bench-{run}"},
+        )
 
 
 def main() -> None:
@@ -153,13 +203,18 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4, help="writers while loading")
     parser.add_argument("--zookeeper", help="use this ZooKeeper instead of starting one")
     parser.add_argument("--hbase", help="use this HBase Thrift1 gateway (HOST:PORT)")
-    add_smoke_argument(parser, "100 subscriptions, 0.2 s per rate")
+    parser.add_argument("--hbase-admin", help="with --hbase: its Thrift2 gateway (HOST:PORT)")
+    parser.add_argument(
+        "--takeover", type=int, default=32_768, help="partitions taken over (0: skip)"
+    )
+    add_smoke_argument(parser, "100 subscriptions, 0.2 s per rate, 1,024 partitions")
     args = parser.parse_args()
     if args.smoke:
-        args.subscriptions, args.seconds = 100, 0.2
+        args.subscriptions, args.seconds, args.takeover = 100, 0.2, 1024
 
     rows = []
-    with servers(args) as targets:
+    takeovers = []
+    with servers(args) as (targets, addresses):
         for backend, target in targets.items():
 
             def factory(target: dict[str, str] = target) -> MetaStore:
@@ -175,6 +230,12 @@ def main() -> None:
             finally:
                 store.close()
             rows.append((backend, cas, partial, loaded, direct, warm))
+            if args.takeover:
+                zookeeper = addresses["zookeeper"] if backend == "zookeeper" else None
+                prefix = f"take{uuid.uuid4().hex[:8]}"
+                hbase, admin = addresses["hbase"], addresses["admin"]
+                times = takeover(hbase, admin, zookeeper, prefix, args.takeover)
+                takeovers.append((backend, *times))
             print(f"{backend}: done", file=sys.stderr)
 
     n = f"{args.subscriptions:,}"
@@ -206,6 +267,22 @@ def main() -> None:
                 )
             )
         )
+
+    if takeovers:
+        print()
+        print(
+            markdown_header(
+                (
+                    "backend",
+                    f"two sidecars take over {args.takeover:,} partitions: all claimed (s)",
+                    "all writable (s)",
+                    "first put to a new 1-partition queue meanwhile (s)",
+                ),
+                "lrrr",
+            )
+        )
+        for backend, first_put, claimed, writable in takeovers:
+            print(markdown_row((backend, f"{claimed:.1f}", f"{writable:.1f}", f"{first_put:.2f}")))
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -82,9 +83,21 @@ from hqueue.sidecar.options import SidecarOptions
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.storage.contract import MessageStorage
 
-__all__ = ["Membership"]
+__all__ = ["CLAIM_BATCH", "OPENERS", "STEP_BUDGET", "Membership"]
 
 log = logging.getLogger(__name__)
+
+CLAIM_BATCH = 256
+"""How many partitions of one queue are claimed with one metadata request (a
+ZooKeeper ``multi``, a batch of HBase mutations) and opened together."""
+
+STEP_BUDGET = 0.1
+"""Seconds a round of the control loop spends claiming and opening before it looks at
+the metadata again: what a new queue waits at most behind another's takeover."""
+
+OPENERS = 8
+"""Threads that open claimed partitions (fence, read the last id), each a few storage
+round trips."""
 
 
 class Membership:
@@ -128,6 +141,8 @@ class Membership:
         self.run_token = self.options.run_token or secrets.token_hex(16)
         """this process's run token, written in its registration"""
         self._taken_over: set[tuple[str, int]] = set()
+        self._pool: ThreadPoolExecutor | None = None
+        self._more = False
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -163,10 +178,11 @@ class Membership:
             self.leading = False
         with self._held_lock:
             held = list(self._held.values())
-        for hp in held:
-            self._release(hp)
+        self._release(held)
         self.store.remove_session_listener(self._on_session)
         self.cache.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
     @staticmethod
     def _quietly(action: Callable[[], Any], what: str) -> None:
@@ -198,6 +214,7 @@ class Membership:
     def _run(self) -> None:
         while not self._stopping.is_set():
             self._wake.clear()
+            self._more = False
             try:
                 pending = self._step()
             except HQueueError as exc:
@@ -206,6 +223,8 @@ class Membership:
             except Exception:
                 log.exception("sidecar %s control step failed", self.id)
                 pending = True
+            if self._more:
+                continue  # a takeover's next batches: at once
             self._wake.wait(0.1 if pending else self.options.tick)
 
     def _step(self) -> bool:
@@ -387,6 +406,10 @@ class Membership:
         return behind
 
     def _reconcile(self) -> bool:
+        """Release the partitions no longer assigned here, then claim and open those
+        assigned here, a batch of each queue in turn, the queues with the least to do
+        first, until :data:`STEP_BUDGET` is spent (:attr:`_more` then says that the
+        next round should come at once). Return whether work is pending."""
         desired: dict[tuple[str, int], int] = {}
         queues = self.cache.list(QUEUES)
         for name, entry in self.cache.list(ASSIGNMENTS).items():
@@ -396,24 +419,44 @@ class Membership:
                 desired[(name, p)] = epoch
         with self._held_lock:
             held = dict(self._held)
-        pending = False
-        for key, hp in held.items():
-            if key not in desired or desired[key] != hp.epoch:
-                self._release(hp)
-                pending = True
+        gone = [hp for key, hp in held.items() if desired.get(key) != hp.epoch]
+        self._release(gone)
+        pending = bool(gone)
+        to_claim: dict[str, list[tuple[int, int]]] = {}
+        to_open: dict[str, list[HeldPartition]] = {}
+        now = time.monotonic()
         for key, epoch in desired.items():
-            # One partition's trouble (say, its table was dropped behind the
-            # metadata's back) must not keep the others from being served.
-            try:
-                hp_now = held.get(key)
-                if hp_now is None or hp_now.epoch != epoch:
-                    pending |= not self._claim(key[0], key[1], epoch)
-                elif hp_now.state is PartitionState.CLAIMED:
-                    pending |= not self._open(hp_now)
-                self._warned.pop(key, None)
-            except HQueueError as exc:
-                pending = True
-                self._warn_once(key, exc)
+            hp_now = held.get(key)
+            if hp_now is None or hp_now.epoch != epoch:
+                to_claim.setdefault(key[0], []).append((key[1], epoch))
+            elif hp_now.state is PartitionState.CLAIMED:
+                if hp_now.fenced and now < hp_now.ready_at:
+                    pending = True  # waiting out its grace
+                else:
+                    to_open.setdefault(key[0], []).append(hp_now)
+        # A queue of many partitions must not hold up the others: each gets a batch in
+        # turn, the smallest first, and a new one-partition queue is served in the
+        # next round whatever is left of a big one.
+        work = {
+            q: len(to_claim.get(q, ())) + len(to_open.get(q, ())) for q in {*to_claim, *to_open}
+        }
+        order = sorted(work, key=lambda q: (work[q], q))
+        deadline = time.monotonic() + STEP_BUDGET
+        self._more = False
+        while order:
+            if time.monotonic() >= deadline:
+                self._more = True
+                return True
+            for queue in list(order):
+                claims, opens = to_claim.get(queue, []), to_open.get(queue, [])
+                if not claims and not opens:
+                    order.remove(queue)
+                    continue
+                batch, to_claim[queue] = claims[:CLAIM_BATCH], claims[CLAIM_BATCH:]
+                ready, to_open[queue] = opens[:CLAIM_BATCH], opens[CLAIM_BATCH:]
+                pending |= not self._claim_and_open(queue, batch, ready)
+                if time.monotonic() >= deadline:
+                    break
         return pending
 
     def _warn_once(self, key: tuple[str, int], exc: HQueueError) -> None:
@@ -422,27 +465,105 @@ class Membership:
             self._warned[key] = text
             log.warning("sidecar %s cannot serve %s/%d yet: %s", self.id, key[0], key[1], text)
 
-    def _claim(self, queue: str, partition: int, epoch: int) -> bool:
-        """Try to take the partition; return whether it is now held."""
-        owner = OwnerInfo(self.id, self.address, epoch, wall_clock_ms())
-        try:
-            self._owners.write_owner_info(queue, partition, owner, Version.NEW)
-        except KeyExistsError:
-            return False  # the previous owner has not let go yet
-        # No grace for a first owner, nor for one taking back what its own dead
-        # process held: no write of an earlier owner can still be landing.
-        taken_over = (queue, partition) in self._taken_over
-        self._taken_over.discard((queue, partition))
-        grace = self.options.takeover_grace if epoch > 1 and not taken_over else 0.0
-        hp = HeldPartition(
-            queue, partition, self.storage.table_name(queue), epoch, time.monotonic() + grace
-        )
-        with self._held_lock:
-            self._held[(queue, partition)] = hp
-        log.info("sidecar %s claimed %s/%d (epoch %d)", self.id, queue, partition, epoch)
-        return self._open(hp)
+    def _claim_and_open(
+        self, queue: str, claims: list[tuple[int, int]], opens: list[HeldPartition]
+    ) -> bool:
+        """Claim the ``(partition, epoch)`` pairs of one queue in one metadata request,
+        then open them and the claimed partitions ``opens`` together; return whether
+        every one of them is now writable."""
+        done = True
+        if claims:
+            try:
+                claimed = self._claim(queue, claims)
+            except HQueueError as exc:
+                # One queue's trouble (say, its metadata refused) must not keep the
+                # others from being served.
+                for p, _ in claims:
+                    self._warn_once((queue, p), exc)
+                return False
+            done = len(claimed) == len(claims)  # the others' previous owner holds on
+            opens = [*opens, *claimed]
+        return self._open(opens) and done
 
-    def _open(self, hp: HeldPartition) -> bool:
+    def _claim(self, queue: str, claims: list[tuple[int, int]]) -> list[HeldPartition]:
+        """Claim the ``(partition, epoch)`` pairs of ``queue`` with one batch of owner
+        entries; return the partitions now held (those whose previous owner has not
+        let go yet are not).
+
+        :raises HQueueError: if the metadata store fails (nothing is held then).
+        """
+        since = wall_clock_ms()
+        owners = {p: OwnerInfo(self.id, self.address, epoch, since) for p, epoch in claims}
+        claimed = self._owners.claim_partitions(queue, owners)
+        table = self.storage.table_name(queue)
+        now = time.monotonic()
+        held: list[HeldPartition] = []
+        for p, epoch in claims:
+            if p not in claimed:
+                continue
+            # No grace for a first owner, nor for one taking back what its own dead
+            # process held: no write of an earlier owner can still be landing.
+            taken_over = (queue, p) in self._taken_over
+            self._taken_over.discard((queue, p))
+            grace = self.options.takeover_grace if epoch > 1 and not taken_over else 0.0
+            held.append(HeldPartition(queue, p, table, epoch, now + grace))
+        with self._held_lock:
+            for hp in held:
+                self._held[(queue, hp.partition)] = hp
+        if held:
+            log.info(
+                "sidecar %s claimed %d partitions of %s (%s)",
+                self.id,
+                len(held),
+                queue,
+                _spans([hp.partition for hp in held]),
+            )
+        return held
+
+    def _open(self, hps: list[HeldPartition]) -> bool:
+        """Fence and open claimed partitions, several at a time (each is a few storage
+        round trips; :meth:`_open_one`), then run the open hooks of those opened;
+        return whether all are writable. A partition that fails is warned about and
+        left claimed, for the next round."""
+        if not hps:
+            return True
+        if len(hps) == 1:
+            outcomes = [_attempt(self._open_one, hps[0])]
+        else:
+            outcomes = list(self._openers().map(partial(_attempt, self._open_one), hps))
+        done = True
+        opened: list[HeldPartition] = []
+        for hp, outcome in zip(hps, outcomes, strict=True):
+            key = (hp.queue, hp.partition)
+            if isinstance(outcome, HQueueError):
+                self._warn_once(key, outcome)
+                done = False
+            elif isinstance(outcome, BaseException):
+                log.error("opening %s/%d failed", hp.queue, hp.partition, exc_info=outcome)
+                done = False
+            elif outcome:
+                self._warned.pop(key, None)
+                opened.append(hp)
+            else:
+                done = False
+        for hp in opened:
+            self._notify(self.options.on_open, hp)
+        if opened:
+            log.info(
+                "sidecar %s writes %d partitions of %s (%s)",
+                self.id,
+                len(opened),
+                opened[0].queue,
+                _spans([hp.partition for hp in opened]),
+            )
+        return done
+
+    def _openers(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(OPENERS, thread_name_prefix=f"open-{self.id}")
+        return self._pool
+
+    def _open_one(self, hp: HeldPartition) -> bool:
         """Fence a claimed partition's storage at its epoch (once), and make it
         writable once its grace has passed; return whether it is.
 
@@ -454,7 +575,7 @@ class Membership:
             # unseen (exactly on the standalone store; see the grace on HBase).
             self.storage.fence(hp.table, hp.partition, hp.epoch)
             hp.fenced = True
-            log.info(
+            log.debug(
                 "sidecar %s fenced %s/%d at epoch %d", self.id, hp.queue, hp.partition, hp.epoch
             )
         if time.monotonic() < hp.ready_at:
@@ -465,7 +586,7 @@ class Membership:
         # answered here with their ids).
         producers = self.storage.producer_states(hp.table, hp.partition)
         hp.open(last, self._clock, producers)
-        log.info(
+        log.debug(
             "sidecar %s writes %s/%d after %s (%d producers remembered)",
             self.id,
             hp.queue,
@@ -473,7 +594,6 @@ class Membership:
             last,
             len(hp.producers),
         )
-        self._notify(self.options.on_open, hp)
         return True
 
     @staticmethod
@@ -484,13 +604,31 @@ class Membership:
             except Exception:
                 log.exception("partition hook failed for %s/%d", hp.queue, hp.partition)
 
-    def _release(self, hp: HeldPartition) -> None:
-        hp.state = PartitionState.RELEASING
-        hp.drain()  # the writes in flight finish first
+    def _release(self, hps: list[HeldPartition]) -> None:
+        """Stop writing the partitions, let their writes in flight finish, then give
+        up their owner entries (several at a time: each is a read and a delete)."""
+        if not hps:
+            return
+        for hp in hps:
+            hp.state = PartitionState.RELEASING
+        for hp in hps:
+            hp.drain()  # the writes in flight finish first
         with self._held_lock:
-            if self._held.get((hp.queue, hp.partition)) is hp:
-                del self._held[(hp.queue, hp.partition)]
-        self._notify(self.options.on_release, hp)
+            for hp in hps:
+                if self._held.get((hp.queue, hp.partition)) is hp:
+                    del self._held[(hp.queue, hp.partition)]
+        for hp in hps:
+            self._notify(self.options.on_release, hp)
+        if len(hps) == 1:
+            self._let_go(hps[0])
+        else:
+            list(self._openers().map(self._let_go, hps))
+        for queue in sorted({hp.queue for hp in hps}):
+            partitions = [hp.partition for hp in hps if hp.queue == queue]
+            log.info("sidecar %s released %s/%s", self.id, queue, _spans(partitions))
+
+    def _let_go(self, hp: HeldPartition) -> None:
+        """Delete the partition's owner entry if it is still this ownership's."""
         try:
             current = self._owners.read_owner_info(hp.queue, hp.partition)
             if current.value.sidecar == self.id and current.value.epoch == hp.epoch:
@@ -499,7 +637,6 @@ class Membership:
             pass
         except HQueueError as exc:
             log.warning("release of %s/%d failed: %s", hp.queue, hp.partition, exc)
-        log.info("sidecar %s released %s/%d", self.id, hp.queue, hp.partition)
 
     def _drop_all(self, why: str) -> None:
         with self._held_lock:
@@ -541,6 +678,13 @@ class Membership:
                 for (q, _), hp in sorted(self._held.items())
                 if hp.state is PartitionState.WRITABLE and queue in (None, q)
             ]
+
+    def held_count(self, queue: str) -> tuple[int, int]:
+        """Return how many partitions of ``queue`` are held here (claimed, in any
+        state) and how many of those are writable."""
+        with self._held_lock:
+            states = [hp.state for (q, _), hp in self._held.items() if q == queue]
+        return len(states), states.count(PartitionState.WRITABLE)
 
     def owner_address(self, queue: str, partition: int) -> str | None:
         """Return the address of the sidecar the partition is assigned to, if known."""
@@ -590,3 +734,27 @@ class Membership:
         for hp in self.writable_partitions():
             out.setdefault(hp.queue, {})[hp.partition] = (hp.epoch, hp.newest)
         return out
+
+
+def _attempt(open_one: Callable[[HeldPartition], bool], hp: HeldPartition) -> bool | BaseException:
+    """Return what ``open_one(hp)`` returns, or the exception it raised (so that one
+    partition's failure does not hide the others' outcomes)."""
+    try:
+        return open_one(hp)
+    except Exception as exc:
+        return exc
+
+
+def _spans(partitions: list[int]) -> str:
+    """Return partition numbers as ranges, for a log line: ``"0-511, 600"``."""
+    spans: list[str] = []
+    ordered = sorted(partitions)
+    start = prev = ordered[0]
+    for p in [*ordered[1:], None]:
+        if p is not None and p == prev + 1:
+            prev = p
+            continue
+        spans.append(str(start) if start == prev else f"{start}-{prev}")
+        if p is not None:
+            start = prev = p
+    return ", ".join(spans)

@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import Any
 
 from hqueue.closing import Closeable
+from hqueue.errors import KeyExistsError
 from hqueue.metadata.version import Version, Versioned
 
 __all__ = [
@@ -220,6 +221,32 @@ class MetastoreTable(ABC):
         :raises SchemaValidationError: the table has a schema and ``value`` breaks it.
         :raises InvalidArgumentError: on a malformed key or value.
         """
+
+    def create_many(
+        self, values: Mapping[str, Mapping[str, Any]], *, ephemeral: bool = False
+    ) -> dict[str, Version]:
+        """Create every key of ``values`` that does not exist yet (each as
+        :meth:`put` with ``Version.NEW`` would), in as few round trips as the backend
+        allows (a ZooKeeper ``multi`` transaction, a batch of HBase mutations, per
+        batch of keys), and return the new version of each key created. A key that
+        exists is left as it is and missing from the result: the call is not atomic as
+        a whole, each key is created or not on its own.
+
+        Every key and value is checked before anything is written. The default
+        creates the keys one by one; backends override it.
+
+        :raises SchemaValidationError: the table has a schema and a value breaks it.
+        :raises InvalidArgumentError: on a malformed key or value.
+        :raises ConnectionLostError: if the store cannot be reached (some keys may have
+            been created by then).
+        """
+        created: dict[str, Version] = {}
+        for key, value in values.items():
+            try:
+                created[key] = self.put(key, value, Version.NEW, ephemeral=ephemeral)
+            except KeyExistsError:
+                continue
+        return created
 
     @abstractmethod
     def update(

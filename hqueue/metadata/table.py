@@ -11,7 +11,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from hqueue.errors import InvalidArgumentError
+from hqueue.errors import InvalidArgumentError, KeyExistsError
 from hqueue.metadata import schemas
 from hqueue.metadata.metastore import (
     EMPTY_END_KEY,
@@ -109,6 +109,19 @@ class TableBase(MetastoreTable):
         self.check_value(plain)
         return self._put(key, plain, version, ephemeral)
 
+    def create_many(
+        self, values: Mapping[str, Mapping[str, Any]], *, ephemeral: bool = False
+    ) -> dict[str, Version]:
+        plain: dict[str, Value] = {}
+        for key, value in values.items():
+            check_key(key)
+            check_fields(value)
+            plain[key] = dict(value)
+            self.check_value(plain[key])
+        if not plain:
+            return {}
+        return self._create_many(plain, ephemeral)
+
     def update(
         self, key: str, fields: Mapping[str, Any], version: Version = Version.ANY
     ) -> Version:
@@ -163,6 +176,17 @@ class TableBase(MetastoreTable):
 
     @abstractmethod
     def _put(self, key: str, value: Value, version: Version, ephemeral: bool) -> Version: ...
+
+    def _create_many(self, values: dict[str, Value], ephemeral: bool) -> dict[str, Version]:
+        """Create the keys that do not exist; return the versions of those created.
+        One by one here; backends that can batch override it."""
+        created: dict[str, Version] = {}
+        for key, value in values.items():
+            try:
+                created[key] = self._put(key, value, Version.NEW, ephemeral)
+            except KeyExistsError:
+                continue
+        return created
 
     @abstractmethod
     def _update(self, key: str, fields: Value, version: Version) -> Version: ...

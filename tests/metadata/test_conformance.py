@@ -189,6 +189,50 @@ def test_a_removed_key_can_be_created_again(store: MetaStore) -> None:
     assert table.get("k").version == version
 
 
+def test_create_many_creates_the_missing_keys_and_leaves_the_others(store: MetaStore) -> None:
+    table = store.create_table("many")
+    table.put("k0001", {"a": "old"}, Version.NEW)
+    table.put("k0002", {"a": "gone"}, Version.NEW)
+    table.remove("k0002")
+    # More keys than one ZooKeeper multi holds, one of them existing: a failed
+    # transaction falls back to single creates without losing the others.
+    values = {f"k{i:04d}": {"a": i} for i in range(1200)}
+    created = table.create_many(values)
+    assert set(created) == set(values) - {"k0001"}
+    assert table.get("k0001").value == {"a": "old"}
+    assert table.get("k0002") == table.get("k0002")
+    for key in ("k0000", "k0002", "k0599", "k1199"):
+        assert table.get(key).value == values[key]
+        assert table.get(key).version == created[key]
+    assert table.create_many(values) == {}
+    with table.open_cursor() as cursor:
+        assert len(list(cursor)) == 1200
+
+
+def test_create_many_checks_everything_before_writing(store: MetaStore) -> None:
+    table = store.create_table("checked")
+    with pytest.raises(InvalidArgumentError):
+        table.create_many({"good": {"a": 1}, "": {"a": 2}})
+    with pytest.raises(NoKeyError):
+        table.get("good")
+    assert table.create_many({}) == {}
+
+
+def test_create_many_ephemerals_vanish_with_their_store(backend: Backend) -> None:
+    owner, observer = backend.open(), backend.open()
+    created = owner.create_table("owners").create_many(
+        {str(p): {"epoch": 1} for p in range(50)}, ephemeral=True
+    )
+    assert len(created) == 50
+    table = observer.create_table("owners")
+    assert table.get("49").value == {"epoch": 1}
+    owner.close()
+    with pytest.raises(NoKeyError):
+        table.get("0")
+    # And they can be created again, by another session.
+    assert len(table.create_many({str(p): {"epoch": 2} for p in range(50)}, ephemeral=True)) == 50
+
+
 # -- cursors -----------------------------------------------------------------------------
 
 

@@ -10,7 +10,9 @@ Not public API.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from hqueue.metadata.backends.hbase.rows import FAMILIES
@@ -48,6 +50,9 @@ class HBaseClient:
         self._table = table
         self._table_name = self._hbase.table_name(table)
         self._exists = False
+        self._pool_size = pool_size
+        self._senders: ThreadPoolExecutor | None = None
+        self._senders_lock = threading.Lock()
 
     @contextlib.contextmanager
     def _client(self, what: str) -> Iterator[tuple[Any, bytes]]:
@@ -113,6 +118,23 @@ class HBaseClient:
         with self._client("mutate row") as (client, table):
             client.mutateRow(table, row, mutations, {})
 
+    def mutate_rows(
+        self, rows: Mapping[bytes, tuple[Mapping[bytes, bytes], Sequence[bytes]]]
+    ) -> None:
+        """Put and delete cells of many rows (row to puts and deleted columns) in one
+        request: each row atomically, not the whole."""
+        batch = []
+        for row, (puts, deletes) in rows.items():
+            mutations = [Hbase_thrift.Mutation(column=c, value=v) for c, v in puts.items()]
+            mutations += [Hbase_thrift.Mutation(isDelete=True, column=c) for c in deletes]
+            if mutations:
+                batch.append(Hbase_thrift.BatchMutation(row=row, mutations=mutations))
+        if not batch:
+            return
+        self.ensure_table()
+        with self._client("mutate rows") as (client, table):
+            client.mutateRows(table, batch, {})
+
     def check_and_put(
         self, row: bytes, column: bytes, expected: bytes | None, value: bytes
     ) -> bool:
@@ -122,6 +144,27 @@ class HBaseClient:
         self.ensure_table()
         with self._client("check and put") as (client, table):
             return bool(client.checkAndPut(table, row, column, expected, mutation, {}))
+
+    def check_and_put_many(
+        self, swings: Sequence[tuple[bytes, bytes, bytes | None, bytes]]
+    ) -> list[bool]:
+        """Do :meth:`check_and_put` for each ``(row, column, expected, value)``, several
+        at a time over the pool's connections (Thrift1 has no batched
+        ``checkAndPut``; concurrent ones let the server commit them together); return
+        whether each put was done, in order.
+
+        :raises ConnectionLostError: (or another HQueueError) the first failure met;
+            some swings may have been done by then.
+        """
+        if len(swings) <= 1:
+            return [self.check_and_put(*swing) for swing in swings]
+        with self._senders_lock:
+            if self._senders is None:
+                self._senders = ThreadPoolExecutor(
+                    self._pool_size, thread_name_prefix="hbase-metadata-cas"
+                )
+            senders = self._senders
+        return list(senders.map(lambda swing: self.check_and_put(*swing), swings))
 
     def increment(self, row: bytes, column: bytes, amount: int = 1) -> int:
         """Atomically add ``amount`` to a counter cell; return the new count."""
@@ -178,6 +221,10 @@ class HBaseClient:
 
     def close(self) -> None:
         """Close the pooled connections; idempotent."""
+        with self._senders_lock:
+            senders, self._senders = self._senders, None
+        if senders is not None:
+            senders.shutdown(wait=True)
         self._hbase.close()
 
 

@@ -235,6 +235,60 @@ class HBaseTable(TableBase):
                 return new_version
         raise MetadataError(f"{what}: gave up after {MAX_ATTEMPTS} conflicting writers")
 
+    def _create_many(self, values: dict[str, Value], ephemeral: bool) -> dict[str, Version]:
+        """Create the keys with one read of their commits, one write of every new
+        field cell and one change count for them all; only the commits are swung one
+        by one (Thrift1's ``checkAndPut`` takes one row). A key whose commit moved
+        meanwhile is created on its own (:meth:`_put`)."""
+        session = self._leases.ephemeral_session() if ephemeral else None
+        rows = {key: entry_row(self._name, key) for key in values}
+        found = self.client.rows(list(rows.values()), [COMMIT_COLUMN])
+        bases: dict[str, Commit | None] = {}
+        for key, row in rows.items():
+            current = self.interpret(key, found.get(row, {}))
+            if not current.live:
+                bases[key] = current.commit
+        commits: dict[str, Commit] = {}
+        puts: dict[str, dict[bytes, bytes]] = {}
+        mutations: dict[bytes, tuple[dict[bytes, bytes], list[bytes]]] = {}
+        for key, base in bases.items():
+            value = values[key]
+            cells = {name: new_cell_id() for name in value}
+            puts[key] = {data_column(cells[name]): encode_field(value[name]) for name in value}
+            # As _put and _swing do: the base's leftovers are collected now, the
+            # cells of a base not deleted (a dead lease's) by the next writer.
+            collect = [] if base is None else [data_column(cell) for cell in base.garbage]
+            garbage = () if base is None or base.deleted else tuple(base.fields.values())
+            version = 0 if base is None else base.version + 1
+            commits[key] = Commit(version, cells, session, garbage).sealed()
+            mutations[rows[key]] = (puts[key], collect)
+        self.client.mutate_rows(mutations)
+        created: dict[str, Version] = {}
+        lost: list[str] = []
+        client = self.client
+        swings: list[tuple[bytes, bytes, bytes | None, bytes]] = []
+        for key, new in commits.items():
+            base = bases[key]
+            swings.append((rows[key], COMMIT_COLUMN, None if base is None else base.raw, new.raw))
+        done = client.check_and_put_many(swings)
+        for (key, new), swung in zip(commits.items(), done, strict=True):
+            if swung:
+                created[key] = Version(new.version, new.raw)
+            else:
+                lost.append(key)
+        if created:
+            self._changed()
+        for key in lost:
+            # A rival wrote the key between the read and the swing.
+            with contextlib.suppress(HQueueError):
+                client.mutate(rows[key], {}, list(puts[key]))
+            with contextlib.suppress(KeyExistsError):
+                created[key] = self._put(key, values[key], Version.NEW, ephemeral)
+        if session is not None:
+            for key in created:
+                self._leases.track_ephemeral(self._name, key, owned=True)
+        return created
+
     def _update(self, key: str, fields: Value, version: Version) -> Version:
         what = self._what("update", key)
         for _ in range(MAX_ATTEMPTS):

@@ -74,7 +74,11 @@ class ZooKeeperClient:
 
     def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Return the result of one kazoo ``*_async`` request."""
-        return method(*args, **kwargs).get(timeout=self._timeout)
+        return self.wait(method(*args, **kwargs))
+
+    def wait(self, pending: Any) -> Any:
+        """Return the result of a kazoo request already sent (its async result)."""
+        return pending.get(timeout=self._timeout)
 
     def read(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Return the result of one idempotent kazoo request, sent again after

@@ -16,6 +16,7 @@ Not public API; obtain tables from ``ZooKeeperMetaStore.create_table``.
 
 from __future__ import annotations
 
+import contextlib
 import urllib.parse
 from collections.abc import Sequence
 
@@ -42,7 +43,12 @@ from hqueue.metadata.table import TableBase, Watches
 from hqueue.metadata.values import decode, encode, in_range, merge, project
 from hqueue.metadata.version import Version, Versioned
 
-__all__ = ["ZooKeeperTable", "quote_key", "unquote_key", "znode_version"]
+__all__ = ["MULTI_OPS", "ZooKeeperTable", "quote_key", "unquote_key", "znode_version"]
+
+MULTI_OPS = 500
+"""How many creates one ``multi`` transaction of :meth:`ZooKeeperTable.create_many` holds
+(a transaction is one request, bounded by the server's ``jute.maxbuffer``, 1 MiB by
+default: 500 small values stay far below it)."""
 
 
 def quote_key(key: str) -> str:
@@ -119,6 +125,54 @@ class ZooKeeperTable(TableBase):
         with zk_errors(what):
             stat = zookeeper.call(kazoo.set_async, path, data, expected)
         return znode_version(stat)
+
+    def _create_many(self, values: dict[str, Value], ephemeral: bool) -> dict[str, Version]:
+        """Create the keys in ``multi`` transactions of up to :data:`MULTI_OPS` creates
+        each; a transaction that fails (a key exists) is done again as pipelined
+        single creates, whose outcomes are each their own."""
+        zookeeper = self.zookeeper
+        kazoo = zookeeper.kazoo
+        with zk_errors(f"create keys in {self._name}"):
+            # A multi cannot make parents: the table's znode must exist first.
+            zookeeper.call(kazoo.ensure_path_async, self.path)
+        created: dict[str, Version] = {}
+        keys = list(values)
+        for start in range(0, len(keys), MULTI_OPS):
+            chunk = keys[start : start + MULTI_OPS]
+            transaction = kazoo.transaction()
+            for key in chunk:
+                transaction.create(self.key_path(key), encode(values[key]), ephemeral=ephemeral)
+            with zk_errors(f"create {len(chunk)} keys in {self._name}"):
+                results = zookeeper.call(transaction.commit_async)
+            if all(isinstance(result, str) for result in results):
+                created.update((key, Version(0)) for key in chunk)
+            else:
+                created.update(self._create_each(chunk, values, ephemeral))
+        return created
+
+    def _create_each(
+        self, keys: list[str], values: dict[str, Value], ephemeral: bool
+    ) -> dict[str, Version]:
+        """Create each key with its own request, all sent before any answer is
+        awaited; return the versions of those created."""
+        kazoo = self.zookeeper.kazoo
+        pending = [
+            kazoo.create_async(self.key_path(key), encode(values[key]), ephemeral=ephemeral)
+            for key in keys
+        ]
+        created: dict[str, Version] = {}
+        for key, result in zip(keys, pending, strict=True):
+            try:
+                with zk_errors(self._what("put", key)):
+                    self.zookeeper.wait(result)
+                created[key] = Version(0)
+            except KeyExistsError:
+                if ephemeral:
+                    continue
+                # Perhaps a directory znode, which a persistent key may take over.
+                with contextlib.suppress(KeyExistsError):
+                    created[key] = self._put(key, values[key], Version.NEW, ephemeral)
+        return created
 
     def _update(self, key: str, fields: Value, version: Version) -> Version:
         zookeeper, path = self.zookeeper, self.key_path(key)
