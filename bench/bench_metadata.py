@@ -5,8 +5,11 @@ gateway) it measures
 
 - compare-and-set updates per second: one key, each put at the version the previous
   one returned (what a partition owner does);
-- partial updates per second: one checkpoint field of one subscription (what a
-  subscription worker does);
+- partial updates per second: one checkpoint field of one subscription;
+- a sidecar's checkpoint writes per second, by its protocol before (read the
+  subscription's generation, then update the checkpoints at any version) and now
+  (:class:`hqueue.sidecar.checkpoints.CheckpointWriter`: one compare-and-set on the
+  version it holds), with the target of 5x;
 - reading all subscriptions of a queue (preferences and checkpoints) with 10,000
   subscriptions, straight from the store (best of three), and from a warm cache;
 - ownership at scale: two sidecars take over a queue of 32,768 partitions (the
@@ -39,6 +42,7 @@ from rounds import SMOKE_NOTE, add_smoke_argument, markdown_header, markdown_row
 from hqueue.metadata import MetaStore, Version, open_metastore
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.managers import SubscriptionDataManager, SubscriptionPreferences
+from hqueue.sidecar.checkpoints import CheckpointWriter
 
 
 def rate(operation: Callable[[], None], seconds: float) -> float:
@@ -74,6 +78,32 @@ def partial_rate(store: MetaStore, queue: str, seconds: float) -> float:
         subs.update_subscription_state(queue, "hot", {0: f"{tick}:0"})
 
     return rate(step, seconds)
+
+
+def checkpoint_rates(store: MetaStore, queue: str, seconds: float) -> tuple[float, float]:
+    """Return a sidecar's checkpoint writes per second of one subscription, by the
+    protocol before (the generation read, then the checkpoints updated at any
+    version) and now (one compare-and-set on the version held)."""
+    subs = SubscriptionDataManager(store)
+    subs.create_subscription_data(queue, "ckpt", SubscriptionPreferences({0: "0:0"}))
+    tick = 0
+
+    def before() -> None:
+        nonlocal tick
+        tick += 1
+        prefs = subs.read_subscription_data(queue, "ckpt").value.preferences
+        if prefs.generation == 0:
+            subs.update_subscription_state(queue, "ckpt", {0: f"{tick}:0"})
+
+    writer = CheckpointWriter(subs)
+    writer.saw(queue, "ckpt", subs.read_subscription_state(queue, "ckpt").version)
+
+    def now() -> None:
+        nonlocal tick
+        tick += 1
+        writer.write(queue, "ckpt", 0, {0: f"{tick}:0"})
+
+    return rate(before, seconds), rate(now, seconds)
 
 
 def load(store_factory: Callable[[], MetaStore], queue: str, count: int, threads: int) -> float:
@@ -225,11 +255,12 @@ def main() -> None:
                 queue = "bench"
                 cas = cas_rate(store, args.seconds)
                 partial = partial_rate(store, "hot", args.seconds)
+                checkpoints = checkpoint_rates(store, "ckpt", args.seconds)
                 loaded = load(factory, queue, args.subscriptions, args.threads)
                 direct, warm = read_all(store, queue, args.subscriptions)
             finally:
                 store.close()
-            rows.append((backend, cas, partial, loaded, direct, warm))
+            rows.append((backend, cas, partial, *checkpoints, loaded, direct, warm))
             if args.takeover:
                 zookeeper = addresses["zookeeper"] if backend == "zookeeper" else None
                 prefix = f"take{uuid.uuid4().hex[:8]}"
@@ -247,26 +278,47 @@ def main() -> None:
                 "backend",
                 "CAS updates/s",
                 "partial updates/s",
+                "checkpoints/s before",
+                "checkpoints/s now",
+                "now ÷ before",
                 f"create {n} subs (s)",
                 f"read all {n} subs (s)",
                 "same, warm cache (s)",
             ),
-            "lrrrrr",
+            "lrrrrrrrr",
         )
     )
-    for backend, cas, partial, loaded, direct, warm in rows:
+    for backend, cas, partial, before, now, loaded, direct, warm in rows:
         print(
             markdown_row(
                 (
                     backend,
                     f"{cas:,.0f}",
                     f"{partial:,.0f}",
+                    f"{before:,.0f}",
+                    f"{now:,.0f}",
+                    f"{now / before:.2f}x",
                     f"{loaded:.1f}",
                     f"{direct:.3f}",
                     f"{warm:.4f}",
                 )
             )
         )
+
+    if not args.smoke:
+        print()
+        print(markdown_header(("target", "measured", "met"), "lrc"))
+        for backend, _, _, before, now, *_ in rows:
+            ratio = now / before
+            print(
+                markdown_row(
+                    (
+                        f"checkpoint writes >= 5x the protocol before ({backend})",
+                        f"{ratio:.2f}x",
+                        "yes" if ratio >= 5 else "no",
+                    )
+                )
+            )
 
     if takeovers:
         print()

@@ -20,8 +20,10 @@ ownership change, and the checkpoint chore.
   restarts its workers where they were, as a change of topics does.
 - The chore writes every moved checkpoint each ``checkpoint_interval`` seconds,
   all partitions of one subscription in one partial update, and only while the
-  subscription's generation is still the worker's (read from the store just before:
-  a reset must not be overwritten by a worker that has not seen it yet).
+  subscription's generation is still the worker's (a reset must not be overwritten by
+  a worker that has not seen it yet): one compare-and-set on the version of the
+  checkpoints last read or written, or when that moved, the generation read from the
+  store first (:mod:`hqueue.sidecar.checkpoints`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from hqueue.metadata.metastore import WatchEvent
 from hqueue.metadata.policy import DeliveryPolicy
 from hqueue.metadata.resources import GROUP, MEMBER, SUBSCRIBER, SUBSCRIPTION
 from hqueue.metrics import Metrics
+from hqueue.sidecar.checkpoints import CheckpointWriter
 from hqueue.sidecar.delivery_pool import DeliveryPool
 from hqueue.sidecar.lag_window import LagWindow
 from hqueue.sidecar.membership import Membership
@@ -98,6 +101,7 @@ class SubscriptionManager:
         the subscription wants the partition from this sidecar"""
         self._cache = membership.cache
         self._subs = SubscriptionDataManager(membership.store)
+        self._checkpoints = CheckpointWriter(self._subs)
         self.workers: dict[tuple[str, str, int], SubscriptionWorker] = {}
         self._by_partition: dict[tuple[str, int], list[SubscriptionWorker]] = {}
         self._lock = threading.RLock()
@@ -258,9 +262,11 @@ class SubscriptionManager:
     def _start_worker(self, key: tuple[str, str, int], want: _Wanted) -> None:
         queue, name, partition = key
         try:
-            state = self._subs.read_subscription_state(queue, name).value
+            versioned = self._subs.read_subscription_state(queue, name)
         except NoSubscriptionError:
             return  # deleted meanwhile
+        state = versioned.value
+        self._checkpoints.saw(queue, name, versioned.version)
         checkpoint = state.get(partition)
         start = (
             MessageId.parse(checkpoint).successor()
@@ -376,18 +382,17 @@ class SubscriptionManager:
                     (worker, delivered)
                 )
         for (queue, name), items in moved.items():
+            fields = {w.partition: str(d) for w, d in items}
             try:
-                prefs = self._subs.read_subscription_data(queue, name).value.preferences
-                if prefs.generation != items[0][0].generation:
-                    continue
-                self._subs.update_subscription_state(
-                    queue, name, {w.partition: str(d) for w, d in items}
-                )
+                written = self._checkpoints.write(queue, name, items[0][0].generation, fields)
             except NoSubscriptionError:
+                self._checkpoints.forget(queue, name)
                 continue
             except HQueueError as exc:
                 log.warning("checkpoint of %r on %s failed: %s", name, queue, exc)
                 continue
+            if not written:
+                continue  # reset meanwhile: these positions no longer count
             for worker, delivered in items:
                 worker.checkpointed = delivered
 

@@ -1,0 +1,68 @@
+"""Writing a subscription's checkpoints: one compare-and-set in the common case.
+
+A sidecar writes the last delivered id of the partitions it delivers, all partitions
+of one subscription in one partial update, and only while the subscription is still
+at the generation its workers started at: a reset must not be overwritten by a
+worker that has not seen it yet. :class:`CheckpointWriter` keeps the version of each
+subscription's checkpoints it last read or wrote, so the common case is a single
+compare-and-set on that version. When the version moved (another sidecar's
+checkpoints of other partitions, or a reset clearing them), it reads the version, then
+the generation, both from the store, and writes by compare-and-set on the version
+read. A reset writes its generation before it clears the checkpoints, so either the
+generation read is the new one (nothing is written), or the clearing comes after it
+and fails this write or overwrites it: no position of before a reset survives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from hqueue.errors import BadVersionError
+from hqueue.metadata.managers import SubscriptionDataManager
+from hqueue.metadata.version import Version
+
+__all__ = ["CheckpointWriter"]
+
+
+class CheckpointWriter:
+    """Writes checkpoints through ``subs``, remembering the versions it saw."""
+
+    def __init__(self, subs: SubscriptionDataManager) -> None:
+        self._subs = subs
+        self._versions: dict[tuple[str, str], Version] = {}
+
+    def saw(self, queue: str, name: str, version: Version) -> None:
+        """Record the version of ``name``'s checkpoints just read (a worker started)."""
+        self._versions[(queue, name)] = version
+
+    def forget(self, queue: str, name: str) -> None:
+        """Drop what is known of ``name`` (deleted)."""
+        self._versions.pop((queue, name), None)
+
+    def write(self, queue: str, name: str, generation: int, checkpoints: Mapping[int, str]) -> bool:
+        """Write ``checkpoints`` (partition to last delivered id) of subscription
+        ``name`` if it is still at ``generation``; return whether they were written
+        (False: it was reset, these positions no longer count).
+
+        :raises NoSubscriptionError: if the subscription was deleted.
+        :raises BadVersionError: if the checkpoints moved again meanwhile (the caller
+            retries later).
+        """
+        key = (queue, name)
+        held = self._versions.get(key)
+        if held is not None:
+            try:
+                self._versions[key] = self._subs.update_subscription_state(
+                    queue, name, checkpoints, held
+                )
+                return True
+            except BadVersionError:
+                pass
+        current = self._subs.read_subscription_state(queue, name).version
+        prefs = self._subs.read_subscription_data(queue, name).value.preferences
+        if prefs.generation != generation:
+            return False
+        self._versions[key] = self._subs.update_subscription_state(
+            queue, name, checkpoints, current
+        )
+        return True

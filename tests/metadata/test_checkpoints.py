@@ -1,0 +1,57 @@
+"""The sidecar's checkpoint writes (:mod:`hqueue.sidecar.checkpoints`) on both metadata
+backends: one compare-and-set when nothing else wrote, a re-read when another sidecar
+did, and never a position of before a reset surviving it, whichever side of the
+reset's two writes the checkpoint lands."""
+
+from __future__ import annotations
+
+from hqueue.metadata.managers import SubscriptionDataManager, SubscriptionPreferences
+from hqueue.metadata.managers.subscription_data import GENERATION_OPTION
+from hqueue.metadata.metastore import MetaStore
+from hqueue.sidecar.checkpoints import CheckpointWriter
+
+
+def _subscription(store: MetaStore) -> SubscriptionDataManager:
+    subs = SubscriptionDataManager(store)
+    subs.create_subscription_data("q", "s", SubscriptionPreferences({0: "0:0", 1: "0:0"}))
+    return subs
+
+
+def _reset_generation(subs: SubscriptionDataManager) -> None:
+    """A reset's first write: the next generation (its second clears the state)."""
+    prefs = subs.read_subscription_data("q", "s").value.preferences
+    options = {**prefs.options, GENERATION_OPTION: str(prefs.generation + 1)}
+    subs.replace_subscription_data(
+        "q", "s", SubscriptionPreferences(prefs.partitions, prefs.topics, options, prefs.created_ms)
+    )
+
+
+def test_writes_on_the_version_held_and_after_another_writer(store: MetaStore) -> None:
+    subs = _subscription(store)
+    mine, other = CheckpointWriter(subs), CheckpointWriter(subs)
+    for writer in (mine, other):
+        writer.saw("q", "s", subs.read_subscription_state("q", "s").version)
+    assert mine.write("q", "s", 0, {0: "5:0"})
+    # The other sidecar's version is stale now: it re-reads and still writes its own.
+    assert other.write("q", "s", 0, {1: "7:0"})
+    assert mine.write("q", "s", 0, {0: "6:0"})
+    assert subs.read_subscription_state("q", "s").value == {0: "6:0", 1: "7:0"}
+
+
+def test_no_position_of_before_a_reset_survives_it(store: MetaStore) -> None:
+    subs = _subscription(store)
+    writer = CheckpointWriter(subs)
+    writer.saw("q", "s", subs.read_subscription_state("q", "s").version)
+    assert writer.write("q", "s", 0, {0: "5:0"})
+    # Between the reset's two writes: the write lands (the version is unchanged) ...
+    _reset_generation(subs)
+    assert writer.write("q", "s", 0, {0: "6:0"})
+    # ... and the reset's clearing removes it.
+    subs.clear_subscription_state("q", "s")
+    assert subs.read_subscription_state("q", "s").value == {}
+    # After the reset: the version moved, the generation read says reset, nothing lands.
+    assert not writer.write("q", "s", 0, {0: "7:0"})
+    assert subs.read_subscription_state("q", "s").value == {}
+    # A worker of the new generation writes.
+    assert writer.write("q", "s", 1, {0: "1:0"})
+    assert subs.read_subscription_state("q", "s").value == {0: "1:0"}
