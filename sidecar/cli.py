@@ -74,7 +74,8 @@ def delivery_options(command: F) -> F:
             type=click.IntRange(1),
             default=_DEFAULTS.threads,
             show_default=True,
-            help="Threads all deliveries share (a push holds one until its subscriber answers).",
+            help="Threads all deliveries share (a push holds one until its subscriber "
+            "answers; at most two pushes per subscriber are in flight).",
         ),
     ]
 

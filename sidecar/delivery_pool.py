@@ -12,12 +12,18 @@ two lanes of a delivery may run at the same time, as its reader and sender threa
 did, so reading the next rows overlaps a push.
 
 A push blocks its pool thread until the subscriber answers or the send timeout
-passes, so the pool should be larger than the number of subscribers expected to be
-slow at once (``--delivery-threads``).
+passes. A subscriber takes one batch at a time whatever its partitions, so the pool
+lets at most :data:`PUSHES_PER_SUBSCRIBER` pushes to one address be in flight
+(:class:`AddressGate`; the second keeps the subscriber busy while the first one's
+answer travels back): the other deliveries to it wait without holding a thread, and
+a slow subscriber holds two threads, not one per partition. The pool should be
+larger than twice the number of subscribers expected to be slow at once
+(``--delivery-threads``).
 """
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import logging
@@ -26,7 +32,10 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["DeliveryPool", "Lane"]
+__all__ = ["PUSHES_PER_SUBSCRIBER", "AddressGate", "DeliveryPool", "Lane"]
+
+PUSHES_PER_SUBSCRIBER = 2
+"""Pushes in flight to one subscriber address at most."""
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +132,41 @@ class Lane:
         return True
 
 
+class AddressGate:
+    """At most ``limit`` pushes in flight per address; a lane that finds its address
+    full is woken when a push to it ends (all such lanes are: the first to come in
+    wins, the others wait again)."""
+
+    def __init__(self, limit: int = PUSHES_PER_SUBSCRIBER) -> None:
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._busy: dict[str, int] = {}
+        self._waiting: dict[str, collections.deque[Lane]] = {}
+
+    def enter(self, address: str, lane: Lane) -> bool:
+        """Take a place for a push to ``address``; return False (and remember to wake
+        ``lane``) if there is none."""
+        with self._lock:
+            busy = self._busy.get(address, 0)
+            if busy < self._limit:
+                self._busy[address] = busy + 1
+                return True
+            self._waiting.setdefault(address, collections.deque()).append(lane)
+            return False
+
+    def leave(self, address: str) -> None:
+        """Give back a place taken by :meth:`enter`; wake the lanes waiting for one."""
+        with self._lock:
+            busy = self._busy.get(address, 0) - 1
+            if busy > 0:
+                self._busy[address] = busy
+            else:
+                self._busy.pop(address, None)
+            waiting = self._waiting.pop(address, None)
+        for lane in waiting or ():
+            lane.wake()
+
+
 class DeliveryPool:
     """``threads`` threads running lanes, and a timer thread waking them later.
     :meth:`start`, then :meth:`stop`."""
@@ -138,6 +182,8 @@ class DeliveryPool:
         self._cond = threading.Condition()
         self._stopping = False
         self._threads: list[threading.Thread] = []
+        self.gate = AddressGate()
+        """the pushes in flight per subscriber address"""
 
     def start(self) -> DeliveryPool:
         """Start the threads; return self."""

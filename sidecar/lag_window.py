@@ -5,11 +5,14 @@ threshold on its lag.
 Burrow keeps, per partition, the consumer's last few offset commits (offset, time,
 lag then) and the broker's recent newest offsets. A sidecar keeps the same of each
 delivery it runs (:class:`LagWindow`): a *commit* is the subscriber's progress as the
-sidecar saw it over one sample interval (the last id it accepted, when it last
-answered a push at all, and the lag then, in milliseconds between the partition's
-newest message and that id), recorded only when the subscriber answered during the
-interval, as a Kafka consumer commits only while it runs. The rules, in Burrow's
-order (its ``calculatePartitionStatus``):
+sidecar saw it over one sample interval (the checkpoint, when the subscriber last
+answered a push, and the lag then, in milliseconds between the partition's newest
+message and the checkpoint), recorded when the subscriber answered during the
+interval, or when it is registered and has nothing pending (a Kafka consumer
+commits its unchanged offset while idle), and not otherwise: a consumer that stopped
+commits nothing. The rules, in Burrow's order (its ``calculatePartitionStatus``),
+judged once the window holds its full count of commits (before, OK: Burrow's
+completeness):
 
 - no lag now: OK;
 - STOP: the subscriber stopped answering: the time since its last answer is longer
@@ -64,12 +67,17 @@ def _order(position: MessageId | None) -> tuple[int, int]:
 
 
 def evaluate(
-    commits: Sequence[Commit], newest: Sequence[MessageId | None], lag_ms: int, now_ms: int
+    commits: Sequence[Commit],
+    newest: Sequence[MessageId | None],
+    lag_ms: int,
+    now_ms: int,
+    size: int = 2,
 ) -> LagStatus:
     """Return the verdict on a window of ``commits`` (oldest first), given the
     partition's newest ids at the recent samples (``newest``), the lag now and the
-    time now (see the module's docstring)."""
-    if lag_ms <= 0 or not commits:
+    time now (see the module's docstring); OK while the window holds fewer than
+    ``size`` commits."""
+    if lag_ms <= 0 or len(commits) < max(2, size):
         return LagStatus.OK
     last = commits[-1]
     stopped = now_ms - last.answered_ms > last.answered_ms - commits[0].answered_ms
@@ -104,9 +112,14 @@ class LagWindow:
         answered_ms: int | None,
         newest: MessageId | None,
         lag_ms: int,
+        now_ms: int,
+        registered: bool,
     ) -> None:
-        """Record a sample: a commit if the subscriber answered since the last one."""
+        """Record a sample: a commit if the subscriber answered since the last one, or
+        is ``registered`` with nothing pending (``lag_ms`` 0)."""
         self.newest.append(newest)
+        if registered and lag_ms <= 0:
+            answered_ms = now_ms  # idle and there: it commits its position again
         if answered_ms is None:
             return
         if self.commits and self.commits[-1].answered_ms >= answered_ms:
@@ -115,4 +128,5 @@ class LagWindow:
 
     def status(self, lag_ms: int, now_ms: int) -> LagStatus:
         """Return the verdict now (see :func:`evaluate`)."""
-        return evaluate(list(self.commits), list(self.newest), lag_ms, now_ms)
+        size = self.commits.maxlen or 2
+        return evaluate(list(self.commits), list(self.newest), lag_ms, now_ms, size)

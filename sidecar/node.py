@@ -112,6 +112,7 @@ class SidecarServer:
         self.subscriptions: SubscriptionManager | None = None
         self.thrift: ThriftServer | None = None
         self._hbase: HBase | None = None
+        self._hbase_storage: HBaseStorage | None = None
 
     def start(self) -> SidecarServer:
         """Connect, serve, join the cluster; return self.
@@ -128,7 +129,7 @@ class SidecarServer:
             storage = self._storage
             if storage is None:
                 self._hbase = HBase(cfg.hbase, table_prefix=cfg.table_prefix)
-                storage = HBaseStorage(self._hbase)
+                storage = self._hbase_storage = HBaseStorage(self._hbase)
             # The handler needs the sidecar, the sidecar needs the bound address.
             deferred = _Deferred()
             self.thrift = ThriftServer(
@@ -212,6 +213,9 @@ class SidecarServer:
         if self.store is not None:
             self.store.close()
             self.store = None
+        if self._hbase_storage is not None:
+            self._hbase_storage.close()
+            self._hbase_storage = None
         if self._hbase is not None:
             self._hbase.close()
             self._hbase = None

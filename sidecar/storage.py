@@ -24,7 +24,7 @@ from typing import Any
 
 from thriftpy2.thrift import TException
 
-from hqueue.errors import NotOwnerError, StorageError
+from hqueue.errors import HQueueError, NotOwnerError, StorageError
 from hqueue.message import MessageId, decode_rowkey, partition_range
 from hqueue.storage.contract import CellGroup
 from hqueue.storage.fence import (
@@ -82,26 +82,50 @@ class _OpenScanners:
         self._lock = threading.Lock()
         self._open: OrderedDict[_ScanKey, tuple[int, float]] = OrderedDict()
 
-    def take(self, key: _ScanKey) -> int | None:
+    def take(self, key: _ScanKey) -> tuple[int | None, list[int]]:
         """Return the scanner that continues ``key``'s read, removed, if there is one
-        young enough."""
+        young enough, and the scanners to close now (those too old to use)."""
+        now = time.monotonic()
         with self._lock:
             found = self._open.pop(key, None)
-        if found is None or time.monotonic() - found[1] > self._max_age:
-            # Too old: the gateway may have reclaimed it; its lease ends it either way.
-            return None
-        return found[0]
+            stale = self._expire(now)
+        if found is not None and now - found[1] > self._max_age:
+            # Too old: the gateway may have reclaimed it; closing it costs nothing.
+            stale.append(found[0])
+            found = None
+        return (None if found is None else found[0]), stale
 
     def put(self, key: _ScanKey, scanner: int) -> list[int]:
         """Keep ``scanner`` for the read ``key``; return the scanners to close now
-        (the one ``key`` held before, the oldest beyond the bound)."""
+        (the one ``key`` held before, the oldest beyond the bound, the too old)."""
+        now = time.monotonic()
         with self._lock:
             old = self._open.pop(key, None)
-            self._open[key] = (scanner, time.monotonic())
+            self._open[key] = (scanner, now)
             evicted = [old[0]] if old is not None else []
             while len(self._open) > self._most:
                 evicted.append(self._open.popitem(last=False)[1][0])
+            evicted += self._expire(now)
         return evicted
+
+    def drain(self) -> list[int]:
+        """Forget every scanner kept; return them, to be closed."""
+        with self._lock:
+            left = [scanner for scanner, _ in self._open.values()]
+            self._open.clear()
+        return left
+
+    def _expire(self, now: float) -> list[int]:
+        """Remove the scanners kept longer than ``max_age`` (the oldest come first);
+        return them. Call under the lock."""
+        expired = []
+        while self._open:
+            key, (scanner, kept) = next(iter(self._open.items()))
+            if now - kept <= self._max_age:
+                break
+            del self._open[key]
+            expired.append(scanner)
+        return expired
 
 
 class HBaseStorage:
@@ -113,6 +137,16 @@ class HBaseStorage:
 
     def table_name(self, queue: str) -> bytes:
         return self._hbase.table_name(queue)
+
+    def close(self) -> None:
+        """Close the gateway scanners kept open for reads that did not come (before
+        the HBase connections close: their leases would end them, later)."""
+        kept = self._open.drain()
+        if not kept:
+            return
+        with contextlib.suppress(HQueueError), self._hbase.connection("scan") as conn:
+            for scanner in kept:
+                self._close(conn, scanner)
 
     def last_id(self, table: bytes, partition: int) -> MessageId | None:
         key = self._hbase.last_rowkey(table, *partition_range(partition))
@@ -126,14 +160,17 @@ class HBaseStorage:
         columns: set[bytes] | None,
         limit: int,
         max_bytes: int,
+        resume: bool = True,
     ) -> MessageBlock:
         # One answer of at most ``limit`` rows, straight from the reply's bytes into
-        # the block (no TRowResult). A scanner that answered ``limit`` whole rows stays
-        # open for the read that continues after them (a range read in answers: one
-        # call instead of three); any other is closed.
+        # the block (no TRowResult). With ``resume``, a scanner that answered ``limit``
+        # whole rows stays open for the read that continues after them (a range read
+        # in answers: one call instead of three); any other is closed.
         wanted = tuple(sorted(columns)) if columns else ()
         with self._hbase.connection("scan") as conn:
-            reused = self._open.take((table, start, stop, wanted))
+            reused, stale = self._open.take((table, start, stop, wanted))
+            for old in stale:
+                self._close(conn, old)
             scanner = (
                 reused
                 if reused is not None
@@ -158,7 +195,7 @@ class HBaseStorage:
                     scanner = self._scanner(conn, table, start, stop, wanted, limit)
                     got = scanner_get(_socket(conn), scanner, limit, max_bytes)
                 last_row = got.last_row
-                keep = got.rows == limit and last_row is not None
+                keep = resume and got.rows == limit and last_row is not None
                 if last_row is not None and keep:
                     for old in self._open.put((table, last_row + b"\x00", stop, wanted), scanner):
                         self._close(conn, old)

@@ -150,6 +150,8 @@ class SubscriptionManager:
     # -- hooks (called on the sidecar's threads) -------------------------------------
 
     def _on_write(self, queue: str, partition: int, newest: MessageId) -> None:
+        # Lists in _by_partition are replaced, never changed in place (under the lock),
+        # so this read without the lock sees a whole list: no worker is skipped.
         for worker in self._by_partition.get((queue, partition), ()):
             worker.wake()
 
@@ -255,9 +257,10 @@ class SubscriptionManager:
             for worker in workers:
                 if self.workers.get(worker.key) is worker:
                     del self.workers[worker.key]
-                siblings = self._by_partition.get((worker.queue, worker.partition), [])
+                where = (worker.queue, worker.partition)
+                siblings = self._by_partition.get(where, [])
                 if worker in siblings:
-                    siblings.remove(worker)
+                    self._by_partition[where] = [w for w in siblings if w is not worker]
 
     def _start_worker(self, key: tuple[str, str, int], want: _Wanted) -> None:
         queue, name, partition = key
@@ -294,7 +297,8 @@ class SubscriptionManager:
             if self._stopping.is_set() or want.held.state is not PartitionState.WRITABLE:
                 return
             self.workers[key] = worker
-            self._by_partition.setdefault((queue, partition), []).append(worker)
+            where = (queue, partition)
+            self._by_partition[where] = [*self._by_partition.get(where, []), worker]
             worker.start()
         log.info(
             "sidecar %s delivers %s/%d to %r from %s",

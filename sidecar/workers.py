@@ -119,6 +119,10 @@ class Route:
     member: str | None = None
 
 
+_IDLE_RECHECK = 5.0
+"""Seconds after which a caught-up reader looks at the partition again, should a
+put's wake-up have been missed (a put wakes it at once)."""
+
 _PAUSED_RECHECK = 5.0
 """Seconds after which a delivery with no subscriber looks for one again, should the
 watch event that pokes it have been missed."""
@@ -226,6 +230,7 @@ class SubscriptionWorker:
         """guards the buffer and its counts, shared by the two lanes"""
         self._stopping = threading.Event()
         name = f"{self.queue}/{self.partition}/{subscription}"
+        self._pool = pool
         self._read_lane = Lane(pool, self._read_step, f"read {name}")
         self._send_lane = Lane(pool, self._send_step, f"send {name}")
         self._read_backoff = options.backoff_min
@@ -308,8 +313,10 @@ class SubscriptionWorker:
         if self._stopping.is_set() or self.held.state is not PartitionState.WRITABLE:
             return None  # a partition being released: the service stops us
         newest = self.held.newest
-        if newest is None or self._next > newest or self._full():
-            return None
+        if self._full():
+            return None  # the sender's acceptance frees space and wakes us
+        if newest is None or self._next > newest:
+            return _IDLE_RECHECK
         try:
             got = self._read(newest)
         except HQueueError as exc:
@@ -327,7 +334,7 @@ class SubscriptionWorker:
             )
             return wait
         self._read_backoff = self.options.backoff_min
-        return 0 if got else None
+        return 0 if got else _IDLE_RECHECK
 
     def _full(self) -> bool:
         opts = self.options
@@ -359,6 +366,8 @@ class SubscriptionWorker:
             self._columns,
             limit,
             max(1, free_bytes),
+            # The next read starts after what is delivered and stops at a newer id.
+            resume=False,
         )
         if not len(block):
             # Nothing (of our topics) up to the newest acknowledged id.
@@ -423,10 +432,16 @@ class SubscriptionWorker:
             # A subscriber coming back pokes us; the timer covers a missed event.
             self.state = WorkerState.PAUSED
             return _PAUSED_RECHECK
+        gate = self._pool.gate
+        if not gate.enter(route.address, self._send_lane):
+            return None  # the subscriber has pushes in flight: woken when one ends
         self.state = WorkerState.DELIVERING
         count = sum(chunk.count for chunk in chunks)
         dead = isolating and count == 1 and self._dead_next
-        answer = self._push(route, chunks, dead)
+        try:
+            answer = self._push(route, chunks, dead)
+        finally:
+            gate.leave(route.address)
         if self._stopping.is_set():
             return None
         if answer is None or answer.refused:
@@ -596,7 +611,14 @@ class SubscriptionWorker:
         checkpoint, as Burrow's is the committed offset: it never goes back but on a
         reset, where a restart's redelivery would."""
         position = self.checkpointed
-        self.window.sample(position, self.answered_ms, self.held.newest, self._lag_from(position))
+        self.window.sample(
+            position,
+            self.answered_ms,
+            self.held.newest,
+            self._lag_from(position),
+            int(time.time() * 1000),
+            self._route(self.partition) is not None,
+        )
 
     def lag_status(self) -> LagStatus:
         """Return the verdict on this delivery now (:mod:`hqueue.sidecar.lag_window`):

@@ -560,11 +560,17 @@ class Queue:
         """
         dlq = self._dead_letter_queue(subscription)
         out: list[DeadLetter] = []
-        with dlq.scan(start=start, limit=limit) as scanner:
+        if limit == 0:
+            return out
+        # The limit counts this subscription's letters: a dead-letter queue may be
+        # shared, so the scan itself is not limited.
+        with dlq.scan(start=start) as scanner:
             for message in scanner:
                 letter = DeadLetter.from_message(message)
                 if letter.subscription == subscription and letter.queue == self.name:
                     out.append(letter)
+                    if limit is not None and len(out) >= limit:
+                        break
         return out
 
     def replay_dead_letters(

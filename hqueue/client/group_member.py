@@ -146,11 +146,13 @@ class GroupMember:
     # -- internals -------------------------------------------------------------------
 
     def _adopt(self, assignment: GroupAssignment) -> None:
+        # Read from the store, so the truth even when its generation is lower than
+        # the view's: the subscription was deleted and made again, its generations
+        # starting over.
         with self._lock:
-            if assignment.generation >= self._view.generation:
-                self._view = GroupView(
-                    assignment.generation, frozenset(assignment.partitions_of(self.member))
-                )
+            self._view = GroupView(
+                assignment.generation, frozenset(assignment.partitions_of(self.member))
+            )
 
     def _balance(self) -> None:
         partitions = self._partitions()

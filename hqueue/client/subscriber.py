@@ -58,7 +58,7 @@ from hqueue.message import (
 )
 from hqueue.metadata.managers import SubscriptionPreferences
 from hqueue.metadata.metastore import SessionState
-from hqueue.metadata.policy import DeliveryPolicy
+from hqueue.metadata.policy import DEFAULT_BACKOFF_MAX_MS, DeliveryPolicy
 from hqueue.metadata.resources import check_name, check_queue_name
 from hqueue.settings import DEFAULT_HOST, DEFAULT_SUBSCRIBE_WAIT
 from hqueue.wire.idl import subscriber as subscriber_idl
@@ -395,15 +395,14 @@ class Subscriber(Closeable):
         self._member: GroupMember | None = None
         self._server.start()
         self.address = f"{advertised_host or host}:{self._server.port}"
+        self._dead_letter_writer = dead_letter_writer
+        self._dead_letter_put: Callable[[bytes, str], Position] | None = None
         try:
-            self.policy = self._ensure_subscription()
+            self.policy, change = self._ensure_subscription()
             if self.policy.dead_letters:
-                if dead_letter_writer is None:
-                    raise InvalidArgumentError(
-                        "dead letters need a writer: subscribe through Queue"
-                    )
-                dlq = self.policy.dead_letter_queue_of(queue.name, name)
-                self._handler.dead_letter = dead_letter_writer(dlq)
+                # Now, so that a queue that cannot be made fails the subscribe.
+                self._dead_letter_put = self._open_dead_letters(self.policy)
+            self._handler.dead_letter = self._write_dead_letter
             if self._group:
                 self._member = GroupMember(
                     self._metastore,
@@ -417,7 +416,11 @@ class Subscriber(Closeable):
                 self._member.start()
             else:
                 self._announce(wait)
+            # Only once this subscriber runs: a refused subscribe changes nothing.
+            change()
         except BaseException:
+            if self._member is not None:
+                self._member.stop()
             self._server.stop(grace=0)
             raise
         if not self._group:
@@ -425,10 +428,36 @@ class Subscriber(Closeable):
 
     # -- setting up ------------------------------------------------------------------
 
-    def _ensure_subscription(self) -> DeliveryPolicy:
-        """Create the subscription, or adopt the existing one (changing its partitions,
-        topics and delivery policy where they were given and differ); return its
-        delivery policy.
+    def _open_dead_letters(self, policy: DeliveryPolicy) -> Callable[[bytes, str], Position]:
+        """Return ``put(value, topic)`` of the subscription's dead-letter queue.
+
+        :raises InvalidArgumentError: if this subscriber was made without a writer.
+        """
+        if self._dead_letter_writer is None:
+            raise InvalidArgumentError("dead letters need a writer: subscribe through Queue")
+        return self._dead_letter_writer(policy.dead_letter_queue_of(self._queue.name, self.name))
+
+    def _write_dead_letter(self, value: bytes, topic: str) -> Position:
+        """Write a dead letter (the handler's, under its lock). The policy is read again
+        the first time if it had no limit when this subscriber started: another member
+        or subscribe call may have set one since, and the sidecar follows the stored
+        one."""
+        put = self._dead_letter_put
+        if put is None:
+            data = self._subs.read_subscription_data(self._queue.name, self.name).value
+            policy = DeliveryPolicy.from_options(data.preferences.options)
+            if not policy.dead_letters:
+                raise InvalidArgumentError(
+                    f"subscription {self.name!r} of {self._queue.name!r} has no "
+                    "max_redeliveries: nothing is dead-lettered"
+                )
+            put = self._dead_letter_put = self._open_dead_letters(policy)
+        return put(value, topic)
+
+    def _ensure_subscription(self) -> tuple[DeliveryPolicy, Callable[[], None]]:
+        """Create the subscription, or adopt the existing one; return its delivery
+        policy and the function that changes its partitions, topics and delivery
+        policy where they were given and differ (called once this subscriber runs).
 
         :raises InvalidArgumentError: if the subscription exists and is (or is not) a
             group's while this subscriber is not (or is) a member; nothing is changed.
@@ -446,7 +475,7 @@ class Subscriber(Closeable):
             )
             try:
                 self._subs.create_subscription_data(queue.name, self.name, prefs)
-                return policy
+                return policy, lambda: None
             except SubscriptionExistsError:
                 current = self._subs.read_subscription_data(queue.name, self.name).value
         prefs = current.preferences
@@ -473,7 +502,10 @@ class Subscriber(Closeable):
             }
         if self._topics is not None and set(self._topics) != set(prefs.topics):
             fields["topics"] = list(self._topics)
-        if fields:
+
+        def change() -> None:
+            if not fields:
+                return
             if "partitions" in fields:
                 # A partial update merges maps: replace to drop partitions.
                 merged = SubscriptionPreferences(
@@ -485,7 +517,8 @@ class Subscriber(Closeable):
                 self._subs.replace_subscription_data(queue.name, self.name, merged)
             else:
                 self._subs.update_subscription_data(queue.name, self.name, fields)
-        return policy
+
+        return policy, change
 
     def _announce(self, wait: float) -> None:
         """Write this subscriber's address, waiting up to ``wait`` s for the entry of
@@ -614,8 +647,11 @@ def _policy_changes(
             changes[key] = round(seconds * 1000)
     if dead_letter_queue is not None:
         changes["dead_letter_queue"] = check_queue_name(dead_letter_queue)
+    if "backoff_ms" in changes and "backoff_max_ms" not in changes:
+        # A first wait longer than the default longest one raises the longest.
+        changes["backoff_max_ms"] = max(DEFAULT_BACKOFF_MAX_MS, changes["backoff_ms"])
     # Validate the values alone now, before anything is started or written.
-    DeliveryPolicy(**{**changes, "backoff_max_ms": changes.get("backoff_max_ms", 3_600_000)})
+    DeliveryPolicy(**changes)
     if dead_letter_queue == queue:
         raise InvalidArgumentError(
             f"the dead-letter queue cannot be the queue itself ({queue!r}): a message "

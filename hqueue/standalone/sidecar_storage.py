@@ -76,6 +76,7 @@ class EngineStorage:
         columns: set[bytes] | None,
         limit: int,
         max_bytes: int,
+        resume: bool = True,
     ) -> MessageBlock:
         desc = self._store.enabled(table)
         cutoff = desc.ttl_cutoffs(now_ms()).get(FAMILY, 0)

@@ -49,10 +49,14 @@ class MessageStorage(Protocol):
         columns: set[bytes] | None,
         limit: int,
         max_bytes: int,
+        resume: bool = True,
     ) -> MessageBlock:
         """Return the visible messages of rows ``[start, stop)`` (only the ``columns``
         given, if any): at most ``limit``, and values of at most ``max_bytes`` in all
-        unless the first message alone is larger.
+        unless the first message alone is larger. ``resume`` says a later read may
+        continue where this one ends, with the same stop (a storage may keep what it
+        needs for that open); a caller whose next read starts or stops elsewhere
+        passes False.
 
         :raises StorageError: (or ConnectionLostError) if the storage fails or a row is
             not a queue message.

@@ -12,7 +12,12 @@ import pytest
 
 from hqueue import DeadLetter, Message, RetryLater
 from hqueue.client.client import Client
-from hqueue.errors import InvalidArgumentError, NoQueueError, NoSubscriptionError
+from hqueue.errors import (
+    InvalidArgumentError,
+    NoQueueError,
+    NoSubscriptionError,
+    SubscriberRunningError,
+)
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -222,3 +227,40 @@ def test_no_dead_letter_queue_until_a_limit_is_set(hq: Client, queue_name: str) 
         pass
     with pytest.raises(NoQueueError):
         q.dead_letters("s")
+
+
+def test_a_member_started_before_a_limit_was_set_dead_letters_with_it(
+    hq: Client, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=2)
+    q = hq.queue(queue_name)
+    a_got = FailsOn({b"bad"})
+    b_got = FailsOn({b"bad"})
+    with (
+        q.subscribe("g", a_got, group=True, member="a", retry_backoff=0.01) as a,
+        q.subscribe("g", b_got, group=True, member="b", max_redeliveries=1) as b,
+    ):
+        wait_for(lambda: len(a.assignment.partitions) == len(b.assignment.partitions) == 1)
+        q.put_batch([(b"bad", "t", p) for p in (0, 1)] + [(b"ok", "t", p) for p in (0, 1)])
+        wait_for(lambda: a.dead_lettered + b.dead_lettered == 2)
+        wait_for(lambda: len(a_got.taken) + len(b_got.taken) == 2)
+    assert [letter.value for letter in q.dead_letters("g")] == [b"bad", b"bad"]
+
+
+def test_a_refused_subscribe_changes_nothing(hq: Client, queue_name: str) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    q = hq.queue(queue_name)
+    with q.subscribe("s", lambda messages: None, topics=["a"]):
+        before = q.subscriptions()
+        with pytest.raises(SubscriberRunningError):
+            q.subscribe("s", lambda m: None, topics=["b"], max_redeliveries=3, wait=0)
+        assert q.subscriptions() == before
+
+
+def test_a_first_wait_longer_than_the_default_longest_raises_it(
+    hq: Client, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    q = hq.queue(queue_name)
+    with q.subscribe("s", lambda messages: None, retry_backoff=10) as sub:
+        assert (sub.policy.backoff_ms, sub.policy.backoff_max_ms) == (10_000, 10_000)

@@ -95,3 +95,33 @@ def test_delivery_threads_do_not_grow_with_subscriptions(cluster: Cluster) -> No
     finally:
         for sub in subscribers:
             sub.close()
+
+
+def test_a_slow_subscriber_of_many_partitions_holds_two_threads_not_all(
+    cluster: Cluster,
+) -> None:
+    # A pool of 4 threads; a subscriber of 8 partitions that takes 3 s per batch.
+    cluster.in_process(delivery=DeliveryOptions(threads=4))
+    client = cluster.client()
+    client.create_queue("slow", partitions=8)
+    client.create_queue("fast", partitions=1)
+    slow, fast = client.queue("slow"), client.queue("fast")
+    started = threading.Event()
+
+    def sleepy(messages: list[Message]) -> None:
+        started.set()
+        time.sleep(3)
+
+    arrived: list[float] = []
+    with (
+        slow.subscribe("s", sleepy),
+        fast.subscribe("f", lambda m: arrived.append(time.monotonic())),
+    ):
+        slow.put_batch([(b"x", "t", p) for p in range(8)])
+        assert started.wait(20)
+        sent = time.monotonic()
+        fast.put(b"y", "t")
+        wait_for(lambda: bool(arrived), 20, "the fast subscription's message")
+    # Without a bound per subscriber, the 8 slow pushes would hold all 4 threads for
+    # 3 s and more; with it, two do, and the other subscription is served meanwhile.
+    assert arrived[0] - sent < 2.5

@@ -56,15 +56,24 @@ def test_burrow_rules(
     assert evaluate(commits, newest, lag, NOW) is expected
 
 
-def test_a_window_records_a_commit_only_when_the_subscriber_answered() -> None:
+def test_a_window_records_a_commit_when_the_subscriber_answered_or_idles_registered() -> None:
     w = LagWindow(3)
-    w.sample(MessageId(1, 0), 1_000, MessageId(2, 0), 5)
-    w.sample(MessageId(1, 0), 1_000, MessageId(3, 0), 6)  # no answer since: no commit
-    w.sample(MessageId(2, 0), 2_000, MessageId(4, 0), 7)
-    w.sample(MessageId(3, 0), 3_000, MessageId(5, 0), 8)
-    w.sample(MessageId(4, 0), 4_000, MessageId(6, 0), 9)
-    assert [c.answered_ms for c in w.commits] == [2_000, 3_000, 4_000]  # the last 3
-    assert list(w.newest) == [MessageId(4, 0), MessageId(5, 0), MessageId(6, 0)]
+    w.sample(MessageId(1, 0), 1_000, MessageId(2, 0), 5, 1_500, True)
+    w.sample(MessageId(1, 0), 1_000, MessageId(3, 0), 6, 2_500, True)  # no answer: none
+    w.sample(MessageId(2, 0), 2_000, MessageId(4, 0), 7, 3_500, False)
+    w.sample(MessageId(3, 0), 3_000, MessageId(5, 0), 8, 4_500, True)
+    w.sample(MessageId(5, 0), 3_000, MessageId(5, 0), 0, 5_500, True)  # caught up, there
+    w.sample(MessageId(5, 0), 3_000, MessageId(5, 0), 0, 6_500, False)  # gone: none
+    assert [c.answered_ms for c in w.commits] == [2_000, 3_000, 5_500]  # the last 3
+    assert len(w.newest) == 3
+
+
+def test_no_verdict_but_ok_until_the_window_is_full() -> None:
+    # One commit, answered a while ago, lag pending: Burrow's STOP rule would fire on
+    # a window of one; an incomplete window is OK.
+    one = window((10, 10, 5))
+    assert evaluate(one, [], 9, NOW, size=4) is LagStatus.OK
+    assert evaluate(one * 4, [], 9, NOW, size=4) is LagStatus.STOP
 
 
 def _status(cluster_client: object, queue: str, name: str, partition: int = 0) -> str | None:
