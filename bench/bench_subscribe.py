@@ -9,8 +9,13 @@ same work in one run, on this machine:
 - ``hqueue``: ``hqueue standalone`` (the embedded HBase with the sidecar inside it);
   ``Queue.subscribe`` with a plain callable listener, the sidecar's default delivery
   options (batches of up to 1,000 messages, a buffer of 10,000 messages / 8 MiB per
-  partition). One queue of one partition per run; every write is fsynced before it
-  is acknowledged, and only acknowledged writes are pushed.
+  partition, 32 delivery threads). One queue of one partition per run; every write is
+  fsynced before it is acknowledged, and only acknowledged writes are pushed.
+- ``hqueue-cluster``: the cluster's shape, ``hqueue standalone --no-sidecar`` as the
+  storage only (HBase's part; the queues' metadata in its tables) and a separate
+  ``hqueue sidecar`` process owning the partitions, reading the storage through Thrift1
+  scanners; the clients connect to the storage. It runs the drain (beside the
+  embedded row, as a share of it) and the scale row.
 - ``redis``: Debian's ``redis-server`` (in memory only, its usual setting), redis-py
   (pure-Python parser). A consumer group per run; one consumer thread loops
   ``XREADGROUP GROUP g c COUNT 1000 BLOCK 100`` and ``XACK``s each batch it got
@@ -96,6 +101,22 @@ Workloads:
   each as a ratio of the same peer's run without a join, and the time from the
   join call to the joiner's first delivery. Redis has no rebalance: its third
   consumer just starts reading beside the others.
+- scale (``hqueue-cluster`` only): ``--scale-subscriptions`` subscriptions (1,000) of
+  one queue of 8 partitions, all on the one separate sidecar, their subscribers 1,000
+  ``Queue.subscribe`` calls in this process (a Thrift server each, on a port of its
+  own, one shared recording listener), made untimed from 8 threads. Subscription k
+  takes only topic ``sk``, and message i goes to partition i mod 8 with topic
+  ``s((i div 8) mod subscriptions)``, so every message is pushed to exactly one
+  subscription and every (subscription, partition) delivery gets messages: the
+  aggregate push rate is the produced rate (``--scale-rate``, 10,000 msg/s, one per
+  ``Queue.send`` by 8 senders, sender k to partition k, for ``--seconds``). Before
+  the timing, a warm-up message per (subscription, partition) (sent again each second
+  for the ones not yet arrived) shows every delivery running. Reported: put-to-listener
+  p50/p99/max, and the sidecar's threads (``Threads:`` of /proc/PID/status: before the
+  subscriptions, the most while they ran, after the queue is deleted), its largest
+  RSS (``VmRSS:``, sampled every 100 ms), and its CPU seconds (and the storage's) from
+  the first paced message to the last delivery (/proc/PID/stat). Goals (issue 24):
+  threads under 64, p99 under 50 ms, RSS under 1 GiB.
 
 Method: the peers alternate within each round, their order rotating from round to
 round, and each figure is the median over the rounds (for latencies, the median of
@@ -109,8 +130,10 @@ consumers.
 Run: ``.venv/bin/python bench/bench_subscribe.py [--rates 1000,5000,10000]
 [--seconds 3] [--messages 200000] [--live-messages 100000] [--group-messages 200000]
 [--join-rate 1000] [--rounds 3] [--quick] [--smoke] [--peers hqueue,redis,nats]
-[--producers 4] [--hqueue-partitions N]``; ``--rates '' --batched-rates ''
---messages 0 --live-messages 0`` runs the group workloads only; a peer
+[--producers 4] [--hqueue-partitions N] [--scale-subscriptions 1000] [--scale-rate
+10000]``; ``--rates '' --batched-rates '' --messages 0 --live-messages 0`` runs the
+group workloads only; ``--peers hqueue,hqueue-cluster --rates '' --batched-rates ''
+--live-messages 0 --group-messages 0 --join-rate 0`` the cluster rows only; a peer
 whose server binary is missing is skipped with a line saying so (``make bench-deps``
 installs them), except in a smoke run, which fails then.
 
@@ -158,6 +181,7 @@ from rounds import (
 )
 
 import hqueue
+from hqueue.testing.sidecar import SidecarProcess
 from hqueue.testing.standalone import StandaloneProcess
 
 BATCH = 1000
@@ -171,6 +195,8 @@ REDIS_GROUP = "g"
 GROUP_MEMBERS = 3  # of the group drain; the join runs start with one fewer
 GROUP_PARTITIONS = 12  # of hqueue's group queues, and the senders of the join runs
 WAIT = 60.0  # longest wait for deliveries after the producer is done
+SCALE_PARTITIONS = 8  # of the scale row's queue, and its senders
+SCALE_THREADS = 8  # making and closing the scale row's subscribers
 
 
 def stamped(seq: int) -> bytes:
@@ -194,6 +220,11 @@ def warm_value(slot: int) -> bytes:
     return HEADER.pack(WARMUP + slot, time.perf_counter_ns()) + PAD
 
 
+def scale_topic(k: int) -> str:
+    """The topic (and the name) of the scale row's subscription ``k``."""
+    return f"s{k}"
+
+
 @dataclass
 class Sample:
     """One run of one row: messages, seconds (sending for paced runs, delivering for
@@ -211,6 +242,8 @@ class Sample:
     """msgs/s from the first delivery to the last, the first batch not counted"""
     duplicates: int = 0
     """messages delivered again (parsed runs only), dropped by the recorder"""
+    proc: dict[str, float] = field(default_factory=dict)
+    """the scale row's readings of the sidecar's and the storage's /proc"""
 
     @property
     def rate(self) -> float:
@@ -321,8 +354,9 @@ class Sender:
     bytes of an ``array('q')``). ``senders`` of a paced run: sender k sends messages
     k, k + senders, ... through slot k (hqueue: to partition k modulo the partitions)."""
 
-    def warm(self, dest: str) -> None:
-        """Send a warm-up message (hqueue: one to each partition of the queue)."""
+    def warm(self, dest: str, missing: Sequence[int]) -> None:
+        """Send a warm-up message (hqueue: one to each partition of the queue, or of
+        the scale row to each slot of ``missing``, the slots not arrived yet)."""
         self.one(dest, warm_value(0), 0)
 
     def one(self, dest: str, value: bytes, slot: int) -> None:
@@ -421,14 +455,22 @@ class Sender:
 class HQueueSender(Sender):
     """Paced messages one per call go through ``Queue.send`` (the asynchronous
     producer, client defaults), acknowledged when their future resolves; batches
-    through ``put_batch``, spread round robin over the queue's partitions."""
+    through ``put_batch``, spread round robin over the queue's partitions. A queue
+    given :meth:`scale_topics` (the scale row's) spreads its messages over that many
+    topics (see :func:`scale_topic`) instead of sending all with TOPIC."""
 
     def __init__(self, address: str, admin: str) -> None:
         self.client: Any = hqueue.connect(
             address, hbase_admin=admin, table_prefix="", put_timeout=15.0
         )
         self.queues: dict[str, Any] = {}
+        self.topics: dict[str, int] = {}
         self.errors: list[BaseException] = []
+
+    def scale_topics(self, dest: str, n: int) -> None:
+        """Send ``dest``'s paced message i to topic ``(i // partitions) % n`` and its
+        warm-up slot ``k * partitions + p`` to topic k, partition p."""
+        self.topics[dest] = n
 
     def _queue(self, name: str) -> Any:
         q = self.queues.get(name)
@@ -436,10 +478,15 @@ class HQueueSender(Sender):
             q = self.queues[name] = wait_for_queue(self.client, name)
         return q
 
-    def warm(self, dest: str) -> None:
+    def warm(self, dest: str, missing: Sequence[int]) -> None:
         q = self._queue(dest)
-        for p in range(q.partitions):  # through send, so its threads start untimed
-            q.send(warm_value(p), TOPIC, partition=p)
+        if dest in self.topics:
+            for slot in missing:
+                k, p = divmod(slot, q.partitions)
+                q.send(warm_value(slot), scale_topic(k), partition=p)
+        else:
+            for p in range(q.partitions):  # through send, so its threads start untimed
+                q.send(warm_value(p), TOPIC, partition=p)
         q.flush()
 
     def one_acked(
@@ -447,7 +494,9 @@ class HQueueSender(Sender):
     ) -> None:
         q = self._queue(dest)
         callback = functools.partial(self._acked, acked, i)
-        q.send(value, TOPIC, partition=slot % q.partitions, callback=callback)
+        topics = self.topics.get(dest)
+        topic = TOPIC if topics is None else scale_topic(i // q.partitions % topics)
+        q.send(value, topic, partition=slot % q.partitions, callback=callback)
 
     def _acked(
         self, acked: array.array[int], i: int, position: object, error: BaseException | None
@@ -635,19 +684,28 @@ def wait_for_queue(client: Any, name: str) -> Any:
 
 
 def warm_up(
-    producer: Producer, dest: str, rec: Recorder, slots: int = 1, timeout: float = 30.0
+    producer: Producer,
+    dest: str,
+    rec: Recorder,
+    slots: int = 1,
+    timeout: float = 30.0,
+    every: float = 0.05,
 ) -> None:
-    """Put warm-up messages every 50 ms until one of every slot reached the listener."""
+    """Put warm-up messages every ``every`` s until one of every slot reached the
+    listener."""
     deadline = time.monotonic() + timeout
     while True:
-        producer.call("warm", dest)
-        until = time.monotonic() + 0.05
+        producer.call("warm", dest, [s for s in range(slots) if s not in rec.warm])
+        until = time.monotonic() + every
         while time.monotonic() < until:
             if len(rec.warm) >= slots:
                 return
             time.sleep(0.002)
         if time.monotonic() > deadline:
-            raise RuntimeError(f"warm-up messages did not arrive within {timeout:.0f} s")
+            raise RuntimeError(
+                f"warm-up messages did not arrive within {timeout:.0f} s "
+                f"(of {len(rec.warm):,} of {slots:,} slots)"
+            )
 
 
 def paced_run(
@@ -660,12 +718,14 @@ def paced_run(
     slots: int = 1,
     linger_ms: float = 0.0,
     on_start: Callable[[], None] | None = None,
+    warm_every: float = 0.05,
+    warm_timeout: float = 30.0,
 ) -> Sample:
     """With the subscription open at the latest position: warm up, send ``n`` messages
     paced at ``rate``, wait for all of them. ``on_start`` is called once warmed up,
     just before the sending starts."""
     rec.arm(n, parse=True)
-    warm_up(producer, dest, rec, slots)
+    warm_up(producer, dest, rec, slots, warm_timeout, warm_every)
     if on_start is not None:
         on_start()
     seconds, _, acked = producer.call("paced", dest, rate, n, senders, linger_ms)
@@ -762,6 +822,8 @@ def join_run(
 
 DRAIN, LIVE = "drain pre-filled, from earliest", "batched produce while subscribed"
 GROUP_DRAIN, JOIN = "group drain, from earliest", "latency while a member joins"
+SCALE = "subscriptions at scale, one sidecar"
+CLUSTER = "hqueue-cluster"
 Rows = dict[str, list[tuple[str, Callable[[int], Sample]]]]
 
 
@@ -797,19 +859,27 @@ class HQueuePeer:
         )
 
     def start(self) -> None:
-        self.server.start()
+        self._start_servers()
         self.client = self._connect()
         self.producer = Producer(
             "hqueue",
             {"address": self.server.address, "admin": f"127.0.0.1:{self.server.thrift2_port}"},
         )
 
+    def _start_servers(self) -> None:
+        self.server.start()
+
     def stop(self) -> None:
-        if self.producer is not None:
-            self.producer.stop()
-        for c in [self.client, *self.members]:
-            if c is not None:
-                c.close()
+        try:
+            if self.producer is not None:
+                self.producer.stop()
+            for c in [self.client, *self.members]:
+                if c is not None:
+                    c.close()
+        finally:
+            self._stop_servers()
+
+    def _stop_servers(self) -> None:
         self.server.stop()
 
     def _member_queues(self, name: str) -> list[Any]:
@@ -947,6 +1017,183 @@ class HQueuePeer:
         out[GROUP_DRAIN] = [("hqueue", functools.partial(self.group_drain, n=args.group_messages))]
         out[JOIN] = join_rows("hqueue", self.join, args)
         return out
+
+
+class HQueueClusterPeer(HQueuePeer):
+    """The cluster's shape: ``hqueue standalone --no-sidecar`` as the storage (its
+    :attr:`server`; the clients connect to it) and a separate ``hqueue sidecar``
+    process owning every partition, its metadata in the storage's tables."""
+
+    name = CLUSTER
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        self.server = StandaloneProcess(workdir / "hqueue-storage", ("--no-sidecar",))
+        self.sidecar = SidecarProcess("", workdir / "hqueue-sidecar.log")
+
+    def _start_servers(self) -> None:
+        self.server.start()
+        self.sidecar = SidecarProcess(self.server.address, self.sidecar.log_path)
+        self.sidecar.start()
+
+    def _stop_servers(self) -> None:
+        try:
+            self.sidecar.stop()
+        finally:
+            self.server.stop()
+
+    def _subscribe_all(self, q: Any, n: int) -> list[Any]:
+        """Subscribers of subscriptions 0 to ``n`` - 1 (subscription k to topic k only),
+        made from SCALE_THREADS threads; on an error the ones made are closed."""
+        with ThreadPoolExecutor(SCALE_THREADS) as pool:
+            futures = [
+                pool.submit(
+                    q.subscribe,
+                    scale_topic(k),
+                    self._listener,
+                    topics=[scale_topic(k)],
+                    start="latest",
+                )
+                for k in range(n)
+            ]
+        subs = [f.result() for f in futures if f.exception() is None]
+        errors = [e for f in futures if (e := f.exception()) is not None]
+        if errors:
+            self._close_all(subs)
+            raise errors[0]
+        return subs
+
+    @staticmethod
+    def _close_all(subs: Sequence[Any]) -> None:
+        with ThreadPoolExecutor(SCALE_THREADS) as pool:
+            list(pool.map(lambda sub: sub.close(), subs))
+
+    def scale(self, r: int, subscriptions: int, rate: int, seconds: int) -> Sample:
+        """``subscriptions`` subscriptions of one queue of SCALE_PARTITIONS partitions,
+        made untimed; then the paced run, every message to one subscription (see
+        the module's docstring), reading the sidecar's /proc meanwhile; then the
+        subscribers closed and the queue deleted."""
+        assert self.producer is not None
+        assert self.sidecar.proc is not None and self.server.proc is not None
+        sidecar, storage = self.sidecar.proc.pid, self.server.proc.pid
+        name = f"s{r}"
+        q = self._new_queue(name, SCALE_PARTITIONS)
+        threads_before = proc_status(sidecar)[0]
+        t0 = time.perf_counter()
+        subs = self._subscribe_all(q, subscriptions)
+        setup = time.perf_counter() - t0
+        self.producer.call("scale_topics", name, subscriptions)
+        watch = ProcWatch(sidecar)
+        cpu: list[float] = []
+
+        def mark() -> None:
+            cpu.extend((time.perf_counter(), proc_cpu(sidecar), proc_cpu(storage)))
+
+        try:
+            sample = paced_run(
+                self.producer,
+                name,
+                self.rec,
+                rate,
+                rate * seconds,
+                SCALE_PARTITIONS,
+                subscriptions * SCALE_PARTITIONS,
+                on_start=mark,
+                warm_every=1.0,
+                warm_timeout=max(60.0, subscriptions * 0.1),
+            )
+            mark()
+        except BaseException:
+            threads, rss = proc_status(sidecar)
+            log_tail = self.sidecar.log_path.read_text().splitlines()[-20:]
+            print(
+                f"scale row failed: sidecar threads now {threads} (most {watch.threads}), "
+                f"RSS {rss / 2**20:,.0f} MiB (most {watch.rss / 2**20:,.0f}), CPU "
+                f"{proc_cpu(sidecar):.1f} s; its log's last lines:",
+                *log_tail,
+                sep="\n",
+                file=sys.stderr,
+            )
+            raise
+        finally:
+            watch.stop()
+            self._close_all(subs)
+            self.client.delete_queue(name, force=True)
+        t_start, sidecar_0, storage_0, t_end, sidecar_1, storage_1 = cpu
+        # Give the sidecar a moment to stop the deleted subscriptions' deliveries.
+        deadline = time.monotonic() + 5
+        while (threads_after := proc_status(sidecar)[0]) > threads_before:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        sample.proc = {
+            "setup": setup,
+            "threads_before": threads_before,
+            "threads": watch.threads,
+            "threads_after": threads_after,
+            "rss": watch.rss,
+            "cpu": sidecar_1 - sidecar_0,
+            "storage_cpu": storage_1 - storage_0,
+            "window": t_end - t_start,
+        }
+        return sample
+
+    def rows(self, args: argparse.Namespace) -> Rows:
+        out: Rows = {DRAIN: [(CLUSTER, functools.partial(self.drain, n=args.messages))]}
+        if args.scale_subscriptions:
+            out[SCALE] = [
+                (
+                    CLUSTER,
+                    functools.partial(
+                        self.scale,
+                        subscriptions=args.scale_subscriptions,
+                        rate=args.scale_rate,
+                        seconds=args.seconds,
+                    ),
+                )
+            ]
+        return out
+
+
+def proc_status(pid: int) -> tuple[int, int]:
+    """A process's threads and RSS (bytes), from /proc/PID/status."""
+    threads = rss = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key == "Threads":
+            threads = int(value)
+        elif key == "VmRSS":
+            rss = int(value.split()[0]) * 1024
+    return threads, rss
+
+
+def proc_cpu(pid: int) -> float:
+    """A process's CPU seconds (user + system), from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class ProcWatch:
+    """The most threads and RSS of a process, read every 100 ms on a thread until
+    :meth:`stop`."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.threads = self.rss = 0
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="proc-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            threads, rss = proc_status(self.pid)
+            self.threads, self.rss = max(self.threads, threads), max(self.rss, rss)
+            if self._stopping.wait(0.1):
+                return
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join()
 
 
 def diagnostic_row(args: argparse.Namespace) -> str:
@@ -1300,6 +1547,8 @@ def workloads(args: argparse.Namespace) -> list[str]:
         out.append(GROUP_DRAIN)
     if args.join_rate:
         out.append(JOIN)
+    if args.scale_subscriptions:
+        out.append(SCALE)
     return out
 
 
@@ -1313,6 +1562,8 @@ def run(
     skipped: dict[str, str] = {}
     if "hqueue" in wanted:
         peers.append(HQueuePeer(workdir))
+    if CLUSTER in wanted:
+        peers.append(HQueueClusterPeer(workdir))
     for name, binary, cls in (("redis", REDIS_SERVER, RedisPeer), ("nats", NATS_SERVER, NatsPeer)):
         if name not in wanted:
             continue
@@ -1329,7 +1580,7 @@ def run(
                 f"  p50 {percentile(s.latencies, 0.5) / 1e6:7.3f} ms"
                 f"  p99 {percentile(s.latencies, 0.99) / 1e6:7.3f} ms"
             )
-        return f"{workload:<34} {row:<10}{s.rate:>10,.0f} msgs/s{extra}"
+        return f"{workload:<34} {row:<14}{s.rate:>10,.0f} msgs/s{extra}"
 
     samples, failed = run_rounds(
         peers,
@@ -1345,6 +1596,28 @@ def fmt(v: float | None, spec: str = ".2f") -> str:
     return "" if v is None else format(v, spec)
 
 
+LATENCY_COLUMNS = ("ack p50", "p50", "p99", "max", "after ack p50", "after ack p99")
+"""The latency columns of a paced run's row (ms), as :func:`latency_cells` fills them."""
+
+
+def latency_cells(
+    ms: Callable[[tuple[str, str], float | None, str], float | None], k: tuple[str, str]
+) -> tuple[str, ...]:
+    """The LATENCY_COLUMNS of row ``k``, ``ms(k, quantile, what)`` giving the median
+    over the rounds (ms)."""
+    return tuple(
+        fmt(ms(k, q, what))
+        for q, what in (
+            (0.5, "puts"),
+            (0.5, "latencies"),
+            (0.99, "latencies"),
+            (None, "latencies"),
+            (0.5, "after_ack"),
+            (0.99, "after_ack"),
+        )
+    )
+
+
 def report(
     args: argparse.Namespace,
     samples: dict[tuple[str, str], list[Sample]],
@@ -1353,6 +1626,7 @@ def report(
 ) -> None:
     labels = {
         "hqueue": "hqueue subscribe, 1 partition",
+        CLUSTER: "hqueue subscribe, 1 partition, storage + separate sidecar",
         diagnostic_row(args): f"hqueue subscribe, {args.hqueue_partitions} partitions (diagnostic)",
         "redis": "redis XREADGROUP COUNT 1000 + XACK",
         "nats": f"nats push consumer, ack all every {NATS_ACK_EVERY}",
@@ -1394,7 +1668,7 @@ def report(
         "own schedule.\n"
     )
 
-    order = ["hqueue", diagnostic_row(args), "redis", "nats"]
+    order = ["hqueue", CLUSTER, diagnostic_row(args), "redis", "nats"]
     print(
         f"Latency from the send call to the listener (ms), one message per call "
         "(hqueue: Queue.send, client defaults, linger 5 ms; Redis XADD; NATS await "
@@ -1411,12 +1685,7 @@ def report(
                 "rate",
                 "peer",
                 "sent msgs/s",
-                "ack p50",
-                "p50",
-                "p99",
-                "max",
-                "after ack p50",
-                "after ack p99",
+                *LATENCY_COLUMNS,
                 "peer p99 ÷ hqueue p99",
             ),
             "llrrrrrrrr",
@@ -1441,12 +1710,7 @@ def report(
                         f"{target:,}/s{kind}",
                         labels[name],
                         f"{rate[k]:,.0f}{short}",
-                        fmt(ms(k, 0.5, "puts")),
-                        fmt(ms(k, 0.5)),
-                        fmt(p99),
-                        fmt(ms(k, None)),
-                        fmt(ms(k, 0.5, "after_ack")),
-                        fmt(ms(k, 0.99, "after_ack")),
+                        *latency_cells(ms, k),
                         ratio,
                     )
                 )
@@ -1485,7 +1749,12 @@ def report(
             first = median(k, "first")
             first = None if first is None else first * 1000
             steady = median(k, "steady")
-            ratio = "" if name == "hqueue" or hq is None else f"{hq / rate[k]:.2f}x"
+            if name == "hqueue" or hq is None:
+                ratio = ""
+            elif name == CLUSTER:
+                ratio = f"{rate[k] / hq:.0%} of embedded"
+            else:
+                ratio = f"{hq / rate[k]:.2f}x"
             print(
                 markdown_row(
                     (
@@ -1520,6 +1789,7 @@ def report(
         )
     if args.join_rate:
         report_join(args, rate, ms, median)
+    scale = report_scale(args, samples, ms)
 
     print()
     if args.smoke:
@@ -1573,6 +1843,85 @@ def report(
             print(markdown_row((text, "n/a", "n/a")))
         else:
             print(markdown_row((text, f"{hq / rd:.2f}x", "yes" if hq >= goal * rd else "no")))
+    for scale_target, scale_measured, scale_met in scale:
+        print(markdown_row((scale_target, scale_measured, "yes" if scale_met else "no")))
+
+
+def report_scale(
+    args: argparse.Namespace,
+    samples: dict[tuple[str, str], list[Sample]],
+    ms: Callable[[tuple[str, str], float | None, str], float | None],
+) -> list[tuple[str, str, bool]]:
+    """The table of the scale row; return its targets as (text, measured, met)."""
+    k = (SCALE, CLUSTER)
+    if k not in samples:
+        return []
+    runs = samples[k]
+
+    def proc(what: str) -> float:
+        """Median over the rounds of a /proc reading."""
+        return statistics.median(s.proc[what] for s in runs)
+
+    subs = args.scale_subscriptions
+    print(
+        f"\nSubscriptions at scale on one separate sidecar (hqueue standalone --no-sidecar "
+        f"+ hqueue sidecar, 32 delivery threads): {subs:,} subscriptions of a queue of "
+        f"{SCALE_PARTITIONS} partitions, their subscribers in the bench process (a Thrift "
+        f"server each); {args.scale_rate:,} msg/s one per Queue.send by {SCALE_PARTITIONS} "
+        f"senders for {args.seconds} s, each message to one subscription (its topic), so "
+        f"{subs * SCALE_PARTITIONS:,} deliveries all receiving; latency from the send call "
+        'to the listener (ms), "ack" from the call to its acknowledgement, "after ack" '
+        'from the acknowledgement to the listener (the push); sidecar threads "before" '
+        'the subscriptions, the most "during" the run, "after" the queue was deleted; '
+        "RSS the largest sampled; CPU seconds from the first paced message to the last "
+        f"delivery; subscribe seconds for the {subs:,} subscribe calls ({SCALE_THREADS} "
+        "threads, untimed):\n"
+    )
+    print(
+        markdown_header(
+            (
+                "subscriptions x partitions",
+                "sent msgs/s",
+                *LATENCY_COLUMNS,
+                "sidecar threads before / during / after",
+                "sidecar RSS MiB",
+                "sidecar CPU s",
+                "storage CPU s",
+                "window s",
+                "subscribe s",
+            ),
+            "lrrrrrrrrrrrrr",
+        )
+    )
+    rate = statistics.median(s.rate for s in runs)
+    p99 = ms(k, 0.99, "latencies")
+    threads, rss = proc("threads"), proc("rss")
+    print(
+        markdown_row(
+            (
+                f"{subs:,} x {SCALE_PARTITIONS}",
+                f"{rate:,.0f}",
+                *latency_cells(ms, k),
+                f"{proc('threads_before'):.0f} / {threads:.0f} / {proc('threads_after'):.0f}",
+                f"{rss / 2**20:,.0f}",
+                f"{proc('cpu'):.1f}",
+                f"{proc('storage_cpu'):.1f}",
+                f"{proc('window'):.1f}",
+                f"{proc('setup'):.1f}",
+            )
+        )
+    )
+    where = f"({subs:,} subscriptions x {SCALE_PARTITIONS}, {args.scale_rate:,} msg/s)"
+    short = rate < 0.95 * args.scale_rate
+    return [
+        (f"sidecar threads < 64 {where}", f"{threads:.0f}", threads < 64),
+        (
+            f"push p99 < 50 ms {where}",
+            f"{fmt(p99)} ms at {rate:,.0f} msg/s",
+            p99 is not None and p99 < 50 and not short,
+        ),
+        (f"sidecar RSS < 1 GiB {where}", f"{rss / 2**20:,.0f} MiB", rss < 2**30),
+    ]
 
 
 def report_join(
@@ -1714,20 +2063,38 @@ def main() -> None:
         action="store_true",
         help="short run: defaults of 1 s per rate, 20,000 / 20,000 / 20,000 messages, 1 round",
     )
+    parser.add_argument(
+        "--scale-subscriptions",
+        type=int,
+        help="subscriptions of the scale row (hqueue-cluster), each on all "
+        f"{SCALE_PARTITIONS} partitions of one queue; 0 skips it (default 1,000)",
+    )
+    parser.add_argument(
+        "--scale-rate",
+        type=int,
+        help="paced rate of the scale row, msg/s in all (default 10,000)",
+    )
     add_smoke_argument(
         parser,
         "paced at 1,000 msg/s one per call and batched, 1 s each, also on 2 partitions; "
         "2,000 / 2,000 messages; a group drain of 3,000; the join runs at 1,000 msg/s "
-        "for 4 s; 1 round",
+        "for 4 s; the scale row with 20 subscriptions at 1,000 msg/s; 1 round",
     )
     parser.add_argument(
-        "--peers", default="hqueue,redis,nats", help="comma-separated subset of hqueue,redis,nats"
+        "--peers",
+        default=f"hqueue,{CLUSTER},redis,nats",
+        help=f"comma-separated subset of hqueue,{CLUSTER},redis,nats (default %(default)s)",
     )
     args = parser.parse_args()
     if args.smoke:
         args.rates = args.batched_rates = "1000"
         args.seconds, args.messages, args.live_messages, args.rounds = 1, 2_000, 2_000, 1
         args.hqueue_partitions, args.group_messages, args.join_rate = 2, 3_000, 1000
+        args.scale_subscriptions, args.scale_rate = 20, 1000
+    if args.scale_subscriptions is None:
+        args.scale_subscriptions = 1000
+    if args.scale_rate is None:
+        args.scale_rate = 10_000
     defaults = (1, 20_000, 20_000, 20_000, 1) if args.quick else (3, 200_000, 100_000, 200_000, 3)
     for name, value in zip(
         ("seconds", "messages", "live_messages", "group_messages", "rounds"),
@@ -1754,6 +2121,11 @@ def main() -> None:
         or min(args.messages, args.live_messages, args.group_messages, args.join_rate) < 0
     ):
         parser.error("--rounds must be positive and message counts not negative")
+    if not 0 <= args.scale_subscriptions <= WARMUP_SLOTS // SCALE_PARTITIONS or args.scale_rate < 1:
+        parser.error(
+            f"--scale-subscriptions must be 0 to {WARMUP_SLOTS // SCALE_PARTITIONS:,} "
+            "and --scale-rate positive"
+        )
     with tempfile.TemporaryDirectory(prefix="bench-subscribe-") as tmp:
         samples, failed, skipped = run(args, Path(tmp))
     report(args, samples, failed, skipped)
