@@ -101,8 +101,9 @@ Workloads:
   each as a ratio of the same peer's run without a join, and the time from the
   join call to the joiner's first delivery. Redis has no rebalance: its third
   consumer just starts reading beside the others.
-- scale (``hqueue-cluster`` only): ``--scale-subscriptions`` subscriptions (1,000) of
-  one queue of 8 partitions, all on the one separate sidecar, their subscribers 1,000
+- scale (``hqueue-cluster`` only): ``--scale-subscriptions`` subscriptions (100; the
+  target is 1,000, where the row does not finish yet) of one queue of 8 partitions,
+  all on the one separate sidecar, their subscribers as many
   ``Queue.subscribe`` calls in this process (a Thrift server each, on a port of its
   own, one shared recording listener), made untimed from 8 threads. Subscription k
   takes only topic ``sk``, and message i goes to partition i mod 8 with topic
@@ -2067,7 +2068,8 @@ def main() -> None:
         "--scale-subscriptions",
         type=int,
         help="subscriptions of the scale row (hqueue-cluster), each on all "
-        f"{SCALE_PARTITIONS} partitions of one queue; 0 skips it (default 1,000)",
+        f"{SCALE_PARTITIONS} partitions of one queue; 0 skips it (default 100; the "
+        "target, 1,000, does not finish yet)",
     )
     parser.add_argument(
         "--scale-rate",
@@ -2092,7 +2094,10 @@ def main() -> None:
         args.hqueue_partitions, args.group_messages, args.join_rate = 2, 3_000, 1000
         args.scale_subscriptions, args.scale_rate = 20, 1000
     if args.scale_subscriptions is None:
-        args.scale_subscriptions = 1000
+        # The target is 1,000 (docs/performance.md); at 1,000 the row does not finish
+        # yet: each put wakes a storage read per subscription of its partition, and
+        # the warm-up's 8,000 puts do not all arrive within its 100 s.
+        args.scale_subscriptions = 100
     if args.scale_rate is None:
         args.scale_rate = 10_000
     defaults = (1, 20_000, 20_000, 20_000, 1) if args.quick else (3, 200_000, 100_000, 200_000, 3)
