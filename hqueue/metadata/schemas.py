@@ -20,7 +20,7 @@ import jsonschema.exceptions
 
 from hqueue.errors import InvalidArgumentError, SchemaValidationError
 
-__all__ = ["SCHEMA_DIR", "schema", "validate", "validator"]
+__all__ = ["SCHEMA_DIR", "fields_validator", "schema", "validate", "validate_fields", "validator"]
 
 SCHEMA_DIR = resources.files("hqueue.metadata.json_schemas")
 """Where the schemas are, inside the installed package."""
@@ -62,8 +62,62 @@ def validate(name: str, value: Mapping[str, Any]) -> None:
     :raises SchemaValidationError: naming the first offending member and the rule it
         breaks, e.g. ``queue value: at 'partitions': 0 is less than the minimum of 1``.
     """
-    error = jsonschema.exceptions.best_match(validator(name).iter_errors(value))
+    _raise_first(name, validator(name).iter_errors(value))
+
+
+def _raise_first(name: str, errors: Any) -> None:
+    """Raise the best of ``errors`` (jsonschema's) as a :class:`SchemaValidationError`."""
+    error = jsonschema.exceptions.best_match(errors)
     if error is not None:
         where = "/".join(str(part) for part in error.absolute_path)
         at = f"at '{where}': " if where else ""
         raise SchemaValidationError(f"{name} value: {at}{error.message}")
+
+
+_FIELD_WISE_KEYWORDS = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$defs",
+        "title",
+        "description",
+        "type",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "required",
+    }
+)
+"""The top-level keywords under which a value is valid exactly when each of its
+members is (``required`` aside, which only a removed member can break): a schema
+of these alone can check an update's new members without the rest of the value."""
+
+
+@functools.cache
+def fields_validator(name: str) -> jsonschema.protocols.Validator | None:
+    """Return a validator of some members of a ``name`` value on their own (the
+    schema without its ``required`` list), or ``None`` when the schema relates members
+    to each other (any keyword beyond :data:`_FIELD_WISE_KEYWORDS`), so that only the
+    whole value can be checked.
+
+    :raises InvalidArgumentError: as :func:`validator`.
+    """
+    document = dict(validator(name).schema)
+    if document.get("type") != "object" or not set(document) <= _FIELD_WISE_KEYWORDS:
+        return None
+    document.pop("required", None)
+    return type(validator(name))(document)
+
+
+def validate_fields(name: str, fields: Mapping[str, Any]) -> bool:
+    """Check the members ``fields`` of a ``name`` value on their own, as a partial
+    update writes them (none removed); return ``False``, having checked nothing, when
+    the schema can only check a whole value.
+
+    :raises SchemaValidationError: as :func:`validate`, when a member breaks its rule.
+    """
+    checker = fields_validator(name)
+    if checker is None:
+        return False
+    _raise_first(name, checker.iter_errors(fields))
+    return True

@@ -91,6 +91,22 @@ class TableBase(MetastoreTable):
             schemas.validate(self._schema, value)
         encode(value)
 
+    def check_fields_alone(self, fields: Mapping[str, Any]) -> bool:
+        """Validate the members a partial update sets, without the rest of the value;
+        return ``False``, having checked nothing, when that cannot be done (a member
+        removed, or a schema relating members to each other): then the merged whole
+        value must be checked with :meth:`check_value`.
+
+        :raises SchemaValidationError: if a member breaks the table's schema.
+        :raises InvalidArgumentError: if a member is not JSON.
+        """
+        if any(value is None for value in fields.values()):
+            return False
+        if self._schema is not None and not schemas.validate_fields(self._schema, fields):
+            return False
+        encode(dict(fields))
+        return True
+
     # -- public API: checks, then the backend ---------------------------------------
 
     def get(self, key: str, fields: Sequence[str] | None = None) -> Versioned[Value]:

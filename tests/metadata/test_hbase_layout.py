@@ -10,7 +10,7 @@ from typing import Any
 import happybase
 import pytest
 
-from hqueue.errors import BadVersionError
+from hqueue.errors import BadVersionError, SchemaValidationError
 from hqueue.metadata import MetaStore, Version
 from hqueue.metadata.backends.hbase.rows import COMMIT_COLUMN, entry_row
 from hqueue.metadata.resources import HBASE_TABLE
@@ -77,3 +77,37 @@ def test_versions_keep_growing_across_delete_and_create(hbase_backend: Backend) 
     # A version of the previous incarnation cannot match the new one.
     with pytest.raises(BadVersionError):
         table.put("k", {"stale": True}, first)
+
+
+def test_an_update_at_a_held_version_writes_without_reading_the_row(
+    hbase_backend: Backend, hbase: happybase.Connection
+) -> None:
+    """A checkpoint writer holds the version it wrote last: its next partial update
+    swings the commit from that version's token without reading the row first, and a
+    token that moved on is still refused by the compare-and-set."""
+    table = hbase_backend.open().create_table("cp-held", schema="checkpoints")
+    held = table.put("s", {"0": "1:0", "1": "1:1"}, Version.NEW)
+    reads: list[bytes] = []
+    client = table.client  # type: ignore[attr-defined]
+    real_row = client.row
+
+    def counting_row(row: bytes, *args: Any) -> Any:
+        reads.append(row)
+        return real_row(row, *args)
+
+    client.row = counting_row
+    for i in range(5):
+        held = table.update("s", {"0": f"{i + 2}:0"}, held)
+    assert reads == []
+    assert table.get("s").value == {"0": "6:0", "1": "1:1"}
+
+    stale = held
+    table.update("s", {"1": "9:1"})
+    with pytest.raises(BadVersionError):
+        table.update("s", {"0": "7:0"}, stale)
+    assert table.get("s").value == {"0": "6:0", "1": "9:1"}
+    # A value the schema refuses is refused on the fast path too, and nothing moves.
+    current = table.get("s").version
+    with pytest.raises(SchemaValidationError):
+        table.update("s", {"0": "not a position"}, current)
+    assert table.get("s").value == {"0": "6:0", "1": "9:1"}

@@ -83,6 +83,30 @@ def test_schemas_accept_good_values_and_refuse_bad_ones(name: str) -> None:
         schemas.validate(name, INVALID[name])
 
 
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_fields_checked_alone_agree_with_the_whole_value(name: str) -> None:
+    """Where a schema can check an update's members on their own, it refuses exactly
+    the members that make the merged value invalid: each member of the valid value,
+    and each member that differs in the invalid one, laid over the valid value."""
+    changes = [{k: v} for k, v in VALID[name].items()]
+    changes += [{k: v} for k, v in INVALID[name].items() if VALID[name].get(k) != v]
+    for fields in changes:
+        try:
+            schemas.validate(name, {**VALID[name], **fields})
+            whole_ok = True
+        except SchemaValidationError:
+            whole_ok = False
+        try:
+            checked = schemas.validate_fields(name, fields)
+            alone_ok = True
+        except SchemaValidationError:
+            checked, alone_ok = True, False
+        if checked:
+            assert alone_ok == whole_ok, fields
+    # The checkpoints every checkpoint writer updates are checked field-wise.
+    assert schemas.fields_validator("checkpoints") is not None
+
+
 def test_docs_show_the_resource_map() -> None:
     docs = (REPO / "docs" / "metadata.md").read_text()
     for resource in RESOURCES:

@@ -291,6 +291,13 @@ class HBaseTable(TableBase):
 
     def _update(self, key: str, fields: Value, version: Version) -> Version:
         what = self._what("update", key)
+        if version.is_exact and version.token and self.check_fields_alone(fields):
+            # The caller holds the commit it expects (a checkpoint writer does): swing
+            # from it without reading the row. If it moved, the read below says how.
+            held = parse_commit(version.token)
+            swung = self._swing(key, held, *self._updated_cells(held, fields))
+            if swung is not None:
+                return swung
         for _ in range(MAX_ATTEMPTS):
             current = self.current(key)
             base = current.commit
@@ -299,19 +306,28 @@ class HBaseTable(TableBase):
             if version.is_exact and base.version != version.number:
                 raise BadVersionError(f"{what}: at version {base.version}, not {version}")
             self.check_value(merge(current.value(), fields))
-            cells = dict(base.fields)
-            garbage: list[str] = []
-            puts: dict[bytes, bytes] = {}
-            for name, field_value in fields.items():
-                if name in cells:
-                    garbage.append(cells.pop(name))
-                if field_value is not None:
-                    cells[name] = new_cell_id()
-                    puts[data_column(cells[name])] = encode_field(field_value)
-            new_version = self._swing(key, base, cells, base.session, garbage, puts)
+            new_version = self._swing(key, base, *self._updated_cells(base, fields))
             if new_version is not None:
                 return new_version
         raise MetadataError(f"{what}: gave up after {MAX_ATTEMPTS} conflicting writers")
+
+    @staticmethod
+    def _updated_cells(
+        base: Commit, fields: Value
+    ) -> tuple[dict[str, str], str | None, list[str], dict[bytes, bytes]]:
+        """Return what :meth:`_swing` takes after ``base`` to set ``fields``: the new
+        commit's cells, its session (``base``'s), the cells it leaves behind and the
+        new cells' values."""
+        cells = dict(base.fields)
+        garbage: list[str] = []
+        puts: dict[bytes, bytes] = {}
+        for name, field_value in fields.items():
+            if name in cells:
+                garbage.append(cells.pop(name))
+            if field_value is not None:
+                cells[name] = new_cell_id()
+                puts[data_column(cells[name])] = encode_field(field_value)
+        return cells, base.session, garbage, puts
 
     def _remove(self, key: str, version: Version) -> None:
         what = self._what("remove", key)
