@@ -3,9 +3,12 @@ backends, read directly and through the cache."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hqueue.errors import (
     BadVersionError,
@@ -31,6 +34,8 @@ from hqueue.metadata.managers import (
 from hqueue.metadata.resources import CHECKPOINTS, SUBSCRIPTION
 from tests.metadata.conftest import Backend
 from tests.metadata.events import wait_until
+
+_EXAMPLES = itertools.count()
 
 # -- QueueInfo ---------------------------------------------------------------------------
 
@@ -257,6 +262,76 @@ def test_read_all_subscriptions_of_a_queue(store: MetaStore) -> None:
         data = found[name].value
         assert set(data.preferences.partitions) == {i % 4}
         assert data.state == ({i % 4: f"{i}:0"} if i % 2 else {})
+
+
+_NAMES = st.sampled_from([f"s{i:02d}" for i in range(24)])
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("bulk"), st.lists(_NAMES, max_size=12), st.integers(1, 5)),
+        st.tuples(st.just("create"), _NAMES, st.integers(0, 3)),
+        st.tuples(st.just("state"), _NAMES, st.integers(0, 3)),
+        st.tuples(st.just("delete"), _NAMES, st.integers(0, 3)),
+    ),
+    max_size=25,
+)
+
+
+@settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=_OPS)
+def test_bulk_create_and_streamed_reads_agree_with_a_model(backend: Backend, ops: list) -> None:
+    """Random bulk creates (in small batches), single creates, checkpoints and deletes,
+    through the manager and through a dict: ``create_subscriptions`` creates exactly
+    the names that were missing (a deleted name's old state gone), and the three reads
+    (streamed, direct, through a warm cache that re-reads only what changed) all say
+    what the model says."""
+    store = backend.open()
+    queue = f"bulk-{next(_EXAMPLES)}"
+    subs = SubscriptionDataManager(store)
+    model: dict[str, tuple[int, dict[int, str]]] = {}
+    with MetadataCache(backend.open()) as cache:
+        cached = SubscriptionDataManager(cache._store, cache)
+        cached.read_subscriptions(queue)  # warm: the cache now follows the queue
+        for op, arg, n in ops:
+            if op == "bulk":
+                want = {name: _prefs(len(name) % 4) for name in arg}
+                made = subs.create_subscriptions(queue, want, batch=n)
+                assert set(made) == set(want) - set(model)
+                for name in made:
+                    model[name] = (len(name) % 4, {})
+            elif op == "create" and arg not in model:
+                subs.create_subscription_data(queue, arg, _prefs(n))
+                model[arg] = (n, {})
+            elif op == "state" and arg in model:
+                subs.update_subscription_state(queue, arg, {model[arg][0]: f"{n + 1}:0"})
+                model[arg][1][model[arg][0]] = f"{n + 1}:0"
+            elif op == "delete" and arg in model:
+                subs.delete_subscription_data(queue, arg)
+                del model[arg]
+
+        def seen(found: dict) -> dict[str, tuple[int, dict[int, str]]]:
+            return {
+                name: (next(iter(v.value.preferences.partitions)), v.value.state)
+                for name, v in found.items()
+            }
+
+        assert seen(dict(subs.iter_subscriptions(queue))) == model
+        assert list(subs.iter_subscriptions(queue)) == sorted(subs.iter_subscriptions(queue))
+        assert seen(subs.read_subscriptions(queue)) == model
+        wait_until(
+            lambda: seen(cached.read_subscriptions(queue)) == model,
+            timeout=backend.staleness_bound * 4,
+        )
+
+
+def test_bulk_create_refuses_bad_input_before_writing(store: MetaStore) -> None:
+    subs = SubscriptionDataManager(store)
+    with pytest.raises(InvalidArgumentError, match="subscription"):
+        subs.create_subscriptions("q", {"ok": _prefs(0), "bad/name": _prefs(0)})
+    with pytest.raises(InvalidArgumentError, match="'batch'"):
+        subs.create_subscriptions("q", {"ok": _prefs(0)}, batch=0)
+    assert subs.read_subscriptions("q") == {}
 
 
 def test_subscriber_address_is_ephemeral(backend: Backend) -> None:

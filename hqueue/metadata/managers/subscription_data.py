@@ -19,8 +19,9 @@ The running subscriber's address is a third, ephemeral key
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,7 @@ from hqueue.errors import (
     SubscriptionExistsError,
 )
 from hqueue.message import check_id_text, check_partition
+from hqueue.metadata import schemas
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
 from hqueue.metadata.resources import (
@@ -44,6 +46,7 @@ from hqueue.metadata.resources import (
 from hqueue.metadata.version import Version, Versioned
 
 __all__ = [
+    "BULK_BATCH",
     "GENERATION_OPTION",
     "SubscriptionData",
     "SubscriptionDataManager",
@@ -128,6 +131,18 @@ def _state(value: Value) -> dict[int, str]:
     return {int(partition): checkpoint for partition, checkpoint in value.items()}
 
 
+BULK_BATCH = 1000
+"""Subscriptions :meth:`SubscriptionDataManager.create_subscriptions` writes per bulk
+create."""
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    prefs: Version
+    state: Version | None
+    data: Versioned[SubscriptionData]
+
+
 class SubscriptionDataManager:
     """Creates, updates, replaces, deletes and reads subscriptions. With a ``cache``,
     reads are served from it."""
@@ -135,6 +150,11 @@ class SubscriptionDataManager:
     def __init__(self, store: MetaStore, cache: MetadataCache | None = None) -> None:
         self._store = store
         self._cache = cache
+        self._parsed: dict[tuple[str, str], _Parsed] = {}
+        """Subscriptions already built from cached values, by (queue, name), with the
+        versions they were built from: a cached read of a queue with a million
+        subscriptions builds only those that changed since the last read."""
+        self._parsed_lock = threading.Lock()
 
     def is_partial_update_supported(self) -> bool:
         """Return whether state and preference updates write only the fields they
@@ -174,6 +194,47 @@ class SubscriptionDataManager:
         # A state left over by a delete that stopped half-way is replaced.
         self.clear_subscription_state(queue, name)
         return version
+
+    def create_subscriptions(
+        self,
+        queue: str,
+        subscriptions: Mapping[str, SubscriptionPreferences],
+        *,
+        batch: int = BULK_BATCH,
+    ) -> dict[str, Version]:
+        """Create each subscription that does not exist yet, with empty state, ``batch``
+        at a time (one bulk create of preferences and one of states per batch: a
+        ZooKeeper ``multi``, a batch of HBase mutations); return the version of each one
+        created. One that exists is left as it is and missing from the result; each is
+        created or not on its own, so a call that fails half-way may be repeated.
+
+        Every name and preference is checked before anything is written.
+
+        :raises InvalidArgumentError: on a bad name or ``batch``.
+        :raises SchemaValidationError: if some preferences break the schema.
+        :raises ConnectionLostError: if the store cannot be reached (some may have been
+            created by then).
+        """
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise InvalidArgumentError(f"'batch' must be a positive integer, not {batch!r}")
+        values: dict[str, Value] = {}
+        for name, preferences in subscriptions.items():
+            check_name(name, "subscription")
+            values[name] = preferences.to_value()
+        for value in values.values():
+            # Every batch is checked by the store too, but only once it is its turn.
+            schemas.validate(SUBSCRIPTION.schema, value)
+        prefs, checkpoints = self._prefs(queue), self._checkpoints(queue)
+        created: dict[str, Version] = {}
+        names = list(values)
+        for at in range(0, len(names), batch):
+            made = prefs.create_many({name: values[name] for name in names[at : at + batch]})
+            fresh = checkpoints.create_many({name: {} for name in made})
+            for name in made.keys() - fresh.keys():
+                # A state left over by a delete that stopped half-way is replaced.
+                self.clear_subscription_state(queue, name)
+            created.update(made)
+        return created
 
     def update_subscription_data(
         self, queue: str, name: str, fields: Mapping[str, Any], version: Version = Version.ANY
@@ -252,16 +313,56 @@ class SubscriptionDataManager:
         return self._data(prefs, state)
 
     def read_subscriptions(self, queue: str) -> dict[str, Versioned[SubscriptionData]]:
-        """Return every subscription of the queue (preferences and state), by name."""
-        if self._cache is not None:
-            prefs = self._cache.list(SUBSCRIPTION.table_name(queue))
-            states = self._cache.list(CHECKPOINTS.table_name(queue))
-        else:
-            with self._prefs(queue).open_cursor() as cursor:
-                prefs = {item.key: Versioned(item.value, item.version) for item in cursor}
-            with self._checkpoints(queue).open_cursor() as cursor:
-                states = {item.key: Versioned(item.value, item.version) for item in cursor}
-        return {name: self._data(prefs[name], states.get(name)) for name in sorted(prefs)}
+        """Return every subscription of the queue (preferences and state), by name.
+
+        With a cache, only the subscriptions whose preferences or state changed since
+        the last call are built again. Without one, the store is read whole: for very
+        many subscriptions, :meth:`iter_subscriptions` reads a page at a time.
+        """
+        if self._cache is None:
+            return dict(self.iter_subscriptions(queue))
+        prefs = self._cache.list(SUBSCRIPTION.table_name(queue))
+        states = self._cache.list(CHECKPOINTS.table_name(queue))
+        out: dict[str, Versioned[SubscriptionData]] = {}
+        with self._parsed_lock:
+            parsed = self._parsed
+            for name in sorted(prefs):
+                pref, state = prefs[name], states.get(name)
+                state_version = None if state is None else state.version
+                known = parsed.get((queue, name))
+                if known is None or known.prefs != pref.version or known.state != state_version:
+                    known = _Parsed(pref.version, state_version, self._data(pref, state))
+                    parsed[(queue, name)] = known
+                out[name] = known.data
+            if len(parsed) > 2 * len(out) + 1024:
+                # Deleted subscriptions (of any queue) pile up: keep this queue's only.
+                for key in [k for k in parsed if k[0] != queue or k[1] not in out]:
+                    del parsed[key]
+        return out
+
+    def iter_subscriptions(self, queue: str) -> Iterator[tuple[str, Versioned[SubscriptionData]]]:
+        """Yield ``(name, subscription)`` for every subscription of the queue, in name
+        order, straight from the store and a page at a time: memory stays bounded
+        however many there are (a cold read of a million). Subscriptions created or
+        deleted meanwhile may or may not be seen.
+
+        :raises ConnectionLostError: if the store cannot be read.
+        """
+        with (
+            self._prefs(queue).open_cursor() as prefs,
+            self._checkpoints(queue).open_cursor() as checkpoints,
+        ):
+            states = iter(checkpoints)
+            state = next(states, None)
+            for item in prefs:
+                # Both cursors run in key order: the state of a name, if any, is
+                # reached by skipping the states of names without preferences.
+                while state is not None and state.key < item.key:
+                    state = next(states, None)
+                held = None
+                if state is not None and state.key == item.key:
+                    held = Versioned(state.value, state.version)
+                yield item.key, self._data(Versioned(item.value, item.version), held)
 
     @staticmethod
     def _data(
