@@ -6,9 +6,17 @@ last time; the rate over time; and each subscription's lag.
 
 Prints the tables and writes ``per_topic.csv``, ``per_partition.csv``, ``rate.csv``
 (messages per ``--bucket`` seconds and topic), ``lag.csv`` (per subscription and
-partition: messages stored after its checkpoint, i.e. not yet delivered) and
-``rate.png`` (the rate over time, one line per topic; needs matplotlib, otherwise the
-report says it skipped the chart).
+partition: messages stored after its checkpoint, i.e. not yet delivered),
+``lag_over_time.csv`` (per subscription and bucket: how many of its undelivered
+messages were stored in the bucket, and how many by the bucket's end), ``rate.png``
+(the rate over time, one line per topic) and ``lag.png`` (each subscription's
+undelivered messages by the time they were stored: the right edge is its lag now; a
+rise that starts at some time and never flattens is a subscriber that stopped keeping
+up then). The charts need matplotlib; without it the report says it skipped them.
+
+Lag at a past time would need the checkpoints' history, which hqueue does not keep
+(the sidecars' lag metrics, scraped over time, give it); what the stored messages
+can tell is when today's backlog arrived, which is what ``lag.png`` draws.
 """
 
 from __future__ import annotations
@@ -30,14 +38,21 @@ from hqueue.spark_jobs.common import (
     spark_errors,
 )
 
-__all__ = ["Report", "main", "report", "subscription_positions"]
+__all__ = [
+    "Report",
+    "draw_lag_chart",
+    "draw_rate_chart",
+    "main",
+    "report",
+    "subscription_positions",
+]
 
 Table = tuple[list[str], list[tuple[Any, ...]]]
 
 
 class Report(dict[str, Table]):
     """The report's tables by name (``per_topic``, ``per_partition``, ``rate``,
-    ``lag``): each ``(header, rows)``."""
+    ``lag``, ``lag_over_time``): each ``(header, rows)``."""
 
 
 def subscription_positions(options: dict[str, str]) -> list[tuple[str, int, int, int]]:
@@ -138,10 +153,38 @@ def _report(spark: Any, options: dict[str, str], bucket_seconds: int) -> Report:
                 for r in pending.groupBy("subscription", "p").count().collect()
             }
             lag_rows = [(name, p, counts.get((name, p), 0)) for name, p, _, _ in positions]
+            arrivals = (
+                pending.groupBy("subscription", seconds.alias("bucket"))
+                .count()
+                .orderBy("subscription", "bucket")
+                .collect()
+            )
+            over_time = _backlog(arrivals)
+        else:
+            over_time = []
         result["lag"] = (["subscription", "partition", "lag_messages"], lag_rows)
+        result["lag_over_time"] = (
+            ["bucket_start", "subscription", "arrived_undelivered", "backlog"],
+            over_time,
+        )
         return result
     finally:
         df.unpersist()
+
+
+def _backlog(arrivals: list[Any]) -> list[tuple[Any, ...]]:
+    """Return ``(bucket_start, subscription, arrived, backlog)`` rows from rows of
+    ``(subscription, bucket, count)`` ordered by subscription then bucket: ``backlog``
+    sums ``arrived`` over the subscription's buckets so far."""
+    rows: list[tuple[Any, ...]] = []
+    total = 0
+    last = None
+    for r in arrivals:
+        if r.subscription != last:
+            last, total = r.subscription, 0
+        total += r["count"]
+        rows.append((format_time(int(r.bucket) * 1000), r.subscription, r["count"], total))
+    return rows
 
 
 def format_table(header: list[str], rows: list[tuple[Any, ...]]) -> str:
@@ -165,15 +208,33 @@ def write_outputs(result: Report, out: Path) -> list[Path]:
             writer.writerow(header)
             writer.writerows(rows)
         written.append(path)
-    chart = draw_rate_chart(result["rate"][1], out / "rate.png")
-    if chart is not None:
-        written.append(chart)
+    charts = (
+        draw_rate_chart(result["rate"][1], out / "rate.png"),
+        draw_lag_chart(result["lag_over_time"][1], out / "lag.png"),
+    )
+    written.extend(chart for chart in charts if chart is not None)
     return written
 
 
 def draw_rate_chart(rate: list[tuple[Any, ...]], path: Path) -> Path | None:
     """Draw messages per second over time, one line per topic, as a PNG at ``path``;
     return it, or ``None`` when matplotlib is not installed."""
+    return _draw_lines(rate, 1, 3, path, "messages / s", "rate over time")
+
+
+def draw_lag_chart(over_time: list[tuple[Any, ...]], path: Path) -> Path | None:
+    """Draw each subscription's undelivered messages by the time they were stored
+    (the ``lag_over_time`` table's backlog), one line per subscription, as a PNG at
+    ``path``; return it, or ``None`` when matplotlib is not installed."""
+    title = "lag: when the backlog arrived"
+    return _draw_lines(over_time, 1, 3, path, "undelivered messages stored by then", title)
+
+
+def _draw_lines(
+    rows: list[tuple[Any, ...]], line: int, value: int, path: Path, ylabel: str, title: str
+) -> Path | None:
+    """Draw ``rows`` (time text first) as one line per distinct ``rows[i][line]``,
+    plotting ``rows[i][value]``; return ``path``, or ``None`` without matplotlib."""
     try:
         import matplotlib
 
@@ -184,15 +245,16 @@ def draw_rate_chart(rate: list[tuple[Any, ...]], path: Path) -> Path | None:
     import datetime as dt
 
     fig, ax = plt.subplots(figsize=(10, 4))
-    for topic in sorted({r[1] for r in rate}):
-        points = [(dt.datetime.fromisoformat(r[0]), r[3]) for r in rate if r[1] == topic]
+    for name in sorted({r[line] for r in rows}):
+        points = [(dt.datetime.fromisoformat(r[0]), r[value]) for r in rows if r[line] == name]
         # matplotlib plots datetimes on a date axis; its stubs only admit numbers.
         times: Any = [p[0] for p in points]
-        ax.plot(times, [p[1] for p in points], marker=".", label=topic)
+        ax.plot(times, [p[1] for p in points], marker=".", label=name)
     ax.set_xlabel("time (UTC)")
-    ax.set_ylabel("messages / s")
-    ax.set_title("rate over time")
-    ax.legend(loc="upper right", fontsize="small")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if rows:
+        ax.legend(loc="upper left", fontsize="small")
     fig.autofmt_xdate()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -214,7 +276,7 @@ def _run(job: Job, args: argparse.Namespace, options: dict[str, str]) -> str:
         print()
     written = write_outputs(result, Path(args.out))
     if not any(p.suffix == ".png" for p in written):
-        print("rate.png skipped: matplotlib is not installed (pip install matplotlib)")
+        print("rate.png and lag.png skipped: matplotlib is not installed (pip install matplotlib)")
     per_partition = result["per_partition"][1]
     rows = sum(r[1] for r in per_partition)
     return (

@@ -22,7 +22,7 @@ import happybase
 import pytest
 
 from hqueue.errors import InvalidArgumentError, NoQueueError
-from hqueue.message import MESSAGES_END
+from hqueue.message import MESSAGES_END, format_time
 from hqueue.metadata.managers.subscription_data import SubscriptionPreferences
 from hqueue.spark_jobs.common import SparkJobError, hqueue_error, spark_errors
 from hqueue.spark_jobs.export_parquet import export
@@ -100,10 +100,24 @@ def test_report_counts_bytes_rate_and_lag(spark, hbase_server, hq, queue_name, t
     assert [(r[0], r[1]) for r in result["per_partition"][1]] == [(0, 10), (1, 10)]
     assert sum(r[2] for r in result["rate"][1]) == 20
     assert result["lag"][1] == [("audit", 0, 6), ("audit", 1, 10)]
+    # Lag over time, checked against the rows stored: per bucket, the messages after
+    # the checkpoint stored in it, and the running sum, which ends at the lag.
+    bucket_ms = 6 * 3600 * 1000
+    undelivered = [r for r in rows if not (r[0] == 0 and r[1] <= p0[3][1])]
+    want: dict[int, int] = {}
+    for r in undelivered:
+        want[r[1] // bucket_ms * bucket_ms] = want.get(r[1] // bucket_ms * bucket_ms, 0) + 1
+    backlog, running = [], 0
+    for start in sorted(want):
+        running += want[start]
+        backlog.append((format_time(start), "audit", want[start], running))
+    assert result["lag_over_time"][1] == backlog
+    assert backlog[-1][3] == 16
 
     written = write_outputs(result, tmp_path / "report")
     names = {p.name for p in written}
     assert {"per_topic.csv", "per_partition.csv", "rate.csv", "lag.csv"} <= names
+    assert {"lag_over_time.csv", "rate.png", "lag.png"} <= names
     with (tmp_path / "report" / "lag.csv").open() as f:
         assert list(csv.reader(f)) == [
             ["subscription", "partition", "lag_messages"],
