@@ -113,6 +113,7 @@ bench: deps-test bench-deps
 	$(BIN)/python bench/bench_cli.py
 	$(BIN)/python bench/bench_hbase.py
 	$(BIN)/python bench/bench_metadata.py
+	$(BIN)/python bench/bench_metadata_scale.py
 	$(BIN)/python bench/bench_queue.py
 	$(BIN)/python bench/bench_subscribe.py
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/python bench/bench_spark.py
@@ -125,6 +126,7 @@ bench-smoke: deps-test bench-deps zookeeper
 	$(BIN)/python bench/bench_cli.py --smoke
 	$(BIN)/python bench/bench_hbase.py --smoke
 	$(BIN)/python bench/bench_metadata.py --smoke
+	$(BIN)/python bench/bench_metadata_scale.py --smoke
 	$(BIN)/python bench/bench_admin.py --smoke
 	$(BIN)/python bench/bench_queue.py --smoke
 	$(BIN)/python bench/bench_subscribe.py --smoke
