@@ -74,8 +74,12 @@ lint: deps-test
 	$(BIN)/ruff format --check .
 	$(MAKE) --no-print-directory typecheck imports
 
+# Two workers (pytest-xdist), a test module each at a time, so that a module's
+# fixtures start once; each worker starts its own session servers. PYTEST_WORKERS=0
+# runs the suite in one process.
+PYTEST_WORKERS ?= 2
 pytest: deps-test zookeeper
-	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/pytest -q
+	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # The tests that need no server and no Java (marked `unit` by tests/conftest.py): seconds.
 test-unit: deps-test

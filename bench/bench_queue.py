@@ -32,6 +32,12 @@ Workloads, messages of 100 bytes, fresh stream / queue per round:
   untimed, in the same round.
 - one at a time: hqueue ``put``; Redis XADD; NATS ``await js.publish``; each call
   timed, p50/p99 reported.
+- security's cost: a second ``hqueue standalone`` with TLS on every port and tokens
+  required (a CA and certificates made by the script, signed tokens; docs/security.md)
+  runs batched produce, scan, one at a time and send beside the plaintext one, in the
+  same rounds; reported as TLS+token's msgs/s divided by plaintext's, with the goal
+  that batched produce keeps at least 85% of its rate. A connection authenticates
+  once, when it opens, so what is measured is mostly TLS's cost.
 - one call per message (``--send-messages``, 200,000): the asynchronous producers,
   each message its own call and its acknowledgement awaited in the background.
   hqueue ``Queue.send`` from one thread, then ``flush()``, with the client's default
@@ -59,13 +65,14 @@ the rounds (for latencies, the median of the per-round percentiles), so a passin
 disturbance on this shared machine does not favour one peer. Ratios are hqueue's
 msgs/s divided by the peer's. The targets: batched produce >= 2x Redis
 pipelined XADD, scan >= 2x Redis XREAD, unbatched put p50 < 1 ms, the scan in the
-cluster's layout >= 75% of the embedded scan's rate (issue 27); and for ``send``
+cluster's layout >= 75% of the embedded scan's rate, batched produce with TLS and
+tokens >= 85% of plaintext's; and for ``send``
 (from a thread and from asyncio, each judged): >= 80% of ``put_batch``'s rate, >= 3x
 Redis's one-at-a-time XADD, acknowledgement p99 < 20 ms.
 
 Run: ``.venv/bin/python bench/bench_queue.py [--messages 200000] [--single-messages
 5000] [--send-messages 200000] [--rounds 3] [--quick] [--smoke] [--peers
-hqueue,redis,nats] [--redis-fsync]``
+hqueue,hqueue-tls,redis,nats] [--redis-fsync]``
 
 The targets and the latest figures, with what bounds them: docs/performance.md.
 """
@@ -106,6 +113,8 @@ from rounds import (
 import hqueue
 from hqueue import aio
 from hqueue.message import partition_range
+from hqueue.security.tokens import Claims, generate_keys, load_private_key, mint
+from hqueue.testing.certs import make_certificates
 from hqueue.testing.sidecar import SidecarProcess
 from hqueue.testing.standalone import StandaloneProcess
 
@@ -421,6 +430,65 @@ class HQueuePeer:
         }
 
 
+class SecuredHQueuePeer(HQueuePeer):
+    """``hqueue standalone`` with TLS on every port and signed tokens required, its
+    client presenting an admin's token and trusting the script's CA: the plaintext
+    peer's rows but the cluster's layout (which TLS changes no differently)."""
+
+    name = "hqueue-tls"
+    label = "hqueue TLS+token"
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        secured = workdir / "hqueue-tls"
+        pki = make_certificates(secured / "pki")
+        private_key, public_key = secured / "signing.key", secured / "signing.pub"
+        generate_keys(private_key, public_key)
+        tokens = {}
+        for claims in (Claims("server", admin=True, sidecar=True), Claims("bench", admin=True)):
+            tokens[claims.sub] = secured / f"{claims.sub}.token"
+            tokens[claims.sub].write_bytes(mint(load_private_key(private_key), claims).reveal())
+        self.server = StandaloneProcess(
+            secured / "data",
+            (
+                *("--tls-cert", pki.server.cert, "--tls-key", pki.server.key),
+                *("--tls-ca", pki.ca, "--auth-public-key", str(public_key)),
+                *("--token-file", str(tokens["server"])),
+            ),
+        )
+        self.credentials = {"tls_ca": pki.ca, "token_file": str(tokens["bench"])}
+
+    def start(self) -> None:
+        self.server.start()
+        self.client = hqueue.connect(
+            self.server.address,
+            hbase_admin=f"127.0.0.1:{self.server.thrift2_port}",
+            table_prefix="",
+            put_timeout=15.0,
+            **self.credentials,  # type: ignore[arg-type]
+        )
+        self._new_queue("probe")
+
+    def rows(self) -> dict[str, list[tuple[str, Callable[..., Sample]]]]:
+        return {
+            BATCHED: [(f"{self.label} put_batch", self.batched)],
+            SCAN: [(f"{self.label} partition_scanner(0)", self.scan_partition)],
+            SINGLE: [(f"{self.label} put", self.single)],
+            SEND: [(f"{self.label} send", self.send)],
+        }
+
+
+SECURED_ROWS = {
+    BATCHED: ("hqueue put_batch", f"{SecuredHQueuePeer.label} put_batch"),
+    SCAN: (HQueuePeer.primary_scan, f"{SecuredHQueuePeer.label} partition_scanner(0)"),
+    SINGLE: ("hqueue put", f"{SecuredHQueuePeer.label} put"),
+    SEND: ("hqueue send", f"{SecuredHQueuePeer.label} send"),
+}
+"""Per workload, the plaintext row and the TLS+token row it is compared with."""
+SECURED_GOAL = 0.85
+"""Batched produce with TLS and tokens keeps at least this share of plaintext's rate."""
+
+
 class RedisPeer:
     name = "redis"
 
@@ -626,7 +694,7 @@ class NatsPeer:
         }
 
 
-Peer = HQueuePeer | RedisPeer | NatsPeer
+Peer = HQueuePeer | SecuredHQueuePeer | RedisPeer | NatsPeer
 
 
 # -- the run -------------------------------------------------------------------------
@@ -641,6 +709,8 @@ def run(
     peers: list[Peer] = []
     if "hqueue" in wanted:
         peers.append(HQueuePeer(workdir))
+    if "hqueue-tls" in wanted:
+        peers.append(SecuredHQueuePeer(workdir))
     if "redis" in wanted:
         peers.append(RedisPeer(workdir, args.redis_fsync))
     if "nats" in wanted:
@@ -727,6 +797,33 @@ def report(
     for name, why in failed.items():
         print(markdown_row(("(all)", name, f"failed: {why.splitlines()[0][:160]}", "", "", "")))
 
+    # Security's cost: the TLS+token server's rows beside the plaintext one's.
+    print(
+        "\nTLS and tokens on (every connection TLS, authenticated once when it opens) "
+        "beside plaintext, in the same rounds; ratio: TLS+token's msgs/s divided by "
+        "plaintext's.\n"
+    )
+    print(
+        markdown_header(
+            ("workload", "plaintext msgs/s", "TLS+token msgs/s", "p50 ms", "TLS ÷ plain"),
+            "lrrrr",
+        )
+    )
+    for workload, (plain, secured) in SECURED_ROWS.items():
+        if (workload, plain) in rate and (workload, secured) in rate:
+            p50 = lat_ms((workload, secured), 0.5)
+            print(
+                markdown_row(
+                    (
+                        workload,
+                        f"{rate[workload, plain]:,.0f}",
+                        f"{rate[workload, secured]:,.0f}",
+                        ms(p50),
+                        f"{rate[workload, secured] / rate[workload, plain]:.0%}",
+                    )
+                )
+            )
+
     # One call per message, beside the batched produce rows of the same run.
     send_labels = ("hqueue send", "hqueue aio send")
     print(
@@ -797,6 +894,13 @@ def report(
                 )
             )
         )
+    plain, secured = (rate.get((BATCHED, label)) for label in SECURED_ROWS[BATCHED])
+    goal = f"batched produce with TLS and tokens >= {SECURED_GOAL:.0%} of plaintext"
+    if plain is None or secured is None:
+        print(markdown_row((goal, "n/a", "n/a")))
+    else:
+        share = secured / plain
+        print(markdown_row((goal, f"{share:.0%}", "yes" if share >= SECURED_GOAL else "no")))
     for text, workload in (
         ("batched produce vs fastest NATS", BATCHED),
         ("scan vs fastest NATS", SCAN),
@@ -846,7 +950,9 @@ def main() -> None:
     )
     add_smoke_argument(parser, "2,000 / 50 / 2,000 messages, 1 round")
     parser.add_argument(
-        "--peers", default="hqueue,redis,nats", help="comma-separated subset of hqueue,redis,nats"
+        "--peers",
+        default="hqueue,hqueue-tls,redis,nats",
+        help="comma-separated subset of hqueue,hqueue-tls (TLS and tokens on),redis,nats",
     )
     parser.add_argument(
         "--redis-fsync",

@@ -15,6 +15,8 @@ from hqueue.lazy import lazy_exports
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "AuthenticationError": "hqueue.errors",
+    "AuthorizationError": "hqueue.errors",
     "Client": "hqueue.client.client",
     "ConsumeStatus": "hqueue.client.subscriber",
     "DeadLetter": "hqueue.client.dead_letters",
@@ -31,6 +33,8 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AuthenticationError",
+    "AuthorizationError",
     "Client",
     "ConsumeStatus",
     "DeadLetter",
@@ -52,7 +56,7 @@ if TYPE_CHECKING:
     from hqueue.client.dead_letters import DeadLetter
     from hqueue.client.producer import NewMessage
     from hqueue.client.subscriber import ConsumeStatus, MessageListener, RetryLater, Subscriber
-    from hqueue.errors import HQueueError
+    from hqueue.errors import AuthenticationError, AuthorizationError, HQueueError
     from hqueue.message import Message, MessageId, Position
 
 

@@ -74,10 +74,13 @@ DEFAULT_MAX_WORKERS = 8
 
 
 async def connect(*args: Any, max_workers: int = DEFAULT_MAX_WORKERS, **kwargs: Any) -> AsyncClient:
-    """Connect as :func:`hqueue.connect` does (same arguments) and return an
-    :class:`AsyncClient` whose blocking calls run on a pool of ``max_workers`` threads.
+    """Connect as :func:`hqueue.connect` does (same arguments, the security ones
+    included: ``tls_ca``, ``tls_cert``, ``tls_key``, ``token_file``, ``token`` and the
+    ``HQUEUE_*`` variables) and return an :class:`AsyncClient` whose blocking calls run
+    on a pool of ``max_workers`` threads.
 
     :raises InvalidArgumentError: on a bad argument, ``max_workers`` included.
+    :raises AuthenticationError: if a server refuses the token or a certificate.
     :raises ConnectionLostError: if the metadata store cannot be reached.
     """
     if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:

@@ -11,6 +11,8 @@ too (redis-py's pattern), e.g. :class:`InvalidArgumentError` is also a
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationError",
+    "AuthorizationError",
     "BadVersionError",
     "ClusterMismatchError",
     "ColumnFamilyNotFoundError",
@@ -163,6 +165,26 @@ class SchemaValidationError(MetadataError, InvalidArgumentError):
 class SessionExpiredError(MetadataError, ConnectionLostError):
     """The metadata session (ZooKeeper session, or HBase lease) expired: the ephemeral
     entries it held are gone."""
+
+
+class AuthenticationError(HQueueError, PermissionError):
+    """A server refused this connection's credentials (a missing, malformed, expired
+    or unknown token, or a certificate it does not trust), or a client refused a
+    server's; the connection was closed and nothing was served on it."""
+
+
+class AuthorizationError(HQueueError, PermissionError):
+    """The authenticated principal may not do what was asked (``principal`` names it,
+    ``action`` is ``"produce"``, ``"consume"``, ``"admin"`` or ``"sidecar"`` and
+    ``resource`` the queue or table, if any); nothing was done."""
+
+    def __init__(
+        self, message: str, principal: str = "", action: str = "", resource: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.principal = principal
+        self.action = action
+        self.resource = resource
 
 
 class UnavailableError(HQueueError):

@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -15,6 +16,17 @@ import click
 from click.core import ParameterSource
 
 from hqueue.errors import HQueueError
+from hqueue.security.config import ClientSecurity, ServerSecurity
+from hqueue.security.credentials import (
+    ENV_AUTH_PUBLIC_KEY,
+    ENV_AUTH_SECRET_FILE,
+    ENV_TLS_CLIENT_CA,
+    ENV_ZOOKEEPER_AUTH_FILE,
+    client_security,
+    server_security,
+    zookeeper_auth,
+)
+from hqueue.security.secret import Secret
 from hqueue.settings import (
     DEFAULT_HOST,
     DEFAULT_SESSION_TIMEOUT,
@@ -30,7 +42,65 @@ from hqueue.sidecar.options import (
 )
 from hqueue.sidecar.workers import DeliveryOptions
 
-__all__ = ["delivery_options", "server_options", "sidecar"]
+__all__ = ["ServerCredentials", "delivery_options", "server_options", "sidecar"]
+
+
+@dataclass(frozen=True)
+class ServerCredentials:
+    """A server's security settings, built from its options: ``security``, what each
+    port it serves demands; ``client``, what it presents when it calls out (the
+    storage gateway, other sidecars, subscribers): TLS when ``--tls-ca`` is given
+    (its own ``--tls-cert``/``--tls-key`` as client certificate), and its own token
+    (``--token-file``, else the shared secret of ``--auth-secret-file``);
+    ``zookeeper_auth``, the ``user:password`` of ZooKeeper's digest authentication.
+    No secret is held here in the clear: each is a
+    :class:`~hqueue.security.secret.Secret`."""
+
+    security: ServerSecurity
+    client: ClientSecurity
+    zookeeper_auth: Secret | None = None
+
+
+def _credentials(
+    *,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_client_ca: str | None,
+    tls_ca: str | None,
+    auth_public_key: tuple[str, ...],
+    auth_secret_file: str | None,
+    token_file: str | None,
+    zookeeper_auth_file: str | None,
+) -> ServerCredentials:
+    """Return the credentials a server's security options name (their files read).
+
+    :raises click.ClickException: on options that do not go together, or a file
+        missing, unreadable or malformed (naming the file, never what it holds).
+    """
+    try:
+        security = server_security(
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            tls_client_ca=tls_client_ca,
+            auth_public_keys=auth_public_key,
+            auth_secret_file=auth_secret_file,
+        )
+        # A server's own token comes from its options only, never from the HQUEUE_*
+        # variables a client in the same environment may have set.
+        client = client_security(
+            token_file=token_file or auth_secret_file,
+            tls_ca=tls_ca,
+            tls_cert=tls_cert if tls_ca is not None else None,
+            tls_key=tls_key if tls_ca is not None else None,
+            environ={},
+        )
+        digest = zookeeper_auth(zookeeper_auth_file, environ={})
+    except HQueueError as exc:
+        raise click.ClickException(str(exc)) from None
+    return ServerCredentials(security, client, digest)
+
+
+_FILE = click.Path(exists=True, dir_okay=False)
 
 _DEFAULTS = DeliveryOptions()
 
@@ -106,9 +176,13 @@ def delivery_options(command: F) -> F:
 def server_options(max_request_bytes: int) -> Callable[[F], F]:
     """Return a decorator adding the options every hqueue server takes: ``--host``,
     ``--max-request-bytes`` (default ``max_request_bytes``), ``--session-timeout``,
-    ``--log-level``, ``--metrics-port`` and ``--metrics-host``. The command receives
-    ``host``, ``max_request_bytes``, ``session_timeout``, ``metrics_port`` and
-    ``metrics_host``; the log level is applied (log lines on stderr) before it runs.
+    ``--log-level``, ``--metrics-port``, ``--metrics-host`` and the security options
+    (``--tls-cert``, ``--tls-key``, ``--tls-client-ca``, ``--tls-ca``,
+    ``--auth-public-key``, ``--auth-secret-file``, ``--token-file``,
+    ``--zookeeper-auth-file``: files, never secrets on the command line). The command
+    receives ``host``, ``max_request_bytes``, ``session_timeout``, ``metrics_port``,
+    ``metrics_host`` and ``credentials`` (a :class:`ServerCredentials`); the log level
+    is applied (log lines on stderr) before it runs.
 
     ``--max-message-bytes``, the name ``hqueue standalone`` gave the request limit
     before, still parses but is not shown.
@@ -151,12 +225,76 @@ def server_options(max_request_bytes: int) -> Callable[[F], F]:
             show_default=True,
             help="Address the metrics endpoint binds.",
         ),
+        click.option(
+            "--tls-cert",
+            type=_FILE,
+            default=None,
+            help="Serve TLS with this certificate (PEM; with --tls-key).",
+        ),
+        click.option("--tls-key", type=_FILE, default=None, help="The key of --tls-cert (PEM)."),
+        click.option(
+            "--tls-client-ca",
+            type=_FILE,
+            envvar=ENV_TLS_CLIENT_CA,
+            show_envvar=True,
+            default=None,
+            help="Mutual TLS: every client must present a certificate these CAs issued.",
+        ),
+        click.option(
+            "--tls-ca",
+            type=_FILE,
+            default=None,
+            help="Calling out (storage gateway, subscribers): use TLS and trust these CAs.",
+        ),
+        click.option(
+            "--auth-public-key",
+            type=_FILE,
+            multiple=True,
+            envvar=ENV_AUTH_PUBLIC_KEY,
+            show_envvar=True,
+            help="Accept tokens signed by this key (`hqueue token keygen`); repeatable.",
+        ),
+        click.option(
+            "--auth-secret-file",
+            type=_FILE,
+            envvar=ENV_AUTH_SECRET_FILE,
+            show_envvar=True,
+            default=None,
+            help="Accept this installation's shared secret as a token (admin and sidecar).",
+        ),
+        click.option(
+            "--token-file",
+            type=_FILE,
+            default=None,
+            help="This server's own token, presented when it calls out "
+            "[default: the shared secret of --auth-secret-file].",
+        ),
+        click.option(
+            "--zookeeper-auth-file",
+            type=_FILE,
+            envvar=ENV_ZOOKEEPER_AUTH_FILE,
+            show_envvar=True,
+            default=None,
+            help="ZooKeeper digest credentials (user:password); the nodes hqueue creates "
+            "get ACLs for them.",
+        ),
     ]
 
     def decorator(command: F) -> F:
         @functools.wraps(command)
         def wrapper(
-            *args: Any, max_message_bytes: int | None, log_level: str, **kwargs: Any
+            *args: Any,
+            max_message_bytes: int | None,
+            log_level: str,
+            tls_cert: str | None,
+            tls_key: str | None,
+            tls_client_ca: str | None,
+            tls_ca: str | None,
+            auth_public_key: tuple[str, ...],
+            auth_secret_file: str | None,
+            token_file: str | None,
+            zookeeper_auth_file: str | None,
+            **kwargs: Any,
         ) -> Any:
             if max_message_bytes is not None:
                 source = click.get_current_context().get_parameter_source("max_request_bytes")
@@ -169,6 +307,16 @@ def server_options(max_request_bytes: int) -> Callable[[F], F]:
                 level=log_level,
                 stream=sys.stderr,
                 format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            )
+            kwargs["credentials"] = _credentials(
+                tls_cert=tls_cert,
+                tls_key=tls_key,
+                tls_client_ca=tls_client_ca,
+                tls_ca=tls_ca,
+                auth_public_key=auth_public_key,
+                auth_secret_file=auth_secret_file,
+                token_file=token_file,
+                zookeeper_auth_file=zookeeper_auth_file,
             )
             return command(*args, **kwargs)
 
@@ -237,6 +385,7 @@ def sidecar(
     delivery: DeliveryOptions,
     metrics_port: int | None,
     metrics_host: str,
+    credentials: ServerCredentials,
 ) -> None:
     """Run a sidecar: the producer path of the queues on HBase (the global --hbase),
     with metadata in ZooKeeper (--zookeeper) or HBase.
@@ -261,6 +410,9 @@ def sidecar(
         delivery=delivery,
         metrics_port=metrics_port,
         metrics_host=metrics_host,
+        security=credentials.security,
+        client_security=credentials.client,
+        zookeeper_auth=credentials.zookeeper_auth,
     )
     stop = threading.Event()
 

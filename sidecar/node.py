@@ -23,6 +23,8 @@ from hqueue.metadata.factory import open_metastore
 from hqueue.metadata.metastore import MetaStore
 from hqueue.metadata.resources import check_name
 from hqueue.metrics import Metrics, MetricsServer
+from hqueue.security.config import PLAIN_CLIENT, PLAIN_SERVER, ClientSecurity, ServerSecurity
+from hqueue.security.secret import Secret
 from hqueue.settings import DEFAULT_HBASE, DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT
 from hqueue.sidecar.core import Sidecar
 from hqueue.sidecar.membership import Membership
@@ -43,7 +45,7 @@ from hqueue.wire.errors import sidecar_exceptions
 from hqueue.wire.idl import sidecar as sidecar_idl
 from hqueue.wire.rpc_server import ThriftServer
 
-__all__ = ["SidecarConfig", "SidecarServer"]
+__all__ = ["EXPOSED", "SidecarConfig", "SidecarServer", "security_words"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,10 @@ class SidecarConfig:
     ``max_request_bytes`` bounds one request (refused before it is buffered);
     ``max_payload_bytes`` one message's value. ``predecessor``, ``predecessor_token``
     and ``run_token``: see :class:`SidecarOptions <hqueue.sidecar.options.SidecarOptions>`.
+    ``security`` is what the sidecar's port demands (TLS, a token);
+    ``client_security`` what the sidecar presents when it calls out (to the storage
+    gateway, the metadata store on HBase, subscribers); ``zookeeper_auth`` the
+    ``user:password`` of ZooKeeper's digest authentication, if any.
     """
 
     hbase: str = DEFAULT_HBASE
@@ -80,15 +86,27 @@ class SidecarConfig:
     metrics_port: int | None = None
     """Serve Prometheus metrics on this port (0: a free one; None: not at all)."""
     metrics_host: str = DEFAULT_HOST
+    security: ServerSecurity = PLAIN_SERVER
+    client_security: ClientSecurity = PLAIN_CLIENT
+    zookeeper_auth: Secret | None = None
+
+
+EXPOSED = "write to and read every queue, and ask for any queue's lag"
+"""What anyone who reaches an open sidecar port could do (its exposure warning)."""
 
 
 def _metastore(config: SidecarConfig) -> MetaStore:
     if config.zookeeper:
-        return open_metastore(zookeeper=config.zookeeper, session_timeout=config.session_timeout)
+        return open_metastore(
+            zookeeper=config.zookeeper,
+            session_timeout=config.session_timeout,
+            zookeeper_auth=config.zookeeper_auth,
+        )
     return open_metastore(
         hbase=config.hbase,
         table_prefix=config.table_prefix or "",
         session_timeout=config.session_timeout,
+        security=config.client_security,
     )
 
 
@@ -128,7 +146,9 @@ class SidecarServer:
             self.store = _metastore(cfg)
             storage = self._storage
             if storage is None:
-                self._hbase = HBase(cfg.hbase, table_prefix=cfg.table_prefix)
+                self._hbase = HBase(
+                    cfg.hbase, table_prefix=cfg.table_prefix, security=cfg.client_security
+                )
                 storage = self._hbase_storage = HBaseStorage(self._hbase)
             # The handler needs the sidecar, the sidecar needs the bound address.
             deferred = _Deferred()
@@ -139,6 +159,8 @@ class SidecarServer:
                 cfg.port,
                 cfg.max_request_bytes,
                 name="sidecar",
+                security=cfg.security,
+                exposed=EXPOSED,
             )
             self.thrift.start()
             host = cfg.advertised_host or (
@@ -152,6 +174,7 @@ class SidecarServer:
                 predecessor=cfg.predecessor,
                 predecessor_token=cfg.predecessor_token,
                 run_token=cfg.run_token,
+                client_security=cfg.client_security,
             )
             membership = Membership(
                 cfg.sidecar_id or address, address, self.store, storage, options
@@ -193,7 +216,7 @@ class SidecarServer:
         line = f"hqueue sidecar ready: address={self.sidecar.address} id={self.sidecar.id}"
         if self.metrics_server is not None:
             line += f" metrics={self.metrics_server.address}"
-        return line
+        return line + " " + security_words(self.config.security)
 
     def stop(self) -> None:
         """Hand partitions over (in-flight writes finish first), then stop serving.
@@ -219,6 +242,16 @@ class SidecarServer:
         if self._hbase is not None:
             self._hbase.close()
             self._hbase = None
+
+
+def security_words(security: ServerSecurity) -> str:
+    """Return what a ready line says of a port's security (never a secret or a path):
+    ``tls=on|off auth=on|off``."""
+    tls = "on" if security.tls is not None else "off"
+    auth = "on" if security.authenticator is not None else "off"
+    if security.tls is not None and security.tls.ca is not None:
+        tls = "mutual"
+    return f"tls={tls} auth={auth}"
 
 
 class _Deferred:

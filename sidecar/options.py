@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hqueue.message import MessageId
+from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
@@ -61,6 +62,9 @@ class SidecarOptions:
     waiting for its session to expire, with each partition's epoch bumped (see
     :meth:`Membership._take_over <hqueue.sidecar.membership.Membership._take_over>`);
     otherwise it waits, as any sidecar whose id is taken"""
+    client_security: ClientSecurity = PLAIN_CLIENT
+    """what the sidecar presents when it calls out (TLS settings, its token): to the
+    subscribers it pushes to, which accept pushes only from a sidecar's principal"""
     run_token: str | None = None
     """this process's run token, written in its registration (default: a random one);
     ``hqueue standalone`` records it in its data directory for its successor"""

@@ -95,6 +95,8 @@ class SubscriptionManager:
         self.membership = membership
         self.options = options or DeliveryOptions()
         self._metrics = metrics
+        self._client_security = membership.options.client_security
+        """what the pushes present to subscribers (TLS, the sidecar's token)"""
         self._pool = DeliveryPool(self.options.threads, f"deliver-{membership.id}")
         self._windows: dict[tuple[str, str, int], LagWindow] = {}
         """each delivery's lag window, by (queue, subscription, partition), kept while
@@ -290,6 +292,7 @@ class SubscriptionManager:
             want.policy,
             self._metrics,
             self._windows.setdefault(key, LagWindow(self.options.lag_samples)),
+            self._client_security,
         )
         if checkpoint is not None:
             worker.checkpointed = worker.delivered = MessageId.parse(checkpoint)

@@ -46,19 +46,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TException
 
 from hqueue.errors import HQueueError
 from hqueue.message import COLUMN_PREFIX, ROWKEY, ROWKEY_BYTES, MessageId, encode_rowkey
 from hqueue.metadata.policy import DeliveryPolicy
 from hqueue.metrics import Metrics
+from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 from hqueue.settings import parse_address
 from hqueue.sidecar.delivery_pool import DeliveryPool, Lane
 from hqueue.sidecar.lag_window import LagStatus, LagWindow
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.storage.contract import MessageStorage
 from hqueue.wire.block import MessageBlock
+from hqueue.wire.connect import thrift_client
 from hqueue.wire.idl import subscriber as subscriber_idl
 
 __all__ = ["DeliveryOptions", "Route", "SubscriptionWorker", "WorkerState"]
@@ -199,6 +200,7 @@ class SubscriptionWorker:
         policy: DeliveryPolicy | None = None,
         metrics: Metrics | None = None,
         window: LagWindow | None = None,
+        security: ClientSecurity = PLAIN_CLIENT,
     ) -> None:
         self.held = held
         self.queue = held.queue
@@ -210,6 +212,9 @@ class SubscriptionWorker:
         self._storage = storage
         self._route = route
         self.options = options
+        self._security = security
+        """what a push connection presents to the subscriber (the sidecar's
+        :attr:`~hqueue.sidecar.options.SidecarOptions.client_security`)"""
         self.policy = policy or DeliveryPolicy()
         self._sidecar_id = sidecar_id
         self._columns = {COLUMN_PREFIX + t.encode("utf-8") for t in topics} or None
@@ -576,7 +581,9 @@ class SubscriptionWorker:
             if self._observe is not None:
                 self._observe[0](time.perf_counter() - began)
                 self._observe[1](len(values))
-        except (OSError, TException) as exc:
+        except (OSError, TException, HQueueError) as exc:
+            # A subscriber refusing this sidecar's credentials is retried too: its
+            # settings may be fixed without restarting the sidecar.
             self._close_client()
             self.last_error = f"push to {address}: {exc or type(exc).__name__}"
             log.info(
@@ -641,11 +648,12 @@ class SubscriptionWorker:
             return self._client
         self._close_client()
         host, port = parse_address(address)
-        self._client = make_client(
+        self._client = thrift_client(
             subscriber_idl().HQueueSubscriber,
             host,
             port,
-            timeout=int(self.options.send_timeout * 1000),
+            timeout_ms=int(self.options.send_timeout * 1000),
+            security=self._security,
         )
         self._client_address = address
         return self._client

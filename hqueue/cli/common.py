@@ -34,7 +34,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 def root_options(ctx: click.Context) -> dict[str, Any]:
     """Return the global options (``hbase``, ``zookeeper``, ``hbase_admin``,
-    ``format``)."""
+    ``format``, ``tls_ca``, ``tls_cert``, ``tls_key``, ``token_file``)."""
     return ctx.find_root().obj or {}
 
 
@@ -82,9 +82,10 @@ def position_option(value: str | None, option: str) -> MessageId | Position | No
 
 @contextlib.contextmanager
 def client_for(ctx: click.Context, **settings: Any) -> Iterator[Client]:
-    """Yield a client of the installation the global options name (``settings`` go
-    to :func:`hqueue.connect`), closed afterwards; hqueue errors become one-line
-    click errors (exit status 1)."""
+    """Yield a client of the installation the global options name, with what they
+    say to present (TLS, a token; ``settings`` go to :func:`hqueue.connect`), closed
+    afterwards; hqueue errors become one-line click errors (exit status 1): a
+    denial reads ``Error: not authorized: principal ... may not ...``."""
     # Imported here, not at the top: ``--help`` of every verb runs without the client.
     from hqueue.client.client import connect
 
@@ -97,11 +98,25 @@ def client_for(ctx: click.Context, **settings: Any) -> Iterator[Client]:
             hbase=options.get("hbase"),
             zookeeper=options.get("zookeeper"),
             hbase_admin=options.get("hbase_admin"),
+            tls_ca=options.get("tls_ca"),
+            tls_cert=options.get("tls_cert"),
+            tls_key=options.get("tls_key"),
+            token_file=options.get("token_file"),
             **settings,
         ) as client:
             yield client
     except HQueueError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(one_line(exc)) from None
+
+
+def one_line(error: HQueueError) -> str:
+    """Return what the CLI prints of ``error``: its message, a denial's from ``not
+    authorized:`` on, on one line."""
+    from hqueue.client.denials import as_denial
+
+    denial = as_denial(error)
+    text = str(denial if denial is not None else error)
+    return " ".join(text.split("\n"))
 
 
 def silence_stdout() -> None:

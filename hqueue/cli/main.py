@@ -3,7 +3,10 @@
 Global options ``--hbase HOST:PORT`` and ``--zookeeper HOSTS`` (or the
 ``HQUEUE_HBASE`` / ``HQUEUE_ZOOKEEPER`` environment variables) say where the
 storage and the coordination service are; without ``--zookeeper`` metadata is
-kept in HBase. ``--format``/``-o`` is accepted before the verb or after it.
+kept in HBase. ``--tls-ca``, ``--tls-cert``, ``--tls-key`` and ``--token-file`` (or
+their ``HQUEUE_*`` variables, and ``HQUEUE_TOKEN``) are what every verb presents to
+a secured installation (docs/security.md). ``--format``/``-o`` is accepted before
+the verb or after it.
 
 ``hqueue`` alone prints the help (status 0). Ctrl-C ends any verb without a
 traceback, with status 130 (``subscribe``, ``standalone`` and ``sidecar`` treat it
@@ -18,6 +21,13 @@ import click
 
 from hqueue import __version__
 from hqueue.cli.lazy_group import LazyCommand, LazyGroup
+from hqueue.security.credentials import (
+    ENV_TLS_CA,
+    ENV_TLS_CERT,
+    ENV_TLS_KEY,
+    ENV_TOKEN_FILE,
+)
+from hqueue.security.credentials import ENVIRONMENT as SECURITY_ENVIRONMENT
 from hqueue.settings import (
     DEFAULT_HBASE,
     ENV_HBASE,
@@ -36,6 +46,7 @@ ENVIRONMENT = {
     ENV_HBASE_ADMIN: "the default of --hbase-admin",
     ENV_ZOOKEEPER: "the default of --zookeeper",
     ENV_TABLE_PREFIX: "a prefix for the names of every HBase table hqueue uses",
+    **SECURITY_ENVIRONMENT,
 }
 """The environment variables ``--help`` lists, with what each one sets."""
 
@@ -78,8 +89,14 @@ COMMANDS = {
         "Print how far each subscription of QUEUE is behind, per partition, and the "
         "verdict on each (OK, WARN, STALL, STOP, REWIND).",
     ),
+    "token": LazyCommand(
+        "hqueue.cli.token:token",
+        "Make signing keys, create signed tokens and show what a token says.",
+    ),
 }
 """The verbs, imported when first used (see :mod:`hqueue.cli.lazy_group`)."""
+
+_FILE = click.Path(exists=True, dir_okay=False)
 
 
 class _Root(LazyGroup):
@@ -151,6 +168,30 @@ class _Root(LazyGroup):
     show_default=True,
     help="Output format; json prints one object per line. Also accepted after the verb.",
 )
+@click.option(
+    "--tls-ca",
+    envvar=ENV_TLS_CA,
+    type=_FILE,
+    default=None,
+    help="Use TLS, trusting the servers these CA certificates (PEM) issued.",
+)
+@click.option(
+    "--tls-cert",
+    envvar=ENV_TLS_CERT,
+    type=_FILE,
+    default=None,
+    help="Present this certificate (PEM) for mutual TLS; with --tls-key.",
+)
+@click.option(
+    "--tls-key", envvar=ENV_TLS_KEY, type=_FILE, default=None, help="The key of --tls-cert."
+)
+@click.option(
+    "--token-file",
+    envvar=ENV_TOKEN_FILE,
+    type=_FILE,
+    default=None,
+    help="Present the token in this file (never give a token on the command line).",
+)
 @click.pass_context
 def cli(
     ctx: click.Context,
@@ -158,10 +199,23 @@ def cli(
     zookeeper: str | None,
     hbase_admin: str | None,
     output_format: str,
+    tls_ca: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    token_file: str | None,
 ) -> None:
     """hqueue: a partitioned, replayable message queue on HBase."""
     ctx.ensure_object(dict)
-    ctx.obj.update(hbase=hbase, zookeeper=zookeeper, hbase_admin=hbase_admin, format=output_format)
+    ctx.obj.update(
+        hbase=hbase,
+        zookeeper=zookeeper,
+        hbase_admin=hbase_admin,
+        format=output_format,
+        tls_ca=tls_ca,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        token_file=token_file,
+    )
     if ctx.invoked_subcommand is None:
         # Bare ``hqueue`` asks what it can do: the help, and no error status.
         click.echo(ctx.get_help())

@@ -37,6 +37,7 @@ from hqueue.cli.common import (
 from hqueue.cli.scan import _json_line, _text_line
 from hqueue.errors import HQueueError
 from hqueue.message import Message, check_topic
+from hqueue.security.credentials import ENV_AUTH_PUBLIC_KEY
 from hqueue.settings import DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT, DEFAULT_SUBSCRIBE_WAIT
 
 if TYPE_CHECKING:
@@ -172,6 +173,28 @@ class _Printer:
     metavar="QUEUE",
     help="Where dead letters go [default: QUEUE.NAME.dlq, created if missing].",
 )
+@click.option(
+    "--auth-public-key",
+    type=click.Path(exists=True, dir_okay=False),
+    envvar=ENV_AUTH_PUBLIC_KEY,
+    show_envvar=True,
+    default=None,
+    help="Take pushes only from sidecars whose token this public key verifies "
+    "(needed with --token-file, unless the token is the installation's shared secret).",
+)
+@click.option(
+    "--push-tls-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Serve the push port with TLS with this certificate [default: the global "
+    "--tls-cert]; with --push-tls-key.",
+)
+@click.option(
+    "--push-tls-key",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="The key of --push-tls-cert.",
+)
 @format_option
 @click.pass_context
 def subscribe(
@@ -192,8 +215,15 @@ def subscribe(
     retry_backoff: float | None,
     retry_backoff_max: float | None,
     dead_letter_queue: str | None,
+    auth_public_key: str | None,
+    push_tls_cert: str | None,
+    push_tls_key: str | None,
 ) -> None:
-    """Print the messages of subscription NAME of QUEUE as they arrive."""
+    """Print the messages of subscription NAME of QUEUE as they arrive.
+
+    Against a secured installation (the global --tls-* and --token-file) the
+    subscriber's push port serves TLS and takes pushes from sidecars only.
+    """
     for topic in topics:
         try:
             check_topic(topic)
@@ -235,6 +265,9 @@ def subscribe(
                     retry_backoff=retry_backoff,
                     retry_backoff_max=retry_backoff_max,
                     dead_letter_queue=dead_letter_queue,
+                    tls_cert=push_tls_cert,
+                    tls_key=push_tls_key,
+                    auth_public_key=auth_public_key,
                 )
             except OSError as exc:
                 raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None

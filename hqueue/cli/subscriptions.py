@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hqueue.cli.common import client_for, format_option, position_option, root_options
+from hqueue.cli.common import (
+    client_for,
+    format_option,
+    one_line,
+    position_option,
+    root_options,
+)
 from hqueue.errors import HQueueError
 from hqueue.message import format_time
 from hqueue.settings import DEFAULT_LAG_TIMEOUT
@@ -224,7 +230,7 @@ def lag(ctx: click.Context, queue_name: str, timeout: float, every: float | None
             try:
                 report = queue.lag(timeout)
             except HQueueError as exc:
-                raise click.ClickException(str(exc)) from None
+                raise click.ClickException(one_line(exc)) from None
             if redraw:
                 # Home and clear, as watch(1) does: the table stays in place.
                 click.echo("\x1b[H\x1b[2J", nl=False)

@@ -17,6 +17,7 @@ from hqueue.client.admin import QueueAdmin, QueueDescription
 from hqueue.client.context import ClientContext, QueueHandle
 from hqueue.client.dead_letters import DeadLetter, ReplayResult
 from hqueue.client.dead_letters import replay as replay_letters
+from hqueue.client.denials import denying, require_admin, require_consume
 from hqueue.client.producer import NewMessage, Producer
 from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
 from hqueue.client.sender import SendCallback, Sender, SenderSettings
@@ -41,6 +42,9 @@ from hqueue.metadata.managers import (
     SubscriptionDataManager,
 )
 from hqueue.metadata.policy import DeliveryPolicy
+from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
+from hqueue.security.credentials import client_security, zookeeper_auth
+from hqueue.security.secret import Secret
 from hqueue.settings import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_MESSAGES,
@@ -80,6 +84,11 @@ def connect(
     buffer_bytes: int = DEFAULT_BUFFER_BYTES,
     on_full: str = DEFAULT_ON_FULL,
     max_block: float = DEFAULT_MAX_BLOCK,
+    tls_ca: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    token_file: str | None = None,
+    token: str | Secret | None = None,
 ) -> Client:
     """Connect to hqueue and return a :class:`Client` (a context manager).
 
@@ -105,10 +114,26 @@ def connect(
     ``send`` waits up to ``max_block`` seconds (60) for room when ``on_full`` is
     ``"block"``, or raises at once when it is ``"raise"``.
 
-    :raises InvalidArgumentError: on a malformed address, or a producer setting out of
-        range (naming it), before anything is connected.
+    Security (docs/security.md): ``tls_ca`` (PEM certificates trusted for the servers)
+    turns TLS on for every connection, ``tls_cert``/``tls_key`` present a client
+    certificate (mutual TLS); ``token_file`` names a file holding the token this
+    client presents, ``token`` is the token itself (for programs that hold one: a
+    ``str`` or a :class:`~hqueue.security.secret.Secret`; kept wrapped, never
+    logged). Each one not given is read from ``HQUEUE_TLS_CA``,
+    ``HQUEUE_TLS_CERT``, ``HQUEUE_TLS_KEY``, ``HQUEUE_TOKEN_FILE`` and
+    ``HQUEUE_TOKEN``. A subscriber of a client with TLS serves its push port with
+    ``tls_cert``/``tls_key``.
+
+    :raises InvalidArgumentError: on a malformed address, a producer setting out of
+        range (naming it), or an unreadable token file or a certificate without its
+        key, before anything is connected.
+    :raises AuthenticationError: if a server refuses the token or the TLS handshake
+        fails on a certificate.
     :raises ConnectionLostError: if the metadata store cannot be reached.
     """
+    security = client_security(
+        token=token, token_file=token_file, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key
+    )
     return Client(
         settings.hbase_address(hbase),
         zookeeper=settings.zookeeper_hosts(zookeeper),
@@ -122,6 +147,7 @@ def connect(
         sender=SenderSettings(
             linger, batch_messages, batch_bytes, buffer_bytes, on_full, max_block
         ),
+        security=security,
     )
 
 
@@ -130,7 +156,8 @@ class Client(Closeable):
 
     Its public surface is its methods; its connections and metadata managers are its
     own, handed to its queues' collaborators in a
-    :class:`~hqueue.client.context.ClientContext`."""
+    :class:`~hqueue.client.context.ClientContext`. ``security`` is what it presents to
+    every server (see :func:`connect`)."""
 
     def __init__(
         self,
@@ -145,6 +172,7 @@ class Client(Closeable):
         fast_scan: bool = True,
         session_timeout: float = DEFAULT_SESSION_TIMEOUT,
         sender: SenderSettings | None = None,
+        security: ClientSecurity = PLAIN_CLIENT,
     ) -> None:
         parse_address(hbase)
         sender = (sender or SenderSettings()).checked()
@@ -153,15 +181,24 @@ class Client(Closeable):
             hbase_admin or admin_address(hbase),
             table_prefix=table_prefix or None,
             timeout_ms=int(max(timeout, 30.0) * 1000),
+            security=security,
         )
         zookeeper = zookeeper or None
-        metastore = open_metastore(
-            hbase=hbase,
-            zookeeper=zookeeper,
-            timeout=timeout,
-            session_timeout=session_timeout,
-            table_prefix=None if zookeeper else table_prefix or "",
-        )
+        try:
+            metastore = open_metastore(
+                hbase=hbase,
+                zookeeper=zookeeper,
+                timeout=timeout,
+                session_timeout=session_timeout,
+                table_prefix=None if zookeeper else table_prefix or "",
+                # Each backend's own: digest credentials ($HQUEUE_ZOOKEEPER_AUTH_FILE)
+                # for ZooKeeper, TLS and the token for the metadata table on HBase.
+                zookeeper_auth=zookeeper_auth() if zookeeper else None,
+                security=None if zookeeper else security,
+            )
+        except BaseException:
+            storage.close()
+            raise
         self._cache = MetadataCache(metastore)
         self._queue_infos = QueueInfoManager(metastore, self._cache)
         owners = PartitionOwnershipManager(metastore, self._cache)
@@ -169,12 +206,13 @@ class Client(Closeable):
         self._admin = QueueAdmin(storage, QueueInfoManager(metastore), owners, subscriptions)
         self._context = ClientContext(
             hbase=storage,
-            sidecars=Sidecars(),
+            sidecars=Sidecars(security=security),
             owners=owners,
             subscriptions=subscriptions,
             metastore=metastore,
             queue_info=self._admin.queue_info,
             fast_scan=fast_scan,
+            security=security,
         )
         self._producer = Producer(
             self._context.sidecars,
@@ -204,8 +242,10 @@ class Client(Closeable):
         :raises InvalidArgumentError: on a bad name, partition count or TTL.
         :raises QueueExistsError: if it exists.
         :raises ConnectionLostError: if HBase or the metadata store is unreachable.
+        :raises AuthorizationError: if this client's principal is no admin.
         """
-        return self._admin.create_queue(name, partitions, ttl=ttl, regions=regions)
+        self._require_admin(f"create queue {name!r}")
+        return denying(self._admin.create_queue)(name, partitions, ttl=ttl, regions=regions)
 
     def queues(self) -> list[QueueInfo]:
         """Return every queue's info, ordered by name."""
@@ -216,14 +256,16 @@ class Client(Closeable):
 
         :raises NoQueueError: if there is no such queue.
         """
-        return self._admin.describe_queue(name)
+        return denying(self._admin.describe_queue)(name)
 
     def alter_queue(self, name: str, *, ttl: int | float | _dt.timedelta | None) -> QueueInfo:
         """Change the queue's TTL (``None`` keeps messages forever); return its info.
 
         :raises NoQueueError: if there is no such queue.
+        :raises AuthorizationError: if this client's principal is no admin.
         """
-        return self._admin.alter_queue(name, ttl=ttl)
+        self._require_admin(f"alter queue {name!r}")
+        return denying(self._admin.alter_queue)(name, ttl=ttl)
 
     def delete_queue(self, name: str, *, force: bool = False) -> None:
         """Delete the queue's table and metadata; refuses while it has subscriptions
@@ -231,8 +273,21 @@ class Client(Closeable):
 
         :raises NoQueueError: if there is no such queue.
         :raises SubscriptionExistsError: if it has subscriptions and not ``force``.
+        :raises AuthorizationError: if this client's principal is no admin (nothing
+            is deleted).
         """
-        self._admin.delete_queue(name, force=force)
+        self._require_admin(f"delete queue {name!r}")
+        denying(self._admin.delete_queue)(name, force=force)
+
+    def _require_admin(self, what: str) -> None:
+        """Refuse the admin verb ``what`` before it changes anything, when this
+        client's token names no admin; a server that checks refuses it anyway (see
+        :func:`~hqueue.client.denials.require_admin`), and its denial is raised as
+        :class:`~hqueue.errors.AuthorizationError` too.
+
+        :raises AuthorizationError: if this client's principal is no admin.
+        """
+        require_admin(self._context.security, what)
 
     def queue(self, name: str) -> Queue:
         """Return the queue ``name``.
@@ -439,7 +494,7 @@ class Queue:
         # The next rowkey after this one: the range holds this row and no other.
         reader = self._handle.open_range(row, row + b"\x00", caching=1)
         try:
-            found = reader.read(1).messages()
+            found = denying(reader.read)(1).messages()
         finally:
             reader.close()
         if not found:
@@ -486,6 +541,9 @@ class Queue:
         retry_backoff: float | None = None,
         retry_backoff_max: float | None = None,
         dead_letter_queue: str | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        auth_public_key: str | None = None,
     ) -> Subscriber:
         """Start a subscriber and return it; see :mod:`hqueue.client.subscriber`.
 
@@ -504,11 +562,21 @@ class Queue:
         port with 0) and announces ``advertised_host`` (default ``host``). ``wait``
         bounds how long to wait for a dead predecessor's address to expire.
 
+        A client that presents TLS or a token gets a subscriber whose push port
+        serves TLS with ``tls_cert``/``tls_key`` (default: the client's own) and
+        takes pushes only from sidecars whose token ``auth_public_key`` (the
+        installation's public key; default ``HQUEUE_AUTH_PUBLIC_KEY``) verifies, or
+        that present the installation's shared secret when that is the client's token
+        (see :func:`hqueue.client.subscriber.push_security`).
+
         :raises InvalidArgumentError: on a bad name, partition, topic or start (a
-            position of a partition not subscribed to).
+            position of a partition not subscribed to), or if the push port's TLS
+            certificate or way to check tokens is needed and missing.
         :raises SubscriberRunningError: if another subscriber of ``name`` runs.
+        :raises AuthorizationError: if this client's token may not consume the queue.
         :raises OSError: if the port cannot be bound.
         """
+        require_consume(self._handle.context.security, self.name)
         # A list or tuple holds listeners; anything else is one listener (a callable
         # or a MessageListener, which may itself be a sequence type).
         listeners: list[Listener] = (
@@ -532,6 +600,9 @@ class Queue:
             retry_backoff_max=retry_backoff_max,
             dead_letter_queue=dead_letter_queue,
             dead_letter_writer=self._dead_letter_writer,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            auth_public_key=auth_public_key,
         )
 
     def _dead_letter_writer(self, name: str) -> Callable[[bytes, str], Position]:
@@ -614,7 +685,9 @@ class Queue:
         """Delete a subscription and its checkpoints.
 
         :raises NoSubscriptionError: if there is none of that name.
+        :raises AuthorizationError: if this client's principal is no admin.
         """
+        self._client._require_admin(f"delete subscription {name!r} of {self.name!r}")
         subscription_admin.delete_subscription(self._handle, name)
 
     def reset_subscription(self, name: str, to: object) -> dict[int, MessageId]:
@@ -627,7 +700,9 @@ class Queue:
         :raises NoSubscriptionError: if there is none of that name.
         :raises InvalidArgumentError: on a bad position, or a position of a partition
             the subscription does not have.
+        :raises AuthorizationError: if this client's principal is no admin.
         """
+        self._client._require_admin(f"reset subscription {name!r} of {self.name!r}")
         return subscription_admin.reset_subscription(self._handle, name, to)
 
     def lag(self, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hqueue.errors import HQueueError
+from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 from hqueue.storage.reader import QueueRange
 
 if TYPE_CHECKING:
@@ -38,8 +39,9 @@ class ClientContext:
     """A client's connections and metadata managers: ``hbase`` (queue tables over
     Thrift1), ``sidecars`` (the sidecars' calls), ``owners`` (partition owners),
     ``subscriptions`` (subscription data), ``metastore`` (for session listeners),
-    ``queue_info`` (a queue's info read past the cache) and ``fast_scan`` (whether
-    scanners read through sidecars)."""
+    ``queue_info`` (a queue's info read past the cache), ``fast_scan`` (whether
+    scanners read through sidecars) and ``security`` (what the client presents to
+    servers, and what its subscribers serve with: see :func:`~hqueue.connect`)."""
 
     hbase: HBase
     sidecars: Sidecars
@@ -48,6 +50,7 @@ class ClientContext:
     metastore: MetaStore
     queue_info: Callable[[str], QueueInfo]
     fast_scan: bool = True
+    security: ClientSecurity = PLAIN_CLIENT
 
 
 @dataclass(frozen=True)

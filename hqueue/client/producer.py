@@ -35,6 +35,7 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from hqueue.client.denials import as_denial
 from hqueue.errors import (
     ConnectionLostError,
     InvalidArgumentError,
@@ -469,6 +470,7 @@ class Producer:
             caller's batch, as its ``index`` does).
         :raises NoQueueError: if it knows no such queue.
         :raises OutOfOrderSequenceError: if it refuses a partition's sequence.
+        :raises AuthorizationError: if it refuses this client's principal the queue.
         """
         if not everything:
             values = [values[i] for i in indices]
@@ -488,6 +490,9 @@ class Producer:
         try:
             return self._sidecars.put(address, queue, batch, timeout=timeout).message_ids()
         except InvalidMessageError as exc:
+            denial = as_denial(exc)
+            if denial is not None:
+                raise denial from None
             text, index = str(exc), exc.index
             if not everything and 0 <= index < len(indices):
                 # The sidecar numbers this part's messages; the caller numbers the batch.

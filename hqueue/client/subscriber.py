@@ -29,11 +29,14 @@ import abc
 import dataclasses
 import enum
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from thriftpy2.thrift import TApplicationException
 
 from hqueue.client.dead_letters import encode_dead_letter
 from hqueue.client.group_member import GroupMember, GroupView, default_member_id
@@ -41,6 +44,7 @@ from hqueue.client.scanners import topic_filter
 from hqueue.client.subscription_admin import resolve_starts, start_bound
 from hqueue.closing import Closeable
 from hqueue.errors import (
+    AuthorizationError,
     HQueueError,
     InvalidArgumentError,
     KeyExistsError,
@@ -60,9 +64,13 @@ from hqueue.metadata.managers import SubscriptionPreferences
 from hqueue.metadata.metastore import SessionState
 from hqueue.metadata.policy import DEFAULT_BACKOFF_MAX_MS, DeliveryPolicy
 from hqueue.metadata.resources import check_name, check_queue_name
+from hqueue.security.config import ClientSecurity, ServerSecurity, TlsSettings
+from hqueue.security.credentials import ENV_AUTH_PUBLIC_KEY
+from hqueue.security.principal import DENIED
+from hqueue.security.tokens import TOKEN_VERSION, authenticator, load_public_key
 from hqueue.settings import DEFAULT_HOST, DEFAULT_SUBSCRIBE_WAIT
 from hqueue.wire.idl import subscriber as subscriber_idl
-from hqueue.wire.rpc_server import ThriftServer
+from hqueue.wire.rpc_server import ThriftServer, current_principal
 
 if TYPE_CHECKING:
     from hqueue.client.context import QueueHandle
@@ -74,6 +82,7 @@ __all__ = [
     "MessageListener",
     "RetryLater",
     "Subscriber",
+    "push_security",
 ]
 
 log = logging.getLogger(__name__)
@@ -233,6 +242,12 @@ class _Handler:
         return None
 
     def deliver(self, delivery: Any) -> Any:
+        try:
+            current_principal().require_sidecar("push to a subscriber")
+        except AuthorizationError as exc:
+            log.warning("subscriber %r of %s refused a push: %s", self.name, self.queue, exc)
+            # deliver declares no exception: the generic one carries the denial.
+            raise TApplicationException(TApplicationException.UNKNOWN, DENIED + str(exc)) from None
         if delivery.queue != self.queue or delivery.subscription != self.name:
             log.warning(
                 "subscriber %r of %s refused a batch for %r of %s",
@@ -366,6 +381,9 @@ class Subscriber(Closeable):
         retry_backoff_max: float | None = None,
         dead_letter_queue: str | None = None,
         dead_letter_writer: DeadLetterWriter | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        auth_public_key: str | None = None,
     ) -> None:
         check_name(name, "subscription")
         if not listeners:
@@ -386,9 +404,16 @@ class Subscriber(Closeable):
         # Read now (once: it may be an iterator), though only a new subscription or
         # new partitions use it.
         self._start = start_bound(queue, start, self._partitions or range(queue.partitions))
+        security = push_security(queue.context.security, tls_cert, tls_key, auth_public_key)
         self._handler = _Handler(queue.name, name, list(listeners))
         self._server = ThriftServer(
-            subscriber_idl().HQueueSubscriber, self._handler, host, port, name=f"subscriber-{name}"
+            subscriber_idl().HQueueSubscriber,
+            self._handler,
+            host,
+            port,
+            name=f"subscriber-{name}",
+            security=security,
+            exposed=f"push forged messages into the listeners of subscription {name!r}",
         )
         self._closed = False
         self._session_lost = False
@@ -619,6 +644,53 @@ class Subscriber(Closeable):
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"at {self.address}"
         return f"Subscriber({self._queue.name!r}, {self.name!r}, {state})"
+
+
+def push_security(
+    client: ClientSecurity,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    auth_public_key: str | None = None,
+) -> ServerSecurity:
+    """Return what a subscriber's push port demands, given what its client presents.
+
+    TLS with ``tls_cert``/``tls_key``, else the client's own certificate; a client
+    that uses TLS has its subscribers serve TLS (its sidecars push over TLS), so it
+    needs one. Tokens: those the installation's public key ``auth_public_key``
+    (default ``$HQUEUE_AUTH_PUBLIC_KEY``) verifies, and the client's own token when it
+    is the installation's shared secret (any token not in the signed form), the
+    sidecars presenting the same; a client with a token has its subscribers demand
+    one, so it needs either. The deliver handler then takes pushes from sidecar
+    principals only. A client that presents nothing gets an open port, as before.
+
+    :raises InvalidArgumentError: if TLS or a way to check tokens is needed and
+        missing, a certificate comes without its key, or the public key file is
+        unreadable or no Ed25519 key (naming what to give).
+    """
+    cert = tls_cert or (client.tls.cert if client.tls is not None else None)
+    key = tls_key or (client.tls.key if client.tls is not None else None)
+    if (tls_cert is None) != (tls_key is None) or (cert is None) != (key is None):
+        raise InvalidArgumentError("a subscriber's 'tls_cert' and 'tls_key' go together")
+    if client.tls is not None and cert is None:
+        raise InvalidArgumentError(
+            "this client uses TLS, so its subscriber serves its push port with TLS: "
+            "give tls_cert and tls_key (subscribe's or connect's)"
+        )
+    public_key = auth_public_key or os.environ.get(ENV_AUTH_PUBLIC_KEY) or None
+    keys = [load_public_key(public_key)] if public_key else []
+    token = client.token
+    shared = None
+    if token is not None and not token.reveal().startswith(TOKEN_VERSION.encode() + b"."):
+        shared = token
+    checker = authenticator(public_keys=keys, secret=shared)
+    if token is not None and checker is None:
+        raise InvalidArgumentError(
+            "this client presents a token, so its subscriber demands one from the "
+            "sidecars that push to it: give auth_public_key (the installation's public "
+            f"key, or ${ENV_AUTH_PUBLIC_KEY})"
+        )
+    tls = TlsSettings(cert=cert, key=key) if cert is not None else None
+    return ServerSecurity(tls=tls, authenticator=checker)
 
 
 def _policy_changes(

@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hqueue.client.denials import as_denial
 from hqueue.client.scanners import Bound, position_bound
 from hqueue.errors import HQueueError
 from hqueue.message import MessageId, decode_rowkey, format_time, partition_range
@@ -406,6 +407,8 @@ def lag(queue: QueueHandle, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
     ``"undelivered"``: no owner, or the owner has not started them).
 
     :raises ConnectionLostError: if the metadata store cannot be read.
+    :raises AuthorizationError: if a sidecar refuses this client's principal the
+        queue's lag (it may not consume from it).
     """
     owners = queue.owners()
     addresses = sorted({o.address for o in owners.values()})
@@ -414,13 +417,16 @@ def lag(queue: QueueHandle, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
     live: dict[tuple[str, int], DeliveryLag] = {}
     unreachable: list[str] = []
     # A pool of its own: the report's timeout bounds its calls, not the client's.
-    sidecars = Sidecars(timeout_ms=int(timeout * 1000))
+    sidecars = Sidecars(timeout_ms=int(timeout * 1000), security=queue.context.security)
     try:
         reports = []
         for address in addresses:
             try:
                 reports.append(sidecars.lag(address, queue.name))
             except HQueueError as exc:
+                denial = as_denial(exc)
+                if denial is not None:
+                    raise denial from None
                 unreachable.append(f"{address} ({exc or type(exc).__name__})")
     finally:
         sidecars.close()

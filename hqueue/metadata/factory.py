@@ -7,12 +7,17 @@ ZooKeeper; without one, metadata lives in HBase (the standalone default).
 from __future__ import annotations
 
 import inspect
+from typing import TYPE_CHECKING
 
 from hqueue import settings
 from hqueue.errors import InvalidArgumentError
 from hqueue.metadata.backends.hbase.metastore import HBaseMetaStore
 from hqueue.metadata.backends.zookeeper.metastore import ZooKeeperMetaStore
 from hqueue.metadata.metastore import MetaStore
+
+if TYPE_CHECKING:
+    from hqueue.security.config import ClientSecurity
+    from hqueue.security.secret import Secret
 
 __all__ = ["open_metastore"]
 
@@ -31,6 +36,8 @@ def open_metastore(
     poll_interval: float | None = None,
     resync_interval: float | None = None,
     pool_size: int | None = None,
+    zookeeper_auth: Secret | None = None,
+    security: ClientSecurity | None = None,
     **unknown: object,
 ) -> MetaStore:
     """Return a connected store: a :class:`ZooKeeperMetaStore` on ``zookeeper`` (a
@@ -40,9 +47,12 @@ def open_metastore(
     An option left at ``None`` takes the backend's default. Both backends take
     ``session_timeout`` (seconds ephemeral entries outlive this store: the
     ZooKeeper session or the HBase lease) and ``timeout`` (seconds per call).
-    ZooKeeper only: ``root``, ``connect_timeout``. HBase only: ``table_prefix``
+    ZooKeeper only: ``root``, ``connect_timeout``, ``zookeeper_auth`` (digest
+    credentials ``user:password``, e.g. from
+    :func:`hqueue.security.credentials.zookeeper_auth`). HBase only: ``table_prefix``
     (``None``: the ``HQUEUE_TABLE_PREFIX`` environment variable; ``""``: none),
-    ``table``, ``clock_skew``, ``poll_interval``, ``resync_interval``, ``pool_size``.
+    ``table``, ``clock_skew``, ``poll_interval``, ``resync_interval``, ``pool_size``,
+    ``security`` (what the Thrift connections present: TLS, a token).
     The backends' constructors say what each means.
 
     :raises InvalidArgumentError: on an unknown option, an option of the other

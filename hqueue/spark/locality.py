@@ -38,7 +38,7 @@ def plan_located(options: SourceOptions) -> list[ScanPartition]:
     """
     parts = HQueueReader(options).plan()
     conn = options.conn
-    with ThriftReader(conn.hbase, conn.table) as reader:
+    with ThriftReader(conn.hbase, conn.table, security=conn.security) as reader:
         regions = reader.regions()
     aliases = HostAliases()
     for part in parts:

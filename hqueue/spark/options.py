@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hqueue.errors import InvalidArgumentError
+from hqueue.errors import HQueueError, InvalidArgumentError
 from hqueue.message import (
     MAX_PARTITIONS,
     MessageId,
@@ -22,6 +22,8 @@ from hqueue.message import (
     parse_position,
     table_name,
 )
+from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
+from hqueue.security.credentials import client_security
 from hqueue.settings import DEFAULT_PUT_TIMEOUT, parse_address, table_prefix
 from hqueue.storage.reader import VIA
 
@@ -32,7 +34,11 @@ DEFAULT_BATCH_ROWS = 5_000
 4,000-7,000 read fastest: the two tasks' calls interleave more finely at the sidecar,
 which serves one scan at a time, than with 10,000, and 2,500 pays more per call."""
 
-_COMMON = {"queue", "hbase", "hbase_admin", "zookeeper", "table_prefix", "path"}
+_SECURITY = {"tlsca", "tlscert", "tlskey", "tokenfile", "token"}
+"""The security options (Spark lowers option keys; ``tlsCa`` is ``tlsca``). Spark
+redacts the values of keys matching ``(?i)secret|password|token`` in its UI and
+plans: ``token`` and ``tokenFile`` among them."""
+_COMMON = {"queue", "hbase", "hbase_admin", "zookeeper", "table_prefix", "path", *_SECURITY}
 _READ = _COMMON | {
     "partitions",
     "topics",
@@ -124,19 +130,26 @@ def parse_int_list(raw: str, name: str) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class Connection:
-    """Where the queue lives: what :func:`hqueue.connect` takes."""
+    """Where the queue lives and what to present there: what :func:`hqueue.connect`
+    takes. ``security`` is read once on the driver (options ``tlsCa``, ``tlsCert``,
+    ``tlsKey``, ``tokenFile``, ``token``, else the driver's ``HQUEUE_*`` variables);
+    the token travels to the executors inside it, the TLS files are read there (so
+    they must be at the same paths on every executor)."""
 
     queue: str
     hbase: str
     hbase_admin: str | None = None
     zookeeper: str | None = None
     table_prefix: str = ""
+    security: ClientSecurity = PLAIN_CLIENT
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> Connection:
         """Return the connection options; ``queue`` may also be given as the load path.
 
-        :raises InvalidArgumentError: if ``queue`` or ``hbase`` is missing or malformed.
+        :raises InvalidArgumentError: if ``queue`` or ``hbase`` is missing or malformed,
+            or a security option is (an unreadable ``tokenFile``, ``tlsCert`` without
+            ``tlsKey``), naming the option but never the token.
         """
         queue = _get(options, "queue") or _get(options, "path")
         if not queue:
@@ -157,7 +170,9 @@ class Connection:
             except InvalidArgumentError as exc:
                 raise InvalidArgumentError(f"option 'hbase_admin': {exc}") from None
         prefix = table_prefix(_get(options, "table_prefix")) or ""
-        return cls(queue, hbase, admin, _get(options, "zookeeper") or None, prefix)
+        return cls(
+            queue, hbase, admin, _get(options, "zookeeper") or None, prefix, _security(options)
+        )
 
     def connect(self) -> Any:
         """Return an :class:`hqueue.Client` for these options (the caller closes it).
@@ -166,11 +181,16 @@ class Connection:
         """
         from hqueue.client.client import connect
 
+        tls, token = self.security.tls, self.security.token
         return connect(
             self.hbase,
             zookeeper=self.zookeeper,
             hbase_admin=self.hbase_admin,
             table_prefix=self.table_prefix,
+            tls_ca=tls.ca if tls is not None else None,
+            tls_cert=tls.cert if tls is not None else None,
+            tls_key=tls.key if tls is not None else None,
+            token=token,
         )
 
     @property
@@ -178,6 +198,25 @@ class Connection:
         """The queue's full HBase table name (happybase's ``{table_prefix}_`` prefix)."""
         name = table_name(self.table_prefix, self.queue)
         return name.encode()
+
+
+def _security(options: Mapping[str, str]) -> ClientSecurity:
+    """Return what the security options say to present.
+
+    :raises InvalidArgumentError: naming the option at fault, never the token.
+    """
+    try:
+        return client_security(
+            token=_get(options, "token") or None,
+            token_file=_get(options, "tokenFile") or None,
+            tls_ca=_get(options, "tlsCa") or None,
+            tls_cert=_get(options, "tlsCert") or None,
+            tls_key=_get(options, "tlsKey") or None,
+        )
+    except HQueueError as exc:
+        raise InvalidArgumentError(
+            f"security options (tlsCa, tlsCert, tlsKey, tokenFile, token): {exc}"
+        ) from None
 
 
 @dataclass(frozen=True)

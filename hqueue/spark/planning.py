@@ -93,5 +93,7 @@ def read_ranges(
         sidecar) fails.
     """
     conn = options.conn
-    with QueueReader(conn.hbase, conn.table, conn.queue, via=options.via) as reader:
+    with QueueReader(
+        conn.hbase, conn.table, conn.queue, via=options.via, security=conn.security
+    ) as reader:
         yield from reader.scan_batches(ranges, topics, batch_rows=options.batch_rows)

@@ -108,7 +108,7 @@ class HQueueReader(DataSourceReader):
         if opts.split == "partition":
             pieces = split_ranges(ranges, opts.min_partitions, conn, opts.topics)
             return [ScanPartition(i, [r]) for i, r in enumerate(r for rs in pieces for r in rs)]
-        with ThriftReader(conn.hbase, conn.table) as reader:
+        with ThriftReader(conn.hbase, conn.table, security=conn.security) as reader:
             regions = reader.regions()
         out: list[ScanPartition] = []
         for start, end, host in regions:

@@ -75,7 +75,7 @@ def split_ranges(
     if not min_partitions or min_partitions <= len(ranges):
         return [[rr] for rr in ranges]
     probes = max(SAMPLES, PROBES // len(ranges))
-    with ThriftReader(conn.hbase, conn.table) as reader:
+    with ThriftReader(conn.hbase, conn.table, security=conn.security) as reader:
         estimates = [_segments(reader, rr, topics, probes) for rr in ranges]
     total = sum(seg.rows for segs in estimates for seg in segs)
     out: list[list[RowRange]] = []

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.rpc import TClient
-from thriftpy2.transport import TBufferedTransport, TSocket
+from thriftpy2.transport import TBufferedTransport
 
 from hqueue.closing import Closeable
 from hqueue.errors import InvalidArgumentError
@@ -43,6 +43,7 @@ from hqueue.message import (
     partition_prefix,
     partition_range,
 )
+from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 from hqueue.settings import parse_address
 from hqueue.spark.arrow import block_to_batch
 from hqueue.storage.reader import (
@@ -53,6 +54,7 @@ from hqueue.storage.reader import (
     last_rowkey,
 )
 from hqueue.storage.sidecars import Sidecars
+from hqueue.wire.connect import ThriftSocket
 from hqueue.wire.errors import hbase_errors
 from hqueue.wire.idl import hbase1
 
@@ -84,21 +86,33 @@ class RowRange:
 class ThriftReader(Closeable):
     """A raw Thrift1 connection to one queue table (Cython binary protocol over a
     buffered transport with a 1 MiB read buffer, strings left as ``bytes``), opened by
-    the constructor; a context manager that closes it.
+    the constructor with TLS and a token as ``security`` says; a context manager that
+    closes it.
 
     :raises ConnectionLostError: from the constructor, if the gateway cannot be
         reached.
+    :raises AuthenticationError: from the constructor, if the gateway refused this
+        client's credentials, or this client its certificate.
     """
 
-    def __init__(self, address: str, table: bytes, *, timeout_ms: int = 60_000) -> None:
+    def __init__(
+        self,
+        address: str,
+        table: bytes,
+        *,
+        timeout_ms: int = 60_000,
+        security: ClientSecurity = PLAIN_CLIENT,
+    ) -> None:
         self.address = address
         self.table = table
         host, port = parse_address(address)
-        socket = TSocket(
-            host=host,
-            port=port,
-            socket_timeout=timeout_ms,
-            connect_timeout=min(timeout_ms, _CONNECT_TIMEOUT_MS),
+        socket = ThriftSocket(
+            host,
+            port,
+            timeout_ms=timeout_ms,
+            connect_timeout_ms=min(timeout_ms, _CONNECT_TIMEOUT_MS),
+            security=security,
+            gateway=True,
         )
         self._transport = TBufferedTransport(socket, buf_size=_READ_BUFFER)
         self.client = TClient(
@@ -238,13 +252,21 @@ class QueueReader(Closeable):
     too old to serve ``scan``) is read on through Thrift1 from just past the last row
     the sidecar returned, and that sidecar is not asked again by this reader. Errors
     that Thrift1 would hit as well (no such queue, storage failures) are raised.
-    Connections are opened on first use and kept until :meth:`close`.
+    Connections are opened on first use, with TLS and a token as ``security`` says,
+    and kept until :meth:`close`.
 
     :raises InvalidArgumentError: if ``via`` is not one of ``VIA``.
     """
 
     def __init__(
-        self, hbase: str, table: bytes, queue: str, *, via: str = "auto", timeout_ms: int = 60_000
+        self,
+        hbase: str,
+        table: bytes,
+        queue: str,
+        *,
+        via: str = "auto",
+        timeout_ms: int = 60_000,
+        security: ClientSecurity = PLAIN_CLIENT,
     ) -> None:
         check_via(via)
         self.hbase = hbase
@@ -252,8 +274,9 @@ class QueueReader(Closeable):
         self.queue = queue
         self.via = via
         self.timeout_ms = timeout_ms
+        self.security = security
         self._thrift: ThriftReader | None = None
-        self._sidecars = Sidecars(timeout_ms=timeout_ms)
+        self._sidecars = Sidecars(timeout_ms=timeout_ms, security=security)
         self.unreachable: set[str] = set()
         """Sidecars this reader gave up on (``via="auto"``)."""
 
@@ -325,7 +348,9 @@ class QueueReader(Closeable):
     @contextlib.contextmanager
     def _connect(self, what: str) -> Iterator[Any]:
         if self._thrift is None:
-            self._thrift = ThriftReader(self.hbase, self.table, timeout_ms=self.timeout_ms)
+            self._thrift = ThriftReader(
+                self.hbase, self.table, timeout_ms=self.timeout_ms, security=self.security
+            )
         with self._thrift.connect(what) as client:
             yield client
 

@@ -111,7 +111,7 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _reader(self) -> ThriftReader:
         conn = self.options.source.conn
-        return ThriftReader(conn.hbase, conn.table)
+        return ThriftReader(conn.hbase, conn.table, security=conn.security)
 
     def _latest(self) -> Offsets:
         topics, end = self.options.source.topics, self.options.source.end

@@ -19,7 +19,7 @@ from hqueue.settings import (
     DEFAULT_THRIFT2_PORT,
     table_prefix,
 )
-from hqueue.sidecar.cli import delivery_options, server_options
+from hqueue.sidecar.cli import ServerCredentials, delivery_options, server_options
 from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.standalone.engine.cursors import DEFAULT_LEASE_SECONDS
 from hqueue.standalone.server import (
@@ -164,6 +164,7 @@ def standalone(
     delivery: DeliveryOptions,
     metrics_port: int | None,
     metrics_host: str,
+    credentials: ServerCredentials,
 ) -> None:
     """Run the embedded HBase (Thrift1 + Thrift2 over LMDB) in the foreground.
 
@@ -172,6 +173,9 @@ def standalone(
     sidecar ports not given are --port + 1 and + 2 (free ones with --port 0). Prints
     one ready line naming every port when it accepts connections; SIGTERM or Ctrl-C
     stops it cleanly.
+
+    With --tls-cert/--tls-key every port serves TLS; with --auth-public-key or
+    --auth-secret-file every port demands a token (see docs/security.md).
     """
     options = (ctx.find_root().obj or {}) if ctx.parent is not None else {}
     thrift2_port = _port_after(port, thrift2_port, _THRIFT2_OFFSET, "--thrift2-port")
@@ -197,6 +201,9 @@ def standalone(
         delivery=delivery,
         metrics_port=metrics_port,
         metrics_host=metrics_host,
+        security=credentials.security,
+        client_security=credentials.client,
+        zookeeper_auth=credentials.zookeeper_auth,
     )
     server = StandaloneServer(config)
     stop = threading.Event()
@@ -224,10 +231,16 @@ def standalone(
         raise click.ClickException(f"cannot start: {exc}") from None
     assert server.thrift1 is not None
     click.echo(server.ready_line())
-    click.echo(
-        f'  try: {sys.executable} -c "import happybase; '
-        f"print(happybase.Connection('{host}', {server.thrift1.port}).tables())\""
-    )
+    if credentials.security.enabled:
+        click.echo(
+            f"  try: hqueue --hbase {host}:{server.thrift1.port} --tls-ca CA --token-file "
+            "TOKEN queue list (see docs/security.md)"
+        )
+    else:
+        click.echo(
+            f'  try: {sys.executable} -c "import happybase; '
+            f"print(happybase.Connection('{host}', {server.thrift1.port}).tables())\""
+        )
     click.echo("  stop with Ctrl-C")
     sys.stdout.flush()
     while not stop.wait(3600):

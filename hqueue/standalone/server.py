@@ -22,10 +22,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hqueue.errors import HQueueError, StorageError, TableNotFoundError
+from hqueue.errors import HQueueError, InvalidArgumentError, StorageError, TableNotFoundError
 from hqueue.metrics import Metrics, MetricsServer
+from hqueue.security.config import (
+    PLAIN_CLIENT,
+    PLAIN_SERVER,
+    ClientSecurity,
+    ServerSecurity,
+    TlsSettings,
+)
+from hqueue.security.secret import Secret
 from hqueue.settings import DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT, DEFAULT_THRIFT1_PORT
-from hqueue.sidecar.node import SidecarConfig, SidecarServer
+from hqueue.sidecar.node import SidecarConfig, SidecarServer, security_words
 from hqueue.sidecar.options import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_TAKEOVER_GRACE
 from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.standalone.engine.cursors import DEFAULT_LEASE_SECONDS, ScannerRegistry
@@ -86,6 +94,12 @@ class StandaloneConfig:
     With ``sidecar`` the process also runs a sidecar on ``sidecar_port`` that
     writes through the store in-process; its metadata lives in this server's
     HBase tables, or in ZooKeeper when ``zookeeper`` is set.
+
+    ``security`` is what every port demands (Thrift1, Thrift2 and the sidecar's: TLS,
+    a token); ``client_security`` what the sidecar presents when it calls out (to
+    subscribers and to this server's own Thrift1, where its metadata lives: see
+    :meth:`StandaloneServer.sidecar_security`); ``zookeeper_auth`` the
+    ``user:password`` of ZooKeeper's digest authentication, if any.
     """
 
     data_dir: Path
@@ -109,6 +123,15 @@ class StandaloneConfig:
     """Serve Prometheus metrics (the store's commits and the sidecar's series) on this
     port (0: a free one; None: not at all)."""
     metrics_host: str = DEFAULT_HOST
+    security: ServerSecurity = PLAIN_SERVER
+    client_security: ClientSecurity = PLAIN_CLIENT
+    zookeeper_auth: Secret | None = None
+
+
+_EXPOSED_THRIFT1 = "read, write and delete every table: every queue's messages, the metadata"
+"""What anyone who reaches an open Thrift1 port could do (its exposure warning)."""
+_EXPOSED_THRIFT2 = "create, alter and delete every table, and read and write their rows"
+"""What anyone who reaches an open Thrift2 port could do (its exposure warning)."""
 
 
 class StandaloneServer:
@@ -134,6 +157,7 @@ class StandaloneServer:
         :raises OSError: a port cannot be bound.
         """
         cfg = self.config
+        sidecar_security = self.sidecar_security() if cfg.sidecar else None
         footprint = _Footprint.before(cfg.data_dir)
         try:
             self._lock_fd = lock_data_dir(cfg.data_dir)
@@ -157,6 +181,8 @@ class StandaloneServer:
                 cfg.port,
                 cfg.max_request_bytes,
                 name="hbase-thrift1",
+                security=cfg.security,
+                exposed=_EXPOSED_THRIFT1,
             ).start()
             # With --port 0 the real port is known only once bound.
             region_server = handler.region_server = (region_host, self.thrift1.port)
@@ -167,9 +193,11 @@ class StandaloneServer:
                 cfg.thrift2_port,
                 cfg.max_request_bytes,
                 name="hbase-thrift2",
+                security=cfg.security,
+                exposed=_EXPOSED_THRIFT2,
             ).start()
-            if cfg.sidecar:
-                self.sidecar = self._start_sidecar(self.store, self.thrift1.port)
+            if sidecar_security is not None:
+                self.sidecar = self._start_sidecar(self.store, self.thrift1.port, sidecar_security)
         except BaseException:
             self._abort_start(footprint)
             raise
@@ -206,7 +234,42 @@ class StandaloneServer:
             if lock_fd is not None:
                 os.close(lock_fd)
 
-    def _start_sidecar(self, store: Store, thrift1_port: int) -> SidecarServer:
+    def sidecar_security(self) -> ClientSecurity:
+        """Return what the embedded sidecar presents when it calls out: to this
+        server's own Thrift1 (its metadata) and to subscribers.
+
+        TLS when the ports serve it (plaintext otherwise: its own Thrift1 is one of
+        them), trusting ``client_security``'s CAs (``--tls-ca``), else this server's
+        own certificate (enough when it is self-signed); that certificate as its
+        client certificate when the ports demand one (mutual TLS). The token is
+        ``client_security``'s (``--token-file``, or the shared secret).
+
+        :raises InvalidArgumentError: if the ports demand a token and the server has
+            none of its own to present.
+        """
+        cfg = self.config
+        own = cfg.client_security
+        tls = None
+        served = cfg.security.tls
+        if served is not None:
+            trusted = own.tls.ca if own.tls is not None else None
+            mutual = served.ca is not None
+            tls = TlsSettings(
+                ca=trusted or served.cert,
+                cert=served.cert if mutual else None,
+                key=served.key if mutual else None,
+            )
+        if cfg.security.authenticator is not None and own.token is None:
+            raise InvalidArgumentError(
+                "the ports demand a token, and the sidecar inside has none to present to "
+                "its own metadata: give --token-file (a token with the sidecar right) or "
+                "--auth-secret-file"
+            )
+        return ClientSecurity(tls=tls, token=own.token)
+
+    def _start_sidecar(
+        self, store: Store, thrift1_port: int, security: ClientSecurity
+    ) -> SidecarServer:
         cfg = self.config
         # The sidecar reaches this server's metadata table over loopback Thrift1.
         local = "127.0.0.1" if cfg.host in ("0.0.0.0", "::", "") else cfg.host
@@ -230,6 +293,9 @@ class StandaloneServer:
             predecessor=_read_sidecar_file(cfg.data_dir, SIDECAR_ID_FILE),
             predecessor_token=_read_sidecar_file(cfg.data_dir, SIDECAR_TOKEN_FILE),
             run_token=token,
+            security=cfg.security,
+            client_security=security,
+            zookeeper_auth=cfg.zookeeper_auth,
         )
         storage = EngineStorage(store, cfg.table_prefix)
         sidecar = SidecarServer(config, storage, self.metrics).start()
@@ -246,7 +312,7 @@ class StandaloneServer:
         return (
             f"hqueue standalone ready: hbase-thrift1={self.thrift1.address} "
             f"hbase-thrift2={self.thrift2.address}{sidecar}{metrics} "
-            f"data-dir={self.config.data_dir}"
+            f"data-dir={self.config.data_dir} {security_words(self.config.security)}"
         )
 
     def stop(self) -> None:

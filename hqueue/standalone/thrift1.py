@@ -25,11 +25,13 @@ from typing import Any, TypeVar
 from thriftpy2.thrift import TPayload, TType, gen_init
 
 from hqueue.errors import (
+    AuthorizationError,
     InvalidArgumentError,
     StorageError,
     TableExistsError,
     TableNotFoundError,
 )
+from hqueue.standalone.access import TableAccess, denial_message
 from hqueue.standalone.engine.cells import Cell
 from hqueue.standalone.engine.cursors import Scanner, ScannerRegistry, ScanSpec
 from hqueue.standalone.engine.schema import (
@@ -100,12 +102,16 @@ SERVICE: type = type(
 
 
 def _hbase_errors(fn: F) -> F:
-    """Translate store errors into the exceptions ``Hbase.thrift`` declares."""
+    """Translate store errors into the exceptions ``Hbase.thrift`` declares (a refusal
+    of :mod:`~hqueue.standalone.access` into an IOError whose message begins "not
+    authorized: ")."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except AuthorizationError as exc:
+            raise Hbase.IOError(message=denial_message(exc)) from None
         except TableExistsError as exc:
             raise Hbase.AlreadyExists(message=str(exc)) from None
         except InvalidArgumentError as exc:
@@ -163,23 +169,32 @@ class HbaseHandler:
     :param store: the storage engine.
     :param scanners: the scanner registry (shared so a chore can reap it).
     :param region_server: ``(host, port)`` reported as every region's server.
+    :param access: who may do what (:mod:`hqueue.standalone.access`; default: the
+        checks of an installation whose table prefix is ``$HQUEUE_TABLE_PREFIX``).
     """
 
     def __init__(
-        self, store: Store, scanners: ScannerRegistry, region_server: tuple[str, int]
+        self,
+        store: Store,
+        scanners: ScannerRegistry,
+        region_server: tuple[str, int],
+        access: TableAccess | None = None,
     ) -> None:
         self.store = store
         self.scanners = scanners
         self.region_server = region_server
+        self.access = access if access is not None else TableAccess()
 
     # ------------------------------------------------------------ table admin
 
     @_hbase_errors
     def enableTable(self, tableName: bytes) -> None:
+        self.access.require_admin("enable table", tableName)
         self.store.set_enabled(tableName, True)
 
     @_hbase_errors
     def disableTable(self, tableName: bytes) -> None:
+        self.access.require_admin("disable table", tableName)
         self.store.set_enabled(tableName, False)
 
     @_hbase_errors
@@ -201,10 +216,12 @@ class HbaseHandler:
 
     @_hbase_errors
     def compact(self, tableNameOrRegionName: bytes) -> None:
+        self.access.require_admin("compact", tableNameOrRegionName)
         self.store.purge(self._table_of(tableNameOrRegionName))
 
     @_hbase_errors
     def majorCompact(self, tableNameOrRegionName: bytes) -> None:
+        self.access.require_admin("compact", tableNameOrRegionName)
         self.store.purge(self._table_of(tableNameOrRegionName))
 
     def _table_of(self, table_or_region: bytes) -> bytes:
@@ -257,10 +274,12 @@ class HbaseHandler:
 
     @_hbase_errors
     def createTable(self, tableName: bytes, columnFamilies: list[Any]) -> None:
+        self.access.require_admin("create table", tableName)
         self.store.create_table(tableName, _families(columnFamilies or []))
 
     @_hbase_errors
     def deleteTable(self, tableName: bytes) -> None:
+        self.access.require_admin("delete table", tableName)
         self.store.delete_table(tableName)
 
     # ------------------------------------------------------------------ reads
@@ -270,6 +289,7 @@ class HbaseHandler:
     ) -> list[Any]:
         if versions < 1:
             raise InvalidArgumentError("IllegalArgumentException: numVersions must be >= 1")
+        self.access.require_read(table)
         found = self.store.get_rows(table, [row], [column], max_ts, versions)
         return [Hbase.TCell(value=v, timestamp=t) for _, cells in found for _, t, v in cells]
 
@@ -301,6 +321,7 @@ class HbaseHandler:
     def _rows(
         self, table: bytes, rows: list[bytes], columns: list[bytes] | None, max_ts: int | None
     ) -> list[Any]:
+        self.access.require_read(table)
         return [
             _row_result(r, cells)
             for r, cells in self.store.get_rows(table, rows or [], columns, max_ts)
@@ -390,17 +411,20 @@ class HbaseHandler:
     def _mutate(
         self, table: bytes, batches: list[Any] | None, ts: int | None, attributes: Any
     ) -> None:
+        self.access.require_write(table)
         # The attributes may carry hqueue's fence checks and HBase's _ttl.
         checks = checks_of_attributes(attributes)
         self.store.mutate_rows(table, batches or [], ts, checks, ttl_attribute(attributes))
 
     @_hbase_errors
     def atomicIncrement(self, tableName: bytes, row: bytes, column: bytes, value: int) -> int:
+        self.access.require_write(tableName)
         return self.store.increment(tableName, row, column, value)
 
     def _delete(
         self, table: bytes, row: bytes, columns: list[bytes] | None, ts: int | None
     ) -> None:
+        self.access.require_write(table)
         if columns is None:
             columns = list(self.store.describe(table).families)
         self.store.mutate_rows(
@@ -432,6 +456,7 @@ class HbaseHandler:
     @_io_only
     @_hbase_errors
     def increment(self, increment: Any) -> None:
+        self.access.require_write(increment.table)
         self.store.increment(
             increment.table, increment.row, increment.column, increment.ammount or 0
         )
@@ -440,11 +465,14 @@ class HbaseHandler:
     @_hbase_errors
     def incrementRows(self, increments: list[Any]) -> None:
         for inc in increments or ():
+            self.access.require_write(inc.table)  # all checked before any is applied
+        for inc in increments or ():
             self.store.increment(inc.table, inc.row, inc.column, inc.ammount or 0)
 
     @_io_only
     @_hbase_errors
     def append(self, append: Any) -> list[Any]:
+        self.access.require_write(append.table)
         columns, values = append.columns or [], append.values or []
         if len(columns) != len(values):
             raise InvalidArgumentError(
@@ -472,6 +500,7 @@ class HbaseHandler:
             raise InvalidArgumentError(
                 "IllegalArgumentException: checkAndPut's mutation must be a put"
             )
+        self.access.require_write(tableName)
         return self.store.check_and_put(
             tableName, row, column, value, mput.column, mput.value or b"", ttl_attribute(attributes)
         )
@@ -479,7 +508,8 @@ class HbaseHandler:
     # --------------------------------------------------------------- scanners
 
     def _open(self, table: bytes, spec: ScanSpec) -> int:
-        return self.scanners.open(Scanner(self.store, table, spec))
+        self.access.require_read(table)
+        return self.scanners.open(self.access.opened(Scanner(self.store, table, spec), table))
 
     @_io_only
     @_hbase_errors
@@ -576,6 +606,7 @@ class HbaseHandler:
         # Rows leave the server as binary-protocol bytes (see cells.py): a
         # plain scan sends stored rows without decoding them.
         scanner = self.scanners.get(id)
+        self.access.require_scanner(scanner)
         with scanner.lock:
             return PreEncodedStructs(scanner.next_wire(nbRows), Hbase.TRowResult)
 
@@ -585,6 +616,7 @@ class HbaseHandler:
 
     @_hbase_errors
     def scannerClose(self, id: int) -> None:
+        self.access.require_scanner_id(self.scanners, id)
         if not self.scanners.close(id):
             raise InvalidArgumentError(f"IllegalArgumentException: scanner ID {id} is invalid")
 

@@ -20,6 +20,7 @@ from dataclasses import asdict
 from typing import Any
 
 from hqueue.errors import InvalidArgumentError, StorageError, TableNotFoundError
+from hqueue.standalone.access import TableAccess
 from hqueue.standalone.engine.cells import Cell
 from hqueue.standalone.engine.cursors import ScannerRegistry
 from hqueue.standalone.engine.schema import (
@@ -142,6 +143,7 @@ class THBaseHandler(THBaseDataCalls):
     :param store: the storage engine.
     :param region_server: ``(host, port)`` reported as every region's server.
     :param scanners: the scanner registry; by default one of this handler's own.
+    :param access: who may do what (:mod:`hqueue.standalone.access`).
     """
 
     def __init__(
@@ -149,8 +151,9 @@ class THBaseHandler(THBaseDataCalls):
         store: Store,
         region_server: tuple[str, int],
         scanners: ScannerRegistry | None = None,
+        access: TableAccess | None = None,
     ) -> None:
-        super().__init__(store, scanners)
+        super().__init__(store, scanners, access)
         self.region_server = region_server
 
     def getThriftServerType(self) -> int:
@@ -237,22 +240,27 @@ class THBaseHandler(THBaseDataCalls):
 
     @tio_errors
     def createTable(self, desc: Any, splitKeys: list[bytes] | None) -> None:
+        self.access.require_admin("create table", table_name(desc.tableName))
         self.store.create_table(table_name(desc.tableName), _families(desc), list(splitKeys or ()))
 
     @tio_errors
     def deleteTable(self, tableName: Any) -> None:
+        self.access.require_admin("delete table", table_name(tableName))
         self.store.delete_table(table_name(tableName))
 
     @tio_errors
     def truncateTable(self, tableName: Any, preserveSplits: bool) -> None:
+        self.access.require_admin("truncate table", table_name(tableName))
         self.store.truncate_table(table_name(tableName), bool(preserveSplits))
 
     @tio_errors
     def enableTable(self, tableName: Any) -> None:
+        self.access.require_admin("enable table", table_name(tableName))
         self.store.set_enabled(table_name(tableName), True)
 
     @tio_errors
     def disableTable(self, tableName: Any) -> None:
+        self.access.require_admin("disable table", table_name(tableName))
         self.store.set_enabled(table_name(tableName), False)
 
     @tio_errors
@@ -285,38 +293,45 @@ class THBaseHandler(THBaseDataCalls):
 
     @tio_errors
     def addColumnFamily(self, tableName: Any, column: Any) -> None:
+        self.access.require_admin("add a column family to table", table_name(tableName))
         self.store.add_family(table_name(tableName), bytes(column.name), _family_options(column))
 
     @tio_errors
     def deleteColumnFamily(self, tableName: Any, column: bytes) -> None:
+        self.access.require_admin("delete a column family of table", table_name(tableName))
         self.store.delete_family(table_name(tableName), bytes(column))
 
     @tio_errors
     def modifyColumnFamily(self, tableName: Any, column: Any) -> None:
+        self.access.require_admin("modify a column family of table", table_name(tableName))
         # HBase replaces the family's descriptor: an option left out takes its default.
         changes = asdict(_family_options(column))
         self.store.modify_family(table_name(tableName), bytes(column.name), **changes)
 
     @tio_errors
     def modifyTable(self, desc: Any) -> None:
+        self.access.require_admin("modify table", table_name(desc.tableName))
         self.store.modify_table(table_name(desc.tableName), _families(desc))
 
     # -------------------------------------------------------------- namespaces
 
     @tio_errors
     def createNamespace(self, namespaceDesc: Any) -> None:
+        self.access.require_admin("create a namespace")
         self.store.create_namespace(
             _namespace_name(namespaceDesc.name), namespaceDesc.configuration or {}
         )
 
     @tio_errors
     def modifyNamespace(self, namespaceDesc: Any) -> None:
+        self.access.require_admin("modify a namespace")
         self.store.modify_namespace(
             _namespace_name(namespaceDesc.name), namespaceDesc.configuration or {}
         )
 
     @tio_errors
     def deleteNamespace(self, name: str) -> None:
+        self.access.require_admin("delete a namespace")
         self.store.delete_namespace(_namespace_name(name))
 
     @tio_errors
@@ -336,6 +351,7 @@ class THBaseHandler(THBaseDataCalls):
 
     @tio_errors
     def increment(self, table: bytes, tincrement: Any) -> Any:
+        self.access.require_write(table)
         amounts = [
             (bytes(c.family) + b":" + bytes(c.qualifier), 1 if c.amount is None else c.amount)
             for c in tincrement.columns or ()
@@ -346,6 +362,7 @@ class THBaseHandler(THBaseDataCalls):
 
     @tio_errors
     def append(self, table: bytes, tappend: Any) -> Any:
+        self.access.require_write(table)
         deltas = [
             (bytes(c.family) + b":" + bytes(c.qualifier), c.value) for c in tappend.columns or ()
         ]

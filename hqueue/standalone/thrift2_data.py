@@ -23,7 +23,8 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from hqueue.errors import HQueueError, InvalidArgumentError, StorageError
+from hqueue.errors import AuthorizationError, HQueueError, InvalidArgumentError, StorageError
+from hqueue.standalone.access import TableAccess, denial_message
 from hqueue.standalone.engine.cells import Cell
 from hqueue.standalone.engine.cursors import Scanner, ScannerRegistry, ScanSpec
 from hqueue.standalone.engine.schema import (
@@ -48,12 +49,15 @@ lease expired)."""
 
 
 def tio_errors(fn: F) -> F:
-    """Thrift2 reports every failure, argument errors included, as TIOError."""
+    """Thrift2 reports every failure, argument errors included, as TIOError (a refusal
+    of :mod:`~hqueue.standalone.access` with a message beginning "not authorized: ")."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except AuthorizationError as exc:
+            raise H2.TIOError(message=denial_message(exc)) from None
         except HQueueError as exc:
             raise H2.TIOError(message=str(exc)) from None
 
@@ -195,13 +199,21 @@ class THBaseDataCalls:
 
     :param store: the storage engine.
     :param scanners: where ``openScanner``'s scanners are kept.
+    :param access: who may do what (:mod:`hqueue.standalone.access`; default: the
+        checks of an installation whose table prefix is ``$HQUEUE_TABLE_PREFIX``).
     """
 
     store: Store
 
-    def __init__(self, store: Store, scanners: ScannerRegistry | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        scanners: ScannerRegistry | None = None,
+        access: TableAccess | None = None,
+    ) -> None:
         self.store = store
         self.scanners = scanners if scanners is not None else ScannerRegistry()
+        self.access = access if access is not None else TableAccess()
 
     # ------------------------------------------------------------------ reads
 
@@ -223,6 +235,7 @@ class THBaseDataCalls:
             max_versions=_max_versions(tget.maxVersions),
             filter_string=tget.filterString,
         )
+        self.access.require_read(table)
         rows = Scanner(self.store, table, spec).next_rows(1)
         return rows[0][1] if rows else []
 
@@ -252,6 +265,7 @@ class THBaseDataCalls:
 
     @tio_errors
     def putMultiple(self, table: bytes, tputs: list[Any]) -> None:
+        self.access.require_write(table)
         # All groups in one store write: as in HBase, a put refused in part writes nothing.
         groups = [group for tput in tputs or () for group in _put_groups(tput)]
         if groups:
@@ -263,6 +277,7 @@ class THBaseDataCalls:
 
     @tio_errors
     def deleteMultiple(self, table: bytes, tdeletes: list[Any]) -> list[Any]:
+        self.access.require_write(table)
         families = list(self.store.describe(table).families)
         groups = [
             group for tdelete in tdeletes or () for group in _delete_groups(families, tdelete)
@@ -299,6 +314,7 @@ class THBaseDataCalls:
     def mutateRow(self, table: bytes, trowMutations: Any) -> None:
         """Apply a row's puts and deletes atomically, in their order (see
         docs/standalone.md for a put and a delete of one timestamp)."""
+        self.access.require_write(table)
         groups = self._row_mutations(table, trowMutations)
         if groups:
             self.store.mutate_stamped(table, groups)
@@ -313,6 +329,7 @@ class THBaseDataCalls:
         value: bytes | None,
         groups: list[MutationGroup],
     ) -> bool:
+        self.access.require_write(table)
         column = bytes(family) + b":" + bytes(qualifier)
         value = None if value is None else bytes(value)
         return self.store.check_and_mutate(table, bytes(row), column, op, value, groups)
@@ -396,7 +413,8 @@ class THBaseDataCalls:
             batch_size=tscan.batchSize or 0,
             reverse=bool(tscan.reversed),
         )
-        return Scanner(self.store, table, spec)
+        self.access.require_read(table)
+        return self.access.opened(Scanner(self.store, table, spec), table)
 
     @tio_errors
     def openScanner(self, table: bytes, tscan: Any) -> int:
@@ -412,6 +430,7 @@ class THBaseDataCalls:
             scanner = self.scanners.get(scannerId)
         except InvalidArgumentError:
             raise H2.TIllegalArgument(message=INVALID_SCANNER) from None
+        self.access.require_scanner(scanner)
         with scanner.lock:
             left = scanner.rows_left
             results = _next_results(scanner, numRows, left)
@@ -423,6 +442,10 @@ class THBaseDataCalls:
     def closeScanner(self, scannerId: int) -> None:
         # As HBase's handler: a scanner already gone (closed, or its lease expired) is
         # not an error to close.
+        try:
+            self.access.require_scanner_id(self.scanners, scannerId)
+        except InvalidArgumentError:
+            return
         self.scanners.close(scannerId)
 
     @tio_errors

@@ -23,18 +23,21 @@ from collections.abc import Iterator
 from typing import Any
 
 import happybase
-from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
 from hqueue.errors import (
+    AuthenticationError,
+    AuthorizationError,
     ClusterMismatchError,
     ConnectionLostError,
+    HQueueError,
     InvalidArgumentError,
     StorageError,
     WrongServiceError,
 )
 from hqueue.message import table_name
+from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 from hqueue.settings import (
     DEFAULT_THRIFT1_PORT,
     DEFAULT_THRIFT2_PORT,
@@ -42,7 +45,8 @@ from hqueue.settings import (
     parse_address,
 )
 from hqueue.storage.reader import last_rowkey
-from hqueue.wire.errors import hbase_errors, table_not_found
+from hqueue.wire.connect import HappybaseConnection, thrift_client
+from hqueue.wire.errors import TlsMismatchError, hbase_errors, security_error, table_not_found
 from hqueue.wire.idl import hbase1, hbase2, sidecar
 
 __all__ = ["ConnectionPool", "HBase", "identify_service"]
@@ -59,11 +63,17 @@ Regions = frozenset[tuple[bytes, bytes, int]]
 """A table's regions as a gateway reports them: start key, end key, region id."""
 
 
-def identify_service(address: str, timeout_ms: int = _PROBE_TIMEOUT_MS) -> str | None:
+def identify_service(
+    address: str,
+    timeout_ms: int = _PROBE_TIMEOUT_MS,
+    *,
+    security: ClientSecurity = PLAIN_CLIENT,
+) -> str | None:
     """Return which of the services hqueue talks to answers at ``address``
     (:data:`THRIFT1`, :data:`THRIFT2` or :data:`SIDECAR`), or ``None`` when none
-    does (or nothing answers): one cheap read-only call of each, each on a
-    connection of its own, until one is known to the server."""
+    does (or nothing answers, or it refuses this client's credentials): one cheap
+    read-only call of each, each on a connection of its own (TLS and a token as
+    ``security`` says), until one is known to the server."""
     host, port = parse_address(address)
     probes: tuple[tuple[Any, str, tuple[Any, ...], str], ...] = (
         (hbase1().Hbase, "getTableNames", (), THRIFT1),
@@ -73,8 +83,10 @@ def identify_service(address: str, timeout_ms: int = _PROBE_TIMEOUT_MS) -> str |
     )
     for service, call, args, name in probes:
         try:
-            client = make_client(service, host, port, timeout=timeout_ms)
-        except (OSError, TException):
+            client = thrift_client(
+                service, host, port, timeout_ms=timeout_ms, security=security, gateway=True
+            )
+        except (OSError, TException, HQueueError):
             return None
         try:
             getattr(client, call)(*args)
@@ -92,10 +104,12 @@ def identify_service(address: str, timeout_ms: int = _PROBE_TIMEOUT_MS) -> str |
     return None
 
 
-def _not_the_service(address: str, expected: str, option: str, default_port: int) -> str:
+def _not_the_service(
+    address: str, expected: str, option: str, default_port: int, security: ClientSecurity
+) -> str:
     """The message of a :class:`WrongServiceError`: what answered at ``address``, and
     what ``option`` takes."""
-    found = identify_service(address)
+    found = identify_service(address, security=security)
     if found == expected:
         # It is that service, yet lacks a call hqueue makes: an older version.
         needs = " (Thrift2 createTable with split keys)" if expected == THRIFT2 else ""
@@ -114,7 +128,14 @@ def _not_the_service(address: str, expected: str, option: str, default_port: int
 
 
 @contextlib.contextmanager
-def expect_service(address: str, expected: str, option: str, default_port: int) -> Iterator[None]:
+def expect_service(
+    address: str,
+    expected: str,
+    option: str,
+    default_port: int,
+    *,
+    security: ClientSecurity = PLAIN_CLIENT,
+) -> Iterator[None]:
     """Turn the block's "unknown method" replies, and any other Thrift application
     error from a server that is not ``expected``, into a :class:`WrongServiceError`
     saying what answered at ``address`` instead.
@@ -124,34 +145,49 @@ def expect_service(address: str, expected: str, option: str, default_port: int) 
     its own, finds it malformed, and answers a protocol or internal error. So every
     application error asks what answered; one from ``expected`` itself is re-raised.
 
+    A refusal (authentication required, not authorized, TLS required) is raised as
+    the hqueue error it stands for: the server is not asked what it is again.
+
     :raises WrongServiceError: if the server at ``address`` does not know a call, or
         is another service.
+    :raises AuthenticationError, AuthorizationError, ConnectionLostError: if the
+        server refused the call (see :func:`hqueue.wire.errors.security_error`).
     """
     try:
         yield
     except TApplicationException as exc:
+        refusal = security_error(exc, address)
+        if refusal is not None:
+            raise refusal from None
         if exc.type != TApplicationException.UNKNOWN_METHOD:
-            found = identify_service(address)
+            found = identify_service(address, security=security)
             if found is None or found == expected:
                 raise
-        message = _not_the_service(address, expected, option, default_port)
+        message = _not_the_service(address, expected, option, default_port, security)
         raise WrongServiceError(message) from None
 
 
 class ConnectionPool:
     """At most ``size`` happybase connections (``kwargs`` as for
-    ``happybase.Connection``), each opened on first use; thread-safe. Unlike
-    happybase's own pool it can be closed: it owns the connections it made.
+    ``happybase.Connection``), each opened on first use, with TLS and a token as
+    ``security`` says (:class:`~hqueue.wire.connect.HappybaseConnection`);
+    thread-safe. Unlike happybase's own pool it can be closed: it owns the
+    connections it made.
 
     The first connection opens at once, so that an unreachable gateway fails the
     constructor (as happybase's pool does).
 
     :raises OSError: (or a ``TException``) if the first connection cannot be opened.
+    :raises AuthenticationError: if the gateway refused this client's credentials, or
+        this client the gateway's certificate.
     """
 
-    def __init__(self, size: int, **kwargs: Any) -> None:
+    def __init__(
+        self, size: int, *, security: ClientSecurity = PLAIN_CLIENT, **kwargs: Any
+    ) -> None:
         if size < 1:
             raise InvalidArgumentError(f"'pool_size' must be >= 1, not {size}")
+        self._security = security
         self._kwargs = {**kwargs, "autoconnect": False}
         self._idle: queue.LifoQueue[happybase.Connection] = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(size)
@@ -174,7 +210,7 @@ class ConnectionPool:
             try:
                 conn = self._idle.get_nowait()
             except queue.Empty:
-                conn = happybase.Connection(**self._kwargs)
+                conn = HappybaseConnection(security=self._security, **self._kwargs)
             self._local.current = conn
             keep = False
             try:
@@ -214,8 +250,14 @@ _UNREACHABLE_HINT = (
 
 class HBase:
     """Queue tables on one HBase: ``address`` is the Thrift1 gateway, ``admin_address``
-    the Thrift2 gateway (only :meth:`admin` needs it). Table names get happybase's
-    ``{table_prefix}_`` prefix. Thread-safe."""
+    the Thrift2 gateway (only :meth:`admin` needs it), both reached with TLS and a
+    token as ``security`` says. Table names get happybase's ``{table_prefix}_``
+    prefix. Thread-safe.
+
+    :raises ConnectionLostError: if the Thrift1 gateway cannot be reached.
+    :raises AuthenticationError: if it refused this client's credentials, or this
+        client its certificate.
+    """
 
     def __init__(
         self,
@@ -225,10 +267,12 @@ class HBase:
         table_prefix: str | None = None,
         pool_size: int = 8,
         timeout_ms: int = 30_000,
+        security: ClientSecurity = PLAIN_CLIENT,
     ) -> None:
         self.address = address
         self.admin_address = admin_address
         self.table_prefix = table_prefix or None
+        self.security = security
         self._timeout_ms = timeout_ms
         # Set once the two gateways were seen to serve one cluster; until then every
         # admin call compares them first.
@@ -238,11 +282,14 @@ class HBase:
             with hbase_errors(f"connect to HBase at {address}"):
                 self.pool = ConnectionPool(
                     pool_size,
+                    security=security,
                     host=host,
                     port=port,
                     table_prefix=self.table_prefix,
                     timeout=timeout_ms,
                 )
+        except (TlsMismatchError, AuthenticationError, AuthorizationError):
+            raise  # something answered: their messages say what to change
         except ConnectionLostError as exc:
             # Nothing answered at all: most often no server was started yet.
             raise ConnectionLostError(f"{exc}; {_UNREACHABLE_HINT}") from None
@@ -262,7 +309,9 @@ class HBase:
         """
         with (
             hbase_errors(what),
-            expect_service(self.address, THRIFT1, "--hbase", DEFAULT_THRIFT1_PORT),
+            expect_service(
+                self.address, THRIFT1, "--hbase", DEFAULT_THRIFT1_PORT, security=self.security
+            ),
             self.pool.connection() as conn,
         ):
             yield conn
@@ -301,7 +350,16 @@ class HBase:
         service = hbase2()
         host, port = parse_address(self.admin_address)
         try:
-            client = make_client(service.THBaseService, host, port, timeout=self._timeout_ms)
+            client = thrift_client(
+                service.THBaseService,
+                host,
+                port,
+                timeout_ms=self._timeout_ms,
+                security=self.security,
+                gateway=True,
+            )
+        except HQueueError as exc:
+            raise type(exc)(f"{what}: {exc}") from None
         except (OSError, TException) as exc:
             raise ConnectionLostError(
                 f"{what}: the HBase Thrift2 gateway at {self.admin_address} is unreachable "
@@ -310,13 +368,22 @@ class HBase:
         try:
             try:
                 with expect_service(
-                    self.admin_address, THRIFT2, "--hbase-admin", DEFAULT_THRIFT2_PORT
+                    self.admin_address,
+                    THRIFT2,
+                    "--hbase-admin",
+                    DEFAULT_THRIFT2_PORT,
+                    security=self.security,
                 ):
                     if not self._one_cluster:
                         self._compare_clusters(what, client)
                     yield client
             except service.TIOError as exc:
+                refusal = security_error(exc, what)
+                if refusal is not None:
+                    raise refusal from None
                 raise StorageError(f"{what}: {exc.message}") from None
+            except HQueueError:
+                raise  # a refusal, or already translated in the block
             except (OSError, TException) as exc:
                 raise ConnectionLostError(
                     f"{what}: HBase Thrift2 gateway at {self.admin_address} failed ({exc})"

@@ -8,7 +8,11 @@ decoded by thriftpy2. Requests and answers are the typed values of
 per call. Errors become hqueue's here, declared exceptions through the one
 table of :mod:`hqueue.wire.errors`; a sidecar that cannot be reached or breaks off a
 call raises :class:`SidecarUnreachableError`, one that fails a call it does not know
-(an older sidecar) :class:`SidecarCallError`.
+(an older sidecar) :class:`SidecarCallError`. Connections are opened with TLS and a
+token as the pool's ``security`` says; a sidecar that refuses them raises
+:class:`~hqueue.errors.AuthenticationError`, one that denies a call
+:class:`~hqueue.errors.AuthorizationError`, and TLS on one side only
+:class:`~hqueue.wire.errors.TlsMismatchError`.
 
 Not public API.
 """
@@ -23,10 +27,22 @@ from typing import Any, TypeVar
 
 from thriftpy2.thrift import TApplicationException, TException
 
-from hqueue.errors import ConnectionLostError, HQueueError, UnavailableError
+from hqueue.errors import (
+    AuthenticationError,
+    ConnectionLostError,
+    HQueueError,
+    UnavailableError,
+    WrongServiceError,
+)
+from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 from hqueue.settings import parse_address
 from hqueue.wire.block import MessageBlock
-from hqueue.wire.errors import DECLARED, from_sidecar_exception
+from hqueue.wire.errors import (
+    DECLARED,
+    TlsMismatchError,
+    from_sidecar_exception,
+    security_error,
+)
 from hqueue.wire.framed import FramedClient
 from hqueue.wire.idl import sidecar as sidecar_idl
 from hqueue.wire.sidecar_calls import PutBatch, PutIds, ScanRequest, SidecarLag
@@ -52,10 +68,14 @@ class SidecarCallError(HQueueError):
 class Sidecars:
     """Connections to sidecars, pooled by address; thread-safe. A connection returns
     to its pool after an answer or a declared exception, and is closed after anything
-    else. ``timeout_ms`` bounds each call (a ``put`` may set its own)."""
+    else. ``timeout_ms`` bounds each call (a ``put`` may set its own); ``security``
+    says what its connections present (TLS, a token)."""
 
-    def __init__(self, *, timeout_ms: int = 30_000) -> None:
+    def __init__(
+        self, *, timeout_ms: int = 30_000, security: ClientSecurity = PLAIN_CLIENT
+    ) -> None:
         self.timeout_ms = timeout_ms
+        self.security = security
         self._idle: dict[tuple[str, int], _queue.LifoQueue[FramedClient]] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -76,6 +96,9 @@ class Sidecars:
         :raises SidecarUnreachableError: if it cannot be reached, broke off, or did
             not answer within the timeout (then the batch may have been written).
         :raises SidecarCallError: if it failed the call otherwise.
+        :raises AuthenticationError: if it refused this client's credentials.
+        :raises AuthorizationError: if this client's principal may not produce to
+            ``queue``; nothing was written.
         """
         timeout_ms = self.timeout_ms if timeout is None else max(1, int(timeout * 1000))
         return self._call(
@@ -144,6 +167,9 @@ class Sidecars:
             raise from_sidecar_exception(exc) from None
         except TApplicationException as exc:
             conn.close()
+            refusal = security_error(exc, f"the sidecar at {address} refused the {api}")
+            if refusal is not None:
+                raise refusal from None
             raise SidecarCallError(
                 f"sidecar {address} failed the {api}: {_text(exc.message)}"
             ) from None
@@ -178,7 +204,10 @@ class Sidecars:
                 self._idl.HQueueSidecar,
                 timeout_ms=timeout_ms,
                 connect_timeout_ms=min(timeout_ms, _CONNECT_TIMEOUT_MS),
+                security=self.security,
             )
+        except (AuthenticationError, TlsMismatchError, WrongServiceError):
+            raise  # a setting is wrong: retrying elsewhere or later would not help
         except OSError as exc:
             raise SidecarUnreachableError(
                 f"the sidecar at {address} is unreachable ({exc})"

@@ -33,7 +33,8 @@ class StandaloneProcess(ChildProcess):
 
     After :meth:`start`: :attr:`port` (Thrift1), :attr:`thrift2_port`, and the
     sidecar's :attr:`sidecar_address` / :attr:`sidecar_port` (None / 0 without one),
-    and :attr:`metrics_address` (None unless ``--metrics-port`` is among the args).
+    and :attr:`metrics_address` (None unless ``--metrics-port`` is among the args), and
+    the :attr:`ready_line` itself.
     """
 
     def __init__(self, data_dir: Path, extra_args: tuple[str, ...] = ()) -> None:
@@ -45,6 +46,7 @@ class StandaloneProcess(ChildProcess):
         self.sidecar_port = 0
         self.sidecar_address: str | None = None
         self.metrics_address: str | None = None
+        self.ready_line = ""
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
 
     def start(self, timeout: float = 30.0) -> StandaloneProcess:
@@ -76,6 +78,7 @@ class StandaloneProcess(ChildProcess):
         self.thrift2_port = int(m["p2"])
         self.sidecar_address = m["sidecar"]
         self.metrics_address = m["metrics"]
+        self.ready_line = m.string.strip()
         if self.sidecar_address:
             self.sidecar_port = int(self.sidecar_address.rpartition(":")[2])
         return self

@@ -18,6 +18,13 @@ a message naming what was tried.
   :class:`~hqueue.errors.InvalidArgumentError` and comes back as an
   :class:`~hqueue.errors.InvalidMessageError` (one too), with the index of the
   message.
+- Security refusals travel as messages with a known start, on every port:
+  :data:`AUTHENTICATION_REQUIRED` and :data:`TLS_REQUIRED` (a server's
+  ``TApplicationException``), :data:`NOT_AUTHORIZED` (a denial, in the IDL's error or
+  a ``TApplicationException``); :func:`security_error` turns them into
+  :class:`~hqueue.errors.AuthenticationError`,
+  :class:`~hqueue.errors.AuthorizationError` and :class:`TlsMismatchError` (a
+  :class:`~hqueue.errors.ConnectionLostError`).
 
 Not public API.
 """
@@ -29,10 +36,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from happybase.pool import NoConnectionsAvailable
-from thriftpy2.thrift import TException
+from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
 from hqueue.errors import (
+    AuthenticationError,
+    AuthorizationError,
     ConnectionLostError,
     HQueueError,
     InvalidArgumentError,
@@ -45,12 +54,18 @@ from hqueue.errors import (
     TableNotFoundError,
     UnavailableError,
 )
+from hqueue.security.principal import DENIED
 from hqueue.wire.idl import hbase1, sidecar
 
 __all__ = [
+    "AUTHENTICATION_REQUIRED",
+    "NOT_AUTHORIZED",
     "SIDECAR_ERRORS",
+    "TLS_REQUIRED",
+    "TlsMismatchError",
     "from_sidecar_exception",
     "hbase_errors",
+    "security_error",
     "sidecar_exceptions",
     "table_not_found",
     "thrift_message",
@@ -60,20 +75,56 @@ __all__ = [
 _Hbase = hbase1()
 _Sidecar = sidecar()
 
+AUTHENTICATION_REQUIRED = "authentication required: "
+"""How a server's refusal of a call on a connection that did not authenticate starts."""
+NOT_AUTHORIZED = DENIED
+"""How the message of a denial starts, on every port hqueue serves
+(:data:`hqueue.security.principal.DENIED`)."""
+TLS_REQUIRED = "TLS required: "
+"""How a TLS port's answer to a plaintext call starts."""
+
+
+class TlsMismatchError(ConnectionLostError):
+    """TLS is on at one end of a connection only: a plaintext client reached a TLS
+    port, or a TLS client a plaintext one. Not retried: a setting is wrong. The
+    message names the address and which end seems to lack TLS."""
+
+
+def security_error(exc: BaseException, where: str) -> HQueueError | None:
+    """Return the hqueue error a server's refusal ``exc`` stands for (its message
+    starts with :data:`AUTHENTICATION_REQUIRED`, :data:`NOT_AUTHORIZED` or
+    :data:`TLS_REQUIRED`), prefixed with ``where``; ``None`` for any other
+    exception."""
+    message = thrift_message(exc)
+    if message.startswith(NOT_AUTHORIZED):
+        return AuthorizationError(f"{where}: {message}")
+    if message.startswith(AUTHENTICATION_REQUIRED):
+        return AuthenticationError(f"{where}: {message}")
+    if message.startswith(TLS_REQUIRED):
+        return TlsMismatchError(
+            f"{where}: {message} (TLS is configured on the server only, it seems)"
+        )
+    return None
+
 
 @contextlib.contextmanager
 def hbase_errors(what: str) -> Iterator[None]:
-    """Translate Thrift, socket and pool errors into hqueue's for the block."""
+    """Translate Thrift, socket and pool errors into hqueue's for the block: a
+    gateway's refusal (a denial, authentication or TLS required) into the error of
+    :func:`security_error`; hqueue's own errors pass unchanged."""
     try:
         yield
+    except HQueueError:
+        # Already hqueue's (a refused token, TLS on one side only), and saying which
+        # address refused what; several are OSErrors too, which the last clauses take.
+        raise
+    except (_Hbase.IOError, _Hbase.IllegalArgument, TApplicationException) as exc:
+        denied = security_error(exc, what)
+        if denied is not None:
+            raise denied from None
+        _raise_hbase(exc, what)
     except _Hbase.AlreadyExists as exc:
         raise TableExistsError(f"{what}: {exc.message}") from None
-    except _Hbase.IllegalArgument as exc:
-        raise InvalidArgumentError(f"{what}: {exc.message}") from None
-    except _Hbase.IOError as exc:
-        if table_not_found(exc):
-            raise TableNotFoundError(f"{what}: {thrift_message(exc)}") from None
-        raise StorageError(f"{what}: {thrift_message(exc)}") from None
     except (NoConnectionsAvailable, OSError) as exc:
         raise ConnectionLostError(f"{what}: HBase unreachable ({exc})") from None
     except TTransportException as exc:
@@ -82,6 +133,18 @@ def hbase_errors(what: str) -> Iterator[None]:
         # Transport errors (TTransportException) and broken replies alike: the
         # connection is no longer trustworthy, and happybase's pool replaces it.
         raise ConnectionLostError(f"{what}: HBase Thrift error ({exc!r})") from None
+
+
+def _raise_hbase(exc: Any, what: str) -> None:
+    """Raise the hqueue error of a Thrift1 ``IOError`` or ``IllegalArgument``, or of a
+    ``TApplicationException`` (as any Thrift error: the connection is not trusted)."""
+    if isinstance(exc, _Hbase.IllegalArgument):
+        raise InvalidArgumentError(f"{what}: {exc.message}") from None
+    if isinstance(exc, _Hbase.IOError):
+        if table_not_found(exc):
+            raise TableNotFoundError(f"{what}: {thrift_message(exc)}") from None
+        raise StorageError(f"{what}: {thrift_message(exc)}") from None
+    raise ConnectionLostError(f"{what}: HBase Thrift error ({exc!r})") from None
 
 
 def _text(message: object) -> str:
@@ -179,8 +242,13 @@ def to_sidecar_exception(error: HQueueError) -> Any | None:
 def from_sidecar_exception(exc: Any) -> HQueueError:
     """Return the hqueue error a sidecar's declared exception stands for.
 
+    A declared exception whose message starts with :data:`NOT_AUTHORIZED` (how a
+    sidecar answers a denial) is an :class:`~hqueue.errors.AuthorizationError`.
+
     :raises TypeError: if ``exc`` is not one of :data:`DECLARED`.
     """
+    if thrift_message(exc).startswith(NOT_AUTHORIZED):
+        return AuthorizationError(thrift_message(exc))
     for row in SIDECAR_ERRORS:
         if isinstance(exc, row.thrift):
             return row.from_thrift(exc)

@@ -10,7 +10,9 @@ struct of ``binary`` fields (``TMessageColumns``) hands those fields back as
 usual, so callers see the same results and exceptions as from ``TClient``.
 
 Requests are written with thriftpy2's Cython binary protocol, strictly framed, so
-any hqueue server (which detects framed transport per connection) answers them.
+any hqueue server (which detects framed transport per connection) answers them. The
+connection is opened by :func:`hqueue.wire.connect.open_socket`: TLS and the
+authentication call as the client's ``security`` says.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from thriftpy2.thrift import TApplicationException, TMessageType, TType
 from thriftpy2.transport import TTransportException
 from thriftpy2.transport.memory import TCyMemoryBuffer
 
+from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
+from hqueue.wire.connect import open_socket
+
 __all__ = ["DEFAULT_MAX_FRAME_BYTES", "FramedClient"]
 
 DEFAULT_MAX_FRAME_BYTES = 64 << 20
@@ -34,9 +39,13 @@ _VERSION_MASK = 0xFFFF0000
 
 
 class FramedClient:
-    """One framed connection to a Thrift ``service`` at ``host:port``; not thread-safe.
+    """One framed connection to a Thrift ``service`` at ``host:port``, with TLS and a
+    token as ``security`` says; not thread-safe.
 
     :raises OSError: from the constructor if the server cannot be reached.
+    :raises AuthenticationError: from the constructor if the server's certificate is
+        not trusted, or it refused this client's certificate or token (see
+        :func:`~hqueue.wire.connect.open_socket` for the other refusals).
     """
 
     def __init__(
@@ -48,13 +57,19 @@ class FramedClient:
         timeout_ms: int,
         connect_timeout_ms: int,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        security: ClientSecurity = PLAIN_CLIENT,
     ) -> None:
         self._service = service
         self._max_frame = max_frame_bytes
         self._seqid = 0
-        self._sock = socket.create_connection((host, port), timeout=connect_timeout_ms / 1000)
-        self._sock.settimeout(timeout_ms / 1000)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock: socket.socket = open_socket(
+            host,
+            port,
+            timeout_ms=timeout_ms,
+            connect_timeout_ms=connect_timeout_ms,
+            security=security,
+            framed=True,
+        )
 
     def call(self, api: str, *args: Any) -> Any:
         """Call ``api`` with ``args`` (in the IDL's order) and return its result.

@@ -16,9 +16,11 @@ from types import ModuleType
 
 import thriftpy2
 
-__all__ = ["IDL_DIR", "hbase1", "hbase2", "load", "sidecar", "subscriber"]
+__all__ = ["AUTH_CALL", "IDL_DIR", "auth", "hbase1", "hbase2", "load", "sidecar", "subscriber"]
 
 IDL_DIR = resources.files("hqueue.wire.thrift")
+AUTH_CALL = "hqueueAuthenticate"
+"""The call of :func:`auth` that opens a connection."""
 
 
 def hbase1() -> ModuleType:
@@ -48,6 +50,13 @@ def load(name: str) -> ModuleType:
 def hbase2() -> ModuleType:
     """Return the subset of HBase 2's Thrift2 service hqueue uses (``thrift/hbase2.thrift``)."""
     return load("hbase2")
+
+
+def auth() -> ModuleType:
+    """Return the authentication call's module (``thrift/auth.thrift``): the
+    ``hqueueAuthenticate`` call that opens a connection, served by every hqueue
+    server."""
+    return load("auth")
 
 
 def sidecar() -> ModuleType:

@@ -33,6 +33,26 @@ subscriber) runs on :class:`ThriftServer`:
   would tie the request's arguments into a reference cycle that only Python's
   cyclic collector frees) is dropped once it is answered, and a connection
   waiting for its next request holds none of the last one.
+
+Security (``security``, a :class:`~hqueue.security.config.ServerSecurity`):
+
+- with TLS, each connection's handshake runs in that connection's own thread and
+  must finish within :data:`HANDSHAKE_TIMEOUT` (a client that connects and sends
+  nothing, or stalls mid-handshake, holds up only itself); a failed handshake is one
+  rate-limited WARNING naming the peer, never a traceback. A plaintext Thrift call
+  on a TLS port is answered, in plaintext, with a ``TApplicationException`` starting
+  :data:`~hqueue.wire.errors.TLS_REQUIRED`, and the connection closed; a TLS
+  handshake on a plaintext port is logged and the connection closed;
+- with an authenticator, the first message must be ``hqueueAuthenticate``
+  (``thrift/auth.thrift``), within :data:`HANDSHAKE_TIMEOUT` of connecting: a wrong
+  token is answered with ``TAuthenticationError``, any other call with a
+  ``TApplicationException`` starting
+  :data:`~hqueue.wire.errors.AUTHENTICATION_REQUIRED`, and the connection is
+  closed; nothing is served before. Without one, ``hqueueAuthenticate`` answers
+  ``"anonymous"``, so a client holding a token works against an open server too;
+- handlers learn who calls with :func:`current_principal` (per connection thread);
+- :meth:`ThriftServer.start` logs one WARNING when it binds an address other
+  machines can reach without both TLS and an authenticator.
 """
 
 from __future__ import annotations
@@ -42,6 +62,7 @@ import functools
 import io
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -56,16 +77,27 @@ from thriftpy2.transport import TTransportException
 from thriftpy2.transport.buffered import TCyBufferedTransport
 from thriftpy2.transport.memory import TCyMemoryBuffer
 
+from hqueue.errors import AuthenticationError
+from hqueue.security.config import PLAIN_SERVER, ServerSecurity
+from hqueue.security.exposure import warn_if_exposed
+from hqueue.security.principal import ANONYMOUS, Authenticator, Principal
+from hqueue.security.tls import server_context
 from hqueue.settings import DEFAULT_HOST
+from hqueue.wire.errors import AUTHENTICATION_REQUIRED, TLS_REQUIRED
+from hqueue.wire.idl import AUTH_CALL
+from hqueue.wire.idl import auth as auth_idl
 
 __all__ = [
     "DECODE_ALLOWANCE",
     "DECODE_MEMORY_FACTOR",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "EXPOSED",
+    "HANDSHAKE_TIMEOUT",
     "MAX_NESTING",
     "WARNING_INTERVAL",
     "PreEncodedStructs",
     "ThriftServer",
+    "current_principal",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,8 +113,28 @@ MAX_NESTING = 16
 """How deep structs and containers may nest in a request (ours nest at most 6)."""
 WARNING_INTERVAL = 1.0
 """Seconds between two WARNING lines about bad input from one server."""
+HANDSHAKE_TIMEOUT = 10.0
+"""Seconds a connection has to finish its TLS handshake and, on a server that
+authenticates, to send its ``hqueueAuthenticate`` call."""
+EXPOSED = "call everything it serves"
+"""What the exposure warning says anyone who reaches an open port can do, unless the
+server is told more precisely (``ThriftServer(exposed=...)``)."""
+_connection = threading.local()
+"""What the serving thread knows of its connection: ``principal``, once authenticated;
+``authenticated``, whether calls may be served; ``socket``, to lift the
+authentication deadline. Cleared when the connection ends."""
+
+
+def current_principal() -> Principal:
+    """Return the principal the calling thread's connection authenticated as: a
+    handler's way to know who calls. :data:`~hqueue.security.principal.ANONYMOUS` on a
+    server that authenticates no one, and outside any connection."""
+    return getattr(_connection, "principal", ANONYMOUS)
+
+
 _BINARY_FIRST_BYTE = 0x80
 _COMPACT_FIRST_BYTE = 0x82
+_TLS_HANDSHAKE_BYTE = 0x16  # a TLS record of type handshake: a ClientHello
 _READ_CHUNK = 1 << 16
 
 
@@ -263,6 +315,11 @@ class _RefusedError(Exception):
     """A request was refused before all of it was read: close the connection."""
 
 
+class _CloseAfterReply(Exception):
+    """A request was answered (with a refusal): send the answer, then close the
+    connection."""
+
+
 class _BoundedCompactProtocol(TCompactProtocol):
     """The compact protocol, refusing a length over the message limit and a container
     of elements that take no bytes (thriftpy2 would loop over its claimed size)."""
@@ -297,10 +354,19 @@ class _Processor(TProcessor):
     handler error instead of dropping the connection, and keeps nothing of a
     request once it is answered."""
 
-    def __init__(self, service: Any, handler: object, warn: _RateLimitedWarnings, name: str):
+    def __init__(
+        self,
+        service: Any,
+        handler: object,
+        warn: _RateLimitedWarnings,
+        name: str,
+        authenticator: Authenticator | None = None,
+    ):
         super().__init__(service, handler)
         self._warn = warn
         self._name = name
+        self._authenticator = authenticator
+        self._auth = auth_idl()
         self._args: dict[str, type] = {}
         made: dict[type, type] = {}
         for api in service.thrift_services:
@@ -317,6 +383,25 @@ class _Processor(TProcessor):
             was read.
         """
         api, _type, seqid = iprot.read_message_begin()
+        if api == AUTH_CALL:
+            return self._authenticate(iprot, oprot, seqid, peer)
+        if not getattr(_connection, "authenticated", True):
+            self._refuse(
+                iprot,
+                oprot,
+                api,
+                seqid,
+                f"{AUTHENTICATION_REQUIRED}{self._name} serves calls only after the "
+                f"connection presents a token ({AUTH_CALL}, thrift/auth.thrift): give "
+                "the client one (--token-file, HQUEUE_TOKEN_FILE or HQUEUE_TOKEN)",
+            )
+            self._warn(
+                "%s: %s call from %s refused: the connection did not authenticate first",
+                self._name,
+                api,
+                peer,
+            )
+            raise _CloseAfterReply
         if api not in self._service.thrift_services:
             iprot.skip(TType.STRUCT)
             iprot.read_message_end()
@@ -386,6 +471,86 @@ class _Processor(TProcessor):
         if not result.oneway:
             self.send_result(oprot, api, result, seqid)
         return None
+
+    def refuse_plaintext(
+        self, iprot: Any, oprot: Any, peer: str = "", size: Callable[[], int] | None = None
+    ) -> None:
+        """Answer a plaintext call on a TLS port with a ``TApplicationException``
+        saying so, in plaintext.
+
+        :raises _CloseAfterReply: always.
+        """
+        api, _type, seqid = iprot.read_message_begin()
+        self._warn(
+            "%s: plaintext connection from %s refused: this port uses TLS (is TLS "
+            "configured on the server only?)",
+            self._name,
+            peer,
+        )
+        self._refuse(
+            iprot,
+            oprot,
+            api,
+            seqid,
+            f"{TLS_REQUIRED}{self._name} accepts TLS connections only; give the "
+            "client TLS settings (--tls-ca, HQUEUE_TLS_CA)",
+        )
+        raise _CloseAfterReply
+
+    def _refuse(self, iprot: Any, oprot: Any, api: str, seqid: int, message: str) -> None:
+        """Read the rest of the call (so the connection closes cleanly, its answer
+        read) and answer ``message``."""
+        iprot.skip(TType.STRUCT)
+        iprot.read_message_end()
+        self.send_exception(
+            oprot, api, TApplicationException(TApplicationException.UNKNOWN, message), seqid
+        )
+
+    def _authenticate(self, iprot: Any, oprot: Any, seqid: int, peer: str) -> None:
+        """Serve ``hqueueAuthenticate``: remember the connection's principal and answer
+        its name, or answer ``TAuthenticationError`` and close.
+
+        :raises _CloseAfterReply: if the token was refused.
+        """
+        args = self._auth.HQueueAuth.hqueueAuthenticate_args()
+        args.read(iprot)
+        iprot.read_message_end()
+        token = bytes(args.token or b"")
+        del args
+        result = self._auth.HQueueAuth.hqueueAuthenticate_result()
+        principal, refusal = self._principal(token)
+        del token
+        if principal is None:
+            self._warn("%s: authentication of %s refused: %s", self._name, peer, refusal)
+            result.error = self._auth.TAuthenticationError(message=refusal)
+            self.send_result(oprot, AUTH_CALL, result, seqid)
+            raise _CloseAfterReply
+        _connection.principal = principal
+        _connection.authenticated = True
+        sock = getattr(_connection, "socket", None)
+        if sock is not None:
+            sock.settimeout(None)  # authenticated: it may idle as long as it likes
+        result.success = principal.name
+        self.send_result(oprot, AUTH_CALL, result, seqid)
+        return None
+
+    def _principal(self, token: bytes) -> tuple[Principal | None, str]:
+        """Return the principal ``token`` names, or ``None`` and why it was refused."""
+        if self._authenticator is None:
+            return ANONYMOUS, ""
+        if not token:
+            return None, (
+                f"{self._name} needs a token and none was presented: give the client "
+                "one (--token-file, HQUEUE_TOKEN_FILE or HQUEUE_TOKEN)"
+            )
+        try:
+            return self._authenticator.authenticate(token), ""
+        except AuthenticationError as exc:
+            return None, str(exc)
+        except Exception:
+            # A bug in the authenticator: the token is not in the traceback's text.
+            log.exception("%s: the authenticator failed", self._name)
+            return None, f"{self._name} could not check the token (an internal error)"
 
 
 class _LimitedSocket:
@@ -460,7 +625,36 @@ class _Chunks:
 _MAX_IOV = 512  # well under the kernel's IOV_MAX of 1024 buffers per call
 
 
-def _send_frame(sock: socket.socket, parts: list[bytes]) -> None:
+_LINGER = 0.5
+"""Seconds a refused TLS connection is read from before it is closed."""
+
+
+def _close_gently(sock: ssl.SSLSocket) -> None:
+    """Close a connection whose handshake the server refused, after reading what the
+    client sent meanwhile (for at most :data:`_LINGER` s): closed with unread data,
+    the connection would be reset, and the client might lose the alert saying why
+    before reading it (under TLS 1.3 a client learns that its certificate was refused
+    only once it reads, after it has sent its first call)."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_WR)
+        sock.settimeout(_LINGER)
+        deadline = time.monotonic() + _LINGER
+        while time.monotonic() < deadline and socket.socket.recv(sock, _READ_CHUNK):
+            pass
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+def _ssl_reason(exc: ssl.SSLError) -> str:
+    """Return what an SSL error says, as words (``"certificate has expired"``,
+    ``"tlsv1 alert unknown ca"``)."""
+    detail = getattr(exc, "verify_message", None) or exc.reason or exc.strerror or str(exc)
+    return str(detail).replace("_", " ").lower()
+
+
+def _send_frame(sock: Any, parts: list[bytes]) -> None:
     """Send ``parts`` as one frame (4-byte length first), gathered by the kernel."""
     pending: list[bytes | memoryview] = [sum(map(len, parts)).to_bytes(4, "big"), *parts]
     while pending:
@@ -472,6 +666,84 @@ def _send_frame(sock: socket.socket, parts: list[bytes]) -> None:
             pending[0] = memoryview(pending[0])[sent:]
 
 
+_TLS_CHUNK = 256 << 10
+"""Bytes gathered into one ``sendall`` on a TLS connection: TLS records are 16 KiB at
+most, so larger gathers save only system calls, and cost a copy."""
+
+
+class _TlsConnection:
+    """An accepted connection after its TLS handshake, used by the serving loops as
+    they use a plain socket: an ``SSLSocket`` refuses ``recv`` with ``MSG_PEEK``
+    (a byte peeked here is kept for the next read) and has no ``sendmsg`` (the
+    buffers go out in few ``sendall`` calls)."""
+
+    __slots__ = ("_peeked", "sock")
+
+    def __init__(self, sock: ssl.SSLSocket) -> None:
+        self.sock = sock
+        self._peeked = b""
+
+    def recv(self, size: int, flags: int = 0) -> bytes:
+        if flags & socket.MSG_PEEK:
+            if not self._peeked:
+                self._peeked = self.sock.recv(1)
+            return self._peeked
+        if not self._peeked:
+            return self.sock.recv(size)
+        data, self._peeked = self._peeked, b""
+        pending = self.sock.pending()  # decrypted already: no wait
+        if size > 1 and pending:
+            data += self.sock.recv(min(size - 1, pending))
+        return data
+
+    def recv_into(self, view: memoryview, size: int = 0) -> int:
+        if not self._peeked:
+            return self.sock.recv_into(view, size)
+        view[0] = self._peeked[0]
+        self._peeked = b""
+        return 1
+
+    def sendall(self, data: bytes | memoryview) -> None:
+        self.sock.sendall(data)
+
+    def sendmsg(self, buffers: list[bytes | memoryview]) -> int:
+        """Send every buffer; return how many bytes that was."""
+        total = 0
+        gathered: list[bytes | memoryview] = []
+        size = 0
+        for buf in buffers:
+            if len(buf) >= _TLS_CHUNK:
+                if gathered:
+                    self.sock.sendall(b"".join(gathered))
+                    gathered, size = [], 0
+                self.sock.sendall(buf)
+            else:
+                gathered.append(buf)
+                size += len(buf)
+                if size >= _TLS_CHUNK:
+                    self.sock.sendall(b"".join(gathered))
+                    gathered, size = [], 0
+            total += len(buf)
+        if gathered:
+            self.sock.sendall(b"".join(gathered))
+        return total
+
+    def settimeout(self, timeout: float | None) -> None:
+        self.sock.settimeout(timeout)
+
+    def shutdown(self, how: int) -> None:
+        # The plain socket's shutdown: SSLSocket's would drop its TLS state under a
+        # thread still reading it (stop() calls this from another thread).
+        socket.socket.shutdown(self.sock, how)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class _HandshakeFailed(Exception):
+    """A connection's TLS handshake failed (and was logged): close it."""
+
+
 class ThriftServer:
     """Serve one Thrift service on ``host:port`` (port 0 picks a free port).
 
@@ -481,6 +753,13 @@ class ThriftServer:
     :param port: port to bind, 0 for a free one (see :attr:`port` after :meth:`start`).
     :param max_message_bytes: the largest request accepted.
     :param name: used in thread names and log lines.
+    :param security: TLS and the authenticator of its clients (see the module's
+        docstring); plaintext, everyone :data:`~hqueue.security.principal.ANONYMOUS`,
+        by default.
+    :param exposed: what anyone reaching the port could do, for the WARNING of
+        :meth:`start` when it binds an address other machines reach without both TLS
+        and an authenticator.
+    :raises InvalidArgumentError: if a TLS file is missing or unreadable (named).
     """
 
     def __init__(
@@ -491,11 +770,17 @@ class ThriftServer:
         port: int = 0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         name: str = "thrift",
+        *,
+        security: ServerSecurity = PLAIN_SERVER,
+        exposed: str = EXPOSED,
     ) -> None:
         if max_message_bytes < 1024:
             raise ValueError("'max_message_bytes' must be >= 1024")
+        self.security = security
+        self.exposed = exposed
+        self._ssl = None if security.tls is None else server_context(security.tls)
         self._warn = _RateLimitedWarnings()
-        self._processor = _Processor(service, handler, self._warn, name)
+        self._processor = _Processor(service, handler, self._warn, name, security.authenticator)
         self.host = host
         self.port = port
         self.max_message_bytes = max_message_bytes
@@ -503,7 +788,7 @@ class ThriftServer:
         self._binary = TBinaryProtocolFactory(max_depth=MAX_NESTING)
         self._listener: socket.socket | None = None
         self._accept_thread: threading.Thread | None = None
-        self._conns: dict[socket.socket, bool] = {}  # socket -> busy with a call
+        self._conns: dict[Any, bool] = {}  # socket (or _TlsConnection) -> busy with a call
         self._lock = threading.Lock()
         self._closing = False
 
@@ -522,6 +807,7 @@ class ThriftServer:
             target=self._accept_loop, name=f"{self.name}-accept", daemon=True
         )
         self._accept_thread.start()
+        warn_if_exposed(log, self.name, self.address, self.host, self.security, self.exposed)
         return self
 
     @property
@@ -570,25 +856,38 @@ class ThriftServer:
                 daemon=True,
             ).start()
 
-    def _set_busy(self, conn: socket.socket, busy: bool) -> None:
+    def _set_busy(self, conn: Any, busy: bool) -> None:
         with self._lock:
             if conn in self._conns:
                 self._conns[conn] = busy
 
-    def _serve_connection(self, conn: socket.socket, address: Any) -> None:
+    def _serve_connection(self, raw: socket.socket, address: Any) -> None:
         peer = f"{address[0]}:{address[1]}"  # host:port for log lines
+        conn: Any = raw
+        _connection.authenticated = self.security.authenticator is None
         try:
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            first = conn.recv(1, socket.MSG_PEEK)
-            if not first:
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._ssl is not None or self.security.authenticator is not None:
+                # A connection that neither shakes hands nor authenticates in time
+                # goes: it would hold a thread for nothing.
+                raw.settimeout(HANDSHAKE_TIMEOUT)
+            first = self._first_byte(raw, peer, "connecting")
+            if first is not None and self._ssl is not None:
+                if first != _TLS_HANDSHAKE_BYTE:
+                    self._serve_by_first_byte(raw, peer, first, self._processor.refuse_plaintext)
+                    return
+                conn = self._handshake(raw, peer)
+                first = self._first_byte(conn, peer, "its TLS handshake")
+            if first is None or self._tls_on_a_plaintext_port(first, peer):
                 return
-            if first[0] in (_BINARY_FIRST_BYTE, _COMPACT_FIRST_BYTE):
-                self._serve_buffered(conn, peer, first[0])
+            if self.security.authenticator is None:
+                conn.settimeout(None)
             else:
-                self._serve_framed(conn, peer)
+                _connection.socket = conn  # whose deadline authenticating lifts
+            self._serve_by_first_byte(conn, peer, first, self._processor.process)
         except _Oversized as exc:
             self._warn("%s: closing connection from %s: %s", self.name, peer, exc.message)
-        except _RefusedError:
+        except (_RefusedError, _CloseAfterReply, _HandshakeFailed):
             pass  # answered and logged
         except (TTransportException, ConnectionError, TimeoutError):
             pass
@@ -606,11 +905,88 @@ class ThriftServer:
                 exc,
             )
         finally:
+            _connection.__dict__.clear()
             with self._lock:
+                self._conns.pop(raw, None)
                 self._conns.pop(conn, None)
             conn.close()
+            raw.close()
 
-    def _serve_buffered(self, conn: socket.socket, peer: str, first_byte: int) -> None:
+    def _first_byte(self, conn: Any, peer: str, since: str) -> int | None:
+        """Return the connection's next byte, left unread; ``None`` when it closed
+        first.
+
+        :raises _HandshakeFailed: if it sent nothing within the deadline of a guarded
+            port (logged).
+        """
+        try:
+            first = conn.recv(1, socket.MSG_PEEK)
+        except TimeoutError:
+            self._warn(
+                "%s: closing connection from %s: nothing received within %g s of %s",
+                self.name,
+                peer,
+                HANDSHAKE_TIMEOUT,
+                since,
+            )
+            raise _HandshakeFailed from None
+        return first[0] if first else None
+
+    def _handshake(self, raw: socket.socket, peer: str) -> _TlsConnection:
+        """Return the connection after its TLS handshake, in place of ``raw`` among the
+        connections :meth:`stop` closes.
+
+        :raises _HandshakeFailed: if the handshake failed or timed out (logged).
+        """
+        assert self._ssl is not None
+        tls = self._ssl.wrap_socket(raw, server_side=True, do_handshake_on_connect=False)
+        conn = _TlsConnection(tls)
+        with self._lock:
+            busy = self._conns.pop(raw, None)
+            if busy is not None:
+                self._conns[conn] = busy
+        try:
+            tls.do_handshake()
+            if self.security.authenticator is None:
+                tls.settimeout(None)  # as trusted now as a plaintext connection
+        except TimeoutError:
+            reason = f"it did not finish within {HANDSHAKE_TIMEOUT:g} s"
+        except ssl.SSLError as exc:
+            reason = _ssl_reason(exc)
+        except OSError as exc:
+            reason = f"the connection broke ({exc.strerror or type(exc).__name__})"
+        else:
+            return conn
+        self._warn("%s: TLS handshake with %s failed: %s", self.name, peer, reason)
+        _close_gently(tls)
+        raise _HandshakeFailed
+
+    def _tls_on_a_plaintext_port(self, first: int, peer: str) -> bool:
+        """Return whether a connection to this plaintext port starts a TLS handshake
+        (logged): no frame of a plausible size starts with that byte."""
+        if self._ssl is not None or first != _TLS_HANDSHAKE_BYTE:
+            return False
+        if self.max_message_bytes >= first << 24:
+            return False
+        self._warn(
+            "%s: closing connection from %s: it starts a TLS handshake and this port "
+            "does not use TLS (is TLS configured on the client only?)",
+            self.name,
+            peer,
+        )
+        return True
+
+    def _serve_by_first_byte(
+        self, conn: Any, peer: str, first: int, process: Callable[..., None]
+    ) -> None:
+        if first in (_BINARY_FIRST_BYTE, _COMPACT_FIRST_BYTE):
+            self._serve_buffered(conn, peer, first, process)
+        else:
+            self._serve_framed(conn, peer, process)
+
+    def _serve_buffered(
+        self, conn: Any, peer: str, first_byte: int, process: Callable[..., None]
+    ) -> None:
         raw = _LimitedSocket(conn, self.max_message_bytes)
         trans = TCyBufferedTransport(raw, buf_size=_READ_CHUNK)
         if first_byte == _BINARY_FIRST_BYTE:
@@ -622,11 +998,11 @@ class ThriftServer:
             conn.recv(1, socket.MSG_PEEK)  # wait for the next call while idle, not busy
             self._set_busy(conn, True)
             try:
-                self._processor.process(proto, proto, peer, lambda: raw.count)
+                process(proto, proto, peer, lambda: raw.count)
             finally:
                 self._set_busy(conn, False)
 
-    def _serve_framed(self, conn: socket.socket, peer: str) -> None:
+    def _serve_framed(self, conn: Any, peer: str, process: Callable[..., None]) -> None:
         while not self._closing:
             header = _recv_exactly(conn, 4)
             if header is None:
@@ -655,15 +1031,22 @@ class ThriftServer:
                 # megabytes cost more than the scan.
                 reply = _Chunks()
                 out = TCyBufferedTransport(reply, buf_size=_READ_CHUNK)
-                with contextlib.suppress(_RefusedError):  # answered; the next frame is intact
+                close = False
+                try:
                     if compact:
                         iprot, oprot = _BoundedCompactProtocol(source, size), TCompactProtocol(out)
                     else:
                         iprot = self._binary.get_protocol(source)
                         oprot = self._binary.get_protocol(out)
-                    self._processor.process(iprot, oprot, peer, functools.partial(int, size))
+                    process(iprot, oprot, peer, functools.partial(int, size))
+                except _RefusedError:
+                    pass  # answered; the next frame is intact
+                except _CloseAfterReply:
+                    close = True
                 if reply.parts:  # a oneway call has no reply
                     _send_frame(conn, reply.parts)
+                if close:
+                    raise _CloseAfterReply
             finally:
                 self._set_busy(conn, False)
             # Hold nothing of this request while waiting for the next one.

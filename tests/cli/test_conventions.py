@@ -17,6 +17,7 @@ import pytest
 
 from hqueue import Queue
 from hqueue.client.client import Client
+from hqueue.security.credentials import ENVIRONMENT as SECURITY_ENVIRONMENT
 from hqueue.settings import ENV_HBASE, ENV_HBASE_ADMIN, ENV_TABLE_PREFIX, ENV_ZOOKEEPER
 from hqueue.testing.standalone import StandaloneProcess
 from tests.cli.test_queue import child_env, options, run
@@ -92,8 +93,16 @@ def test_help_lists_the_environment_variables() -> None:
         [sys.executable, "-m", "hqueue", "--help"], capture_output=True, text=True, timeout=60
     )
     section = helped.stdout.partition("Environment variables:\n")[2]
-    listed = [line.split()[0] for line in section.splitlines() if line.strip()]
-    assert listed == [ENV_HBASE, ENV_HBASE_ADMIN, ENV_ZOOKEEPER, ENV_TABLE_PREFIX]
+    # A variable's line starts with its name; a long description wraps onto lines of
+    # its own, indented further.
+    listed = [line.split()[0] for line in section.splitlines() if line.startswith("  HQUEUE_")]
+    assert listed == [
+        ENV_HBASE,
+        ENV_HBASE_ADMIN,
+        ENV_ZOOKEEPER,
+        ENV_TABLE_PREFIX,
+        *SECURITY_ENVIRONMENT,
+    ]
 
 
 @pytest.mark.parametrize("verb", [["put", "-t", "t", "-v", "x"], ["scan"]])

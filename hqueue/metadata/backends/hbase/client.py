@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from hqueue.metadata.backends.hbase.rows import FAMILIES
+from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 from hqueue.storage.hbase import HBase
 from hqueue.storage.reader import Thrift1Range
 from hqueue.wire.idl import hbase1
@@ -28,7 +29,8 @@ Hbase_thrift = hbase1()
 
 
 class HBaseClient:
-    """One HBase table reached through a pool of happybase connections; thread-safe.
+    """One HBase table reached through a pool of happybase connections (presenting
+    ``security``: TLS, a token); thread-safe.
 
     :raises ConnectionLostError: from the constructor, if HBase is unreachable.
     """
@@ -42,10 +44,15 @@ class HBaseClient:
         table_prefix: str | None = None,
         pool_size: int = 8,
         timeout_ms: int = 10_000,
+        security: ClientSecurity = PLAIN_CLIENT,
     ) -> None:
         self.address = f"{host}:{port}"
         self._hbase = HBase(
-            self.address, table_prefix=table_prefix, pool_size=pool_size, timeout_ms=timeout_ms
+            self.address,
+            table_prefix=table_prefix,
+            pool_size=pool_size,
+            timeout_ms=timeout_ms,
+            security=security,
         )
         self._table = table
         self._table_name = self._hbase.table_name(table)

@@ -26,6 +26,7 @@ from hqueue.metadata.dispatch import Dispatcher
 from hqueue.metadata.metastore import MetaStore, SessionListener, SessionState
 from hqueue.metadata.resources import HBASE_TABLE
 from hqueue.metadata.values import check_seconds, check_table_name
+from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 from hqueue.settings import DEFAULT_HBASE, DEFAULT_SESSION_TIMEOUT, DEFAULT_TIMEOUT, parse_address
 
 __all__ = ["HBaseMetaStore"]
@@ -44,7 +45,8 @@ class HBaseMetaStore(MetaStore):
     ``table``: the HBase table. ``clock_skew``: seconds of clock difference tolerated
     between hosts. ``poll_interval``: seconds between watch polls.
     ``resync_interval``: seconds between full re-reads of watched tables.
-    ``pool_size``: pooled Thrift connections.
+    ``pool_size``: pooled Thrift connections. ``security``: what the connections
+    present (TLS, a token; see :func:`hqueue.connect`).
 
     :raises InvalidArgumentError: on a bad argument, before connecting.
     :raises ConnectionLostError: if HBase cannot be reached.
@@ -62,6 +64,7 @@ class HBaseMetaStore(MetaStore):
         poll_interval: float = 0.5,
         resync_interval: float = 30.0,
         pool_size: int = 8,
+        security: ClientSecurity = PLAIN_CLIENT,
     ) -> None:
         host, port = parse_address(hbase)
         session_timeout = check_seconds("session_timeout", session_timeout)
@@ -85,6 +88,7 @@ class HBaseMetaStore(MetaStore):
             table_prefix=table_prefix or None,
             pool_size=pool_size,
             timeout_ms=int(timeout * 1000),
+            security=security,
         )
         try:
             # Created by the first write, not here: read-only use creates no table.

@@ -8,6 +8,7 @@ Not public API.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -15,9 +16,13 @@ from typing import Any
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.serialization import Auth
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
+from kazoo.security import ACL, make_acl, make_digest_acl
 
 from hqueue.errors import (
+    AuthenticationError,
+    AuthorizationError,
     BadVersionError,
     ConnectionLostError,
     HQueueError,
@@ -26,8 +31,9 @@ from hqueue.errors import (
     NoKeyError,
     SessionExpiredError,
 )
+from hqueue.security.secret import Secret
 
-__all__ = ["RETRIED", "ZooKeeperClient", "zk_errors"]
+__all__ = ["RETRIED", "ZooKeeperClient", "kazoo_logger", "owner_acl", "zk_errors"]
 
 _FETCH_BATCH = 1000
 
@@ -49,6 +55,15 @@ def zk_errors(what: str) -> Iterator[None]:
         raise KeyExistsError(f"{what}: key exists") from None
     except kz.BadVersionError:
         raise BadVersionError(f"{what}: version changed") from None
+    except kz.NoAuthError:
+        raise AuthorizationError(
+            f"{what}: ZooKeeper refused it: the znode's ACL does not let these credentials "
+            "write it (hqueue's znodes are written only with the digest credentials they "
+            "were created with: the ZooKeeper auth file)",
+            action="zookeeper",
+        ) from None
+    except kz.AuthFailedError:
+        raise AuthenticationError(f"{what}: ZooKeeper refused this session's credentials") from None
     except kz.SessionExpiredError:
         raise SessionExpiredError(f"{what}: ZooKeeper session expired") from None
     except (kz.ConnectionClosedError, *RETRIED) as exc:
@@ -57,6 +72,36 @@ def zk_errors(what: str) -> Iterator[None]:
         ) from None
     except kz.KazooException as exc:
         raise MetadataError(f"{what}: ZooKeeper error ({exc or type(exc).__name__})") from None
+
+
+def owner_acl(credentials: Secret) -> list[ACL]:
+    """Return the ACL of every znode a store with the digest ``credentials``
+    (``user:password``) creates: that identity may do everything, anyone else only
+    read."""
+    user, _, password = credentials.reveal().decode("utf-8", "surrogateescape").partition(":")
+    return [make_digest_acl(user, password, all=True), make_acl("world", "anyone", read=True)]
+
+
+class _HideCredentials(logging.Filter):
+    """Shows kazoo's authentication requests without their credentials."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(a, Auth) for a in record.args):
+            record.args = tuple(
+                f"Auth(scheme={a.scheme!r}, auth=***)" if isinstance(a, Auth) else a
+                for a in record.args
+            )
+        return True
+
+
+def kazoo_logger() -> logging.Logger:
+    """Return the logger the backend's kazoo clients log through: kazoo's own
+    messages (under ``kazoo``, so that silencing ``kazoo`` silences it), except that
+    the digest credentials kazoo's DEBUG lines would show are hidden."""
+    logger = logging.getLogger("kazoo.hqueue")
+    if not any(isinstance(f, _HideCredentials) for f in logger.filters):
+        logger.addFilter(_HideCredentials())
+    return logger
 
 
 class ZooKeeperClient:

@@ -5,6 +5,13 @@ ZooKeeper watches (:mod:`~hqueue.metadata.backends.zookeeper.watch`).
 
 ZooKeeper cannot write part of a znode, so
 :meth:`ZooKeeperMetaStore.is_partial_update_supported` is false.
+
+With digest credentials (``zookeeper_auth``, ``user:password``), the session
+authenticates with them and every znode the store creates gets an ACL that lets that
+identity do everything and everyone else only read
+(:func:`~hqueue.metadata.backends.zookeeper.client.owner_acl`): another ZooKeeper
+client can no longer rewrite ownership or checkpoints. Znodes created before (or by a
+store without credentials) keep the ACL they were created with.
 """
 
 from __future__ import annotations
@@ -16,15 +23,22 @@ import threading
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
+from kazoo.security import Permissions
 
 from hqueue.errors import InvalidArgumentError
-from hqueue.metadata.backends.zookeeper.client import ZooKeeperClient, zk_errors
+from hqueue.metadata.backends.zookeeper.client import (
+    ZooKeeperClient,
+    kazoo_logger,
+    owner_acl,
+    zk_errors,
+)
 from hqueue.metadata.backends.zookeeper.table import ZooKeeperTable
 from hqueue.metadata.backends.zookeeper.watch import Watcher
 from hqueue.metadata.dispatch import Dispatcher
 from hqueue.metadata.metastore import MetaStore, SessionListener, SessionState
 from hqueue.metadata.resources import ZOOKEEPER_ROOT
 from hqueue.metadata.values import check_seconds, check_table_name
+from hqueue.security.secret import Secret
 from hqueue.settings import DEFAULT_SESSION_TIMEOUT, DEFAULT_TIMEOUT
 
 __all__ = ["ZooKeeperMetaStore"]
@@ -47,9 +61,13 @@ class ZooKeeperMetaStore(MetaStore):
     ephemeral entry) outlives this store's last contact with ZooKeeper.
     ``timeout``: seconds one request may take. ``connect_timeout``: seconds to wait
     for the first connection. ``root``: the znode under which tables live.
+    ``zookeeper_auth``: digest credentials ``user:password`` (see the module's
+    docstring); only with a connect string (a given client brings its own).
 
     :raises InvalidArgumentError: on a bad argument, before connecting.
     :raises ConnectionLostError: if ZooKeeper cannot be reached.
+    :raises AuthorizationError: if the root exists and these credentials may not
+        create under it.
     """
 
     def __init__(
@@ -60,19 +78,37 @@ class ZooKeeperMetaStore(MetaStore):
         timeout: float = DEFAULT_TIMEOUT,
         connect_timeout: float = DEFAULT_TIMEOUT,
         root: str = ZOOKEEPER_ROOT,
+        zookeeper_auth: Secret | None = None,
     ) -> None:
         if not isinstance(root, str) or not root.startswith("/"):
             raise InvalidArgumentError(f"'root' must be an absolute znode path, not {root!r}")
         session_timeout = check_seconds("session_timeout", session_timeout)
         timeout = check_seconds("timeout", timeout)
         connect_timeout = check_seconds("connect_timeout", connect_timeout)
+        if zookeeper_auth is not None and not isinstance(zookeeper_auth, Secret):
+            raise InvalidArgumentError("'zookeeper_auth' must be a Secret holding user:password")
         if isinstance(hosts, KazooClient):
+            if zookeeper_auth is not None:
+                raise InvalidArgumentError(
+                    "'zookeeper_auth' is for a store that makes its client; give the kazoo "
+                    "client its own auth_data and default_acl"
+                )
             kazoo, self._owns_client, where = hosts, False, "the given client"
         elif isinstance(hosts, str) and hosts:
+            auth = {}
+            if zookeeper_auth is not None:
+                credentials = zookeeper_auth.reveal().decode("utf-8", "surrogateescape")
+                auth = {
+                    "auth_data": [("digest", credentials)],
+                    "default_acl": owner_acl(zookeeper_auth),
+                }
             kazoo = KazooClient(
                 hosts=hosts,
                 timeout=session_timeout,
                 connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0},
+                # kazoo logs its requests, the digest credentials among them, at DEBUG.
+                logger=kazoo_logger(),
+                **auth,
             )
             self._owns_client, where = True, hosts
         else:
@@ -97,9 +133,25 @@ class ZooKeeperMetaStore(MetaStore):
             self._state = SessionState.CONNECTED
             with zk_errors("create root"):
                 self._zookeeper.call(kazoo.ensure_path_async, self._root)
+            if zookeeper_auth is not None:
+                self._warn_if_open_root()
         except BaseException:
             self.close()
             raise
+
+    def _warn_if_open_root(self) -> None:
+        """Log a warning when the root lets anyone but readers in: it was created
+        without credentials, and so, most likely, were the znodes under it, which keep
+        their open ACLs."""
+        with zk_errors("read the root's ACL"):
+            acls, _ = self._zookeeper.read(self.client.get_acls_async, self._root)
+        if any(acl.id.scheme == "world" and acl.perms & ~Permissions.READ for acl in acls):
+            log.warning(
+                "ZooKeeper root %s lets anyone write: it was created without credentials. "
+                "The znodes hqueue creates now are protected; those created before keep "
+                "their open ACLs (set them with ZooKeeper's setAcl, or start from a new root)",
+                self._root,
+            )
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -1,0 +1,105 @@
+"""Principals, what they may do, and the protocol of whatever tells who a token names.
+
+A principal's rights are patterns of queue names (shell-style, ``fnmatch``'s ``*``,
+``?`` and ``[...]``, matched case-sensitively):
+
+- ``produce``: put and send to a queue (and a subscriber's writes to its
+  dead-letter queue);
+- ``consume``: scan, get, lag, subscribe (alone or in a group), read and replay
+  dead letters (a replay also needs ``produce`` on the queue written to);
+- ``admin``: every admin verb (create, alter, delete and purge queues, reset and
+  delete subscriptions) and every queue;
+- ``sidecar``: a sidecar's own principal: pushes to subscribers, writes and reads
+  every queue's table. Subscribers accept pushes from these principals only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Protocol
+
+from hqueue.errors import AuthorizationError
+
+__all__ = ["ANONYMOUS", "DENIED", "Authenticator", "Principal"]
+
+DENIED = "not authorized: "
+"""How a server's answer to a call its principal may not make starts, whatever error
+of its IDL carries it: clients raise :class:`~hqueue.errors.AuthorizationError` for
+it."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated identity and its rights (see the module's docstring)."""
+
+    name: str
+    produce: tuple[str, ...] = ()
+    consume: tuple[str, ...] = ()
+    admin: bool = False
+    sidecar: bool = False
+
+    def may_produce(self, queue: str) -> bool:
+        """Return whether this principal may write to ``queue``."""
+        return self.admin or self.sidecar or _matches(self.produce, queue)
+
+    def may_consume(self, queue: str) -> bool:
+        """Return whether this principal may read or subscribe to ``queue``."""
+        return self.admin or self.sidecar or _matches(self.consume, queue)
+
+    def require_produce(self, queue: str) -> None:
+        """:raises AuthorizationError: if this principal may not write to ``queue``."""
+        if not self.may_produce(queue):
+            raise self._denied("produce to", "produce", queue)
+
+    def require_consume(self, queue: str) -> None:
+        """:raises AuthorizationError: if this principal may not read ``queue``."""
+        if not self.may_consume(queue):
+            raise self._denied("read or subscribe to", "consume", queue)
+
+    def require_admin(self, what: str) -> None:
+        """:raises AuthorizationError: unless this principal is an admin (``what``
+        names the verb refused, e.g. ``"create queue orders"``)."""
+        if not self.admin:
+            raise AuthorizationError(
+                f"principal {self.name!r} may not {what}: that needs an admin principal",
+                self.name,
+                "admin",
+                what,
+            )
+
+    def require_sidecar(self, what: str) -> None:
+        """:raises AuthorizationError: unless this is a sidecar's principal."""
+        if not self.sidecar:
+            raise AuthorizationError(
+                f"principal {self.name!r} may not {what}: only a sidecar may",
+                self.name,
+                "sidecar",
+                what,
+            )
+
+    def _denied(self, verb: str, action: str, queue: str) -> AuthorizationError:
+        return AuthorizationError(
+            f"principal {self.name!r} may not {verb} queue {queue!r}", self.name, action, queue
+        )
+
+
+def _matches(patterns: tuple[str, ...], queue: str) -> bool:
+    return any(fnmatchcase(queue, p) for p in patterns)
+
+
+ANONYMOUS = Principal("anonymous", admin=True, sidecar=True)
+"""Who calls a server that authenticates no one: allowed everything, as before
+security existed (the embedded default, bound to loopback)."""
+
+
+class Authenticator(Protocol):
+    """Tells which principal a token names."""
+
+    def authenticate(self, token: bytes) -> Principal:
+        """Return the principal ``token`` names.
+
+        :raises AuthenticationError: if the token is malformed, expired, or not one
+            this installation issued (the message says which, never the token).
+        """
+        ...

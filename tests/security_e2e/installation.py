@@ -1,0 +1,126 @@
+"""A secured ``hqueue standalone`` for tests, run as a child process the way users
+start it: certificates from :mod:`hqueue.testing.certs`, a signing key and tokens
+from :mod:`hqueue.security.tokens`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import hqueue
+from hqueue.security.tokens import Claims, generate_keys, load_private_key, mint
+from hqueue.testing.certs import Certificates, make_certificates
+from hqueue.testing.standalone import StandaloneProcess
+
+__all__ = ["Credentials", "Installation"]
+
+
+@dataclass(frozen=True)
+class Installation:
+    """A secured server (started with :meth:`Credentials.server_args`) and what its
+    users hold."""
+
+    server: StandaloneProcess
+    credentials: Credentials
+
+    @property
+    def certs(self) -> Certificates:
+        return self.credentials.certs
+
+    @property
+    def public_key(self) -> str:
+        return self.credentials.public_key
+
+    @property
+    def tokens(self) -> dict[str, Path]:
+        return self.credentials.tokens
+
+    @property
+    def secrets(self) -> list[bytes]:
+        return self.credentials.secrets
+
+    def connect(self, who: str, **options: object) -> hqueue.Client:
+        """Return a client presenting ``who``'s token, trusting the test CA."""
+        return hqueue.connect(
+            self.server.address,
+            hbase_admin=f"{self.server.host}:{self.server.thrift2_port}",
+            table_prefix="",
+            tls_ca=self.certs.ca,
+            token_file=str(self.tokens[who]),
+            **options,  # type: ignore[arg-type]
+        )
+
+    def cli(self, who: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run ``python -m hqueue`` with ``who``'s token and the CA from the
+        environment, as a user of the installation would."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HQUEUE_")}
+        env.update(
+            HQUEUE_HBASE=self.server.address,
+            HQUEUE_HBASE_ADMIN=f"{self.server.host}:{self.server.thrift2_port}",
+            HQUEUE_TLS_CA=self.certs.ca,
+            HQUEUE_TOKEN_FILE=str(self.tokens[who]),
+        )
+        return subprocess.run(
+            [sys.executable, "-m", "hqueue", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+
+
+def _mint(directory: Path, private_key: str, claims: Claims) -> tuple[Path, bytes]:
+    token = mint(load_private_key(private_key), claims).reveal()
+    path = directory / f"{claims.sub}.token"
+    path.write_bytes(token + b"\n")
+    return path, token
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What a secured installation's operator made: ``certs`` (a CA and certificates
+    for 127.0.0.1), a signing key pair, and token files by principal: ``server``
+    (admin and sidecar: the server's own), ``admin``, ``orders-writer`` (produce
+    ``sec-e2e-orders*``) and ``orders-reader`` (consume ``sec-e2e-orders*``);
+    ``secrets`` the texts no output may hold (the private key, each token and each
+    token's signature)."""
+
+    certs: Certificates
+    public_key: str
+    tokens: dict[str, Path]
+    secrets: list[bytes]
+
+    @classmethod
+    def make(cls, base: Path) -> Credentials:
+        """Make them all under ``base``."""
+        certs = make_certificates(base / "pki")
+        private_key, public_key = str(base / "signing.key"), str(base / "signing.pub")
+        generate_keys(private_key, public_key)
+        tokens: dict[str, Path] = {}
+        secrets: list[bytes] = [Path(private_key).read_bytes().strip()]
+        for claims in (
+            Claims("server", admin=True, sidecar=True),
+            Claims("admin", admin=True),
+            Claims("orders-writer", produce=("sec-e2e-orders*",)),
+            Claims("orders-reader", consume=("sec-e2e-orders*",)),
+        ):
+            path, token = _mint(base, private_key, claims)
+            tokens[claims.sub] = path
+            # The signature alone is as secret as the token.
+            secrets += [token, token.rpartition(b".")[2]]
+        return cls(certs, public_key, tokens, secrets)
+
+    def server_args(self) -> tuple[str, ...]:
+        """The options of ``hqueue standalone`` that secure it with these: TLS on
+        every port (its sidecar trusting the CA when it calls out), tokens verified
+        with the public key, the ``server`` token its own; logging at DEBUG, so that a
+        secret grep sees everything it says."""
+        return (
+            *("--log-level", "DEBUG"),
+            *("--tls-cert", self.certs.server.cert, "--tls-key", self.certs.server.key),
+            *("--tls-ca", self.certs.ca, "--auth-public-key", self.public_key),
+            *("--token-file", str(self.tokens["server"])),
+        )
