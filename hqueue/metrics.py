@@ -99,6 +99,13 @@ class Metrics:
         self.scan_messages = Counter(
             "hqueue_scan_messages", "Messages returned by scans.", ["queue"], registry=r
         )
+        self.delivery_reads = Counter(
+            "hqueue_delivery_reads",
+            "Storage reads of new rows for deliveries: shared (one per partition for every "
+            "delivery at its head) or own (a delivery behind the head, catching up).",
+            ["queue", "reader"],
+            registry=r,
+        )
         self.push_seconds = Histogram(
             "hqueue_push_duration_seconds",
             "Time of one push to a subscriber, until its answer.",

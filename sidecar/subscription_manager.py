@@ -53,6 +53,7 @@ from hqueue.sidecar.delivery_pool import DeliveryPool
 from hqueue.sidecar.lag_window import LagWindow
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
+from hqueue.sidecar.shared_reader import SharedReader
 from hqueue.sidecar.workers import DeliveryOptions, Route, SubscriptionWorker
 from hqueue.wire.sidecar_calls import OwnedPartition, SidecarDelivery
 
@@ -106,6 +107,8 @@ class SubscriptionManager:
         self._checkpoints = CheckpointWriter(self._subs)
         self.workers: dict[tuple[str, str, int], SubscriptionWorker] = {}
         self._by_partition: dict[tuple[str, int], list[SubscriptionWorker]] = {}
+        self.readers: dict[tuple[str, int], SharedReader] = {}
+        """the shared reader of each (queue, partition) delivered here"""
         self._lock = threading.RLock()
         self._watched: set[str] = set()
         self._wake = threading.Event()
@@ -146,16 +149,21 @@ class SubscriptionManager:
             workers = list(self.workers.values())
             self.workers.clear()
             self._by_partition.clear()
+            readers = list(self.readers.values())
+            self.readers.clear()
         self._stop_workers(workers, flush=True)
+        for reader in readers:
+            reader.stop(1.0)
         self._pool.stop()
 
     # -- hooks (called on the sidecar's threads) -------------------------------------
 
     def _on_write(self, queue: str, partition: int, newest: MessageId) -> None:
-        # Lists in _by_partition are replaced, never changed in place (under the lock),
-        # so this read without the lock sees a whole list: no worker is skipped.
-        for worker in self._by_partition.get((queue, partition), ()):
-            worker.wake()
+        # One wake-up for every delivery at the head (the shared reader's), one for each
+        # reading alone; a reader replaced meanwhile woke its own when it started.
+        reader = self.readers.get((queue, partition))
+        if reader is not None:
+            reader.on_write()
 
     def _on_open(self, queue: str, partition: int) -> None:
         self._wake.set()
@@ -165,7 +173,10 @@ class SubscriptionManager:
             workers = self._by_partition.pop((queue, partition), [])
             for worker in workers:
                 self.workers.pop(worker.key, None)
+            reader = self.readers.pop((queue, partition), None)
         self._stop_workers(workers, flush=True)
+        if reader is not None:
+            reader.stop(1.0)
 
     def _on_event(self, event: WatchEvent) -> None:
         name = event.key
@@ -293,6 +304,7 @@ class SubscriptionManager:
             self._metrics,
             self._windows.setdefault(key, LagWindow(self.options.lag_samples)),
             self._client_security,
+            self._reader_of(want.held),
         )
         if checkpoint is not None:
             worker.checkpointed = worker.delivered = MessageId.parse(checkpoint)
@@ -311,6 +323,24 @@ class SubscriptionManager:
             name,
             start,
         )
+
+    def _reader_of(self, held: HeldPartition) -> SharedReader:
+        """Return the shared reader of the partition ``held`` (made on first use)."""
+        where = (held.queue, held.partition)
+        with self._lock:
+            reader = self.readers.get(where)
+            if reader is None or reader.held is not held:
+                opts = self.options
+                reader = self.readers[where] = SharedReader(
+                    held,
+                    self.membership.storage,
+                    self._pool,
+                    opts.batch_messages,
+                    opts.buffer_bytes,
+                    (opts.backoff_min, opts.backoff_max),
+                    self._metrics,
+                )
+            return reader
 
     def _route_of(self, queue: str, name: str, group: bool) -> Any:
         """Return the function that tells a worker of subscription ``name`` where its

@@ -8,8 +8,12 @@ bounded by the pool, not by its subscriptions):
   reads only up to the partition's newest acknowledged id (``HeldPartition.newest``,
   set after a write is durable, under the partition's lock), so it never passes a row
   that a write in flight has not made visible yet: on HBase a multi-row put becomes
-  visible row by row. It runs when a put on the partition wakes it
-  (:meth:`SubscriptionWorker.wake`), so the hot path has no polling delay.
+  visible row by row. Once it has read up to that id it joins the partition's
+  :class:`~hqueue.sidecar.shared_reader.SharedReader`, which from then on reads each
+  put's rows once for every delivery at the head and appends this delivery's share to
+  its buffer; it reads alone again (from where the shared reader left it) when its
+  buffer cannot take a share, until it has caught up. A put wakes whichever reader
+  feeds it, so the hot path has no polling delay.
 - the *sender* takes up to ``batch_messages`` from the buffer, pushes them to the
   subscriber's Thrift service (for a group's subscription, to the member the group's
   assignment gives the partition, with the assignment's generation) and drops the
@@ -54,11 +58,12 @@ from hqueue.metadata.policy import DeliveryPolicy
 from hqueue.metrics import Metrics
 from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 from hqueue.settings import parse_address
+from hqueue.sidecar.chunks import Chunk
 from hqueue.sidecar.delivery_pool import DeliveryPool, Lane
 from hqueue.sidecar.lag_window import LagStatus, LagWindow
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
+from hqueue.sidecar.shared_reader import IDLE_RECHECK, SharedReader
 from hqueue.storage.contract import MessageStorage
-from hqueue.wire.block import MessageBlock
 from hqueue.wire.connect import thrift_client
 from hqueue.wire.idl import subscriber as subscriber_idl
 
@@ -120,10 +125,6 @@ class Route:
     member: str | None = None
 
 
-_IDLE_RECHECK = 5.0
-"""Seconds after which a caught-up reader looks at the partition again, should a
-put's wake-up have been missed (a put wakes it at once)."""
-
 _PAUSED_RECHECK = 5.0
 """Seconds after which a delivery with no subscriber looks for one again, should the
 watch event that pokes it have been missed."""
@@ -154,33 +155,6 @@ class _Answer:
         )
 
 
-class _Chunk:
-    """Messages read together: rowkeys (12 bytes each, concatenated), topics and
-    values by column."""
-
-    __slots__ = ("count", "nbytes", "rowkeys", "topics", "values")
-
-    def __init__(self, block: MessageBlock) -> None:
-        self.rowkeys = block.rowkeys
-        self.topics = block.topic_list()
-        self.values = block.value_list()
-        self.count = len(self.values)
-        self.nbytes = block.nbytes
-
-    def split(self, count: int) -> tuple[_Chunk, _Chunk]:
-        """Return the first ``count`` messages and the rest as two chunks (0 < count <
-        self.count)."""
-        head, tail = object.__new__(_Chunk), object.__new__(_Chunk)
-        cut = count * ROWKEY_BYTES
-        head.rowkeys, tail.rowkeys = self.rowkeys[:cut], self.rowkeys[cut:]
-        head.topics, tail.topics = self.topics[:count], self.topics[count:]
-        head.values, tail.values = self.values[:count], self.values[count:]
-        head.count, tail.count = count, self.count - count
-        head.nbytes = sum(len(v) for v in head.values)
-        tail.nbytes = self.nbytes - head.nbytes
-        return head, tail
-
-
 class SubscriptionWorker:
     """Push one partition of one subscription to its subscriber. :meth:`start`, then
     :meth:`stop`; ``delivered`` is the last id the subscriber accepted."""
@@ -201,6 +175,7 @@ class SubscriptionWorker:
         metrics: Metrics | None = None,
         window: LagWindow | None = None,
         security: ClientSecurity = PLAIN_CLIENT,
+        shared: SharedReader | None = None,
     ) -> None:
         self.held = held
         self.queue = held.queue
@@ -219,12 +194,18 @@ class SubscriptionWorker:
         self._sidecar_id = sidecar_id
         self._columns = {COLUMN_PREFIX + t.encode("utf-8") for t in topics} or None
         self._next = start
-        """the first id the reader has not looked at"""
+        """the first id the reader has not looked at (while reading alone)"""
+        self._shared = shared
+        """the partition's shared reader, joined when caught up (None: always alone)"""
+        self._joined = False
+        """whether the shared reader feeds the buffer (this reader lane then rests)"""
+        self.reads = 0
+        """storage reads made alone"""
         self.delivered: MessageId | None = None
         self.checkpointed: MessageId | None = None
         self.state = WorkerState.IDLE
         self.last_error: str | None = None
-        self._buffer: collections.deque[_Chunk] = collections.deque()
+        self._buffer: collections.deque[Chunk] = collections.deque()
         self.buffered_messages = 0
         self.buffered_bytes = 0
         self.peak_messages = 0
@@ -262,7 +243,9 @@ class SubscriptionWorker:
         """the progress the verdict is judged on: kept across restarts of the
         delivery (a reset), so that a position moved backwards shows as REWIND"""
         self._observe: Any = None
+        self._count_read: Any = None
         if metrics is not None:
+            self._count_read = metrics.delivery_reads.labels(self.queue, "own").inc
             labels = (self.queue, subscription)
             self._observe = (
                 metrics.push_seconds.labels(*labels).observe,
@@ -279,13 +262,61 @@ class SubscriptionWorker:
     def start(self) -> SubscriptionWorker:
         """Start reading and pushing (on the pool's threads); return self."""
         self._started_ms = int(time.time() * 1000)
+        if self._shared is not None:
+            self._shared.add(self)
         self._read_lane.wake()
         self._send_lane.wake()
         return self
 
     def wake(self) -> None:
-        """A put on the partition made new rows visible."""
+        """A put on the partition made new rows visible (to read, if reading alone)."""
         self._read_lane.wake()
+
+    # -- what the shared reader calls (hqueue.sidecar.shared_reader.Member) ----------
+
+    @property
+    def position(self) -> MessageId:
+        """The first id the buffer has not been given."""
+        return self._next
+
+    @property
+    def shared(self) -> bool:
+        """Whether the partition's shared reader feeds this delivery now."""
+        return self._joined
+
+    def joined(self, flag: bool) -> None:
+        """Record that the shared reader feeds the buffer now (or no longer does)."""
+        self._joined = flag
+
+    def alone_from(self, position: MessageId) -> None:
+        """Read alone from ``position`` on: the shared reader gave everything before
+        it, and no more."""
+        self._next = position
+        self._read_lane.wake()
+
+    def offer(self, chunk: Chunk) -> int:
+        """Append the leading messages of ``chunk`` that fit the buffer's bounds (at
+        least one into an empty buffer); return how many."""
+        opts = self.options
+        with self._lock:
+            take = chunk.fitting(
+                opts.buffer_messages - self.buffered_messages,
+                opts.buffer_bytes - self.buffered_bytes,
+            )
+            if not take and not self.buffered_messages:
+                take = 1  # larger than the whole bound: alone, or never delivered
+            if not take:
+                return 0
+            if take < chunk.count:
+                chunk = chunk.split(take)[0]
+            self._buffer.append(chunk)
+            self.buffered_messages += chunk.count
+            self.buffered_bytes += chunk.nbytes
+            self.peak_messages = max(self.peak_messages, self.buffered_messages)
+            self.peak_bytes = max(self.peak_bytes, self.buffered_bytes)
+        self._next = chunk.last_id().successor()
+        self._send_lane.wake()
+        return take
 
     def poke(self) -> None:
         """The subscriber's address may have changed: retry at once."""
@@ -296,6 +327,8 @@ class SubscriptionWorker:
         ``timeout`` s, by default the send timeout, since a push in flight finishes or
         times out first)."""
         self._stopping.set()
+        if self._shared is not None:
+            self._shared.remove(self)
         deadline = time.monotonic() + (
             self.options.send_timeout + 1 if timeout is None else timeout
         )
@@ -312,16 +345,21 @@ class SubscriptionWorker:
     # -- reader ----------------------------------------------------------------------
 
     def _read_step(self) -> float | None:
-        """Read what is new into the buffer's free space; return when to run again
-        (see :data:`hqueue.sidecar.delivery_pool.Step`): a put, a stop or space in the
-        buffer wakes it."""
-        if self._stopping.is_set() or self.held.state is not PartitionState.WRITABLE:
-            return None  # a partition being released: the service stops us
+        """Read what is new into the buffer's free space, alone; once caught up, join
+        the partition's shared reader. Return when to run again (see
+        :data:`hqueue.sidecar.delivery_pool.Step`): a put (while alone), a stop, space
+        in the buffer or the shared reader sending it back wakes it."""
+        if (
+            self._joined
+            or self._stopping.is_set()
+            or self.held.state is not PartitionState.WRITABLE
+        ):
+            return None  # fed by the shared reader; or stopping: the service stops us
         newest = self.held.newest
         if self._full():
             return None  # the sender's acceptance frees space and wakes us
         if newest is None or self._next > newest:
-            return _IDLE_RECHECK
+            return self._caught_up()
         try:
             got = self._read(newest)
         except HQueueError as exc:
@@ -339,7 +377,17 @@ class SubscriptionWorker:
             )
             return wait
         self._read_backoff = self.options.backoff_min
-        return 0 if got else _IDLE_RECHECK
+        if self._next > newest:
+            return self._caught_up()
+        # More to read; or the next message does not fit yet: space wakes us.
+        return 0 if got else None
+
+    def _caught_up(self) -> float | None:
+        """Everything up to the newest id is read: join the shared reader (or, without
+        one, wait for a put)."""
+        if self._shared is None:
+            return IDLE_RECHECK
+        return None if self._shared.join(self) else 0
 
     def _full(self) -> bool:
         opts = self.options
@@ -364,6 +412,9 @@ class SubscriptionWorker:
         stop = encode_rowkey(self.partition, newest.successor())
         # Within the byte bound; a message larger than the whole bound goes alone
         # into an empty buffer, or it could never be delivered.
+        self.reads += 1
+        if self._count_read is not None:
+            self._count_read()
         block = self._storage.read(
             self.held.table,
             encode_rowkey(self.partition, self._next),
@@ -380,7 +431,7 @@ class SubscriptionWorker:
             return False
         if block.nbytes > free_bytes and not empty:
             return False
-        chunk = _Chunk(block)
+        chunk = Chunk.of(block)
         self._value_size = max(1, chunk.nbytes // chunk.count)
         _, ts, seq = ROWKEY.unpack(block.last_rowkey())
         self._next = MessageId(ts, seq).successor()
@@ -395,7 +446,7 @@ class SubscriptionWorker:
 
     # -- sender ----------------------------------------------------------------------
 
-    def _take(self, limit: int) -> list[_Chunk] | None:
+    def _take(self, limit: int) -> list[Chunk] | None:
         """Return the buffer's leading chunks, up to ``limit`` messages (at least one
         message: a first chunk larger than ``limit`` is split), or None if it is
         empty."""
@@ -543,9 +594,10 @@ class SubscriptionWorker:
         else:
             self.failures = 0
             self.last_error = None
-        self._read_lane.wake()  # space: a reader that found the next message too big retries
+        if not self._joined:
+            self._read_lane.wake()  # space: a reader that found the next message too big retries
 
-    def _push(self, route: Route, chunks: list[_Chunk], dead: bool) -> _Answer | None:
+    def _push(self, route: Route, chunks: list[Chunk], dead: bool) -> _Answer | None:
         """Send the chunks as one batch; return the subscriber's answer, or None on a
         transport failure."""
         idl = subscriber_idl()
