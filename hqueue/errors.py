@@ -151,7 +151,11 @@ class SubscriptionExistsError(KeyExistsError):
 
 class SubscriberRunningError(KeyExistsError):
     """A subscription already has a running subscriber (or a dead one's entry has not
-    expired yet)."""
+    expired yet); ``address`` is where it runs, when known."""
+
+    def __init__(self, message: str, address: str | None = None) -> None:
+        super().__init__(message)
+        self.address = address
 
 
 class QueueExistsError(KeyExistsError):

@@ -43,6 +43,7 @@ __all__ = [
     "parse_position",
     "partition_prefix",
     "partition_range",
+    "rowkey_after",
     "table_name",
 ]
 
@@ -289,6 +290,13 @@ def decode_rowkey(rowkey: bytes) -> tuple[int, MessageId]:
         raise InvalidArgumentError(f"a rowkey has {ROWKEY_BYTES} bytes, not {len(rowkey)}")
     partition, ts, seq = _ROWKEY.unpack(rowkey)
     return partition, MessageId(ts, seq)
+
+
+def rowkey_after(rowkey: bytes) -> bytes:
+    """Return the smallest 12-byte rowkey above ``rowkey`` (a message's): the bound
+    to read on from, or to stop just after, a message. Not ``rowkey + b"\\x00"``,
+    which sorts the same but is 13 bytes, longer than a sidecar's ``scan`` takes."""
+    return (int.from_bytes(rowkey, "big") + 1).to_bytes(ROWKEY_BYTES, "big")
 
 
 def partition_prefix(partition: int) -> bytes:

@@ -74,6 +74,11 @@ class Sidecar:
         """Read messages; see :meth:`Reader.scan` for what it returns and raises."""
         return self._reader.scan(queue, start, stop, topics, limit)
 
+    def queue_exists(self, queue: str) -> bool:
+        """Return whether ``queue`` exists; see :meth:`Membership.queue_exists` for what
+        it raises."""
+        return self.membership.queue_exists(queue)
+
     def status(self) -> dict[str, dict[int, tuple[int, MessageId | None]]]:
         """Return what this sidecar holds: ``{queue: {partition: (epoch, newest)}}``."""
         return self.membership.status()

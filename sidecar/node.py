@@ -37,6 +37,7 @@ from hqueue.sidecar.options import (
 )
 from hqueue.sidecar.service import SidecarHandler
 from hqueue.sidecar.storage import HBaseStorage
+from hqueue.sidecar.subscriber_leases import SubscriberLeases
 from hqueue.sidecar.subscription_manager import SubscriptionManager
 from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.storage.contract import MessageStorage
@@ -128,6 +129,8 @@ class SidecarServer:
         self.store: MetaStore | None = None
         self.sidecar: Sidecar | None = None
         self.subscriptions: SubscriptionManager | None = None
+        self.leases: SubscriberLeases | None = None
+        """the subscribers registered here through ``registerSubscriber``"""
         self.thrift: ThriftServer | None = None
         self._hbase: HBase | None = None
         self._hbase_storage: HBaseStorage | None = None
@@ -190,9 +193,13 @@ class SidecarServer:
             ).attach()
             if self.metrics is not None:
                 attach_metrics(self.metrics, membership, self.subscriptions)
-            deferred.target = SidecarHandler(self.sidecar, self.subscriptions, self.metrics)
+            self.leases = SubscriberLeases(membership.id, self.store, storage)
+            deferred.target = SidecarHandler(
+                self.sidecar, self.subscriptions, self.metrics, self.leases
+            )
             self.sidecar.start()
             self.subscriptions.start()
+            self.leases.start()
         except BaseException:
             self.stop()
             raise
@@ -221,6 +228,9 @@ class SidecarServer:
     def stop(self) -> None:
         """Hand partitions over (in-flight writes finish first), then stop serving.
         Idempotent."""
+        if self.leases is not None:
+            self.leases.stop()  # registered subscribers withdrawn: they register elsewhere
+            self.leases = None
         if self.subscriptions is not None:
             self.subscriptions.stop()  # checkpoints first, while the partitions are ours
             self.subscriptions = None
@@ -256,8 +266,8 @@ def security_words(security: ServerSecurity) -> str:
 
 class _Deferred:
     """A handler that forwards to ``target`` once it is set; until then each call of
-    the service is refused: ``put`` and ``scan`` with the IDL's ``TUnavailable``
-    (retriable: clients try again), the others with a ``TApplicationException``."""
+    the service is refused: every call that declares the IDL's ``TUnavailable`` with
+    it (retriable: clients try again), ``status`` with a ``TApplicationException``."""
 
     target: Any = None
 
@@ -272,11 +282,12 @@ class _Deferred:
 def _still_starting(name: str, *args: Any) -> Any:
     """Refuse call ``name``: the handler is not set yet.
 
-    :raises TUnavailable: for a call that declares it (through the one error table).
-    :raises TApplicationException: for the others.
+    :raises TUnavailable: for every call that declares it (through the one error
+        table).
+    :raises TApplicationException: for ``status``, which declares none.
     """
     error = UnavailableError(f"{name}: the sidecar is still starting")
     with sidecar_exceptions():
-        if name in ("put", "scan"):
+        if name not in ("status",):
             raise error
     raise TApplicationException(TApplicationException.INTERNAL_ERROR, str(error))

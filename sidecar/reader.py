@@ -7,7 +7,7 @@ bounded in messages and in bytes so that it stays well inside a client's buffers
 from __future__ import annotations
 
 from hqueue.errors import HQueueError, NoQueueError, UnavailableError
-from hqueue.message import MESSAGES_END
+from hqueue.message import MESSAGES_END, ROWKEY_BYTES
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.writer import invalid_message, topic_column
 from hqueue.storage.contract import MessageStorage
@@ -35,12 +35,20 @@ class Reader:
         storage, and no more than about :data:`MAX_SCAN_BYTES` (see there); return
         them by column.
 
-        :raises InvalidArgumentError: on a bad limit or topic.
+        :raises InvalidMessageError: on a bad limit or topic, or a bound longer than a
+            rowkey (index -1).
         :raises NoQueueError: no such queue.
         :raises UnavailableError: the storage failed.
         """
         if not 1 <= limit <= MAX_SCAN_LIMIT:
             raise invalid_message(-1, f"'limit' must be in 1..{MAX_SCAN_LIMIT}")
+        for name, bound in (("startRow", start), ("stopRow", stop)):
+            if len(bound) > ROWKEY_BYTES:
+                raise invalid_message(
+                    -1,
+                    f"'{name}' has {len(bound)} bytes: a bound is a {ROWKEY_BYTES}-byte "
+                    "rowkey or a prefix of one",
+                )
         columns: set[bytes] | None = None
         if topics:
             columns = {topic_column(topic, index) for index, topic in enumerate(topics)}

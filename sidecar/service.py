@@ -5,11 +5,15 @@ typed exceptions at this boundary, through the one table of
 
 Every call but ``status`` first asks whether the connection's principal
 (:func:`~hqueue.wire.rpc_server.current_principal`) may do it: ``put`` needs
-``produce`` on the queue, ``scan`` and ``lag`` ``consume``. A denial is answered
-before anything is read or written, with the IDL's ``TInvalidMessage`` (``put``,
-``scan``; index -1) or a ``TApplicationException`` (``lag``, which declares none),
-whose message starts ``"not authorized:"``: clients raise
-:class:`~hqueue.errors.AuthorizationError` for it."""
+``produce`` on the queue, ``scan``, ``lag``, ``registerSubscriber`` and
+``unregisterSubscriber`` ``consume``. A denial is answered before anything is read
+or written, with the IDL's ``TInvalidMessage`` (index -1) or, for ``lag``, a
+``TApplicationException`` (as before it declared any exception), whose message
+starts ``"not authorized:"``: clients raise
+:class:`~hqueue.errors.AuthorizationError` for it.
+
+``registerSubscriber`` and ``unregisterSubscriber`` are the public way to register
+a subscriber written in any language (:mod:`hqueue.sidecar.subscriber_leases`)."""
 
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from hqueue.errors import (
 from hqueue.metrics import Metrics
 from hqueue.security.principal import DENIED
 from hqueue.sidecar.core import Sidecar
+from hqueue.sidecar.subscriber_leases import SubscriberLeases
 from hqueue.sidecar.subscription_manager import SubscriptionManager
 from hqueue.wire.errors import sidecar_exceptions
 from hqueue.wire.idl import sidecar as sidecar_idl
@@ -42,6 +47,7 @@ from hqueue.wire.sidecar_calls import (
     SidecarDelivery,
     SidecarLag,
     SidecarStatus,
+    SubscriberRegistration,
     scan_answer,
 )
 
@@ -66,10 +72,12 @@ class SidecarHandler:
         sidecar: Sidecar,
         subscriptions: SubscriptionManager | None = None,
         metrics: Metrics | None = None,
+        leases: SubscriberLeases | None = None,
     ) -> None:
         self.sidecar = sidecar
         self.subscriptions = subscriptions
         self.metrics = metrics
+        self.leases = leases
 
     def put(self, queue: str, batch: Any) -> Any:
         began = time.perf_counter()
@@ -122,11 +130,52 @@ class SidecarHandler:
         except AuthorizationError as exc:
             # lag declares no exception: the generic one carries the same message.
             raise TApplicationException(TApplicationException.UNKNOWN, DENIED + str(exc)) from None
+        with sidecar_exceptions():
+            # An unknown queue is an error, not an empty answer: a typo would read as
+            # "nothing to deliver".
+            if not self.sidecar.queue_exists(queue):
+                raise NoQueueError(f"no queue {queue!r}")
         partitions: list[OwnedPartition] = []
         deliveries: list[SidecarDelivery] = []
         if self.subscriptions is not None:
             partitions, deliveries = self.subscriptions.lag(queue)
         return SidecarLag(self.sidecar.id, partitions, deliveries).to_thrift()
+
+    def registerSubscriber(self, queue: str, registration: Any) -> Any:
+        try:
+            current_principal().require_consume(queue)
+        except AuthorizationError as exc:
+            raise _denied(exc) from None
+        with sidecar_exceptions():
+            asked = SubscriberRegistration.from_thrift(registration)
+            lease = self._leases().register(
+                queue,
+                asked.subscription,
+                asked.address,
+                partitions=asked.partitions,
+                topics=asked.topics,
+                start=asked.start,
+                lease_ms=asked.lease_ms,
+            )
+        return lease.to_thrift()
+
+    def unregisterSubscriber(self, queue: str, subscription: str, address: str) -> bool:
+        try:
+            current_principal().require_consume(queue)
+        except AuthorizationError as exc:
+            raise _denied(exc) from None
+        with sidecar_exceptions():
+            return self._leases().unregister(queue, subscription, address)
+
+    def _leases(self) -> SubscriberLeases:
+        """Return the registrations this sidecar holds.
+
+        :raises UnavailableError: if it was started without them (a sidecar built
+            for a test of other calls).
+        """
+        if self.leases is None:
+            raise UnavailableError(f"sidecar {self.sidecar.id} registers no subscribers")
+        return self.leases
 
     def status(self) -> Any:
         partitions = {

@@ -40,7 +40,8 @@ from hqueue.errors import (
     NotOwnerError,
     UnavailableError,
 )
-from hqueue.message import COLUMN_PREFIX, MAX_SEQUENCE, MessageId, check_topic
+from hqueue.message import COLUMN_PREFIX, MAX_PARTITIONS, MAX_SEQUENCE, MessageId, check_topic
+from hqueue.metadata.managers import QueueInfoManager
 from hqueue.sidecar.ids import wall_clock_ms
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.options import SidecarOptions
@@ -68,6 +69,8 @@ class Writer:
         self.membership = membership
         self.storage = storage
         self.options = options
+        self._cached_queues = QueueInfoManager(membership.store, membership.cache)
+        self._queues = QueueInfoManager(membership.store)
 
     def put(
         self,
@@ -84,8 +87,9 @@ class Writer:
         written before is answered with that batch's ids, once it is durable, and not
         written again (:mod:`hqueue.sidecar.producers`).
 
-        :raises InvalidMessageError: a message is invalid (its index is in the text),
-            or a sequence is (index -1).
+        :raises InvalidMessageError: a message is invalid (its index is in the text):
+            a bad topic, a payload over the limit, a partition the queue does not have
+            (the first message naming it); or a sequence is (index -1).
         :raises NoQueueError: no such queue.
         :raises NotOwnerError: a partition is not held here (or not confirmed), or the
             storage refused the write because another owner fenced a partition.
@@ -101,17 +105,15 @@ class Writer:
         by_partition, columns = self._validate(values, topics, partitions)
         claims = _claims(sequences, by_partition)
         held: list[HeldPartition] = []
+        unheld: list[int] = []
         for partition in sorted(by_partition):
             hp = self.membership.held_partition(queue, partition)
             if hp is None or hp.state is not PartitionState.WRITABLE:
-                if hp is None and not self.membership.queue_exists(queue):
-                    raise NoQueueError(f"no queue {queue!r}")
-                raise NotOwnerError(
-                    f"sidecar {self.membership.id} does not own partition {partition} of {queue!r}",
-                    partition,
-                    self.membership.owner_address(queue, partition),
-                )
-            held.append(hp)
+                unheld.append(partition)
+            else:
+                held.append(hp)
+        if unheld:
+            raise self._not_held(queue, unheld, by_partition)
         for hp in held:
             claim = claims.get(hp.partition)
             if claim is not None:
@@ -197,6 +199,50 @@ class Writer:
             for hp, forgotten in idle:
                 self._forget(hp, forgotten)
         return timestamps, sequences_out
+
+    def _not_held(
+        self, queue: str, unheld: list[int], by_partition: dict[int, list[int]]
+    ) -> HQueueError:
+        """Return why a batch whose ``unheld`` partitions are not writable here is
+        refused: the queue does not exist; it lacks one of them (the first message
+        naming one: not retriable, so a client that retries on ``TNotOwner`` does not
+        loop, and said before any ownership); or another sidecar owns the first
+        (naming it when known). Only a refused put pays these metadata reads.
+
+        :raises UnavailableError: the metadata cannot tell whether the queue exists.
+        """
+        if not self.membership.queue_exists(queue):
+            return NoQueueError(f"no queue {queue!r}")
+        for partition in sorted(unheld, key=lambda p: by_partition[p][0]):
+            count = self._lacks(queue, partition)
+            if count is not None:
+                return invalid_message(
+                    by_partition[partition][0],
+                    f"queue {queue!r} has partitions 0..{count - 1}, not partition {partition}",
+                )
+        partition = unheld[0]
+        return NotOwnerError(
+            f"sidecar {self.membership.id} does not own partition {partition} of {queue!r}",
+            partition,
+            self.membership.owner_address(queue, partition),
+        )
+
+    def _lacks(self, queue: str, partition: int) -> int | None:
+        """Return how many partitions ``queue`` has if ``partition`` is not one of them,
+        else ``None`` (also when the metadata cannot tell now: the put is then refused
+        as retriable). The cache answers first; a "no" is asked again of the store,
+        since the queue's partitions may have grown since the cache saw it, and a
+        refusal as invalid is final."""
+        try:
+            if partition < self._cached_queues.read_queue_info(queue).value.partitions:
+                return None
+        except HQueueError:
+            pass  # not cached yet: the store says
+        try:
+            count = self._queues.read_queue_info(queue).value.partitions
+        except HQueueError:
+            return None
+        return count if partition >= count else None
 
     def _check_sequence(
         self, hp: HeldPartition, claim: ProducerSequence, count: int
@@ -336,6 +382,14 @@ class Writer:
             if topic not in encoded:
                 encoded[topic] = topic_column(topic, index)
         columns = [encoded[t] for t in topics] if len(encoded) > 1 else [encoded[topics[0]]]
+        # No queue has these: refused before any lookup (an i32 on the wire may be
+        # anything).
+        if not 0 <= min(partitions) <= max(partitions) < MAX_PARTITIONS:
+            index = next(i for i, p in enumerate(partitions) if not 0 <= p < MAX_PARTITIONS)
+            raise invalid_message(
+                index,
+                f"partition {partitions[index]} is out of range 0..{MAX_PARTITIONS - 1}",
+            )
         if len(partitions) == 1:
             return {partitions[0]: list(range(count))}, columns
         by_partition: dict[int, list[int]] = {}

@@ -22,6 +22,11 @@ namespace py hqueue_auth
 namespace java org.hqueue.auth
 namespace go hqueue.auth
 namespace js HQueueAuth
+namespace netstd HQueue.Auth
+namespace cpp hqueue.auth
+namespace rs hqueue_auth
+namespace rb HQueue.Auth
+namespace php HQueue.Auth
 
 /* The token was refused: missing, malformed, expired, or not one this
    installation issued. The message says which, never the token. */

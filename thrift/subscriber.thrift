@@ -1,13 +1,37 @@
 /*
  * A subscriber's Thrift service: the sidecar that owns a partition pushes the
  * messages of a subscription to it, in id order, one batch at a time, and moves the
- * subscription's position on only past the messages the answer accepts.
+ * subscription's position on only past the messages the answer accepts. Delivery is
+ * at least once: after a failure, a sidecar restart or a partition's move to another
+ * sidecar, a batch may come again (drop ids at or below the last you accepted of the
+ * partition, as hqueue's own subscriber does).
  *
- * Transport: buffered or framed; protocol: binary or compact (the server detects
- * both from the first byte of each connection).
+ * Transport and protocol of the pushes: sidecars connect with the BUFFERED transport
+ * and the BINARY protocol, always; a subscriber written in another language needs to
+ * serve only that pair (hqueue's own subscriber also detects framed and compact).
+ * With TLS on (the sidecar's --tls-ca), they connect over TLS. A sidecar holding a
+ * token (--token-file) sends hqueueAuthenticate (thrift/auth.thrift) as the first
+ * message of each connection, so the subscriber's port must answer that method too,
+ * beside deliver: with the principal's name after checking the token (take pushes
+ * from sidecar principals only), or "anonymous" if it checks none. A sidecar
+ * without a token sends deliver calls only.
+ *
+ * Several sidecars (one per partition owner) push to one subscriber at the same time,
+ * each over connections of its own, at most two batches of one subscription in
+ * flight per sidecar. Answer within 30 s; a push that fails or times out is sent
+ * again after the subscription's backoff. To register a subscriber written in any
+ * language, see registerSubscriber in thrift/sidecar.thrift.
  */
 
 namespace py hqueue_subscriber
+namespace java org.hqueue.subscriber
+namespace go hqueue.subscriber
+namespace js HQueueSubscriber
+namespace netstd HQueue.Subscriber
+namespace cpp hqueue.subscriber
+namespace rs hqueue_subscriber
+namespace rb HQueue.Subscriber
+namespace php HQueue.Subscriber
 
 enum TConsumeStatus {
   /* Every listener took the batch: the sender moves on past it. */
@@ -70,6 +94,8 @@ struct TConsumeAnswer {
 }
 
 service HQueueSubscriber {
-  /* Hand a batch to the subscriber's listeners, in turn; return how it went. */
+  /* Hand a batch to the subscriber's listeners, in turn; return how it went. An
+     exception of any kind (none is declared) counts as ERROR: the batch comes again
+     after the subscription's backoff. */
   TConsumeAnswer deliver(1: required TDelivery delivery)
 }

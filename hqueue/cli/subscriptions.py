@@ -1,4 +1,12 @@
-"""``hqueue subscriptions list|describe|delete|reset`` and ``hqueue lag``.
+"""``hqueue subscriptions create|list|describe|delete|reset`` and ``hqueue lag``.
+
+``create --address HOST:PORT`` registers a subscriber served at that address, in any
+language (``thrift/subscriber.thrift``), through one of the queue's sidecars, which
+creates the subscription if there is none; it then keeps the registration alive,
+renewing its lease every third of it, until interrupted (SIGINT, SIGTERM), and
+withdraws it. With ``--once`` it registers once and exits: the registration lapses
+after its lease unless something renews it (see docs/clients.md).
+
 
 ``list`` prints one line per subscription: name, partitions, topics, whether a
 subscriber runs (and where; for a subscriber group, how many members and the
@@ -17,7 +25,9 @@ each line is one object; ``--watch SECONDS`` asks again and redraws until Ctrl-C
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -32,10 +42,13 @@ from hqueue.cli.common import (
     root_options,
 )
 from hqueue.errors import HQueueError
-from hqueue.message import format_time
+from hqueue.message import check_topic, format_time
 from hqueue.settings import DEFAULT_LAG_TIMEOUT
 
 if TYPE_CHECKING:
+    from types import FrameType
+
+    from hqueue.client.registration import SubscriberRegistrar
     from hqueue.client.subscription_admin import DeliveryLag, LagReport, SubscriptionInfo
 
 __all__ = ["lag", "subscriptions"]
@@ -43,7 +56,7 @@ __all__ = ["lag", "subscriptions"]
 
 @click.group("subscriptions")
 def subscriptions() -> None:
-    """List, describe, delete and reset the subscriptions of a queue."""
+    """Create, list, describe, delete and reset the subscriptions of a queue."""
 
 
 def _ids(ids: Mapping[int, object]) -> str:
@@ -58,6 +71,137 @@ def _list_line(info: SubscriptionInfo) -> str:
     return (
         f"{info.name}\tpartitions={','.join(map(str, info.partitions))}\t"
         f"topics={topics}\t{running}\tcheckpoints={_ids(info.checkpoints)}"
+    )
+
+
+@subscriptions.command("create")
+@click.argument("queue_name", metavar="QUEUE")
+@click.argument("name", metavar="NAME")
+@click.option(
+    "--address",
+    required=True,
+    metavar="HOST:PORT",
+    help="Where the subscriber serves thrift/subscriber.thrift (the sidecars push there).",
+)
+@click.option(
+    "--topic",
+    "-t",
+    "topics",
+    multiple=True,
+    help="A new subscription's topic; repeat for several (default: all).",
+)
+@click.option(
+    "--partition",
+    "-p",
+    "partitions",
+    type=click.IntRange(min=0),
+    multiple=True,
+    help="A new subscription's partition; repeat for several (default: all).",
+)
+@click.option(
+    "--from",
+    "start",
+    default="latest",
+    show_default=True,
+    metavar="earliest|latest|ID",
+    help="Where a new subscription starts: earliest, latest or 'timestamp:sequence'. "
+    "An existing one resumes after its checkpoints.",
+)
+@click.option(
+    "--lease",
+    type=click.FloatRange(min=1.0, max=300.0),
+    default=None,
+    metavar="SECONDS",
+    help="How long the registration lasts unrenewed [default: the sidecar's, 10].",
+)
+@click.option(
+    "--once",
+    is_flag=True,
+    help="Register once and exit, instead of renewing until interrupted.",
+)
+@format_option
+@click.pass_context
+def create_subscription(
+    ctx: click.Context,
+    queue_name: str,
+    name: str,
+    address: str,
+    topics: tuple[str, ...],
+    partitions: tuple[int, ...],
+    start: str,
+    lease: float | None,
+    once: bool,
+) -> None:
+    """Register the subscriber at HOST:PORT for subscription NAME of QUEUE (creating
+    the subscription if there is none) and keep it registered until interrupted."""
+    for topic in topics:
+        try:
+            check_topic(topic)
+        except HQueueError as exc:
+            raise click.ClickException(f"--topic: {exc}") from None
+    json_output = root_options(ctx).get("format") == "json"
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with client_for(ctx) as client:
+            try:
+                registrar = client.queue(queue_name).register_subscriber(
+                    name, address, partitions=partitions, topics=topics, start=start, lease=lease
+                )
+            except HQueueError as exc:
+                raise click.ClickException(one_line(exc)) from None
+            _registered(queue_name, registrar, json_output)
+            if not once:
+                _keep_registered(registrar, done)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _registered(queue_name: str, registrar: SubscriberRegistrar, json_output: bool) -> None:
+    lease = registrar.lease
+    assert lease is not None
+    name, address = registrar.registration.subscription, registrar.registration.address
+    if json_output:
+        click.echo(
+            json.dumps(
+                {
+                    "queue": queue_name,
+                    "subscription": name,
+                    "address": address,
+                    "sidecar": registrar.sidecar,
+                    "lease_ms": lease.lease_ms,
+                    "partitions": list(lease.partitions),
+                    "created": lease.created,
+                }
+            )
+        )
+        return
+    click.echo(
+        f"{'created' if lease.created else 'registered with'} subscription {name!r} of "
+        f"{queue_name!r}: subscriber {address}, partitions "
+        f"{','.join(map(str, lease.partitions))}, lease {lease.lease_ms / 1000:g} s at "
+        f"sidecar {registrar.sidecar}"
+    )
+
+
+def _keep_registered(registrar: SubscriberRegistrar, done: threading.Event) -> None:
+    """Renew the registration until ``done``, then withdraw it. A failed renewal is
+    reported and tried again at the next turn: the lease outlives two of them."""
+    while not done.wait(registrar.renew_every):
+        try:
+            registrar.renew()
+        except HQueueError as exc:
+            click.echo(f"warning: renewing the registration failed: {one_line(exc)}", err=True)
+    registrar.withdraw()
+    click.echo(
+        f"withdrew subscriber {registrar.registration.address} of subscription "
+        f"{registrar.registration.subscription!r}",
+        err=True,
     )
 
 

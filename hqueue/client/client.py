@@ -19,6 +19,7 @@ from hqueue.client.dead_letters import DeadLetter, ReplayResult
 from hqueue.client.dead_letters import replay as replay_letters
 from hqueue.client.denials import denying, require_admin, require_consume
 from hqueue.client.producer import NewMessage, Producer
+from hqueue.client.registration import SubscriberRegistrar
 from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
 from hqueue.client.sender import SendCallback, Sender, SenderSettings
 from hqueue.client.subscriber import Listener, Subscriber
@@ -31,6 +32,7 @@ from hqueue.message import (
     Position,
     encode_rowkey,
     parse_located,
+    rowkey_after,
 )
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.factory import open_metastore
@@ -63,6 +65,7 @@ from hqueue.settings import (
 )
 from hqueue.storage.hbase import HBase
 from hqueue.storage.sidecars import Sidecars
+from hqueue.wire.sidecar_calls import SubscriberRegistration
 
 __all__ = ["Client", "Queue", "connect"]
 
@@ -492,7 +495,7 @@ class Queue:
             )
         row = encode_rowkey(partition, mid)
         # The next rowkey after this one: the range holds this row and no other.
-        reader = self._handle.open_range(row, row + b"\x00", caching=1)
+        reader = self._handle.open_range(row, rowkey_after(row), caching=1)
         try:
             found = denying(reader.read)(1).messages()
         finally:
@@ -704,6 +707,50 @@ class Queue:
         """
         self._client._require_admin(f"reset subscription {name!r} of {self.name!r}")
         return subscription_admin.reset_subscription(self._handle, name, to)
+
+    def register_subscriber(
+        self,
+        name: str,
+        address: str,
+        *,
+        partitions: Iterable[int] = (),
+        topics: Iterable[str] = (),
+        start: str | None = None,
+        lease: float | None = None,
+    ) -> SubscriberRegistrar:
+        """Register a subscriber that serves ``thrift/subscriber.thrift`` at
+        ``address`` (``HOST:PORT``, in any language) for subscription ``name``, through
+        one of the queue's sidecars, which creates the subscription if there is none
+        (with ``partitions`` and ``topics``, all when empty, from ``start``:
+        ``"earliest"``, ``"latest"``, the default, or an id ``"timestamp:sequence"``);
+        the registration lasts ``lease`` seconds (the sidecar's default, 10, when
+        ``None``). Return the registrar: call its ``renew()`` every ``renew_every``
+        seconds to keep it, its ``withdraw()`` to end it (docs/clients.md).
+
+        :raises InvalidArgumentError: on a bad name, address, partition, topic, start
+            or lease.
+        :raises NoQueueError: if the queue does not exist.
+        :raises SubscriberRunningError: if another subscriber's address is registered.
+        :raises UnavailableError: if no sidecar of the queue took the registration.
+        :raises AuthorizationError: if this client may not consume from the queue.
+        """
+        if lease is not None and not lease > 0:
+            raise InvalidArgumentError(
+                f"'lease' must be a positive number of seconds, not {lease!r}"
+            )
+        registrar = SubscriberRegistrar(
+            self._handle,
+            SubscriberRegistration(
+                name,
+                address,
+                tuple(partitions),
+                tuple(topics),
+                start,
+                None if lease is None else max(1, round(lease * 1000)),
+            ),
+        )
+        registrar.renew()
+        return registrar
 
     def lag(self, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
         """Return the delivery lag of every subscription; see

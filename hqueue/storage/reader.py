@@ -43,7 +43,7 @@ from hqueue.errors import (
     TableStateError,
     UnavailableError,
 )
-from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES
+from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES, rowkey_after
 from hqueue.storage.sidecars import SidecarCallError, Sidecars
 from hqueue.wire.block import MAX_SCAN_LIMIT, MessageBlock, join_rowkeys, rows_within
 from hqueue.wire.errors import table_not_found, thrift_message
@@ -380,7 +380,7 @@ class SidecarRange:
         if not len(block):
             self.done = True
         else:
-            self._start = block.last_rowkey() + b"\x00"
+            self._start = rowkey_after(block.last_rowkey())
         return block
 
     def close(self) -> None:

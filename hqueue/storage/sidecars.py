@@ -1,5 +1,6 @@
 """The one client of the sidecars: framed connections pooled by address, for every call
-of ``thrift/sidecar.thrift`` (``put``, ``scan``, ``lag``).
+of ``thrift/sidecar.thrift`` (``put``, ``scan``, ``lag``, ``registerSubscriber``,
+``unregisterSubscriber``).
 
 Every call goes through :class:`~hqueue.wire.framed.FramedClient`: a ``scan`` answer's
 buffers are views of the reply frame (copied once, from the socket), other answers are
@@ -45,7 +46,14 @@ from hqueue.wire.errors import (
 )
 from hqueue.wire.framed import FramedClient
 from hqueue.wire.idl import sidecar as sidecar_idl
-from hqueue.wire.sidecar_calls import PutBatch, PutIds, ScanRequest, SidecarLag
+from hqueue.wire.sidecar_calls import (
+    PutBatch,
+    PutIds,
+    ScanRequest,
+    SidecarLag,
+    SubscriberLease,
+    SubscriberRegistration,
+)
 
 __all__ = ["SidecarCallError", "SidecarUnreachableError", "Sidecars"]
 
@@ -141,6 +149,36 @@ class Sidecars:
         :raises SidecarCallError: if it failed the call.
         """
         return self._call(address, "lag", (queue,), SidecarLag.from_thrift)
+
+    def register_subscriber(
+        self, address: str, queue: str, registration: SubscriberRegistration
+    ) -> SubscriberLease:
+        """Register (or renew) a subscriber through the sidecar at ``address``, which
+        creates the subscription if there is none; return the lease it grants.
+
+        :raises NoQueueError: if there is no such queue.
+        :raises InvalidMessageError: if the registration is invalid (the message says
+            what).
+        :raises SubscriberRunningError: if another subscriber's address is registered.
+        :raises UnavailableError: if the sidecar's metadata store failed.
+        :raises SidecarUnreachableError: if it cannot be reached or broke off.
+        :raises SidecarCallError: if it does not serve the call (an older sidecar).
+        :raises AuthorizationError: if this client may not consume from ``queue``.
+        """
+        return self._call(
+            address,
+            "registerSubscriber",
+            (queue, registration.to_thrift()),
+            SubscriberLease.from_thrift,
+        )
+
+    def unregister_subscriber(
+        self, address: str, queue: str, subscription: str, subscriber: str
+    ) -> bool:
+        """Withdraw the registration of the subscriber at ``subscriber`` through the
+        sidecar at ``address``; return whether one was withdrawn. Raises as
+        :meth:`register_subscriber`."""
+        return self._call(address, "unregisterSubscriber", (queue, subscription, subscriber), bool)
 
     def _call(
         self,

@@ -14,7 +14,9 @@ a message naming what was tried.
   :class:`~hqueue.errors.UnavailableError` both ways: retriable, the call was not
   served. ``TOutOfOrderSequence`` is
   :class:`~hqueue.errors.OutOfOrderSequenceError` both ways (an idempotent put's
-  sequence refused). ``TInvalidMessage`` carries any
+  sequence refused). ``TSubscriberRunning`` is
+  :class:`~hqueue.errors.SubscriberRunningError` both ways (a registration refused:
+  another subscriber's address is registered). ``TInvalidMessage`` carries any
   :class:`~hqueue.errors.InvalidArgumentError` and comes back as an
   :class:`~hqueue.errors.InvalidMessageError` (one too), with the index of the
   message.
@@ -50,6 +52,7 @@ from hqueue.errors import (
     NotOwnerError,
     OutOfOrderSequenceError,
     StorageError,
+    SubscriberRunningError,
     TableExistsError,
     TableNotFoundError,
     UnavailableError,
@@ -216,6 +219,12 @@ SIDECAR_ERRORS: tuple[SidecarError, ...] = (
         lambda t: OutOfOrderSequenceError(
             _text(t.message), t.partition, t.producerId, t.firstSequence, t.expectedSequence
         ),
+    ),
+    SidecarError(
+        _Sidecar.TSubscriberRunning,
+        SubscriberRunningError,
+        lambda e: _Sidecar.TSubscriberRunning(message=str(e), address=e.address),
+        lambda t: SubscriberRunningError(_text(t.message), _text(t.address) if t.address else None),
     ),
     SidecarError(
         _Sidecar.TUnavailable,

@@ -29,6 +29,8 @@ __all__ = [
     "SidecarDelivery",
     "SidecarLag",
     "SidecarStatus",
+    "SubscriberLease",
+    "SubscriberRegistration",
     "scan_answer",
 ]
 
@@ -279,3 +281,70 @@ class SidecarStatus(NamedTuple):
                 for queue, owned in self.partitions.items()
             },
         )
+
+
+class SubscriberRegistration(NamedTuple):
+    """A ``registerSubscriber`` (``TSubscriberRegistration``): the subscriber at
+    ``address`` for subscription ``subscription``; ``partitions`` (empty: all),
+    ``topics`` (empty: all) and ``start`` (``None``: ``"latest"``) for a subscription
+    the call creates; the lease asked for (``None``: the sidecar's default)."""
+
+    subscription: str
+    address: str
+    partitions: tuple[int, ...] = ()
+    topics: tuple[str, ...] = ()
+    start: str | None = None
+    lease_ms: int | None = None
+
+    def to_thrift(self) -> Any:
+        """Return the ``TSubscriberRegistration`` of this registration."""
+        return _Sidecar.TSubscriberRegistration(
+            subscription=self.subscription,
+            address=self.address,
+            partitions=list(self.partitions) or None,
+            topics=list(self.topics) or None,
+            start=self.start,
+            leaseMs=self.lease_ms,
+        )
+
+    @classmethod
+    def from_thrift(cls, registration: Any) -> SubscriberRegistration:
+        """Return the registration a ``TSubscriberRegistration`` holds.
+
+        :raises InvalidMessageError: if it lacks its subscription or address.
+        """
+        if registration is None or not registration.subscription or not registration.address:
+            raise InvalidMessageError("a registration needs its subscription and address")
+        return cls(
+            registration.subscription,
+            registration.address,
+            tuple(registration.partitions or ()),
+            tuple(registration.topics or ()),
+            registration.start,
+            registration.leaseMs,
+        )
+
+
+class SubscriberLease(NamedTuple):
+    """The answer to ``registerSubscriber`` (``TSubscriberLease``): the id of the
+    sidecar holding the registration, the lease granted in milliseconds, the
+    subscription's partitions, and whether the call created the subscription."""
+
+    sidecar: str
+    lease_ms: int
+    partitions: tuple[int, ...]
+    created: bool
+
+    def to_thrift(self) -> Any:
+        """Return the ``TSubscriberLease`` of this answer."""
+        return _Sidecar.TSubscriberLease(
+            sidecar=self.sidecar,
+            leaseMs=self.lease_ms,
+            partitions=list(self.partitions),
+            created=self.created,
+        )
+
+    @classmethod
+    def from_thrift(cls, lease: Any) -> SubscriberLease:
+        """Return the answer a ``TSubscriberLease`` holds."""
+        return cls(lease.sidecar, lease.leaseMs, tuple(lease.partitions or ()), lease.created)

@@ -1,6 +1,7 @@
 """A sidecar that is still starting (its Thrift server bound, its handler not set yet)
-refuses calls with typed errors over a real connection: ``put`` and ``scan`` with
-the retriable ``UnavailableError`` (which the producer retries), not an internal error.
+refuses calls with typed errors over a real connection: every call that declares
+``TUnavailable`` (``put``, ``scan``, ``lag``, the registrations) with the retriable
+``UnavailableError`` (which the producer retries), not an internal error.
 The server is the sidecar's own Thrift server over the handler it serves while
 starting (``hqueue sidecar`` leaves this state within milliseconds, too briefly to
 hit on purpose)."""
@@ -10,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from thriftpy2.thrift import TApplicationException
 
 from hqueue.errors import UnavailableError
 from hqueue.sidecar.node import _Deferred
-from hqueue.storage.sidecars import SidecarCallError, Sidecars, SidecarUnreachableError
+from hqueue.storage.sidecars import Sidecars, SidecarUnreachableError
+from hqueue.wire.connect import thrift_client
 from hqueue.wire.idl import sidecar as sidecar_idl
 from hqueue.wire.rpc_server import ThriftServer
 from hqueue.wire.sidecar_calls import PutBatch
@@ -35,11 +38,18 @@ def test_a_starting_sidecar_refuses_puts_and_scans_as_unavailable(starting: str)
             sidecars.put(starting, "q", batch)
         with pytest.raises(UnavailableError, match="still starting") as scan:
             sidecars.scan(starting, "q", b"", b"\x00\x01", [], 10)
-        # Typed refusals, not a broken connection: the connection went back to its pool.
-        for raised in (put, scan):
-            assert not isinstance(raised.value, SidecarUnreachableError)
-        # Calls that declare no such error still get an answer naming the cause.
-        with pytest.raises(SidecarCallError, match="still starting"):
+        with pytest.raises(UnavailableError, match="still starting") as lag:
             sidecars.lag(starting, "q")
+        # Typed refusals, not a broken connection: the connection went back to its pool.
+        for raised in (put, scan, lag):
+            assert not isinstance(raised.value, SidecarUnreachableError)
     finally:
         sidecars.close()
+    # A call that declares no such error still gets an answer naming the cause.
+    host, _, port = starting.rpartition(":")
+    raw = thrift_client(sidecar_idl().HQueueSidecar, host, int(port), timeout_ms=5_000)
+    try:
+        with pytest.raises(TApplicationException, match="still starting"):
+            raw.status()
+    finally:
+        raw.close()

@@ -1,0 +1,298 @@
+"""Subscribers registered through the sidecar's Thrift service, kept alive by leases.
+
+A subscriber in any language serves ``thrift/subscriber.thrift`` at an address of its
+own and calls ``registerSubscriber`` on any sidecar (``thrift/sidecar.thrift``); that
+sidecar creates the subscription if it does not exist (the same metadata, written
+through the same :class:`~hqueue.metadata.managers.SubscriptionDataManager` and
+checked against the same JSON Schemas as a Python subscriber's), and announces the
+address in the subscription's ``subscribers`` entry, as an ephemeral of its own
+metadata session. From then on the partitions' owners push to the address, as they
+push to a Python subscriber.
+
+The lease: the registration lasts ``leaseMs`` from the call. The subscriber calls
+``registerSubscriber`` again, with the same address, before it runs out (every third
+of it is the advice); each call renews it. A lease that runs out is withdrawn: the
+sidecar removes the address entry (if it still names the address) and pushes stop.
+``unregisterSubscriber`` withdraws at once. If the holding sidecar dies, its metadata
+session ends and the entry with it (after the session timeout); the subscriber's next
+renewal, to any other sidecar, announces the address again there. A renewal that finds
+the entry held by another sidecar for the same address is accepted: this sidecar
+keeps the lease and announces the address when that entry goes.
+
+Not public API: the Thrift call is.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hqueue.errors import (
+    HQueueError,
+    InvalidArgumentError,
+    KeyExistsError,
+    NoSubscriptionError,
+    SubscriberRunningError,
+    SubscriptionExistsError,
+)
+from hqueue.message import MessageId, check_partition, check_topics
+from hqueue.metadata.managers import (
+    QueueInfoManager,
+    SubscriptionDataManager,
+    SubscriptionPreferences,
+)
+from hqueue.metadata.metastore import MetaStore
+from hqueue.metadata.policy import DeliveryPolicy
+from hqueue.metadata.resources import check_name
+from hqueue.settings import parse_address
+from hqueue.storage.contract import MessageStorage
+from hqueue.wire.sidecar_calls import SubscriberLease
+
+__all__ = [
+    "DEFAULT_LEASE_MS",
+    "MAX_LEASE_MS",
+    "MIN_LEASE_MS",
+    "SubscriberLeases",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE_MS = 10_000
+"""A registration's lease when the call asks for none."""
+MIN_LEASE_MS = 1_000
+"""The shortest lease granted: a shorter request gets this."""
+MAX_LEASE_MS = 300_000
+"""The longest lease granted: a longer request gets this."""
+_STARTS = ("earliest", "latest")
+
+
+@dataclass
+class _Held:
+    address: str
+    expires: float
+    announced: bool
+
+
+class SubscriberLeases:
+    """The subscriber registrations one sidecar holds. :meth:`start` the thread that
+    withdraws lapsed leases; :meth:`stop` withdraws them all."""
+
+    def __init__(
+        self, sidecar_id: str, store: MetaStore, storage: MessageStorage, tick: float = 0.25
+    ) -> None:
+        self._id = sidecar_id
+        self._subs = SubscriptionDataManager(store)
+        self._queues = QueueInfoManager(store)
+        self._storage = storage
+        self._tick = tick
+        self._held: dict[tuple[str, str], _Held] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> SubscriberLeases:
+        """Start withdrawing lapsed leases in a background thread; return self."""
+        self._thread = threading.Thread(target=self._run, name="subscriber-leases", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread and withdraw every address this sidecar announced (their
+        subscribers register again elsewhere). Idempotent."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+            self._thread = None
+        with self._lock:
+            held, self._held = self._held, {}
+        for (queue, name), lease in held.items():
+            if lease.announced:
+                self._withdraw(queue, name, lease.address)
+
+    def register(
+        self,
+        queue: str,
+        name: str,
+        address: str,
+        *,
+        partitions: Sequence[int] | None = None,
+        topics: Sequence[str] | None = None,
+        start: str | None = None,
+        lease_ms: int | None = None,
+    ) -> SubscriberLease:
+        """Register (or renew) the subscriber at ``address`` for subscription ``name``
+        of ``queue``: create the subscription if there is none (its ``partitions``,
+        all by default; ``topics``, all by default; its ``start``: ``"earliest"``,
+        ``"latest"`` (the default) or an id ``"timestamp:sequence"`` for every
+        partition), else take it as it is (these three are then ignored); announce the
+        address; hold the lease for ``lease_ms`` (clamped to
+        :data:`MIN_LEASE_MS`..:data:`MAX_LEASE_MS`, :data:`DEFAULT_LEASE_MS` when
+        ``None``). Return the lease.
+
+        :raises InvalidArgumentError: on a bad name, address, partition, topic, start
+            or lease, or if the subscription is a subscriber group's (its members
+            register through the group protocol, in Python).
+        :raises NoQueueError: if the queue does not exist.
+        :raises SubscriberRunningError: if another address is announced for the
+            subscription (another subscriber runs, or a dead one's entry has not
+            expired yet).
+        :raises HQueueError: (a ConnectionLostError, say) if the metadata store fails.
+        """
+        check_name(name, "subscription")
+        parse_address(address, "address")
+        granted = _lease(lease_ms)
+        info = self._queues.read_queue_info(queue).value
+        chosen = _partitions(partitions, info.partitions, queue)
+        wanted_topics = check_topics(topics) if topics else ()
+        first = _start(start)
+        created = False
+        try:
+            data = self._subs.read_subscription_data(queue, name).value
+        except NoSubscriptionError:
+            prefs = SubscriptionPreferences(
+                {p: str(i) for p, i in self._starts(queue, chosen, first).items()},
+                wanted_topics or (),
+            )
+            try:
+                self._subs.create_subscription_data(queue, name, prefs)
+                created = True
+            except SubscriptionExistsError:
+                pass  # created meanwhile by another call: taken as it is
+            data = self._subs.read_subscription_data(queue, name).value
+        if DeliveryPolicy.from_options(data.preferences.options).group:
+            raise InvalidArgumentError(
+                f"subscription {name!r} of {queue!r} is a subscriber group's: its members "
+                "join through the group protocol (Queue.subscribe(..., group=True))"
+            )
+        announced = self._announce(queue, name, address)
+        with self._lock:
+            self._held[(queue, name)] = _Held(address, time.monotonic() + granted / 1000, announced)
+        return SubscriberLease(
+            self._id, granted, tuple(sorted(data.preferences.partitions)), created
+        )
+
+    def unregister(self, queue: str, name: str, address: str) -> bool:
+        """Withdraw the registration of the subscriber at ``address`` for subscription
+        ``name`` of ``queue`` at once (pushes to it stop); the subscription stays.
+        Return whether an announced address was withdrawn (``False``: none, or another
+        subscriber's, which is left alone).
+
+        :raises InvalidArgumentError: on a bad name or address.
+        :raises NoQueueError: if the queue does not exist.
+        """
+        check_name(name, "subscription")
+        parse_address(address, "address")
+        self._queues.read_queue_info(queue)
+        with self._lock:
+            held = self._held.get((queue, name))
+            if held is not None and held.address == address:
+                del self._held[(queue, name)]
+        return self._withdraw(queue, name, address)
+
+    def _starts(self, queue: str, partitions: Sequence[int], first: str) -> dict[int, MessageId]:
+        """Return the first id to deliver of each partition for a new subscription."""
+        if first == "earliest":
+            return {p: MessageId(0, 0) for p in partitions}
+        if first == "latest":
+            table = self._storage.table_name(queue)
+            out = {}
+            for p in partitions:
+                last = self._storage.last_id(table, p)
+                out[p] = MessageId(0, 0) if last is None else last.successor()
+            return out
+        every = MessageId.parse(first)
+        return {p: every for p in partitions}
+
+    def _announce(self, queue: str, name: str, address: str) -> bool:
+        """Write the subscriber entry for ``address``; return whether this sidecar
+        holds it now (``False``: another sidecar announced the same address, and this
+        one takes over when that entry goes).
+
+        :raises SubscriberRunningError: if the entry names another address.
+        """
+        try:
+            self._subs.write_subscriber_address(queue, name, address)
+            return True
+        except KeyExistsError:
+            holder = self._subs.read_subscriber_address(queue, name)
+            if holder is None:
+                return self._announce(queue, name, address)  # it just went
+            if holder != address:
+                raise SubscriberRunningError(
+                    f"subscription {name!r} of {queue!r} already has a running subscriber "
+                    f"at {holder}; a dead one's entry expires after its lease or session",
+                    holder,
+                ) from None
+            with self._lock:
+                held = self._held.get((queue, name))
+            # Renewed here while announced here: the entry is ours.
+            return held is not None and held.address == address and held.announced
+
+    def _withdraw(self, queue: str, name: str, address: str) -> bool:
+        """Remove the subscriber entry if it names ``address``; return whether it did.
+        Failures are logged: the entry then goes with this sidecar's session."""
+        try:
+            if self._subs.read_subscriber_address(queue, name) != address:
+                return False
+            self._subs.delete_subscriber_address(queue, name)
+            return True
+        except HQueueError as exc:
+            log.warning("withdrawing subscriber %s of %s/%s failed: %s", address, queue, name, exc)
+            return False
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self._tick):
+            now = time.monotonic()
+            with self._lock:
+                lapsed = [(key, h) for key, h in self._held.items() if h.expires <= now]
+                for key, _ in lapsed:
+                    del self._held[key]
+            for (queue, name), held in lapsed:
+                log.info(
+                    "lease of subscriber %s of %s/%s ran out: withdrawn", held.address, queue, name
+                )
+                self._withdraw(queue, name, held.address)
+
+
+def _lease(lease_ms: int | None) -> int:
+    """Return the lease granted for a request of ``lease_ms``.
+
+    :raises InvalidArgumentError: if it is not positive.
+    """
+    if lease_ms is None:
+        return DEFAULT_LEASE_MS
+    if lease_ms <= 0:
+        raise InvalidArgumentError(f"'leaseMs' must be positive, not {lease_ms}")
+    return min(max(lease_ms, MIN_LEASE_MS), MAX_LEASE_MS)
+
+
+def _partitions(partitions: Sequence[int] | None, count: int, queue: str) -> list[int]:
+    """Return the partitions asked for (all of the queue's when none are).
+
+    :raises InvalidArgumentError: naming a partition the queue does not have.
+    """
+    if not partitions:
+        return list(range(count))
+    return sorted({check_partition(p, count, queue) for p in partitions})
+
+
+def _start(start: str | None) -> str:
+    """Return the start asked for: ``"earliest"``, ``"latest"`` or an id's text.
+
+    :raises InvalidArgumentError: if it is none of those.
+    """
+    if start is None or not start.strip():
+        return "latest"
+    text = start.strip().lower()
+    if text in _STARTS:
+        return text
+    try:
+        MessageId.parse(text)
+    except InvalidArgumentError:
+        raise InvalidArgumentError(
+            f"'start' must be earliest, latest or an id 'timestamp:sequence', not {start!r}"
+        ) from None
+    return text

@@ -1,0 +1,320 @@
+"""The sidecar IDL as a public contract (``thrift/sidecar.thrift``), called as a client
+in another language calls it: raw Thrift calls (buffered binary, thriftpy2's plain
+client) against the session's real standalone server, no hqueue client in between.
+
+- a batch naming a partition the queue does not have is ``TInvalidMessage`` (with the
+  index of the first message naming it), not ``TNotOwner``, which clients retry;
+- a scan bound longer than a rowkey (12 bytes) is refused, and hqueue's own scanner
+  reads on past an answer's end without one;
+- ``lag`` of a queue that does not exist raises ``TQueueNotFound``;
+- ``registerSubscriber``: a subscriber served at any address is registered (the
+  subscription created), pushed to, renewed, refused for a second address, withdrawn,
+  and withdrawn when its lease runs out; ``hqueue subscriptions create --address``
+  does the same from the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from thriftpy2.thrift import TClient
+
+from hqueue.client.client import Client
+from hqueue.errors import InvalidMessageError, NoQueueError
+from hqueue.message import MAX_PARTITIONS, encode_rowkey
+from hqueue.storage.sidecars import Sidecars
+from hqueue.testing.cluster import wait_for
+from hqueue.testing.standalone import StandaloneProcess
+from hqueue.wire.connect import thrift_client
+from hqueue.wire.idl import sidecar as sidecar_idl
+from hqueue.wire.idl import subscriber as subscriber_idl
+from hqueue.wire.rpc_server import ThriftServer
+from hqueue.wire.sidecar_calls import PutBatch
+from tests.cli.test_put import hqueue
+
+IDL = sidecar_idl()
+
+
+@pytest.fixture
+def raw(hbase_server: StandaloneProcess) -> Iterator[TClient]:
+    """A plain Thrift client of the standalone's sidecar: buffered, binary."""
+    assert hbase_server.sidecar_port
+    client = thrift_client(
+        IDL.HQueueSidecar, hbase_server.host, hbase_server.sidecar_port, timeout_ms=20_000
+    )
+    yield client
+    client.close()
+
+
+def _owned(hq: Client, queue_name: str, partitions: int) -> None:
+    """Wait until every partition of the queue has its owner (a new queue's are
+    taken over a moment after it is created)."""
+    queue = hq.queue(queue_name)
+    wait_for(lambda: len(queue.owners()) == partitions, 20, "the partitions' owners")
+
+
+def _batch(partitions: list[int], count: int | None = None) -> Any:
+    n = count if count is not None else len(partitions)
+    return IDL.TMessageBatch(values=[b"v"] * n, topics=["t"], partitions=partitions)
+
+
+@pytest.mark.parametrize(
+    ("partitions", "index"),
+    [([2], 0), ([40000], 0), ([-1], 0), ([0, 1, 2, 0], 2), ([1, MAX_PARTITIONS], 1)],
+)
+def test_a_partition_the_queue_lacks_is_an_invalid_message_not_a_redirect(
+    hq: Client, queue_name: str, raw: TClient, partitions: list[int], index: int
+) -> None:
+    hq.create_queue(queue_name, partitions=2)
+    with pytest.raises(IDL.TInvalidMessage) as refused:
+        raw.put(queue_name, _batch(partitions))
+    assert refused.value.index == index
+    assert str(partitions[index]) in refused.value.message
+    # Nothing of the batch was written (the scan below holds only the good batch).
+    _owned(hq, queue_name, 2)
+    ids = raw.put(queue_name, _batch([0, 1]))
+    assert len(ids.timestamps) == 2
+    with hq.queue(queue_name).scan() as scanner:
+        assert [m.value for m in scanner] == [b"v", b"v"]
+
+
+def test_one_partition_entry_for_the_batch_names_its_first_message(
+    hq: Client, queue_name: str, raw: TClient
+) -> None:
+    hq.create_queue(queue_name, partitions=2)
+    with pytest.raises(IDL.TInvalidMessage) as refused:
+        raw.put(queue_name, _batch([5], count=3))
+    assert refused.value.index == 0
+    assert "has partitions 0..1, not partition 5" in refused.value.message
+
+
+def test_hqueues_client_gets_the_invalid_partition_at_once(
+    hq: Client, hbase_server: StandaloneProcess, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=2)
+    pool = Sidecars(timeout_ms=20_000)
+    try:
+        with pytest.raises(InvalidMessageError) as refused:
+            pool.put(
+                f"{hbase_server.host}:{hbase_server.sidecar_port}",
+                queue_name,
+                PutBatch([b"a"], ["t"], [2]),
+            )
+        assert refused.value.index == 0
+    finally:
+        pool.close()
+
+
+def test_scan_bounds_longer_than_a_rowkey_are_refused(
+    hq: Client, queue_name: str, raw: TClient
+) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    hq.queue(queue_name).put(b"x", topic="t", partition=0)
+    rowkey = encode_rowkey(0, (0, 0))
+    for start, stop in ((rowkey + b"\x00", b""), (b"", b"\x00\x01" + bytes(11))):
+        with pytest.raises(IDL.TInvalidMessage) as refused:
+            raw.scan(queue_name, IDL.TScanRequest(startRow=start, stopRow=stop, limit=10))
+        assert refused.value.index == -1
+        assert "a bound is a 12-byte rowkey or a prefix of one" in refused.value.message
+    answer = raw.scan(queue_name, IDL.TScanRequest(startRow=rowkey, stopRow=b"\x00\x01", limit=10))
+    assert len(answer.rowkeys) == 12
+
+
+def test_the_scanner_reads_on_past_an_answers_end_with_rowkey_bounds(
+    hq: Client, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    queue = hq.queue(queue_name)
+    # More than one answer holds (10,000): the scanner asks again after the last rowkey.
+    queue.put_batch([b"%d" % i for i in range(10_050)], topic="t", partition=0)
+    with queue.scan() as scanner:
+        values = [m.value for m in scanner]
+    assert values == [b"%d" % i for i in range(10_050)]
+
+
+def test_lag_of_a_queue_that_does_not_exist_is_queue_not_found(
+    hq: Client, hbase_server: StandaloneProcess, queue_name: str, raw: TClient
+) -> None:
+    with pytest.raises(IDL.TQueueNotFound, match=queue_name):
+        raw.lag(queue_name)
+    pool = Sidecars(timeout_ms=20_000)
+    try:
+        with pytest.raises(NoQueueError):
+            pool.lag(f"{hbase_server.host}:{hbase_server.sidecar_port}", queue_name)
+    finally:
+        pool.close()
+    hq.create_queue(queue_name, partitions=1)
+    _owned(hq, queue_name, 1)
+    lag = raw.lag(queue_name)
+    assert [p.partition for p in lag.partitions] == [0]
+
+
+class _Recorder:
+    """A subscriber's Thrift handler that keeps what it is pushed."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes] = []
+        self.lock = threading.Lock()
+
+    def deliver(self, delivery: Any) -> Any:
+        with self.lock:
+            self.values.extend(delivery.values)
+        return subscriber_idl().TConsumeAnswer(status=subscriber_idl().TConsumeStatus.SUCCESS)
+
+    def received(self) -> list[bytes]:
+        with self.lock:
+            return sorted(self.values)
+
+
+@pytest.fixture
+def pushed() -> Iterator[tuple[_Recorder, str]]:
+    """A subscriber's Thrift service (``thrift/subscriber.thrift``) and its address."""
+    recorder = _Recorder()
+    server = ThriftServer(subscriber_idl().HQueueSubscriber, recorder, name="sub").start()
+    yield recorder, f"{server.host}:{server.port}"
+    server.stop(grace=0)
+
+
+def _registration(name: str, address: str, **fields: Any) -> Any:
+    return IDL.TSubscriberRegistration(subscription=name, address=address, **fields)
+
+
+def test_a_subscriber_at_any_address_is_registered_pushed_to_and_withdrawn(
+    hq: Client, queue_name: str, raw: TClient, pushed: tuple[_Recorder, str]
+) -> None:
+    recorder, address = pushed
+    hq.create_queue(queue_name, partitions=2)
+    queue = hq.queue(queue_name)
+    queue.put(b"before", topic="t", partition=0)
+    lease = raw.registerSubscriber(
+        queue_name, _registration("any-language", address, start="earliest", leaseMs=5_000)
+    )
+    assert (lease.leaseMs, sorted(lease.partitions), lease.created) == (5_000, [0, 1], True)
+    queue.put(b"after", topic="t", partition=1)
+    wait_for(lambda: recorder.received() == [b"after", b"before"], 20, "both messages pushed")
+    [info] = queue.subscriptions()
+    assert (info.name, info.subscriber) == ("any-language", address)
+    # A renewal keeps it; the subscription is taken as it is.
+    again = raw.registerSubscriber(queue_name, _registration("any-language", address))
+    assert (again.created, again.leaseMs) == (False, 10_000)
+    # One subscriber per subscription.
+    with pytest.raises(IDL.TSubscriberRunning) as running:
+        raw.registerSubscriber(queue_name, _registration("any-language", "127.0.0.1:1"))
+    assert running.value.address == address
+    assert raw.unregisterSubscriber(queue_name, "any-language", address) is True
+    assert queue.subscriptions()[0].subscriber is None
+    assert raw.unregisterSubscriber(queue_name, "any-language", address) is False
+
+
+def test_a_lease_that_is_not_renewed_lapses(
+    hq: Client, queue_name: str, raw: TClient, pushed: tuple[_Recorder, str]
+) -> None:
+    _, address = pushed
+    hq.create_queue(queue_name, partitions=1)
+    lease = raw.registerSubscriber(queue_name, _registration("lapsing", address, leaseMs=1))
+    assert lease.leaseMs == 1_000  # the shortest granted
+    assert hq.queue(queue_name).subscriptions()[0].subscriber == address
+    wait_for(
+        lambda: hq.queue(queue_name).subscriptions()[0].subscriber is None,
+        10,
+        "the lapsed registration withdrawn",
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"subscription": "bad name!", "address": "127.0.0.1:5"}, "subscription name"),
+        ({"subscription": "s", "address": "nowhere"}, "'address' must be HOST:PORT"),
+        ({"subscription": "s", "address": "127.0.0.1:5", "partitions": [3]}, "partition"),
+        ({"subscription": "s", "address": "127.0.0.1:5", "start": "soon"}, "'start' must be"),
+        ({"subscription": "s", "address": "127.0.0.1:5", "leaseMs": -5}, "'leaseMs'"),
+        ({"subscription": "s", "address": "127.0.0.1:5", "topics": [""]}, "topic"),
+    ],
+)
+def test_a_bad_registration_is_an_invalid_message_naming_the_problem(
+    hq: Client, queue_name: str, raw: TClient, fields: dict[str, Any], words: str
+) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    with pytest.raises(IDL.TInvalidMessage, match=words) as refused:
+        raw.registerSubscriber(queue_name, IDL.TSubscriberRegistration(**fields))
+    assert refused.value.index == -1
+    assert hq.queue(queue_name).subscriptions() == []
+
+
+def test_a_registration_for_a_missing_queue_is_queue_not_found(
+    queue_name: str, raw: TClient
+) -> None:
+    with pytest.raises(IDL.TQueueNotFound):
+        raw.registerSubscriber(queue_name, _registration("s", "127.0.0.1:5"))
+
+
+def _hqueue(server: StandaloneProcess, *args: str) -> list[str]:
+    """The command line of ``hqueue ARGS`` against ``server``, to start in the
+    background (:func:`tests.cli.test_put.hqueue` runs one to its end)."""
+    return [
+        sys.executable,
+        "-m",
+        "hqueue",
+        "--hbase",
+        server.address,
+        "--hbase-admin",
+        f"{server.host}:{server.thrift2_port}",
+        *args,
+    ]
+
+
+def test_subscriptions_create_registers_renews_and_withdraws_on_ctrl_c(
+    hq: Client,
+    hbase_server: StandaloneProcess,
+    queue_name: str,
+    pushed: tuple[_Recorder, str],
+) -> None:
+    recorder, address = pushed
+    hq.create_queue(queue_name, partitions=2)
+    queue = hq.queue(queue_name)
+    create = ("subscriptions", "create", queue_name, "ops", "--address", address, "--lease", "1")
+    once = hqueue(
+        hbase_server,
+        *create,
+        "--partition",
+        "1",
+        "--from",
+        "earliest",
+        "--once",
+        json_output=True,
+    )
+    assert once.returncode == 0, once.stderr
+    answer = json.loads(once.stdout)
+    assert (answer["partitions"], answer["created"], answer["lease_ms"]) == ([1], True, 1000)
+    wait_for(lambda: queue.subscriptions()[0].subscriber is None, 10, "the lease lapsed")
+    # Kept alive (a 1 s lease renewed every third of it) until Ctrl-C.
+    proc = subprocess.Popen(
+        _hqueue(hbase_server, *create),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert f"registered with subscription 'ops' of '{queue_name}'" in line
+        assert "partitions 1," in line
+        queue.put(b"pushed", topic="t", partition=1)
+        queue.put(b"not subscribed", topic="t", partition=0)
+        wait_for(lambda: recorder.received() == [b"pushed"], 20, "the push")
+        threading.Event().wait(2.5)  # past two lapsed leases, were they not renewed
+        assert queue.subscriptions()[0].subscriber == address
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert queue.subscriptions()[0].subscriber is None
