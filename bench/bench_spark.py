@@ -29,8 +29,10 @@ at least 75% of the embedded rate, and both at least 60% of the null source's (i
 27).
 
 Run: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_spark.py
-[--rows 1000000] [--partitions 4] [--repeat 5] [--smoke]`` (needs ZooKeeper's jars, as the
-tests do: ``make zookeeper``)
+[--rows 1000000] [--partitions 4] [--repeat 5] [--peers embedded,cluster,null] [--smoke]``
+(needs ZooKeeper's jars, as the tests do: ``make zookeeper``). ``--peers`` runs only
+the peers named (of ``embedded``, ``cluster``, ``thrift1``, ``parquet``, ``null``;
+all by default); a ratio to a peer not run is left blank.
 
 The targets and the latest figures, with what bounds them: docs/performance.md.
 """
@@ -65,6 +67,15 @@ HQUEUE = "hqueue, embedded (sidecar scan)"
 CLUSTER = "hqueue, storage + sidecar"
 PARQUET = "parquet (ceiling)"
 NULL = "null source (no I/O)"
+THRIFT1 = "hqueue (Thrift1 only)"
+PEERS = {
+    "embedded": HQUEUE,
+    "cluster": CLUSTER,
+    "thrift1": THRIFT1,
+    "parquet": PARQUET,
+    "null": NULL,
+}
+"""The ``--peers`` names, and the peers they stand for."""
 
 
 def wait_owned(client: Any, partitions: int, timeout: float = 60.0) -> None:
@@ -219,30 +230,38 @@ def per_million(seconds: float | None, rows: int) -> str:
     return f"{seconds * 1_000_000 / rows:.2f}" if seconds is not None else ""
 
 
+def parse_peers(text: str) -> set[str]:
+    """Return the peers (their table names) that ``--peers`` names.
+
+    :raises argparse.ArgumentTypeError: on a name not in :data:`PEERS`.
+    """
+    names = {n.strip() for n in text.split(",") if n.strip()}
+    unknown = names - PEERS.keys()
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"--peers takes some of {', '.join(PEERS)}, not {text!r}")
+    return {PEERS[n] for n in names}
+
+
+def share(rate: float, of: float | None) -> str:
+    """``rate`` as a share of ``of``, as a table cell ('' when ``of`` was not run)."""
+    return f"{rate / of:.0%}" if of else ""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--peers", type=parse_peers, default=set(PEERS.values()))
     add_smoke_argument(parser, "4,000 rows, 1 read each")
     args = parser.parse_args()
     if args.smoke:
         args.rows, args.repeat = 4_000, 1
+    wanted: set[str] = args.peers
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         server = StandaloneProcess(Path(tmp) / "data").start()
         stack.callback(server.stop)
-        # The cluster layout: storage only, ZooKeeper, one sidecar process.
-        storage = StandaloneProcess(Path(tmp) / "storage", ("--no-sidecar",)).start()
-        stack.callback(storage.stop)
-        zookeeper = ZooKeeperServer(Path(tmp) / "zookeeper", force_sync=True).start()
-        stack.callback(zookeeper.stop)
-        sidecar = SidecarProcess(
-            storage.address, Path(tmp) / "sidecar.log", zookeeper=zookeeper.hosts
-        ).start()
-        stack.callback(sidecar.stop)
-
         load_s = load(server, args.rows, args.partitions)
-        load(storage, args.rows, args.partitions, zookeeper=zookeeper.hosts)
         # Spark's own shuffle width (200), as the figures were measured with it.
         spark = local_spark("bench-spark", "local[*]", **{"spark.sql.shuffle.partitions": "200"})
         stack.callback(spark.stop)
@@ -258,26 +277,42 @@ def main() -> None:
                 .load()
             )
 
+        assert server.proc is not None
+        peers: dict[str, tuple[Any, tuple[int, ...]]] = {}
         embedded = hqueue_df(server)
-        parquet_path = str(Path(tmp) / "bench.parquet")
-        embedded.write.parquet(parquet_path)
-        assert spark.read.parquet(parquet_path).count() == args.rows
-        cluster = hqueue_df(storage, zookeeper=zookeeper.hosts, via="sidecar")
-        assert cluster.count() == args.rows
-        assert server.proc is not None and storage.proc is not None and sidecar.proc is not None
-        peers = {
-            HQUEUE: (embedded, (server.proc.pid,)),
-            CLUSTER: (cluster, (storage.proc.pid, sidecar.proc.pid)),
-            "hqueue (Thrift1 only)": (hqueue_df(server, via="hbase"), (server.proc.pid,)),
-            PARQUET: (spark.read.parquet(parquet_path), ()),
-            NULL: (spark.read.format("nullsource").load(), ()),
-        }
+        if HQUEUE in wanted:
+            peers[HQUEUE] = (embedded, (server.proc.pid,))
+        if CLUSTER in wanted:
+            # The cluster layout: storage only, ZooKeeper, one sidecar process.
+            storage = StandaloneProcess(Path(tmp) / "storage", ("--no-sidecar",)).start()
+            stack.callback(storage.stop)
+            zookeeper = ZooKeeperServer(Path(tmp) / "zookeeper", force_sync=True).start()
+            stack.callback(zookeeper.stop)
+            sidecar = SidecarProcess(
+                storage.address, Path(tmp) / "sidecar.log", zookeeper=zookeeper.hosts
+            ).start()
+            stack.callback(sidecar.stop)
+            load(storage, args.rows, args.partitions, zookeeper=zookeeper.hosts)
+            cluster = hqueue_df(storage, zookeeper=zookeeper.hosts, via="sidecar")
+            assert cluster.count() == args.rows
+            assert storage.proc is not None and sidecar.proc is not None
+            peers[CLUSTER] = (cluster, (storage.proc.pid, sidecar.proc.pid))
+        if THRIFT1 in wanted:
+            peers[THRIFT1] = (hqueue_df(server, via="hbase"), (server.proc.pid,))
+        if PARQUET in wanted:
+            parquet_path = str(Path(tmp) / "bench.parquet")
+            embedded.write.parquet(parquet_path)
+            assert spark.read.parquet(parquet_path).count() == args.rows
+            peers[PARQUET] = (spark.read.parquet(parquet_path), ())
+        if NULL in wanted:
+            peers[NULL] = (spark.read.format("nullsource").load(), ())
         load_before = os.getloadavg()[0]
         results = timed(peers, args.repeat)
         load_after = os.getloadavg()[0]
 
-    ceiling = args.rows / results[PARQUET][0]
-    null_rate = args.rows / results[NULL][0]
+    rates = {name: args.rows / timing[0] for name, timing in results.items()}
+    ceiling = rates.get(PARQUET)
+    null_rate = rates.get(NULL)
     cores = os.cpu_count()
     if args.smoke:
         print(f"\n{SMOKE_NOTE}", end="")
@@ -288,7 +323,7 @@ def main() -> None:
     )
     table = []
     for name, (seconds, server_cpu, all_cpu) in results.items():
-        rate = args.rows / seconds
+        rate = rates[name]
         known = [c for c in server_cpu if c is not None]
         total = sum(known) if server_cpu and len(known) == len(server_cpu) else None
         parts = (
@@ -299,8 +334,8 @@ def main() -> None:
                 name,
                 f"{seconds:.2f}",
                 f"{rate:,.0f}",
-                f"{rate / ceiling:.0%}",
-                f"{rate / null_rate:.0%}",
+                share(rate, ceiling),
+                share(rate, null_rate),
                 per_million(total, args.rows),
                 parts,
                 per_million(all_cpu, args.rows),
@@ -322,26 +357,33 @@ def main() -> None:
             table,
         )
     )
-    hq_rate = args.rows / results[HQUEUE][0]
-    cluster_rate = args.rows / results[CLUSTER][0]
+    hq_rate = rates.get(HQUEUE)
+    cluster_rate = rates.get(CLUSTER)
     if args.smoke:
         print(f"\n{SMOKE_VERDICT}")
     else:
-        print(
-            f"\ntarget: hqueue >= 25% of parquet: embedded {hq_rate / ceiling:.0%}, "
-            f"storage + sidecar {cluster_rate / ceiling:.0%}"
-        )
-        share = cluster_rate / hq_rate
-        print(
-            f"target: storage + sidecar >= 75% of embedded: {share:.0%} "
-            f"({'met' if share >= 0.75 else 'not met'})"
-        )
-        for name, rate in (("embedded", hq_rate), ("storage + sidecar", cluster_rate)):
-            share = rate / null_rate
+        if ceiling:
             print(
-                f"target: {name} >= 60% of the null source: {share:.0%} "
-                f"({'met' if share >= 0.6 else 'not met'})"
+                "\ntarget: hqueue >= 25% of parquet: "
+                + ", ".join(
+                    f"{name} {rate / ceiling:.0%}"
+                    for name, rate in (("embedded", hq_rate), ("storage + sidecar", cluster_rate))
+                    if rate
+                )
             )
+        if hq_rate and cluster_rate:
+            ratio = cluster_rate / hq_rate
+            print(
+                f"target: storage + sidecar >= 75% of embedded: {ratio:.0%} "
+                f"({'met' if ratio >= 0.75 else 'not met'})"
+            )
+        for name, rate in (("embedded", hq_rate), ("storage + sidecar", cluster_rate)):
+            if rate and null_rate:
+                ratio = rate / null_rate
+                print(
+                    f"target: {name} >= 60% of the null source: {ratio:.0%} "
+                    f"({'met' if ratio >= 0.6 else 'not met'})"
+                )
     print(
         "server CPU s/M: CPU seconds per million rows of the server side during the best "
         "read: the standalone process (Thrift servers and its sidecar), or for storage + "

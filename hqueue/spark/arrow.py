@@ -70,34 +70,65 @@ def _batch(rowkeys: bytes, topics: pa.Array, values: pa.Array) -> pa.RecordBatch
     )
 
 
+_VIEW = np.dtype([("length", "<i4"), ("prefix", "V4"), ("buffer", "<i4"), ("offset", "<i4")])
+"""Arrow's 16-byte view of a value longer than 12 bytes; one of 12 bytes or fewer holds
+them inline (zero-padded) in place of the last three fields."""
+_INLINE = 12
+_PAD = bytes(_INLINE)
+_INLINE_MASKS = np.where(np.arange(_INLINE) < np.arange(_INLINE + 1)[:, None], 0xFF, 0).astype(
+    np.uint8
+)
+"""Row ``k``: ``k`` bytes of 0xFF then zeros (keeps a short view's bytes, clears the
+bytes of the data after it)."""
+
+
+def _windows(data: bytes | memoryview, width: int) -> np.ndarray:
+    """Return the ``width``-byte windows of ``data`` starting at each of its bytes (a
+    strided view, no copy), as opaque ``V{width}`` items: indexing it with the views'
+    starts gathers their first bytes in one NumPy step."""
+    return np.ndarray((len(data) - width + 1,), f"V{width}", data, 0, (1,))
+
+
 def _views(data: bytes | memoryview, views: bytes | memoryview, kind: pa.DataType) -> pa.Array:
     """Return the Arrow view array (``kind``: ``binary_view`` or ``string_view``) of
     ``(start, length)`` pairs (little-endian int32) into ``data``.
 
     Arrow's 16-byte view holds the length and, up to 12 bytes, the bytes themselves
     (zero-padded); a longer one holds its first 4 bytes, the buffer's index (0) and
-    its start.
+    its start. Both are gathered by indexing strided windows of ``data`` with the
+    starts: one NumPy step per column, no index array per byte.
 
     :raises StorageError: if a view is out of ``data``.
     """
-    pairs = np.frombuffer(views, "<i4").reshape(-1, 2).astype(np.int64)
+    pairs = np.frombuffer(views, "<i4").reshape(-1, 2)
     n = len(pairs)
     starts, lengths = pairs[:, 0], pairs[:, 1]
-    if n and (starts.min() < 0 or lengths.min() < 0 or (starts + lengths).max() > len(data)):
-        raise StorageError(f"malformed messages: a view is out of the {len(data)} bytes of data")
-    raw = np.frombuffer(data, np.uint8)
-    out = np.zeros((n, 16), np.uint8)
-    out[:, :4] = lengths.astype("<i4").view(np.uint8).reshape(n, 4)
-    if len(raw):
-        at = np.minimum(starts[:, None] + _INLINE, len(raw) - 1).clip(0)
-        out[:, 4:] = np.where(lengths[:, None] > _INLINE, raw[at], 0)
-    long = lengths > 12
-    out[long, 8:12] = 0
-    out[long, 12:] = starts[long].astype("<i4").view(np.uint8).reshape(-1, 4)
+    size = len(data)
+    if n and (
+        starts.min() < 0 or lengths.min() < 0 or (starts.astype(np.int64) + lengths).max() > size
+    ):
+        raise StorageError(f"malformed messages: a view is out of the {size} bytes of data")
+    out = np.zeros(n, _VIEW)
+    out["length"] = lengths
+    long = lengths > _INLINE
+    if n and long.all():
+        # The usual values column: every view points into the data.
+        out["prefix"] = _windows(data, 4)[starts]
+        out["offset"] = starts
+    elif n:
+        at = np.flatnonzero(long)
+        if len(at):
+            out["prefix"][at] = _windows(data, 4)[starts[at]]
+            out["offset"][at] = starts[at]
+        short = np.flatnonzero(~long)
+        # A short view near the end of the data has fewer than 12 bytes after its
+        # start to gather: gather from the data padded with zeros (a copy, rare).
+        near_end = starts[short].max() > size - _INLINE
+        padded = bytes(data) + _PAD if near_end else data
+        inline = _windows(padded, _INLINE)[starts[short]].view(np.uint8).reshape(-1, _INLINE)
+        inline &= _INLINE_MASKS[lengths[short]]
+        out.view(np.uint8).reshape(n, 16)[short, 4:] = inline
     return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(out), pa.py_buffer(data)])
-
-
-_INLINE = np.arange(12)
 
 
 def block_to_batch(block: MessageBlock) -> pa.RecordBatch:
