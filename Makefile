@@ -15,7 +15,7 @@ DIST   ?= dist
 # share it; removed after a run that passed, kept after one that failed.
 SMOKE_VENV ?= $(CURDIR)/build/smoke-venv
 
-.PHONY: run test venv deps-test zookeeper compose-config lint staged typecheck imports pytest test-unit wheel smoke bench clean
+.PHONY: run test venv deps-test zookeeper crosslang-deps compose-config lint staged typecheck imports pytest test-unit wheel smoke bench clean
 
 run: $(BIN)/hqueue
 	$(BIN)/hqueue standalone --data-dir $(DATA) --host $(HOST) --port $(PORT) --metrics-port $(METRICS_PORT)
@@ -37,6 +37,21 @@ zookeeper:
 	  echo "installing Debian's zookeeper package"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper >/dev/null || \
 	  (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper >/dev/null); \
+	fi
+
+# The cross-language test (tests/crosslang) and docs/clients.md: Debian's Thrift compiler
+# generates a Node.js client from the IDLs; npm's thrift runs it, from build/node
+# (git-ignored). Node.js and npm are taken as the machine has them.
+NODE_DIR := build/node
+crosslang-deps:
+	@if ! command -v thrift >/dev/null; then \
+	  echo "installing Debian's thrift-compiler package"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q thrift-compiler >/dev/null || \
+	  (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q thrift-compiler >/dev/null); \
+	fi
+	@if [ ! -d $(NODE_DIR)/node_modules/thrift ]; then \
+	  echo "installing npm's thrift into $(NODE_DIR)"; \
+	  mkdir -p $(NODE_DIR) && npm install --prefix $(NODE_DIR) --silent --no-audit --no-fund thrift@0.17.0; \
 	fi
 
 # docker/compose.yml checked by Debian's docker-compose (`config`: the file parses and
@@ -78,7 +93,7 @@ lint: deps-test
 # fixtures start once; each worker starts its own session servers. PYTEST_WORKERS=0
 # runs the suite in one process.
 PYTEST_WORKERS ?= 2
-pytest: deps-test zookeeper
+pytest: deps-test zookeeper crosslang-deps
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # The tests that need no server and no Java (marked `unit` by tests/conftest.py): seconds.
