@@ -64,7 +64,13 @@ from hqueue.errors import (
 from hqueue.message import MessageId
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.managers import OwnerInfo, PartitionOwnershipManager, QueueInfoManager
-from hqueue.metadata.metastore import MetaStore, MetastoreTable, SessionState, WatchEvent
+from hqueue.metadata.metastore import (
+    MetaStore,
+    MetastoreTable,
+    SessionState,
+    Value,
+    WatchEvent,
+)
 from hqueue.metadata.resources import (
     ASSIGNMENT,
     ASSIGNMENTS,
@@ -76,14 +82,14 @@ from hqueue.metadata.resources import (
     SIDECARS,
     check_queue_name,
 )
-from hqueue.metadata.version import Version
+from hqueue.metadata.version import Version, Versioned
 from hqueue.sidecar.assignment import Assignment, rebalance
 from hqueue.sidecar.ids import wall_clock_ms
 from hqueue.sidecar.options import SidecarOptions
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.storage.contract import MessageStorage
 
-__all__ = ["CLAIM_BATCH", "OPENERS", "STEP_BUDGET", "Membership"]
+__all__ = ["CLAIM_BATCH", "OPENERS", "OWN_WRITES_KEPT", "STEP_BUDGET", "Membership"]
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +101,12 @@ STEP_BUDGET = 0.1
 """Seconds a round of the control loop spends claiming and opening before it looks at
 the metadata again: what a new queue waits at most behind another's takeover."""
 
+OWN_WRITES_KEPT = 5.0
+"""Seconds a leader reads an assignment it wrote from its own memory while its cache
+still shows the entry as it was before: far longer than a watch takes to catch up."""
+
 OPENERS = 8
-"""Threads that open claimed partitions (fence, read the last id), each a few storage
-round trips."""
+"""Threads that release partitions (each a metadata read and a delete)."""
 
 
 class Membership:
@@ -143,6 +152,9 @@ class Membership:
         self._taken_over: set[tuple[str, int]] = set()
         self._pool: ThreadPoolExecutor | None = None
         self._more = False
+        # The assignments this leader wrote that its cache has not shown yet: the
+        # version the cache showed when written (None: absent), when, and the entry.
+        self._wrote: dict[str, tuple[Version | None, float, Versioned[Value]]] = {}
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -381,7 +393,7 @@ class Membership:
         """Write the assignments the queues and live sidecars call for; return whether
         a write met a newer entry than the cache showed (the next round retries)."""
         queues = {name: v.value["partitions"] for name, v in self.cache.list(QUEUES).items()}
-        current_raw = self.cache.list(ASSIGNMENTS)
+        current_raw = self._assignment_entries()
         current = {name: Assignment.from_value(v.value) for name, v in current_raw.items()}
         live = list(self.cache.list(SIDECARS))
         wanted = rebalance(queues, current, live)
@@ -391,19 +403,41 @@ class Membership:
             if current.get(name) == assignment:
                 continue
             version = current_raw[name].version if name in current_raw else Version.NEW
+            value = assignment.to_value(self.id, now)
+            prior = self._wrote.get(name)
             try:
-                self._assignments.put(name, assignment.to_value(self.id, now), version)
+                written = self._assignments.put(name, value, version)
             except (KeyExistsError, BadVersionError):
-                # The cache has not caught up with a write, most often this leader's
-                # own of the round before: expected, not worth a warning.
+                # The cache has not caught up with another leader's write: expected,
+                # not worth a warning.
                 log.debug("assignment of %r changed since the cache read it", name)
                 behind = True
+                continue
+            # Claimed from at once, not after the write comes back through the watch
+            # (on the HBase backend, a poll later).
+            base = prior[0] if prior is not None else (None if version.is_new else version)
+            self._wrote[name] = (base, time.monotonic(), Versioned(value, written))
         for name in sorted(current_raw.keys() - wanted.keys()):
+            self._wrote.pop(name, None)
             version = current_raw[name].version
             self._quietly(
                 partial(self._assignments.remove, name, version), f"drop assignment of {name!r}"
             )
         return behind
+
+    def _assignment_entries(self) -> dict[str, Versioned[Value]]:
+        """Return the queues' assignments as the cache shows them, but for those this
+        leader wrote while the cache still shows what it wrote over (for at most
+        :data:`OWN_WRITES_KEPT` seconds)."""
+        entries = self.cache.list(ASSIGNMENTS)
+        now = time.monotonic()
+        for name, (base, when, written) in list(self._wrote.items()):
+            seen = entries.get(name)
+            if (None if seen is None else seen.version) == base and now - when < OWN_WRITES_KEPT:
+                entries[name] = written
+            else:
+                del self._wrote[name]  # the cache has caught up (or moved on)
+        return entries
 
     def _reconcile(self) -> bool:
         """Release the partitions no longer assigned here, then claim and open those
@@ -412,7 +446,7 @@ class Membership:
         next round should come at once). Return whether work is pending."""
         desired: dict[tuple[str, int], int] = {}
         queues = self.cache.list(QUEUES)
-        for name, entry in self.cache.list(ASSIGNMENTS).items():
+        for name, entry in self._assignment_entries().items():
             if name not in queues:
                 continue
             for p, epoch in Assignment.from_value(entry.value).partitions_of(self.id).items():
@@ -521,32 +555,23 @@ class Membership:
         return held
 
     def _open(self, hps: list[HeldPartition]) -> bool:
-        """Fence and open claimed partitions, several at a time (each is a few storage
-        round trips; :meth:`_open_one`), then run the open hooks of those opened;
-        return whether all are writable. A partition that fails is warned about and
-        left claimed, for the next round."""
+        """Fence and open claimed partitions of one queue together (a few storage
+        calls for the whole batch: :meth:`_open_batch`), then run the open hooks of
+        those opened; return whether all are writable. A partition that fails is
+        warned about and left claimed, for the next round."""
         if not hps:
             return True
-        if len(hps) == 1:
-            outcomes = [_attempt(self._open_one, hps[0])]
-        else:
-            outcomes = list(self._openers().map(partial(_attempt, self._open_one), hps))
-        done = True
-        opened: list[HeldPartition] = []
-        for hp, outcome in zip(hps, outcomes, strict=True):
-            key = (hp.queue, hp.partition)
-            if isinstance(outcome, HQueueError):
-                self._warn_once(key, outcome)
-                done = False
-            elif isinstance(outcome, BaseException):
-                log.error("opening %s/%d failed", hp.queue, hp.partition, exc_info=outcome)
-                done = False
-            elif outcome:
-                self._warned.pop(key, None)
-                opened.append(hp)
-            else:
-                done = False
+        try:
+            opened = self._open_batch(hps)
+        except HQueueError as exc:
+            for hp in hps:
+                self._warn_once((hp.queue, hp.partition), exc)
+            return False
+        except Exception:
+            log.exception("opening %d partitions of %s failed", len(hps), hps[0].queue)
+            return False
         for hp in opened:
+            self._warned.pop((hp.queue, hp.partition), None)
             self._notify(self.options.on_open, hp)
         if opened:
             log.info(
@@ -556,45 +581,61 @@ class Membership:
                 opened[0].queue,
                 _spans([hp.partition for hp in opened]),
             )
-        return done
+        return len(opened) == len(hps)
+
+    def _open_batch(self, hps: list[HeldPartition]) -> list[HeldPartition]:
+        """Fence the storage of the claimed partitions ``hps`` (all of one queue) at
+        their epochs, those not fenced yet, all in one storage request; then make
+        writable, together, those whose grace has passed: their last stored ids and
+        their producers' states read for all of them at once. Return those opened;
+        a partition whose fence a newer owner holds is warned about.
+
+        :raises StorageError: (or ConnectionLostError) if the storage fails.
+        """
+        table = hps[0].table
+        unfenced = [hp for hp in hps if not hp.fenced]
+        if unfenced:
+            # Before any last id is read: no earlier owner's write lands after it
+            # unseen (exactly on the standalone store; see the grace on HBase).
+            refused = self.storage.fence_many(table, [(hp.partition, hp.epoch) for hp in unfenced])
+            for hp in unfenced:
+                refusal = refused.get(hp.partition)
+                if refusal is not None:
+                    self._warn_once((hp.queue, hp.partition), refusal)
+                else:
+                    hp.fenced = True
+            log.debug(
+                "sidecar %s fenced %d partitions of %s",
+                self.id,
+                len(unfenced) - len(refused),
+                hps[0].queue,
+            )
+        now = time.monotonic()
+        ready = [hp for hp in hps if hp.fenced and now >= hp.ready_at]
+        if not ready:
+            return []
+        partitions = [hp.partition for hp in ready]
+        last = self.storage.last_ids(table, partitions)
+        # After the last ids: the previous owners' writes have landed, and with them
+        # their producers' state (retries they never answered are answered here with
+        # their ids).
+        producers = self.storage.producer_states_of(table, partitions)
+        for hp in ready:
+            hp.open(last[hp.partition], self._clock, producers[hp.partition])
+            log.debug(
+                "sidecar %s writes %s/%d after %s (%d producers remembered)",
+                self.id,
+                hp.queue,
+                hp.partition,
+                last[hp.partition],
+                len(hp.producers),
+            )
+        return ready
 
     def _openers(self) -> ThreadPoolExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(OPENERS, thread_name_prefix=f"open-{self.id}")
         return self._pool
-
-    def _open_one(self, hp: HeldPartition) -> bool:
-        """Fence a claimed partition's storage at its epoch (once), and make it
-        writable once its grace has passed; return whether it is.
-
-        :raises NotOwnerError: a newer owner holds the storage's fence.
-        :raises StorageError: (or ConnectionLostError) if the storage fails.
-        """
-        if not hp.fenced:
-            # Before the last id is read: no earlier owner's write lands after it
-            # unseen (exactly on the standalone store; see the grace on HBase).
-            self.storage.fence(hp.table, hp.partition, hp.epoch)
-            hp.fenced = True
-            log.debug(
-                "sidecar %s fenced %s/%d at epoch %d", self.id, hp.queue, hp.partition, hp.epoch
-            )
-        if time.monotonic() < hp.ready_at:
-            return False
-        last = self.storage.last_id(hp.table, hp.partition)
-        # At the same moment as the last id: the previous owner's writes have landed,
-        # and with them its producers' state (retries it never answered are
-        # answered here with their ids).
-        producers = self.storage.producer_states(hp.table, hp.partition)
-        hp.open(last, self._clock, producers)
-        log.debug(
-            "sidecar %s writes %s/%d after %s (%d producers remembered)",
-            self.id,
-            hp.queue,
-            hp.partition,
-            last,
-            len(hp.producers),
-        )
-        return True
 
     @staticmethod
     def _notify(hooks: list[Callable[[str, int], None]], hp: HeldPartition) -> None:
@@ -734,15 +775,6 @@ class Membership:
         for hp in self.writable_partitions():
             out.setdefault(hp.queue, {})[hp.partition] = (hp.epoch, hp.newest)
         return out
-
-
-def _attempt(open_one: Callable[[HeldPartition], bool], hp: HeldPartition) -> bool | BaseException:
-    """Return what ``open_one(hp)`` returns, or the exception it raised (so that one
-    partition's failure does not hide the others' outcomes)."""
-    try:
-        return open_one(hp)
-    except Exception as exc:
-        return exc
 
 
 def _spans(partitions: list[int]) -> str:

@@ -14,6 +14,7 @@ window that leaves is in docs/queues.md, "Retries without duplicates").
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import socket
 import threading
@@ -25,7 +26,7 @@ from typing import Any
 from thriftpy2.thrift import TException
 
 from hqueue.errors import HQueueError, NotOwnerError, StorageError
-from hqueue.message import MessageId, decode_rowkey, partition_range
+from hqueue.message import MessageId, decode_rowkey, partition_prefix, partition_range
 from hqueue.storage.contract import CellGroup
 from hqueue.storage.fence import (
     CHECKS_ATTRIBUTE,
@@ -43,6 +44,7 @@ from hqueue.storage.hbase import HBase
 from hqueue.storage.producers import (
     PRODUCER_COLUMN,
     StoredProducer,
+    partition_of_producer_row,
     producer_row,
     producer_rows,
     read_producer,
@@ -152,6 +154,26 @@ class HBaseStorage:
         key = self._hbase.last_rowkey(table, *partition_range(partition))
         return None if key is None else decode_rowkey(key)[1]
 
+    def last_ids(self, table: bytes, partitions: Sequence[int]) -> dict[int, MessageId | None]:
+        wanted = sorted(set(partitions))
+        out: dict[int, MessageId | None] = {}
+        # Reversed scans from the top of the range down: each finds the highest row
+        # below the partitions answered so far, so all the partitions above its own
+        # are empty. A run of empty partitions (a new queue: all of them) costs one
+        # scan; a stored partition one scan of its own (two if it is not wanted).
+        top = len(wanted)
+        while top:
+            lo, hi = wanted[0], wanted[top - 1]
+            key = self._hbase.last_rowkey(table, partition_prefix(lo), partition_prefix(hi + 1))
+            found, last = (-1, None) if key is None else decode_rowkey(key)
+            below = bisect.bisect_right(wanted, found, 0, top)
+            out.update(dict.fromkeys(wanted[below:top]))
+            top = below
+            if top and wanted[top - 1] == found:
+                out[found] = last
+                top -= 1
+        return out
+
     def read(
         self,
         table: bytes,
@@ -228,21 +250,49 @@ class HBaseStorage:
             client.mutateRowTs(table, row, [h1.Mutation(column=FENCE_COLUMN, value=value)], ts, {})
         self._check_fences(table, [(partition, epoch)], "at takeover")
 
+    def fence_many(self, table: bytes, fences: Sequence[Fence]) -> dict[int, NotOwnerError]:
+        h1 = hbase1()
+        by_epoch: dict[int, list[int]] = {}
+        for partition, epoch in fences:
+            by_epoch.setdefault(epoch, []).append(partition)
+        with self._hbase.client(f"fence {len(fences)} partitions") as client:
+            # One call per epoch: a cell's timestamp carries its epoch, and a call
+            # writes all its cells at one timestamp.
+            for epoch, parts in by_epoch.items():
+                value, ts = fence_cell(epoch)
+                mutations = [h1.Mutation(column=FENCE_COLUMN, value=value)]
+                batch = [h1.BatchMutation(row=fence_row(p), mutations=mutations) for p in parts]
+                client.mutateRowsTs(table, batch, ts, {})
+        current = self._fence_epochs(table, [p for p, _ in fences])
+        return {
+            p: fence_moved(p, current.get(p), epoch, "at takeover")
+            for p, epoch in fences
+            if current.get(p) != epoch
+        }
+
+    def _fence_epochs(self, table: bytes, partitions: Sequence[int]) -> dict[int, int | None]:
+        """Return the epoch each partition's fence holds (``None``: no fence).
+
+        :raises StorageError: (or ConnectionLostError) if HBase fails.
+        """
+        rows = {fence_row(p): p for p in partitions}
+        with self._hbase.client("read the partitions' fences") as client:
+            results = client.getRowsWithColumns(table, list(rows), [FENCE_COLUMN], {})
+        found: dict[int, int | None] = {}
+        for result in results:
+            cell = result.columns.get(FENCE_COLUMN)
+            found[rows[bytes(result.row)]] = fence_epoch(None if cell is None else cell.value)
+        return found
+
     def _check_fences(self, table: bytes, fences: Sequence[Fence], when: str) -> None:
         """Raise unless every partition's fence holds the writer's epoch.
 
         :raises NotOwnerError: naming the first partition whose fence moved.
         :raises StorageError: (or ConnectionLostError) if HBase fails.
         """
-        rows = [fence_row(p) for p, _ in fences]
-        with self._hbase.client("read the partitions' fences") as client:
-            results = client.getRowsWithColumns(table, rows, [FENCE_COLUMN], {})
-        found: dict[bytes, int | None] = {}
-        for result in results:
-            cell = result.columns.get(FENCE_COLUMN)
-            found[bytes(result.row)] = fence_epoch(None if cell is None else cell.value)
+        found = self._fence_epochs(table, [p for p, _ in fences])
         for partition, epoch in fences:
-            current = found.get(fence_row(partition))
+            current = found.get(partition)
             if current != epoch:
                 raise fence_moved(partition, current, epoch, when)
 
@@ -294,6 +344,30 @@ class HBaseStorage:
                     cell = row.columns.get(PRODUCER_COLUMN)
                     if cell is not None:
                         out.append(read_producer(bytes(row.row), cell.timestamp, bytes(cell.value)))
+        finally:
+            scan.close()
+        return out
+
+    def producer_states_of(
+        self, table: bytes, partitions: Sequence[int]
+    ) -> dict[int, list[StoredProducer]]:
+        out: dict[int, list[StoredProducer]] = {p: [] for p in partitions}
+        if not out:
+            return out
+        # One scan from the lowest partition's producer rows to the highest's: those
+        # of partitions in between not asked for are read and dropped.
+        start = producer_rows(min(out))[0]
+        stop = producer_rows(max(out))[1]
+        scan = Thrift1Range(self._hbase.client, table, start, stop, columns=[PRODUCER_COLUMN])
+        try:
+            while rows := scan.rows(1000):
+                for row in rows:
+                    cell = row.columns.get(PRODUCER_COLUMN)
+                    states = out.get(partition_of_producer_row(bytes(row.row)))
+                    if cell is not None and states is not None:
+                        states.append(
+                            read_producer(bytes(row.row), cell.timestamp, bytes(cell.value))
+                        )
         finally:
             scan.close()
         return out

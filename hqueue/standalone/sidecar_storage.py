@@ -68,6 +68,10 @@ class EngineStorage:
             rows.close()
         return None
 
+    def last_ids(self, table: bytes, partitions: Sequence[int]) -> dict[int, MessageId | None]:
+        # In-process, a partition's reversed cursor step costs microseconds.
+        return {p: self.last_id(table, p) for p in partitions}
+
     def read(
         self,
         table: bytes,
@@ -92,6 +96,26 @@ class EngineStorage:
         current = fence_epoch(cells[0][2] if cells else None)
         if current != epoch:
             raise fence_moved(partition, current, epoch, "at takeover")
+
+    def fence_many(self, table: bytes, fences: Sequence[Fence]) -> dict[int, NotOwnerError]:
+        groups = []
+        for partition, epoch in fences:
+            value, ts = fence_cell(epoch)
+            groups.append(
+                (ts, [RowMutation(fence_row(partition), [Mutation(FENCE_COLUMN, value)])])
+            )
+        # One write (one fsync) for them all.
+        self._store.mutate_stamped(table, groups)
+        rows = {fence_row(p): p for p, _ in fences}
+        found = {
+            rows[row]: fence_epoch(cells[0][2] if cells else None)
+            for row, cells in self._store.get_rows(table, list(rows), [FENCE_COLUMN])
+        }
+        return {
+            p: fence_moved(p, found.get(p), epoch, "at takeover")
+            for p, epoch in fences
+            if found.get(p) != epoch
+        }
 
     def write(
         self, table: bytes, groups: list[CellGroup], fences: Sequence[Fence]
@@ -122,6 +146,11 @@ class EngineStorage:
         finally:
             rows.close()
         return out
+
+    def producer_states_of(
+        self, table: bytes, partitions: Sequence[int]
+    ) -> dict[int, list[StoredProducer]]:
+        return {p: self.producer_states(table, p) for p in partitions}
 
     def forget_producers(
         self, table: bytes, partition: int, states: Sequence[tuple[int, int]]

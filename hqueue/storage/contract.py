@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from hqueue.errors import NotOwnerError
 from hqueue.message import MessageId
 from hqueue.storage.fence import Fence
 from hqueue.storage.producers import StoredProducer
@@ -69,6 +70,34 @@ class MessageStorage(Protocol):
 
         :raises NotOwnerError: a higher epoch holds the fence (this owner is stale).
         :raises StorageError: (or ConnectionLostError) if the storage fails.
+        """
+
+    def fence_many(self, table: bytes, fences: Sequence[Fence]) -> dict[int, NotOwnerError]:
+        """Fence many partitions at once, each as :meth:`fence` does (a takeover's
+        batch: a few storage calls in all, not a few per partition); return the
+        refusal of each partition whose fence holds a higher epoch (the others are
+        fenced at theirs).
+
+        :raises StorageError: (or ConnectionLostError) if the storage fails (some
+            partitions may have been fenced by then).
+        """
+
+    def last_ids(self, table: bytes, partitions: Sequence[int]) -> dict[int, MessageId | None]:
+        """Return :meth:`last_id` of each of ``partitions``, in as few storage calls as
+        the storage allows (one for a run of empty partitions).
+
+        :raises StorageError: (or ConnectionLostError) if the storage fails.
+        """
+
+    def producer_states_of(
+        self, table: bytes, partitions: Sequence[int]
+    ) -> dict[int, list[StoredProducer]]:
+        """Return :meth:`producer_states` of each of ``partitions`` (every one of them
+        a key, with an empty list when it has none), in as few storage calls as the
+        storage allows.
+
+        :raises StorageError: (or ConnectionLostError) if the storage fails or a
+            producer row is malformed.
         """
 
     def write(

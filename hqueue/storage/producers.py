@@ -38,6 +38,7 @@ __all__ = [
     "decode_batches",
     "encode_batch",
     "join_batches",
+    "partition_of_producer_row",
     "producer_of_row",
     "producer_row",
     "producer_rows",
@@ -80,6 +81,15 @@ def producer_of_row(row: bytes) -> int:
     if len(row) != len(_PRODUCER_ROW) + 10 or not row.startswith(_PRODUCER_ROW):
         raise StorageError(f"row {row!r} is not a producer row")
     return int(_PRODUCER.unpack_from(row, len(_PRODUCER_ROW) + 2)[0])
+
+
+def partition_of_producer_row(row: bytes) -> int:
+    """Return the partition a producer row is of.
+
+    :raises StorageError: if ``row`` is not a producer row.
+    """
+    producer_of_row(row)  # checks the row
+    return int(_PARTITION.unpack_from(row, len(_PRODUCER_ROW))[0])
 
 
 class ProducerBatch(NamedTuple):

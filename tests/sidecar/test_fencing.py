@@ -33,6 +33,13 @@ from hqueue.storage.fence import (
     fence_row,
 )
 from hqueue.storage.hbase import HBase
+from hqueue.storage.producers import (
+    PRODUCER_COLUMN,
+    ProducerBatch,
+    encode_batch,
+    join_batches,
+    producer_row,
+)
 from hqueue.testing.cluster import SESSION, Cluster, wait_for
 from hqueue.testing.zookeeper import ZooKeeperServer, expire_session
 from hqueue.wire.idl import hbase1
@@ -364,3 +371,54 @@ def test_a_frozen_sidecar_acknowledges_nothing_after_its_partitions_moved(
         assert not written_late, (
             f"acknowledged by the deposed owner, written after the takeover: {written_late[:5]}"
         )
+
+
+def _bulk_open_agrees(storage: EngineStorage | HBaseStorage, table: bytes) -> None:
+    """A takeover's bulk calls answer as the per-partition ones: last ids (stored
+    partitions among empty ones, interleaved, at both ends), producers' states, and
+    fences (a stale epoch refused for its partition only)."""
+    stored = {0: 3, 5: 1, 6: 2, 17: 4, 39: 1}  # partition -> messages
+    for p, n in stored.items():
+        rows = [key(p, NOW + 10 * i, i) for i in range(n)]
+        state = join_batches([encode_batch(ProducerBatch(1, 1, ((NOW, 0, 1),)))])
+        groups = [
+            (COLUMN, NOW, rows, [b"m"] * n),
+            (PRODUCER_COLUMN, NOW, [producer_row(p, 100 + p)], [state]),
+        ]
+        storage.fence(table, p, 1)
+        storage.write(table, groups, [(p, 1)])()
+    every = list(range(40))
+    for partitions in (every, every[::2], every[1::2], [39], [6, 5], [1, 2, 3], [17, 39, 0]):
+        assert storage.last_ids(table, partitions) == {
+            p: storage.last_id(table, p) for p in partitions
+        }
+        assert storage.producer_states_of(table, partitions) == {
+            p: storage.producer_states(table, p) for p in partitions
+        }
+    assert storage.last_ids(table, [17])[17] == MessageId(NOW + 30, 3)
+    assert storage.last_ids(table, [18])[18] is None
+    assert [s.producer for s in storage.producer_states_of(table, [5, 7])[5]] == [105]
+
+    storage.fence(table, 3, 5)
+    refused = storage.fence_many(table, [(p, 4) for p in range(8)])
+    assert list(refused) == [3]
+    assert isinstance(refused[3], NotOwnerError) and "epoch 5" in str(refused[3])
+    # The others hold epoch 4 now: a write at 1 is refused, one at 4 lands.
+    with pytest.raises(NotOwnerError):
+        storage.write(table, [(COLUMN, NOW + 500, [key(2, NOW + 500)], [b"x"])], [(2, 1)])()
+    storage.write(table, [(COLUMN, NOW + 600, [key(2, NOW + 600)], [b"y"])], [(2, 4)])()
+    assert storage.last_ids(table, [2, 3]) == {2: MessageId(NOW + 600, 0), 3: None}
+
+
+def test_the_engine_opens_partitions_in_bulk_as_one_by_one(engine: EngineStorage) -> None:
+    _bulk_open_agrees(engine, TABLE)
+
+
+def test_hbase_opens_partitions_in_bulk_as_one_by_one(cluster: Cluster) -> None:
+    cluster.client().create_queue("bulk", partitions=40)
+    hbase = HBase(cluster.storage.address, table_prefix=cluster.prefix)
+    try:
+        storage = HBaseStorage(hbase)
+        _bulk_open_agrees(storage, storage.table_name("bulk"))
+    finally:
+        hbase.close()
