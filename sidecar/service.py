@@ -17,7 +17,9 @@ a subscriber written in any language (:mod:`hqueue.sidecar.subscriber_leases`)."
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from thriftpy2.thrift import TApplicationException
@@ -29,6 +31,7 @@ from hqueue.errors import (
     NoQueueError,
     NotOwnerError,
     OutOfOrderSequenceError,
+    SubscriberRunningError,
     UnavailableError,
 )
 from hqueue.metrics import Metrics
@@ -146,7 +149,7 @@ class SidecarHandler:
             current_principal().require_consume(queue)
         except AuthorizationError as exc:
             raise _denied(exc) from None
-        with sidecar_exceptions():
+        with sidecar_exceptions(), _metadata_unavailable("registering a subscriber"):
             asked = SubscriberRegistration.from_thrift(registration)
             lease = self._leases().register(
                 queue,
@@ -164,7 +167,7 @@ class SidecarHandler:
             current_principal().require_consume(queue)
         except AuthorizationError as exc:
             raise _denied(exc) from None
-        with sidecar_exceptions():
+        with sidecar_exceptions(), _metadata_unavailable("withdrawing a subscriber"):
             return self._leases().unregister(queue, subscription, address)
 
     def _leases(self) -> SubscriberLeases:
@@ -185,6 +188,19 @@ class SidecarHandler:
         return SidecarStatus(
             self.sidecar.id, self.sidecar.address, self.sidecar.leading, partitions
         ).to_thrift()
+
+
+@contextlib.contextmanager
+def _metadata_unavailable(what: str) -> Iterator[None]:
+    """Raise the errors of the block the IDL declares as they are, and any other
+    hqueue error (the metadata store unreachable, a session lost) as the retriable
+    :class:`~hqueue.errors.UnavailableError`, naming ``what`` was being done."""
+    try:
+        yield
+    except (InvalidArgumentError, NoQueueError, SubscriberRunningError, UnavailableError):
+        raise
+    except HQueueError as exc:
+        raise UnavailableError(f"{what} failed: {exc}") from None
 
 
 def _denied(error: AuthorizationError) -> Any:

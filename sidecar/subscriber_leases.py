@@ -251,10 +251,11 @@ class SubscriberLeases:
                 for key, _ in lapsed:
                     del self._held[key]
             for (queue, name), held in lapsed:
-                log.info(
-                    "lease of subscriber %s of %s/%s ran out: withdrawn", held.address, queue, name
-                )
-                self._withdraw(queue, name, held.address)
+                log.info("lease of subscriber %s of %s/%s ran out", held.address, queue, name)
+                # An entry this sidecar did not write is another sidecar's, whose lease
+                # may still run: that sidecar withdraws it.
+                if held.announced:
+                    self._withdraw(queue, name, held.address)
 
 
 def _lease(lease_ms: int | None) -> int:

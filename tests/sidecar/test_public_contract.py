@@ -9,8 +9,9 @@ client) against the session's real standalone server, no hqueue client in betwee
 - ``lag`` of a queue that does not exist raises ``TQueueNotFound``;
 - ``registerSubscriber``: a subscriber served at any address is registered (the
   subscription created), pushed to, renewed, refused for a second address, withdrawn,
-  and withdrawn when its lease runs out; ``hqueue subscriptions create --address``
-  does the same from the command line.
+  withdrawn when its lease runs out, and moved to another sidecar when its holder
+  dies; ``hqueue subscriptions create --address`` does the same from the command
+  line.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from hqueue.client.client import Client
 from hqueue.errors import InvalidMessageError, NoQueueError
 from hqueue.message import MAX_PARTITIONS, encode_rowkey
 from hqueue.storage.sidecars import Sidecars
-from hqueue.testing.cluster import wait_for
+from hqueue.testing.cluster import SESSION, Cluster, wait_for
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.connect import thrift_client
 from hqueue.wire.idl import sidecar as sidecar_idl
@@ -318,3 +319,55 @@ def test_subscriptions_create_registers_renews_and_withdraws_on_ctrl_c(
         if proc.poll() is None:
             proc.kill()
     assert queue.subscriptions()[0].subscriber is None
+
+
+def test_a_registration_moves_to_another_sidecar_when_its_holder_dies(
+    cluster: Cluster, pushed: tuple[_Recorder, str]
+) -> None:
+    recorder, address = pushed
+    a = cluster.process("--id", "sc-a")
+    b = cluster.process("--id", "sc-b")
+    client = cluster.client()
+    client.create_queue("moving", partitions=2)
+    queue = client.queue("moving")
+    wait_for(lambda: len(queue.owners()) == 2, 30, "both partitions owned")
+    registration = _registration("moving-sub", address, start="earliest", leaseMs=3_000)
+    at_a = _client_of(a.address)
+    try:
+        at_a.registerSubscriber("moving", registration)
+    finally:
+        at_a.close()
+    a.kill()
+    # Renewed at the other sidecar, as the IDL advises, every third of the lease: the
+    # dead one's entry goes with its session, and the other announces the address.
+    stop = threading.Event()
+    leases: list[Any] = []
+
+    def renew() -> None:
+        at_b = _client_of(b.address)
+        try:
+            while not stop.is_set():
+                leases.append(at_b.registerSubscriber("moving", registration))
+                stop.wait(1.0)
+        finally:
+            at_b.close()
+
+    renewer = threading.Thread(target=renew, daemon=True)
+    renewer.start()
+    try:
+        wait_for(
+            lambda: {o.sidecar for o in queue.owners().values()} == {"sc-b"},
+            SESSION + 20,
+            "sc-b to own both partitions",
+        )
+        queue.put(b"after", topic="t", partition=0)
+        wait_for(lambda: recorder.received() == [b"after"], 20, "a push after the move")
+    finally:
+        stop.set()
+        renewer.join(10)
+    assert leases and all(lease.created is False for lease in leases)
+
+
+def _client_of(address: str) -> TClient:
+    host, _, port = address.rpartition(":")
+    return thrift_client(IDL.HQueueSidecar, host, int(port), timeout_ms=20_000)
