@@ -106,14 +106,16 @@ class Writer:
         claims = _claims(sequences, by_partition)
         held: list[HeldPartition] = []
         unheld: list[int] = []
+        unknown = False
         for partition in sorted(by_partition):
             hp = self.membership.held_partition(queue, partition)
             if hp is None or hp.state is not PartitionState.WRITABLE:
                 unheld.append(partition)
+                unknown = unknown or hp is None
             else:
                 held.append(hp)
         if unheld:
-            raise self._not_held(queue, unheld, by_partition)
+            raise self._not_held(queue, unheld, by_partition, unknown)
         for hp in held:
             claim = claims.get(hp.partition)
             if claim is not None:
@@ -201,17 +203,19 @@ class Writer:
         return timestamps, sequences_out
 
     def _not_held(
-        self, queue: str, unheld: list[int], by_partition: dict[int, list[int]]
+        self, queue: str, unheld: list[int], by_partition: dict[int, list[int]], unknown: bool
     ) -> HQueueError:
         """Return why a batch whose ``unheld`` partitions are not writable here is
         refused: the queue does not exist; it lacks one of them (the first message
         naming one: not retriable, so a client that retries on ``TNotOwner`` does not
         loop, and said before any ownership); or another sidecar owns the first
-        (naming it when known). Only a refused put pays these metadata reads.
+        (naming it when known). Whether the queue exists is asked only when a partition
+        is ``unknown`` here (one held in any state proves it). Only a refused put pays
+        these metadata reads.
 
         :raises UnavailableError: the metadata cannot tell whether the queue exists.
         """
-        if not self.membership.queue_exists(queue):
+        if unknown and not self.membership.queue_exists(queue):
             return NoQueueError(f"no queue {queue!r}")
         for partition in sorted(unheld, key=lambda p: by_partition[p][0]):
             count = self._lacks(queue, partition)
