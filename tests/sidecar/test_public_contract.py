@@ -28,7 +28,12 @@ import pytest
 from thriftpy2.thrift import TClient
 
 from hqueue.client.client import Client
-from hqueue.errors import InvalidMessageError, NoQueueError
+from hqueue.errors import (
+    InvalidArgumentError,
+    InvalidMessageError,
+    NoQueueError,
+    SubscriberRunningError,
+)
 from hqueue.message import MAX_PARTITIONS, encode_rowkey
 from hqueue.storage.sidecars import Sidecars
 from hqueue.testing.cluster import SESSION, Cluster, wait_for
@@ -371,3 +376,24 @@ def test_a_registration_moves_to_another_sidecar_when_its_holder_dies(
 def _client_of(address: str) -> TClient:
     host, _, port = address.rpartition(":")
     return thrift_client(IDL.HQueueSidecar, host, int(port), timeout_ms=20_000)
+
+
+def test_queue_register_subscriber_renews_and_withdraws(
+    hq: Client, queue_name: str, pushed: tuple[_Recorder, str]
+) -> None:
+    recorder, address = pushed
+    hq.create_queue(queue_name, partitions=1)
+    queue = hq.queue(queue_name)
+    with pytest.raises(InvalidArgumentError, match="'lease' must be a positive number"):
+        queue.register_subscriber("from-python", address, lease=0)
+    registrar = queue.register_subscriber("from-python", address, start="earliest", lease=1.5)
+    assert registrar.lease is not None and registrar.lease.created
+    assert (registrar.lease.lease_ms, registrar.renew_every) == (1_500, 0.5)
+    queue.put(b"one", topic="t", partition=0)
+    wait_for(lambda: recorder.received() == [b"one"], 20, "the push")
+    assert registrar.renew().created is False
+    with pytest.raises(SubscriberRunningError) as running:
+        queue.register_subscriber("from-python", "127.0.0.1:1")
+    assert running.value.address == address
+    assert registrar.withdraw() is True
+    assert queue.subscriptions()[0].subscriber is None
