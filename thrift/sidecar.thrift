@@ -18,9 +18,11 @@
  * with the call's TInvalidMessage (index -1) or, for a call that declares none, a
  * TApplicationException, whose message starts "not authorized:".
  *
- * Every exception below leaves the connection usable; a TApplicationException
- * (a malformed request, a request over the sidecar's --max-request-bytes, 64 MiB by
- * default, or an internal error) closes it.
+ * After any exception declared below the connection stays usable. What no call
+ * declares is a TApplicationException: a malformed request, a request over the
+ * sidecar's --max-request-bytes (64 MiB by default; a framed one is cut off unread),
+ * an internal error. After one, open a new connection (the server may have closed
+ * this one), as hqueue's own clients do.
  *
  * Limits, the same for every client:
  * - a message's value: at most 1 MiB (1,048,576 bytes; the sidecar's
