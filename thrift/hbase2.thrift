@@ -11,6 +11,14 @@
  */
 
 namespace py hbase2
+// HBase's own namespaces for its Thrift2 IDL, so that code generated from this copy
+// is interchangeable with code generated from HBase's; go and js besides.
+namespace java org.apache.hadoop.hbase.thrift2.generated
+namespace cpp apache.hadoop.hbase.thrift2
+namespace rb Apache.Hadoop.Hbase.Thrift2
+namespace perl Hbase
+namespace go hbase.thrift2
+namespace js HBaseThrift2
 
 struct TTimeRange {
   1: required i64 minStamp,
