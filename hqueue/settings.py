@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_BUFFER_BYTES",
     "DEFAULT_HBASE",
     "DEFAULT_HOST",
+    "DEFAULT_LAG_COUNT_BOUND",
     "DEFAULT_LAG_TIMEOUT",
     "DEFAULT_LINGER",
     "DEFAULT_MAX_BLOCK",
@@ -98,6 +99,9 @@ DEFAULT_SCAN_BATCH_SIZE = 1000
 """Rows a scanner fetches per round trip."""
 DEFAULT_LAG_TIMEOUT = 5.0
 """Seconds to wait for each sidecar's answer to a lag report."""
+DEFAULT_LAG_COUNT_BOUND = 10_000
+"""Messages a lag report counts behind a delivery, from the keys, before it says
+"more than" that."""
 DEFAULT_SUBSCRIBE_WAIT = 30.0
 """Seconds a new subscriber waits for a previous one's address to expire."""
 

@@ -43,7 +43,7 @@ from hqueue.cli.common import (
 )
 from hqueue.errors import HQueueError
 from hqueue.message import check_topic, format_time
-from hqueue.settings import DEFAULT_LAG_TIMEOUT
+from hqueue.settings import DEFAULT_LAG_COUNT_BOUND, DEFAULT_LAG_TIMEOUT
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -315,6 +315,7 @@ _HEADER = (
     "DELIVERED",
     "CHECKPOINT",
     "BEHIND_MS",
+    "BEHIND_MSGS",
     "STATUS",
     "STATE",
     "BUFFERED",
@@ -330,10 +331,18 @@ def _row(d: DeliveryLag) -> tuple[str, ...]:
         str(d.delivered or "-"),
         str(d.checkpointed or "-"),
         "-" if behind is None else str(behind),
+        _messages(d),
         d.status or "-",
         d.state + (f" ({d.error})" if d.error else ""),
         f"{d.buffered_messages}/{d.buffered_bytes}B",
     )
+
+
+def _messages(d: DeliveryLag) -> str:
+    """The messages behind: ``>N`` past the count's bound, ``-`` if not counted."""
+    if d.behind_messages is None:
+        return "-"
+    return (">" if d.behind_messages_more else "") + str(d.behind_messages)
 
 
 def _table(report: LagReport) -> str:
@@ -361,18 +370,28 @@ def _table(report: LagReport) -> str:
     metavar="SECONDS",
     help="Ask again every SECONDS, redrawing in place on a terminal, until Ctrl-C.",
 )
+@click.option(
+    "--count-bound",
+    type=click.IntRange(min=0),
+    default=DEFAULT_LAG_COUNT_BOUND,
+    show_default=True,
+    help="Count at most this many messages behind each subscription (from the keys; "
+    "more shows as >N); 0 counts none.",
+)
 @format_option
 @click.pass_context
-def lag(ctx: click.Context, queue_name: str, timeout: float, every: float | None) -> None:
-    """Print how far each subscription of QUEUE is behind, per partition, and the
-    verdict on each (OK, WARN, STALL, STOP, REWIND)."""
+def lag(
+    ctx: click.Context, queue_name: str, timeout: float, every: float | None, count_bound: int
+) -> None:
+    """Print how far each subscription of QUEUE is behind, per partition, in time and
+    messages, and the verdict on each (OK, WARN, STALL, STOP, REWIND)."""
     json_output = root_options(ctx).get("format") == "json"
     redraw = every is not None and not json_output and sys.stdout.isatty()
     with client_for(ctx) as client:
         queue = client.queue(queue_name)
         while True:
             try:
-                report = queue.lag(timeout)
+                report = queue.lag(timeout, count_bound)
             except HQueueError as exc:
                 raise click.ClickException(one_line(exc)) from None
             if redraw:

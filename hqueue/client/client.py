@@ -52,6 +52,7 @@ from hqueue.settings import (
     DEFAULT_BATCH_MESSAGES,
     DEFAULT_BUFFER_BYTES,
     DEFAULT_HOST,
+    DEFAULT_LAG_COUNT_BOUND,
     DEFAULT_LAG_TIMEOUT,
     DEFAULT_LINGER,
     DEFAULT_MAX_BLOCK,
@@ -752,7 +753,10 @@ class Queue:
         registrar.renew()
         return registrar
 
-    def lag(self, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
-        """Return the delivery lag of every subscription; see
+    def lag(
+        self, timeout: float = DEFAULT_LAG_TIMEOUT, count_bound: int = DEFAULT_LAG_COUNT_BOUND
+    ) -> LagReport:
+        """Return the delivery lag of every subscription, in time, ids and messages
+        (counted up to ``count_bound``); see
         :func:`hqueue.client.subscription_admin.lag`."""
-        return subscription_admin.lag(self._handle, timeout)
+        return subscription_admin.lag(self._handle, timeout, count_bound)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from hqueue.client.denials import as_denial
@@ -24,7 +24,8 @@ from hqueue.message import MessageId, decode_rowkey, format_time, partition_rang
 from hqueue.metadata.managers import GroupManager, SubscriptionPreferences
 from hqueue.metadata.managers.subscription_data import GENERATION_OPTION
 from hqueue.metadata.policy import DeliveryPolicy
-from hqueue.settings import DEFAULT_LAG_TIMEOUT
+from hqueue.settings import DEFAULT_LAG_COUNT_BOUND, DEFAULT_LAG_TIMEOUT
+from hqueue.storage.key_count import MessageCount, count_from
 from hqueue.storage.sidecars import Sidecars
 
 if TYPE_CHECKING:
@@ -334,6 +335,13 @@ class DeliveryLag:
     """The sidecar's verdict, as Burrow's: ``OK``, ``WARN`` (falling behind),
     ``STALL`` (the subscriber accepts nothing), ``STOP`` (no subscriber answers) or
     ``REWIND`` (the position went backwards); ``None`` when no sidecar delivers it."""
+    behind_messages: int | None = None
+    """Messages after the last delivered one up to the newest (of the subscription's
+    topics), counted from the stored keys up to the report's bound; ``None`` when
+    they could not be counted."""
+    behind_messages_more: bool = False
+    """Whether there are more than :attr:`behind_messages` (the count stopped at the
+    bound)."""
 
     def _nothing_pending(self) -> bool:
         """Whether the newest message is before the start (``"latest"`` on a partition
@@ -387,6 +395,8 @@ class DeliveryLag:
             "peak_bytes": self.peak_bytes,
             "error": self.error,
             "status": self.status,
+            "behind_messages": self.behind_messages,
+            "behind_messages_more": self.behind_messages_more,
         }
 
 
@@ -401,10 +411,17 @@ class LagReport:
     """sidecars that own partitions but did not answer"""
 
 
-def lag(queue: QueueHandle, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
+def lag(
+    queue: QueueHandle,
+    timeout: float = DEFAULT_LAG_TIMEOUT,
+    count_bound: int = DEFAULT_LAG_COUNT_BOUND,
+) -> LagReport:
     """Ask the sidecars that own the queue's partitions for their deliveries; fill in
     from the checkpoints the subscriptions no sidecar is delivering (state
-    ``"undelivered"``: no owner, or the owner has not started them).
+    ``"undelivered"``: no owner, or the owner has not started them). Count the
+    messages each delivery is behind from the stored keys, up to ``count_bound`` (more
+    is reported as "more than" it; 0 counts nothing): one keys-only scan per partition
+    and set of topics, whatever the number of subscriptions.
 
     :raises ConnectionLostError: if the metadata store cannot be read.
     :raises AuthorizationError: if a sidecar refuses this client's principal the
@@ -451,7 +468,9 @@ def lag(queue: QueueHandle, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
             )
     partitions = [PartitionLag(p, newest.get(p), owner_of.get(p)) for p in range(queue.partitions)]
     deliveries: list[DeliveryLag] = []
+    topics: dict[str, tuple[str, ...]] = {}
     for info in subscriptions(queue):
+        topics[info.name] = info.topics
         for p in info.partitions:
             got = live.get((info.name, p))
             if got is None:
@@ -480,6 +499,51 @@ def lag(queue: QueueHandle, timeout: float = DEFAULT_LAG_TIMEOUT) -> LagReport:
                     got.status,
                 )
             )
+    if count_bound:
+        deliveries = _with_counts(queue, deliveries, topics, count_bound)
     if not addresses and queue.partitions and not owners:
         unreachable.append("no sidecar owns any partition")
     return LagReport(queue.name, partitions, deliveries, unreachable)
+
+
+def _with_counts(
+    queue: QueueHandle,
+    deliveries: list[DeliveryLag],
+    topics: dict[str, tuple[str, ...]],
+    bound: int,
+) -> list[DeliveryLag]:
+    """Return ``deliveries`` with the messages each is behind, counted keys-only (see
+    :func:`lag`); a partition whose count fails keeps ``None``, so that the rest of
+    the report still reaches an operator when the storage does not answer."""
+    counts: dict[int, MessageCount] = {}
+    wanted: dict[tuple[int, tuple[str, ...]], list[int]] = {}
+    for at, d in enumerate(deliveries):
+        if d.caught_up:
+            counts[at] = MessageCount(0)
+        elif d.newest is not None:
+            wanted.setdefault((d.partition, topics.get(d.subscription, ())), []).append(at)
+    hbase = queue.context.hbase
+    table = hbase.table_name(queue.name)
+    for (partition, chosen), ats in wanted.items():
+        firsts = [_first_pending(deliveries[at]) for at in ats]
+        newest = deliveries[ats[0]].newest
+        assert newest is not None
+        try:
+            found = count_from(hbase.client, table, partition, newest, firsts, chosen, bound)
+        except HQueueError:
+            continue
+        counts.update(zip(ats, found, strict=True))
+    return [
+        d
+        if at not in counts
+        else replace(d, behind_messages=counts[at].count, behind_messages_more=counts[at].more)
+        for at, d in enumerate(deliveries)
+    ]
+
+
+def _first_pending(d: DeliveryLag) -> MessageId:
+    """Return the first id ``d`` has still to deliver."""
+    done = d.delivered or d.checkpointed
+    if done is not None:
+        return done.successor()
+    return d.start or MessageId(0, 0)

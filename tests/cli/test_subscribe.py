@@ -141,8 +141,8 @@ def test_lag_shows_a_status_and_watch_repeats_until_ctrl_c(
     with q.subscribe("w", lambda messages: None, start="earliest"):
         q.put(b"x", "t")
         table = hqueue(hbase_server, "lag", queue_name).stdout.splitlines()
-        assert table[0].split()[6:8] == ["STATUS", "STATE"]
-        assert table[1].split()[6] == "OK"
+        assert table[0].split()[5:9] == ["BEHIND_MS", "BEHIND_MSGS", "STATUS", "STATE"]
+        assert table[1].split()[7] == "OK"
         env = {k: v for k, v in os.environ.items() if not k.startswith("HQUEUE_")}
         watch = subprocess.Popen(
             [
