@@ -111,6 +111,12 @@ class SubscriptionManager:
         """the shared reader of each (queue, partition) delivered here"""
         self._lock = threading.RLock()
         self._watched: set[str] = set()
+        self._parsed: dict[tuple[str, str], tuple[Any, SubscriptionPreferences, DeliveryPolicy]]
+        self._parsed = {}
+        """each subscription's preferences and policy, with the cache entry read from"""
+        self._settled: Any = None
+        """the :meth:`_signature` of the last reconcile that left every wanted worker
+        running (None: the next one must look)"""
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -170,6 +176,7 @@ class SubscriptionManager:
 
     def _on_release(self, queue: str, partition: int) -> None:
         with self._lock:
+            self._settled = None
             workers = self._by_partition.pop((queue, partition), [])
             for worker in workers:
                 self.workers.pop(worker.key, None)
@@ -215,30 +222,62 @@ class SubscriptionManager:
                 self._cache.add_listener(table, self._on_event)
                 self._watched.add(table)
 
-    def _wanted(self) -> dict[tuple[str, str, int], _Wanted]:
+    def _view(self) -> list[tuple[str, dict[int, HeldPartition], dict[str, Any]]]:
+        """Return, per queue with writable partitions here, those partitions and the
+        queue's subscriptions as the cache holds them."""
         by_queue: dict[str, dict[int, HeldPartition]] = {}
         for hp in self.membership.writable_partitions():
             by_queue.setdefault(hp.queue, {})[hp.partition] = hp
-        wanted: dict[tuple[str, str, int], _Wanted] = {}
+        view = []
         for queue, partitions in by_queue.items():
             self._watch(queue)
-            for name, entry in self._cache.list(SUBSCRIPTION.table_name(queue)).items():
-                prefs = SubscriptionPreferences.from_value(entry.value)
-                generation = prefs.generation
-                policy = _policy(queue, name, prefs)
+            view.append((queue, partitions, self._cache.list(SUBSCRIPTION.table_name(queue))))
+        return view
+
+    def _wanted(
+        self, view: list[tuple[str, dict[int, HeldPartition], dict[str, Any]]]
+    ) -> dict[tuple[str, str, int], _Wanted]:
+        wanted: dict[tuple[str, str, int], _Wanted] = {}
+        parsed: dict[tuple[str, str], tuple[Any, SubscriptionPreferences, DeliveryPolicy]] = {}
+        for queue, partitions, entries in view:
+            for name, entry in entries.items():
+                known = self._parsed.get((queue, name))
+                if known is None or known[0] is not entry:
+                    prefs = SubscriptionPreferences.from_value(entry.value)
+                    known = (entry, prefs, _policy(queue, name, prefs))
+                parsed[(queue, name)] = known
+                _, prefs, policy = known
+                topics = tuple(prefs.topics)
                 for partition, start in prefs.partitions.items():
                     held_here = partitions.get(partition)
                     if held_here is not None:
                         wanted[(queue, name, partition)] = _Wanted(
-                            held_here, generation, tuple(prefs.topics), start, policy
+                            held_here, prefs.generation, topics, start, policy
                         )
+        self._parsed = parsed
         return wanted
+
+    @staticmethod
+    def _signature(view: list[tuple[str, dict[int, HeldPartition], dict[str, Any]]]) -> Any:
+        """What :meth:`reconcile` depends on: the partitions held and the cached
+        entries, compared by identity (the cache replaces an entry that changes)."""
+        return [
+            (queue, tuple(partitions.values()), tuple(entries.items()))
+            for queue, partitions, entries in view
+        ]
 
     def reconcile(self) -> None:
         """Start and stop workers to match the subscriptions and held partitions."""
         if self._stopping.is_set():
             return
-        wanted = self._wanted()
+        view = self._view()
+        signature = self._signature(view)
+        # Nothing changed since a reconcile that started every worker wanted: at a
+        # thousand subscriptions the work below would cost a tick's CPU every tick.
+        if self._settled is not None and self._settled == signature:
+            return
+        self._settled = None
+        wanted = self._wanted(view)
         with self._lock:
             current = dict(self.workers)
             for gone in [key for key in self._windows if key not in wanted]:
@@ -264,9 +303,13 @@ class SubscriptionManager:
             if self._stopping.is_set():
                 return
             self._start_worker(key, want)
+        with self._lock:
+            if all(key in self.workers for key in wanted):
+                self._settled = signature
 
     def _forget(self, workers: Iterable[SubscriptionWorker]) -> None:
         with self._lock:
+            self._settled = None
             for worker in workers:
                 if self.workers.get(worker.key) is worker:
                     del self.workers[worker.key]
