@@ -15,14 +15,21 @@ partitions) into Spark's ``noop`` sink (every column materialized, nothing writt
   HBase Thrift1 gateway alone (the fallback path);
 - ``parquet``: ``spark.read.parquet`` of the same rows written once to a local file
   (the ceiling);
-- ``null source``: a Python data source that does no I/O and yields prebuilt Arrow
-  batches of the same shape (what the Python data source machinery costs by itself).
+- ``null source``: a Python data source that does no I/O and yields one prebuilt Arrow
+  batch over and over: the same schema, columns and value size, as many rows per batch
+  as hqueue's reads answer (``DEFAULT_BATCH_ROWS``) and as many batches per Spark
+  partition. What it measures is what Spark's Python data source machinery costs by
+  itself: the Python worker writing Arrow batches to the JVM, the JVM reading them and
+  turning them into rows, the ``noop`` sink; a hqueue read pays that too, plus the
+  server's work and the reader's (round trips, answers into Arrow batches).
 
 Reported per peer: rows/s, its share of Parquet's rate and of the null source's, and
-the CPU seconds per
-million rows of the server side (the standalone process; for the cluster layout the
-storage and the sidecar process together, and each apart), read from
-``/proc/<pid>/stat``, and of the whole machine.
+the CPU seconds per million rows, read from ``/proc``, of the server side (the
+standalone process; for the cluster layout the storage and the sidecar process
+together, and each apart), of Spark itself (its JVM and Python workers), and of the
+whole machine. On a machine whose cores are all busy, a peer's rate follows its CPU
+seconds per row (server and Spark together), whatever else runs beside it: compare
+those where the load makes the rates swing.
 
 Targets: hqueue reaches at least 25% of the Parquet rate; the cluster's layout reads
 at least 75% of the embedded rate, and both at least 60% of the null source's (issue
@@ -54,6 +61,7 @@ from rounds import SMOKE_NOTE, SMOKE_VERDICT, add_smoke_argument, alternate, tex
 
 from hqueue.client.client import connect
 from hqueue.message import ROWKEY
+from hqueue.spark.options import DEFAULT_BATCH_ROWS
 from hqueue.testing.sidecar import SidecarProcess
 from hqueue.testing.spark import local_spark
 from hqueue.testing.standalone import StandaloneProcess
@@ -139,7 +147,9 @@ def null_source(rows: int, partitions: int) -> type:
 
             from hqueue.spark.arrow import ARROW_SCHEMA
 
-            n = min(10_000, rows // partitions)  # a smoke run's few rows still arrive
+            # hqueue's batch size: Spark's cost per batch falls on both alike. A smoke
+            # run's few rows still arrive.
+            n = min(DEFAULT_BATCH_ROWS, rows // partitions)
             batch = pa.RecordBatch.from_arrays(
                 [
                     pa.array([partition.value] * n, pa.int32()),
@@ -191,19 +201,56 @@ def machine_cpu() -> float | None:
         return None
 
 
+def _stat_times(pid: str) -> tuple[int, float]:
+    """Return the parent of process ``pid`` and the CPU seconds (user + system) of it
+    and of its children it has waited for."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return int(fields[1]), sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def spark_cpu() -> float | None:
+    """Return the CPU seconds Spark has used: its JVM (a ``java`` child of this process)
+    and every process below it (the Python workers), those that ended included (each
+    process counts the children it waited for), or ``None`` where ``/proc`` cannot
+    tell. The servers, this driver and the rest of the machine are not counted."""
+    tree: dict[int, tuple[int, float]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                tree[int(entry)] = _stat_times(entry)
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in tree.items():
+        children.setdefault(parent, []).append(pid)
+    jvms = []
+    for pid in children.get(os.getpid(), []):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"java" in f.read().split(b"\0")[0]:
+                jvms.append(pid)
+    if not jvms:
+        return None
+    total = 0.0
+    while jvms:
+        pid = jvms.pop()
+        total += tree[pid][1]
+        jvms.extend(children.get(pid, []))
+    return total
+
+
 def _delta(before: float | None, after: float | None) -> float | None:
     return after - before if before is not None and after is not None else None
 
 
-Timing = tuple[float, tuple[float | None, ...], float | None]
-"""Seconds, the CPU seconds of each server process and of the whole machine, of one
-read."""
+Timing = tuple[float, tuple[float | None, ...], float | None, float | None]
+"""Seconds, the CPU seconds of each server process, of Spark (:func:`spark_cpu`) and
+of the whole machine, of one read."""
 
 
 def read(df: Any, server_pids: tuple[int, ...], r: int = 0) -> Timing:
     """Read ``df`` in full into the noop sink (``r``, the round, is not used); return
     its :data:`Timing`."""
     cpu_before = [process_cpu(pid) for pid in server_pids]
+    spark_before = spark_cpu()
     all_before = machine_cpu()
     started = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
@@ -212,7 +259,7 @@ def read(df: Any, server_pids: tuple[int, ...], r: int = 0) -> Timing:
         _delta(before, process_cpu(pid))
         for before, pid in zip(cpu_before, server_pids, strict=True)
     )
-    return (seconds, cpu, _delta(all_before, machine_cpu()))
+    return (seconds, cpu, _delta(spark_before, spark_cpu()), _delta(all_before, machine_cpu()))
 
 
 def timed(peers: dict[str, tuple[Any, tuple[int, ...]]], repeat: int) -> dict[str, Timing]:
@@ -322,7 +369,7 @@ def main() -> None:
         f"(loading the queue took {load_s:.1f} s)"
     )
     table = []
-    for name, (seconds, server_cpu, all_cpu) in results.items():
+    for name, (seconds, server_cpu, spark, all_cpu) in results.items():
         rate = rates[name]
         known = [c for c in server_cpu if c is not None]
         total = sum(known) if server_cpu and len(known) == len(server_cpu) else None
@@ -338,6 +385,7 @@ def main() -> None:
                 share(rate, null_rate),
                 per_million(total, args.rows),
                 parts,
+                per_million(spark, args.rows),
                 per_million(all_cpu, args.rows),
             )
         )
@@ -351,9 +399,10 @@ def main() -> None:
                 "of null",
                 "server CPU s/M",
                 "storage + sidecar",
+                "Spark CPU s/M",
                 "all CPU s/M",
             ),
-            (32, 9, 12, 12, 9, 16, 19, 13),
+            (32, 9, 12, 12, 9, 16, 19, 15, 13),
             table,
         )
     )
@@ -389,6 +438,10 @@ def main() -> None:
         "read: the standalone process (Thrift servers and its sidecar), or for storage + "
         "sidecar the storage-only standalone and the sidecar process (each apart in the "
         "next column)"
+    )
+    print(
+        "Spark CPU s/M: the same for Spark itself, its JVM and Python workers (the "
+        "servers, this driver and other processes not counted)"
     )
     print("all CPU s/M: the same for the whole machine (every core, every process)")
     print(
