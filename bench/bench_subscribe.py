@@ -137,7 +137,7 @@ Run: ``.venv/bin/python bench/bench_subscribe.py [--rates 1000,5000,10000]
 [--seconds 3] [--messages 200000] [--live-messages 100000] [--group-messages 200000]
 [--join-rate 1000] [--rounds 3] [--quick] [--smoke] [--peers hqueue,redis,nats]
 [--producers 4] [--hqueue-partitions N] [--scale-subscriptions 1000] [--scale-rate
-10000]``; ``--rates '' --batched-rates '' --messages 0 --live-messages 0`` runs the
+10000] [--sidecar-args '--delivery-threads 8']``; ``--rates '' --batched-rates '' --messages 0 --live-messages 0`` runs the
 group workloads only; ``--peers hqueue,hqueue-cluster --rates '' --batched-rates ''
 --live-messages 0 --group-messages 0 --join-rate 0`` the cluster rows only; a peer
 whose server binary is missing is skipped with a line saying so (``make bench-deps``
@@ -155,6 +155,7 @@ import contextlib
 import functools
 import multiprocessing
 import os
+import shlex
 import statistics
 import struct
 import sys
@@ -1035,8 +1036,9 @@ class HQueueClusterPeer(HQueuePeer):
 
     name = CLUSTER
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, sidecar_args: Sequence[str] = ()) -> None:
         super().__init__(workdir)
+        self.sidecar_args = tuple(sidecar_args)
         self.server = StandaloneProcess(workdir / "hqueue-storage", ("--no-sidecar",))
         self.sidecar = SidecarProcess("", workdir / "hqueue-sidecar.log")
         self.metrics = ""
@@ -1046,7 +1048,11 @@ class HQueueClusterPeer(HQueuePeer):
         self.server.start()
         port = free_port()
         self.sidecar = SidecarProcess(
-            self.server.address, self.sidecar.log_path, "--metrics-port", str(port)
+            self.server.address,
+            self.sidecar.log_path,
+            "--metrics-port",
+            str(port),
+            *self.sidecar_args,
         )
         self.sidecar.start()
         self.metrics = f"127.0.0.1:{port}"
@@ -1600,7 +1606,7 @@ def run(
     if "hqueue" in wanted:
         peers.append(HQueuePeer(workdir))
     if CLUSTER in wanted:
-        peers.append(HQueueClusterPeer(workdir))
+        peers.append(HQueueClusterPeer(workdir, shlex.split(args.sidecar_args)))
     for name, binary, cls in (("redis", REDIS_SERVER, RedisPeer), ("nats", NATS_SERVER, NatsPeer)):
         if name not in wanted:
             continue
@@ -1902,7 +1908,8 @@ def report_scale(
     subs = args.scale_subscriptions
     print(
         f"\nSubscriptions at scale on one separate sidecar (hqueue standalone --no-sidecar "
-        f"+ hqueue sidecar, 32 delivery threads): {subs:,} subscriptions of a queue of "
+        f"+ hqueue sidecar, {args.sidecar_args or 'its defaults: 32 delivery threads'}): "
+        f"{subs:,} subscriptions of a queue of "
         f"{SCALE_PARTITIONS} partitions, their subscribers in the bench process (a Thrift "
         f"server each); {args.scale_rate:,} msg/s one per Queue.send by {SCALE_PARTITIONS} "
         f"senders for {args.seconds} s, each message to one subscription (its topic), so "
@@ -2118,6 +2125,12 @@ def main() -> None:
         type=int,
         help="paced rate of the scale row, msg/s in all (default 10,000)",
     )
+    parser.add_argument(
+        "--sidecar-args",
+        default="",
+        help="more arguments of the hqueue-cluster peer's hqueue sidecar, e.g. "
+        "'--delivery-threads 8 --checkpoint-interval 5' (default: none)",
+    )
     add_smoke_argument(
         parser,
         "paced at 1,000 msg/s one per call and batched, 1 s each, also on 2 partitions; "
@@ -2136,7 +2149,7 @@ def main() -> None:
         args.hqueue_partitions, args.group_messages, args.join_rate = 2, 3_000, 1000
         args.scale_subscriptions, args.scale_rate = 20, 1000
     if args.scale_subscriptions is None:
-        args.scale_subscriptions = 1_000  # the size (docs/performance.md)
+        args.scale_subscriptions = 1_000  # the target's size (docs/performance.md)
     if args.scale_rate is None:
         args.scale_rate = 10_000
     defaults = (1, 20_000, 20_000, 20_000, 1) if args.quick else (3, 200_000, 100_000, 200_000, 3)
