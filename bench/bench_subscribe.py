@@ -137,9 +137,10 @@ Run: ``.venv/bin/python bench/bench_subscribe.py [--rates 1000,5000,10000]
 [--seconds 3] [--messages 200000] [--live-messages 100000] [--group-messages 200000]
 [--join-rate 1000] [--rounds 3] [--quick] [--smoke] [--peers hqueue,redis,nats]
 [--producers 4] [--hqueue-partitions N] [--scale-subscriptions 1000] [--scale-rate
-10000] [--sidecar-args '--delivery-threads 8']``; ``--rates '' --batched-rates '' --messages 0 --live-messages 0`` runs the
-group workloads only; ``--peers hqueue,hqueue-cluster --rates '' --batched-rates ''
---live-messages 0 --group-messages 0 --join-rate 0`` the cluster rows only; a peer
+10000] [--sidecar-args '--delivery-threads 8']``; ``--rates '' --batched-rates ''
+--messages 0 --live-messages 0`` runs the group workloads only; ``--peers
+hqueue,hqueue-cluster --rates '' --batched-rates '' --live-messages 0
+--group-messages 0 --join-rate 0`` the cluster rows only; a peer
 whose server binary is missing is skipped with a line saying so (``make bench-deps``
 installs them), except in a smoke run, which fails then.
 
