@@ -5,19 +5,21 @@ of one subscription in one partial update, and only while the subscription is st
 at the generation its workers started at: a reset must not be overwritten by a
 worker that has not seen it yet. :class:`CheckpointWriter` keeps the version of each
 subscription's checkpoints it last read or wrote, so the common case is a single
-compare-and-set on that version. When the version moved (another sidecar's
-checkpoints of other partitions, or a reset clearing them), it reads the version, then
-the generation, both from the store, and writes by compare-and-set on the version
-read. A reset writes its generation before it clears the checkpoints, so either the
-generation read is the new one (nothing is written), or the clearing comes after it
-and fails this write or overwrites it: no position of before a reset survives it.
+compare-and-set on that version, and a sidecar's checkpoints of many subscriptions
+are those compare-and-sets sent together (:meth:`CheckpointWriter.write_many`). When
+the version moved (another sidecar's checkpoints of other partitions, or a reset
+clearing them), it reads the version, then the generation, both from the store, and
+writes by compare-and-set on the version read. A reset writes its generation before
+it clears the checkpoints, so either the generation read is the new one (nothing is
+written), or the clearing comes after it and fails this write or overwrites it: no
+position of before a reset survives it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from hqueue.errors import BadVersionError
+from hqueue.errors import BadVersionError, HQueueError
 from hqueue.metadata.managers import SubscriptionDataManager
 from hqueue.metadata.version import Version
 
@@ -58,6 +60,52 @@ class CheckpointWriter:
                 return True
             except BadVersionError:
                 pass
+        return self._write_read(queue, name, generation, checkpoints)
+
+    def write_many(
+        self, writes: Mapping[tuple[str, str], tuple[int, Mapping[int, str]]]
+    ) -> dict[tuple[str, str], bool | HQueueError]:
+        """Write the checkpoints of many subscriptions (``(queue, name)`` to
+        ``(generation, checkpoints)``), each as :meth:`write` would, those whose
+        version is held in one request per queue
+        (:meth:`~hqueue.metadata.managers.SubscriptionDataManager.update_subscription_states`),
+        the others one by one. Return, for each, whether it was written, or the error
+        :meth:`write` would have raised (one subscription's trouble is not the others').
+        """
+        out: dict[tuple[str, str], bool | HQueueError] = {}
+        by_queue: dict[str, dict[str, tuple[Mapping[int, str], Version]]] = {}
+        for (queue, name), (_, checkpoints) in writes.items():
+            held = self._versions.get((queue, name))
+            if held is not None:
+                by_queue.setdefault(queue, {})[name] = (checkpoints, held)
+        for queue, updates in by_queue.items():
+            try:
+                written = self._subs.update_subscription_states(queue, updates)
+            except HQueueError:
+                continue  # each is tried again on its own below
+            for name, version in written.items():
+                self._versions[(queue, name)] = version
+                out[(queue, name)] = True
+        for (queue, name), (generation, checkpoints) in writes.items():
+            if (queue, name) in out:
+                continue
+            try:
+                out[(queue, name)] = self._write_read(queue, name, generation, checkpoints)
+            except HQueueError as exc:
+                out[(queue, name)] = exc
+        return out
+
+    def _write_read(
+        self, queue: str, name: str, generation: int, checkpoints: Mapping[int, str]
+    ) -> bool:
+        """Write as :meth:`write` does when the version held (if any) has moved: read
+        the version, then the generation, both from the store, and compare-and-set
+        on the version read; return whether written (False: reset meanwhile).
+
+        :raises NoSubscriptionError: if the subscription was deleted.
+        :raises BadVersionError: if the checkpoints moved again meanwhile.
+        """
+        key = (queue, name)
         current = self._subs.read_subscription_state(queue, name).version
         prefs = self._subs.read_subscription_data(queue, name).value.preferences
         if prefs.generation != generation:

@@ -89,7 +89,14 @@ from hqueue.sidecar.options import SidecarOptions
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.storage.contract import MessageStorage
 
-__all__ = ["CLAIM_BATCH", "OPENERS", "OWN_WRITES_KEPT", "STEP_BUDGET", "Membership"]
+__all__ = [
+    "CLAIM_BATCH",
+    "OPENERS",
+    "OWN_WRITES_KEPT",
+    "RELEASE_IN_BULK",
+    "STEP_BUDGET",
+    "Membership",
+]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +111,10 @@ the metadata again: what a new queue waits at most behind another's takeover."""
 OWN_WRITES_KEPT = 5.0
 """Seconds a leader reads an assignment it wrote from its own memory while its cache
 still shows the entry as it was before: far longer than a watch takes to catch up."""
+
+RELEASE_IN_BULK = 16
+"""From how many partitions of one queue a release reads the queue's owner entries
+once and deletes them together, rather than each with a read and a delete."""
 
 OPENERS = 8
 """Threads that release partitions (each a metadata read and a delete)."""
@@ -660,10 +671,21 @@ class Membership:
                     del self._held[(hp.queue, hp.partition)]
         for hp in hps:
             self._notify(self.options.on_release, hp)
-        if len(hps) == 1:
-            self._let_go(hps[0])
-        else:
-            list(self._openers().map(self._let_go, hps))
+        few: list[HeldPartition] = []
+        for queue in sorted({hp.queue for hp in hps}):
+            mine = [hp for hp in hps if hp.queue == queue]
+            if len(mine) < RELEASE_IN_BULK:
+                few += mine
+                continue
+            epochs = {hp.partition: hp.epoch for hp in mine}
+            try:
+                self._owners.release_partitions(queue, self.id, epochs)
+            except HQueueError as exc:
+                log.warning("release of %d partitions of %s failed: %s", len(mine), queue, exc)
+        if len(few) == 1:
+            self._let_go(few[0])
+        elif few:
+            list(self._openers().map(self._let_go, few))
         for queue in sorted({hp.queue for hp in hps}):
             partitions = [hp.partition for hp in hps if hp.queue == queue]
             log.info("sidecar %s released %s/%s", self.id, queue, _spans(partitions))

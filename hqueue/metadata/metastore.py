@@ -276,6 +276,38 @@ class MetastoreTable(ABC):
         """
 
     @abstractmethod
+    def update_many(
+        self, updates: Mapping[str, tuple[Mapping[str, Any], Version]]
+    ) -> dict[str, Version]:
+        """Merge fields into many keys, each as :meth:`update` at its exact version
+        would (key to ``(fields, version)``), in as few round trips as the backend
+        allows (pipelined ZooKeeper writes; one HBase mutation of every new cell, the
+        commits' ``checkAndPut``s sent together and one change count), and return the
+        new version of each key updated. A key gone or at another version is left as
+        it is and missing from the result: each key is updated or not on its own.
+
+        :raises SchemaValidationError: the table has a schema and a value breaks it.
+        :raises InvalidArgumentError: on a malformed key or fields, or a version that
+            is not exact (nothing is written then).
+        :raises ConnectionLostError: if the store cannot be reached (some keys may have
+            been updated by then).
+        """
+
+    @abstractmethod
+    def remove_many(self, versions: Mapping[str, Version]) -> set[str]:
+        """Delete each key of ``versions`` that is still at its exact version there,
+        in as few round trips as the backend allows (pipelined ZooKeeper deletes, the
+        HBase tombstones' ``checkAndPut``s sent together and one change count), and
+        return the keys deleted. A key gone or at another version is left as it is
+        and missing from the result: each key is deleted or not on its own.
+
+        :raises InvalidArgumentError: on a malformed key, or a version that is not
+            exact (nothing is deleted then).
+        :raises ConnectionLostError: if the store cannot be reached (some keys may have
+            been deleted by then).
+        """
+
+    @abstractmethod
     def open_cursor(
         self,
         fields: Sequence[str] | None = None,

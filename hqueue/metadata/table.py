@@ -11,7 +11,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from hqueue.errors import InvalidArgumentError, KeyExistsError
+from hqueue.errors import BadVersionError, InvalidArgumentError, KeyExistsError, NoKeyError
 from hqueue.metadata import schemas
 from hqueue.metadata.metastore import (
     EMPTY_END_KEY,
@@ -153,6 +153,31 @@ class TableBase(MetastoreTable):
         check_write_version(version, allow_new=False)
         self._remove(key, version)
 
+    def update_many(
+        self, updates: Mapping[str, tuple[Mapping[str, Any], Version]]
+    ) -> dict[str, Version]:
+        plain: dict[str, tuple[Value, Version]] = {}
+        for key, (fields, version) in updates.items():
+            check_key(key)
+            check_fields(fields, what="fields")
+            if not version.is_exact:
+                raise InvalidArgumentError(f"update_many needs exact versions, not {version}")
+            if not fields:
+                raise InvalidArgumentError("'fields' must name at least one field")
+            plain[key] = (dict(fields), version)
+        if not plain:
+            return {}
+        return self._update_many(plain)
+
+    def remove_many(self, versions: Mapping[str, Version]) -> set[str]:
+        for key, version in versions.items():
+            check_key(key)
+            if not version.is_exact:
+                raise InvalidArgumentError(f"remove_many needs exact versions, not {version}")
+        if not versions:
+            return set()
+        return self._remove_many(dict(versions))
+
     def open_cursor(
         self,
         fields: Sequence[str] | None = None,
@@ -209,6 +234,29 @@ class TableBase(MetastoreTable):
 
     @abstractmethod
     def _remove(self, key: str, version: Version) -> None: ...
+
+    def _update_many(self, updates: dict[str, tuple[Value, Version]]) -> dict[str, Version]:
+        """Update the keys still at their versions; return their new versions. One by
+        one here; backends that can batch override it."""
+        done: dict[str, Version] = {}
+        for key, (fields, version) in updates.items():
+            try:
+                done[key] = self._update(key, fields, version)
+            except (NoKeyError, BadVersionError):
+                continue
+        return done
+
+    def _remove_many(self, versions: dict[str, Version]) -> set[str]:
+        """Delete the keys still at their versions; return those deleted. One by one
+        here; backends that can batch override it."""
+        removed: set[str] = set()
+        for key, version in versions.items():
+            try:
+                self._remove(key, version)
+            except (NoKeyError, BadVersionError):
+                continue
+            removed.add(key)
+        return removed
 
     @abstractmethod
     def _cursor(

@@ -30,8 +30,10 @@ class Version:
     ``number`` increases with every write of the key (ZooKeeper: the znode's data
     version, which restarts at 0 when a key is deleted and created again; HBase: a
     counter kept across deletes). ``token`` is the backend's opaque compare-and-set
-    token (HBase: the commit cell as read); it does not take part in equality, so a
-    version built from a number alone still matches, at the cost of one extra read.
+    token (HBase: the commit cell as read; ZooKeeper: the value an update wrote, so
+    that the next update at this version merges into it without a read); it does
+    not take part in equality, so a version built from a number alone still
+    matches, at the cost of one extra read.
     """
 
     number: int

@@ -5,6 +5,7 @@ reset's two writes the checkpoint lands."""
 
 from __future__ import annotations
 
+from hqueue.errors import NoSubscriptionError
 from hqueue.metadata.managers import SubscriptionDataManager, SubscriptionPreferences
 from hqueue.metadata.managers.subscription_data import GENERATION_OPTION
 from hqueue.metadata.metastore import MetaStore
@@ -55,3 +56,32 @@ def test_no_position_of_before_a_reset_survives_it(store: MetaStore) -> None:
     # A worker of the new generation writes.
     assert writer.write("q", "s", 1, {0: "1:0"})
     assert subs.read_subscription_state("q", "s").value == {0: "1:0"}
+
+
+def test_many_subscriptions_are_written_together_and_each_on_its_own(store: MetaStore) -> None:
+    subs = _subscription(store)  # "s": reset meanwhile, below
+    names = [f"n{i}" for i in range(20)]
+    for name in names:
+        subs.create_subscription_data("q", name, SubscriptionPreferences({0: "0:0"}))
+    writer, other = CheckpointWriter(subs), CheckpointWriter(subs)
+    for name in ["s", *names]:
+        writer.saw("q", name, subs.read_subscription_state("q", name).version)
+    # Three ways off the common path: a reset between writes, a deletion, and another
+    # sidecar's checkpoint moving the version held.
+    assert writer.write("q", "s", 0, {0: "5:0"})
+    _reset_generation(subs)
+    subs.clear_subscription_state("q", "s")
+    subs.delete_subscription_data("q", "n1")
+    assert other.write("q", "n2", 0, {1: "9:0"})
+    for round_ in (1, 2):
+        writes = {("q", name): (0, {0: f"{round_}00:0"}) for name in ["s", *names]}
+        out = writer.write_many(writes)
+        assert out[("q", "s")] is False  # reset: nothing lands
+        assert isinstance(out[("q", "n1")], NoSubscriptionError)
+        assert {key for key, done in out.items() if done is True} == {
+            ("q", name) for name in names if name != "n1"
+        }
+        assert subs.read_subscription_state("q", "s").value == {}
+        assert subs.read_subscription_state("q", "n2").value == {0: f"{round_}00:0", 1: "9:0"}
+        assert subs.read_subscription_state("q", "n19").value == {0: f"{round_}00:0"}
+    writer.forget("q", "n1")

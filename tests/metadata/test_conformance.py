@@ -233,6 +233,70 @@ def test_create_many_ephemerals_vanish_with_their_store(backend: Backend) -> Non
     assert len(table.create_many({str(p): {"epoch": 2} for p in range(50)}, ephemeral=True)) == 50
 
 
+def test_remove_many_removes_the_keys_still_at_their_versions(store: MetaStore) -> None:
+    table = store.create_table("removed")
+    created = table.create_many({f"k{i:03d}": {"a": i} for i in range(300)})
+    moved = table.put("k001", {"a": "moved"}, created["k001"])
+    table.remove("k002")
+    read = table.get("k003").version  # a version read back, not the one written
+    versions = {**created, "k003": read, "nothing": Version(0)}
+    removed = table.remove_many(versions)
+    assert removed == set(created) - {"k001", "k002"}
+    assert table.get("k001").version == moved  # moved since: kept
+    for key in ("k000", "k003", "k299"):
+        with pytest.raises(NoKeyError):
+            table.get(key)
+    with table.open_cursor() as cursor:
+        assert [item.key for item in cursor] == ["k001"]
+    # Created again, they start over above the versions removed (HBase) or anew.
+    assert table.create_many({"k000": {"a": "again"}}) != {}
+    assert table.remove_many({}) == set()
+    with pytest.raises(InvalidArgumentError):
+        table.remove_many({"k001": Version.ANY})
+    assert table.get("k001").value == {"a": "moved"}
+
+
+def test_update_many_updates_the_keys_still_at_their_versions(store: MetaStore) -> None:
+    table = store.create_table("updated")
+    created = table.create_many({f"k{i:03d}": {"a": i, "b": "kept"} for i in range(100)})
+    moved = table.update("k001", {"a": "moved"}, created["k001"])
+    table.remove("k002")
+    read = table.get("k003").version  # a version read back, not the one written
+    updates = {key: ({"a": -1}, version) for key, version in {**created, "k003": read}.items()}
+    done = table.update_many(updates)
+    assert set(done) == set(created) - {"k001", "k002"}
+    assert table.get("k001").value == {"a": "moved", "b": "kept"}
+    assert table.get("k001").version == moved
+    with pytest.raises(NoKeyError):
+        table.get("k002")
+    for key in ("k000", "k003", "k099"):
+        assert table.get(key).value == {"a": -1, "b": "kept"}
+        assert table.get(key).version == done[key]
+    # Again, at the versions returned: merged into what was written, no read needed.
+    again = table.update_many({key: ({"b": 2}, version) for key, version in done.items()})
+    assert set(again) == set(done)
+    assert table.get("k050").value == {"a": -1, "b": 2}
+    assert table.update_many({}) == {}
+    with pytest.raises(InvalidArgumentError):
+        table.update_many({"k000": ({"a": 1}, Version.ANY)})
+    with pytest.raises(InvalidArgumentError):
+        table.update_many({"k000": ({}, again["k000"])})
+    assert table.get("k000").version == again["k000"]
+
+
+def test_an_update_at_a_version_it_returned_merges_into_what_it_wrote(store: MetaStore) -> None:
+    table = store.create_table("updates")
+    version = table.put("k", {"a": 1, "b": 1}, Version.NEW)
+    version = table.update("k", {"a": 2}, version)
+    version = table.update("k", {"b": 3}, version)  # from what the last update wrote
+    assert table.get("k").value == {"a": 2, "b": 3}
+    other = table.update("k", {"c": 4}, table.get("k").version)  # another writer
+    with pytest.raises(BadVersionError):
+        table.update("k", {"a": 5}, version)
+    assert table.get("k").value == {"a": 2, "b": 3, "c": 4}
+    assert table.get("k").version == other
+
+
 # -- cursors -----------------------------------------------------------------------------
 
 

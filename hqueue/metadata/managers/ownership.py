@@ -140,6 +140,23 @@ class PartitionOwnershipManager:
         except NoKeyError:
             raise NoOwnerInfoError(f"partition {partition} of {queue!r} has no owner") from None
 
+    def release_partitions(self, queue: str, sidecar: str, epochs: Mapping[int, int]) -> set[int]:
+        """Give up many partitions of the queue at once: each whose entry still names
+        ``sidecar`` with its epoch in ``epochs`` (partition to epoch) is deleted, in as
+        few round trips as the store allows (one read of the owners, then
+        :meth:`MetastoreTable.remove_many`). Return the partitions released; one
+        owned by another (or by another epoch) since is left alone.
+
+        :raises ConnectionLostError: if the store cannot be reached (some partitions
+            may have been released by then).
+        """
+        versions = {
+            partition_key(p): entry.version
+            for p, entry in self.read_owners(queue).items()
+            if entry.value.sidecar == sidecar and epochs.get(p) == entry.value.epoch
+        }
+        return {partition_of_key(key) for key in self._table(queue).remove_many(versions)}
+
     def read_owners(self, queue: str) -> dict[int, Versioned[OwnerInfo]]:
         """Return the owner of every owned partition of the queue, by partition."""
         if self._cache is not None:

@@ -389,16 +389,29 @@ class SubscriptionDataManager:
         :raises NoSubscriptionError: if there is no such subscription.
         :raises BadVersionError: if the state is at another version.
         """
-        fields: Value = {}
-        for partition, checkpoint in checkpoints.items():
-            check_partition(partition)
-            fields[str(partition)] = check_id_text(checkpoint)
-        if not fields:
-            raise InvalidArgumentError("'checkpoints' must name at least one partition")
+        fields = _checkpoint_fields(checkpoints)
         try:
             return self._checkpoints(queue).update(name, fields, version)
         except NoKeyError:
             raise self._missing(queue, name) from None
+
+    def update_subscription_states(
+        self, queue: str, updates: Mapping[str, tuple[Mapping[int, str], Version]]
+    ) -> dict[str, Version]:
+        """Record the last delivered ids of many subscriptions of the queue at once
+        (subscription to ``(checkpoints, version)``, each as
+        :meth:`update_subscription_state` at that exact version would), in as few
+        round trips as the store allows (:meth:`MetastoreTable.update_many`); return
+        the new version of each state written. One gone or at another version is left
+        out (the caller reads it again).
+
+        :raises InvalidArgumentError: on a bad partition or id, or a version that is
+            not exact (nothing is written then).
+        :raises ConnectionLostError: if the store cannot be reached (some states may
+            have been written by then).
+        """
+        batch = {name: (_checkpoint_fields(ids), v) for name, (ids, v) in updates.items()}
+        return self._checkpoints(queue).update_many(batch)
 
     def clear_subscription_state(self, queue: str, name: str) -> Version:
         """Forget every partition's checkpoint (a new subscription, or a reset);
@@ -448,3 +461,17 @@ class SubscriptionDataManager:
         """Withdraw the running subscriber's address (no error if there is none)."""
         with contextlib.suppress(NoKeyError):
             self._subscribers(queue).remove(name)
+
+
+def _checkpoint_fields(checkpoints: Mapping[int, str]) -> Value:
+    """Return the checkpoints' fields as stored (partition number as text to id).
+
+    :raises InvalidArgumentError: on a bad partition or id, or none at all.
+    """
+    fields: Value = {}
+    for partition, checkpoint in checkpoints.items():
+        check_partition(partition)
+        fields[str(partition)] = check_id_text(checkpoint)
+    if not fields:
+        raise InvalidArgumentError("'checkpoints' must name at least one partition")
+    return fields

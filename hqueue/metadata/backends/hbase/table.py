@@ -345,6 +345,91 @@ class HBaseTable(TableBase):
             base = None
         raise MetadataError(f"{what}: gave up after {MAX_ATTEMPTS} conflicting writers")
 
+    def _update_many(self, updates: dict[str, tuple[Value, Version]]) -> dict[str, Version]:
+        """Update the keys held with their commit together: every new cell in one
+        mutation, the commits swung over the connection pool, one change count; the
+        others one by one (:meth:`_update`)."""
+        held: dict[str, tuple[Commit, tuple[dict[str, str], str | None, list[str]]]] = {}
+        others: dict[str, tuple[Value, Version]] = {}
+        mutations: dict[bytes, tuple[dict[bytes, bytes], list[bytes]]] = {}
+        rows: dict[str, bytes] = {}
+        for key, (fields, version) in updates.items():
+            if not (version.token and self.check_fields_alone(fields)):
+                others[key] = (fields, version)
+                continue
+            base = parse_commit(version.token)
+            cells, session, garbage, puts = self._updated_cells(base, fields)
+            rows[key] = entry_row(self._name, key)
+            # As _swing: the base's leftovers are collected with the new cells' write.
+            mutations[rows[key]] = (puts, [data_column(cell) for cell in base.garbage])
+            held[key] = (base, (cells, session, garbage))
+        done = super()._update_many(others) if others else {}
+        if not held:
+            return done
+        client = self.client
+        client.mutate_rows(mutations)
+        commits = {
+            key: Commit(base.version + 1, cells, session, tuple(garbage)).sealed()
+            for key, (base, (cells, session, garbage)) in held.items()
+        }
+        swung = client.check_and_put_many(
+            [(rows[key], COMMIT_COLUMN, held[key][0].raw, commits[key].raw) for key in held]
+        )
+        lost: dict[bytes, tuple[dict[bytes, bytes], list[bytes]]] = {}
+        for key, ok in zip(held, swung, strict=True):
+            if ok:
+                done[key] = Version(commits[key].version, commits[key].raw)
+            else:
+                lost[rows[key]] = ({}, list(mutations[rows[key]][0]))
+        if len(lost) < len(held):
+            self._changed()
+        if lost:
+            # Moved meanwhile: the new cells are nobody's.
+            with contextlib.suppress(HQueueError):
+                client.mutate_rows(lost)
+        return done
+
+    def _remove_many(self, versions: dict[str, Version]) -> set[str]:
+        """Swing the commits of the keys held with their commit (a version read here
+        carries it) to tombstones all together over the connection pool, then collect
+        their cells with one mutation and count one change; the others are removed
+        one by one (:meth:`_remove`, a read each)."""
+        bases: dict[str, Commit] = {}
+        others: dict[str, Version] = {}
+        for key, version in versions.items():
+            base = parse_commit(version.token) if version.token else None
+            if base is not None and base.version == version.number and not base.deleted:
+                bases[key] = base
+            else:
+                others[key] = version
+        removed = super()._remove_many(others) if others else set()
+        if not bases:
+            return removed
+        rows = {key: entry_row(self._name, key) for key in bases}
+        tombs = {
+            key: Commit(
+                base.version + 1, deleted=True, garbage=(*base.fields.values(), *base.garbage)
+            ).sealed()
+            for key, base in bases.items()
+        }
+        client = self.client
+        done = client.check_and_put_many(
+            [(rows[key], COMMIT_COLUMN, bases[key].raw, tombs[key].raw) for key in bases]
+        )
+        swung = [key for key, ok in zip(bases, done, strict=True) if ok]
+        if not swung:
+            return removed
+        with contextlib.suppress(HQueueError):
+            # The next writer collects them otherwise (they are listed in "g").
+            client.mutate_rows(
+                {rows[key]: ({}, [data_column(c) for c in tombs[key].garbage]) for key in swung}
+            )
+        self._changed()
+        for key in swung:
+            if bases[key].session is not None:
+                self._leases.track_ephemeral(self._name, key, owned=False)
+        return removed | set(swung)
+
     # -- cursors and watches ---------------------------------------------------------
 
     def _cursor(

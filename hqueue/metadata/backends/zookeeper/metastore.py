@@ -123,6 +123,7 @@ class ZooKeeperMetaStore(MetaStore):
         self._watcher = Watcher(self._zookeeper, self._dispatcher)
         self._listeners: list[SessionListener] = []
         self._lock = threading.Lock()
+        self._made: set[str] = set()
         self._state = SessionState.LOST
         self._closed = False
         kazoo.add_listener(self._on_kazoo_state)
@@ -195,13 +196,20 @@ class ZooKeeperMetaStore(MetaStore):
 
     def create_table(self, name: str, schema: str | None = None) -> ZooKeeperTable:
         table = ZooKeeperTable(self._zookeeper, self._watcher, self.table_path(name), name, schema)
-        with zk_errors(f"create table {name}"):
-            self._zookeeper.call(self.client.ensure_path_async, table.path)
+        # Managers open a table for every call (a checkpoint's, an owner's): its znode
+        # is made once per store, not looked for at every call. Should another process
+        # drop it, reads find no key and creates make it again (``makepath``).
+        if table.path not in self._made:
+            with zk_errors(f"create table {name}"):
+                self._zookeeper.call(self.client.ensure_path_async, table.path)
+            self._made.add(table.path)
         return table
 
     def drop_table(self, name: str) -> None:
+        path = self.table_path(name)
+        self._made -= {made for made in self._made if made == path or made.startswith(path + "/")}
         with zk_errors(f"drop table {name}"), contextlib.suppress(kz.NoNodeError):
-            self.client.delete(self.table_path(name), recursive=True)
+            self.client.delete(path, recursive=True)
 
     def is_partial_update_supported(self) -> bool:
         return False

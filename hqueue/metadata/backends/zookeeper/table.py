@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import urllib.parse
 from collections.abc import Sequence
+from typing import Any
 
 from kazoo import exceptions as kz
 from kazoo.protocol.states import ZnodeStat
@@ -178,6 +179,14 @@ class ZooKeeperTable(TableBase):
         zookeeper, path = self.zookeeper, self.key_path(key)
         kazoo = zookeeper.kazoo
         what = self._what("update", key)
+        if version.is_exact and version.token and self.check_fields_alone(fields):
+            # The caller holds a version this store wrote, with the value it wrote (a
+            # checkpoint writer does): merge into that and set at that version, without
+            # reading the znode. If it moved, the set says so (BadVersionError).
+            data = encode(merge(decode(version.token), fields))
+            with zk_errors(what):
+                stat = zookeeper.call(kazoo.set_async, path, data, version.number)
+            return Version(stat.version, data)
         while True:
             with zk_errors(what):
                 data, stat = zookeeper.read(kazoo.get_async, path)
@@ -188,9 +197,11 @@ class ZooKeeperTable(TableBase):
             merged = merge(decode(data), fields)
             self.check_value(merged)
             try:
+                data = encode(merged)
                 with zk_errors(what):
-                    new_stat = zookeeper.call(kazoo.set_async, path, encode(merged), stat.version)
-                return znode_version(new_stat)
+                    new_stat = zookeeper.call(kazoo.set_async, path, data, stat.version)
+                # With the value: a caller writing again at it reads nothing first.
+                return Version(new_stat.version, data)
             except BadVersionError:
                 if version.is_exact:
                     raise
@@ -206,6 +217,50 @@ class ZooKeeperTable(TableBase):
                 raise MetadataError(
                     f"{self._what('remove', key)}: the key has tables nested under it"
                 ) from None
+
+    def _update_many(self, updates: dict[str, tuple[Value, Version]]) -> dict[str, Version]:
+        """Set each key held with the value it was written with (see :meth:`_update`)
+        with its own request, all sent before any answer is awaited; the others are
+        updated one by one."""
+        kazoo = self.zookeeper.kazoo
+        sent: dict[str, tuple[bytes, Any]] = {}
+        others: dict[str, tuple[Value, Version]] = {}
+        for key, (fields, version) in updates.items():
+            if version.token and self.check_fields_alone(fields):
+                data = encode(merge(decode(version.token), fields))
+                sent[key] = (data, kazoo.set_async(self.key_path(key), data, version.number))
+            else:
+                others[key] = (fields, version)
+        done = super()._update_many(others) if others else {}
+        for key, (data, result) in sent.items():
+            try:
+                with zk_errors(self._what("update", key)):
+                    stat = self.zookeeper.wait(result)
+            except (NoKeyError, BadVersionError):
+                continue
+            done[key] = Version(stat.version, data)
+        return done
+
+    def _remove_many(self, versions: dict[str, Version]) -> set[str]:
+        """Delete each key with its own request, all sent before any answer is
+        awaited; return those deleted."""
+        kazoo = self.zookeeper.kazoo
+        pending = {
+            key: kazoo.delete_async(self.key_path(key), version.number)
+            for key, version in versions.items()
+        }
+        removed: set[str] = set()
+        for key, result in pending.items():
+            try:
+                with zk_errors(self._what("remove", key)):
+                    try:
+                        self.zookeeper.wait(result)
+                    except kz.NotEmptyError:
+                        continue  # tables nested under it: kept, as remove() keeps it
+            except (NoKeyError, BadVersionError):
+                continue
+            removed.add(key)
+        return removed
 
     def _cursor(
         self,
