@@ -166,6 +166,11 @@ class Membership:
         # The assignments this leader wrote that its cache has not shown yet: the
         # version the cache showed when written (None: absent), when, and the entry.
         self._wrote: dict[str, tuple[Version | None, float, Versioned[Value]]] = {}
+        # Each assignment parsed once: its value, itself, this sidecar's partitions.
+        self._parsed: dict[str, tuple[Value, Assignment, dict[int, int]]] = {}
+        # The leader's last round that left nothing to write: its queues, the
+        # assignments' values and the live sidecars.
+        self._assigned: tuple[dict[str, int], dict[str, Value], list[str]] | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -405,8 +410,20 @@ class Membership:
         a write met a newer entry than the cache showed (the next round retries)."""
         queues = {name: v.value["partitions"] for name, v in self.cache.list(QUEUES).items()}
         current_raw = self._assignment_entries()
-        current = {name: Assignment.from_value(v.value) for name, v in current_raw.items()}
-        live = list(self.cache.list(SIDECARS))
+        live = sorted(self.cache.list(SIDECARS))
+        # Nothing moved since a round that wrote all it wanted: nothing to compute (a
+        # queue of 32,768 partitions takes a while to rebalance, every round).
+        values = {name: v.value for name, v in current_raw.items()}
+        if self._assigned is not None:
+            last_queues, last_values, last_live = self._assigned
+            if (
+                last_queues == queues
+                and last_live == live
+                and last_values.keys() == values.keys()
+                and all(last_values[name] is value for name, value in values.items())
+            ):
+                return False
+        current = {name: self._parse(name, v)[0] for name, v in current_raw.items()}
         wanted = rebalance(queues, current, live)
         now = wall_clock_ms()
         behind = False
@@ -428,13 +445,28 @@ class Membership:
             # (on the HBase backend, a poll later).
             base = prior[0] if prior is not None else (None if version.is_new else version)
             self._wrote[name] = (base, time.monotonic(), Versioned(value, written))
-        for name in sorted(current_raw.keys() - wanted.keys()):
+        dropped = sorted(current_raw.keys() - wanted.keys())
+        for name in dropped:
             self._wrote.pop(name, None)
             version = current_raw[name].version
             self._quietly(
                 partial(self._assignments.remove, name, version), f"drop assignment of {name!r}"
             )
+        # What this round leaves (its own writes read back from _wrote next round).
+        after = {name: v.value for name, v in self._assignment_entries().items()}
+        self._assigned = None if behind or dropped else (queues, after, live)
         return behind
+
+    def _parse(self, name: str, entry: Versioned[Value]) -> tuple[Assignment, dict[int, int]]:
+        """Return the assignment an entry holds and the partitions it gives this
+        sidecar with their epochs, parsed once per value (entries are replaced, never
+        changed in place, by the cache and by :meth:`_assign`)."""
+        memo = self._parsed.get(name)
+        if memo is None or memo[0] is not entry.value:
+            assignment = Assignment.from_value(entry.value)
+            memo = (entry.value, assignment, assignment.partitions_of(self.id))
+            self._parsed[name] = memo
+        return memo[1], memo[2]
 
     def _assignment_entries(self) -> dict[str, Versioned[Value]]:
         """Return the queues' assignments as the cache shows them, but for those this
@@ -457,10 +489,13 @@ class Membership:
         next round should come at once). Return whether work is pending."""
         desired: dict[tuple[str, int], int] = {}
         queues = self.cache.list(QUEUES)
-        for name, entry in self._assignment_entries().items():
+        entries = self._assignment_entries()
+        for name in self._parsed.keys() - entries.keys():
+            del self._parsed[name]
+        for name, entry in entries.items():
             if name not in queues:
                 continue
-            for p, epoch in Assignment.from_value(entry.value).partitions_of(self.id).items():
+            for p, epoch in self._parse(name, entry)[1].items():
                 desired[(name, p)] = epoch
         with self._held_lock:
             held = dict(self._held)
