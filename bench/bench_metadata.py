@@ -6,7 +6,8 @@ gateway) it measures
 - compare-and-set updates per second: one key, each put at the version the previous
   one returned (what a partition owner does);
 - partial updates per second: one checkpoint field of one subscription;
-- a sidecar's checkpoint writes per second, by its protocol before (read the
+- a sidecar's checkpoint writes per second (medians of five turns of each side),
+  by its protocol before (read the
   subscription's generation, then update the checkpoints at any version) and now
   (:class:`hqueue.sidecar.checkpoints.CheckpointWriter`: one compare-and-set on the
   version it holds), with the target of 5x: of one subscription, and of a round of
@@ -33,6 +34,7 @@ The targets and the latest figures, with what bounds them: docs/performance.md.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -57,6 +59,16 @@ def rate(operation: Callable[[], None], seconds: float) -> float:
         operation()
         count += 1
     return count / elapsed
+
+
+def paired_rates(
+    before: Callable[[], None], now: Callable[[], None], seconds: float, rounds: int = 5
+) -> tuple[float, float]:
+    """Return the median rates of ``before`` and ``now``, measured in turns (``rounds``
+    of each, ``seconds`` in all per side), so that a change in the machine's load hits
+    both sides alike."""
+    pairs = [(rate(before, seconds / rounds), rate(now, seconds / rounds)) for _ in range(rounds)]
+    return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
 
 
 def cas_rate(store: MetaStore, seconds: float) -> float:
@@ -108,7 +120,7 @@ def checkpoint_rates(store: MetaStore, queue: str, seconds: float) -> tuple[floa
         tick += 1
         writer.write(queue, "ckpt", 0, {0: f"{tick}:0"})
 
-    return rate(before, seconds), rate(now, seconds)
+    return paired_rates(before, now, seconds)
 
 
 def checkpoint_round_rates(
@@ -143,7 +155,8 @@ def checkpoint_round_rates(
         out = writer.write_many({(queue, name): (0, {0: f"{tick}:0"}) for name in names})
         assert all(done is True for done in out.values()), out
 
-    return count * rate(before, seconds), count * rate(now, seconds)
+    before_rate, now_rate = paired_rates(before, now, seconds)
+    return count * before_rate, count * now_rate
 
 
 def load(store_factory: Callable[[], MetaStore], queue: str, count: int, threads: int) -> float:
