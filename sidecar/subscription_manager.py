@@ -23,7 +23,8 @@ ownership change, and the checkpoint chore.
   subscription's generation is still the worker's (a reset must not be overwritten by
   a worker that has not seen it yet): one compare-and-set on the version of the
   checkpoints last read or written, or when that moved, the generation read from the
-  store first (:mod:`hqueue.sidecar.checkpoints`).
+  store first (:mod:`hqueue.sidecar.checkpoints`); the compare-and-sets of all the
+  subscriptions that moved are sent together.
 """
 
 from __future__ import annotations
@@ -453,7 +454,9 @@ class SubscriptionManager:
 
     def _write_checkpoints(self, workers: Iterable[SubscriptionWorker]) -> None:
         """Record the delivered position of the workers that moved, one update per
-        subscription, if the subscription is still at the workers' generation."""
+        subscription, if the subscription is still at the workers' generation; the
+        subscriptions' updates sent together (a thousand subscriptions would otherwise
+        be a thousand metadata round trips, each a storage commit, every interval)."""
         moved: dict[tuple[str, str], list[tuple[SubscriptionWorker, MessageId]]] = {}
         for worker in workers:
             delivered = worker.delivered
@@ -461,15 +464,21 @@ class SubscriptionManager:
                 moved.setdefault((worker.queue, worker.subscription), []).append(
                     (worker, delivered)
                 )
+        if not moved:
+            return
+        results = self._checkpoints.write_many(
+            {
+                key: (items[0][0].generation, {w.partition: str(d) for w, d in items})
+                for key, items in moved.items()
+            }
+        )
         for (queue, name), items in moved.items():
-            fields = {w.partition: str(d) for w, d in items}
-            try:
-                written = self._checkpoints.write(queue, name, items[0][0].generation, fields)
-            except NoSubscriptionError:
+            written = results.get((queue, name), False)
+            if isinstance(written, NoSubscriptionError):
                 self._checkpoints.forget(queue, name)
                 continue
-            except HQueueError as exc:
-                log.warning("checkpoint of %r on %s failed: %s", name, queue, exc)
+            if isinstance(written, HQueueError):
+                log.warning("checkpoint of %r on %s failed: %s", name, queue, written)
                 continue
             if not written:
                 continue  # reset meanwhile: these positions no longer count
