@@ -44,9 +44,12 @@ class SubscriberRegistrar:
 
     def renew(self) -> SubscriberLease:
         """Register, or renew the registration, at the sidecar holding it, else at the
-        first of the queue's other sidecars that answers; return the lease granted.
+        first of the queue's other sidecars that takes it; return the lease granted.
+        A sidecar that cannot be reached, or answers ``TUnavailable`` (one still
+        starting, or whose metadata store failed), is passed over for the next.
 
-        :raises UnavailableError: if no sidecar could be reached (or none runs).
+        :raises UnavailableError: if no sidecar took it (or none runs): the message
+            names each one tried and its answer.
         :raises NoQueueError, InvalidMessageError, SubscriberRunningError,
             AuthorizationError: as a sidecar's ``registerSubscriber`` answers
             (:meth:`Sidecars.register_subscriber`).
@@ -57,7 +60,10 @@ class SubscriberRegistrar:
                 self.lease = self._queue.context.sidecars.register_subscriber(
                     address, self._queue.name, self.registration
                 )
-            except SidecarUnreachableError as exc:
+            except UnavailableError as exc:
+                # SidecarUnreachableError is one too. A sidecar restarted at the
+                # holder's address answers TUnavailable until it serves: the next one
+                # can take the registration now.
                 tried.append(f"{address} ({exc})")
                 continue
             self.sidecar = address

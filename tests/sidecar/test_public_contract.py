@@ -11,7 +11,8 @@ client) against the session's real standalone server, no hqueue client in betwee
   subscription created), pushed to, renewed, refused for a second address, withdrawn,
   withdrawn when its lease runs out, and moved to another sidecar when its holder
   dies; ``hqueue subscriptions create --address`` does the same from the command
-  line.
+  line; a renewal passes over a sidecar still starting (``TUnavailable``) for the
+  next one.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ from hqueue.errors import (
     InvalidMessageError,
     NoQueueError,
     SubscriberRunningError,
+    UnavailableError,
 )
 from hqueue.message import MAX_PARTITIONS, encode_rowkey
+from hqueue.sidecar.node import _Deferred
 from hqueue.storage.sidecars import Sidecars
 from hqueue.testing.cluster import SESSION, Cluster, wait_for
 from hqueue.testing.standalone import StandaloneProcess
@@ -397,3 +400,32 @@ def test_queue_register_subscriber_renews_and_withdraws(
     assert running.value.address == address
     assert registrar.withdraw() is True
     assert queue.subscriptions()[0].subscriber is None
+
+
+def test_a_renewal_passes_over_a_sidecar_still_starting(
+    hq: Client, hbase_server: StandaloneProcess, queue_name: str, pushed: tuple[_Recorder, str]
+) -> None:
+    _, address = pushed
+    hq.create_queue(queue_name, partitions=1)
+    queue = hq.queue(queue_name)
+    registrar = queue.register_subscriber("restarted-holder", address, lease=5)
+    # The holder restarted at its address and is still starting: its handler answers
+    # every call TUnavailable (the sidecar's own handler until it serves).
+    starting = ThriftServer(sidecar_idl().HQueueSidecar, _Deferred(), name="starting").start()
+    try:
+        pool = Sidecars(timeout_ms=20_000)
+        try:
+            with pytest.raises(UnavailableError, match="still starting"):
+                pool.register_subscriber(
+                    f"{starting.host}:{starting.port}", queue_name, registrar.registration
+                )
+        finally:
+            pool.close()
+        registrar.sidecar = f"{starting.host}:{starting.port}"
+        lease = registrar.renew()
+    finally:
+        starting.stop(grace=0)
+    assert lease.created is False
+    assert registrar.sidecar == f"{hbase_server.host}:{hbase_server.sidecar_port}"
+    assert queue.subscriptions()[0].subscriber == address
+    assert registrar.withdraw() is True
