@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from hqueue.client.denials import as_denial
 from hqueue.client.scanners import Bound, position_bound
-from hqueue.errors import HQueueError
+from hqueue.errors import HQueueError, InvalidArgumentError
 from hqueue.message import MessageId, decode_rowkey, format_time, partition_range
 from hqueue.metadata.managers import GroupManager, SubscriptionPreferences
 from hqueue.metadata.managers.subscription_data import GENERATION_OPTION
@@ -423,10 +423,15 @@ def lag(
     is reported as "more than" it; 0 counts nothing): one keys-only scan per partition
     and set of topics, whatever the number of subscriptions.
 
+    :raises InvalidArgumentError: if ``count_bound`` is not an integer >= 0.
     :raises ConnectionLostError: if the metadata store cannot be read.
     :raises AuthorizationError: if a sidecar refuses this client's principal the
-        queue's lag (it may not consume from it).
+        queue's lag (it may not consume from it), or the storage its count.
     """
+    if isinstance(count_bound, bool) or not isinstance(count_bound, int) or count_bound < 0:
+        raise InvalidArgumentError(
+            f"'count_bound' must be an integer >= 0 (0 counts nothing), not {count_bound!r}"
+        )
     owners = queue.owners()
     addresses = sorted({o.address for o in owners.values()})
     newest: dict[int, MessageId | None] = {}
@@ -514,7 +519,11 @@ def _with_counts(
 ) -> list[DeliveryLag]:
     """Return ``deliveries`` with the messages each is behind, counted keys-only (see
     :func:`lag`); a partition whose count fails keeps ``None``, so that the rest of
-    the report still reaches an operator when the storage does not answer."""
+    the report still reaches an operator when the storage does not answer.
+
+    :raises AuthorizationError: if the storage refuses this client's principal the
+        queue's rows.
+    """
     counts: dict[int, MessageCount] = {}
     wanted: dict[tuple[int, tuple[str, ...]], list[int]] = {}
     for at, d in enumerate(deliveries):
@@ -530,8 +539,11 @@ def _with_counts(
         assert newest is not None
         try:
             found = count_from(hbase.client, table, partition, newest, firsts, chosen, bound)
-        except HQueueError:
-            continue
+        except HQueueError as exc:
+            denial = as_denial(exc)
+            if denial is not None:
+                raise denial from None
+            continue  # the storage did not answer: the report goes out without it
         counts.update(zip(ats, found, strict=True))
     return [
         d

@@ -21,7 +21,11 @@ from typing import Protocol
 
 from hqueue.errors import AuthorizationError
 
-__all__ = ["ANONYMOUS", "DENIED", "Authenticator", "Principal"]
+__all__ = ["ANONYMOUS", "DENIED", "MAX_TOKEN_BYTES", "Authenticator", "Principal"]
+
+MAX_TOKEN_BYTES = 16 * 1024
+"""The longest token looked at; a longer one is refused before it is decoded (and a
+server reads no larger message from a connection before it authenticates)."""
 
 DENIED = "not authorized: "
 """How a server's answer to a call its principal may not make starts, whatever error
@@ -31,13 +35,19 @@ it."""
 
 @dataclass(frozen=True)
 class Principal:
-    """An authenticated identity and its rights (see the module's docstring)."""
+    """An authenticated identity and its rights (see the module's docstring).
+
+    ``expires``: when the token it was authenticated by expires (unix seconds), or
+    ``None``; a server stops serving a connection's calls from then on, so that an
+    expiry limits a long-lived connection too, not only new ones.
+    """
 
     name: str
     produce: tuple[str, ...] = ()
     consume: tuple[str, ...] = ()
     admin: bool = False
     sidecar: bool = False
+    expires: int | None = None
 
     def may_produce(self, queue: str) -> bool:
         """Return whether this principal may write to ``queue``."""

@@ -41,7 +41,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 from hqueue.errors import AuthenticationError, InvalidArgumentError
 from hqueue.message import format_time
-from hqueue.security.principal import Authenticator, Principal
+from hqueue.security.principal import MAX_TOKEN_BYTES, Authenticator, Principal
 from hqueue.security.secret import Secret
 
 __all__ = [
@@ -62,9 +62,6 @@ __all__ = [
 
 TOKEN_VERSION = "hqt1"
 """The first part of every signed token: the format's name and version."""
-
-MAX_TOKEN_BYTES = 16 * 1024
-"""The longest token looked at; a longer one is refused before it is decoded."""
 
 MAX_NAME_CHARS = 256
 """The longest principal name, and the longest queue-name pattern, a token may hold."""
@@ -119,6 +116,7 @@ class Claims:
             consume=self.consume,
             admin=self.admin,
             sidecar=self.sidecar,
+            expires=self.exp,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -72,6 +72,13 @@ class TableAccess:
         head = self._prefix + "_"
         return name[len(head) :] if name.startswith(head) and len(name) > len(head) else None
 
+    def is_foreign(self, table: bytes) -> bool:
+        """Return whether ``table`` lies outside the installation's prefix (never with
+        no prefix): no queue's and not the metadata's, so only admins and sidecars
+        touch it, lest a client choosing another prefix escape the queue rights."""
+        table = bytes(table or b"")
+        return table != self._metadata and self.queue_of(table) is None
+
     def require_admin(self, verb: str, table: bytes | None = None) -> None:
         """:raises AuthorizationError: unless the caller is an admin (``verb`` and
         ``table``, if any, name the call refused: ``"delete table"``, ``b"orders"``)."""
@@ -89,6 +96,8 @@ class TableAccess:
         queue = self.queue_of(table)
         if queue is not None:
             principal.require_consume(queue)
+        elif self.is_foreign(table):
+            raise _foreign_denied(principal, "read", table)
 
     def require_write(self, table: bytes) -> None:
         """:raises AuthorizationError: if the caller may not write ``table``."""
@@ -98,6 +107,8 @@ class TableAccess:
         queue = self.queue_of(table)
         if queue is not None:
             raise _write_denied(principal, queue)
+        if self.is_foreign(table):
+            raise _foreign_denied(principal, "write", table)
 
     def opened(self, scanner: Scanner, table: bytes) -> Scanner:
         """Remember that ``scanner`` reads ``table``; return ``scanner``."""
@@ -131,6 +142,16 @@ class TableAccess:
 
 def _shown(table: bytes) -> str:
     return repr(bytes(table).decode("utf-8", "backslashreplace"))
+
+
+def _foreign_denied(principal: Principal, verb: str, table: bytes) -> AuthorizationError:
+    return AuthorizationError(
+        f"principal {principal.name!r} may not {verb} table {_shown(table)}: it is outside "
+        "this installation's table prefix, which only a sidecar or an admin may touch",
+        principal.name,
+        "admin",
+        _shown(table),
+    )
 
 
 def _write_denied(principal: Principal, queue: str) -> AuthorizationError:

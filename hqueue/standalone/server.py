@@ -36,6 +36,7 @@ from hqueue.settings import DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT, DEFAULT_THRIF
 from hqueue.sidecar.node import SidecarConfig, SidecarServer, security_words
 from hqueue.sidecar.options import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_TAKEOVER_GRACE
 from hqueue.sidecar.workers import DeliveryOptions
+from hqueue.standalone.access import TableAccess
 from hqueue.standalone.engine.cursors import DEFAULT_LEASE_SECONDS, ScannerRegistry
 from hqueue.standalone.engine.schema import FOREVER
 from hqueue.standalone.engine.store import Store
@@ -173,7 +174,10 @@ class StandaloneServer:
         try:
             if cfg.metrics_port is not None:
                 self._serve_metrics(self.store)
-            handler = HbaseHandler(self.store, self.scanners, (region_host, cfg.port))
+            access = TableAccess(cfg.table_prefix)  # the prefix its sidecar and metadata use
+            handler = HbaseHandler(
+                self.store, self.scanners, (region_host, cfg.port), access=access
+            )
             self.thrift1 = ThriftServer(
                 THRIFT1_SERVICE,
                 handler,
@@ -188,7 +192,7 @@ class StandaloneServer:
             region_server = handler.region_server = (region_host, self.thrift1.port)
             self.thrift2 = ThriftServer(
                 hbase2().THBaseService,
-                THBaseHandler(self.store, region_server, self.scanners),
+                THBaseHandler(self.store, region_server, self.scanners, access=access),
                 cfg.host,
                 cfg.thrift2_port,
                 cfg.max_request_bytes,

@@ -43,6 +43,11 @@ Security (``security``, a :class:`~hqueue.security.config.ServerSecurity`):
   on a TLS port is answered, in plaintext, with a ``TApplicationException`` starting
   :data:`~hqueue.wire.errors.TLS_REQUIRED`, and the connection closed; a TLS
   handshake on a plaintext port is logged and the connection closed;
+- a connection that has not finished its TLS handshake and, on a server that
+  authenticates, its ``hqueueAuthenticate`` call within :data:`HANDSHAKE_TIMEOUT`
+  of connecting is closed then, however it trickles its bytes (one thread watches
+  every connection's deadline); before it authenticates, a message larger than
+  :data:`PRE_AUTH_MAX_BYTES` is refused before it is buffered;
 - with an authenticator, the first message must be ``hqueueAuthenticate``
   (``thrift/auth.thrift``), within :data:`HANDSHAKE_TIMEOUT` of connecting: a wrong
   token is answered with ``TAuthenticationError``, any other call with a
@@ -50,6 +55,10 @@ Security (``security``, a :class:`~hqueue.security.config.ServerSecurity`):
   :data:`~hqueue.wire.errors.AUTHENTICATION_REQUIRED`, and the connection is
   closed; nothing is served before. Without one, ``hqueueAuthenticate`` answers
   ``"anonymous"``, so a client holding a token works against an open server too;
+- a token that expires ends its connection's service then: the next call is answered
+  with a ``TApplicationException`` starting
+  :data:`~hqueue.wire.errors.AUTHENTICATION_REQUIRED` and the connection closed, so
+  a client must reconnect with a token still valid;
 - handlers learn who calls with :func:`current_principal` (per connection thread);
 - :meth:`ThriftServer.start` logs one WARNING when it binds an address other
   machines can reach without both TLS and an authenticator.
@@ -57,6 +66,7 @@ Security (``security``, a :class:`~hqueue.security.config.ServerSecurity`):
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import io
@@ -78,9 +88,10 @@ from thriftpy2.transport.buffered import TCyBufferedTransport
 from thriftpy2.transport.memory import TCyMemoryBuffer
 
 from hqueue.errors import AuthenticationError
+from hqueue.message import format_time
 from hqueue.security.config import PLAIN_SERVER, ServerSecurity
 from hqueue.security.exposure import warn_if_exposed
-from hqueue.security.principal import ANONYMOUS, Authenticator, Principal
+from hqueue.security.principal import ANONYMOUS, MAX_TOKEN_BYTES, Authenticator, Principal
 from hqueue.security.tls import server_context
 from hqueue.settings import DEFAULT_HOST
 from hqueue.wire.errors import AUTHENTICATION_REQUIRED, TLS_REQUIRED
@@ -94,6 +105,7 @@ __all__ = [
     "EXPOSED",
     "HANDSHAKE_TIMEOUT",
     "MAX_NESTING",
+    "PRE_AUTH_MAX_BYTES",
     "WARNING_INTERVAL",
     "PreEncodedStructs",
     "ThriftServer",
@@ -116,13 +128,17 @@ WARNING_INTERVAL = 1.0
 HANDSHAKE_TIMEOUT = 10.0
 """Seconds a connection has to finish its TLS handshake and, on a server that
 authenticates, to send its ``hqueueAuthenticate`` call."""
+PRE_AUTH_MAX_BYTES = MAX_TOKEN_BYTES + 1024
+"""The largest message a server that authenticates reads from a connection before
+it has: the ``hqueueAuthenticate`` call with the longest token looked at."""
 EXPOSED = "call everything it serves"
 """What the exposure warning says anyone who reaches an open port can do, unless the
 server is told more precisely (``ThriftServer(exposed=...)``)."""
 _connection = threading.local()
 """What the serving thread knows of its connection: ``principal``, once authenticated;
 ``authenticated``, whether calls may be served; ``socket``, to lift the
-authentication deadline. Cleared when the connection ends."""
+authentication deadline (its timeout per read) and ``guard``, its deadline since
+connecting (:class:`_Guard`). Cleared when the connection ends."""
 
 
 def current_principal() -> Principal:
@@ -385,6 +401,26 @@ class _Processor(TProcessor):
         api, _type, seqid = iprot.read_message_begin()
         if api == AUTH_CALL:
             return self._authenticate(iprot, oprot, seqid, peer)
+        principal = getattr(_connection, "principal", None)
+        expires = None if principal is None else principal.expires
+        if expires is not None and time.time() >= expires:
+            name = repr(getattr(principal, "name", ""))
+            self._refuse(
+                iprot,
+                oprot,
+                api,
+                seqid,
+                f"{AUTHENTICATION_REQUIRED}principal {name}'s token expired "
+                f"at {format_time(expires * 1000)}: reconnect with a valid one",
+            )
+            self._warn(
+                "%s: %s call from %s refused: principal %s's token has expired",
+                self._name,
+                api,
+                peer,
+                name,
+            )
+            raise _CloseAfterReply
         if not getattr(_connection, "authenticated", True):
             self._refuse(
                 iprot,
@@ -527,6 +563,9 @@ class _Processor(TProcessor):
             raise _CloseAfterReply
         _connection.principal = principal
         _connection.authenticated = True
+        guard = getattr(_connection, "guard", None)
+        if guard is not None:
+            guard.clear()
         sock = getattr(_connection, "socket", None)
         if sock is not None:
             sock.settimeout(None)  # authenticated: it may idle as long as it likes
@@ -740,6 +779,95 @@ class _TlsConnection:
         self.sock.close()
 
 
+class _Guard:
+    """A connection's deadline to finish its TLS handshake and authenticate: cleared
+    when it has, or the connection shut when the deadline passes first."""
+
+    def __init__(self, conn: Any, peer: str, deadline: float) -> None:
+        self.conn = conn  # the raw socket, then the TLS connection in its place
+        self.peer = peer
+        self.deadline = deadline
+        self._lock = threading.Lock()
+        self._done = False
+
+    def clear(self) -> None:
+        """The connection is through: its deadline no longer applies."""
+        with self._lock:
+            self._done = True
+
+    def expire(self) -> bool:
+        """Shut the connection unless it was cleared; return whether it was shut."""
+        with self._lock:
+            if self._done:
+                return False
+            self._done = True
+        with contextlib.suppress(OSError):
+            # The plain shutdown (also for a TLS connection): the serving thread's
+            # read then ends, however the peer trickles its bytes.
+            socket.socket.shutdown(
+                self.conn.sock if isinstance(self.conn, _TlsConnection) else self.conn,
+                socket.SHUT_RDWR,
+            )
+        return True
+
+
+class _Deadlines:
+    """One thread that shuts the connections still not through when their
+    :data:`HANDSHAKE_TIMEOUT` since connecting passes. A timeout per read is not
+    enough: a peer sending a byte now and then would never meet it."""
+
+    def __init__(self, name: str, warn: _RateLimitedWarnings) -> None:
+        self._name = name
+        self._warn = warn
+        # Every deadline is the same time after its connection's accept, so they
+        # come due in the order they were added: a queue, not a heap.
+        self._guards: collections.deque[_Guard] = collections.deque()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def watch(self, conn: Any, peer: str) -> _Guard:
+        """Return the guard of a connection just accepted, its deadline running."""
+        guard = _Guard(conn, peer, time.monotonic() + HANDSHAKE_TIMEOUT)
+        with self._wake:
+            self._guards.append(guard)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name=f"{self._name}-deadlines", daemon=True
+                )
+                self._thread.start()
+            self._wake.notify()
+        return guard
+
+    def close(self) -> None:
+        """Stop the thread (the server stops)."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._closed and not self._guards:
+                    self._wake.wait()
+                if self._closed:
+                    return
+                guard = self._guards[0]
+                wait = guard.deadline - time.monotonic()
+                if wait > 0:
+                    self._wake.wait(wait)
+                    continue
+                self._guards.popleft()
+            if guard.expire():
+                self._warn(
+                    "%s: closing connection from %s: it was not through its handshake "
+                    "and authentication within %g s of connecting",
+                    self._name,
+                    guard.peer,
+                    HANDSHAKE_TIMEOUT,
+                )
+
+
 class _HandshakeFailed(Exception):
     """A connection's TLS handshake failed (and was logged): close it."""
 
@@ -791,6 +919,7 @@ class ThriftServer:
         self._conns: dict[Any, bool] = {}  # socket (or _TlsConnection) -> busy with a call
         self._lock = threading.Lock()
         self._closing = False
+        self._deadlines = _Deadlines(name, self._warn)
 
     def start(self) -> ThriftServer:
         """Bind and start accepting; return self.
@@ -818,6 +947,7 @@ class ThriftServer:
     def stop(self, grace: float = 5.0) -> None:
         """Stop accepting, let calls in progress finish (up to ``grace`` s), close connections."""
         self._closing = True
+        self._deadlines.close()
         if self._listener is not None:
             with contextlib.suppress(OSError):
                 self._listener.shutdown(socket.SHUT_RDWR)
@@ -867,10 +997,12 @@ class ThriftServer:
         _connection.authenticated = self.security.authenticator is None
         try:
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            guard = None
             if self._ssl is not None or self.security.authenticator is not None:
                 # A connection that neither shakes hands nor authenticates in time
                 # goes: it would hold a thread for nothing.
                 raw.settimeout(HANDSHAKE_TIMEOUT)
+                guard = _connection.guard = self._deadlines.watch(raw, peer)
             first = self._first_byte(raw, peer, "connecting")
             if first is not None and self._ssl is not None:
                 if first != _TLS_HANDSHAKE_BYTE:
@@ -882,6 +1014,8 @@ class ThriftServer:
                 return
             if self.security.authenticator is None:
                 conn.settimeout(None)
+                if guard is not None:
+                    guard.clear()
             else:
                 _connection.socket = conn  # whose deadline authenticating lifts
             self._serve_by_first_byte(conn, peer, first, self._processor.process)
@@ -941,6 +1075,9 @@ class ThriftServer:
         assert self._ssl is not None
         tls = self._ssl.wrap_socket(raw, server_side=True, do_handshake_on_connect=False)
         conn = _TlsConnection(tls)
+        guard = getattr(_connection, "guard", None)
+        if guard is not None:
+            guard.conn = conn  # raw is detached now: its deadline shuts the TLS socket
         with self._lock:
             busy = self._conns.pop(raw, None)
             if busy is not None:
@@ -995,6 +1132,7 @@ class ThriftServer:
             proto = _BoundedCompactProtocol(trans, self.max_message_bytes)
         while not self._closing:
             raw.start_message()
+            raw.limit = self._message_limit()
             conn.recv(1, socket.MSG_PEEK)  # wait for the next call while idle, not busy
             self._set_busy(conn, True)
             try:
@@ -1002,15 +1140,23 @@ class ThriftServer:
             finally:
                 self._set_busy(conn, False)
 
+    def _message_limit(self) -> int:
+        """Return the largest next message this connection may send: before it has
+        authenticated, no more than an ``hqueueAuthenticate`` call needs."""
+        if getattr(_connection, "authenticated", True):
+            return self.max_message_bytes
+        return min(self.max_message_bytes, PRE_AUTH_MAX_BYTES)
+
     def _serve_framed(self, conn: Any, peer: str, process: Callable[..., None]) -> None:
         while not self._closing:
             header = _recv_exactly(conn, 4)
             if header is None:
                 return
             size = int.from_bytes(header, "big", signed=True)
-            if size <= 0 or size > self.max_message_bytes:
+            limit = self._message_limit()
+            if size <= 0 or size > limit:
                 raise (
-                    _Oversized(self.max_message_bytes)
+                    _Oversized(limit)
                     if size > 0
                     else TTransportException(TTransportException.UNKNOWN, f"bad frame size {size}")
                 )

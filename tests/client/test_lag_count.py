@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 import threading
 
+import pytest
+
 from hqueue import ConsumeStatus, Message
 from hqueue.client.client import Client, Queue
 from hqueue.client.subscription_admin import DeliveryLag
+from hqueue.errors import InvalidArgumentError
 from hqueue.testing.cluster import wait_for
 from hqueue.testing.standalone import StandaloneProcess
 from tests.cli.test_put import hqueue
@@ -106,3 +109,11 @@ def test_lag_counts_the_messages_behind_as_a_full_scan_does(
     cells = {(line.split()[0], line.split()[1]): line.split()[column] for line in lines[1:]}
     assert cells[("all", "0")] == ">12"
     assert cells[("only_a", "0")] == "10"
+
+
+def test_a_bad_count_bound_is_refused_naming_it(hq: Client, queue_name: str) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    q = hq.queue(queue_name)
+    for bad in (-1, 1.5, "10", True):
+        with pytest.raises(InvalidArgumentError, match="'count_bound' must be an integer >= 0"):
+            q.lag(count_bound=bad)  # type: ignore[arg-type]

@@ -222,15 +222,33 @@ def test_thrift1_scanners_serve_only_who_may_read_their_table(thrift1: HbaseHand
     as_principal(SIDECAR, lambda: thrift1.scannerClose(audit))
 
 
-def test_the_metadata_table_and_foreign_tables_are_open_to_every_principal(
+def test_the_metadata_table_is_open_to_every_principal(
     thrift1: HbaseHandler, thrift2: THBaseHandler
 ) -> None:
-    for table in (METADATA, FOREIGN):
-        as_principal(NOBODY, partial(put1, thrift1, table))
-        assert as_principal(NOBODY, partial(thrift1.getRow, table, b"r", None))
-        as_principal(NOBODY, partial(put2, thrift2, table, b"r2"))
-        got = as_principal(NOBODY, partial(thrift2.get, table, H2.TGet(row=b"r2")))
-        assert got.row == b"r2"
+    as_principal(NOBODY, partial(put1, thrift1, METADATA))
+    assert as_principal(NOBODY, partial(thrift1.getRow, METADATA, b"r", None))
+    as_principal(NOBODY, partial(put2, thrift2, METADATA, b"r2"))
+    got = as_principal(NOBODY, partial(thrift2.get, METADATA, H2.TGet(row=b"r2")))
+    assert got.row == b"r2"
+
+
+def test_tables_outside_the_prefix_are_for_admins_and_sidecars_only(
+    thrift1: HbaseHandler, thrift2: THBaseHandler
+) -> None:
+    """Else a client choosing another table prefix would escape the queue rights."""
+    for call in (
+        partial(put1, thrift1, FOREIGN),
+        partial(thrift1.getRow, FOREIGN, b"r", None),
+    ):
+        assert "outside this installation's table prefix" in denied1(NOBODY, call)
+    for call in (
+        partial(put2, thrift2, FOREIGN, b"r2"),
+        partial(thrift2.get, FOREIGN, H2.TGet(row=b"r2")),
+    ):
+        assert "outside this installation's table prefix" in denied2(NOBODY, call)
+    as_principal(SIDECAR, partial(put1, thrift1, FOREIGN))
+    assert as_principal(SIDECAR, partial(thrift1.getRow, FOREIGN, b"r", None))
+    assert TableAccess("").is_foreign(b"anything") is False  # no prefix: all are queues
 
 
 def test_without_authentication_everything_is_allowed(
@@ -405,3 +423,56 @@ def test_end_to_end_through_the_authentication_handshake(tmp_path: Path) -> None
             thrift2.close()
         for connection in (admin, sidecar, reader):
             connection.close()
+
+
+def test_the_servers_table_prefix_decides_which_tables_are_queues(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``StandaloneConfig.table_prefix``, not the environment, is what its gateways'
+    checks go by: the metadata table under that prefix is open to a reader, its
+    queues' tables follow the queue rights, and a table outside it is refused."""
+    from hqueue.security.config import ClientSecurity
+    from hqueue.security.credentials import server_security
+    from hqueue.security.tokens import Claims, generate_keys, load_private_key, mint
+    from hqueue.standalone.server import StandaloneConfig, StandaloneServer
+    from hqueue.wire.connect import HappybaseConnection
+
+    monkeypatch.delenv("HQUEUE_TABLE_PREFIX", raising=False)
+    private, public = tmp_path / "k.pem", tmp_path / "k.pub"
+    generate_keys(private, public)
+    key = load_private_key(private)
+    config = StandaloneConfig(
+        data_dir=tmp_path / "data",
+        port=0,
+        thrift2_port=0,
+        sidecar=False,
+        table_prefix="hq",
+        security=server_security(auth_public_keys=[public]),
+    )
+    with StandaloneServer(config) as server:
+        assert server.thrift1 is not None
+
+        def happybase_as(claims: Claims) -> HappybaseConnection:
+            return HappybaseConnection(
+                "127.0.0.1",
+                server.thrift1.port if server.thrift1 else 0,
+                security=ClientSecurity(token=mint(key, claims)),
+                gateway=False,
+                timeout=10_000,
+            )
+
+        admin = happybase_as(Claims("root", admin=True))
+        for table in ("hq_hqueue_metadata", "hq_orders", "other"):
+            admin.create_table(table, {"cf": {}})
+        reader = happybase_as(Claims("reader", consume=("orders",)))
+        reader.table("hq_hqueue_metadata").put(b"r", {b"cf:q": b"checkpoint"})
+        assert reader.table("hq_hqueue_metadata").row(b"r") == {b"cf:q": b"checkpoint"}
+        assert reader.table("hq_orders").row(b"r") == {}
+        with pytest.raises(Hbase.IOError) as caught:
+            reader.table("hq_orders").put(b"forged", {b"cf:q": b"x"})
+        assert b"only a sidecar or an admin" in caught.value.message
+        with pytest.raises(Hbase.IOError) as caught:
+            reader.table("other").row(b"r")
+        assert b"outside this installation's table prefix" in caught.value.message
+        admin.close()
+        reader.close()
