@@ -427,7 +427,9 @@ class Membership:
         wanted = rebalance(queues, current, live)
         now = wall_clock_ms()
         behind = False
-        for name, assignment in wanted.items():
+        # The smallest queues first: a new one-partition queue's assignment is not
+        # held up behind a big one's (whose value alone is long to write).
+        for name, assignment in sorted(wanted.items(), key=lambda w: (len(w[1].owners), w[0])):
             if current.get(name) == assignment:
                 continue
             version = current_raw[name].version if name in current_raw else Version.NEW

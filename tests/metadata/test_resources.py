@@ -147,3 +147,40 @@ def test_a_resource_opens_its_table_with_its_schema(store: MetaStore) -> None:
     with pytest.raises(SchemaValidationError, match=r"^partition_owner value"):
         table.put(partition_key(0), INVALID["partition_owner"], Version.NEW)
     table.put(partition_key(0), VALID["partition_owner"], Version.NEW)
+
+
+_ASSIGNMENT = {
+    "format": 1,
+    "sidecars": ["a", "b"],
+    "owners": [0, 1, -1],
+    "epochs": [1, 2, 0],
+    "leader": "a",
+    "updated_ms": 1,
+}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},
+        {"owners": [0, -2, 1]},
+        {"owners": [0, True]},
+        {"epochs": [1.0, 2]},
+        {"epochs": [1.5]},
+        {"epochs": "x"},
+        {"epochs": [-1]},
+        {"owners": list(range(-1, 32768))},
+        {"owners": [0] * 32768, "epochs": [7] * 32768},
+        {"owners": None},
+    ],
+)
+def test_arrays_of_integers_are_judged_as_jsonschema_judges_them(change: dict[str, Any]) -> None:
+    value = {**_ASSIGNMENT, **change}
+    document = json.loads((schemas.SCHEMA_DIR / "assignment.json").read_text())
+    valid = jsonschema.validators.validator_for(document)(document).is_valid(value)
+    for _ in range(2):  # the second time, a valid value is remembered
+        if valid:
+            schemas.validate("assignment", value)
+        else:
+            with pytest.raises(SchemaValidationError):
+                schemas.validate("assignment", value)
