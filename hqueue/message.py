@@ -13,7 +13,7 @@ import datetime as _dt
 import functools
 import re
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from hqueue.errors import InvalidArgumentError
@@ -37,6 +37,7 @@ __all__ = [
     "check_topics",
     "decode_rowkey",
     "encode_rowkey",
+    "first_ids",
     "format_time",
     "messages_from_columns",
     "parse_located",
@@ -492,6 +493,35 @@ def check_partition(
             f"0..{partitions - 1}"
         )
     return partition
+
+
+def first_ids(
+    partitions: Iterable[int],
+    start: str | MessageId,
+    last_id: Callable[[int], MessageId | None],
+) -> dict[int, MessageId]:
+    """Return the first id a new (or reset) subscription delivers on each of
+    ``partitions``, the one rule of the sidecar's ``registerSubscriber`` and the
+    client's subscription admin: for ``start`` ``"earliest"``, ``0:0`` (the first
+    message kept); ``"latest"``, the id after the partition's last stored message
+    (``last_id(partition)``, ``None`` for an empty partition, which starts at ``0:0``);
+    an id (or its text ``"timestamp:sequence"``), that id on every partition.
+    ``last_id`` is called only for ``"latest"``.
+
+    :raises InvalidArgumentError: if ``start`` is another string.
+    Whatever ``last_id`` raises (the storage unreadable) passes through.
+    """
+    if isinstance(start, str):
+        if start == "earliest":
+            return dict.fromkeys(partitions, MessageId(0, 0))
+        if start == "latest":
+            out = {}
+            for p in partitions:
+                last = last_id(p)
+                out[p] = MessageId(0, 0) if last is None else last.successor()
+            return out
+        start = MessageId.parse(start)
+    return dict.fromkeys(partitions, start)
 
 
 def check_topics(topics: Iterable[str] | str | None) -> tuple[str, ...] | None:

@@ -38,7 +38,7 @@ from hqueue.errors import (
     SubscriberRunningError,
     SubscriptionExistsError,
 )
-from hqueue.message import MessageId, check_partition, check_topics
+from hqueue.message import MessageId, check_partition, check_topics, first_ids
 from hqueue.metadata.managers import (
     QueueInfoManager,
     SubscriptionDataManager,
@@ -193,18 +193,13 @@ class SubscriberLeases:
         return self._withdraw(queue, name, address)
 
     def _starts(self, queue: str, partitions: Sequence[int], first: str) -> dict[int, MessageId]:
-        """Return the first id to deliver of each partition for a new subscription."""
-        if first == "earliest":
-            return {p: MessageId(0, 0) for p in partitions}
-        if first == "latest":
-            table = self._storage.table_name(queue)
-            out = {}
-            for p in partitions:
-                last = self._storage.last_id(table, p)
-                out[p] = MessageId(0, 0) if last is None else last.successor()
-            return out
-        every = MessageId.parse(first)
-        return {p: every for p in partitions}
+        """Return the first id to deliver of each partition for a new subscription
+        starting at ``first`` (:func:`~hqueue.message.first_ids`'s rule, the client's).
+
+        :raises StorageError: (or ConnectionLostError) if the storage cannot be read.
+        """
+        table = self._storage.table_name(queue)
+        return first_ids(partitions, first, lambda p: self._storage.last_id(table, p))
 
     def _announce(self, queue: str, name: str, address: str) -> bool:
         """Write the subscriber entry for ``address``; return whether this sidecar

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from hqueue.client.denials import as_denial
 from hqueue.client.scanners import Bound, position_bound
 from hqueue.errors import HQueueError, InvalidArgumentError
-from hqueue.message import MessageId, decode_rowkey, format_time, partition_range
+from hqueue.message import MessageId, decode_rowkey, first_ids, format_time, partition_range
 from hqueue.metadata.managers import GroupManager, SubscriptionPreferences
 from hqueue.metadata.managers.subscription_data import GENERATION_OPTION
 from hqueue.metadata.policy import DeliveryPolicy
@@ -75,19 +75,18 @@ def start_bound(queue: QueueHandle, start: object, subscribed: Collection[int]) 
     return position_bound(start, "start", chosen, where)
 
 
-def _latest(queue: QueueHandle, partitions: Iterable[int]) -> dict[int, MessageId]:
-    """Return, per partition, the id after its last stored message (``0:0`` if empty).
-
-    :raises ConnectionLostError: (or StorageError) if HBase cannot be read.
-    """
+def _last_ids(queue: QueueHandle) -> Callable[[int], MessageId | None]:
+    """Return what gives a partition's last stored id (``None`` if it is empty), for
+    :func:`~hqueue.message.first_ids`; it raises ConnectionLostError (or
+    StorageError) if HBase cannot be read."""
     hbase = queue.context.hbase
     table = hbase.table_name(queue.name)
-    out: dict[int, MessageId] = {}
-    for p in partitions:
-        key = hbase.last_rowkey(table, *partition_range(p))
-        last = None if key is None else decode_rowkey(key)[1]
-        out[p] = MessageId(0, 0) if last is None else last.successor()
-    return out
+
+    def last_id(partition: int) -> MessageId | None:
+        key = hbase.last_rowkey(table, *partition_range(partition))
+        return None if key is None else decode_rowkey(key)[1]
+
+    return last_id
 
 
 def _starts(
@@ -97,14 +96,14 @@ def _starts(
     others: Callable[[list[int]], dict[int, MessageId]],
 ) -> dict[int, MessageId]:
     """Return the first id to deliver of each of ``partitions`` for ``chosen`` (see
-    :func:`start_bound`), ``others`` giving those of the partitions positions left out."""
-    if chosen == "earliest":
-        return {p: MessageId(0, 0) for p in partitions}
-    if chosen == "latest":
-        return _latest(queue, partitions)
-    assert isinstance(chosen, Bound)
+    :func:`start_bound`), ``others`` giving those of the partitions positions left out.
+
+    :raises ConnectionLostError: (or StorageError) if HBase cannot be read.
+    """
+    if isinstance(chosen, str):
+        return first_ids(partitions, chosen, _last_ids(queue))
     if chosen.every is not None:
-        return {p: chosen.every for p in partitions}
+        return first_ids(partitions, chosen.every, _last_ids(queue))
     rest = others([p for p in partitions if p not in chosen.own])
     return {p: chosen.own[p] if p in chosen.own else rest[p] for p in partitions}
 
@@ -123,7 +122,9 @@ def resolve_starts(
     """
     partitions = list(partitions)
     chosen = start_bound(queue, start, partitions)
-    return _starts(queue, partitions, chosen, lambda rest: _latest(queue, rest))
+    return _starts(
+        queue, partitions, chosen, lambda rest: first_ids(rest, "latest", _last_ids(queue))
+    )
 
 
 @dataclass(frozen=True)

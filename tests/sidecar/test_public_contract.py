@@ -36,7 +36,7 @@ from hqueue.errors import (
     SubscriberRunningError,
     UnavailableError,
 )
-from hqueue.message import MAX_PARTITIONS, encode_rowkey
+from hqueue.message import MAX_PARTITIONS, MessageId, encode_rowkey
 from hqueue.sidecar.node import _Deferred
 from hqueue.storage.sidecars import Sidecars
 from hqueue.testing.cluster import SESSION, Cluster, wait_for
@@ -429,3 +429,21 @@ def test_a_renewal_passes_over_a_sidecar_still_starting(
     assert registrar.sidecar == f"{hbase_server.host}:{hbase_server.sidecar_port}"
     assert queue.subscriptions()[0].subscriber == address
     assert registrar.withdraw() is True
+
+
+def test_a_registration_starts_where_a_python_subscription_would(
+    hq: Client, queue_name: str, raw: TClient, pushed: tuple[_Recorder, str]
+) -> None:
+    recorder, address = pushed
+    hq.create_queue(queue_name, partitions=2)
+    queue = hq.queue(queue_name)
+    stored = [queue.put(b"old-%d" % p, topic="t", partition=p) for p in (0, 1)]
+    raw.registerSubscriber(queue_name, _registration("latest", address))  # the default
+    raw.registerSubscriber(queue_name, _registration("by-id", "127.0.0.1:2", start="7:3"))
+    raw.unregisterSubscriber(queue_name, "by-id", "127.0.0.1:2")
+    # The same rule as the client's: after the last stored message; the id everywhere.
+    starts = {info.name: info.partitions for info in queue.subscriptions()}
+    assert starts["latest"] == {p: stored[p].id.successor() for p in (0, 1)}
+    assert starts["by-id"] == {0: MessageId(7, 3), 1: MessageId(7, 3)}
+    queue.put(b"new", topic="t", partition=1)
+    wait_for(lambda: recorder.received() == [b"new"], 20, "only the new message pushed")
