@@ -7,9 +7,8 @@ Every call but ``status`` first asks whether the connection's principal
 (:func:`~hqueue.wire.rpc_server.current_principal`) may do it: ``put`` needs
 ``produce`` on the queue, ``scan``, ``lag``, ``registerSubscriber`` and
 ``unregisterSubscriber`` ``consume``. A denial is answered before anything is read
-or written, with the IDL's ``TInvalidMessage`` (index -1) or, for ``lag``, a
-``TApplicationException`` (as before it declared any exception), whose message
-starts ``"not authorized:"``: clients raise
+or written, with the IDL's ``TInvalidMessage`` (index -1), whose message starts
+``"not authorized:"``: clients raise
 :class:`~hqueue.errors.AuthorizationError` for it.
 
 ``registerSubscriber`` and ``unregisterSubscriber`` are the public way to register
@@ -21,8 +20,6 @@ import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
-
-from thriftpy2.thrift import TApplicationException
 
 from hqueue.errors import (
     AuthorizationError,
@@ -131,8 +128,7 @@ class SidecarHandler:
         try:
             current_principal().require_consume(queue)
         except AuthorizationError as exc:
-            # lag declares no exception: the generic one carries the same message.
-            raise TApplicationException(TApplicationException.UNKNOWN, DENIED + str(exc)) from None
+            raise _denied(exc) from None
         with sidecar_exceptions():
             # An unknown queue is an error, not an empty answer: a typo would read as
             # "nothing to deliver".
@@ -204,7 +200,7 @@ def _metadata_unavailable(what: str) -> Iterator[None]:
 
 
 def _denied(error: AuthorizationError) -> Any:
-    """Return the IDL exception that answers a denied ``put`` or ``scan``: the
-    ``TInvalidMessage`` both declare, about no message in particular (index -1),
+    """Return the IDL exception that answers a denied ``put``, ``scan``, ``lag`` or
+    registration: the ``TInvalidMessage`` they declare, about no message in particular (index -1),
     nothing of the call having been done."""
     return sidecar_idl().TInvalidMessage(message=DENIED + str(error), index=-1)

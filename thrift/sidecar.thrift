@@ -308,7 +308,7 @@ service HQueueSidecar {
 
   /* The queue's partitions this sidecar owns and its deliveries of them (ask every
      sidecar for the whole queue). TQueueNotFound: no such queue. A denial is a
-     TApplicationException whose message starts "not authorized:". */
+     TInvalidMessage (index -1) whose message starts "not authorized:", as put's. */
   TQueueLag lag(1: required string queue)
     throws (2: TQueueNotFound queueNotFound, 3: TInvalidMessage invalid,
             4: TUnavailable unavailable)
