@@ -62,7 +62,10 @@ def count_from(
     if not pending:
         return [MessageCount(0) for _ in firsts]
     # Down from the newest message (a reversed scan's start row is included) to the
-    # lowest first id: its rowkey less a byte is below it, and above every lower id's.
+    # lowest first id. The stop row, its rowkey less its last byte, sorts below it,
+    # so the scan reaches it; ids of its millisecond with the same high sequence byte
+    # but a lower sequence are read too (a few rows at most), and counting only
+    # the ids at or above each first id leaves them out.
     scan = Thrift1Range(
         connect,
         table,
