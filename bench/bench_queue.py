@@ -445,7 +445,11 @@ class SecuredHQueuePeer(HQueuePeer):
         private_key, public_key = secured / "signing.key", secured / "signing.pub"
         generate_keys(private_key, public_key)
         tokens = {}
-        for claims in (Claims("server", admin=True, sidecar=True), Claims("bench", admin=True)):
+        for claims in (
+            Claims("server", admin=True, sidecar=True),
+            Claims("push", push=True),  # what its sidecar would present to subscribers
+            Claims("bench", admin=True),
+        ):
             tokens[claims.sub] = secured / f"{claims.sub}.token"
             tokens[claims.sub].write_bytes(mint(load_private_key(private_key), claims).reveal())
         self.server = StandaloneProcess(
@@ -454,6 +458,7 @@ class SecuredHQueuePeer(HQueuePeer):
                 *("--tls-cert", pki.server.cert, "--tls-key", pki.server.key),
                 *("--tls-ca", pki.ca, "--auth-public-key", str(public_key)),
                 *("--token-file", str(tokens["server"])),
+                *("--push-token-file", str(tokens["push"])),
             ),
         )
         self.credentials = {"tls_ca": pki.ca, "token_file": str(tokens["bench"])}

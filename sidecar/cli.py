@@ -20,9 +20,12 @@ from hqueue.security.config import ClientSecurity, ServerSecurity
 from hqueue.security.credentials import (
     ENV_AUTH_PUBLIC_KEY,
     ENV_AUTH_SECRET_FILE,
+    ENV_PUSH_TOKEN_FILE,
     ENV_TLS_CLIENT_CA,
     ENV_ZOOKEEPER_AUTH_FILE,
     client_security,
+    read_push_token,
+    read_secret_file,
     server_security,
     zookeeper_auth,
 )
@@ -52,6 +55,9 @@ class ServerCredentials:
     storage gateway, other sidecars, subscribers): TLS when ``--tls-ca`` is given
     (its own ``--tls-cert``/``--tls-key`` as client certificate), and its own token
     (``--token-file``, else the shared secret of ``--auth-secret-file``);
+    ``push``, what it presents to the subscribers it pushes to: ``client``'s TLS and
+    only the push token (``--push-token-file``, else the shared secret, else none),
+    never its own token, for a subscriber's address is anyone's who may subscribe;
     ``zookeeper_auth``, the ``user:password`` of ZooKeeper's digest authentication.
     No secret is held here in the clear: each is a
     :class:`~hqueue.security.secret.Secret`."""
@@ -59,6 +65,7 @@ class ServerCredentials:
     security: ServerSecurity
     client: ClientSecurity
     zookeeper_auth: Secret | None = None
+    push: ClientSecurity | None = None
 
 
 def _credentials(
@@ -71,6 +78,7 @@ def _credentials(
     auth_secret_file: str | None,
     token_file: str | None,
     zookeeper_auth_file: str | None,
+    push_token_file: str | None = None,
 ) -> ServerCredentials:
     """Return the credentials a server's security options name (their files read).
 
@@ -95,9 +103,16 @@ def _credentials(
             environ={},
         )
         digest = zookeeper_auth(zookeeper_auth_file, environ={})
+        if push_token_file is not None:
+            push_token: Secret | None = read_push_token(push_token_file)
+        elif auth_secret_file is not None:
+            push_token = read_secret_file(auth_secret_file, "auth secret file")
+        else:
+            push_token = None
     except HQueueError as exc:
         raise click.ClickException(str(exc)) from None
-    return ServerCredentials(security, client, digest)
+    push = ClientSecurity(tls=client.tls, token=push_token)
+    return ServerCredentials(security, client, digest, push)
 
 
 _FILE = click.Path(exists=True, dir_okay=False)
@@ -179,10 +194,11 @@ def server_options(max_request_bytes: int) -> Callable[[F], F]:
     ``--log-level``, ``--metrics-port``, ``--metrics-host`` and the security options
     (``--tls-cert``, ``--tls-key``, ``--tls-client-ca``, ``--tls-ca``,
     ``--auth-public-key``, ``--auth-secret-file``, ``--token-file``,
-    ``--zookeeper-auth-file``: files, never secrets on the command line). The command
-    receives ``host``, ``max_request_bytes``, ``session_timeout``, ``metrics_port``,
-    ``metrics_host`` and ``credentials`` (a :class:`ServerCredentials`); the log level
-    is applied (log lines on stderr) before it runs.
+    ``--push-token-file``, ``--zookeeper-auth-file``: files, never secrets on the
+    command line). The command receives ``host``, ``max_request_bytes``,
+    ``session_timeout``, ``metrics_port``, ``metrics_host`` and ``credentials`` (a
+    :class:`ServerCredentials`); the log level is applied (log lines on stderr) before
+    it runs.
 
     ``--max-message-bytes``, the name ``hqueue standalone`` gave the request limit
     before, still parses but is not shown.
@@ -266,8 +282,18 @@ def server_options(max_request_bytes: int) -> Callable[[F], F]:
             "--token-file",
             type=_FILE,
             default=None,
-            help="This server's own token, presented when it calls out "
-            "[default: the shared secret of --auth-secret-file].",
+            help="This server's own token, presented to the storage gateway and the "
+            "metadata store [default: the shared secret of --auth-secret-file].",
+        ),
+        click.option(
+            "--push-token-file",
+            type=_FILE,
+            envvar=ENV_PUSH_TOKEN_FILE,
+            show_envvar=True,
+            default=None,
+            help="The token presented to subscribers: one with the push right only "
+            "(`hqueue token create --push`) [default: the shared secret of "
+            "--auth-secret-file, else none].",
         ),
         click.option(
             "--zookeeper-auth-file",
@@ -293,6 +319,7 @@ def server_options(max_request_bytes: int) -> Callable[[F], F]:
             auth_public_key: tuple[str, ...],
             auth_secret_file: str | None,
             token_file: str | None,
+            push_token_file: str | None,
             zookeeper_auth_file: str | None,
             **kwargs: Any,
         ) -> Any:
@@ -317,6 +344,7 @@ def server_options(max_request_bytes: int) -> Callable[[F], F]:
                 auth_secret_file=auth_secret_file,
                 token_file=token_file,
                 zookeeper_auth_file=zookeeper_auth_file,
+                push_token_file=push_token_file,
             )
             return command(*args, **kwargs)
 
@@ -412,6 +440,7 @@ def sidecar(
         metrics_host=metrics_host,
         security=credentials.security,
         client_security=credentials.client,
+        push_security=credentials.push,
         zookeeper_auth=credentials.zookeeper_auth,
     )
     stop = threading.Event()

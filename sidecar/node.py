@@ -25,6 +25,7 @@ from hqueue.metadata.resources import check_name
 from hqueue.metrics import Metrics, MetricsServer
 from hqueue.security.config import PLAIN_CLIENT, PLAIN_SERVER, ClientSecurity, ServerSecurity
 from hqueue.security.secret import Secret
+from hqueue.security.tokens import shared_secret
 from hqueue.settings import DEFAULT_HBASE, DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT
 from hqueue.sidecar.core import Sidecar
 from hqueue.sidecar.membership import Membership
@@ -46,7 +47,7 @@ from hqueue.wire.errors import sidecar_exceptions
 from hqueue.wire.idl import sidecar as sidecar_idl
 from hqueue.wire.rpc_server import ThriftServer
 
-__all__ = ["EXPOSED", "SidecarConfig", "SidecarServer", "security_words"]
+__all__ = ["EXPOSED", "SidecarConfig", "SidecarServer", "push_security", "security_words"]
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +64,12 @@ class SidecarConfig:
     ``max_payload_bytes`` one message's value. ``predecessor``, ``predecessor_token``
     and ``run_token``: see :class:`SidecarOptions <hqueue.sidecar.options.SidecarOptions>`.
     ``security`` is what the sidecar's port demands (TLS, a token);
-    ``client_security`` what the sidecar presents when it calls out (to the storage
-    gateway, the metadata store on HBase, subscribers); ``zookeeper_auth`` the
-    ``user:password`` of ZooKeeper's digest authentication, if any.
+    ``client_security`` what the sidecar presents when it calls out to the storage
+    gateway and the metadata store on HBase; ``push_security`` what it presents to
+    subscribers (TLS and a push token: see :func:`push_security`; ``None``:
+    ``client_security``'s TLS, and its token only if that is the installation's shared
+    secret); ``zookeeper_auth`` the ``user:password`` of ZooKeeper's digest
+    authentication, if any.
     """
 
     hbase: str = DEFAULT_HBASE
@@ -89,6 +93,7 @@ class SidecarConfig:
     metrics_host: str = DEFAULT_HOST
     security: ServerSecurity = PLAIN_SERVER
     client_security: ClientSecurity = PLAIN_CLIENT
+    push_security: ClientSecurity | None = None
     zookeeper_auth: Secret | None = None
 
 
@@ -178,6 +183,7 @@ class SidecarServer:
                 predecessor_token=cfg.predecessor_token,
                 run_token=cfg.run_token,
                 client_security=cfg.client_security,
+                push_security=push_security(cfg),
             )
             membership = Membership(
                 cfg.sidecar_id or address, address, self.store, storage, options
@@ -252,6 +258,29 @@ class SidecarServer:
         if self._hbase is not None:
             self._hbase.close()
             self._hbase = None
+
+
+def push_security(config: SidecarConfig) -> ClientSecurity:
+    """Return what a sidecar of ``config`` presents to the subscribers it pushes to:
+    ``config.push_security``, else ``client_security``'s TLS settings with its token
+    only when that is the installation's shared secret (which every subscriber of the
+    installation holds anyway), never a signed token: the sidecar's own carries
+    storage rights, and a subscriber's address is anyone's who may subscribe.
+
+    Logs one WARNING when the sidecar presents a token to storage and none to
+    subscribers: those that demand one refuse its pushes.
+    """
+    own = config.client_security
+    chosen = config.push_security
+    if chosen is None:
+        chosen = ClientSecurity(tls=own.tls, token=shared_secret(own.token))
+    if chosen.token is None and own.token is not None:
+        log.warning(
+            "this sidecar pushes to subscribers without a token: subscribers that require "
+            "authentication will refuse its pushes. Give --push-token-file (or "
+            "$HQUEUE_PUSH_TOKEN_FILE) a token made with `hqueue token create --push`"
+        )
+    return chosen
 
 
 def security_words(security: ServerSecurity) -> str:

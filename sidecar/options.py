@@ -63,8 +63,13 @@ class SidecarOptions:
     :meth:`Membership._take_over <hqueue.sidecar.membership.Membership._take_over>`);
     otherwise it waits, as any sidecar whose id is taken"""
     client_security: ClientSecurity = PLAIN_CLIENT
-    """what the sidecar presents when it calls out (TLS settings, its token): to the
-    subscribers it pushes to, which accept pushes only from a sidecar's principal"""
+    """what the sidecar presents when it calls out to storage and metadata (TLS
+    settings, its token); never to subscribers (see :attr:`push_security`)"""
+    push_security: ClientSecurity = PLAIN_CLIENT
+    """what the sidecar presents to the subscribers it pushes to: TLS settings and at
+    most a push token (or the shared secret), never :attr:`client_security`'s token.
+    A subscriber's address is whatever the metadata says, which any principal that
+    may subscribe writes, so whatever is presented there may be captured."""
     run_token: str | None = None
     """this process's run token, written in its registration (default: a random one);
     ``hqueue standalone`` records it in its data directory for its successor"""

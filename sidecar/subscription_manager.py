@@ -97,8 +97,8 @@ class SubscriptionManager:
         self.membership = membership
         self.options = options or DeliveryOptions()
         self._metrics = metrics
-        self._client_security = membership.options.client_security
-        """what the pushes present to subscribers (TLS, the sidecar's token)"""
+        self._push_security = membership.options.push_security
+        """what the pushes present to subscribers (TLS, the push token if any)"""
         self._pool = DeliveryPool(self.options.threads, f"deliver-{membership.id}")
         self._windows: dict[tuple[str, str, int], LagWindow] = {}
         """each delivery's lag window, by (queue, subscription, partition), kept while
@@ -347,7 +347,7 @@ class SubscriptionManager:
             want.policy,
             self._metrics,
             self._windows.setdefault(key, LagWindow(self.options.lag_samples)),
-            self._client_security,
+            self._push_security,
             self._reader_of(want.held),
         )
         if checkpoint is not None:

@@ -189,7 +189,8 @@ class SubscriptionWorker:
         self.options = options
         self._security = security
         """what a push connection presents to the subscriber (the sidecar's
-        :attr:`~hqueue.sidecar.options.SidecarOptions.client_security`)"""
+        :attr:`~hqueue.sidecar.options.SidecarOptions.push_security`: never its storage
+        token, for the subscriber's address is anyone's who may subscribe)"""
         self.policy = policy or DeliveryPolicy()
         self._sidecar_id = sidecar_id
         self._columns = {COLUMN_PREFIX + t.encode("utf-8") for t in topics} or None

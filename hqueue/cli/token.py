@@ -3,7 +3,8 @@
 ``keygen`` writes a new Ed25519 key pair: the private key (mode 0600) stays with
 whoever issues tokens, the public key goes to every server (``--auth-public-key``).
 ``create`` prints a token naming a principal and its rights (queue-name patterns for
-``--produce`` and ``--consume``, ``--admin``, ``--sidecar``), or writes it to
+``--produce`` and ``--consume``, ``--admin``, ``--sidecar``, or ``--push`` alone: what
+a sidecar presents to subscribers, worth nothing at any server), or writes it to
 ``--output`` (mode 0600). ``inspect`` reads a token from a file or stdin, never from
 the command line (where ``ps`` would show it), and prints its claims, not its
 signature; with ``--public-key`` it also checks the signature and the expiry.
@@ -91,8 +92,11 @@ def _expires(text: str | None) -> int | None:
     help="May read and subscribe to the queues this pattern matches; repeatable.",
 )
 @click.option("--admin", is_flag=True, help="May use every admin verb, on every queue.")
+@click.option("--sidecar", is_flag=True, help="A sidecar's own token: every queue's table.")
 @click.option(
-    "--sidecar", is_flag=True, help="A sidecar's token: pushes to subscribers, every table."
+    "--push",
+    is_flag=True,
+    help="A push token, alone: subscribers take pushes from it; no server takes it.",
 )
 @click.option(
     "--expires",
@@ -113,6 +117,7 @@ def create(
     consume: tuple[str, ...],
     admin: bool,
     sidecar: bool,
+    push: bool,
     expires: str | None,
     output: str | None,
 ) -> None:
@@ -130,13 +135,19 @@ def create(
             consume=consume,
             admin=admin,
             sidecar=sidecar,
+            push=push,
             iat=now,
             exp=None if lifetime is None else now + lifetime,
         )
         minted = mint(load_private_key(private_key), claims)
     except HQueueError as exc:
         message = str(exc)
-        for claim, option in (("sub", "principal"), ("produce", "produce"), ("consume", "consume")):
+        for claim, option in (
+            ("sub", "principal"),
+            ("produce", "produce"),
+            ("consume", "consume"),
+            ("push", "push"),
+        ):
             message = message.replace(f"claim {claim!r}", f"--{option}")
         raise click.ClickException(message) from None
     if output is None:
@@ -212,6 +223,7 @@ def inspect(ctx: click.Context, file: str | None, public_key: str | None) -> Non
         f"consume: {listed(claims.consume)}",
         f"admin: {'yes' if claims.admin else 'no'}",
         f"sidecar: {'yes' if claims.sidecar else 'no'}",
+        f"push: {'yes' if claims.push else 'no'}",
         f"issued: {_when(claims.iat)}",
         f"expires: {'never' if claims.exp is None else _when(claims.exp)}",
     ]

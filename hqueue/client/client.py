@@ -548,6 +548,7 @@ class Queue:
         tls_cert: str | None = None,
         tls_key: str | None = None,
         auth_public_key: str | None = None,
+        tls_client_ca: str | None = None,
     ) -> Subscriber:
         """Start a subscriber and return it; see :mod:`hqueue.client.subscriber`.
 
@@ -568,10 +569,13 @@ class Queue:
 
         A client that presents TLS or a token gets a subscriber whose push port
         serves TLS with ``tls_cert``/``tls_key`` (default: the client's own) and
-        takes pushes only from sidecars whose token ``auth_public_key`` (the
-        installation's public key; default ``HQUEUE_AUTH_PUBLIC_KEY``) verifies, or
-        that present the installation's shared secret when that is the client's token
-        (see :func:`hqueue.client.subscriber.push_security`).
+        takes pushes only from sidecars presenting a push token (``hqueue token create
+        --push``) that ``auth_public_key`` (the installation's public key; default
+        ``HQUEUE_AUTH_PUBLIC_KEY``) verifies, or the installation's shared secret when
+        that is the client's token. With ``tls_client_ca`` (default
+        ``HQUEUE_TLS_CLIENT_CA``) the push port also demands a client certificate that
+        CA signed: mutual TLS, which nothing captured can replay (see
+        :func:`hqueue.client.subscriber.push_security`).
 
         :raises InvalidArgumentError: on a bad name, partition, topic or start (a
             position of a partition not subscribed to), or if the push port's TLS
@@ -607,6 +611,7 @@ class Queue:
             tls_cert=tls_cert,
             tls_key=tls_key,
             auth_public_key=auth_public_key,
+            tls_client_ca=tls_client_ca,
         )
 
     def _dead_letter_writer(self, name: str) -> Callable[[bytes, str], Position]:

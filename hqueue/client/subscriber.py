@@ -65,7 +65,7 @@ from hqueue.metadata.metastore import SessionState
 from hqueue.metadata.policy import DEFAULT_BACKOFF_MAX_MS, DeliveryPolicy
 from hqueue.metadata.resources import check_name, check_queue_name
 from hqueue.security.config import ClientSecurity, ServerSecurity, TlsSettings
-from hqueue.security.credentials import ENV_AUTH_PUBLIC_KEY
+from hqueue.security.credentials import ENV_AUTH_PUBLIC_KEY, ENV_TLS_CLIENT_CA
 from hqueue.security.principal import DENIED
 from hqueue.security.tokens import TOKEN_VERSION, authenticator, load_public_key
 from hqueue.settings import DEFAULT_HOST, DEFAULT_SUBSCRIBE_WAIT
@@ -243,7 +243,7 @@ class _Handler:
 
     def deliver(self, delivery: Any) -> Any:
         try:
-            current_principal().require_sidecar("push to a subscriber")
+            current_principal().require_push("push to a subscriber")
         except AuthorizationError as exc:
             log.warning("subscriber %r of %s refused a push: %s", self.name, self.queue, exc)
             # deliver declares no exception: the generic one carries the denial.
@@ -384,6 +384,7 @@ class Subscriber(Closeable):
         tls_cert: str | None = None,
         tls_key: str | None = None,
         auth_public_key: str | None = None,
+        tls_client_ca: str | None = None,
     ) -> None:
         check_name(name, "subscription")
         if not listeners:
@@ -404,7 +405,9 @@ class Subscriber(Closeable):
         # Read now (once: it may be an iterator), though only a new subscription or
         # new partitions use it.
         self._start = start_bound(queue, start, self._partitions or range(queue.partitions))
-        security = push_security(queue.context.security, tls_cert, tls_key, auth_public_key)
+        security = push_security(
+            queue.context.security, tls_cert, tls_key, auth_public_key, tls_client_ca
+        )
         self._handler = _Handler(queue.name, name, list(listeners))
         self._server = ThriftServer(
             subscriber_idl().HQueueSubscriber,
@@ -651,21 +654,27 @@ def push_security(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     auth_public_key: str | None = None,
+    tls_client_ca: str | None = None,
 ) -> ServerSecurity:
     """Return what a subscriber's push port demands, given what its client presents.
 
     TLS with ``tls_cert``/``tls_key``, else the client's own certificate; a client
     that uses TLS has its subscribers serve TLS (its sidecars push over TLS), so it
-    needs one. Tokens: those the installation's public key ``auth_public_key``
-    (default ``$HQUEUE_AUTH_PUBLIC_KEY``) verifies, and the client's own token when it
-    is the installation's shared secret (any token not in the signed form), the
-    sidecars presenting the same; a client with a token has its subscribers demand
-    one, so it needs either. The deliver handler then takes pushes from sidecar
-    principals only. A client that presents nothing gets an open port, as before.
+    needs one. With ``tls_client_ca`` (default ``$HQUEUE_TLS_CLIENT_CA``) every
+    connection must present a certificate that CA signed (mutual TLS): given a CA that
+    signs only the sidecars' certificates, only sidecars can connect at all, and
+    nothing they present can be replayed by someone else. Tokens: those the
+    installation's public key ``auth_public_key`` (default ``$HQUEUE_AUTH_PUBLIC_KEY``)
+    verifies, and the client's own token when it is the installation's shared secret
+    (any token not in the signed form), the sidecars presenting the same; a client
+    with a token has its subscribers demand one, so it needs either. The deliver
+    handler then takes pushes only from principals with the push right (push tokens,
+    the shared secret). A client that presents nothing gets an open port, as before.
 
     :raises InvalidArgumentError: if TLS or a way to check tokens is needed and
-        missing, a certificate comes without its key, or the public key file is
-        unreadable or no Ed25519 key (naming what to give).
+        missing, a certificate comes without its key, a client CA without a
+        certificate, or the public key file is unreadable or no Ed25519 key (naming
+        what to give).
     """
     cert = tls_cert or (client.tls.cert if client.tls is not None else None)
     key = tls_key or (client.tls.key if client.tls is not None else None)
@@ -682,14 +691,22 @@ def push_security(
     shared = None
     if token is not None and not token.reveal().startswith(TOKEN_VERSION.encode() + b"."):
         shared = token
-    checker = authenticator(public_keys=keys, secret=shared)
+    # A push port is the one server that takes push-only tokens.
+    checker = authenticator(public_keys=keys, secret=shared, pushes=True)
     if token is not None and checker is None:
         raise InvalidArgumentError(
             "this client presents a token, so its subscriber demands one from the "
             "sidecars that push to it: give auth_public_key (the installation's public "
             f"key, or ${ENV_AUTH_PUBLIC_KEY})"
         )
-    tls = TlsSettings(cert=cert, key=key) if cert is not None else None
+    client_ca = tls_client_ca or os.environ.get(ENV_TLS_CLIENT_CA) or None
+    if client_ca is not None and cert is None:
+        raise InvalidArgumentError(
+            "a subscriber's 'tls_client_ca' needs a certificate of its own (mutual TLS "
+            "is TLS): give tls_cert and tls_key (subscribe's or connect's)"
+        )
+    # A server's TLS settings' ``ca`` are the CAs its clients' certificates must chain to.
+    tls = TlsSettings(ca=client_ca, cert=cert, key=key) if cert is not None else None
     return ServerSecurity(tls=tls, authenticator=checker)
 
 

@@ -19,7 +19,9 @@ explicit value is given; a server's are the defaults of its command-line options
 ``HQUEUE_TLS_CERT``, ``HQUEUE_TLS_KEY``   the client's certificate and key (mutual TLS)
 ``HQUEUE_AUTH_PUBLIC_KEY``                a server's ``--auth-public-key``
 ``HQUEUE_AUTH_SECRET_FILE``               a server's ``--auth-secret-file``
-``HQUEUE_TLS_CLIENT_CA``                  a server's ``--tls-client-ca``
+``HQUEUE_TLS_CLIENT_CA``                  a server's ``--tls-client-ca``; a
+                                          subscriber's ``tls_client_ca``
+``HQUEUE_PUSH_TOKEN_FILE``                a server's ``--push-token-file``
 ``HQUEUE_ZOOKEEPER_AUTH_FILE``            a file holding ``user:password``: ZooKeeper
                                           digest credentials (:func:`zookeeper_auth`)
 ========================================  =============================================
@@ -39,6 +41,7 @@ __all__ = [
     "ENVIRONMENT",
     "ENV_AUTH_PUBLIC_KEY",
     "ENV_AUTH_SECRET_FILE",
+    "ENV_PUSH_TOKEN_FILE",
     "ENV_TLS_CA",
     "ENV_TLS_CERT",
     "ENV_TLS_CLIENT_CA",
@@ -47,6 +50,7 @@ __all__ = [
     "ENV_TOKEN_FILE",
     "ENV_ZOOKEEPER_AUTH_FILE",
     "client_security",
+    "read_push_token",
     "read_secret_file",
     "server_security",
     "zookeeper_auth",
@@ -61,6 +65,7 @@ ENV_AUTH_PUBLIC_KEY = "HQUEUE_AUTH_PUBLIC_KEY"
 ENV_AUTH_SECRET_FILE = "HQUEUE_AUTH_SECRET_FILE"
 ENV_TLS_CLIENT_CA = "HQUEUE_TLS_CLIENT_CA"
 ENV_ZOOKEEPER_AUTH_FILE = "HQUEUE_ZOOKEEPER_AUTH_FILE"
+ENV_PUSH_TOKEN_FILE = "HQUEUE_PUSH_TOKEN_FILE"
 
 ENVIRONMENT = {
     ENV_TOKEN_FILE: "a file holding the token to present (the default of --token-file)",
@@ -88,6 +93,36 @@ def read_secret_file(path: str | os.PathLike[str], what: str) -> Secret:
     if not value:
         raise InvalidArgumentError(f"the {what} {path} is empty")
     return Secret(value)
+
+
+def read_push_token(path: str | os.PathLike[str]) -> Secret:
+    """Return the push token in the file ``path`` (what a sidecar presents to
+    subscribers, ``--push-token-file``): a signed token with the push right and no
+    other (``hqueue token create --push``), or the installation's shared secret.
+
+    :raises InvalidArgumentError: if the file is missing, unreadable or empty, or
+        holds a signed token that is malformed or carries rights other than push (it
+        would hand them to every subscriber's address), naming the file, never its
+        content.
+    """
+    # Imported here: clients, and every command line's --help, need no cryptography.
+    from hqueue.errors import AuthenticationError
+    from hqueue.security.tokens import TOKEN_VERSION, decode_claims
+
+    token = read_secret_file(path, "push token file")
+    if not token.reveal().startswith(TOKEN_VERSION.encode() + b"."):
+        return token  # the shared secret: every subscriber holding it is trusted anyway
+    try:
+        claims = decode_claims(token)
+    except AuthenticationError as exc:
+        raise InvalidArgumentError(f"the push token file {path}: {exc}") from None
+    if not claims.principal.push_only:
+        raise InvalidArgumentError(
+            f"the push token file {path} holds principal {claims.sub!r}'s token, which "
+            "is not a push token: subscribers would receive its rights. Make one with "
+            "`hqueue token create --push`"
+        )
+    return token
 
 
 def _tls(ca: str | None, cert: str | None, key: str | None, who: str) -> TlsSettings | None:

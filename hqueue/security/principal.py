@@ -9,8 +9,12 @@ A principal's rights are patterns of queue names (shell-style, ``fnmatch``'s ``*
   dead letters (a replay also needs ``produce`` on the queue written to);
 - ``admin``: every admin verb (create, alter, delete and purge queues, reset and
   delete subscriptions) and every queue;
-- ``sidecar``: a sidecar's own principal: pushes to subscribers, writes and reads
-  every queue's table. Subscribers accept pushes from these principals only.
+- ``sidecar``: a sidecar's own principal: writes and reads every queue's table;
+- ``push``: may push to subscribers, and nothing else. Subscribers accept pushes from
+  these principals only. A token with the push right holds no other (see
+  :class:`~hqueue.security.tokens.Claims`): sidecars present it to subscribers, which
+  are wherever the metadata says, so it must be worth nothing at any server if a
+  hostile subscriber keeps it; servers refuse it (:attr:`Principal.push_only`).
 """
 
 from __future__ import annotations
@@ -48,6 +52,13 @@ class Principal:
     admin: bool = False
     sidecar: bool = False
     expires: int | None = None
+    push: bool = False
+
+    @property
+    def push_only(self) -> bool:
+        """Return whether this principal may push to subscribers and do nothing else
+        (what servers other than a subscriber's push port refuse at once)."""
+        return self.push and not (self.admin or self.sidecar or self.produce or self.consume)
 
     def may_produce(self, queue: str) -> bool:
         """Return whether this principal may write to ``queue``."""
@@ -78,6 +89,18 @@ class Principal:
                 what,
             )
 
+    def require_push(self, what: str) -> None:
+        """:raises AuthorizationError: unless this principal has the push right
+        (``what`` names the call refused: ``"push to a subscriber"``)."""
+        if not self.push:
+            raise AuthorizationError(
+                f"principal {self.name!r} may not {what}: that needs the push right "
+                "(a token made with `hqueue token create --push`)",
+                self.name,
+                "push",
+                what,
+            )
+
     def require_sidecar(self, what: str) -> None:
         """:raises AuthorizationError: unless this is a sidecar's principal."""
         if not self.sidecar:
@@ -98,7 +121,7 @@ def _matches(patterns: tuple[str, ...], queue: str) -> bool:
     return any(fnmatchcase(queue, p) for p in patterns)
 
 
-ANONYMOUS = Principal("anonymous", admin=True, sidecar=True)
+ANONYMOUS = Principal("anonymous", admin=True, sidecar=True, push=True)
 """Who calls a server that authenticates no one: allowed everything, as before
 security existed (the embedded default, bound to loopback)."""
 

@@ -8,10 +8,11 @@ Two kinds of token:
   holds the private key mints them (:func:`mint`, ``hqueue token create``); servers
   verify them with the public key (:class:`SignedTokenAuthenticator`). The claims
   (:class:`Claims`): ``sub`` the principal's name, ``produce`` and ``consume`` lists of
-  queue-name patterns, ``admin`` and ``sidecar`` flags, ``iat`` and an optional
-  ``exp`` in unix seconds.
+  queue-name patterns, ``admin``, ``sidecar`` and ``push`` flags (``push`` alone: a
+  token with it holds no other right), ``iat`` and an optional ``exp`` in unix
+  seconds.
 - **A shared secret** per installation (:class:`SecretAuthenticator`): presenting it
-  authenticates as :data:`INSTALLATION`, which has admin and sidecar rights.
+  authenticates as :data:`INSTALLATION`, which has admin, sidecar and push rights.
 
 A server may accept both (:func:`authenticator`). Every refusal is an
 :class:`~hqueue.errors.AuthenticationError` whose message says what is wrong
@@ -50,6 +51,7 @@ __all__ = [
     "TOKEN_VERSION",
     "AnyAuthenticator",
     "Claims",
+    "NoPushOnly",
     "SecretAuthenticator",
     "SignedTokenAuthenticator",
     "authenticator",
@@ -58,6 +60,7 @@ __all__ = [
     "load_private_key",
     "load_public_key",
     "mint",
+    "shared_secret",
 ]
 
 TOKEN_VERSION = "hqt1"
@@ -66,12 +69,13 @@ TOKEN_VERSION = "hqt1"
 MAX_NAME_CHARS = 256
 """The longest principal name, and the longest queue-name pattern, a token may hold."""
 
-INSTALLATION = Principal("installation", admin=True, sidecar=True)
-"""Who presents the installation's shared secret: an admin and a sidecar."""
+INSTALLATION = Principal("installation", admin=True, sidecar=True, push=True)
+"""Who presents the installation's shared secret: an admin and a sidecar, and it may
+push to subscribers (every holder of the secret may do everything anyway)."""
 
 _SIGNATURE_BYTES = 64
 _B64URL = re.compile(rb"[A-Za-z0-9_-]*")
-_CLAIMS = frozenset({"sub", "produce", "consume", "admin", "sidecar", "iat", "exp"})
+_CLAIMS = frozenset({"sub", "produce", "consume", "admin", "sidecar", "push", "iat", "exp"})
 
 
 @dataclass(frozen=True)
@@ -80,8 +84,12 @@ class Claims:
     :mod:`hqueue.security.principal`), when it was issued (``iat``) and, if it
     expires, when (``exp``); both in unix seconds.
 
+    ``push`` (may push to subscribers) goes alone: sidecars present such a token to
+    whatever address the metadata names, so it must grant nothing anywhere else.
+
     :raises InvalidArgumentError: on construction, if a claim is malformed (an empty
-        or unprintable name or pattern, a bad time), naming it.
+        or unprintable name or pattern, a bad time), naming it, or if ``push`` comes
+        with any other right.
     """
 
     sub: str
@@ -89,6 +97,7 @@ class Claims:
     consume: tuple[str, ...] = ()
     admin: bool = False
     sidecar: bool = False
+    push: bool = False
     iat: int = field(default_factory=lambda: int(time.time()))
     exp: int | None = None
 
@@ -100,9 +109,14 @@ class Claims:
                 raise InvalidArgumentError(f"claim {claim!r} must be a tuple of patterns")
             for pattern in patterns:
                 _check_name(claim, pattern)
-        for claim in ("admin", "sidecar"):
+        for claim in ("admin", "sidecar", "push"):
             if not isinstance(getattr(self, claim), bool):
                 raise InvalidArgumentError(f"claim {claim!r} must be true or false")
+        if self.push and (self.produce or self.consume or self.admin or self.sidecar):
+            raise InvalidArgumentError(
+                "claim 'push' goes alone: a push token is handed to subscribers, so it "
+                "may hold no produce, consume, admin or sidecar right"
+            )
         _check_time("iat", self.iat)
         if self.exp is not None:
             _check_time("exp", self.exp)
@@ -117,6 +131,7 @@ class Claims:
             admin=self.admin,
             sidecar=self.sidecar,
             expires=self.exp,
+            push=self.push,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -129,6 +144,9 @@ class Claims:
             "sidecar": self.sidecar,
             "iat": self.iat,
         }
+        # Only when set: the tokens minted before the push right existed read the same.
+        if self.push:
+            out["push"] = True
         if self.exp is not None:
             out["exp"] = self.exp
         return out
@@ -139,7 +157,8 @@ class Claims:
 
         Strict: an object with ``sub`` and ``iat``, no claim this format does not
         know, each of the right type (``produce``/``consume`` lists of non-empty
-        printable strings, ``admin``/``sidecar`` booleans, ``iat``/``exp`` integers).
+        printable strings, ``admin``/``sidecar``/``push`` booleans, ``iat``/``exp``
+        integers).
 
         :raises InvalidArgumentError: naming the first claim that is wrong.
         """
@@ -172,6 +191,7 @@ class Claims:
             consume=lists["consume"],
             admin=value.get("admin", False),
             sidecar=value.get("sidecar", False),
+            push=value.get("push", False),
             iat=value["iat"],
             exp=exp,
         )
@@ -331,6 +351,14 @@ def mint(private_key: Ed25519PrivateKey, claims: Claims) -> Secret:
     payload = json.dumps(claims.to_json(), separators=(",", ":"), ensure_ascii=True)
     signed = TOKEN_VERSION.encode() + b"." + _b64encode(payload.encode())
     return Secret(signed + b"." + _b64encode(private_key.sign(signed)))
+
+
+def shared_secret(token: Secret | None) -> Secret | None:
+    """Return ``token`` if it is an installation's shared secret (anything not in the
+    signed form), else ``None`` (a signed token, or no token)."""
+    if token is None or token.reveal().startswith(TOKEN_VERSION.encode() + b"."):
+        return None
+    return token
 
 
 def _split(token: bytes) -> tuple[bytes, bytes, bytes]:
@@ -497,17 +525,46 @@ class AnyAuthenticator:
         raise AuthenticationError("token refused: unknown token (not this installation's secret)")
 
 
+class NoPushOnly:
+    """Accepts what ``inner`` accepts but a push-only principal
+    (:attr:`~hqueue.security.principal.Principal.push_only`): a server's authenticator.
+    A push token is handed to subscribers, whose addresses anyone who may subscribe
+    chooses, so no server but a subscriber's push port takes one."""
+
+    def __init__(self, inner: Authenticator) -> None:
+        self._inner = inner
+
+    def authenticate(self, token: bytes) -> Principal:
+        """Return the principal ``token`` names.
+
+        :raises AuthenticationError: if ``inner`` refuses it, saying why, or it names
+            a principal that may only push to subscribers.
+        """
+        principal = self._inner.authenticate(token)
+        if principal.push_only:
+            raise AuthenticationError(
+                f"token refused: principal {principal.name!r} holds only the push right, "
+                "which subscribers accept and no server does"
+            )
+        return principal
+
+
 def authenticator(
-    *, public_keys: Sequence[Ed25519PublicKey] = (), secret: Secret | None = None
+    *,
+    public_keys: Sequence[Ed25519PublicKey] = (),
+    secret: Secret | None = None,
+    pushes: bool = False,
 ) -> Authenticator | None:
     """Return what a server accepts given its ``public_keys`` (signed tokens) and its
-    shared ``secret``: both, either, or ``None`` (no authentication) without either."""
+    shared ``secret``: both, either, or ``None`` (no authentication) without either.
+    Push-only tokens are refused unless ``pushes`` (a subscriber's push port, the one
+    place they are for)."""
     signed = SignedTokenAuthenticator(public_keys) if public_keys else None
     shared = SecretAuthenticator(secret) if secret is not None else None
-    if signed is None and shared is None:
-        return None
-    if shared is None:
-        return signed
     if signed is None:
+        # The shared secret names the installation, never a push-only principal.
         return shared
-    return AnyAuthenticator(secret=shared, signed=signed)
+    checker: Authenticator = (
+        signed if shared is None else AnyAuthenticator(secret=shared, signed=signed)
+    )
+    return checker if pushes else NoPushOnly(checker)

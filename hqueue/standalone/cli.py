@@ -203,6 +203,7 @@ def standalone(
         metrics_host=metrics_host,
         security=credentials.security,
         client_security=credentials.client,
+        push_security=credentials.push,
         zookeeper_auth=credentials.zookeeper_auth,
     )
     server = StandaloneServer(config)

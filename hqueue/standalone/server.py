@@ -32,6 +32,7 @@ from hqueue.security.config import (
     TlsSettings,
 )
 from hqueue.security.secret import Secret
+from hqueue.security.tokens import shared_secret
 from hqueue.settings import DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT, DEFAULT_THRIFT1_PORT
 from hqueue.sidecar.node import SidecarConfig, SidecarServer, security_words
 from hqueue.sidecar.options import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_TAKEOVER_GRACE
@@ -97,10 +98,12 @@ class StandaloneConfig:
     HBase tables, or in ZooKeeper when ``zookeeper`` is set.
 
     ``security`` is what every port demands (Thrift1, Thrift2 and the sidecar's: TLS,
-    a token); ``client_security`` what the sidecar presents when it calls out (to
-    subscribers and to this server's own Thrift1, where its metadata lives: see
-    :meth:`StandaloneServer.sidecar_security`); ``zookeeper_auth`` the
-    ``user:password`` of ZooKeeper's digest authentication, if any.
+    a token); ``client_security`` what the sidecar presents when it calls out to this
+    server's own Thrift1, where its metadata lives (see
+    :meth:`StandaloneServer.sidecar_security`); ``push_security`` what it presents to
+    subscribers (see :meth:`StandaloneServer.push_security`; only a push token, never
+    ``client_security``'s); ``zookeeper_auth`` the ``user:password`` of ZooKeeper's
+    digest authentication, if any.
     """
 
     data_dir: Path
@@ -126,6 +129,7 @@ class StandaloneConfig:
     metrics_host: str = DEFAULT_HOST
     security: ServerSecurity = PLAIN_SERVER
     client_security: ClientSecurity = PLAIN_CLIENT
+    push_security: ClientSecurity | None = None
     zookeeper_auth: Secret | None = None
 
 
@@ -239,8 +243,9 @@ class StandaloneServer:
                 os.close(lock_fd)
 
     def sidecar_security(self) -> ClientSecurity:
-        """Return what the embedded sidecar presents when it calls out: to this
-        server's own Thrift1 (its metadata) and to subscribers.
+        """Return what the embedded sidecar presents when it calls out to this
+        server's own Thrift1 (its metadata); to subscribers it presents
+        :meth:`push_security` instead.
 
         TLS when the ports serve it (plaintext otherwise: its own Thrift1 is one of
         them), trusting ``client_security``'s CAs (``--tls-ca``), else this server's
@@ -271,6 +276,32 @@ class StandaloneServer:
             )
         return ClientSecurity(tls=tls, token=own.token)
 
+    def push_security(self) -> ClientSecurity:
+        """Return what the embedded sidecar presents to the subscribers it pushes to.
+
+        TLS when the ports serve it, trusting ``client_security``'s CAs (``--tls-ca``:
+        the subscribers' certificates must chain to them), else this server's own
+        certificate; that certificate always as the client certificate, so that a
+        subscriber demanding one (mutual TLS) can tell the sidecar from anyone else.
+        The token is ``push_security``'s (``--push-token-file``, or the shared secret;
+        ``None`` there: ``client_security``'s token only if it is the shared secret)
+        and never a signed token of ``client_security``'s: a subscriber's address is
+        anyone's who may subscribe, and a token sent there may be kept. Without one,
+        :func:`hqueue.sidecar.node.push_security` warns when that matters.
+        """
+        cfg = self.config
+        tls = None
+        served = cfg.security.tls
+        own = cfg.client_security.tls
+        if served is not None:
+            trusted = own.ca if own is not None else None
+            tls = TlsSettings(ca=trusted or served.cert, cert=served.cert, key=served.key)
+        if cfg.push_security is not None:
+            token = cfg.push_security.token
+        else:
+            token = shared_secret(cfg.client_security.token)
+        return ClientSecurity(tls=tls, token=token)
+
     def _start_sidecar(
         self, store: Store, thrift1_port: int, security: ClientSecurity
     ) -> SidecarServer:
@@ -299,6 +330,7 @@ class StandaloneServer:
             run_token=token,
             security=cfg.security,
             client_security=security,
+            push_security=self.push_security(),
             zookeeper_auth=cfg.zookeeper_auth,
         )
         storage = EngineStorage(store, cfg.table_prefix)

@@ -82,11 +82,14 @@ class CertificateAuthority:
         server: bool = True,
         hosts: tuple[str, ...] = _HOSTS,
         expired: bool = False,
+        client_too: bool = False,
     ) -> IssuedCertificate:
         """Write ``<name>.pem`` and ``<name>.key`` (key mode 0600) signed by this CA: a
         server certificate naming ``hosts`` (IP addresses and DNS names), or a client
-        one (``server=False``); ``expired`` makes one whose validity ended yesterday.
-        Return their paths."""
+        one (``server=False``); ``client_too`` makes a server certificate good as a
+        client certificate as well (a sidecar's, which it presents to the subscribers
+        it pushes to); ``expired`` makes one whose validity ended yesterday. Return
+        their paths."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         start, end = (now - 30 * _DAY, now - _DAY) if expired else (now - _DAY, now + 30 * _DAY)
@@ -96,7 +99,9 @@ class CertificateAuthority:
                 names.append(x509.IPAddress(ipaddress.ip_address(host)))
             except ValueError:
                 names.append(x509.DNSName(host))
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
+        if client_too or not server:
+            usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
         builder = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
@@ -106,7 +111,7 @@ class CertificateAuthority:
             .not_valid_before(start)
             .not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()),
                 critical=False,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hqueue.errors import InvalidArgumentError
+from hqueue.errors import AuthenticationError, InvalidArgumentError
 from hqueue.security.config import TlsSettings
 from hqueue.security.credentials import (
     ENV_TLS_CA,
@@ -23,10 +23,9 @@ from hqueue.security.credentials import (
 from hqueue.security.secret import Secret
 from hqueue.security.tokens import (
     INSTALLATION,
-    AnyAuthenticator,
     Claims,
+    NoPushOnly,
     SecretAuthenticator,
-    SignedTokenAuthenticator,
     generate_keys,
     load_private_key,
     mint,
@@ -119,16 +118,24 @@ def test_a_server_demands_what_it_is_given(tmp_path: Path) -> None:
     secret.write_text("installation-secret\n")
 
     signed = server_security(auth_public_keys=[public]).authenticator
-    assert isinstance(signed, SignedTokenAuthenticator)
+    # A server's authenticator refuses push tokens: they are handed to subscribers.
+    assert isinstance(signed, NoPushOnly)
     token = mint(load_private_key(private), Claims("bob", consume=("q",)))
     assert signed.authenticate(token.reveal()).name == "bob"
+    push = mint(load_private_key(private), Claims("pusher", push=True))
+    with pytest.raises(AuthenticationError, match="'pusher' holds only the push right"):
+        signed.authenticate(push.reveal())
 
     shared = server_security(auth_secret_file=secret).authenticator
     assert isinstance(shared, SecretAuthenticator)
     assert shared.authenticate(b"installation-secret") is INSTALLATION
 
     both = server_security(auth_public_keys=[public], auth_secret_file=secret)
-    assert isinstance(both.authenticator, AnyAuthenticator) and both.tls is None
+    assert both.authenticator is not None and both.tls is None
+    assert both.authenticator.authenticate(b"installation-secret") is INSTALLATION
+    assert both.authenticator.authenticate(token.reveal()).name == "bob"
+    with pytest.raises(AuthenticationError, match="only the push right"):
+        both.authenticator.authenticate(push.reveal())
     assert "installation-secret" not in repr(both)
 
     tls = server_security(tls_cert="/c.pem", tls_key="/k.pem", tls_client_ca="/ca.pem")

@@ -52,15 +52,16 @@ def test_keygen_create_inspect(keys: tuple[Path, Path], tmp_path: Path) -> None:
     code, out, err = run("token", "inspect", "--public-key", str(public), stdin=token + "\n")
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[:5] == [
+    assert lines[:6] == [
         "principal: billing",
         "produce: orders-*",
         "consume: orders-* audit",
         "admin: no",
         "sidecar: no",
+        "push: no",
     ]
-    assert lines[5].startswith("issued: ") and lines[6].startswith("expires: 20")
-    assert lines[7].startswith("signature: valid")
+    assert lines[6].startswith("issued: ") and lines[7].startswith("expires: 20")
+    assert lines[8].startswith("signature: valid")
     signature = token.rsplit(".", 1)[1]
     assert signature not in out
 

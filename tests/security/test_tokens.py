@@ -267,7 +267,7 @@ def test_the_shared_secret_authenticates_the_installation(
 
 def test_either_kind_when_a_server_takes_both() -> None:
     secret = Secret(b"s3cret")
-    both = authenticator(public_keys=[KEY.public_key()], secret=secret)
+    both = authenticator(public_keys=[KEY.public_key()], secret=secret, pushes=True)
     assert isinstance(both, AnyAuthenticator)
     assert both.authenticate(b"s3cret") is INSTALLATION
     assert both.authenticate(mint(KEY, Claims("bob")).reveal()).name == "bob"
@@ -280,7 +280,7 @@ def test_either_kind_when_a_server_takes_both() -> None:
     either = AnyAuthenticator(secret=SecretAuthenticator(secret))
     refused(either, mint(KEY, Claims("bob")).reveal(), "accepts no signed tokens")
 
-    only_signed = authenticator(public_keys=[KEY.public_key()])
+    only_signed = authenticator(public_keys=[KEY.public_key()], pushes=True)
     assert isinstance(only_signed, SignedTokenAuthenticator)
     refused(only_signed, b"s3cret", "malformed token")
     assert authenticator() is None
@@ -288,6 +288,40 @@ def test_either_kind_when_a_server_takes_both() -> None:
         AnyAuthenticator()
     with pytest.raises(InvalidArgumentError):
         SignedTokenAuthenticator([])
+
+
+def test_a_push_token_holds_the_push_right_alone() -> None:
+    pusher = Claims("pusher", push=True, iat=NOW)
+    principal = verifier().authenticate(mint(KEY, pusher).reveal())
+    assert principal.push and principal.push_only
+    assert not (principal.admin or principal.sidecar or principal.produce or principal.consume)
+    assert not principal.may_produce("q") and not principal.may_consume("q")
+    assert Claims.from_json(pusher.to_json()) == pusher
+    # Tokens minted before the right existed carry no "push" claim, and read the same.
+    assert "push" not in Claims("old", sidecar=True).to_json()
+    for other in ({"admin": True}, {"sidecar": True}, {"produce": ("q",)}, {"consume": ("q",)}):
+        with pytest.raises(InvalidArgumentError, match="'push' goes alone"):
+            Claims("pusher", push=True, **other)  # type: ignore[arg-type]
+    # Signed with the push claim and another right anyway: refused as malformed.
+    both = signed(json.dumps({"sub": "x", "iat": NOW, "push": True, "admin": True}).encode())
+    refused(verifier(), both, "malformed token", "'push' goes alone")
+    assert INSTALLATION.push and not INSTALLATION.push_only
+
+
+def test_servers_refuse_push_tokens_and_push_ports_take_them() -> None:
+    secret = Secret(b"s3cret")
+    push = mint(KEY, Claims("pusher", push=True)).reveal()
+    reader = mint(KEY, Claims("reader", consume=("q",))).reveal()
+    for public_keys, shared in (([KEY.public_key()], None), ([KEY.public_key()], secret)):
+        server = authenticator(public_keys=public_keys, secret=shared)
+        assert server is not None
+        refused(server, push, "'pusher' holds only the push right")
+        assert server.authenticate(reader).name == "reader"
+        port = authenticator(public_keys=public_keys, secret=shared, pushes=True)
+        assert port is not None and port.authenticate(push).push_only
+    # The shared secret alone names the installation, which may push and do all else.
+    only_secret = authenticator(secret=secret)
+    assert only_secret is not None and only_secret.authenticate(b"s3cret") is INSTALLATION
 
 
 # ------------------------------------------------------------------------- keys

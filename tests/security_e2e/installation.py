@@ -83,8 +83,10 @@ def _mint(directory: Path, private_key: str, claims: Claims) -> tuple[Path, byte
 class Credentials:
     """What a secured installation's operator made: ``certs`` (a CA and certificates
     for 127.0.0.1), a signing key pair, and token files by principal: ``server``
-    (admin and sidecar: the server's own), ``admin``, ``orders-writer`` (produce
-    ``sec-e2e-orders*``) and ``orders-reader`` (consume ``sec-e2e-orders*``);
+    (admin and sidecar: the server's own, for its metadata), ``push`` (the push right
+    alone: what the server's sidecar presents to subscribers), ``admin``,
+    ``orders-writer`` (produce ``sec-e2e-orders*``) and ``orders-reader`` (consume
+    ``sec-e2e-orders*``);
     ``secrets`` the texts no output may hold (the private key, each token and each
     token's signature)."""
 
@@ -103,6 +105,7 @@ class Credentials:
         secrets: list[bytes] = [Path(private_key).read_bytes().strip()]
         for claims in (
             Claims("server", admin=True, sidecar=True),
+            Claims("push", push=True),
             Claims("admin", admin=True),
             Claims("orders-writer", produce=("sec-e2e-orders*",)),
             Claims("orders-reader", consume=("sec-e2e-orders*",)),
@@ -116,11 +119,13 @@ class Credentials:
     def server_args(self) -> tuple[str, ...]:
         """The options of ``hqueue standalone`` that secure it with these: TLS on
         every port (its sidecar trusting the CA when it calls out), tokens verified
-        with the public key, the ``server`` token its own; logging at DEBUG, so that a
-        secret grep sees everything it says."""
+        with the public key, the ``server`` token its own and the ``push`` token what
+        it presents to subscribers; logging at DEBUG, so that a secret grep sees
+        everything it says."""
         return (
             *("--log-level", "DEBUG"),
             *("--tls-cert", self.certs.server.cert, "--tls-key", self.certs.server.key),
             *("--tls-ca", self.certs.ca, "--auth-public-key", self.public_key),
             *("--token-file", str(self.tokens["server"])),
+            *("--push-token-file", str(self.tokens["push"])),
         )

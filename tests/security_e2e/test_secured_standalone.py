@@ -296,3 +296,23 @@ def test_a_non_loopback_bind_without_tls_and_a_token_warns_what_it_exposes(
             port,
             warnings,
         )
+
+
+def test_signed_tokens_without_a_push_token_warn_once_what_to_give(tmp_path: Path) -> None:
+    credentials = Credentials.make(tmp_path / "creds")
+    server_token = str(credentials.tokens["server"])
+    common = ("--port", "0", "--auth-public-key", credentials.public_key)
+    for run in "abc":
+        (tmp_path / run).mkdir()
+    ready, log = _standalone(tmp_path / "a", *common, "--token-file", server_token)
+    assert "ready" in ready, log
+    warned = [line for line in log.splitlines() if "--push-token-file" in line]
+    assert len(warned) == 1 and "WARNING" in warned[0], log
+    assert "subscribers that require authentication will refuse its pushes" in warned[0]
+    given = ("--push-token-file", str(credentials.tokens["push"]))
+    ready, log = _standalone(tmp_path / "b", *common, "--token-file", server_token, *given)
+    assert "ready" in ready and "--push-token-file" not in log, log
+    # A storage-capable token given as the push token is refused before anything starts.
+    wrong = ("--push-token-file", server_token)
+    ready, log = _standalone(tmp_path / "c", *common, "--token-file", server_token, *wrong)
+    assert "ready" not in ready and "is not a push token" in log, log

@@ -85,7 +85,15 @@ def test_a_subscriber_serves_what_its_client_presents(
     # A shared secret checks the sidecars that present the same secret.
     shared = push_security(ClientSecurity(token=Secret(b"the-installation-secret")))
     assert shared.authenticator is not None
-    assert shared.authenticator.authenticate(b"the-installation-secret").sidecar
+    assert shared.authenticator.authenticate(b"the-installation-secret").push
+    # A push port takes push tokens (and nothing but them may push: the handler checks).
+    pusher = served.authenticator.authenticate(_token(private, sub="p", push=True).reveal())
+    assert pusher.push_only
+    # With a client CA the push port demands client certificates: mutual TLS.
+    mutual_push = push_security(mutual, tls_client_ca="sidecars.pem")
+    assert mutual_push.tls == TlsSettings(ca="sidecars.pem", cert="c.pem", key="c.key")
+    with pytest.raises(InvalidArgumentError, match="'tls_client_ca' needs a certificate"):
+        push_security(PLAIN_CLIENT, tls_client_ca="sidecars.pem")
 
 
 def test_spark_takes_the_security_options_and_ships_the_token_wrapped(tmp_path: Path) -> None:
@@ -165,7 +173,9 @@ def test_the_servers_list_their_security_options_with_their_variables() -> None:
             "--auth-public-key",
             "--auth-secret-file",
             "--token-file",
+            "--push-token-file",
             "--zookeeper-auth-file",
             "HQUEUE_AUTH_PUBLIC_KEY",
+            "HQUEUE_PUSH_TOKEN_FILE",
         ):
             assert option in shown, (verb, option)
