@@ -6,8 +6,9 @@ typed exceptions at this boundary, through the one table of
 Every call but ``status`` first asks whether the connection's principal
 (:func:`~hqueue.wire.rpc_server.current_principal`) may do it: ``put`` needs
 ``produce`` on the queue, ``scan``, ``lag``, ``registerSubscriber`` and
-``unregisterSubscriber`` ``consume``. A denial is answered before anything is read
-or written, with the IDL's ``TInvalidMessage`` (index -1), whose message starts
+``unregisterSubscriber`` ``consume`` (and renewing or withdrawing a registration
+another principal made, ``admin``). A denial is answered before anything is
+written, with the IDL's ``TInvalidMessage`` (index -1), whose message starts
 ``"not authorized:"``: clients raise
 :class:`~hqueue.errors.AuthorizationError` for it.
 
@@ -141,30 +142,34 @@ class SidecarHandler:
         return SidecarLag(self.sidecar.id, partitions, deliveries).to_thrift()
 
     def registerSubscriber(self, queue: str, registration: Any) -> Any:
+        principal = current_principal()
         try:
-            current_principal().require_consume(queue)
+            principal.require_consume(queue)
+            with sidecar_exceptions(), _metadata_unavailable("registering a subscriber"):
+                asked = SubscriberRegistration.from_thrift(registration)
+                lease = self._leases().register(
+                    queue,
+                    asked.subscription,
+                    asked.address,
+                    principal=principal,
+                    partitions=asked.partitions,
+                    topics=asked.topics,
+                    start=asked.start,
+                    lease_ms=asked.lease_ms,
+                )
         except AuthorizationError as exc:
+            # Consume on the queue, and the registration the caller's own (or admin).
             raise _denied(exc) from None
-        with sidecar_exceptions(), _metadata_unavailable("registering a subscriber"):
-            asked = SubscriberRegistration.from_thrift(registration)
-            lease = self._leases().register(
-                queue,
-                asked.subscription,
-                asked.address,
-                partitions=asked.partitions,
-                topics=asked.topics,
-                start=asked.start,
-                lease_ms=asked.lease_ms,
-            )
         return lease.to_thrift()
 
     def unregisterSubscriber(self, queue: str, subscription: str, address: str) -> bool:
+        principal = current_principal()
         try:
-            current_principal().require_consume(queue)
+            principal.require_consume(queue)
+            with sidecar_exceptions(), _metadata_unavailable("withdrawing a subscriber"):
+                return self._leases().unregister(queue, subscription, address, principal=principal)
         except AuthorizationError as exc:
             raise _denied(exc) from None
-        with sidecar_exceptions(), _metadata_unavailable("withdrawing a subscriber"):
-            return self._leases().unregister(queue, subscription, address)
 
     def _leases(self) -> SubscriberLeases:
         """Return the registrations this sidecar holds.
@@ -193,7 +198,13 @@ def _metadata_unavailable(what: str) -> Iterator[None]:
     :class:`~hqueue.errors.UnavailableError`, naming ``what`` was being done."""
     try:
         yield
-    except (InvalidArgumentError, NoQueueError, SubscriberRunningError, UnavailableError):
+    except (
+        AuthorizationError,
+        InvalidArgumentError,
+        NoQueueError,
+        SubscriberRunningError,
+        UnavailableError,
+    ):
         raise
     except HQueueError as exc:
         raise UnavailableError(f"{what} failed: {exc}") from None

@@ -13,7 +13,17 @@ The lease: the registration lasts ``leaseMs`` from the call. The subscriber call
 ``registerSubscriber`` again, with the same address, before it runs out (every third
 of it is the advice); each call renews it. A lease that runs out is withdrawn: the
 sidecar removes the address entry (if it still names the address) and pushes stop.
-``unregisterSubscriber`` withdraws at once. If the holding sidecar dies, its metadata
+``unregisterSubscriber`` withdraws at once.
+
+Who may renew or withdraw: the entry records the principal that registered the
+address and the sidecar that announced it. Only that principal, or an admin, may
+renew the registration or withdraw it (any other is refused with
+:class:`~hqueue.errors.AuthorizationError`, nothing changed): addresses are readable
+in the metadata, so naming one proves nothing. A withdrawal removes the entry at the
+version it read (compare-and-set), and a lapsed lease only the entry its own sidecar
+announced: an entry written meanwhile, for another registration, is left alone.
+
+If the holding sidecar dies, its metadata
 session ends and the entry with it (after the session timeout); the subscriber's next
 renewal, to any other sidecar, announces the address again there. A renewal that finds
 the entry held by another sidecar for the same address is accepted: this sidecar
@@ -31,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hqueue.errors import (
+    AuthorizationError,
     HQueueError,
     InvalidArgumentError,
     KeyExistsError,
@@ -44,9 +55,11 @@ from hqueue.metadata.managers import (
     SubscriptionDataManager,
     SubscriptionPreferences,
 )
+from hqueue.metadata.managers.subscription_data import SubscriberEntry
 from hqueue.metadata.metastore import MetaStore
 from hqueue.metadata.policy import DeliveryPolicy
 from hqueue.metadata.resources import check_name
+from hqueue.security.principal import Principal
 from hqueue.settings import parse_address
 from hqueue.storage.contract import MessageStorage
 from hqueue.wire.sidecar_calls import SubscriberLease
@@ -74,6 +87,8 @@ class _Held:
     address: str
     expires: float
     announced: bool
+    principal: str
+    """who registered it: only they, or an admin, renew or withdraw it"""
 
 
 class SubscriberLeases:
@@ -110,7 +125,7 @@ class SubscriberLeases:
             held, self._held = self._held, {}
         for (queue, name), lease in held.items():
             if lease.announced:
-                self._withdraw(queue, name, lease.address)
+                self._withdraw(queue, name, lease)
 
     def register(
         self,
@@ -118,6 +133,7 @@ class SubscriberLeases:
         name: str,
         address: str,
         *,
+        principal: Principal,
         partitions: Sequence[int] | None = None,
         topics: Sequence[str] | None = None,
         start: str | None = None,
@@ -130,7 +146,8 @@ class SubscriberLeases:
         partition), else take it as it is (these three are then ignored); announce the
         address; hold the lease for ``lease_ms`` (clamped to
         :data:`MIN_LEASE_MS`..:data:`MAX_LEASE_MS`, :data:`DEFAULT_LEASE_MS` when
-        ``None``). Return the lease.
+        ``None``). ``principal`` is the caller: a registration of the address held by
+        another principal is renewed only by an admin. Return the lease.
 
         :raises InvalidArgumentError: on a bad name, address, partition, topic, start
             or lease, or if the subscription is a subscriber group's (its members
@@ -139,12 +156,18 @@ class SubscriberLeases:
         :raises SubscriberRunningError: if another address is announced for the
             subscription (another subscriber runs, or a dead one's entry has not
             expired yet).
+        :raises AuthorizationError: if another principal registered the address
+            (or a Python subscriber announced it) and ``principal`` is no admin;
+            nothing is created or renewed then.
         :raises HQueueError: (a ConnectionLostError, say) if the metadata store fails.
         """
         check_name(name, "subscription")
         parse_address(address, "address")
         granted = _lease(lease_ms)
         info = self._queues.read_queue_info(queue).value
+        # Refused before anything is written (the subscription created, say). The
+        # registering principal stays the lease's owner when an admin renews it.
+        owner = self._may_change(queue, name, address, principal, "renew")
         chosen = _partitions(partitions, info.partitions, queue)
         wanted_topics = check_topics(topics) if topics else ()
         first = _start(start)
@@ -167,30 +190,75 @@ class SubscriberLeases:
                 f"subscription {name!r} of {queue!r} is a subscriber group's: its members "
                 "join through the group protocol (Queue.subscribe(..., group=True))"
             )
-        announced = self._announce(queue, name, address)
+        announced = self._announce(queue, name, address, principal, owner)
+        expires = time.monotonic() + granted / 1000
         with self._lock:
-            self._held[(queue, name)] = _Held(address, time.monotonic() + granted / 1000, announced)
+            self._held[(queue, name)] = _Held(address, expires, announced, owner)
         return SubscriberLease(
             self._id, granted, tuple(sorted(data.preferences.partitions)), created
         )
 
-    def unregister(self, queue: str, name: str, address: str) -> bool:
+    def unregister(self, queue: str, name: str, address: str, *, principal: Principal) -> bool:
         """Withdraw the registration of the subscriber at ``address`` for subscription
         ``name`` of ``queue`` at once (pushes to it stop); the subscription stays.
-        Return whether an announced address was withdrawn (``False``: none, or another
-        subscriber's, which is left alone).
+        ``principal`` is the caller. Return whether an announced address was withdrawn
+        (``False``: none, or another subscriber's, which is left alone, or the entry
+        changed between its read and its removal).
 
         :raises InvalidArgumentError: on a bad name or address.
         :raises NoQueueError: if the queue does not exist.
+        :raises AuthorizationError: if another principal registered the address (or
+            a Python subscriber announced it) and ``principal`` is no admin; nothing
+            is withdrawn then.
+        :raises HQueueError: (a ConnectionLostError, say) if the metadata store fails.
         """
         check_name(name, "subscription")
         parse_address(address, "address")
         self._queues.read_queue_info(queue)
+        self._may_change(queue, name, address, principal, "withdraw")
         with self._lock:
             held = self._held.get((queue, name))
             if held is not None and held.address == address:
                 del self._held[(queue, name)]
-        return self._withdraw(queue, name, address)
+        entry = self._subs.read_subscriber(queue, name)
+        if entry is None or entry.value.address != address:
+            return False
+        # At the version read: an entry rewritten since is another registration's.
+        return self._subs.delete_subscriber_address(queue, name, entry.version)
+
+    def _may_change(
+        self, queue: str, name: str, address: str, principal: Principal, verb: str
+    ) -> str:
+        """Return who owns the registration of ``address`` (the principal this
+        sidecar's lease or the subscriber entry records, else ``principal``'s name),
+        once ``principal`` may ``verb`` (renew or withdraw) it: it is that owner, no
+        one registered the address, or it is an admin.
+
+        :raises AuthorizationError: if another principal registered the address, or
+            a Python subscriber (whose entry records none) announced it, and
+            ``principal`` is no admin.
+        """
+        entry = self._subs.read_subscriber(queue, name)
+        with self._lock:
+            held = self._held.get((queue, name))
+        owners: list[str | None] = []
+        if held is not None and held.address == address:
+            owners.append(held.principal)
+        if entry is not None and entry.value.address == address:
+            owners.append(entry.value.principal)
+        others = {owner for owner in owners if owner != principal.name}
+        if others and not principal.admin:
+            raise AuthorizationError(
+                f"principal {principal.name!r} may not {verb} the registration of "
+                f"subscriber {address} for subscription {name!r} of {queue!r}: another "
+                "principal registered it (only it or an admin may)",
+                principal.name,
+                "consume",
+                queue,
+            )
+        # A Python subscriber's entry records no principal: an admin's renewal of its
+        # address is the admin's lease.
+        return next((owner for owner in owners if owner is not None), principal.name)
 
     def _starts(self, queue: str, partitions: Sequence[int], first: str) -> dict[int, MessageId]:
         """Return the first id to deliver of each partition for a new subscription
@@ -201,41 +269,58 @@ class SubscriberLeases:
         table = self._storage.table_name(queue)
         return first_ids(partitions, first, lambda p: self._storage.last_id(table, p))
 
-    def _announce(self, queue: str, name: str, address: str) -> bool:
-        """Write the subscriber entry for ``address``; return whether this sidecar
-        holds it now (``False``: another sidecar announced the same address, and this
-        one takes over when that entry goes).
+    def _announce(
+        self, queue: str, name: str, address: str, principal: Principal, owner: str
+    ) -> bool:
+        """Write the subscriber entry for ``address``, recording ``owner`` (who
+        registered it: ``principal``, the caller, or the principal whose lease an
+        admin renews) and this sidecar; return whether this sidecar holds it now
+        (``False``: another sidecar announced the same address, and this one takes
+        over when that entry goes).
 
         :raises SubscriberRunningError: if the entry names another address.
+        :raises AuthorizationError: if the entry, written meanwhile, records another
+            principal and ``principal`` is no admin.
         """
         try:
-            self._subs.write_subscriber_address(queue, name, address)
+            self._subs.write_subscriber_address(
+                queue, name, address, principal=owner, sidecar=self._id
+            )
             return True
         except KeyExistsError:
-            holder = self._subs.read_subscriber_address(queue, name)
-            if holder is None:
-                return self._announce(queue, name, address)  # it just went
+            entry = self._subs.read_subscriber(queue, name)
+            if entry is None:
+                return self._announce(queue, name, address, principal, owner)  # it just went
+            holder = entry.value.address
             if holder != address:
                 raise SubscriberRunningError(
                     f"subscription {name!r} of {queue!r} already has a running subscriber "
                     f"at {holder}; a dead one's entry expires after its lease or session",
                     holder,
                 ) from None
-            with self._lock:
-                held = self._held.get((queue, name))
+            # Checked before, but the entry may have been written since by another.
+            self._may_change(queue, name, address, principal, "renew")
             # Renewed here while announced here: the entry is ours.
-            return held is not None and held.address == address and held.announced
+            return entry.value.sidecar == self._id
 
-    def _withdraw(self, queue: str, name: str, address: str) -> bool:
-        """Remove the subscriber entry if it names ``address``; return whether it did.
-        Failures are logged: the entry then goes with this sidecar's session."""
+    def _withdraw(self, queue: str, name: str, held: _Held) -> bool:
+        """Remove the subscriber entry of the lease ``held`` (run out, or this sidecar
+        stopping) if it is still the one this sidecar announced for it, at the version
+        read; return whether it did. An entry written since (after an
+        ``unregisterSubscriber`` elsewhere, by another sidecar or for another
+        principal) is another registration's, left alone. Failures are logged: the
+        entry then goes with this sidecar's session."""
         try:
-            if self._subs.read_subscriber_address(queue, name) != address:
+            entry = self._subs.read_subscriber(queue, name)
+            if entry is None or entry.value != SubscriberEntry(
+                held.address, held.principal, self._id
+            ):
                 return False
-            self._subs.delete_subscriber_address(queue, name)
-            return True
+            return self._subs.delete_subscriber_address(queue, name, entry.version)
         except HQueueError as exc:
-            log.warning("withdrawing subscriber %s of %s/%s failed: %s", address, queue, name, exc)
+            log.warning(
+                "withdrawing subscriber %s of %s/%s failed: %s", held.address, queue, name, exc
+            )
             return False
 
     def _run(self) -> None:
@@ -250,7 +335,7 @@ class SubscriberLeases:
                 # An entry this sidecar did not write is another sidecar's, whose lease
                 # may still run: that sidecar withdraws it.
                 if held.announced:
-                    self._withdraw(queue, name, held.address)
+                    self._withdraw(queue, name, held)
 
 
 def _lease(lease_ms: int | None) -> int:

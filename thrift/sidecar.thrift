@@ -328,9 +328,13 @@ service HQueueSidecar {
      messages to the address (thrift/subscriber.thrift), from the subscription's
      checkpoints, at least once.
 
+     A registration is the principal's that made it: renewing one another principal
+     made needs admin (addresses are readable in the metadata).
+
      TSubscriberRunning: another address is registered. TInvalidMessage (index -1): a
      bad name, address, partition, topic, start or lease, a subscriber group's
-     subscription (its members join in Python), or a denial. TUnavailable: the
+     subscription (its members join in Python), or a denial (no consume right, or
+     another principal's registration). TUnavailable: the
      metadata store failed; retry. */
   TSubscriberLease registerSubscriber(1: required string queue,
                                       2: required TSubscriberRegistration registration)
@@ -340,7 +344,9 @@ service HQueueSidecar {
   /* Withdraw the registration of the subscriber at `address` for `subscription` of
      `queue` at once (pushes stop; the subscription and its checkpoints stay). Return
      whether a registered address was withdrawn (false: none was, or another
-     subscriber's is, which is left alone). Errors as registerSubscriber's. */
+     subscriber's is, which is left alone). Only the principal that registered the
+     address, or an admin, may withdraw it; anyone else is refused (TInvalidMessage,
+     index -1, "not authorized:") and nothing changes. Errors as registerSubscriber's. */
   bool unregisterSubscriber(1: required string queue, 2: required string subscription,
                             3: required string address)
     throws (2: TQueueNotFound queueNotFound, 3: TInvalidMessage invalid,

@@ -329,15 +329,21 @@ def test_subscriptions_create_registers_renews_and_withdraws_on_ctrl_c(
     assert queue.subscriptions()[0].subscriber is None
 
 
+def _two_sidecars(cluster: Cluster, queue_name: str, partitions: int) -> tuple[Any, Any, Any]:
+    """Start sidecars ``sc-a`` and ``sc-b`` in ``cluster`` and create the queue; return
+    both sidecars and the queue's handle."""
+    a = cluster.process("--id", "sc-a")
+    b = cluster.process("--id", "sc-b")
+    client = cluster.client()
+    client.create_queue(queue_name, partitions=partitions)
+    return a, b, client.queue(queue_name)
+
+
 def test_a_registration_moves_to_another_sidecar_when_its_holder_dies(
     cluster: Cluster, pushed: tuple[_Recorder, str]
 ) -> None:
     recorder, address = pushed
-    a = cluster.process("--id", "sc-a")
-    b = cluster.process("--id", "sc-b")
-    client = cluster.client()
-    client.create_queue("moving", partitions=2)
-    queue = client.queue("moving")
+    a, b, queue = _two_sidecars(cluster, "moving", 2)
     wait_for(lambda: len(queue.owners()) == 2, 30, "both partitions owned")
     registration = _registration("moving-sub", address, start="earliest", leaseMs=3_000)
     at_a = _client_of(a.address)
@@ -447,3 +453,26 @@ def test_a_registration_starts_where_a_python_subscription_would(
     assert starts["by-id"] == {0: MessageId(7, 3), 1: MessageId(7, 3)}
     queue.put(b"new", topic="t", partition=1)
     wait_for(lambda: recorder.received() == [b"new"], 20, "only the new message pushed")
+
+
+def test_a_lapsed_lease_leaves_a_newer_registration_of_its_address_alone(
+    cluster: Cluster, pushed: tuple[_Recorder, str]
+) -> None:
+    _, address = pushed
+    a, b, queue = _two_sidecars(cluster, "relapsed", 1)
+    at_a, at_b = _client_of(a.address), _client_of(b.address)
+    try:
+        at_a.registerSubscriber("relapsed", _registration("re", address, leaseMs=1_000))
+        # Withdrawn through the other sidecar, and registered there anew, while the
+        # first sidecar still holds its (shorter) lease of the same address.
+        assert at_b.unregisterSubscriber("relapsed", "re", address) is True
+        at_b.registerSubscriber("relapsed", _registration("re", address, leaseMs=60_000))
+        # The first lease runs out (1 s, checked every 0.25 s): its sidecar must not
+        # withdraw the entry the second one wrote.
+        threading.Event().wait(3.0)
+        assert queue.subscriptions()[0].subscriber == address
+        assert at_b.unregisterSubscriber("relapsed", "re", address) is True
+        assert queue.subscriptions()[0].subscriber is None
+    finally:
+        at_a.close()
+        at_b.close()

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hqueue.errors import (
+    BadVersionError,
     InvalidArgumentError,
     KeyExistsError,
     NoKeyError,
@@ -48,6 +49,7 @@ from hqueue.metadata.version import Version, Versioned
 __all__ = [
     "BULK_BATCH",
     "GENERATION_OPTION",
+    "SubscriberEntry",
     "SubscriptionData",
     "SubscriptionDataManager",
     "SubscriptionPreferences",
@@ -56,6 +58,27 @@ __all__ = [
 GENERATION_OPTION = "generation"
 """The subscription option counting its resets (see
 :attr:`SubscriptionPreferences.generation`)."""
+
+
+@dataclass(frozen=True)
+class SubscriberEntry:
+    """A running subscriber's entry (schema ``subscriber``): its ``address``; for one
+    registered through a sidecar, the ``principal`` that registered it and the id of
+    the ``sidecar`` that announced it (both ``None`` for a Python subscriber's)."""
+
+    address: str
+    principal: str | None = None
+    sidecar: str | None = None
+
+    @classmethod
+    def from_value(cls, value: Mapping[str, Any]) -> SubscriberEntry:
+        """Return the entry of a stored value."""
+        principal, sidecar = value.get("principal"), value.get("sidecar")
+        return cls(
+            str(value["address"]),
+            None if principal is None else str(principal),
+            None if sidecar is None else str(sidecar),
+        )
 
 
 @dataclass(frozen=True)
@@ -436,15 +459,39 @@ class SubscriptionDataManager:
 
     # -- the running subscriber ------------------------------------------------------
 
-    def write_subscriber_address(self, queue: str, name: str, address: str) -> Version:
+    def write_subscriber_address(
+        self,
+        queue: str,
+        name: str,
+        address: str,
+        *,
+        principal: str | None = None,
+        sidecar: str | None = None,
+    ) -> Version:
         """Announce the running subscriber's Thrift address (ephemeral: it vanishes
-        with this store's session); return its version.
+        with this store's session); return its version. A sidecar announcing a
+        subscriber registered through it (``registerSubscriber``) records the
+        registering ``principal`` and its own id as ``sidecar``: who may withdraw it,
+        and which sidecar's lease keeps it.
 
         :raises KeyExistsError: if another subscriber of that subscription runs.
         """
         check_name(name, "subscription")
-        value = {"address": address, "since_ms": int(time.time() * 1000)}
+        value: dict[str, Any] = {"address": address, "since_ms": int(time.time() * 1000)}
+        if principal is not None:
+            value["principal"] = principal
+        if sidecar is not None:
+            value["sidecar"] = sidecar
         return self._subscribers(queue).put(name, value, Version.NEW, ephemeral=True)
+
+    def read_subscriber(self, queue: str, name: str) -> Versioned[SubscriberEntry] | None:
+        """Return the running subscriber's entry as the store has it now (never from
+        the cache: its version is for a compare-and-set), or ``None`` if none runs."""
+        try:
+            value, version = self._subscribers(queue).get(name)
+        except NoKeyError:
+            return None
+        return Versioned(SubscriberEntry.from_value(value), version)
 
     def read_subscriber_address(self, queue: str, name: str) -> str | None:
         """Return the running subscriber's address, or ``None`` if none runs."""
@@ -457,10 +504,18 @@ class SubscriptionDataManager:
             return None
         return str(value["address"])
 
-    def delete_subscriber_address(self, queue: str, name: str) -> None:
-        """Withdraw the running subscriber's address (no error if there is none)."""
-        with contextlib.suppress(NoKeyError):
-            self._subscribers(queue).remove(name)
+    def delete_subscriber_address(
+        self, queue: str, name: str, version: Version = Version.ANY
+    ) -> bool:
+        """Withdraw the running subscriber's address, only if its entry is still at
+        ``version`` (one :meth:`read_subscriber` returned) unless that is
+        ``Version.ANY``; return whether it was removed (``False``: there is none, or
+        it was rewritten since, another subscriber's entry then, left alone)."""
+        try:
+            self._subscribers(queue).remove(name, version)
+        except (NoKeyError, BadVersionError):
+            return False
+        return True
 
 
 def _checkpoint_fields(checkpoints: Mapping[int, str]) -> Value:
