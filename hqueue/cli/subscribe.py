@@ -179,8 +179,9 @@ class _Printer:
     envvar=ENV_AUTH_PUBLIC_KEY,
     show_envvar=True,
     default=None,
-    help="Take pushes only from sidecars whose token this public key verifies "
-    "(needed with --token-file, unless the token is the installation's shared secret).",
+    help="Take pushes only from push tokens (`hqueue token create --push`) this public "
+    "key verifies (needed with --token-file, unless the token is the installation's "
+    "shared secret).",
 )
 @click.option(
     "--push-tls-cert",
@@ -222,7 +223,9 @@ def subscribe(
     """Print the messages of subscription NAME of QUEUE as they arrive.
 
     Against a secured installation (the global --tls-* and --token-file) the
-    subscriber's push port serves TLS and takes pushes from sidecars only.
+    subscriber's push port serves TLS and takes pushes only from push tokens or the
+    shared secret; with HQUEUE_TLS_CLIENT_CA it also demands a client certificate that
+    CA signed (mutual TLS: give it a CA that signs only the sidecars' certificates).
     """
     for topic in topics:
         try:

@@ -55,6 +55,13 @@ claims_strategy = st.builds(
     sidecar=st.booleans(),
     iat=st.integers(0, NOW),
     exp=st.none() | st.integers(NOW + 1, 253402300799),
+) | st.builds(
+    # A push token: the push right alone.
+    Claims,
+    sub=names,
+    push=st.just(True),
+    iat=st.integers(0, NOW),
+    exp=st.none() | st.integers(NOW + 1, 253402300799),
 )
 
 
@@ -92,7 +99,13 @@ def test_claims_come_back_as_minted(claims: Claims) -> None:
     assert isinstance(token, Secret) and "hqt1" not in repr(token)
     principal = verifier().authenticate(token.reveal())
     assert principal == Principal(
-        claims.sub, claims.produce, claims.consume, claims.admin, claims.sidecar
+        claims.sub,
+        claims.produce,
+        claims.consume,
+        claims.admin,
+        claims.sidecar,
+        expires=claims.exp,
+        push=claims.push,
     )
     assert decode_claims(token) == claims
     assert Claims.from_json(json.loads(json.dumps(claims.to_json()))) == claims
