@@ -10,7 +10,10 @@ the IDLs with the Thrift compiler (``thrift --gen js:node``) and run with npm's
   them in;
 - a standalone server that checks tokens (a shared secret): the client authenticates
   each connection with ``hqueueAuthenticate`` and answers the sidecar's on its push
-  port; without the token it is refused.
+  port; without the token it is refused. Its push port serves nothing before a
+  connection has authenticated: a forged ``deliver`` without it, or after a wrong
+  secret, is refused and never reaches the handler (which would have answered it
+  ``SUCCESS``), while the sidecar's pushes all arrive.
 
 The client's code is the page's, read from docs/clients.md, so the page and the test
 cannot drift apart. ``make crosslang-deps`` installs the compiler (Debian's
@@ -26,13 +29,19 @@ import re
 import secrets
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from hqueue.message import encode_rowkey
+from hqueue.security.config import ClientSecurity
+from hqueue.security.secret import Secret
 from hqueue.testing.cluster import Cluster, wait_for
 from hqueue.testing.standalone import StandaloneProcess
+from hqueue.wire.connect import thrift_client
+from hqueue.wire.idl import subscriber as subscriber_idl
 from tests.security_e2e.test_shared_secret import _connect
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -70,32 +79,46 @@ def node_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return script
 
 
-def run_node(
+def start_node(
     script: Path, sidecar: str, queue: str, partitions: int, token: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run the client against ``sidecar``; return how it went."""
+) -> subprocess.Popen[str]:
+    """Start the client against ``sidecar``; return its process (output piped)."""
     env = {**os.environ, "NODE_PATH": str(NODE_MODULES)}
     env.pop("HQUEUE_TOKEN_FILE", None)
     if token is not None:
         env["HQUEUE_TOKEN_FILE"] = str(token)
-    return subprocess.run(
+    return subprocess.Popen(
         ["node", str(script), sidecar, queue, str(partitions)],
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=180,
     )
 
 
-def expected(partitions: int, redirects: int) -> list[str]:
-    """What the client prints when everything went as the contract says."""
+def run_node(
+    script: Path, sidecar: str, queue: str, partitions: int, token: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the client against ``sidecar`` to its end; return how it went."""
+    node = start_node(script, sidecar, queue, partitions, token)
+    try:
+        stdout, stderr = node.communicate(timeout=180)
+    finally:
+        node.kill()
+    return subprocess.CompletedProcess(node.args, node.returncode, stdout, stderr)
+
+
+def expected(partitions: int, redirects: int, created: bool = True) -> list[str]:
+    """What the client prints when everything went as the contract says (``created``:
+    whether its registration created the subscription)."""
     n = 1000 // partitions * partitions
+    subscription = "subscription created" if created else "existing subscription"
     return [
         f"put {n} messages in {partitions} calls, following {redirects} redirect(s)",
         f"scanned {n}, {n}, {n}, {n} messages over the four transport/protocol pairs",
         f"put to partition {partitions}: TInvalidMessage at index 0",
         "lag of a queue that does not exist: TQueueNotFound",
-        f"subscriber registered (lease 3000 ms, subscription created), {n} messages pushed",
+        f"subscriber registered (lease 3000 ms, {subscription}), {n} messages pushed",
     ]
 
 
@@ -152,3 +175,66 @@ def test_the_node_client_authenticates_with_a_token(
         assert done.stdout.splitlines() == expected(2, 0), done.stderr
         assert len(list(client.queue("node-secure").scan())) == 1000
     assert secret.read_text().strip() not in server.log_path.read_text()
+
+
+def _forged() -> object:
+    """A delivery no sidecar sent (a far-future id, a topic of its own)."""
+    idl = subscriber_idl()
+    return idl.TDelivery(
+        queue="node-forged",
+        subscription="node-printer",
+        partition=0,
+        generation=0,
+        rowkeys=encode_rowkey(0, (1 << 45, 0)),
+        topics=["forged"],
+        values=[b"forged"],
+    )
+
+
+def test_the_node_subscriber_serves_no_push_before_authentication(
+    secured: tuple[StandaloneProcess, Path], node_client: Path
+) -> None:
+    server, secret = secured
+    assert server.sidecar_address is not None
+    with _connect(server, secret) as client:
+        client.create_queue("node-forged", partitions=2)
+        queue = client.queue("node-forged")
+        # The subscription made beforehand, starting an hour from now: nothing is
+        # pushed to the node subscriber until the reset below, so it is still
+        # serving, and waiting, while pushes are forged.
+        held = int(time.time() * 1000) + 3_600_000
+        queue.register_subscriber("node-printer", "127.0.0.1:9", start=f"{held}:0").withdraw()
+        node = start_node(node_client, server.sidecar_address, "node-forged", 2, token=secret)
+        try:
+            # The subscriber's address, once registered (its pushes start then).
+            wait_for(
+                lambda: (
+                    node.poll() is not None
+                    or any(info.subscriber for info in queue.subscriptions())
+                ),
+                120,
+                "the node subscriber registered",
+            )
+            assert node.poll() is None, node.communicate()
+            [info] = queue.subscriptions()
+            assert info.subscriber is not None
+            host, _, port = info.subscriber.rpartition(":")
+            service = subscriber_idl().HQueueSubscriber
+            # No hqueueAuthenticate first: refused by the port, not answered SUCCESS.
+            forger = thrift_client(service, host, int(port), timeout_ms=10_000)
+            try:
+                with pytest.raises(Exception, match="authentication required: deliver"):
+                    forger.deliver(_forged())
+            finally:
+                forger.close()
+            # A wrong secret: refused, in constant time, before any push is served.
+            wrong = ClientSecurity(token=Secret(secrets.token_urlsafe(32).encode()))
+            with pytest.raises(Exception, match="not this installation's token"):
+                thrift_client(service, host, int(port), timeout_ms=10_000, security=wrong)
+            queue.reset_subscription("node-printer", "earliest")
+            stdout, stderr = node.communicate(timeout=180)
+        finally:
+            node.kill()
+    assert node.returncode == 0, stderr
+    # Every message the sidecar pushed arrived, and nothing else was counted.
+    assert stdout.splitlines() == expected(2, 0, created=False), stderr
