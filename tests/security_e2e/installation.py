@@ -7,15 +7,34 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import hqueue
+from hqueue.message import encode_rowkey
 from hqueue.security.tokens import Claims, generate_keys, load_private_key, mint
 from hqueue.testing.certs import Certificates, make_certificates
 from hqueue.testing.standalone import StandaloneProcess
+from hqueue.wire.idl import subscriber as subscriber_idl
 
-__all__ = ["Credentials", "Installation"]
+__all__ = ["Credentials", "Installation", "forged_delivery"]
+
+
+def forged_delivery(queue: str, subscription: str, value: bytes = b"forged") -> Any:
+    """Return a batch of one message ``value`` (topic ``forged``) of partition 0 of
+    ``queue`` for ``subscription``, as a pusher other than the sidecar would send it:
+    stamped now, with a generation far ahead of any the sidecar uses."""
+    return subscriber_idl().TDelivery(
+        queue=queue,
+        subscription=subscription,
+        partition=0,
+        generation=1 << 40,
+        rowkeys=encode_rowkey(0, (int(time.time() * 1000), 0)),
+        topics=["forged"],
+        values=[value],
+    )
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import pytest
 
 import hqueue
 from hqueue.client.subscriber import ConsumeStatus
-from hqueue.message import Message, encode_rowkey
+from hqueue.message import Message
 from hqueue.security.config import ClientSecurity, ServerSecurity, TlsSettings
 from hqueue.security.principal import Principal
 from hqueue.security.secret import Secret
@@ -36,7 +36,7 @@ from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.connect import thrift_client
 from hqueue.wire.idl import subscriber as subscriber_idl
 from hqueue.wire.rpc_server import ThriftServer
-from tests.security_e2e.installation import Credentials
+from tests.security_e2e.installation import Credentials, forged_delivery
 
 QUEUE = "sec-e2e-orders-push"
 WAIT = 60.0
@@ -162,18 +162,6 @@ def test_a_subscriber_a_reader_registers_gets_only_the_push_token(pushing: Pushi
     assert "holds only the push right" in str(no.value)
 
 
-def _delivery(subscription: str, value: bytes) -> Any:
-    return subscriber_idl().TDelivery(
-        queue=QUEUE,
-        subscription=subscription,
-        partition=0,
-        generation=1 << 40,
-        rowkeys=encode_rowkey(0, (int(time.time() * 1000), 0)),
-        topics=["forged"],
-        values=[value],
-    )
-
-
 def _push(address: str, security: ClientSecurity, subscription: str, value: bytes) -> Any:
     """Push one batch to the subscriber at ``address``; return its answer.
 
@@ -183,7 +171,7 @@ def _push(address: str, security: ClientSecurity, subscription: str, value: byte
         subscriber_idl().HQueueSubscriber, host, int(port), timeout_ms=10_000, security=security
     )
     try:
-        return client.deliver(_delivery(subscription, value))
+        return client.deliver(forged_delivery(QUEUE, subscription, value))
     finally:
         client.close()
 

@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 
 import hqueue
-from hqueue.message import Message, encode_rowkey
+from hqueue.message import Message
 from hqueue.security.config import ClientSecurity, TlsSettings
 from hqueue.security.secret import Secret
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.idl import subscriber as subscriber_idl
-from tests.security_e2e.installation import Credentials, Installation
+from tests.security_e2e.installation import Credentials, Installation, forged_delivery
 
 QUEUE_A = "sec-e2e-orders"
 QUEUE_B = "sec-e2e-audit"
@@ -171,19 +171,6 @@ def test_put_scan_and_subscribe_with_tls_and_tokens(
         client.close()
 
 
-def _delivery(queue: str, subscription: str) -> object:
-    idl = subscriber_idl()
-    return idl.TDelivery(
-        queue=queue,
-        subscription=subscription,
-        partition=0,
-        generation=1 << 40,
-        rowkeys=encode_rowkey(0, (int(time.time() * 1000), 0)),
-        topics=["forged"],
-        values=[b"forged"],
-    )
-
-
 def test_a_push_from_anyone_but_a_sidecar_never_reaches_the_listener(
     installation: Installation, queues: None
 ) -> None:
@@ -211,7 +198,7 @@ def test_a_push_from_anyone_but_a_sidecar_never_reaches_the_listener(
                     service, host, int(port), timeout_ms=10_000, security=security
                 )
                 try:
-                    forger.deliver(_delivery(QUEUE_A, "sec-e2e-forged"))
+                    forger.deliver(forged_delivery(QUEUE_A, "sec-e2e-forged"))
                 finally:
                     forger.close()
             assert says in str(refused.value), (why, refused.value)
