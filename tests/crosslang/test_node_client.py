@@ -35,13 +35,13 @@ from pathlib import Path
 
 import pytest
 
-from hqueue.message import encode_rowkey
 from hqueue.security.config import ClientSecurity
 from hqueue.security.secret import Secret
 from hqueue.testing.cluster import Cluster, wait_for
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.connect import thrift_client
 from hqueue.wire.idl import subscriber as subscriber_idl
+from tests.security_e2e.installation import forged_delivery
 from tests.security_e2e.test_shared_secret import _connect
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -177,20 +177,6 @@ def test_the_node_client_authenticates_with_a_token(
     assert secret.read_text().strip() not in server.log_path.read_text()
 
 
-def _forged() -> object:
-    """A delivery no sidecar sent (a far-future id, a topic of its own)."""
-    idl = subscriber_idl()
-    return idl.TDelivery(
-        queue="node-forged",
-        subscription="node-printer",
-        partition=0,
-        generation=0,
-        rowkeys=encode_rowkey(0, (1 << 45, 0)),
-        topics=["forged"],
-        values=[b"forged"],
-    )
-
-
 def test_the_node_subscriber_serves_no_push_before_authentication(
     secured: tuple[StandaloneProcess, Path], node_client: Path
 ) -> None:
@@ -224,7 +210,7 @@ def test_the_node_subscriber_serves_no_push_before_authentication(
             forger = thrift_client(service, host, int(port), timeout_ms=10_000)
             try:
                 with pytest.raises(Exception, match="authentication required: deliver"):
-                    forger.deliver(_forged())
+                    forger.deliver(forged_delivery("node-forged", "node-printer"))
             finally:
                 forger.close()
             # A wrong secret: refused, in constant time, before any push is served.
