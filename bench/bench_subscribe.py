@@ -111,15 +111,16 @@ Workloads:
   subscription and every (subscription, partition) delivery gets messages: the
   aggregate push rate is the produced rate (``--scale-rate``, 10,000 msg/s, one per
   ``Queue.send`` by 8 senders, sender k to partition k, for ``--seconds``). Before
-  the timing, a warm-up message per (subscription, partition) (sent again each second
-  for the ones not yet arrived) shows every delivery running. Reported: put-to-listener
-  p50/p99/max, and the sidecar's threads (``Threads:`` of /proc/PID/status: before the
-  subscriptions, the most while they ran, after the queue is deleted), its largest
-  RSS (``VmRSS:``, sampled every 100 ms), and its CPU seconds (and the storage's) from
-  the first paced message to the last delivery (/proc/PID/stat); over the same
-  window, from the sidecar's metrics endpoint, the put requests it answered and its
-  storage reads for deliveries (``hqueue_delivery_reads_total``: shared, one per
-  partition for every delivery at its head, and own, of deliveries catching up).
+  the timing, a warm-up message per (subscription, partition) (sent again after 1, 2,
+  4, 8, 8, ... s for the ones not yet arrived) shows every delivery running. Reported:
+  put-to-listener p50/p99/max, and the sidecar's threads (``Threads:`` of
+  /proc/PID/status: before the subscriptions, the most while they ran, after the queue
+  is deleted), its largest RSS (``VmRSS:``, sampled every 100 ms), and its CPU seconds
+  (and the storage's) from the first paced message to the last delivery
+  (/proc/PID/stat); over the same window, from the sidecar's metrics endpoint, the put
+  requests it answered and its storage reads for deliveries
+  (``hqueue_delivery_reads_total``: shared, one per partition for every delivery at
+  its head, and own, of deliveries catching up).
   hqueue's producer waits up to 60 s for a put (``put_timeout``), so a row whose
   puts back up is reported with that latency instead of failing. Goals (issue 24):
   threads under 64, p99 under 50 ms, RSS under 1 GiB.
@@ -206,6 +207,7 @@ REDIS_GROUP = "g"
 GROUP_MEMBERS = 3  # of the group drain; the join runs start with one fewer
 GROUP_PARTITIONS = 12  # of hqueue's group queues, and the senders of the join runs
 WAIT = 60.0  # longest wait for deliveries after the producer is done
+WARM_BACKOFF_MAX = 8.0  # seconds between two warm-up rounds of many slots, at most
 SCALE_PARTITIONS = 8  # of the scale row's queue, and its senders
 SCALE_THREADS = 8  # making and closing the scale row's subscribers
 
@@ -703,11 +705,18 @@ def warm_up(
     every: float = 0.05,
 ) -> None:
     """Put warm-up messages every ``every`` s until one of every slot reached the
-    listener."""
+    listener; with many slots, waiting twice as long after each round (at most
+    :data:`WARM_BACKOFF_MAX` s)."""
     deadline = time.monotonic() + timeout
     while True:
         producer.call("warm", dest, [s for s in range(slots) if s not in rec.warm])
         until = time.monotonic() + every
+        if slots > 1:
+            # Each round resends every slot not arrived yet, and each message resent
+            # is one more a late delivery must read: at 8,000 slots, rounds every
+            # second put 130,000 warm-up messages once puts were fast, and the
+            # deliveries never caught up within the timeout.
+            every = min(2 * every, WARM_BACKOFF_MAX)
         while time.monotonic() < until:
             if len(rec.warm) >= slots:
                 return
