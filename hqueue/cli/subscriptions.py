@@ -7,7 +7,6 @@ renewing its lease every third of it, until interrupted (SIGINT, SIGTERM), and
 withdraws it. With ``--once`` it registers once and exits: the registration lapses
 after its lease unless something renews it (see docs/clients.md).
 
-
 ``list`` prints one line per subscription: name, partitions, topics, whether a
 subscriber runs (and where; for a subscriber group, how many members and the
 assignment's generation), and its checkpoints. ``describe`` prints one subscription
