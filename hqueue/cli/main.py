@@ -78,7 +78,7 @@ COMMANDS = {
     ),
     "subscriptions": LazyCommand(
         "hqueue.cli.subscriptions:subscriptions",
-        "List, describe, delete and reset the subscriptions of a queue.",
+        "Create, list, describe, delete and reset the subscriptions of a queue.",
     ),
     "dead-letters": LazyCommand(
         "hqueue.cli.dead_letters:dead_letters",
@@ -86,8 +86,8 @@ COMMANDS = {
     ),
     "lag": LazyCommand(
         "hqueue.cli.subscriptions:lag",
-        "Print how far each subscription of QUEUE is behind, per partition, and the "
-        "verdict on each (OK, WARN, STALL, STOP, REWIND).",
+        "Print how far each subscription of QUEUE is behind, per partition, in time and "
+        "messages, and the verdict on each (OK, WARN, STALL, STOP, REWIND).",
     ),
     "token": LazyCommand(
         "hqueue.cli.token:token",

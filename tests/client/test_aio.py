@@ -168,7 +168,10 @@ def test_send_takes_a_callback_too_and_resolves_every_future_of_a_batch(
             return list(await asyncio.gather(*futures[4:]))
 
     positions = asyncio.run(main())
-    assert wakes < 100, wakes  # 2,000 futures, a handful of batches and pool calls
+    # One wake-up per message would be 2,000 or more. A batch closes after its linger
+    # (5 ms), so on a busy machine, where sending 2,000 takes longer, there are more
+    # and smaller batches: a few hundred wake-ups at most, never one per message.
+    assert wakes < 500, wakes
     assert len(called) == 2000 and all(e is None for _, e in called)
     assert {p for p, _ in called} >= set(positions)
     ids = [p.id for p in positions]
