@@ -101,6 +101,9 @@ def test_a_put_held_by_a_hung_sidecar_moves_to_the_next_owner(cluster: Cluster) 
     os.kill(hung.proc.pid, signal.SIGSTOP)
     try:
         moved = q.put(b"moved", topic="t", partition=0)
+        # The owner entry is read through the client's watched cache, which may lag
+        # the put that followed the new owner's redirect by a poll.
+        wait_for(lambda: owner_of(client, 0) == other, 30, "the other sidecar to own 0")
         now = owner_of(client, 0)
     finally:
         os.kill(hung.proc.pid, signal.SIGCONT)
