@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import signal
 import sys
@@ -78,7 +79,7 @@ def _credentials(
     auth_secret_file: str | None,
     token_file: str | None,
     zookeeper_auth_file: str | None,
-    push_token_file: str | None = None,
+    push_token_file: str | None,
 ) -> ServerCredentials:
     """Return the credentials a server's security options name (their files read).
 
@@ -114,6 +115,9 @@ def _credentials(
     push = ClientSecurity(tls=client.tls, token=push_token)
     return ServerCredentials(security, client, digest, push)
 
+
+_SECURITY_OPTIONS = tuple(inspect.signature(_credentials).parameters)
+"""The options server_options declares for security, by their keyword names."""
 
 _FILE = click.Path(exists=True, dir_okay=False)
 
@@ -312,15 +316,6 @@ def server_options(max_request_bytes: int) -> Callable[[F], F]:
             *args: Any,
             max_message_bytes: int | None,
             log_level: str,
-            tls_cert: str | None,
-            tls_key: str | None,
-            tls_client_ca: str | None,
-            tls_ca: str | None,
-            auth_public_key: tuple[str, ...],
-            auth_secret_file: str | None,
-            token_file: str | None,
-            push_token_file: str | None,
-            zookeeper_auth_file: str | None,
             **kwargs: Any,
         ) -> Any:
             if max_message_bytes is not None:
@@ -335,17 +330,9 @@ def server_options(max_request_bytes: int) -> Callable[[F], F]:
                 stream=sys.stderr,
                 format="%(asctime)s %(levelname)s %(name)s: %(message)s",
             )
-            kwargs["credentials"] = _credentials(
-                tls_cert=tls_cert,
-                tls_key=tls_key,
-                tls_client_ca=tls_client_ca,
-                tls_ca=tls_ca,
-                auth_public_key=auth_public_key,
-                auth_secret_file=auth_secret_file,
-                token_file=token_file,
-                zookeeper_auth_file=zookeeper_auth_file,
-                push_token_file=push_token_file,
-            )
+            # The security options go to _credentials alone, which names their types.
+            security = {name: kwargs.pop(name) for name in _SECURITY_OPTIONS}
+            kwargs["credentials"] = _credentials(**security)
             return command(*args, **kwargs)
 
         for option in reversed(options):

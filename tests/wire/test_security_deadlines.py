@@ -12,7 +12,6 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from thriftpy2.thrift import TApplicationException
@@ -24,10 +23,9 @@ from hqueue.security.principal import Principal
 from hqueue.security.secret import Secret
 from hqueue.security.tokens import Claims
 from hqueue.wire import rpc_server
-from hqueue.wire.framed import FramedClient
 from hqueue.wire.idl import sidecar as sidecar_idl
 from hqueue.wire.rpc_server import PRE_AUTH_MAX_BYTES, ThriftServer
-from tests.wire.test_security import GOOD, Recording, Tokens
+from tests.wire.test_security import GOOD, Recording, Tokens, framed
 
 IDL = sidecar_idl()
 DEADLINE = 1.5
@@ -97,7 +95,7 @@ def test_an_authenticated_connection_idles_past_the_deadline(
     server: tuple[ThriftServer, Recording],
 ) -> None:
     srv, handler = server
-    client = _framed(srv, GOOD)
+    client = framed(srv, ClientSecurity(token=Secret(GOOD)))
     time.sleep(DEADLINE + 1.0)
     client.call("status")
     client.close()
@@ -130,7 +128,7 @@ def test_calls_stop_when_the_token_expires_and_the_connection_closes(
         IDL.HQueueSidecar, Recording(), security=ServerSecurity(authenticator=Expiring(expires))
     ).start()
     try:
-        client = _framed(srv, GOOD)
+        client = framed(srv, ClientSecurity(token=Secret(GOOD)))
         client.call("status")  # before the expiry: served
         time.sleep(max(0.0, expires - time.time()) + 0.2)
         with pytest.raises(TApplicationException, match=r"^authentication required:.*expired"):
@@ -145,15 +143,3 @@ def test_calls_stop_when_the_token_expires_and_the_connection_closes(
 def test_a_signed_tokens_principal_carries_its_expiry() -> None:
     assert Claims("alice", consume=("o*",), exp=2_000_000_000).principal.expires == 2_000_000_000
     assert Claims("alice", consume=("o*",)).principal.expires is None
-
-
-def _framed(server: ThriftServer, token: bytes, **kwargs: Any) -> FramedClient:
-    return FramedClient(
-        "127.0.0.1",
-        server.port,
-        IDL.HQueueSidecar,
-        timeout_ms=5_000,
-        connect_timeout_ms=5_000,
-        security=ClientSecurity(token=Secret(token)),
-        **kwargs,
-    )
