@@ -30,10 +30,12 @@ class Version:
     ``number`` increases with every write of the key (ZooKeeper: the znode's data
     version, which restarts at 0 when a key is deleted and created again; HBase: a
     counter kept across deletes). ``token`` is the backend's opaque compare-and-set
-    token (HBase: the commit cell as read; ZooKeeper: the value an update wrote, so
-    that the next update at this version merges into it without a read); it does
-    not take part in equality, so a version built from a number alone still
-    matches, at the cost of one extra read.
+    token (HBase: the commit cell as read; ZooKeeper: the znode's creation zxid, so
+    that a write at this version fails on a key deleted and created again since,
+    and after an update the value it wrote, so that the next update at this version
+    merges into it without a read); it does not take part in equality, so a version
+    built from a number alone still matches, at the cost of one extra read (and,
+    on ZooKeeper, without telling a key's incarnations apart).
     """
 
     number: int

@@ -144,11 +144,23 @@ class ZooKeeperClient:
     ) -> list[tuple[bytes, ZnodeStat] | None]:
         """Return ``(data, stat)`` of each path (``None`` where it does not exist),
         pipelining the requests."""
-        results: list[tuple[bytes, ZnodeStat] | None] = []
-        kazoo = self.kazoo
+        return self.pipeline(self.kazoo.get_async, paths, watch=watch)
+
+    def stats(self, paths: Sequence[str]) -> list[ZnodeStat | None]:
+        """Return the stat of each path (``None`` where it does not exist), pipelining
+        the requests (``exists``: no data is sent)."""
+        return self.pipeline(self.kazoo.exists_async, paths)
+
+    def pipeline(
+        self, method: Callable[..., Any], paths: Sequence[str], **kwargs: Any
+    ) -> list[Any]:
+        """Return the result of the idempotent read ``method`` of each path (``None``
+        where it does not exist), sending a batch of requests before awaiting any
+        answer, and a request whose answer was lost again, with retries."""
+        results: list[Any] = []
         for start in range(0, len(paths), _FETCH_BATCH):
             batch = paths[start : start + _FETCH_BATCH]
-            pending = [kazoo.get_async(path, watch=watch) for path in batch]
+            pending = [method(path, **kwargs) for path in batch]
             for path, result in zip(batch, pending, strict=True):
                 try:
                     results.append(result.get(timeout=self._timeout))
@@ -157,7 +169,7 @@ class ZooKeeperClient:
                 except RETRIED:
                     # One lost answer: read that path again, with retries.
                     try:
-                        results.append(self.read(kazoo.get_async, path, watch=watch))
+                        results.append(self.read(method, path, **kwargs))
                     except kz.NoNodeError:
                         results.append(None)
         return results
