@@ -110,13 +110,8 @@ def client_for(ctx: click.Context, **settings: Any) -> Iterator[Client]:
 
 
 def one_line(error: HQueueError) -> str:
-    """Return what the CLI prints of ``error``: its message, a denial's from ``not
-    authorized:`` on, on one line."""
-    from hqueue.client.denials import as_denial
-
-    denial = as_denial(error)
-    text = str(denial if denial is not None else error)
-    return " ".join(text.split("\n"))
+    """Return what the CLI prints of ``error``: its message, on one line."""
+    return " ".join(str(error).split("\n"))
 
 
 def silence_stdout() -> None:

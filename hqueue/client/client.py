@@ -17,7 +17,7 @@ from hqueue.client.admin import QueueAdmin, QueueDescription
 from hqueue.client.context import ClientContext, QueueHandle
 from hqueue.client.dead_letters import DeadLetter, ReplayResult
 from hqueue.client.dead_letters import replay as replay_letters
-from hqueue.client.denials import denying, require_admin, require_consume
+from hqueue.client.denials import require_admin, require_consume
 from hqueue.client.producer import NewMessage, Producer
 from hqueue.client.registration import SubscriberRegistrar
 from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
@@ -249,7 +249,7 @@ class Client(Closeable):
         :raises AuthorizationError: if this client's principal is no admin.
         """
         self._require_admin(f"create queue {name!r}")
-        return denying(self._admin.create_queue)(name, partitions, ttl=ttl, regions=regions)
+        return self._admin.create_queue(name, partitions, ttl=ttl, regions=regions)
 
     def queues(self) -> list[QueueInfo]:
         """Return every queue's info, ordered by name."""
@@ -260,7 +260,7 @@ class Client(Closeable):
 
         :raises NoQueueError: if there is no such queue.
         """
-        return denying(self._admin.describe_queue)(name)
+        return self._admin.describe_queue(name)
 
     def alter_queue(self, name: str, *, ttl: int | float | _dt.timedelta | None) -> QueueInfo:
         """Change the queue's TTL (``None`` keeps messages forever); return its info.
@@ -269,7 +269,7 @@ class Client(Closeable):
         :raises AuthorizationError: if this client's principal is no admin.
         """
         self._require_admin(f"alter queue {name!r}")
-        return denying(self._admin.alter_queue)(name, ttl=ttl)
+        return self._admin.alter_queue(name, ttl=ttl)
 
     def delete_queue(self, name: str, *, force: bool = False) -> None:
         """Delete the queue's table and metadata; refuses while it has subscriptions
@@ -281,7 +281,7 @@ class Client(Closeable):
             is deleted).
         """
         self._require_admin(f"delete queue {name!r}")
-        denying(self._admin.delete_queue)(name, force=force)
+        self._admin.delete_queue(name, force=force)
 
     def _require_admin(self, what: str) -> None:
         """Refuse the admin verb ``what`` before it changes anything, when this
@@ -498,7 +498,7 @@ class Queue:
         # The next rowkey after this one: the range holds this row and no other.
         reader = self._handle.open_range(row, rowkey_after(row), caching=1)
         try:
-            found = denying(reader.read)(1).messages()
+            found = reader.read(1).messages()
         finally:
             reader.close()
         if not found:

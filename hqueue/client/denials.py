@@ -1,60 +1,23 @@
-"""Telling a server's denial from its other refusals.
+"""Refusing early what a server would deny.
 
-Every port hqueue serves answers a call its principal may not make with the error its
-IDL declares for the call (a sidecar's ``TInvalidMessage``, a gateway's ``IOError``)
-or a ``TApplicationException``, whose message holds
-:data:`~hqueue.security.principal.DENIED`: the client raises
-:class:`~hqueue.errors.AuthorizationError` for it, whatever the error it arrived as.
+A server's denial reaches the client as :class:`~hqueue.errors.AuthorizationError`
+already, whatever error it arrived as (see :func:`hqueue.wire.errors.denial`). The
+checks here refuse, before anything is changed, a verb that this client's token
+says its principal may not do, with the message a server's denial would have.
 
 Not public API.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
 
-from hqueue.errors import AuthenticationError, AuthorizationError, HQueueError
+from hqueue.errors import AuthenticationError, AuthorizationError
 from hqueue.security.config import ClientSecurity
 from hqueue.security.principal import DENIED, Principal
 from hqueue.security.tokens import TOKEN_VERSION, decode_claims
 
-__all__ = ["as_denial", "claimed_principal", "denying", "require_admin", "require_consume"]
-
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
-
-
-def as_denial(error: HQueueError) -> AuthorizationError | None:
-    """Return the :class:`~hqueue.errors.AuthorizationError` ``error`` carries (itself
-    when it is one), or ``None`` when it is no denial. The message is the server's,
-    from ``"not authorized: "`` on (what was refused and to whom), on one line."""
-    if isinstance(error, AuthorizationError):
-        return error
-    text = str(error)
-    where = text.find(DENIED)
-    if where < 0:
-        return None
-    return AuthorizationError(text[where:].splitlines()[0])
-
-
-def denying(call: Callable[_P, _T]) -> Callable[_P, _T]:
-    """Return ``call`` raising :func:`as_denial` of an error that is a denial (the
-    other errors unchanged): how a read path that may reach a sidecar or a gateway
-    raises :class:`~hqueue.errors.AuthorizationError`."""
-
-    @functools.wraps(call)
-    def checked(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-        try:
-            return call(*args, **kwargs)
-        except HQueueError as exc:
-            denial = as_denial(exc)
-            if denial is None or denial is exc:
-                raise
-            raise denial from None
-
-    return checked
+__all__ = ["claimed_principal", "require_admin", "require_consume"]
 
 
 def claimed_principal(security: ClientSecurity) -> Principal | None:

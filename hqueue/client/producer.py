@@ -35,7 +35,6 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from hqueue.client.denials import as_denial
 from hqueue.errors import (
     ConnectionLostError,
     InvalidArgumentError,
@@ -490,9 +489,6 @@ class Producer:
         try:
             return self._sidecars.put(address, queue, batch, timeout=timeout).message_ids()
         except InvalidMessageError as exc:
-            denial = as_denial(exc)
-            if denial is not None:
-                raise denial from None
             text, index = str(exc), exc.index
             if not everything and 0 <= index < len(indices):
                 # The sidecar numbers this part's messages; the caller numbers the batch.

@@ -66,7 +66,6 @@ import itertools
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
 
-from hqueue.client.denials import denying
 from hqueue.closing import Closeable
 from hqueue.errors import InvalidArgumentError
 from hqueue.message import (
@@ -290,7 +289,7 @@ class _Scanner(Closeable):
     def _batches(self, scan: QueueRange, remaining: list[int] | None) -> Iterator[list[Message]]:
         """Yield the messages of one range, a batch per round trip; ``remaining`` (a
         one-element list shared across ranges) counts down the limit."""
-        read = denying(scan.read)
+        read = scan.read
         size = self.batch_size
         while True:
             n = size if remaining is None else min(size, remaining[0])
@@ -438,7 +437,7 @@ class CombinedPartitionScanner(_Scanner):
         # The limit applies to the merged stream, which cannot know in advance which
         # partitions it will come from; but no partition can contribute more than
         # the limit, so none reads further than that.
-        read = denying(scan.read)
+        read = scan.read
         size = self.batch_size
         left = self.limit
         while left is None or left > 0:

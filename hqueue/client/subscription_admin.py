@@ -17,9 +17,8 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from hqueue.client.denials import as_denial
 from hqueue.client.scanners import Bound, position_bound
-from hqueue.errors import HQueueError, InvalidArgumentError
+from hqueue.errors import AuthorizationError, HQueueError, InvalidArgumentError
 from hqueue.message import MessageId, decode_rowkey, first_ids, format_time, partition_range
 from hqueue.metadata.managers import GroupManager, SubscriptionPreferences
 from hqueue.metadata.managers.subscription_data import GENERATION_OPTION
@@ -446,10 +445,9 @@ def lag(
         for address in addresses:
             try:
                 reports.append(sidecars.lag(address, queue.name))
+            except AuthorizationError:
+                raise  # a denial, not a sidecar that did not answer
             except HQueueError as exc:
-                denial = as_denial(exc)
-                if denial is not None:
-                    raise denial from None
                 unreachable.append(f"{address} ({exc or type(exc).__name__})")
     finally:
         sidecars.close()
@@ -540,10 +538,9 @@ def _with_counts(
         assert newest is not None
         try:
             found = count_from(hbase.client, table, partition, newest, firsts, chosen, bound)
-        except HQueueError as exc:
-            denial = as_denial(exc)
-            if denial is not None:
-                raise denial from None
+        except AuthorizationError:
+            raise  # a denial, not a storage that did not answer
+        except HQueueError:
             continue  # the storage did not answer: the report goes out without it
         counts.update(zip(ats, found, strict=True))
     return [

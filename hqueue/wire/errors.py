@@ -26,7 +26,12 @@ a message naming what was tried.
   a ``TApplicationException``); :func:`security_error` turns them into
   :class:`~hqueue.errors.AuthenticationError`,
   :class:`~hqueue.errors.AuthorizationError` and :class:`TlsMismatchError` (a
-  :class:`~hqueue.errors.ConnectionLostError`).
+  :class:`~hqueue.errors.ConnectionLostError`). A denial is an
+  :class:`~hqueue.errors.AuthorizationError` whatever error it arrived in, also when
+  another refusal's message quotes it (a sidecar that could not serve a call because
+  its storage denied it): :func:`denial` tells, for :func:`security_error` and
+  :func:`from_sidecar_exception` alike, so that no caller of a server looks for
+  denials itself.
 
 Not public API.
 """
@@ -66,6 +71,7 @@ __all__ = [
     "SIDECAR_ERRORS",
     "TLS_REQUIRED",
     "TlsMismatchError",
+    "denial",
     "from_sidecar_exception",
     "hbase_errors",
     "security_error",
@@ -93,14 +99,29 @@ class TlsMismatchError(ConnectionLostError):
     message names the address and which end seems to lack TLS."""
 
 
+def denial(message: str, where: str | None = None) -> AuthorizationError | None:
+    """Return the :class:`~hqueue.errors.AuthorizationError` of a server's ``message``
+    that is a denial (it starts with :data:`NOT_AUTHORIZED`: the message whole,
+    prefixed with ``where`` when given) or quotes one (a server that could not serve a
+    call because a server behind it denied it: the denial alone, from
+    :data:`NOT_AUTHORIZED` to the end of its line); ``None`` for any other message."""
+    at = message.find(NOT_AUTHORIZED)
+    if at < 0:
+        return None
+    if at > 0:
+        return AuthorizationError(message[at:].splitlines()[0])
+    return AuthorizationError(message if where is None else f"{where}: {message}")
+
+
 def security_error(exc: BaseException, where: str) -> HQueueError | None:
-    """Return the hqueue error a server's refusal ``exc`` stands for (its message
-    starts with :data:`AUTHENTICATION_REQUIRED`, :data:`NOT_AUTHORIZED` or
+    """Return the hqueue error a server's refusal ``exc`` stands for (its message is
+    or quotes a :func:`denial`, or starts with :data:`AUTHENTICATION_REQUIRED` or
     :data:`TLS_REQUIRED`), prefixed with ``where``; ``None`` for any other
     exception."""
     message = thrift_message(exc)
-    if message.startswith(NOT_AUTHORIZED):
-        return AuthorizationError(f"{where}: {message}")
+    denied = denial(message, where)
+    if denied is not None:
+        return denied
     if message.startswith(AUTHENTICATION_REQUIRED):
         return AuthenticationError(f"{where}: {message}")
     if message.startswith(TLS_REQUIRED):
@@ -251,13 +272,15 @@ def to_sidecar_exception(error: HQueueError) -> Any | None:
 def from_sidecar_exception(exc: Any) -> HQueueError:
     """Return the hqueue error a sidecar's declared exception stands for.
 
-    A declared exception whose message starts with :data:`NOT_AUTHORIZED` (how a
-    sidecar answers a denial) is an :class:`~hqueue.errors.AuthorizationError`.
+    A declared exception whose message is or quotes a :func:`denial` (a sidecar
+    answers a denial with its call's ``TInvalidMessage``, and quotes its storage's in
+    a ``TUnavailable``) is an :class:`~hqueue.errors.AuthorizationError`.
 
     :raises TypeError: if ``exc`` is not one of :data:`DECLARED`.
     """
-    if thrift_message(exc).startswith(NOT_AUTHORIZED):
-        return AuthorizationError(thrift_message(exc))
+    denied = denial(thrift_message(exc))
+    if denied is not None:
+        return denied
     for row in SIDECAR_ERRORS:
         if isinstance(exc, row.thrift):
             return row.from_thrift(exc)

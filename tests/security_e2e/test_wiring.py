@@ -10,20 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from hqueue.client.denials import as_denial, claimed_principal, require_admin
+from hqueue.client.denials import claimed_principal, require_admin
 from hqueue.client.subscriber import push_security
-from hqueue.errors import (
-    AuthorizationError,
-    InvalidArgumentError,
-    InvalidMessageError,
-    StorageError,
-)
+from hqueue.errors import AuthorizationError, InvalidArgumentError
 from hqueue.security.config import PLAIN_CLIENT, ClientSecurity, ServerSecurity, TlsSettings
 from hqueue.security.credentials import client_security
 from hqueue.security.exposure import exposure_warning, is_loopback
 from hqueue.security.secret import Secret
 from hqueue.security.tokens import Claims, generate_keys, load_private_key, mint
 from hqueue.spark.options import Connection
+from hqueue.wire.errors import denial
 
 
 @pytest.fixture
@@ -37,16 +33,13 @@ def _token(private: str, **claims: object) -> Secret:
     return mint(load_private_key(private), Claims(**claims))  # type: ignore[arg-type]
 
 
-def test_a_denial_is_told_from_any_error_that_carries_it() -> None:
-    carried = InvalidMessageError(
-        "sidecar 127.0.0.1:9092 refused not authorized: principal 'w' may not produce", -1
-    )
-    denial = as_denial(carried)
-    assert isinstance(denial, AuthorizationError)
-    assert str(denial) == "not authorized: principal 'w' may not produce"
-    assert as_denial(StorageError("table gone")) is None
-    already = AuthorizationError("not authorized: x")
-    assert as_denial(already) is already
+def test_a_denial_is_told_from_any_message_that_carries_it() -> None:
+    quoted = denial("write failed: not authorized: principal 'w' may not produce\nat put")
+    assert isinstance(quoted, AuthorizationError)
+    assert str(quoted) == "not authorized: principal 'w' may not produce"
+    assert denial("table gone") is None
+    assert str(denial("not authorized: x", "put at h:1")) == "put at h:1: not authorized: x"
+    assert str(denial("not authorized: x\ny")) == "not authorized: x\ny"
 
 
 def test_admin_verbs_are_refused_early_for_a_token_that_is_no_admin(

@@ -414,7 +414,8 @@ def test_an_exposed_port_warns_once_saying_what_is_exposed(
 
 
 class Denying(Recording):
-    """Denies every put and lag, as a sidecar denies a principal without the right."""
+    """Denies every put and lag, as a sidecar denies a principal without the right;
+    fails every scan and withdrawal quoting its storage's denial of its own."""
 
     def put(self, queue: str, batch: Any) -> Any:
         self.calls.append(("put", current_principal().name))
@@ -424,6 +425,20 @@ class Denying(Recording):
         self.calls.append(("lag", current_principal().name))
         raise TApplicationException(
             TApplicationException.UNKNOWN, f"not authorized: may not read {queue}"
+        )
+
+    def scan(self, queue: str, request: Any) -> Any:
+        self.calls.append(("scan", current_principal().name))
+        raise IDL.TUnavailable(
+            message=f"scan of {queue!r} failed: read: not authorized: principal 'sc' may not "
+            f"read {queue}\nat the gateway"
+        )
+
+    def unregisterSubscriber(self, queue: str, subscription: str, address: str) -> bool:
+        self.calls.append(("unregisterSubscriber", current_principal().name))
+        raise TApplicationException(
+            TApplicationException.INTERNAL_ERROR,
+            "AuthorizationError: withdraw: not authorized: principal 'sc' may not write hqueue",
         )
 
 
@@ -441,10 +456,22 @@ def test_the_sidecars_pool_authenticates_and_reports_denials(certs: Certificates
             pool.put(address, "payments", batch)
         with pytest.raises(AuthorizationError, match="may not read payments"):
             pool.lag(address, "payments")
+        # A denial the sidecar quotes is one too: the denial alone, to the end of its line.
+        with pytest.raises(AuthorizationError) as quoted:
+            pool.scan(address, "payments", b"", b"", [], 10)
+        assert str(quoted.value) == "not authorized: principal 'sc' may not read payments"
+        with pytest.raises(AuthorizationError) as quoted:
+            pool.unregister_subscriber(address, "payments", "s", "127.0.0.1:1")
+        assert str(quoted.value) == "not authorized: principal 'sc' may not write hqueue"
     finally:
         pool.close()
         server.stop(grace=0.5)
-    assert handler.calls == [("put", "alice"), ("lag", "alice")]
+    assert handler.calls == [
+        ("put", "alice"),
+        ("lag", "alice"),
+        ("scan", "alice"),
+        ("unregisterSubscriber", "alice"),
+    ]
 
 
 def test_client_settings_pickle_to_spark_executors_and_hide_the_token(
