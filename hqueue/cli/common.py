@@ -21,9 +21,12 @@ __all__ = [
     "FORMATS",
     "client_for",
     "format_option",
+    "from_option",
+    "partition_option",
     "position_option",
     "root_options",
     "silence_stdout",
+    "topic_option",
 ]
 
 FORMATS = ("text", "json")
@@ -60,6 +63,28 @@ def format_option(command: _F) -> _F:
         callback=_set_format,
         help="Output format: text, or json (one object per line); the same as the global --format.",
     )(command)
+
+
+def topic_option(help: str) -> Callable[[_F], _F]:
+    """Return the decorator giving a command ``--topic``/``-t`` (repeatable, its
+    values as ``topics``), with ``help``."""
+    return click.option("--topic", "-t", "topics", multiple=True, help=help)
+
+
+def partition_option(help: str) -> Callable[[_F], _F]:
+    """Return the decorator giving a command ``--partition``/``-p`` (repeatable,
+    integers >= 0, its values as ``partitions``), with ``help``."""
+    return click.option(
+        "--partition", "-p", "partitions", type=click.IntRange(min=0), multiple=True, help=help
+    )
+
+
+def from_option(help: str, *, metavar: str, default: str | None = None) -> Callable[[_F], _F]:
+    """Return the decorator giving a command ``--from`` (its value as ``start``, read
+    with :func:`position_option`), with ``help`` and ``metavar``; a ``default`` is shown
+    in the help."""
+    shown: dict[str, Any] = {} if default is None else {"default": default, "show_default": True}
+    return click.option("--from", "start", metavar=metavar, help=help, **shown)
 
 
 def position_option(value: str | None, option: str) -> MessageId | Position | None:

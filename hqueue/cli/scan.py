@@ -38,9 +38,12 @@ import click
 from hqueue.cli.common import (
     client_for,
     format_option,
+    from_option,
+    partition_option,
     position_option,
     root_options,
     silence_stdout,
+    topic_option,
 )
 from hqueue.errors import HQueueError
 from hqueue.message import Message, MessageId, Position, check_topic
@@ -114,22 +117,13 @@ def _partitions_named(
 
 @click.command("scan")
 @click.argument("queue_name", metavar="QUEUE")
-@click.option(
-    "--partition",
-    "-p",
-    "partitions",
-    type=click.IntRange(min=0),
-    multiple=True,
-    help="Only this partition; repeat for several (merged in id order).",
-)
-@click.option("--topic", "-t", "topics", multiple=True, help="Only this topic; repeat for several.")
-@click.option(
-    "--from",
-    "start",
-    metavar="ID|TIME|POSITION",
-    help="First id to print (inclusive): 'timestamp:sequence', an ISO-8601 time "
+@partition_option("Only this partition; repeat for several (merged in id order).")
+@topic_option("Only this topic; repeat for several.")
+@from_option(
+    "First id to print (inclusive): 'timestamp:sequence', an ISO-8601 time "
     "or milliseconds since the epoch; or a position 'partition@timestamp:sequence', "
     "which scans that partition unless --partition says otherwise.",
+    metavar="ID|TIME|POSITION",
 )
 @click.option(
     "--to",

@@ -30,9 +30,12 @@ import click
 from hqueue.cli.common import (
     client_for,
     format_option,
+    from_option,
+    partition_option,
     position_option,
     root_options,
     silence_stdout,
+    topic_option,
 )
 from hqueue.cli.scan import _json_line, _text_line
 from hqueue.errors import HQueueError
@@ -79,31 +82,15 @@ class _Printer:
 @click.command("subscribe")
 @click.argument("queue_name", metavar="QUEUE")
 @click.argument("name", metavar="NAME")
-@click.option(
-    "--topic",
-    "-t",
-    "topics",
-    multiple=True,
-    help="Only this topic; repeat for several (default: all).",
-)
-@click.option(
-    "--partition",
-    "-p",
-    "partitions",
-    type=click.IntRange(min=0),
-    multiple=True,
-    help="Only this partition; repeat for several (default: all).",
-)
-@click.option(
-    "--from",
-    "start",
-    default="latest",
-    show_default=True,
-    metavar="earliest|latest|ID|TIME|POSITION",
-    help="Where a new subscription starts: earliest, latest, 'timestamp:sequence', "
+@topic_option("Only this topic; repeat for several (default: all).")
+@partition_option("Only this partition; repeat for several (default: all).")
+@from_option(
+    "Where a new subscription starts: earliest, latest, 'timestamp:sequence', "
     "an ISO-8601 time or milliseconds; or a position 'partition@timestamp:sequence' "
     "for that partition, the others starting at latest. An existing one resumes "
     "after its checkpoint.",
+    metavar="earliest|latest|ID|TIME|POSITION",
+    default="latest",
 )
 @click.option(
     "--host",

@@ -36,9 +36,12 @@ import click
 from hqueue.cli.common import (
     client_for,
     format_option,
+    from_option,
     one_line,
+    partition_option,
     position_option,
     root_options,
+    topic_option,
 )
 from hqueue.errors import HQueueError
 from hqueue.message import check_topic, format_time
@@ -82,29 +85,13 @@ def _list_line(info: SubscriptionInfo) -> str:
     metavar="HOST:PORT",
     help="Where the subscriber serves thrift/subscriber.thrift (the sidecars push there).",
 )
-@click.option(
-    "--topic",
-    "-t",
-    "topics",
-    multiple=True,
-    help="A new subscription's topic; repeat for several (default: all).",
-)
-@click.option(
-    "--partition",
-    "-p",
-    "partitions",
-    type=click.IntRange(min=0),
-    multiple=True,
-    help="A new subscription's partition; repeat for several (default: all).",
-)
-@click.option(
-    "--from",
-    "start",
-    default="latest",
-    show_default=True,
-    metavar="earliest|latest|ID",
-    help="Where a new subscription starts: earliest, latest or 'timestamp:sequence'. "
+@topic_option("A new subscription's topic; repeat for several (default: all).")
+@partition_option("A new subscription's partition; repeat for several (default: all).")
+@from_option(
+    "Where a new subscription starts: earliest, latest or 'timestamp:sequence'. "
     "An existing one resumes after its checkpoints.",
+    metavar="earliest|latest|ID",
+    default="latest",
 )
 @click.option(
     "--lease",
