@@ -189,7 +189,7 @@ class ConnectionPool:
             raise InvalidArgumentError(f"'pool_size' must be >= 1, not {size}")
         self._security = security
         self._kwargs = {**kwargs, "autoconnect": False}
-        self._idle: queue.LifoQueue[happybase.Connection] = queue.LifoQueue()
+        self._idle: queue.LifoQueue[HappybaseConnection] = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(size)
         self._local = threading.local()
         self._closed = False
@@ -207,10 +207,7 @@ class ConnectionPool:
             yield current
             return
         with self._slots:
-            try:
-                conn = self._idle.get_nowait()
-            except queue.Empty:
-                conn = HappybaseConnection(security=self._security, **self._kwargs)
+            conn = self._take_idle() or HappybaseConnection(security=self._security, **self._kwargs)
             self._local.current = conn
             keep = False
             try:
@@ -228,6 +225,18 @@ class ConnectionPool:
                     self._idle.put(conn)
                 else:
                     conn.close()
+
+    def _take_idle(self) -> HappybaseConnection | None:
+        """Return the most recently used idle connection the server has not closed
+        (closing those it has), or ``None``."""
+        while True:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                return None
+            if not conn.dropped():
+                return conn
+            conn.close()
 
     def close(self) -> None:
         """Close the idle connections, and each busy one when its block ends;

@@ -21,6 +21,7 @@ Not public API.
 
 from __future__ import annotations
 
+import select
 import socket
 import ssl
 from typing import Any
@@ -331,6 +332,21 @@ class HappybaseConnection(happybase.Connection):
             compact=issubclass(self._protocol_class, TCompactProtocol),
             gateway=self.gateway,
         )
+        self._socket = socket
         self.transport = self._transport_class(socket)
         protocol = self._protocol_class(self.transport, decode_response=False)
         self.client = TClient(hbase1().Hbase, protocol)
+
+    def dropped(self) -> bool:
+        """Return whether this open, idle connection was closed by the server (or has
+        bytes nobody asked for): a pool checks before lending it again, since the first
+        call on a connection the gateway closed while it was idle (a gateway restart,
+        its idle timeout) would fail after the request was sent."""
+        sock = self._socket.sock
+        if sock is None:
+            return False  # not opened yet: open() will
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+        except (OSError, ValueError):
+            return True  # closed under us
+        return bool(readable)

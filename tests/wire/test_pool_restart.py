@@ -1,0 +1,63 @@
+"""The pool of HBase connections across a gateway restart: a connection the server
+closed while it sat idle is not lent again, so the first calls after a restart (a
+rolling restart of HBase's Thrift gateways) succeed instead of failing once per
+pooled connection."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hqueue.storage.hbase import HBase
+from hqueue.testing.standalone import StandaloneProcess
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[StandaloneProcess]:
+    server = StandaloneProcess(tmp_path / "data", ("--no-sidecar",)).start()
+    yield server
+    server.kill()
+
+
+def _fill(hbase: HBase, size: int) -> None:
+    """Leave ``size`` idle connections in the pool, each used once."""
+    barrier = threading.Barrier(size)
+
+    def use() -> None:
+        with hbase.client("list tables") as client:
+            barrier.wait(10)
+            client.getTableNames()
+
+    threads = [threading.Thread(target=use) for _ in range(size)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+
+
+def test_the_first_calls_after_a_gateway_restart_succeed(gateway: StandaloneProcess) -> None:
+    hbase = HBase(gateway.address, pool_size=4)
+    try:
+        _fill(hbase, 4)
+        gateway.kill()
+        gateway.restart()
+        for _ in range(8):
+            with hbase.client("list tables") as client:
+                assert isinstance(client.getTableNames(), list)
+    finally:
+        hbase.close()
+
+
+def test_a_connection_still_open_is_lent_again(gateway: StandaloneProcess) -> None:
+    hbase = HBase(gateway.address, pool_size=2)
+    try:
+        with hbase.connection("first") as first:
+            first.client.getTableNames()
+        with hbase.connection("second") as second:
+            second.client.getTableNames()
+        assert second is first
+    finally:
+        hbase.close()
