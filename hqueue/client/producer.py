@@ -67,6 +67,8 @@ __all__ = [
 _BACKOFF_START = 0.05
 _BACKOFF_MAX = 1.0
 _ATTEMPT_TIMEOUT_MAX = 5.0
+_LOOKS_MAX = 8
+"""How many unowned partitions of one put are looked up in the store, not the cache."""
 
 # The metadata store could not answer (unreachable, session lost, HBase failing): the
 # owner is unknown for now, not absent. NoQueueError is neither, and is not retried.
@@ -275,6 +277,24 @@ class Producer:
         except NoOwnerInfoError:
             return None
 
+    def _look_in_store(self, queue: str, partitions: set[int]) -> None:
+        """Read the owners of a few ``partitions`` the cache says nobody owns from the
+        store itself, keeping each found as a hint: a new queue's first owner is
+        written one watch poll before the cache has it (half a second on HBase), and
+        its first put need not wait for that. Past :data:`_LOOKS_MAX` partitions the
+        cache alone is waited for; a store that cannot answer is left to it too."""
+        if len(partitions) > _LOOKS_MAX:
+            return
+        for p in partitions:
+            try:
+                address = self._owners.read_owner_info(queue, p, fresh=True).value.address
+            except NoOwnerInfoError:
+                continue
+            except _LOOKUP_ERRORS:
+                return
+            with self._lock:
+                self._hints[(queue, p)] = address
+
     def put(self, info: QueueInfo, batch: list[Any]) -> list[Position]:
         """Write ``batch`` (NewMessage items) to queue ``info``; return where each went
         (its partition and id), in order.
@@ -315,6 +335,7 @@ class Producer:
         pending = list(range(len(values)))
         deadline = time.monotonic() + self.put_timeout
         backoff = _BACKOFF_START
+        looks = 0  # retries of partitions nobody owned, as the cache said
         last_error = "no sidecar owns the partition"
         failed_partition = partitions[0]
         while pending:
@@ -405,6 +426,10 @@ class Producer:
             # the metadata cache, so look again soon rather than backing off. A store
             # that cannot answer gets the backoff.
             unowned = not store_failed and all(owners.get(partitions[i]) is None for i in retry)
+            if unowned:
+                looks += 1
+                if looks & (looks - 1) == 0:  # the 1st, 2nd, 4th, 8th... look
+                    self._look_in_store(info.name, {partitions[i] for i in retry})
             pause = 0.05 if unowned else backoff
             if time.monotonic() + pause > deadline:
                 raise UnavailableError(

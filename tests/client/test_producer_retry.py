@@ -18,6 +18,9 @@ from hqueue import Position
 from hqueue.client.client import Client, connect
 from hqueue.client.producer import default_attempt_timeout
 from hqueue.errors import InvalidArgumentError, NoOwnerInfoError
+from hqueue.metadata.backends.hbase.metastore import HBaseMetaStore
+from hqueue.metadata.cache import MetadataCache
+from hqueue.metadata.managers.ownership import PartitionOwnershipManager
 from hqueue.testing.cluster import Cluster, wait_for
 from hqueue.testing.standalone import StandaloneProcess
 
@@ -137,3 +140,28 @@ def test_the_attempt_timeout_is_checked(cluster: Cluster) -> None:
                 put_timeout=30,
                 attempt_timeout=bad,
             )
+
+
+def test_a_new_queues_first_put_does_not_wait_for_the_watched_cache(
+    hq: Client, hbase_server: StandaloneProcess, queue_name: str
+) -> None:
+    """The producer reads a partition's owner through a watched cache, which learns of
+    a new owner one watch poll late. Here that cache polls once a minute (its store a
+    real HBase metadata store, only slow to poll), and has already seen the partition
+    without an owner: the put must still be served by the owner the sidecar writes
+    meanwhile, found in the store itself, long before the cache would learn of it."""
+    slow = HBaseMetaStore(
+        hbase_server.address, table_prefix="", poll_interval=60, resync_interval=120
+    )
+    try:
+        owners = PartitionOwnershipManager(slow, MetadataCache(slow))
+        hq.create_queue(queue_name, partitions=1)
+        with pytest.raises(NoOwnerInfoError):
+            owners.read_owner_info(queue_name, 0)  # the cache loads: nobody owns it yet
+        hq._producer._owners = owners
+        position = hq.queue(queue_name).put(b"first", topic="t")
+        assert position.partition == 0
+        with pytest.raises(NoOwnerInfoError):
+            owners.read_owner_info(queue_name, 0)  # the cache has not learnt it still
+    finally:
+        slow.close()

@@ -65,13 +65,16 @@ class PartitionOwnershipManager:
     def _table(self, queue: str) -> MetastoreTable:
         return PARTITION_OWNER.open_table(self._store, queue)
 
-    def read_owner_info(self, queue: str, partition: int) -> Versioned[OwnerInfo]:
-        """Return the partition's owner and the entry's version.
+    def read_owner_info(
+        self, queue: str, partition: int, *, fresh: bool = False
+    ) -> Versioned[OwnerInfo]:
+        """Return the partition's owner and the entry's version; ``fresh``: read from
+        the store even with a cache (which learns of a new owner one watch poll late).
 
         :raises NoOwnerInfoError: if nobody owns the partition.
         """
         key = partition_key(partition)
-        if self._cache is not None:
+        if self._cache is not None and not fresh:
             cached = self._cache.get(PARTITION_OWNER.table_name(queue), key)
             if cached is None:
                 raise NoOwnerInfoError(f"partition {partition} of {queue!r} has no owner")
