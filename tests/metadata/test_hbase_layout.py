@@ -5,6 +5,7 @@ repeat."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import happybase
@@ -12,7 +13,7 @@ import pytest
 
 from hqueue.errors import BadVersionError, SchemaValidationError
 from hqueue.metadata import MetaStore, Version
-from hqueue.metadata.backends.hbase.rows import COMMIT_COLUMN, entry_row
+from hqueue.metadata.backends.hbase.rows import COMMIT_COLUMN, INLINE_BYTES, entry_row
 from hqueue.metadata.resources import HBASE_TABLE
 from tests.metadata.conftest import Backend
 
@@ -31,24 +32,81 @@ def test_a_partial_update_writes_only_the_changed_field(
     store: MetaStore = hbase_backend.open()
     table = store.create_table("cp")
     big = "x" * 10_000
-    table.put("s", {"0": "1:0", "1": "1:1", "blob": big}, Version.NEW)
+    table.put("s", {"0": "1:0", "1": "1:1", "blob": big, "blob2": big}, Version.NEW)
     before = _row(hbase, "cp", "s")
-    cells_before = _commit(before)["f"]
-    assert isinstance(cells_before, dict)
+    commit_before = _commit(before)
+    cells_before = commit_before["f"]
+    # Small fields are held in the commit, large ones in cells of their own.
+    assert commit_before["i"] == {"0": "1:0", "1": "1:1"}
+    assert set(cells_before) == {"blob", "blob2"}
 
-    table.update("s", {"0": "2:0"})
+    table.update("s", {"0": "2:0", "blob": big + "y"})
 
     after = _row(hbase, "cp", "s")
-    cells_after = _commit(after)["f"]
-    assert isinstance(cells_after, dict)
-    assert cells_after["1"] == cells_before["1"]
-    assert cells_after["blob"] == cells_before["blob"]
-    assert cells_after["0"] != cells_before["0"]
-    for field in ("1", "blob"):
-        column = b"d:" + cells_before[field].encode()
-        # Same cell, same timestamp: not rewritten.
-        assert after[column] == before[column]
-    assert table.get("s").value == {"0": "2:0", "1": "1:1", "blob": big}
+    commit_after = _commit(after)
+    cells_after = commit_after["f"]
+    assert commit_after["i"] == {"0": "2:0", "1": "1:1"}
+    assert cells_after["blob2"] == cells_before["blob2"]
+    assert cells_after["blob"] != cells_before["blob"]
+    column = b"d:" + cells_before["blob2"].encode()
+    # Same cell, same timestamp: not rewritten.
+    assert after[column] == before[column]
+    assert table.get("s").value == {"0": "2:0", "1": "1:1", "blob": big + "y", "blob2": big}
+
+
+def test_fields_past_the_inline_bound_go_to_cells_and_read_back(
+    hbase_backend: Backend, hbase: happybase.Connection
+) -> None:
+    """A value bigger than a commit holds inline (many small fields) is split between
+    the commit and cells, and every field reads back, through updates that move
+    fields from one to the other."""
+    table = hbase_backend.open().create_table("wide")
+    value = {str(p): f"{p}:{p}" * 4 for p in range(400)}
+    table.put("s", value, Version.NEW)
+    commit = _commit(_row(hbase, "wide", "s"))
+    assert commit["i"] and commit["f"]
+    assert 0.9 * INLINE_BYTES < len(json.dumps(commit["i"], separators=(",", ":"))) <= INLINE_BYTES
+    assert set(commit["i"]) | set(commit["f"]) == set(value)
+    assert table.get("s").value == value
+    # Shrink the inline fields and grow a cell's: both read back; dropped fields go.
+    changes = {name: None for name in list(commit["i"])[:50]}
+    changes |= {name: "y" for name in list(commit["f"])[:50]}
+    table.update("s", changes)
+    expected = {k: v for k, v in (value | changes).items() if v is not None}
+    assert table.get("s").value == expected
+    data_cells = [c for c in _row(hbase, "wide", "s") if c.startswith(b"d:")]
+    # The fields in cells now, plus at most the generation awaiting collection.
+    assert len(data_cells) <= len(_commit(_row(hbase, "wide", "s"))["f"]) + 50
+
+
+def test_a_write_of_inline_fields_is_one_hbase_write(hbase_backend: Backend) -> None:
+    """A checkpoint (a small partial update at the version held) is the one
+    ``checkAndPut`` of its commit: no cell write, no read, and the watchers' change
+    counter is bumped off the writer's path (counted here by wrapping the backend's
+    client, which still talks to the real server)."""
+    store = hbase_backend.open()
+    table = store.create_table("one-write", schema="checkpoints")
+    held = table.put("s", {"0": "1:0", "1": "1:1"}, Version.NEW)
+    client = table.client  # type: ignore[attr-defined]
+    calls: list[str] = []
+    for name in ("row", "rows", "mutate", "mutate_rows", "check_and_put", "increment"):
+        real = getattr(client, name)
+
+        def counting(*args: Any, _name: str = name, _real: Any = real) -> Any:
+            calls.append(_name)
+            return _real(*args)
+
+        setattr(client, name, counting)
+    store._changes.flush()  # type: ignore[attr-defined]
+    calls.clear()
+    for i in range(20):
+        held = table.update("s", {"0": f"{i + 2}:0"}, held)
+    writer_calls = [c for c in calls if c != "increment"]
+    assert writer_calls == ["check_and_put"] * 20
+    assert store._changes.flush()  # type: ignore[attr-defined]
+    # Bumps coalesce: never more than one per write, and at least one in all.
+    assert 1 <= calls.count("increment") <= 20
+    assert table.get("s").value == {"0": "21:0", "1": "1:1"}
 
 
 def test_superseded_cells_are_collected(
@@ -111,3 +169,38 @@ def test_an_update_at_a_held_version_writes_without_reading_the_row(
     with pytest.raises(SchemaValidationError):
         table.update("s", {"0": "not a position"}, current)
     assert table.get("s").value == {"0": "6:0", "1": "9:1"}
+
+
+def test_a_table_watch_reads_no_row_of_an_entry_held_inline(hbase_backend: Backend) -> None:
+    """A table watch re-reads a changed entry's row only when its commit names cells:
+    an inline entry's commit cell, read by the commit scan, is the whole entry."""
+    writer = hbase_backend.open().create_table("watched")
+    watcher_store = hbase_backend.open()
+    table = watcher_store.create_table("watched")
+    writer.put("small", {"a": 1}, Version.NEW)
+    writer.put("large", {"a": 1, "blob": "x" * 10_000}, Version.NEW)
+    events: list[Any] = []
+    seen = threading.Event()
+
+    def on_event(event: Any) -> None:
+        events.append((event.type, event.key, event.value))
+        if event.key == "large" and event.value and event.value["a"] == 3:
+            seen.set()
+
+    client = table.client  # type: ignore[attr-defined]
+    entry_reads: list[list[bytes]] = []
+    real_rows = client.rows
+
+    def counting_rows(rows: list[bytes], *args: Any) -> Any:
+        entry_reads.extend([r] for r in rows if r.startswith(b"e:"))
+        return real_rows(rows, *args)
+
+    client.rows = counting_rows
+    table.watch_table(on_event)
+    writer.update("small", {"a": 2})
+    writer.update("large", {"a": 3})
+    assert seen.wait(20), events
+    assert ("CHANGED", "small", {"a": 2}) in [(t.name, k, v) for t, k, v in events]
+    large = [v for _, k, v in events if k == "large"][-1]
+    assert large == {"a": 3, "blob": "x" * 10_000}
+    assert entry_reads == [[entry_row("watched", "large")]]

@@ -17,6 +17,7 @@ import logging
 import threading
 
 from hqueue.errors import HQueueError, InvalidArgumentError
+from hqueue.metadata.backends.hbase.changes import ChangeCounters
 from hqueue.metadata.backends.hbase.client import HBaseClient
 from hqueue.metadata.backends.hbase.rows import COMMIT_COLUMN, ENTRY, SEP, parse_commit
 from hqueue.metadata.backends.hbase.session import Leases
@@ -107,6 +108,7 @@ class HBaseMetaStore(MetaStore):
         self._poller = Poller(
             self._client, self._dispatcher, self._leases, self._poll_interval, resync_interval
         )
+        self._changes = ChangeCounters(self._client)
 
     @property
     def name(self) -> str:
@@ -121,6 +123,7 @@ class HBaseMetaStore(MetaStore):
             if self._leases.state is not SessionState.LOST:
                 self._remove_own_ephemerals()
             self._leases.close()
+        self._changes.close()
         self._dispatcher.close()
         self._client.close()
 
@@ -167,7 +170,7 @@ class HBaseMetaStore(MetaStore):
         return self._table(name, schema)
 
     def _table(self, name: str, schema: str | None = None) -> HBaseTable:
-        return HBaseTable(self._client, self._leases, self._poller, name, schema)
+        return HBaseTable(self._client, self._leases, self._poller, self._changes, name, schema)
 
     def drop_table(self, name: str) -> None:
         check_table_name(name)

@@ -3,9 +3,10 @@
 One HBase table (``hqueue_metadata`` by default) holds every metastore table. Rows:
 
 - ``e:{table}\\x00{key}``: an entry. Column ``m:c`` is the *commit*: a JSON object
-  ``{"v": version, "f": {field: cell id}, "s": session id (ephemerals only),
-  "g": [cell ids to collect], "x": 1 (deleted)}``. Column ``d:{cell id}`` holds one
-  field's JSON value.
+  ``{"v": version, "i": {field: value}, "f": {field: cell id}, "s": session id
+  (ephemerals only), "g": [cell ids to collect], "x": 1 (deleted)}``. Small fields
+  are held in the commit itself (``"i"``, up to :data:`INLINE_BYTES` of them);
+  column ``d:{cell id}`` holds one larger field's JSON value.
 - ``n:{table}``: column ``m:n`` counts the table's writes (``atomicIncrement``);
   watchers poll it to learn that something changed.
 - ``s:{session id}``: column ``m:s`` is a lease:
@@ -20,6 +21,15 @@ every cell it names. A partial update writes only the changed fields' cells. Cel
 commit stops naming are listed in its ``"g"`` and deleted by the next writer (or at
 once by a remove); the version counter survives deletes (a deleted entry is a
 tombstone commit ``{"v": n, "x": 1}``), so versions never repeat.
+
+Why inline fields: most metadata values are small (a checkpoint is a partition's
+last id, an owner entry a sidecar's address), and a field held in the commit costs
+no cell write. An entry whose fields all fit is written with the one
+``checkAndPut`` of its commit, which is what makes a checkpoint one write. The
+bound keeps the commit, which every compare-and-set sends twice and every table
+watch reads, small; fields past it go to cells as before. Readers of an older
+hqueue do not know ``"i"``: every process on one metadata table must run a version
+that does.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ __all__ = [
     "DATA_FAMILY",
     "ENTRY",
     "FAMILIES",
+    "INLINE_BYTES",
     "SEP",
     "SESSION",
     "SESSION_COLUMN",
@@ -51,6 +62,7 @@ __all__ = [
     "entry_prefix",
     "entry_row",
     "key_of",
+    "lay_out",
     "new_cell_id",
     "parse_commit",
     "parse_session",
@@ -67,6 +79,9 @@ COMMIT_COLUMN = b"m:c"
 COUNTER_COLUMN = b"m:n"
 SESSION_COLUMN = b"m:s"
 DATA_FAMILY = b"d:"
+
+INLINE_BYTES = 4096
+"""How many bytes of fields a commit holds inline (the JSON of its ``"i"`` object)."""
 
 
 def entry_row(table: str, key: str) -> bytes:
@@ -114,6 +129,7 @@ class Commit:
     garbage: tuple[str, ...] = ()
     deleted: bool = False
     raw: bytes = b""
+    inline: dict[str, Any] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         """Return the commit cell's bytes."""
@@ -122,6 +138,8 @@ class Commit:
             document["x"] = 1
         else:
             document["f"] = self.fields
+            if self.inline:
+                document["i"] = self.inline
         if self.session is not None:
             document["s"] = self.session
         if self.garbage:
@@ -131,7 +149,13 @@ class Commit:
     def sealed(self) -> Commit:
         """Return this commit with ``raw`` set to its encoding."""
         return Commit(
-            self.version, self.fields, self.session, self.garbage, self.deleted, self.encode()
+            self.version,
+            self.fields,
+            self.session,
+            self.garbage,
+            self.deleted,
+            self.encode(),
+            self.inline,
         )
 
 
@@ -149,6 +173,7 @@ def parse_commit(raw: bytes) -> Commit:
             garbage=tuple(document.get("g", ())),
             deleted=bool(document.get("x", 0)),
             raw=raw,
+            inline=dict(document.get("i", {})),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise MetadataError(f"corrupt metadata commit cell {raw[:80]!r}: {exc}") from None
@@ -160,7 +185,7 @@ def assemble(commit: Commit, cells: Mapping[bytes, bytes]) -> dict[str, Any]:
     :raises MetadataError: if a named cell is missing (rows are read atomically, so
         this means the row was damaged by hand).
     """
-    value: dict[str, Any] = {}
+    value: dict[str, Any] = dict(commit.inline)
     for name, cell_id in commit.fields.items():
         data = cells.get(data_column(cell_id))
         if data is None:
@@ -172,6 +197,48 @@ def assemble(commit: Commit, cells: Mapping[bytes, bytes]) -> dict[str, Any]:
 def encode_field(value: Any) -> bytes:
     """Return a field value's cell bytes."""
     return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+def lay_out(
+    base: Commit | None, changes: Mapping[str, Any], whole: bool
+) -> tuple[dict[str, Any], dict[str, str], list[str], dict[bytes, bytes]]:
+    """Return how the commit after ``base`` holds its fields once ``changes`` (field to
+    value, ``None`` removing it) are made: ``(inline, cells, garbage, puts)``, the
+    fields held inline, the cell id of each field held in a cell, the cells ``base``
+    named that the new commit does not, and the new cells' bytes to put.
+
+    ``whole``: ``changes`` is the entry's whole value (a put), so none of ``base``'s
+    fields are kept. Fields are placed inline while :data:`INLINE_BYTES` allows,
+    those kept from ``base`` first, and in cells past it.
+    """
+    inline: dict[str, Any] = {}
+    cells: dict[str, str] = {}
+    garbage: list[str] = []
+    if base is not None and not base.deleted:
+        if not whole:
+            inline = {k: v for k, v in base.inline.items() if k not in changes}
+            cells = {k: c for k, c in base.fields.items() if k not in changes}
+        garbage = [c for k, c in base.fields.items() if k not in cells]
+    used = 2 + sum(_inline_size(k, encode_field(v)) for k, v in inline.items())
+    puts: dict[bytes, bytes] = {}
+    for name, value in changes.items():
+        if value is None and not whole:
+            continue
+        data = encode_field(value)
+        size = _inline_size(name, data)
+        if used + size <= INLINE_BYTES:
+            inline[name] = value
+            used += size
+        else:
+            cells[name] = new_cell_id()
+            puts[data_column(cells[name])] = data
+    return inline, cells, garbage, puts
+
+
+def _inline_size(name: str, data: bytes) -> int:
+    # Its share of the inline object's JSON: quoted name, colon, value, comma (names
+    # are ASCII: fields are partitions and preference names).
+    return len(name) + len(data) + 4
 
 
 def encode_session(state: str, deadline_ms: int, ttl_ms: int) -> bytes:

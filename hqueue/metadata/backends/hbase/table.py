@@ -11,6 +11,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from hqueue.errors import (
     BadVersionError,
@@ -20,20 +21,18 @@ from hqueue.errors import (
     MetadataError,
     NoKeyError,
 )
+from hqueue.metadata.backends.hbase.changes import ChangeCounters
 from hqueue.metadata.backends.hbase.client import HBaseClient, Row
 from hqueue.metadata.backends.hbase.rows import (
     COMMIT_COLUMN,
-    COUNTER_COLUMN,
     SEP,
     Commit,
     assemble,
-    counter_row,
     data_column,
-    encode_field,
     entry_prefix,
     entry_row,
     key_of,
-    new_cell_id,
+    lay_out,
     parse_commit,
 )
 from hqueue.metadata.backends.hbase.session import Leases
@@ -56,6 +55,17 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 100
 """How many times a write retries a compare-and-set lost to rival writers."""
 
+Layout = tuple[dict[str, Any], dict[str, str], list[str], dict[bytes, bytes]]
+"""What :func:`~hqueue.metadata.backends.hbase.rows.lay_out` returns: a new commit's
+inline fields, its cells, the cells it leaves behind, and the new cells' bytes."""
+
+
+def _commit_after(base: Commit | None, layout: Layout, session: str | None) -> Commit:
+    """Return the sealed commit that follows ``base`` holding ``layout``'s fields."""
+    inline, cells, garbage, _ = layout
+    version = 0 if base is None else base.version + 1
+    return Commit(version, cells, session, tuple(garbage), inline=inline).sealed()
+
 
 @dataclass(frozen=True)
 class Current:
@@ -75,20 +85,23 @@ class Current:
 class HBaseTable(TableBase):
     """A table of an ``HBaseMetaStore``, read and written through ``client``; entries
     are live while the lease they name is (``leases``, which also gives new
-    ephemerals their lease), and watches are registered with ``watches`` (the store's
-    :class:`~hqueue.metadata.backends.hbase.watch.Poller`)."""
+    ephemerals their lease), watches are registered with ``watches`` (the store's
+    :class:`~hqueue.metadata.backends.hbase.watch.Poller`) and writes are announced to
+    them through ``changes``."""
 
     def __init__(
         self,
         client: HBaseClient,
         leases: Leases,
         watches: Watches[HBaseTable],
+        changes: ChangeCounters,
         name: str,
         schema: str | None,
     ) -> None:
         super().__init__(name, schema)
         self.client = client
         self._leases = leases
+        self._changes = changes
         self._watches = watches
         self.prefix = entry_prefix(name)
 
@@ -160,12 +173,8 @@ class HBaseTable(TableBase):
         return tomb
 
     def _changed(self) -> None:
-        """Tell watchers that this table changed (bump its counter)."""
-        try:
-            self.client.increment(counter_row(self._name), COUNTER_COLUMN)
-        except HQueueError as exc:
-            # The write itself is done; watchers only wait for their next full re-read.
-            log.warning("change counter of %s not bumped: %s", self._name, exc)
+        """Tell watchers that this table changed (its counter is bumped soon)."""
+        self._changes.changed(self._name)
 
     def _get(self, key: str, fields: Sequence[str] | None) -> Versioned[Value]:
         current = self.current(key)
@@ -180,19 +189,20 @@ class HBaseTable(TableBase):
         self,
         key: str,
         base: Commit | None,
-        fields: dict[str, str],
+        layout: Layout,
         session: str | None,
-        garbage: list[str],
-        puts: dict[bytes, bytes],
     ) -> Version | None:
-        """Write new cells, then move the commit from ``base`` to one naming
-        ``fields``; return the new version, or ``None`` if ``base`` was not current."""
+        """Write the new cells of ``layout`` (if any), then move the commit from
+        ``base`` to one holding its fields; return the new version, or ``None`` if
+        ``base`` was not current. An entry whose fields are all inline, with nothing
+        of ``base`` to collect, is written by the ``checkAndPut`` alone."""
         client = self.client
         row = entry_row(self._name, key)
-        version = 0 if base is None else base.version + 1
-        new = Commit(version, fields, session, tuple(garbage)).sealed()
+        new = _commit_after(base, layout, session)
         collect = [] if base is None else [data_column(cell) for cell in base.garbage]
-        client.mutate(row, puts, collect)
+        puts = layout[3]
+        if puts or collect:
+            client.mutate(row, puts, collect)
         if client.check_and_put(row, COMMIT_COLUMN, None if base is None else base.raw, new.raw):
             self._changed()
             return Version(new.version, new.raw)
@@ -221,14 +231,11 @@ class HBaseTable(TableBase):
                 if version.is_exact and base is not None and base.version != version.number:
                     raise BadVersionError(f"{what}: at version {base.version}, not {version}")
             known = False
-            cells = {name: new_cell_id() for name in value}
-            puts = {data_column(cells[name]): encode_field(value[name]) for name in value}
+            layout = lay_out(base, value, whole=True)
             keep_session = None
-            garbage: list[str] = []
-            if base is not None and not base.deleted:
-                keep_session = None if version.is_new else base.session
-                garbage = list(base.fields.values())
-            new_version = self._swing(key, base, cells, session or keep_session, garbage, puts)
+            if base is not None and not base.deleted and not version.is_new:
+                keep_session = base.session
+            new_version = self._swing(key, base, layout, session or keep_session)
             if new_version is not None:
                 if session is not None:
                     self._leases.track_ephemeral(self._name, key, owned=True)
@@ -252,15 +259,12 @@ class HBaseTable(TableBase):
         puts: dict[str, dict[bytes, bytes]] = {}
         mutations: dict[bytes, tuple[dict[bytes, bytes], list[bytes]]] = {}
         for key, base in bases.items():
-            value = values[key]
-            cells = {name: new_cell_id() for name in value}
-            puts[key] = {data_column(cells[name]): encode_field(value[name]) for name in value}
+            layout = lay_out(base, values[key], whole=True)
+            puts[key] = layout[3]
             # As _put and _swing do: the base's leftovers are collected now, the
             # cells of a base not deleted (a dead lease's) by the next writer.
             collect = [] if base is None else [data_column(cell) for cell in base.garbage]
-            garbage = () if base is None or base.deleted else tuple(base.fields.values())
-            version = 0 if base is None else base.version + 1
-            commits[key] = Commit(version, cells, session, garbage).sealed()
+            commits[key] = _commit_after(base, layout, session)
             mutations[rows[key]] = (puts[key], collect)
         self.client.mutate_rows(mutations)
         created: dict[str, Version] = {}
@@ -295,7 +299,7 @@ class HBaseTable(TableBase):
             # The caller holds the commit it expects (a checkpoint writer does): swing
             # from it without reading the row. If it moved, the read below says how.
             held = parse_commit(version.token)
-            swung = self._swing(key, held, *self._updated_cells(held, fields))
+            swung = self._swing(key, held, lay_out(held, fields, whole=False), held.session)
             if swung is not None:
                 return swung
         for _ in range(MAX_ATTEMPTS):
@@ -306,28 +310,10 @@ class HBaseTable(TableBase):
             if version.is_exact and base.version != version.number:
                 raise BadVersionError(f"{what}: at version {base.version}, not {version}")
             self.check_value(merge(current.value(), fields))
-            new_version = self._swing(key, base, *self._updated_cells(base, fields))
+            new_version = self._swing(key, base, lay_out(base, fields, whole=False), base.session)
             if new_version is not None:
                 return new_version
         raise MetadataError(f"{what}: gave up after {MAX_ATTEMPTS} conflicting writers")
-
-    @staticmethod
-    def _updated_cells(
-        base: Commit, fields: Value
-    ) -> tuple[dict[str, str], str | None, list[str], dict[bytes, bytes]]:
-        """Return what :meth:`_swing` takes after ``base`` to set ``fields``: the new
-        commit's cells, its session (``base``'s), the cells it leaves behind and the
-        new cells' values."""
-        cells = dict(base.fields)
-        garbage: list[str] = []
-        puts: dict[bytes, bytes] = {}
-        for name, field_value in fields.items():
-            if name in cells:
-                garbage.append(cells.pop(name))
-            if field_value is not None:
-                cells[name] = new_cell_id()
-                puts[data_column(cells[name])] = encode_field(field_value)
-        return cells, base.session, garbage, puts
 
     def _remove(self, key: str, version: Version) -> None:
         what = self._what("remove", key)
@@ -349,7 +335,7 @@ class HBaseTable(TableBase):
         """Update the keys held with their commit together: every new cell in one
         mutation, the commits swung over the connection pool, one change count; the
         others one by one (:meth:`_update`)."""
-        held: dict[str, tuple[Commit, tuple[dict[str, str], str | None, list[str]]]] = {}
+        held: dict[str, tuple[Commit, Commit]] = {}
         others: dict[str, tuple[Value, Version]] = {}
         mutations: dict[bytes, tuple[dict[bytes, bytes], list[bytes]]] = {}
         rows: dict[str, bytes] = {}
@@ -358,27 +344,24 @@ class HBaseTable(TableBase):
                 others[key] = (fields, version)
                 continue
             base = parse_commit(version.token)
-            cells, session, garbage, puts = self._updated_cells(base, fields)
+            layout = lay_out(base, fields, whole=False)
             rows[key] = entry_row(self._name, key)
             # As _swing: the base's leftovers are collected with the new cells' write.
-            mutations[rows[key]] = (puts, [data_column(cell) for cell in base.garbage])
-            held[key] = (base, (cells, session, garbage))
+            mutations[rows[key]] = (layout[3], [data_column(cell) for cell in base.garbage])
+            held[key] = (base, _commit_after(base, layout, base.session))
         done = super()._update_many(others) if others else {}
         if not held:
             return done
         client = self.client
         client.mutate_rows(mutations)
-        commits = {
-            key: Commit(base.version + 1, cells, session, tuple(garbage)).sealed()
-            for key, (base, (cells, session, garbage)) in held.items()
-        }
         swung = client.check_and_put_many(
-            [(rows[key], COMMIT_COLUMN, held[key][0].raw, commits[key].raw) for key in held]
+            [(rows[key], COMMIT_COLUMN, base.raw, new.raw) for key, (base, new) in held.items()]
         )
         lost: dict[bytes, tuple[dict[bytes, bytes], list[bytes]]] = {}
         for key, ok in zip(held, swung, strict=True):
             if ok:
-                done[key] = Version(commits[key].version, commits[key].raw)
+                new = held[key][1]
+                done[key] = Version(new.version, new.raw)
             else:
                 lost[rows[key]] = ({}, list(mutations[rows[key]][0]))
         if len(lost) < len(held):

@@ -5,8 +5,9 @@ Every ``poll_interval`` the poller
 - reads the rows of all watched keys in one ``getRows`` call and reports any whose
   commit cell changed;
 - reads the change counters of all watched tables in one call; a table whose
-  counter moved is re-read: its commit cells first (one small cell per key), then
-  the whole rows of the keys whose commit changed. Writers bump the counter after
+  counter moved is re-read: its commit cells first (one cell per key), then
+  the whole rows of the keys whose commit changed and names cells (one whose
+  fields are all inline is the whole entry). Writers bump the counter after
   their commit, so a watcher that read the counter before its snapshot misses
   nothing; a writer that dies between the two is caught by the full re-read every
   ``resync_interval``;
@@ -14,7 +15,9 @@ Every ``poll_interval`` the poller
   removes entries whose lease expired, which its watchers see as deletes.
 
 A change is therefore reported at most ``poll_interval`` (plus the time of the
-calls) after it was written. Events go to the store's dispatcher thread.
+calls, and for a table watch of the counter's bump, which follows the write:
+:mod:`~hqueue.metadata.backends.hbase.changes`) after it was written. Events go to
+the store's dispatcher thread.
 
 Not public API.
 """
@@ -28,13 +31,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hqueue.errors import HQueueError
+from hqueue.errors import HQueueError, MetadataError
 from hqueue.metadata.backends.hbase.client import HBaseClient
 from hqueue.metadata.backends.hbase.rows import (
     COMMIT_COLUMN,
     COUNTER_COLUMN,
     counter_row,
     entry_row,
+    parse_commit,
 )
 from hqueue.metadata.backends.hbase.session import Leases
 from hqueue.metadata.backends.hbase.table import HBaseTable
@@ -94,6 +98,17 @@ def _event(table: str, key: str, old: Known | None, new: Known | None) -> list[W
     if old.raw == new.raw:
         return []
     return [WatchEvent(EventType.CHANGED, table, key, new.entry.value, new.entry.version)]
+
+
+def _self_contained(raw: bytes) -> bool:
+    """Return whether a commit cell read alone is its whole entry (every field inline,
+    or a tombstone); a cell that does not parse is read again with its row."""
+    if not raw:
+        return False
+    try:
+        return not parse_commit(raw).fields
+    except MetadataError:
+        return False
 
 
 class Poller:
@@ -281,15 +296,24 @@ class Poller:
             or watch.known[key].raw != raw
             or self._lease_dead(watch.known[key])
         ]
-        for start in range(0, len(changed), _BATCH):
-            batch = changed[start : start + _BATCH]
+        # A commit holding all its fields inline is the whole entry: only the others'
+        # rows are read again.
+        whole: dict[str, dict[bytes, bytes]] = {}
+        partial = [key for key in changed if not _self_contained(commits[key])]
+        for start in range(0, len(partial), _BATCH):
+            batch = partial[start : start + _BATCH]
             rows = client.rows([entry_row(table.name, key) for key in batch])
             for key in batch:
-                new = self._snapshot(table, key, rows.get(entry_row(table.name, key), {}))
-                old = watch.known.pop(key, None)
-                if new is not None:
-                    watch.known[key] = new
-                events.extend(_event(table.name, key, old, new))
+                whole[key] = rows.get(entry_row(table.name, key), {})
+        for key in changed:
+            cells = whole.get(key)
+            if cells is None:
+                cells = {COMMIT_COLUMN: commits[key]}
+            new = self._snapshot(table, key, cells)
+            old = watch.known.pop(key, None)
+            if new is not None:
+                watch.known[key] = new
+            events.extend(_event(table.name, key, old, new))
         for key in [key for key in watch.known if key not in commits]:
             events.extend(_event(table.name, key, watch.known.pop(key), None))
         self._emit(watch, events)
