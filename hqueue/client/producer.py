@@ -335,7 +335,8 @@ class Producer:
         pending = list(range(len(values)))
         deadline = time.monotonic() + self.put_timeout
         backoff = _BACKOFF_START
-        looks = 0  # retries of partitions nobody owned, as the cache said
+        started = time.monotonic()
+        next_look = started  # when to read unowned partitions' owners from the store
         last_error = "no sidecar owns the partition"
         failed_partition = partitions[0]
         while pending:
@@ -427,9 +428,13 @@ class Producer:
             # that cannot answer gets the backoff.
             unowned = not store_failed and all(owners.get(partitions[i]) is None for i in retry)
             if unowned:
-                looks += 1
-                if looks & (looks - 1) == 0:  # the 1st, 2nd, 4th, 8th... look
+                now = time.monotonic()
+                if now >= next_look:
                     self._look_in_store(info.name, {partitions[i] for i in retry})
+                    # Every retry in the first second (a new queue's owner comes
+                    # then), less and less often after (a dead owner's successor).
+                    waited = now - started
+                    next_look = now + (0.0 if waited < 1.0 else min(waited / 4, 1.0))
             pause = 0.05 if unowned else backoff
             if time.monotonic() + pause > deadline:
                 raise UnavailableError(
