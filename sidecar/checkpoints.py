@@ -13,6 +13,13 @@ writes by compare-and-set on the version read. A reset writes its generation bef
 it clears the checkpoints, so either the generation read is the new one (nothing is
 written), or the clearing comes after it and fails this write or overwrites it: no
 position of before a reset survives it.
+
+A generation restarts at 0 when a subscription is deleted and created again under
+its name, so a writer may also give the subscription's creation time with it
+(:data:`Generation`): the write is then dropped if the subscription read is another
+incarnation, as after a reset. The fast path needs no such check: versions never
+repeat across a re-create on either backend (the ZooKeeper backend's carry the
+znode's creation zxid).
 """
 
 from __future__ import annotations
@@ -23,7 +30,12 @@ from hqueue.errors import BadVersionError, HQueueError
 from hqueue.metadata.managers import SubscriptionDataManager
 from hqueue.metadata.version import Version
 
-__all__ = ["CheckpointWriter"]
+__all__ = ["CheckpointWriter", "Generation"]
+
+Generation = int | tuple[int, int]
+"""The generation a worker delivers, or ``(created_ms, generation)``: with the
+subscription's creation time, a subscription created again under its name (its
+generation back at 0) is told from the one the worker started on."""
 
 
 class CheckpointWriter:
@@ -41,7 +53,9 @@ class CheckpointWriter:
         """Drop what is known of ``name`` (deleted)."""
         self._versions.pop((queue, name), None)
 
-    def write(self, queue: str, name: str, generation: int, checkpoints: Mapping[int, str]) -> bool:
+    def write(
+        self, queue: str, name: str, generation: Generation, checkpoints: Mapping[int, str]
+    ) -> bool:
         """Write ``checkpoints`` (partition to last delivered id) of subscription
         ``name`` if it is still at ``generation``; return whether they were written
         (False: it was reset, these positions no longer count).
@@ -63,7 +77,7 @@ class CheckpointWriter:
         return self._write_read(queue, name, generation, checkpoints)
 
     def write_many(
-        self, writes: Mapping[tuple[str, str], tuple[int, Mapping[int, str]]]
+        self, writes: Mapping[tuple[str, str], tuple[Generation, Mapping[int, str]]]
     ) -> dict[tuple[str, str], bool | HQueueError]:
         """Write the checkpoints of many subscriptions (``(queue, name)`` to
         ``(generation, checkpoints)``), each as :meth:`write` would, those whose
@@ -96,11 +110,12 @@ class CheckpointWriter:
         return out
 
     def _write_read(
-        self, queue: str, name: str, generation: int, checkpoints: Mapping[int, str]
+        self, queue: str, name: str, generation: Generation, checkpoints: Mapping[int, str]
     ) -> bool:
         """Write as :meth:`write` does when the version held (if any) has moved: read
         the version, then the generation, both from the store, and compare-and-set
-        on the version read; return whether written (False: reset meanwhile).
+        on the version read; return whether written (False: reset or created again
+        meanwhile).
 
         :raises NoSubscriptionError: if the subscription was deleted.
         :raises BadVersionError: if the checkpoints moved again meanwhile.
@@ -108,7 +123,8 @@ class CheckpointWriter:
         key = (queue, name)
         current = self._subs.read_subscription_state(queue, name).version
         prefs = self._subs.read_subscription_data(queue, name).value.preferences
-        if prefs.generation != generation:
+        created_ms, number = (None, generation) if isinstance(generation, int) else generation
+        if prefs.generation != number or created_ms not in (None, prefs.created_ms):
             return False
         self._versions[key] = self._subs.update_subscription_state(
             queue, name, checkpoints, current

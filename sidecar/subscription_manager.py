@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,7 @@ log = logging.getLogger(__name__)
 class _Wanted:
     held: HeldPartition
     generation: int
+    created_ms: int
     topics: tuple[str, ...]
     start: str
     policy: DeliveryPolicy
@@ -107,6 +109,10 @@ class SubscriptionManager:
         self._subs = SubscriptionDataManager(membership.store)
         self._checkpoints = CheckpointWriter(self._subs)
         self.workers: dict[tuple[str, str, int], SubscriptionWorker] = {}
+        self._created: weakref.WeakKeyDictionary[SubscriptionWorker, int] = (
+            weakref.WeakKeyDictionary()
+        )
+        """the creation time of the subscription each worker was started for"""
         self._by_partition: dict[tuple[str, int], list[SubscriptionWorker]] = {}
         self.readers: dict[tuple[str, int], SharedReader] = {}
         """the shared reader of each (queue, partition) delivered here"""
@@ -253,7 +259,7 @@ class SubscriptionManager:
                     held_here = partitions.get(partition)
                     if held_here is not None:
                         wanted[(queue, name, partition)] = _Wanted(
-                            held_here, prefs.generation, topics, start, policy
+                            held_here, prefs.generation, prefs.created_ms, topics, start, policy
                         )
         self._parsed = parsed
         return wanted
@@ -289,8 +295,14 @@ class SubscriptionManager:
             want = wanted.get(key)
             if want is None:
                 stale.append(worker)  # subscription deleted (or partition dropped)
-            elif want.held is not worker.held or want.generation != worker.generation:
-                stale.append(worker)  # reset: its position no longer counts
+            elif (
+                want.held is not worker.held
+                or want.generation != worker.generation
+                or want.created_ms != self._created.get(worker)
+            ):
+                # Reset, or deleted and created again (its generation back at 0, seen
+                # as a change when a watch folds the two): its position no longer counts.
+                stale.append(worker)
             elif want.topics != worker.topics or want.policy != worker.policy:
                 keep_position.append(worker)
         if stale or keep_position:
@@ -352,6 +364,7 @@ class SubscriptionManager:
         )
         if checkpoint is not None:
             worker.checkpointed = worker.delivered = MessageId.parse(checkpoint)
+        self._created[worker] = want.created_ms
         with self._lock:
             if self._stopping.is_set() or want.held.state is not PartitionState.WRITABLE:
                 return
@@ -468,7 +481,10 @@ class SubscriptionManager:
             return
         results = self._checkpoints.write_many(
             {
-                key: (items[0][0].generation, {w.partition: str(d) for w, d in items})
+                key: (
+                    (self._created.get(items[0][0], 0), items[0][0].generation),
+                    {w.partition: str(d) for w, d in items},
+                )
                 for key, items in moved.items()
             }
         )

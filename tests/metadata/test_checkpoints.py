@@ -85,3 +85,27 @@ def test_many_subscriptions_are_written_together_and_each_on_its_own(store: Meta
         assert subs.read_subscription_state("q", "n2").value == {0: f"{round_}00:0", 1: "9:0"}
         assert subs.read_subscription_state("q", "n19").value == {0: f"{round_}00:0"}
     writer.forget("q", "n1")
+
+
+def test_no_position_of_a_deleted_subscription_lands_on_its_successor(store: MetaStore) -> None:
+    """A subscription deleted and created again under its name starts at generation 0
+    again: a worker of the first one (the sidecar not told yet) gives the creation
+    time with its generation, and its write is dropped, on the fast path (the version
+    held never matches the new incarnation) and on the re-read alike."""
+    subs = _subscription(store)
+    first = subs.read_subscription_data("q", "s").value.preferences.created_ms
+    writer = CheckpointWriter(subs)
+    writer.saw("q", "s", subs.read_subscription_state("q", "s").version)
+    assert writer.write("q", "s", (first, 0), {0: "5:0"})
+    subs.delete_subscription_data("q", "s")
+    later = first + 1
+    subs.create_subscription_data(
+        "q", "s", SubscriptionPreferences({0: "0:0", 1: "0:0"}, created_ms=later)
+    )
+    subs.update_subscription_state("q", "s", {0: "1:0"})  # the same count of writes
+    assert not writer.write("q", "s", (first, 0), {0: "6:0"})
+    assert not writer.write_many({("q", "s"): ((first, 0), {0: "7:0"})})[("q", "s")]
+    assert subs.read_subscription_state("q", "s").value == {0: "1:0"}
+    # A worker of the new subscription writes.
+    assert writer.write("q", "s", (later, 0), {0: "2:0"})
+    assert subs.read_subscription_state("q", "s").value == {0: "2:0"}
