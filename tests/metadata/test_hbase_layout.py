@@ -5,6 +5,8 @@ repeat."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -204,3 +206,28 @@ def test_a_table_watch_reads_no_row_of_an_entry_held_inline(hbase_backend: Backe
     large = [v for _, k, v in events if k == "large"][-1]
     assert large == {"a": 3, "blob": "x" * 10_000}
     assert entry_reads == [[entry_row("watched", "large")]]
+
+
+def test_a_process_that_exits_without_closing_its_store_still_counts_its_changes(
+    hbase_backend: Backend,
+) -> None:
+    """The change counter is bumped off the writer's path; a script that writes and
+    ends without closing its store still bumps it (at exit), so other processes'
+    table watches learn of the write at their next poll, not their full re-read."""
+    watcher = hbase_backend.open(resync_interval=60).create_table("exiting")
+    seen = threading.Event()
+    watcher.watch_table(lambda event: seen.set() if event.key == "k" else None)
+    script = (
+        "import json, sys\n"
+        "from hqueue.metadata import Version, open_metastore\n"
+        "spec = json.loads(sys.argv[1])\n"
+        "store = open_metastore(hbase=spec['hbase'], **spec['options'])\n"
+        "store.create_table('exiting').put('k', {'a': 1}, Version.NEW)\n"
+    )  # and ends: the store is never closed
+    spec = {**hbase_backend.spec, "options": {**hbase_backend.spec["options"]}}
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(spec)], capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    # The watcher re-reads everything once a minute: only the counter brings it now.
+    assert seen.wait(5)

@@ -11,15 +11,18 @@ What watchers are promised is unchanged: a counter is bumped after the commits i
 announces (a write is handed over only once committed), so a watcher that read the
 counter before its snapshot misses nothing; a change is seen one round later than
 before at most, and a process that dies between its commit and the bump is caught by
-the watchers' full re-read, as a writer dying between the two always was.
+the watchers' full re-read, as a writer dying between the two always was. A process
+that ends without closing its store counts its pending changes at exit.
 
 Not public API.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
+import weakref
 
 from hqueue.errors import HQueueError
 from hqueue.metadata.backends.hbase.client import HBaseClient
@@ -28,6 +31,16 @@ from hqueue.metadata.backends.hbase.rows import COUNTER_COLUMN, counter_row
 __all__ = ["ChangeCounters"]
 
 log = logging.getLogger(__name__)
+
+_open: weakref.WeakSet[ChangeCounters] = weakref.WeakSet()
+"""Every store's counters not closed yet: a process that exits without closing its
+store (a script ending) still counts the changes it made."""
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for counters in list(_open):
+        counters.flush(timeout=5.0)
 
 
 class ChangeCounters:
@@ -41,6 +54,7 @@ class ChangeCounters:
         self._busy = False
         self._closed = False
         self._thread: threading.Thread | None = None
+        _open.add(self)
 
     def changed(self, table: str) -> None:
         """Note that ``table`` was written (a commit is done); its counter is bumped
@@ -71,6 +85,7 @@ class ChangeCounters:
             self._closed = True
             thread, self._thread = self._thread, None
             self._cond.notify_all()
+        _open.discard(self)
         if thread is not None and thread is not threading.current_thread():
             thread.join(10)
 
