@@ -67,6 +67,11 @@ class Chunk:
             sum(map(len, values)),
         )
 
+    def of_topics(self, topics: frozenset[str]) -> Chunk | None:
+        """Return the chunk of the messages of ``topics`` (None if there are none)."""
+        picked = [i for i, topic in enumerate(self.topics) if topic in topics]
+        return self.subset(picked) if picked else None
+
     def from_key(self, rowkey: bytes) -> Chunk | None:
         """Return the chunk of the messages at or after ``rowkey`` (None if there are
         none)."""

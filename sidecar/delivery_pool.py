@@ -19,11 +19,17 @@ answer travels back): the other deliveries to it wait without holding a thread, 
 a slow subscriber holds two threads, not one per partition. The pool should be
 larger than twice the number of subscribers expected to be slow at once
 (``--delivery-threads``).
+
+The pushes to one address share its connections (:class:`Connections`): at most
+:data:`PUSHES_PER_SUBSCRIBER` of them, whichever deliveries (partitions) push, so a
+subscriber of eight partitions serves two connections, not eight (each a thread of
+its Thrift server); one left unused for :data:`IDLE_CONNECTION` seconds is closed.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import heapq
 import itertools
 import logging
@@ -31,11 +37,22 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["PUSHES_PER_SUBSCRIBER", "AddressGate", "DeliveryPool", "Lane"]
+__all__ = [
+    "IDLE_CONNECTION",
+    "PUSHES_PER_SUBSCRIBER",
+    "AddressGate",
+    "Connections",
+    "DeliveryPool",
+    "Lane",
+]
 
 PUSHES_PER_SUBSCRIBER = 2
 """Pushes in flight to one subscriber address at most."""
+
+IDLE_CONNECTION = 30.0
+"""Seconds after which a push connection nobody used is closed."""
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +184,89 @@ class AddressGate:
             lane.wake()
 
 
+class Connections:
+    """The idle push connections of each subscriber address, shared by every delivery
+    pushing there: :meth:`take` one (or make it), push on it alone, then :meth:`give`
+    it back, or :meth:`discard` it after a failure. Since the :class:`AddressGate`
+    lets at most ``limit`` pushes to an address be in flight, an address has at most
+    that many connections."""
+
+    def __init__(self, limit: int = PUSHES_PER_SUBSCRIBER, idle: float = IDLE_CONNECTION) -> None:
+        self._limit = limit
+        self._idle = idle
+        self._lock = threading.Lock()
+        self._free: dict[str, list[tuple[float, Any]]] = {}
+        """idle connections by address, each with when it was given back"""
+        self._swept = time.monotonic()
+
+    def take(self, address: str, make: Callable[[], Any]) -> Any:
+        """Return an idle connection to ``address``, or ``make()`` a new one (its
+        errors are the caller's)."""
+        with self._lock:
+            free = self._free.get(address)
+            if free:
+                _, connection = free.pop()
+                if not free:
+                    del self._free[address]
+                return connection
+        return make()
+
+    def give(self, address: str, connection: Any) -> None:
+        """Give back a connection after a push that went well; close the ones unused
+        for longer than the idle time (looked for at most every few seconds)."""
+        now = time.monotonic()
+        stale: list[Any] = []
+        with self._lock:
+            free = self._free.setdefault(address, [])
+            if len(free) < self._limit:
+                free.append((now, connection))
+            else:
+                stale.append(connection)
+            if now - self._swept > min(self._idle, 5.0):
+                self._swept = now
+                stale.extend(self._expired(now - self._idle))
+        _close_all(stale)
+
+    @staticmethod
+    def discard(connection: Any) -> None:
+        """Close a connection whose push failed: its state is unknown."""
+        _close_all([connection])
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        with self._lock:
+            stale = [c for free in self._free.values() for _, c in free]
+            self._free.clear()
+        _close_all(stale)
+
+    def _expired(self, before: float) -> list[Any]:
+        """Take out the idle connections given back before ``before`` (under the
+        lock)."""
+        out: list[Any] = []
+        for address in list(self._free):
+            free = self._free[address]
+            keep = [(t, c) for t, c in free if t >= before]
+            out.extend(c for t, c in free if t < before)
+            if keep:
+                self._free[address] = keep
+            else:
+                del self._free[address]
+        return out
+
+    @property
+    def idle_count(self) -> int:
+        """How many idle connections are kept now."""
+        with self._lock:
+            return sum(map(len, self._free.values()))
+
+
+def _close_all(connections: list[Any]) -> None:
+    for connection in connections:
+        # Closing a broken socket may fail: there is nothing left to do then.
+        with contextlib.suppress(Exception):
+            connection.close()
+
+
 class DeliveryPool:
     """``threads`` threads running lanes, and a timer thread waking them later.
     :meth:`start`, then :meth:`stop`."""
@@ -184,6 +284,8 @@ class DeliveryPool:
         self._threads: list[threading.Thread] = []
         self.gate = AddressGate()
         """the pushes in flight per subscriber address"""
+        self.connections = Connections()
+        """the idle push connections per subscriber address"""
 
     def start(self) -> DeliveryPool:
         """Start the threads; return self."""
@@ -220,6 +322,7 @@ class DeliveryPool:
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        self.connections.close()
 
     def _work(self) -> None:
         while True:

@@ -16,18 +16,29 @@ keeps one shared reader per partition it delivers, and a delivery
   takes what fits and is sent back to reading alone from the first message it did
   not take. It joins again when it has caught up.
 
-The shared reader's position (its *tail*) is the first id it has not read. A delivery
-may join only at or after the tail (so it needs nothing the shared reader has passed):
-one further ahead (the shared reader has not read the last put yet) gets only the
-messages from its own position on. Joining and the hand-out happen under the shared
-reader's lock, so no message falls between a delivery's own reads and the shared
-ones: per partition, each delivery's buffer receives every message of its topics
-once, in order, whichever reader read it. What a delivery does with its buffer
-(pushes, redeliveries, dead letters, RetryLater) does not change.
+The shared reader's position (its *tail*) is the first id it has not read. It keeps
+the chunks of its last reads in memory, its *window* (up to ``window_messages``
+messages and ``window_bytes`` bytes of values; the chunks are the ones the
+deliveries' buffers hold, so a window costs little more). A delivery joins at or
+after the tail; one further ahead (the shared reader has not read the last put yet)
+gets only the messages from its own position on; one behind the tail but inside the
+window (it read alone up to a put the shared reader has read since, or it was sent
+back for want of space a little while ago) is handed the window's messages of its
+topics from its position first, from memory, and joins if they all fit its buffer
+(else it goes on alone from the first that did not fit, and tries again when it has
+room). Only a delivery behind the window reads the storage alone. Joining and the
+hand-out happen under the shared reader's lock, so no message falls between a
+delivery's own reads and the shared ones: per partition, each delivery's buffer
+receives every message of its topics once, in order, whichever reader read it. What
+a delivery does with its buffer (pushes, redeliveries, dead letters, RetryLater) does
+not change.
 
 The shared read asks the storage for the topics of its deliveries when they all want
 the same topics, and for every topic otherwise; a delivery that joined during a read
-of other topics than its own goes back to reading alone (it joins again at once).
+of other topics than its own goes back to reading alone (it joins again at once). The
+window serves a delivery only if its reads were of every topic or of exactly the
+delivery's topics; it is emptied when the reads' topics change, and when the last
+delivery leaves (the shared reader stops reading then).
 """
 
 from __future__ import annotations
@@ -39,16 +50,24 @@ import threading
 from typing import Any, Protocol
 
 from hqueue.errors import HQueueError
-from hqueue.message import COLUMN_PREFIX, MessageId, encode_rowkey
+from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES, MessageId, encode_rowkey
 from hqueue.metrics import Metrics
 from hqueue.sidecar.chunks import Chunk
 from hqueue.sidecar.delivery_pool import DeliveryPool, Lane
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.storage.contract import MessageStorage
 
-__all__ = ["IDLE_RECHECK", "Member", "SharedReader"]
+__all__ = ["IDLE_RECHECK", "WINDOW_BATCHES", "WINDOW_BYTES", "Member", "SharedReader"]
 
 log = logging.getLogger(__name__)
+
+WINDOW_BATCHES = 4
+"""The window holds up to this many batches of messages (``batch_messages`` each) by
+default."""
+
+WINDOW_BYTES = 1 << 20
+"""The window holds up to this many bytes of values by default (or the batch bytes,
+if fewer)."""
 
 IDLE_RECHECK = 5.0
 """Seconds after which a caught-up reader looks at its partition again, should a
@@ -75,6 +94,9 @@ class Member(Protocol):
     def alone_from(self, position: MessageId) -> None:
         """Read alone from ``position`` on (the shared reader left it there)."""
 
+    def skip_to(self, position: MessageId) -> None:
+        """The delivery was given every message of its topics before ``position``."""
+
     def wake(self) -> None:
         """New rows are visible: read them, if reading alone."""
 
@@ -93,6 +115,8 @@ class SharedReader:
         batch_bytes: int,
         backoff: tuple[float, float],
         metrics: Metrics | None = None,
+        window_messages: int | None = None,
+        window_bytes: int | None = None,
     ) -> None:
         self.held = held
         self._storage = storage
@@ -117,6 +141,22 @@ class SharedReader:
         :meth:`on_write` reads a whole tuple without the lock"""
         self._topics: frozenset[str] | None = None
         """the topics of the read under way (None: every topic)"""
+        self._window: collections.deque[tuple[MessageId, Chunk]] = collections.deque()
+        """the chunks of the last reads, oldest first, each with the id its read
+        started at: together they hold every message (of :attr:`_window_topics`) from
+        :attr:`_window_start` to the tail"""
+        self._window_start: MessageId | None = None
+        """the first id the window covers (None: it covers nothing)"""
+        self._window_topics: frozenset[str] | None = None
+        """the topics the window's reads asked for (None: every topic)"""
+        self._window_count = 0
+        self._window_bytes = 0
+        self._window_max = (
+            window_messages if window_messages is not None else WINDOW_BATCHES * batch_messages,
+            window_bytes if window_bytes is not None else min(batch_bytes, WINDOW_BYTES),
+        )
+        self.served = 0
+        """messages handed out of the window to deliveries joining behind the tail"""
         self._lane = Lane(pool, self.step, f"read {held.queue}/{held.partition}")
         self.reads = 0
         """storage reads made (each one read of new rows for every joined delivery)"""
@@ -140,15 +180,23 @@ class SharedReader:
             self._drop(member)
             self._alone = tuple(m for m in self._alone if m is not member)
 
-    def join(self, member: Member) -> bool:
+    def join(self, member: Member, behind: bool = False) -> bool:
         """Feed ``member`` from now on, if its position is at or after the tail (a
-        caught-up delivery's is); return whether it joined."""
+        caught-up delivery's is), or in the window and the window's messages from there
+        fit its buffer (they are handed to it first); return whether it joined.
+        ``behind``: the delivery has not read up to the newest id, so it joins only
+        through the window (the shared reader does not go back for it)."""
         position = member.position
         with self._lock:
+            if behind and (self._tail is None or not self._joined):
+                return False
             if self._tail is None or not self._joined:
                 self._tail = position
+                self._clear_window()
             elif position < self._tail:
-                return False
+                if not self._catch_up(member, position):
+                    return False
+                position = self._tail
             elif position > self._tail:
                 self._floors[member] = position
             self._joined.add(member)
@@ -162,6 +210,30 @@ class SharedReader:
         # A put between the member's last read and now woke only the shared reader's
         # lane, which may have found no one to read for.
         self._lane.wake()
+        return True
+
+    def _catch_up(self, member: Member, position: MessageId) -> bool:
+        """Hand ``member`` (at ``position``, behind the tail) the window's messages of
+        its topics from ``position`` on; return whether it took them all (its position
+        is then the tail). Under the lock."""
+        start, topics = self._window_start, self._window_topics
+        if start is None or position < start:
+            return False
+        if topics is not None and frozenset(member.topics) != topics:
+            return False  # the window lacks some of its topics
+        wanted = None if not member.topics else frozenset(member.topics)
+        key = encode_rowkey(self.held.partition, position)
+        for _, chunk in self._window:
+            mine = chunk if wanted is None or topics is not None else chunk.of_topics(wanted)
+            if mine is not None and mine.rowkeys[-ROWKEY_BYTES:] >= key:
+                mine = mine.from_key(key)
+                if mine is not None:
+                    taken = member.offer(mine)
+                    self.served += taken
+                    if taken < mine.count:
+                        return False  # the rest when it has room: it reads on alone
+        assert self._tail is not None
+        member.skip_to(self._tail)
         return True
 
     def on_write(self) -> None:
@@ -197,6 +269,33 @@ class SharedReader:
         member.joined(False)
         if not self._joined:
             self._tail = None
+            self._clear_window()
+
+    def _clear_window(self) -> None:
+        """Forget the window (under the lock)."""
+        self._window.clear()
+        self._window_start = None
+        self._window_count = self._window_bytes = 0
+
+    def _keep(self, start: MessageId, chunk: Chunk | None, topics: frozenset[str] | None) -> None:
+        """Add a read from ``start`` of ``topics`` (its ``chunk``, None if it found
+        nothing) to the window, and drop its oldest chunks beyond its bounds (under the
+        lock, the tail not moved yet)."""
+        if self._window_start is None or topics != self._window_topics:
+            self._clear_window()
+            self._window_start, self._window_topics = start, topics
+        if chunk is None:
+            return
+        window = self._window
+        window.append((start, chunk))
+        self._window_count += chunk.count
+        self._window_bytes += chunk.nbytes
+        most_count, most_bytes = self._window_max
+        while window and (self._window_count > most_count or self._window_bytes > most_bytes):
+            _, oldest = window.popleft()
+            self._window_count -= oldest.count
+            self._window_bytes -= oldest.nbytes
+            self._window_start = window[0][0] if window else oldest.last_id().successor()
 
     def _send_alone(self, member: Member, position: MessageId) -> None:
         """Send ``member`` back to reading alone from ``position`` (under the lock)."""
@@ -255,6 +354,7 @@ class SharedReader:
             if chunk is not None:
                 self._hand_out(chunk, tail, topics)
             if self._tail is not None:
+                self._keep(tail, chunk, topics)
                 self._tail = last.successor()
                 done = self._tail
                 self._floors = {m: f for m, f in self._floors.items() if f > done}

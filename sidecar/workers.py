@@ -12,8 +12,9 @@ bounded by the pool, not by its subscriptions):
   :class:`~hqueue.sidecar.shared_reader.SharedReader`, which from then on reads each
   put's rows once for every delivery at the head and appends this delivery's share to
   its buffer; it reads alone again (from where the shared reader left it) when its
-  buffer cannot take a share, until it has caught up. A put wakes whichever reader
-  feeds it, so the hot path has no polling delay.
+  buffer cannot take a share, until it has caught up or is within the shared
+  reader's window of recent rows, which hands it the rest from memory. A put wakes
+  whichever reader feeds it, so the hot path has no polling delay.
 - the *sender* takes up to ``batch_messages`` from the buffer, pushes them to the
   subscriber's Thrift service (for a group's subscription, to the member the group's
   assignment gives the partition, with the assignment's generation) and drops the
@@ -40,7 +41,6 @@ The checkpoint is written by :class:`hqueue.sidecar.subscription_manager.Subscri
 from __future__ import annotations
 
 import collections
-import contextlib
 import enum
 import itertools
 import logging
@@ -225,8 +225,6 @@ class SubscriptionWorker:
         self._not_before = 0.0
         """monotonic time before which no push is sent: a failed batch's wait, which
         a new route does not cut short"""
-        self._client: Any = None
-        self._client_address: str | None = None
         self._started_ms = int(time.time() * 1000)
         self.failures = 0
         """failed pushes in a row of the buffer's first message"""
@@ -295,6 +293,11 @@ class SubscriptionWorker:
         self._next = position
         self._read_lane.wake()
 
+    def skip_to(self, position: MessageId) -> None:
+        """The buffer was given every message of this delivery's topics before
+        ``position``."""
+        self._next = position
+
     def offer(self, chunk: Chunk) -> int:
         """Append the leading messages of ``chunk`` that fit the buffer's bounds (at
         least one into an empty buffer); return how many."""
@@ -335,7 +338,6 @@ class SubscriptionWorker:
         )
         for lane in (self._read_lane, self._send_lane):
             lane.wait_idle(max(0.0, deadline - time.monotonic()))
-        self._close_client()
         self.state = WorkerState.STOPPED
 
     @property
@@ -359,6 +361,10 @@ class SubscriptionWorker:
         newest = self.held.newest
         if self._full():
             return None  # the sender's acceptance frees space and wakes us
+        if self._shared is not None and self._shared.join(self, behind=True):
+            return None  # a little behind: caught up from the shared reader's window
+        if self._full():
+            return None  # the window filled it: space wakes us
         if newest is None or self._next > newest:
             return self._caught_up()
         try:
@@ -626,9 +632,12 @@ class SubscriptionWorker:
             lastError=self.last_error,
         )
         address = route.address
+        connections = self._pool.connections
         began = time.perf_counter()
+        client = None
         try:
-            client = self._connect(address)
+            # The address's connections are shared by every partition pushing there.
+            client = connections.take(address, lambda: self._connect(address))
             reply = client.deliver(delivery)
             self.answered_ms = int(time.time() * 1000)
             if self._observe is not None:
@@ -637,7 +646,8 @@ class SubscriptionWorker:
         except (OSError, TException, HQueueError) as exc:
             # A subscriber refusing this sidecar's credentials is retried too: its
             # settings may be fixed without restarting the sidecar.
-            self._close_client()
+            if client is not None:
+                connections.discard(client)
             self.last_error = f"push to {address}: {exc or type(exc).__name__}"
             log.info(
                 "delivery %s/%d to %r failed: %s",
@@ -647,6 +657,11 @@ class SubscriptionWorker:
                 self.last_error,
             )
             return None
+        except BaseException:
+            if client is not None:
+                connections.discard(client)
+            raise
+        connections.give(address, client)
         return _Answer.of(reply)
 
     def lag_ms(self) -> int:
@@ -697,23 +712,12 @@ class SubscriptionWorker:
         return status
 
     def _connect(self, address: str) -> Any:
-        if self._client is not None and self._client_address == address:
-            return self._client
-        self._close_client()
+        """Return a new push connection to ``address``."""
         host, port = parse_address(address)
-        self._client = thrift_client(
+        return thrift_client(
             subscriber_idl().HQueueSubscriber,
             host,
             port,
             timeout_ms=int(self.options.send_timeout * 1000),
             security=self._security,
         )
-        self._client_address = address
-        return self._client
-
-    def _close_client(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            # Closing a broken socket may fail: there is nothing left to do then.
-            with contextlib.suppress(Exception):
-                client.close()

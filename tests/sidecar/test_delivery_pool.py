@@ -1,14 +1,16 @@
 """The deliveries' shared threads: a lane never runs twice at once and loses no
-wake-up, timers wake it later (one pending per lane), and a sidecar's delivery
-threads stay those of its pool however many subscriptions it serves."""
+wake-up, timers wake it later (one pending per lane), a sidecar's delivery threads
+stay those of its pool however many subscriptions it serves, and the partitions of one
+subscriber share its push connections."""
 
 from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 from hqueue import Message
-from hqueue.sidecar.delivery_pool import DeliveryPool, Lane
+from hqueue.sidecar.delivery_pool import PUSHES_PER_SUBSCRIBER, DeliveryPool, Lane
 from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.testing.cluster import Cluster, wait_for
 
@@ -125,3 +127,36 @@ def test_a_slow_subscriber_of_many_partitions_holds_two_threads_not_all(
     # Without a bound per subscriber, the 8 slow pushes would hold all 4 threads for
     # 3 s and more; with it, two do, and the other subscription is served meanwhile.
     assert arrived[0] - sent < 2.5
+
+
+def _established_to(port: int) -> int:
+    """How many TCP connections this machine has established to ``port`` (IPv4)."""
+    count = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "01":
+            count += 1
+    return count
+
+
+def test_the_partitions_of_one_subscriber_share_its_two_connections(cluster: Cluster) -> None:
+    cluster.in_process(delivery=DeliveryOptions(threads=8))
+    client = cluster.client()
+    client.create_queue("wide8", partitions=8)
+    queue = client.queue("wide8")
+    got: list[Message] = []
+    lock = threading.Lock()
+
+    def listener(messages: list[Message]) -> None:
+        time.sleep(0.05)  # so that the partitions' pushes overlap
+        with lock:
+            got.extend(messages)
+
+    with queue.subscribe("s", listener) as sub:
+        for round_ in range(3):
+            queue.put_batch([(b"x", "t", p) for p in range(8)])
+            wait_for(lambda n=8 * (round_ + 1): len(got) == n, 60, "every partition's message")
+        port = int(sub.address.rsplit(":", 1)[1])
+        # Eight deliveries pushed to the subscriber, over two connections at most
+        # (the pushes in flight to one address), not one each.
+        assert 1 <= _established_to(port) <= PUSHES_PER_SUBSCRIBER

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -51,6 +52,17 @@ class Recorder:
 
 def _server(cluster: Cluster, **delivery: object) -> SidecarServer:
     return cluster.in_process(delivery=DeliveryOptions(**delivery), metrics_port=0)  # type: ignore[arg-type]
+
+
+def _joined(server: SidecarServer, queue: str, count: int) -> tuple[Any, SharedReader]:
+    """The subscription manager of ``server`` and the shared reader of partition 0 of
+    ``queue``, once ``count`` deliveries have joined it."""
+    manager = server.subscriptions
+    assert manager is not None
+    wait_for(lambda: (queue, 0) in manager.readers, 30, "the deliveries to start")
+    reader = manager.readers[(queue, 0)]
+    wait_for(lambda: reader.joined_count == count, 30, "every delivery to join")
+    return manager, reader
 
 
 def test_many_subscriptions_of_a_partition_are_served_by_one_read_per_put(
@@ -126,12 +138,8 @@ def test_a_subscription_that_falls_behind_and_catches_up_gets_every_message_in_o
         queue.subscribe("slow", rec.listener("slow", slow_delay), start="earliest"),
         queue.subscribe("slow_b", rec.listener("slow_b", slow_delay), topics=["b"]),
     ]
-    assert server.subscriptions is not None
-    manager = server.subscriptions
     try:
-        wait_for(lambda: ("behind", 0) in manager.readers, 30, "the deliveries to start")
-        reader = manager.readers[("behind", 0)]
-        wait_for(lambda: reader.joined_count == 4, 30, "every delivery to join")
+        manager, reader = _joined(server, "behind", 4)
         sent: list[tuple[MessageId, str]] = []
         for i in range(60):
             topics = ["a" if (i + k) % 3 else "b" for k in range(10)]
@@ -160,6 +168,51 @@ def test_a_subscription_that_falls_behind_and_catches_up_gets_every_message_in_o
     assert fast.peak_messages <= 30
 
 
+def test_a_delivery_a_little_behind_is_served_from_the_window_not_the_storage(
+    cluster: Cluster,
+) -> None:
+    server = _server(cluster, buffer_messages=30, batch_messages=10)
+    client = cluster.client()
+    client.create_queue("window", partitions=1)
+    queue = client.queue("window")
+    rec = Recorder()
+    record_slow = rec.listener("slow")
+    release = threading.Event()
+
+    def held_up(messages: list[Message]) -> None:
+        release.wait(60)
+        record_slow(messages)
+
+    subs = [
+        queue.subscribe("fast", rec.listener("fast")),
+        queue.subscribe("slow", held_up),
+    ]
+    try:
+        manager, reader = _joined(server, "window", 2)
+        slow = manager.workers[("window", "slow", 0)]
+        sent: list[MessageId] = []
+        for i in range(5):
+            batch = [(b"%d.%d" % (i, k), "t") for k in range(10)]
+            sent += [p.id for p in queue.put_batch(batch)]
+            count = len(sent)
+            wait_for(lambda n=count: rec.count("fast") == n, 30, "the fast one")
+        # 30 messages fill the slow one's buffer: the shared reader sent it back.
+        wait_for(lambda: not slow.shared, 30, "the slow one to be sent back")
+        release.set()
+        wait_for(lambda: rec.count("slow") == len(sent), 60, "the slow one to catch up")
+        wait_for(lambda: reader.joined_count == 2, 30, "the slow one to join again")
+    finally:
+        release.set()
+        for sub in subs:
+            sub.close()
+    for name in ("fast", "slow"):
+        assert [m.id for m in rec.got[name]] == sent, name
+    # 20 messages behind, inside the window (4 reads of 10): handed out from memory,
+    # not read again.
+    assert slow.reads == 0
+    assert reader.served >= 20
+
+
 class _Member:
     """A delivery as the shared reader sees it, its buffer drained by the test: what
     it received (from the shared reader and from its own reads, in order) is compared
@@ -186,6 +239,9 @@ class _Member:
         self.fed = flag
 
     def alone_from(self, position: MessageId) -> None:
+        self.position = position
+
+    def skip_to(self, position: MessageId) -> None:
         self.position = position
 
     def wake(self) -> None:
@@ -249,18 +305,33 @@ def test_the_shared_hand_out_matches_a_model(cluster: Cluster) -> None:
             max_size=4,
         ),
         operations=st.lists(_operation, max_size=25),
+        window=st.integers(0, 20),
     )
     # A delivery sent back to read alone, caught up and joined ahead of the shared
     # reader's tail (the shared reader had not read the last put yet).
     @example(
         members=[((), 3), (("a",), 1)],
         operations=[("put", ["a", "b", "b", "b"]), ("read", None), ("put", ["a"])],
+        window=0,
     )
-    def run(members: list[tuple[tuple[str, ...], int]], operations: list) -> None:
+    # A delivery sent back for want of room, then caught up from the window.
+    @example(
+        members=[((), 15), (("b",), 1)],
+        operations=[
+            ("put", ["a", "b", "b", "a"]),
+            ("read", None),
+            ("drain", 1),
+            ("catch_up", 1),
+            ("put", ["b"]),
+            ("read", None),
+        ],
+        window=20,
+    )
+    def run(members: list[tuple[tuple[str, ...], int]], operations: list, window: int) -> None:
         newest = held.newest
         assert newest is not None
         start = newest.successor()
-        reader = SharedReader(held, storage, pool, 8, 1 << 20, (0.01, 0.01))
+        reader = SharedReader(held, storage, pool, 8, 1 << 20, (0.01, 0.01), window_messages=window)
         deliveries = [_Member(topics, start, room) for topics, room in members]
         stored: list[tuple[MessageId, str]] = []
         for member in deliveries:
@@ -268,7 +339,10 @@ def test_the_shared_hand_out_matches_a_model(cluster: Cluster) -> None:
             assert reader.join(member)
 
         def catch_up(member: _Member) -> None:
-            if not member.fed:
+            # As a delivery's reader lane: the window first, then the storage.
+            if not member.fed and member.buffered < member.room:
+                if reader.join(member, behind=True):
+                    return
                 member.read_alone(storage, held)
                 if member.position > held.newest and not member.fed:
                     reader.join(member)
