@@ -100,9 +100,12 @@ of empty messages is bounded too."""
 ON_FULL = ("block", "raise")
 """What ``send`` does when the buffer is full: wait (up to ``max_block``) or raise."""
 
-SENDER_THREADS = 2
-"""Requests in flight at once, each to another partition, so that one partition's
-slow request does not hold up the others'."""
+SENDER_THREADS = 8
+"""Requests in flight at once at most, each to another partition, so that one
+partition's slow request does not hold up the others' and the requests of several
+partitions share the owner's group commits. A client starts with one sender thread and
+adds one (up to this many) whenever a thread takes a batch while another partition's
+batch waits and no thread is free: a client sending to one partition keeps one."""
 
 SendCallback = Callable[[Position | None, BaseException | None], object]
 """A send's completion callback: ``callback(position, None)`` once the message is
@@ -208,6 +211,7 @@ class RecordAccumulator:
         # without lingering.
         self._hurry: dict[str | None, int] = {}
         self._closed = False
+        self._idle = 0  # sender threads waiting in take()
 
     def append(
         self,
@@ -298,26 +302,40 @@ class RecordAccumulator:
         :meth:`finished`; return ``None`` once closed with nothing left to take."""
         linger = self.settings.linger
         with self._lock:
-            while True:
-                hurry = self._hurry
-                everything = self._closed or None in hurry
-                now = time.monotonic()
-                wait: float | None = None
-                for key, part in self._waiting.items():
-                    head = part.batches[0]
-                    due = head.created + linger - now
-                    if everything or head.full or due <= 0 or key[0] in hurry:
-                        del self._waiting[key]  # and return: the loop ends here
-                        part.batches.popleft()
-                        part.busy = True
-                        self._in_flight.add(head)
-                        if not part.batches and self._sticky.get(key[0]) == key[1]:
-                            del self._sticky[key[0]]  # its batch left: move on
-                        return head
-                    wait = due if wait is None else min(wait, due)
-                if self._closed and not self._waiting:
-                    return None
-                self._ready.wait(wait)
+            self._idle += 1
+            try:
+                return self._take(linger)
+            finally:
+                self._idle -= 1
+
+    def starved(self) -> bool:
+        """Whether another partition's batch waits while no sender thread is free (one
+        more thread would send it sooner)."""
+        with self._lock:
+            return bool(self._waiting) and not self._idle
+
+    def _take(self, linger: float) -> _Batch | None:
+        """:meth:`take`, under the lock."""
+        while True:
+            hurry = self._hurry
+            everything = self._closed or None in hurry
+            now = time.monotonic()
+            wait: float | None = None
+            for key, part in self._waiting.items():
+                head = part.batches[0]
+                due = head.created + linger - now
+                if everything or head.full or due <= 0 or key[0] in hurry:
+                    del self._waiting[key]  # and return: the loop ends here
+                    part.batches.popleft()
+                    part.busy = True
+                    self._in_flight.add(head)
+                    if not part.batches and self._sticky.get(key[0]) == key[1]:
+                        del self._sticky[key[0]]  # its batch left: move on
+                    return head
+                wait = due if wait is None else min(wait, due)
+            if self._closed and not self._waiting:
+                return None
+            self._ready.wait(wait)
 
     def finished(self, batch: _Batch) -> None:
         """Release a batch :meth:`take` returned, once its futures are done: its
@@ -386,8 +404,9 @@ class RecordAccumulator:
 class Sender:
     """The asynchronous producer of one client: :meth:`send` queues a message in a
     :class:`RecordAccumulator` and returns a future of its position;
-    :data:`SENDER_THREADS` daemon threads, started by the first ``send``, write the
-    batches through ``producer``. See the module's docstring for the rules.
+    daemon threads (the first started by the first ``send``, more as partitions wait
+    for one, up to :data:`SENDER_THREADS`) write the batches through ``producer``. See
+    the module's docstring for the rules.
 
     :raises InvalidArgumentError: if a setting is invalid (naming it).
     """
@@ -482,20 +501,30 @@ class Sender:
 
     def _start(self) -> None:
         with self._start_lock:
-            if self._threads:
-                return
-            threads = [
-                threading.Thread(target=self._run, name=f"hqueue-sender-{n}", daemon=True)
-                for n in range(SENDER_THREADS)
-            ]
-            for thread in threads:
-                thread.start()
-            self._thread_ids = frozenset(t.ident for t in threads if t.ident is not None)
-            self._threads = threads
+            if not self._threads:
+                self._add_thread_locked()
+
+    def _add_thread(self) -> None:
+        """Start one more sender thread, up to :data:`SENDER_THREADS`."""
+        with self._start_lock:
+            if len(self._threads) < SENDER_THREADS:
+                self._add_thread_locked()
+
+    def _add_thread_locked(self) -> None:
+        thread = threading.Thread(
+            target=self._run, name=f"hqueue-sender-{len(self._threads)}", daemon=True
+        )
+        thread.start()
+        assert thread.ident is not None
+        # Replaced, not changed in place: send() and flush() read it without the lock.
+        self._thread_ids = self._thread_ids | {thread.ident}
+        self._threads = [*self._threads, thread]
 
     def _run(self) -> None:
         accumulator = self._accumulator
         while (batch := accumulator.take()) is not None:
+            if len(self._threads) < SENDER_THREADS and accumulator.starved():
+                self._add_thread()
             try:
                 self._write(batch)
             except BaseException as exc:  # not even a bug may leave a future waiting

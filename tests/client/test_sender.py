@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from hqueue import Message, Position
 from hqueue.client.client import Client, Queue, connect
 from hqueue.client.producer import partition_for_key
-from hqueue.client.sender import _SendFuture
+from hqueue.client.sender import SENDER_THREADS, _SendFuture
 from hqueue.errors import HQueueError, InvalidArgumentError, InvalidMessageError, UnavailableError
 from hqueue.testing.standalone import StandaloneProcess
 
@@ -489,3 +489,30 @@ def test_futures_completed_per_batch_wake_wait_as_completed_and_callbacks(
     assert sorted(seen, key=lambda s: s[0]) == [
         (i, f.result(0), None) for i, f in enumerate(futures)
     ]
+
+
+def _sender_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("hqueue-sender-")}
+
+
+def test_sender_threads_grow_with_the_partitions_waiting_up_to_the_bound(
+    client_of: Connect, queue_name: str
+) -> None:
+    one = new_queue(client_of(linger=0.0), f"{queue_name}_one", partitions=1)
+    before = _sender_threads()
+    for _ in range(5):
+        futures = [one.send(b"x", "t") for _ in range(200)]
+        wait(futures)
+    # One partition has one request in flight at most: one thread is enough.
+    assert len(_sender_threads() - before) == 1
+    wide = new_queue(client_of(linger=0.0), f"{queue_name}_wide", partitions=16)
+    before = _sender_threads()
+    for _ in range(20):
+        futures = [wide.send(b"x", "t", partition=p) for p in range(16) for _ in range(20)]
+        wait(futures)
+    assert all(f.exception() is None for f in futures)
+    # Sixteen partitions waiting at once: more threads, each partition's requests
+    # still one at a time (their order is checked by the other tests), never more
+    # threads than the bound.
+    added = len(_sender_threads() - before)
+    assert 1 < added <= SENDER_THREADS, added
