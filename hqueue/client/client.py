@@ -224,6 +224,7 @@ class Client(Closeable):
             self._admin.queue_info,
             put_timeout=put_timeout,
             attempt_timeout=put_attempt_timeout,
+            hints=self._context.hints,
         )
         self._sender = Sender(self._producer, sender)
         self._lock = threading.Lock()

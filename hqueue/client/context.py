@@ -12,8 +12,10 @@ Not public API.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from hqueue.errors import HQueueError
@@ -31,7 +33,48 @@ if TYPE_CHECKING:
     from hqueue.storage.hbase import HBase
     from hqueue.storage.sidecars import Sidecars
 
-__all__ = ["ClientContext", "QueueHandle"]
+__all__ = ["HINT_SECONDS", "ClientContext", "OwnerHints", "QueueHandle"]
+
+
+HINT_SECONDS = 5.0
+"""How long a hint is followed: by then the metadata cache has the owner (a watch
+poll is half a second at most), and a hint that outlived its sidecar is not tried
+first for ever."""
+
+
+class OwnerHints:
+    """Partition owners a client learnt ahead of its metadata cache: named by a
+    sidecar that refused a put, or read from the store while the cache said nobody
+    owned the partition (a new queue). Its producer and its scanners look here first,
+    for :data:`HINT_SECONDS`; a hint goes sooner when its sidecar fails a put to that
+    partition. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owners: dict[tuple[str, int], tuple[str, float]] = {}
+
+    def get(self, queue: str, partition: int) -> str | None:
+        """Return the address hinted for the partition, or ``None``."""
+        found = self._owners.get((queue, partition))
+        if found is None:
+            return None
+        address, until = found
+        if time.monotonic() < until:
+            return address
+        self.drop(queue, partition, address)
+        return None
+
+    def learn(self, queue: str, partition: int, address: str) -> None:
+        """Hint that ``address`` owns the partition."""
+        with self._lock:
+            self._owners[(queue, partition)] = (address, time.monotonic() + HINT_SECONDS)
+
+    def drop(self, queue: str, partition: int, address: str) -> None:
+        """Forget the partition's hint if it still names ``address`` (which failed)."""
+        with self._lock:
+            found = self._owners.get((queue, partition))
+            if found is not None and found[0] == address:
+                del self._owners[(queue, partition)]
 
 
 @dataclass(frozen=True)
@@ -40,8 +83,9 @@ class ClientContext:
     Thrift1), ``sidecars`` (the sidecars' calls), ``owners`` (partition owners),
     ``subscriptions`` (subscription data), ``metastore`` (for session listeners),
     ``queue_info`` (a queue's info read past the cache), ``fast_scan`` (whether
-    scanners read through sidecars) and ``security`` (what the client presents to
-    servers, and what its subscribers serve with: see :func:`~hqueue.connect`)."""
+    scanners read through sidecars), ``security`` (what the client presents to
+    servers, and what its subscribers serve with: see :func:`~hqueue.connect`) and
+    ``hints`` (owners known ahead of the cache)."""
 
     hbase: HBase
     sidecars: Sidecars
@@ -51,6 +95,7 @@ class ClientContext:
     queue_info: Callable[[str], QueueInfo]
     fast_scan: bool = True
     security: ClientSecurity = PLAIN_CLIENT
+    hints: OwnerHints = field(default_factory=OwnerHints)
 
 
 @dataclass(frozen=True)
@@ -92,10 +137,14 @@ class QueueHandle:
 
     def _sidecar_for(self, row_start: bytes) -> str | None:
         """Return the sidecar to read through (the owner of the range's first
-        partition), or ``None`` to read through HBase."""
+        partition, hinted or as the cache has it), or ``None`` to read through
+        HBase."""
         if not self.context.fast_scan:
             return None
         partition = int.from_bytes(row_start[:2]) if len(row_start) >= 2 else 0
+        hint = self.context.hints.get(self.name, partition)
+        if hint is not None:
+            return hint
         try:
             return self.context.owners.read_owner_info(self.name, partition).value.address
         except HQueueError:

@@ -35,6 +35,7 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from hqueue.client.context import OwnerHints
 from hqueue.errors import (
     ConnectionLostError,
     InvalidArgumentError,
@@ -201,7 +202,8 @@ class Producer:
     come from ``owners``, the batches go through ``sidecars``, and ``queue_info`` (the
     metadata's, read past the cache) tells a deleted queue from an unowned partition.
     ``attempt_timeout`` bounds each attempt (default :func:`default_attempt_timeout`);
-    ``put_timeout`` the whole put.
+    ``put_timeout`` the whole put. Owners it learns ahead of the cache go to ``hints``
+    (shared with the client's scanners; its own by default).
 
     :raises InvalidArgumentError: if a timeout is not positive, or ``attempt_timeout``
         exceeds ``put_timeout``.
@@ -215,6 +217,7 @@ class Producer:
         *,
         put_timeout: float = DEFAULT_PUT_TIMEOUT,
         attempt_timeout: float | None = None,
+        hints: OwnerHints | None = None,
     ) -> None:
         if put_timeout <= 0:
             raise InvalidArgumentError("'put_timeout' must be > 0")
@@ -231,7 +234,7 @@ class Producer:
         self.attempt_timeout = attempt_timeout
         self._sidecars = sidecars
         self.round_robin = RoundRobin()
-        self._hints: dict[tuple[str, int], str] = {}
+        self._hints = OwnerHints() if hints is None else hints
         self._lock = threading.Lock()
         self._lanes: list[_Lane] = []
         """lanes no put holds, the most recently used last"""
@@ -269,7 +272,7 @@ class Producer:
         :raises ConnectionLostError: (or StorageError) if the metadata store cannot
             answer.
         """
-        hint = self._hints.get((queue, partition))
+        hint = self._hints.get(queue, partition)
         if hint is not None:
             return hint
         try:
@@ -292,8 +295,7 @@ class Producer:
                 continue
             except _LOOKUP_ERRORS:
                 return
-            with self._lock:
-                self._hints[(queue, p)] = address
+            self._hints.learn(queue, p, address)
 
     def put(self, info: QueueInfo, batch: list[Any]) -> list[Position]:
         """Write ``batch`` (NewMessage items) to queue ``info``; return where each went
@@ -469,12 +471,10 @@ class Producer:
         address: str,
         refusal: NotOwnerError | None,
     ) -> None:
-        with self._lock:
-            for p in {partitions[i] for i in indices}:
-                if self._hints.get((queue, p)) == address:
-                    del self._hints[(queue, p)]
-            if refusal is not None and refusal.owner and refusal.owner != address:
-                self._hints[(queue, refusal.partition)] = refusal.owner
+        for p in {partitions[i] for i in indices}:
+            self._hints.drop(queue, p, address)
+        if refusal is not None and refusal.owner and refusal.owner != address:
+            self._hints.learn(queue, refusal.partition, refusal.owner)
 
     def _send(
         self,

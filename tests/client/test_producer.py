@@ -142,7 +142,7 @@ def test_a_stale_owner_hint_for_one_partition_neither_duplicates_nor_fails_the_b
     hq.create_queue(queue_name, partitions=3)
     queue = hq.queue(queue_name)
     queue.put_batch([(b"warm", "t", p) for p in range(3)])  # every partition owned
-    hq._producer._hints[(queue_name, 0)] = "127.0.0.1:1"
+    hq._producer._hints.learn(queue_name, 0, "127.0.0.1:1")
     batch = [(b"a1", "t", 1), (b"a0", "t", 0), (b"a2", "t", 2), (b"b0", "t", 0)]
     ids = queue.put_batch(batch)  # type: ignore[arg-type]
     stored = [m for m in read_all(hq, queue_name) if m.value != b"warm"]
