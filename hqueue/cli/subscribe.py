@@ -183,6 +183,14 @@ class _Printer:
     default=None,
     help="The key of --push-tls-cert.",
 )
+@click.option(
+    "--push-tls-client-ca",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Take pushes only from peers with a certificate this CA signed (mutual TLS: "
+    "give it a CA that signs only the sidecars' certificates) [default: "
+    "HQUEUE_TLS_CLIENT_CA].",
+)
 @format_option
 @click.pass_context
 def subscribe(
@@ -206,13 +214,14 @@ def subscribe(
     auth_public_key: str | None,
     push_tls_cert: str | None,
     push_tls_key: str | None,
+    push_tls_client_ca: str | None,
 ) -> None:
     """Print the messages of subscription NAME of QUEUE as they arrive.
 
     Against a secured installation (the global --tls-* and --token-file) the
     subscriber's push port serves TLS and takes pushes only from push tokens or the
-    shared secret; with HQUEUE_TLS_CLIENT_CA it also demands a client certificate that
-    CA signed (mutual TLS: give it a CA that signs only the sidecars' certificates).
+    shared secret; with --push-tls-client-ca (or HQUEUE_TLS_CLIENT_CA) it also demands
+    a client certificate that CA signed.
     """
     for topic in topics:
         try:
@@ -257,6 +266,7 @@ def subscribe(
                     dead_letter_queue=dead_letter_queue,
                     tls_cert=push_tls_cert,
                     tls_key=push_tls_key,
+                    tls_client_ca=push_tls_client_ca,
                     auth_public_key=auth_public_key,
                 )
             except OSError as exc:

@@ -15,6 +15,10 @@ it presents.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -265,3 +269,62 @@ def test_with_mutual_tls_only_the_sidecars_certificate_connects(pushing: Pushing
     finally:
         subscriber.close()
         client.close()
+
+
+def test_the_subscribe_command_demands_the_sidecars_certificate_when_told(
+    pushing: Pushing,
+) -> None:
+    """``hqueue subscribe --push-tls-client-ca``: the command's push port takes the
+    sidecar's pushes and refuses a peer without a certificate that CA signed."""
+    certs = pushing.credentials.certs
+    command = [
+        sys.executable,
+        "-m",
+        "hqueue",
+        "--hbase",
+        pushing.server.address,
+        "--tls-ca",
+        pushing.sidecar_ca,
+        "--tls-cert",
+        certs.server.cert,
+        "--tls-key",
+        certs.server.key,
+        "--token-file",
+        str(pushing.credentials.tokens["orders-reader"]),
+        "subscribe",
+        QUEUE,
+        "sec-e2e-cli-mutual",
+        "--from",
+        "earliest",
+        "--auth-public-key",
+        pushing.credentials.public_key,
+        "--push-tls-client-ca",
+        pushing.sidecar_ca,
+    ]
+    env = {**os.environ, "HQUEUE_TABLE_PREFIX": ""}
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+    )
+    try:
+        assert proc.stderr is not None and proc.stdout is not None
+        ready = proc.stderr.readline()
+        assert "hqueue subscriber ready" in ready, ready + proc.stderr.read()
+        address = ready.split("address=")[1].split()[0]
+        with pushing.connect("orders-writer") as writer:
+            writer.queue(QUEUE).put(b"to-the-command", "t")
+        printed: list[str] = []
+        reader = threading.Thread(target=lambda: printed.extend(iter(proc.stdout.readline, "")))
+        reader.daemon = True
+        reader.start()
+        assert _until(lambda: any("to-the-command" in line for line in printed)), printed
+        without = TlsSettings(ca=certs.ca)  # no client certificate
+        with pytest.raises(Exception):  # noqa: B017 - refused in the handshake or after
+            _push(
+                address,
+                ClientSecurity(tls=without, token=pushing.token("push")),
+                "sec-e2e-cli-mutual",
+                b"no-certificate",
+            )
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
