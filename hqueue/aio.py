@@ -50,6 +50,7 @@ from hqueue.client.client import Client, Queue
 from hqueue.client.client import connect as _connect
 from hqueue.client.dead_letters import DeadLetter, ReplayResult
 from hqueue.client.group_member import GroupView
+from hqueue.client.registration import SubscriberRegistrar
 from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
 from hqueue.client.sender import SendCallback
 from hqueue.client.subscriber import (
@@ -63,8 +64,16 @@ from hqueue.client.subscription_admin import LagReport, SubscriptionInfo
 from hqueue.errors import InvalidArgumentError
 from hqueue.message import Message, MessageId, Position
 from hqueue.metadata.managers import QueueInfo
+from hqueue.wire.sidecar_calls import SubscriberLease, SubscriberRegistration
 
-__all__ = ["AsyncClient", "AsyncQueue", "AsyncScanner", "AsyncSubscriber", "connect"]
+__all__ = [
+    "AsyncClient",
+    "AsyncQueue",
+    "AsyncScanner",
+    "AsyncSubscriber",
+    "AsyncSubscriberRegistrar",
+    "connect",
+]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -257,6 +266,15 @@ class AsyncQueue(_Pooled):
         subscriber = await self._run(self._queue.subscribe, name, adapted, **options)
         return AsyncSubscriber(subscriber, self._pool)
 
+    async def register_subscriber(
+        self, name: str, address: str, **options: Any
+    ) -> AsyncSubscriberRegistrar:
+        """As :meth:`hqueue.Queue.register_subscriber` (registered once before this
+        returns); renew the registration with the registrar's :meth:`renew
+        <AsyncSubscriberRegistrar.renew>` every ``renew_every`` seconds."""
+        registrar = await self._run(self._queue.register_subscriber, name, address, **options)
+        return AsyncSubscriberRegistrar(registrar, self._pool)
+
     async def subscriptions(self) -> list[SubscriptionInfo]:
         """As :meth:`hqueue.Queue.subscriptions`."""
         return await self._run(self._queue.subscriptions)
@@ -398,6 +416,40 @@ class AsyncScanner(_Pooled):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class AsyncSubscriberRegistrar(_Pooled):
+    """Keeps a subscriber served by any program registered, for asyncio
+    (:class:`hqueue.client.registration.SubscriberRegistrar`'s calls)."""
+
+    def __init__(self, registrar: SubscriberRegistrar, pool: ThreadPoolExecutor) -> None:
+        super().__init__(pool)
+        self._registrar = registrar
+
+    @property
+    def registration(self) -> SubscriberRegistration:
+        """What is registered: the subscription, the address, its partitions..."""
+        return self._registrar.registration
+
+    @property
+    def sidecar(self) -> str | None:
+        """The address of the sidecar holding the lease."""
+        return self._registrar.sidecar
+
+    @property
+    def renew_every(self) -> float:
+        """Seconds between renewals: a third of the granted lease."""
+        return self._registrar.renew_every
+
+    async def renew(self) -> SubscriberLease:
+        """As ``SubscriberRegistrar.renew``: renew the registration (at another of
+        the queue's sidecars if its holder is gone); return the lease granted."""
+        return await self._run(self._registrar.renew)
+
+    async def withdraw(self) -> bool:
+        """As ``SubscriberRegistrar.withdraw``: end the registration (the subscription
+        stays); return whether one was withdrawn."""
+        return await self._run(self._registrar.withdraw)
 
 
 class AsyncSubscriber(_Pooled):

@@ -15,6 +15,9 @@ from hqueue import ConsumeStatus, Message, NewMessage, Position, aio
 from hqueue.client.client import Client
 from hqueue.errors import InvalidArgumentError, NoMessageError, NoQueueError
 from hqueue.testing.standalone import StandaloneProcess
+from hqueue.wire.idl import subscriber as subscriber_idl
+from hqueue.wire.rpc_server import ThriftServer
+from tests.sidecar.test_public_contract import _Recorder
 
 
 def _connect(server: StandaloneProcess) -> Coroutine[Any, Any, aio.AsyncClient]:
@@ -227,3 +230,41 @@ def test_async_group_members_share_partitions_and_dead_letter_what_keeps_failing
     assert seen["a"].isdisjoint(seen["b"]) and seen["a"] | seen["b"] == {0, 1, 2, 3}
     assert taken == sorted(b"m%d" % i for i in range(40))
     assert letters == [b"poison"] and replayed == 1
+
+
+def test_a_subscriber_served_elsewhere_is_registered_renewed_and_withdrawn(
+    hbase_server: StandaloneProcess, hq: Client, queue_name: str
+) -> None:
+    """AsyncQueue.register_subscriber: a subscriber's Thrift service (here a recorder
+    of what it is pushed) is registered, pushed to, renewed and withdrawn from the
+    loop, as the blocking client does it."""
+
+    recorder = _Recorder()
+    server = ThriftServer(subscriber_idl().HQueueSubscriber, recorder, name="sub").start()
+    address = f"{server.host}:{server.port}"
+    hq.create_queue(queue_name, partitions=1)
+
+    async def main() -> tuple[bool, float, bool, bool]:
+        async with await _connect(hbase_server) as client:
+            queue = await client.queue(queue_name)
+            registrar = await queue.register_subscriber(
+                "elsewhere", address, start="earliest", lease=3
+            )
+            await queue.put(b"pushed", "t")
+            for _ in range(200):
+                if recorder.received() == [b"pushed"]:
+                    break
+                await asyncio.sleep(0.1)
+            renewed = await registrar.renew()
+            return (
+                recorder.received() == [b"pushed"],
+                registrar.renew_every,
+                renewed.created,
+                await registrar.withdraw(),
+            )
+
+    try:
+        assert asyncio.run(main()) == (True, 1.0, False, True)
+    finally:
+        server.stop(grace=0)
+    assert hq.queue(queue_name).subscriptions()[0].subscriber is None
