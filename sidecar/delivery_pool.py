@@ -20,6 +20,13 @@ a slow subscriber holds two threads, not one per partition. The pool should be
 larger than twice the number of subscribers expected to be slow at once
 (``--delivery-threads``).
 
+A push does not hold its thread while it waits for the answer, where the platform has
+``epoll`` (Linux): the step writes the request and returns, the timer thread watches
+the connection (:meth:`DeliveryPool.await_reply`) and wakes the lane once the answer
+is readable (or the send timeout passed), and the lane's next step reads it. So the
+pushes in flight are bounded by the subscribers (two each), not by the threads, and a
+slow subscriber holds no thread at all. Elsewhere a push waits on its thread.
+
 The pushes to one address share its connections (:class:`Connections`): at most
 :data:`PUSHES_PER_SUBSCRIBER` of them, whichever deliveries (partitions) push, so a
 subscriber of eight partitions serves two connections, not eight (each a thread of
@@ -33,7 +40,9 @@ import contextlib
 import heapq
 import itertools
 import logging
+import os
 import queue
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +55,7 @@ __all__ = [
     "Connections",
     "DeliveryPool",
     "Lane",
+    "ReplyWait",
 ]
 
 PUSHES_PER_SUBSCRIBER = 2
@@ -267,6 +277,31 @@ def _close_all(connections: list[Any]) -> None:
             connection.close()
 
 
+class ReplyWait:
+    """A push whose answer is awaited on connection ``fd``: ``ready`` once the
+    connection is readable, ``expired`` once ``deadline`` passed first; either wakes
+    ``lane``."""
+
+    __slots__ = ("deadline", "expired", "fd", "lane", "ready")
+
+    def __init__(self, fd: int, lane: Lane, deadline: float) -> None:
+        self.fd = fd
+        self.lane = lane
+        self.deadline = deadline
+        self.ready = False
+        self.expired = False
+
+    @property
+    def done(self) -> bool:
+        """Whether the answer is readable or the deadline passed."""
+        return self.ready or self.expired
+
+
+_POLL_MOST = 1.0
+"""Seconds the timer thread waits for connections at most before it looks at the
+replies' deadlines again."""
+
+
 class DeliveryPool:
     """``threads`` threads running lanes, and a timer thread waking them later.
     :meth:`start`, then :meth:`stop`."""
@@ -286,6 +321,39 @@ class DeliveryPool:
         """the pushes in flight per subscriber address"""
         self.connections = Connections()
         """the idle push connections per subscriber address"""
+        self._epoll: Any = select.epoll() if hasattr(select, "epoll") else None
+        self._waits: dict[int, ReplyWait] = {}
+        """the replies awaited, by connection"""
+        self._deadlines: list[tuple[float, int, ReplyWait]] = []
+        self._wait_lock = threading.Lock()
+        self._wake_fds: tuple[int, int] | None = None
+        if self._epoll is not None:
+            self._wake_fds = os.pipe()
+            os.set_blocking(self._wake_fds[0], False)
+            os.set_blocking(self._wake_fds[1], False)
+            self._epoll.register(self._wake_fds[0], select.EPOLLIN)
+
+    @property
+    def awaits_replies(self) -> bool:
+        """Whether a push may leave its thread while it waits (:meth:`await_reply`)."""
+        return self._epoll is not None
+
+    def await_reply(self, fd: int, lane: Lane, timeout: float) -> ReplyWait:
+        """Wake ``lane`` once connection ``fd`` is readable, or after ``timeout``
+        seconds (only if :attr:`awaits_replies`)."""
+        wait = ReplyWait(fd, lane, time.monotonic() + timeout)
+        with self._wait_lock:
+            self._waits[fd] = wait
+            heapq.heappush(self._deadlines, (wait.deadline, next(self._order), wait))
+            self._epoll.register(fd, select.EPOLLIN)
+        return wait
+
+    def cancel_reply(self, wait: ReplyWait) -> None:
+        """Stop awaiting ``wait`` (its lane is not woken for it)."""
+        with self._wait_lock:
+            if self._waits.get(wait.fd) is wait:
+                del self._waits[wait.fd]
+                self._epoll.unregister(wait.fd)
 
     def start(self) -> DeliveryPool:
         """Start the threads; return self."""
@@ -311,18 +379,32 @@ class DeliveryPool:
             heapq.heappush(self._timers, (when, next(self._order), lane))
             if self._timers[0][2] is lane:
                 self._cond.notify()
+                self._wake_timer()
+
+    def _wake_timer(self) -> None:
+        """Interrupt the timer thread's wait for connections."""
+        if self._wake_fds is not None:
+            with contextlib.suppress(BlockingIOError):
+                os.write(self._wake_fds[1], b"x")
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the threads (steps under way finish first, up to ``timeout`` s)."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+            self._wake_timer()
         for _ in range(self.size):
             self._ready.put(None)
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         self.connections.close()
+        timer_alive = any(t.is_alive() for t in self._threads[-1:])
+        if self._epoll is not None and not timer_alive:
+            self._epoll.close()
+            for fd in self._wake_fds or ():
+                os.close(fd)
+            self._wake_fds = None
 
     def _work(self) -> None:
         while True:
@@ -332,19 +414,54 @@ class DeliveryPool:
             lane.run()
 
     def _tick(self) -> None:
-        with self._cond:
-            while not self._stopping:
-                if not self._timers:
-                    self._cond.wait()
-                    continue
-                when, _, lane = self._timers[0]
+        while True:
+            with self._cond:
+                if self._stopping:
+                    return
                 now = time.monotonic()
-                if when > now:
-                    self._cond.wait(when - now)
+                if self._timers and self._timers[0][0] <= now:
+                    when, _, lane = heapq.heappop(self._timers)
+                else:
+                    lane = None
+                    wait = self._timers[0][0] - now if self._timers else None
+                    if self._epoll is None:
+                        self._cond.wait(wait)
+                        continue
+            if lane is not None:
+                lane._fire(when)
+            else:
+                self._poll(_POLL_MOST if wait is None else min(wait, _POLL_MOST))
+
+    def _poll(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s for awaited replies; wake the lanes of those
+        readable, and of those past their deadline."""
+        events = self._epoll.poll(max(0.0, timeout))
+        fired: list[ReplyWait] = []
+        assert self._wake_fds is not None
+        with self._wait_lock:
+            for fd, _ in events:
+                if fd == self._wake_fds[0]:
+                    with contextlib.suppress(BlockingIOError):
+                        while os.read(fd, 4096):
+                            pass
                     continue
-                heapq.heappop(self._timers)
-                self._cond.release()
-                try:
-                    lane._fire(when)
-                finally:
-                    self._cond.acquire()
+                wait = self._waits.pop(fd, None)
+                if wait is not None:
+                    self._epoll.unregister(fd)
+                    wait.ready = True
+                    fired.append(wait)
+            now = time.monotonic()
+            deadlines, waits = self._deadlines, self._waits
+            while deadlines:
+                deadline, _, wait = deadlines[0]
+                current = waits.get(wait.fd) is wait
+                if current and deadline > now:
+                    break
+                heapq.heappop(deadlines)
+                if current:
+                    del waits[wait.fd]
+                    self._epoll.unregister(wait.fd)
+                    wait.expired = True
+                    fired.append(wait)
+        for wait in fired:
+            wait.lane.wake()

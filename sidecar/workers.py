@@ -59,7 +59,7 @@ from hqueue.metrics import Metrics
 from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 from hqueue.settings import parse_address
 from hqueue.sidecar.chunks import Chunk
-from hqueue.sidecar.delivery_pool import DeliveryPool, Lane
+from hqueue.sidecar.delivery_pool import DeliveryPool, Lane, ReplyWait
 from hqueue.sidecar.lag_window import LagStatus, LagWindow
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.sidecar.shared_reader import IDLE_RECHECK, SharedReader
@@ -155,6 +155,34 @@ class _Answer:
         )
 
 
+@dataclass
+class _Flight:
+    """A push written and not answered yet: where it went, what it carries, on which
+    connection, and the pool's watch of that connection (None: read at once)."""
+
+    route: Route
+    count: int
+    dead: bool
+    client: Any
+    began: float
+    messages: int
+    wait: ReplyWait | None = None
+    claimed: bool = False
+    """whether its answer is being read (or it was given up): by one party only"""
+
+
+def _fileno(client: Any) -> int | None:
+    """The socket of a thriftpy2 client made by :func:`thrift_client` (None if it is
+    not found: the push then waits on its thread)."""
+    try:
+        sock = client._iprot.trans.sock
+        sock = getattr(sock, "sock", sock)  # thriftpy2's TSocket, or the socket itself
+        fd = int(sock.fileno())
+    except (AttributeError, OSError, TypeError, ValueError):
+        return None
+    return fd if fd >= 0 else None
+
+
 class SubscriptionWorker:
     """Push one partition of one subscription to its subscriber. :meth:`start`, then
     :meth:`stop`; ``delivered`` is the last id the subscriber accepted."""
@@ -222,6 +250,11 @@ class SubscriptionWorker:
         self._send_lane = Lane(pool, self._send_step, f"send {name}")
         self._read_backoff = options.backoff_min
         self._send_backoff = options.backoff_min
+        self._flight: _Flight | None = None
+        """the push whose answer is awaited off the thread (see :meth:`_launch`)"""
+        self._flight_lock = threading.Lock()
+        self._landed = threading.Condition(self._flight_lock)
+        """notified when the push in flight has landed"""
         self._not_before = 0.0
         """monotonic time before which no push is sent: a failed batch's wait, which
         a new route does not cut short"""
@@ -338,6 +371,25 @@ class SubscriptionWorker:
         )
         for lane in (self._read_lane, self._send_lane):
             lane.wait_idle(max(0.0, deadline - time.monotonic()))
+        with self._flight_lock:
+            # A push in flight: its answer wakes the send lane, which lands it.
+            while self._flight is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._landed.wait(left)
+            flight = self._flight
+            if flight is not None and not flight.claimed:
+                flight.claimed = True
+                self._flight = None
+            else:
+                flight = None  # landed, or landing now
+        if flight is not None:
+            # Not landed in time (the pool is stopping?): give it up.
+            if flight.wait is not None:
+                self._pool.cancel_reply(flight.wait)
+            self._pool.connections.discard(flight.client)
+            self._pool.gate.leave(flight.route.address)
         self.state = WorkerState.STOPPED
 
     @property
@@ -476,9 +528,14 @@ class SubscriptionWorker:
             return chunks
 
     def _send_step(self) -> float | None:
-        """Push the next batch and act on the answer; return when to run again (see
-        :data:`hqueue.sidecar.delivery_pool.Step`): messages read, a new route or a
-        stop wake it."""
+        """Push the next batch, or act on the answer to the push in flight; return when
+        to run again (see :data:`hqueue.sidecar.delivery_pool.Step`): messages read, a
+        new route, a stop or the answer wake it."""
+        flight = self._flight
+        if flight is not None:
+            if flight.wait is not None and not flight.wait.done:
+                return None  # woken for something else: the answer wakes us
+            return self._land(flight)
         if self._stopping.is_set():
             return None
         wait = self._not_before - time.monotonic()
@@ -502,9 +559,36 @@ class SubscriptionWorker:
         count = sum(chunk.count for chunk in chunks)
         dead = isolating and count == 1 and self._dead_next
         try:
-            answer = self._push(route, chunks, dead)
-        finally:
+            flight = self._launch(route, chunks, dead)
+        except BaseException:
             gate.leave(route.address)
+            raise
+        if flight is None:
+            gate.leave(route.address)
+            return self._answered(None, count, dead)
+        if flight.wait is None:
+            return self._land(flight)  # no waiting off the thread here
+        return None  # the answer wakes us
+
+    def _land(self, flight: _Flight) -> float | None:
+        """Read the answer to the push in flight, free its place and connection, and
+        act on it."""
+        with self._flight_lock:
+            if flight.claimed:
+                return None  # given up by stop()
+            flight.claimed = True
+        answer = self._receive(flight)
+        self._pool.gate.leave(flight.route.address)
+        with self._flight_lock:
+            if self._flight is flight:
+                self._flight = None
+            self._landed.notify_all()
+        return self._answered(answer, flight.count, flight.dead)
+
+    def _answered(self, answer: _Answer | None, count: int, dead: bool) -> float | None:
+        """Act on the answer to a push of ``count`` messages (None: it failed on the
+        way); return when to run again."""
+        opts = self.options
         if self._stopping.is_set():
             return None
         if answer is None or answer.refused:
@@ -604,9 +688,10 @@ class SubscriptionWorker:
         if not self._joined:
             self._read_lane.wake()  # space: a reader that found the next message too big retries
 
-    def _push(self, route: Route, chunks: list[Chunk], dead: bool) -> _Answer | None:
-        """Send the chunks as one batch; return the subscriber's answer, or None on a
-        transport failure."""
+    def _launch(self, route: Route, chunks: list[Chunk], dead: bool) -> _Flight | None:
+        """Send the chunks as one batch: write the request, and have the pool wake the
+        send lane once the answer is readable (where it can; else :meth:`_land` reads it
+        at once); return the push in flight, or None if it failed on the way."""
         idl = subscriber_idl()
         if len(chunks) == 1:
             rowkeys, topics, values = chunks[0].rowkeys, chunks[0].topics, chunks[0].values
@@ -633,36 +718,65 @@ class SubscriptionWorker:
         )
         address = route.address
         connections = self._pool.connections
-        began = time.perf_counter()
         client = None
+        began = time.perf_counter()
         try:
             # The address's connections are shared by every partition pushing there.
             client = connections.take(address, lambda: self._connect(address))
-            reply = client.deliver(delivery)
-            self.answered_ms = int(time.time() * 1000)
-            if self._observe is not None:
-                self._observe[0](time.perf_counter() - began)
-                self._observe[1](len(values))
+            # thriftpy2's TClient.deliver is _send then _recv: the two halves, apart.
+            client._send("deliver", delivery=delivery)
         except (OSError, TException, HQueueError) as exc:
-            # A subscriber refusing this sidecar's credentials is retried too: its
-            # settings may be fixed without restarting the sidecar.
             if client is not None:
                 connections.discard(client)
-            self.last_error = f"push to {address}: {exc or type(exc).__name__}"
-            log.info(
-                "delivery %s/%d to %r failed: %s",
-                self.queue,
-                self.partition,
-                self.subscription,
-                self.last_error,
-            )
+            self._push_failed(address, exc)
             return None
         except BaseException:
             if client is not None:
                 connections.discard(client)
             raise
+        flight = _Flight(route, sum(c.count for c in chunks), dead, client, began, len(values))
+        fd = _fileno(client) if self._pool.awaits_replies else None
+        if fd is not None:
+            with self._flight_lock:
+                self._flight = flight
+            flight.wait = self._pool.await_reply(fd, self._send_lane, self.options.send_timeout)
+        return flight
+
+    def _receive(self, flight: _Flight) -> _Answer | None:
+        """Read the answer to ``flight`` and give its connection back; return the
+        answer, or None on a transport failure (its connection is then closed)."""
+        address = flight.route.address
+        connections = self._pool.connections
+        client = flight.client
+        try:
+            if flight.wait is not None and flight.wait.expired:
+                raise TimeoutError("timed out")
+            reply = client._recv("deliver")
+            self.answered_ms = int(time.time() * 1000)
+            if self._observe is not None:
+                self._observe[0](time.perf_counter() - flight.began)
+                self._observe[1](flight.messages)
+        except (OSError, TException, HQueueError) as exc:
+            connections.discard(client)
+            self._push_failed(address, exc)
+            return None
+        except BaseException:
+            connections.discard(client)
+            raise
         connections.give(address, client)
         return _Answer.of(reply)
+
+    def _push_failed(self, address: str, exc: BaseException) -> None:
+        # A subscriber refusing this sidecar's credentials is retried too: its
+        # settings may be fixed without restarting the sidecar.
+        self.last_error = f"push to {address}: {exc or type(exc).__name__}"
+        log.info(
+            "delivery %s/%d to %r failed: %s",
+            self.queue,
+            self.partition,
+            self.subscription,
+            self.last_error,
+        )
 
     def lag_ms(self) -> int:
         """Return how far delivery is behind the partition's newest message: the

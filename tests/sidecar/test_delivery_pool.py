@@ -1,7 +1,8 @@
 """The deliveries' shared threads: a lane never runs twice at once and loses no
 wake-up, timers wake it later (one pending per lane), a sidecar's delivery threads
-stay those of its pool however many subscriptions it serves, and the partitions of one
-subscriber share its push connections."""
+stay those of its pool however many subscriptions it serves, the partitions of one
+subscriber share its push connections, and a push awaiting its answer holds no
+thread."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import threading
 import time
 from pathlib import Path
 
-from hqueue import Message
+import pytest
+
+from hqueue import Client, Message
 from hqueue.sidecar.delivery_pool import PUSHES_PER_SUBSCRIBER, DeliveryPool, Lane
 from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.testing.cluster import Cluster, wait_for
@@ -99,13 +102,10 @@ def test_delivery_threads_do_not_grow_with_subscriptions(cluster: Cluster) -> No
             sub.close()
 
 
-def test_a_slow_subscriber_of_many_partitions_holds_two_threads_not_all(
-    cluster: Cluster,
-) -> None:
-    # A pool of 4 threads; a subscriber of 8 partitions that takes 3 s per batch.
-    cluster.in_process(delivery=DeliveryOptions(threads=4))
-    client = cluster.client()
-    client.create_queue("slow", partitions=8)
+def _served_behind_a_slow_subscriber(client: Client, partitions: int) -> float:
+    """Seconds a message of another subscription takes while a subscriber of
+    ``partitions`` partitions, taking 3 s per batch, has a push of each pending."""
+    client.create_queue("slow", partitions=partitions)
     client.create_queue("fast", partitions=1)
     slow, fast = client.queue("slow"), client.queue("fast")
     started = threading.Event()
@@ -119,14 +119,23 @@ def test_a_slow_subscriber_of_many_partitions_holds_two_threads_not_all(
         slow.subscribe("s", sleepy),
         fast.subscribe("f", lambda m: arrived.append(time.monotonic())),
     ):
-        slow.put_batch([(b"x", "t", p) for p in range(8)])
+        slow.put_batch([(b"x", "t", p) for p in range(partitions)])
         assert started.wait(20)
         sent = time.monotonic()
         fast.put(b"y", "t")
         wait_for(lambda: bool(arrived), 20, "the fast subscription's message")
+    return arrived[0] - sent
+
+
+def test_a_slow_subscriber_of_many_partitions_holds_two_threads_not_all(
+    cluster: Cluster,
+) -> None:
+    # A pool of 4 threads; a subscriber of 8 partitions that takes 3 s per batch.
+    cluster.in_process(delivery=DeliveryOptions(threads=4))
     # Without a bound per subscriber, the 8 slow pushes would hold all 4 threads for
-    # 3 s and more; with it, two do, and the other subscription is served meanwhile.
-    assert arrived[0] - sent < 2.5
+    # 3 s and more; with it, two do (or none, awaiting their answers off the threads),
+    # and the other subscription is served meanwhile.
+    assert _served_behind_a_slow_subscriber(cluster.client(), 8) < 2.5
 
 
 def _established_to(port: int) -> int:
@@ -160,3 +169,13 @@ def test_the_partitions_of_one_subscriber_share_its_two_connections(cluster: Clu
         # Eight deliveries pushed to the subscriber, over two connections at most
         # (the pushes in flight to one address), not one each.
         assert 1 <= _established_to(port) <= PUSHES_PER_SUBSCRIBER
+
+
+def test_a_push_awaiting_its_answer_holds_no_thread(cluster: Cluster) -> None:
+    # One delivery thread; a subscriber of 2 partitions that takes 3 s per batch.
+    server = cluster.in_process(delivery=DeliveryOptions(threads=1))
+    assert server.subscriptions is not None
+    if not server.subscriptions._pool.awaits_replies:
+        pytest.skip("pushes wait on their thread where there is no epoll")
+    # Its two pushes are in flight, and the only thread is free for the other one.
+    assert _served_behind_a_slow_subscriber(cluster.client(), 2) < 2.5
