@@ -739,7 +739,13 @@ class SubscriptionWorker:
         if fd is not None:
             with self._flight_lock:
                 self._flight = flight
-            flight.wait = self._pool.await_reply(fd, self._send_lane, self.options.send_timeout)
+            try:
+                flight.wait = self._pool.await_reply(fd, self._send_lane, self.options.send_timeout)
+            except BaseException:  # the pool is stopped: the push is given up
+                with self._flight_lock:
+                    self._flight = None
+                connections.discard(client)
+                raise
         return flight
 
     def _receive(self, flight: _Flight) -> _Answer | None:
