@@ -236,7 +236,8 @@ class QueueAdmin:
                     end,
                 )
             )
-        owners = {p: v.value for p, v in self._owners.read_owners(name).items()}
+        # From the store: a description must not lag the puts this client made.
+        owners = {p: v.value for p, v in self._owners.read_owners(name, fresh=True).items()}
         return QueueDescription(
             info.name,
             info.partitions,

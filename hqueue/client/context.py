@@ -127,13 +127,15 @@ class QueueHandle:
             caching=caching,
         )
 
-    def owners(self) -> dict[int, OwnerInfo]:
+    def owners(self, *, fresh: bool = False) -> dict[int, OwnerInfo]:
         """Return the owner of each partition that has one, by partition, as the
-        client's watched metadata names them now.
+        client's watched metadata names them now (``fresh``: as the store does, for
+        reports that must not lag the puts this client made).
 
         :raises ConnectionLostError: if the metadata store cannot be read.
         """
-        return {p: v.value for p, v in self.context.owners.read_owners(self.name).items()}
+        owners = self.context.owners.read_owners(self.name, fresh=fresh)
+        return {p: v.value for p, v in owners.items()}
 
     def _sidecar_for(self, row_start: bytes) -> str | None:
         """Return the sidecar to read through (the owner of the range's first

@@ -432,7 +432,7 @@ def lag(
         raise InvalidArgumentError(
             f"'count_bound' must be an integer >= 0 (0 counts nothing), not {count_bound!r}"
         )
-    owners = queue.owners()
+    owners = queue.owners(fresh=True)  # a report must not lag this client's puts
     addresses = sorted({o.address for o in owners.values()})
     newest: dict[int, MessageId | None] = {}
     owner_of: dict[int, str] = {}

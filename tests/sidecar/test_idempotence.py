@@ -55,8 +55,8 @@ class OwnersVia:
         self._owners = client._context.owners
         self.via = via
 
-    def read_owner_info(self, queue: str, partition: int) -> Any:
-        entry = self._owners.read_owner_info(queue, partition)
+    def read_owner_info(self, queue: str, partition: int, *, fresh: bool = False) -> Any:
+        entry = self._owners.read_owner_info(queue, partition, fresh=fresh)
         address = entry.value.address
         return SimpleNamespace(value=SimpleNamespace(address=self.via.get(address, address)))
 

@@ -160,9 +160,10 @@ class PartitionOwnershipManager:
         }
         return {partition_of_key(key) for key in self._table(queue).remove_many(versions)}
 
-    def read_owners(self, queue: str) -> dict[int, Versioned[OwnerInfo]]:
-        """Return the owner of every owned partition of the queue, by partition."""
-        if self._cache is not None:
+    def read_owners(self, queue: str, *, fresh: bool = False) -> dict[int, Versioned[OwnerInfo]]:
+        """Return the owner of every owned partition of the queue, by partition;
+        ``fresh``: read from the store even with a cache."""
+        if self._cache is not None and not fresh:
             entries = self._cache.list(PARTITION_OWNER.table_name(queue))
             return {
                 partition_of_key(key): Versioned(OwnerInfo.from_value(v.value), v.version)
