@@ -21,9 +21,11 @@ larger than twice the number of subscribers expected to be slow at once
 (``--delivery-threads``).
 
 A push does not hold its thread while it waits for the answer, where the platform has
-``epoll`` (Linux): the step writes the request and returns, the timer thread watches
-the connection (:meth:`DeliveryPool.await_reply`) and wakes the lane once the answer
-is readable (or the send timeout passed), and the lane's next step reads it. So the
+``epoll`` (Linux): the step writes the request, waits a moment for a quick answer
+(:data:`hqueue.sidecar.workers.QUICK_ANSWER`, 2 ms) and otherwise returns, the timer
+thread watches the connection (:meth:`DeliveryPool.await_reply`) and wakes the lane
+once the answer is readable (or the send timeout passed), and the lane's next step
+reads it. So the
 pushes in flight are bounded by the subscribers (two each), not by the threads, and a
 slow subscriber holds no thread at all. Elsewhere a push waits on its thread.
 

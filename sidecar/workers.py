@@ -44,6 +44,7 @@ import collections
 import enum
 import itertools
 import logging
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -67,7 +68,7 @@ from hqueue.storage.contract import MessageStorage
 from hqueue.wire.connect import thrift_client
 from hqueue.wire.idl import subscriber as subscriber_idl
 
-__all__ = ["DeliveryOptions", "Route", "SubscriptionWorker", "WorkerState"]
+__all__ = ["QUICK_ANSWER", "DeliveryOptions", "Route", "SubscriptionWorker", "WorkerState"]
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +170,20 @@ class _Flight:
     wait: ReplyWait | None = None
     claimed: bool = False
     """whether its answer is being read (or it was given up): by one party only"""
+
+
+QUICK_ANSWER = 0.002
+"""Seconds a push waits for its answer on its thread before it leaves the wait to the
+pool's timer thread: a quick subscriber's answer is read at once, without the two
+hand-offs between threads (which cost a low-count push a few milliseconds), and a
+slow one holds the thread no longer than this."""
+
+
+def _answered_within(fd: int, timeout: float) -> bool:
+    """Whether connection ``fd`` has something to read within ``timeout`` s."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
 
 
 def _fileno(client: Any) -> int | None:
@@ -736,7 +751,7 @@ class SubscriptionWorker:
             raise
         flight = _Flight(route, sum(c.count for c in chunks), dead, client, began, len(values))
         fd = _fileno(client) if self._pool.awaits_replies else None
-        if fd is not None:
+        if fd is not None and not _answered_within(fd, QUICK_ANSWER):
             with self._flight_lock:
                 self._flight = flight
             try:
