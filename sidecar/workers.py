@@ -592,12 +592,15 @@ class SubscriptionWorker:
             if flight.claimed:
                 return None  # given up by stop()
             flight.claimed = True
-        answer = self._receive(flight)
-        self._pool.gate.leave(flight.route.address)
-        with self._flight_lock:
-            if self._flight is flight:
-                self._flight = None
-            self._landed.notify_all()
+        try:
+            answer = self._receive(flight)
+        finally:
+            # Whatever happened, the subscriber's place and this lane are free again.
+            self._pool.gate.leave(flight.route.address)
+            with self._flight_lock:
+                if self._flight is flight:
+                    self._flight = None
+                self._landed.notify_all()
         return self._answered(answer, flight.count, flight.dead)
 
     def _answered(self, answer: _Answer | None, count: int, dead: bool) -> float | None:
@@ -773,11 +776,14 @@ class SubscriptionWorker:
             if flight.wait is not None and flight.wait.expired:
                 raise TimeoutError("timed out")
             reply = client._recv("deliver")
+            answer = _Answer.of(reply)
             self.answered_ms = int(time.time() * 1000)
             if self._observe is not None:
                 self._observe[0](time.perf_counter() - flight.began)
                 self._observe[1](flight.messages)
-        except (OSError, TException, HQueueError) as exc:
+        except Exception as exc:
+            # A transport failure, or an answer that is not one (a subscriber's reply
+            # without a status): the connection's state is unknown either way.
             connections.discard(client)
             self._push_failed(address, exc)
             return None
@@ -785,7 +791,7 @@ class SubscriptionWorker:
             connections.discard(client)
             raise
         connections.give(address, client)
-        return _Answer.of(reply)
+        return answer
 
     def _push_failed(self, address: str, exc: BaseException) -> None:
         # A subscriber refusing this sidecar's credentials is retried too: its

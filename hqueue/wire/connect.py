@@ -346,7 +346,13 @@ class HappybaseConnection(happybase.Connection):
         if sock is None:
             return False  # not opened yet: open() will
         try:
-            readable, _, _ = select.select([sock], [], [], 0)
-        except (OSError, ValueError):
+            fd = sock.fileno()
+        except OSError:
             return True  # closed under us
-        return bool(readable)
+        if fd < 0:
+            return True
+        # poll, not select: select refuses descriptors of 1024 and more, which a
+        # sidecar with a thousand subscribers' connections reaches.
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))

@@ -272,15 +272,18 @@ def to_sidecar_exception(error: HQueueError) -> Any | None:
 def from_sidecar_exception(exc: Any) -> HQueueError:
     """Return the hqueue error a sidecar's declared exception stands for.
 
-    A declared exception whose message is or quotes a :func:`denial` (a sidecar
-    answers a denial with its call's ``TInvalidMessage``, and quotes its storage's in
-    a ``TUnavailable``) is an :class:`~hqueue.errors.AuthorizationError`.
+    A declared exception whose message is a :func:`denial` (a sidecar answers a
+    denial with its call's ``TInvalidMessage``), or a ``TUnavailable`` quoting one
+    (its storage's), is an :class:`~hqueue.errors.AuthorizationError`. Other
+    exceptions may quote names users chose, which are not looked into.
 
     :raises TypeError: if ``exc`` is not one of :data:`DECLARED`.
     """
-    denied = denial(thrift_message(exc))
-    if denied is not None:
-        return denied
+    message = thrift_message(exc)
+    if isinstance(exc, _Sidecar.TUnavailable) or message.startswith(NOT_AUTHORIZED):
+        denied = denial(message)
+        if denied is not None:
+            return denied
     for row in SIDECAR_ERRORS:
         if isinstance(exc, row.thrift):
             return row.from_thrift(exc)

@@ -15,7 +15,13 @@ import pytest
 
 from hqueue.errors import BadVersionError, SchemaValidationError
 from hqueue.metadata import MetaStore, Version
-from hqueue.metadata.backends.hbase.rows import COMMIT_COLUMN, INLINE_BYTES, entry_row
+from hqueue.metadata.backends.hbase.rows import (
+    COMMIT_COLUMN,
+    COUNTER_COLUMN,
+    INLINE_BYTES,
+    counter_row,
+    entry_row,
+)
 from hqueue.metadata.resources import HBASE_TABLE
 from tests.metadata.conftest import Backend
 
@@ -40,6 +46,9 @@ def test_a_partial_update_writes_only_the_changed_field(
     cells_before = commit_before["f"]
     # Small fields are held in the commit, large ones in cells of their own.
     assert commit_before["i"] == {"0": "1:0", "1": "1:1"}
+    # Its version is under "V": an older hqueue, which requires "v", refuses such a
+    # commit instead of reading or rewriting the entry without its inline fields.
+    assert "v" not in commit_before and commit_before["V"] == 0
     assert set(cells_before) == {"blob", "blob2"}
 
     table.update("s", {"0": "2:0", "blob": big + "y"})
@@ -231,3 +240,28 @@ def test_a_process_that_exits_without_closing_its_store_still_counts_its_changes
     assert done.returncode == 0, done.stderr.decode()
     # The watcher re-reads everything once a minute: only the counter brings it now.
     assert seen.wait(5)
+
+
+def test_a_store_that_cannot_start_a_thread_bumps_the_counter_itself(
+    hbase_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The counter's thread may fail to start (no thread left, or a write during
+    interpreter shutdown): the writer then bumps the counter itself. The failure to
+    start a thread is faked here (it cannot be caused otherwise without starving the
+    test process); the store and the server are real."""
+    store = hbase_backend.open()
+    table = store.create_table("no-thread")
+    client = table.client  # type: ignore[attr-defined]
+
+    def count() -> int:
+        cell = client.row(counter_row("no-thread"), [COUNTER_COLUMN]).get(COUNTER_COLUMN)
+        return 0 if cell is None else int.from_bytes(cell, "big", signed=True)
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    before = count()
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    table.put("k", {"a": 1}, Version.NEW)  # returns once counted: no thread to wait for
+    monkeypatch.undo()
+    assert count() == before + 1

@@ -19,7 +19,8 @@ from hqueue.security.exposure import exposure_warning, is_loopback
 from hqueue.security.secret import Secret
 from hqueue.security.tokens import Claims, generate_keys, load_private_key, mint
 from hqueue.spark.options import Connection
-from hqueue.wire.errors import denial
+from hqueue.wire.errors import denial, from_sidecar_exception
+from hqueue.wire.idl import sidecar as sidecar_idl
 
 
 @pytest.fixture
@@ -172,3 +173,18 @@ def test_the_servers_list_their_security_options_with_their_variables() -> None:
             "HQUEUE_PUSH_TOKEN_FILE",
         ):
             assert option in shown, (verb, option)
+
+
+def test_only_a_sidecars_unavailable_answer_is_looked_into_for_a_quoted_denial() -> None:
+    """A sidecar quotes its storage's denial in a TUnavailable; its other answers may
+    quote what users chose (a topic, a subscription), which is never a denial."""
+    idl = sidecar_idl()
+    quoted = "put of 'q' failed: not authorized: principal 'w' may not produce"
+    assert isinstance(from_sidecar_exception(idl.TUnavailable(message=quoted)), AuthorizationError)
+    user_text = "message 3: topic 'not authorized: me' is too long"
+    invalid = from_sidecar_exception(idl.TInvalidMessage(message=user_text, index=3))
+    assert not isinstance(invalid, AuthorizationError)
+    assert isinstance(
+        from_sidecar_exception(idl.TInvalidMessage(message="not authorized: x", index=-1)),
+        AuthorizationError,
+    )

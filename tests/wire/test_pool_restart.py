@@ -5,6 +5,8 @@ pooled connection."""
 
 from __future__ import annotations
 
+import os
+import resource
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,3 +63,26 @@ def test_a_connection_still_open_is_lent_again(gateway: StandaloneProcess) -> No
         assert second is first
     finally:
         hbase.close()
+
+
+def test_a_connection_with_a_high_descriptor_is_lent_again(gateway: StandaloneProcess) -> None:
+    """A process with a thousand open sockets (a sidecar pushing to a thousand
+    subscribers) gives new connections descriptors past 1024, which ``select``
+    refuses: the check must still tell an open connection from a closed one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    hbase = HBase(gateway.address, pool_size=2)
+    try:
+        with hbase.connection("first") as first:
+            first.client.getTableNames()
+            assert first._socket.sock.fileno() >= 1024
+        with hbase.connection("second") as second:
+            second.client.getTableNames()
+        assert second is first
+    finally:
+        hbase.close()
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

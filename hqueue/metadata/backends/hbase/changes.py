@@ -60,16 +60,24 @@ class ChangeCounters:
         """Note that ``table`` was written (a commit is done); its counter is bumped
         soon. After :meth:`close`, bump it at once instead."""
         with self._cond:
-            if not self._closed:
+            if not self._closed and self._started():
                 self._pending.add(table)
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._run, name="hqueue-hbase-changes", daemon=True
-                    )
-                    self._thread.start()
                 self._cond.notify_all()
                 return
         self._bump(table)
+
+    def _started(self) -> bool:
+        # Called holding _cond: whether the thread runs (starting it if need be). A
+        # thread that cannot start (none left; interpreter shutting down) leaves the
+        # writer to bump the counter itself.
+        if self._thread is None:
+            thread = threading.Thread(target=self._run, name="hqueue-hbase-changes", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:
+                return False
+            self._thread = thread
+        return True
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every change noted so far is counted; return whether it was
@@ -111,3 +119,6 @@ class ChangeCounters:
         except HQueueError as exc:
             # The writes are done; watchers only wait for their next full re-read.
             log.warning("change counter of %s not bumped: %s", table, exc)
+        except Exception:
+            # Not worth the thread: the other tables of the round still get theirs.
+            log.exception("change counter of %s not bumped", table)

@@ -4,9 +4,10 @@ One HBase table (``hqueue_metadata`` by default) holds every metastore table. Ro
 
 - ``e:{table}\\x00{key}``: an entry. Column ``m:c`` is the *commit*: a JSON object
   ``{"v": version, "i": {field: value}, "f": {field: cell id}, "s": session id
-  (ephemerals only), "g": [cell ids to collect], "x": 1 (deleted)}``. Small fields
-  are held in the commit itself (``"i"``, up to :data:`INLINE_BYTES` of them);
-  column ``d:{cell id}`` holds one larger field's JSON value.
+  (ephemerals only), "g": [cell ids to collect], "x": 1 (deleted)}``, its version
+  under ``"V"`` instead when it has an ``"i"``. Small fields are held in the commit
+  itself (``"i"``, up to :data:`INLINE_BYTES` of them); column ``d:{cell id}`` holds
+  one larger field's JSON value.
 - ``n:{table}``: column ``m:n`` counts the table's writes (``atomicIncrement``);
   watchers poll it to learn that something changed.
 - ``s:{session id}``: column ``m:s`` is a lease:
@@ -27,9 +28,10 @@ last id, an owner entry a sidecar's address), and a field held in the commit cos
 no cell write. An entry whose fields all fit is written with the one
 ``checkAndPut`` of its commit, which is what makes a checkpoint one write. The
 bound keeps the commit, which every compare-and-set sends twice and every table
-watch reads, small; fields past it go to cells as before. Readers of an older
-hqueue do not know ``"i"``: every process on one metadata table must run a version
-that does.
+watch reads, small; fields past it go to cells as before. An older hqueue does not
+know ``"i"``; such a commit names its version ``"V"``, which an older hqueue refuses
+as corrupt, so that a process not upgraded fails loudly rather than reading or
+writing entries without their inline fields.
 """
 
 from __future__ import annotations
@@ -133,7 +135,10 @@ class Commit:
 
     def encode(self) -> bytes:
         """Return the commit cell's bytes."""
-        document: dict[str, Any] = {"v": self.version}
+        # A commit holding inline fields names its version "V": hqueue before them
+        # requires "v", so it refuses such a commit as corrupt (loudly) instead of
+        # reading the entry without those fields, or writing it back without them.
+        document: dict[str, Any] = {"V" if self.inline and not self.deleted else "v": self.version}
         if self.deleted:
             document["x"] = 1
         else:
@@ -167,7 +172,7 @@ def parse_commit(raw: bytes) -> Commit:
     try:
         document = json.loads(raw)
         return Commit(
-            version=int(document["v"]),
+            version=int(document["v"] if "v" in document else document["V"]),
             fields=dict(document.get("f", {})),
             session=document.get("s"),
             garbage=tuple(document.get("g", ())),
