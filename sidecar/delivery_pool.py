@@ -434,6 +434,13 @@ class DeliveryPool:
             else:
                 self._poll(_POLL_MOST if wait is None else min(wait, _POLL_MOST))
 
+    def _forget_fd(self, fd: int) -> None:
+        # Its socket may have been closed meanwhile (a push given up): the timer thread
+        # must outlive that, or every delivery waiting on it would stall.
+        assert self._epoll is not None
+        with contextlib.suppress(OSError, ValueError):
+            self._epoll.unregister(fd)
+
     def _poll(self, timeout: float) -> None:
         """Wait up to ``timeout`` s for awaited replies; wake the lanes of those
         readable, and of those past their deadline."""
@@ -449,7 +456,7 @@ class DeliveryPool:
                     continue
                 wait = self._waits.pop(fd, None)
                 if wait is not None:
-                    self._epoll.unregister(fd)
+                    self._forget_fd(fd)
                     wait.ready = True
                     fired.append(wait)
             now = time.monotonic()
@@ -462,7 +469,7 @@ class DeliveryPool:
                 heapq.heappop(deadlines)
                 if current:
                     del waits[wait.fd]
-                    self._epoll.unregister(wait.fd)
+                    self._forget_fd(wait.fd)
                     wait.expired = True
                     fired.append(wait)
         for wait in fired:
