@@ -234,10 +234,24 @@ class Connections:
                 free.append((now, connection))
             else:
                 stale.append(connection)
-            if now - self._swept > min(self._idle, 5.0):
-                self._swept = now
-                stale.extend(self._expired(now - self._idle))
+            stale.extend(self._due(now))
         _close_all(stale)
+
+    def sweep(self) -> None:
+        """Close the connections unused for longer than the idle time, if it is time
+        to look (the pool's timer thread calls this: with no pushes, nothing gives a
+        connection back to look then)."""
+        with self._lock:
+            stale = self._due(time.monotonic())
+        _close_all(stale)
+
+    def _due(self, now: float) -> list[Any]:
+        """Take out the expired idle connections if the last look was long enough
+        ago, at most every few seconds (under the lock)."""
+        if now - self._swept <= min(self._idle, 5.0):
+            return []
+        self._swept = now
+        return self._expired(now - self._idle)
 
     @staticmethod
     def discard(connection: Any) -> None:
@@ -427,12 +441,14 @@ class DeliveryPool:
                     lane = None
                     wait = self._timers[0][0] - now if self._timers else None
                     if self._epoll is None:
-                        self._cond.wait(wait)
+                        self._cond.wait(_POLL_MOST if wait is None else min(wait, _POLL_MOST))
+                        self.connections.sweep()
                         continue
             if lane is not None:
                 lane._fire(when)
             else:
                 self._poll(_POLL_MOST if wait is None else min(wait, _POLL_MOST))
+                self.connections.sweep()
 
     def _forget_fd(self, fd: int) -> None:
         # Its socket may have been closed meanwhile (a push given up): the timer thread

@@ -6,6 +6,7 @@ thread."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hqueue import Client, Message
-from hqueue.sidecar.delivery_pool import PUSHES_PER_SUBSCRIBER, DeliveryPool, Lane
+from hqueue.sidecar.delivery_pool import PUSHES_PER_SUBSCRIBER, Connections, DeliveryPool, Lane
 from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.testing.cluster import Cluster, wait_for
 
@@ -74,6 +75,35 @@ def test_timers_wake_a_lane_later_and_only_the_soonest_counts() -> None:
         wait_for(lambda: len(times) == 3, 5, "the wake")
         time.sleep(0.2)
         assert len(times) == 3
+    finally:
+        pool.stop()
+
+
+class _Socketed:
+    """A push connection stand-in: a real socket pair's end, closed by close()."""
+
+    def __init__(self) -> None:
+        self.end, self._peer = socket.socketpair()
+
+    def close(self) -> None:
+        self.end.close()
+        self._peer.close()
+
+
+def test_idle_push_connections_are_closed_without_traffic() -> None:
+    """Connections unused for the idle time are closed by the pool's timer thread,
+    also when no push comes to give a connection back (after a burst to many
+    subscribers, their sockets would otherwise stay open for ever)."""
+    pool = DeliveryPool(1)
+    pool.connections = Connections(idle=0.2)
+    pool.start()
+    try:
+        kept = [_Socketed() for _ in range(3)]
+        for k, connection in enumerate(kept):
+            pool.connections.give(f"127.0.0.1:{9000 + k}", connection)
+        assert pool.connections.idle_count == 3
+        wait_for(lambda: pool.connections.idle_count == 0, 10, "the idle connections closed")
+        assert all(c.end.fileno() == -1 for c in kept)
     finally:
         pool.stop()
 
