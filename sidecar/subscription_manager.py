@@ -32,7 +32,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -109,10 +108,6 @@ class SubscriptionManager:
         self._subs = SubscriptionDataManager(membership.store)
         self._checkpoints = CheckpointWriter(self._subs)
         self.workers: dict[tuple[str, str, int], SubscriptionWorker] = {}
-        self._created: weakref.WeakKeyDictionary[SubscriptionWorker, int] = (
-            weakref.WeakKeyDictionary()
-        )
-        """the creation time of the subscription each worker was started for"""
         self._by_partition: dict[tuple[str, int], list[SubscriptionWorker]] = {}
         self.readers: dict[tuple[str, int], SharedReader] = {}
         """the shared reader of each (queue, partition) delivered here"""
@@ -298,7 +293,7 @@ class SubscriptionManager:
             elif (
                 want.held is not worker.held
                 or want.generation != worker.generation
-                or want.created_ms != self._created.get(worker)
+                or want.created_ms != worker.created_ms
             ):
                 # Reset, or deleted and created again (its generation back at 0, seen
                 # as a change when a watch folds the two): its position no longer counts.
@@ -361,10 +356,10 @@ class SubscriptionManager:
             self._windows.setdefault(key, LagWindow(self.options.lag_samples)),
             self._push_security,
             self._reader_of(want.held),
+            want.created_ms,
         )
         if checkpoint is not None:
             worker.checkpointed = worker.delivered = MessageId.parse(checkpoint)
-        self._created[worker] = want.created_ms
         with self._lock:
             if self._stopping.is_set() or want.held.state is not PartitionState.WRITABLE:
                 return
@@ -482,7 +477,7 @@ class SubscriptionManager:
         results = self._checkpoints.write_many(
             {
                 key: (
-                    (self._created.get(items[0][0], 0), items[0][0].generation),
+                    (items[0][0].created_ms, items[0][0].generation),
                     {w.partition: str(d) for w, d in items},
                 )
                 for key, items in moved.items()

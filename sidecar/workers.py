@@ -44,7 +44,6 @@ import collections
 import enum
 import itertools
 import logging
-import select
 import threading
 import time
 from collections.abc import Callable
@@ -65,7 +64,7 @@ from hqueue.sidecar.lag_window import LagStatus, LagWindow
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.sidecar.shared_reader import IDLE_RECHECK, SharedReader
 from hqueue.storage.contract import MessageStorage
-from hqueue.wire.connect import thrift_client
+from hqueue.wire.connect import readable, thrift_client
 from hqueue.wire.idl import subscriber as subscriber_idl
 
 __all__ = ["QUICK_ANSWER", "DeliveryOptions", "Route", "SubscriptionWorker", "WorkerState"]
@@ -179,13 +178,6 @@ hand-offs between threads (which cost a low-count push a few milliseconds), and 
 slow one holds the thread no longer than this."""
 
 
-def _answered_within(fd: int, timeout: float) -> bool:
-    """Whether connection ``fd`` has something to read within ``timeout`` s."""
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(timeout * 1000))
-
-
 def _fileno(client: Any) -> int | None:
     """The socket of a thriftpy2 client made by :func:`thrift_client` (None if it is
     not found: the push then waits on its thread)."""
@@ -219,12 +211,16 @@ class SubscriptionWorker:
         window: LagWindow | None = None,
         security: ClientSecurity = PLAIN_CLIENT,
         shared: SharedReader | None = None,
+        created_ms: int = 0,
     ) -> None:
         self.held = held
         self.queue = held.queue
         self.partition = held.partition
         self.subscription = subscription
         self.generation = generation
+        self.created_ms = created_ms
+        """when the subscription delivered was created: tells one created again under
+        its name (its generation back at 0) from this one"""
         self.topics = topics
         self.start_id = start
         self._storage = storage
@@ -754,7 +750,7 @@ class SubscriptionWorker:
             raise
         flight = _Flight(route, sum(c.count for c in chunks), dead, client, began, len(values))
         fd = _fileno(client) if self._pool.awaits_replies else None
-        if fd is not None and not _answered_within(fd, QUICK_ANSWER):
+        if fd is not None and not readable(fd, QUICK_ANSWER):
             with self._flight_lock:
                 self._flight = flight
             try:

@@ -301,6 +301,16 @@ def thrift_client(
     return TClient(service, TBinaryProtocolFactory().get_protocol(transport))
 
 
+def readable(fd: int, timeout: float) -> bool:
+    """Return whether socket ``fd`` has something to read (bytes, the peer's close or
+    an error) within ``timeout`` seconds. Uses poll, not select: select refuses
+    descriptors of 1024 and more, which a sidecar with a thousand subscribers'
+    connections reaches."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)  # POLLHUP and POLLERR are reported anyway
+    return bool(poller.poll(timeout * 1000))
+
+
 class HappybaseConnection(happybase.Connection):
     """A ``happybase.Connection`` whose connection is opened by :func:`open_socket`:
     TLS and a token as ``security`` says. Takes happybase's arguments; ``gateway``
@@ -349,10 +359,4 @@ class HappybaseConnection(happybase.Connection):
             fd = sock.fileno()
         except OSError:
             return True  # closed under us
-        if fd < 0:
-            return True
-        # poll, not select: select refuses descriptors of 1024 and more, which a
-        # sidecar with a thousand subscribers' connections reaches.
-        poller = select.poll()
-        poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
-        return bool(poller.poll(0))
+        return fd < 0 or readable(fd, 0.0)
