@@ -10,15 +10,46 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9090
 METRICS_PORT ?= 9464
 ZK_JAR := /usr/share/java/zookeeper.jar
+# Apache HBase for `make run-hbase` and the suite's real cluster: its published jars,
+# resolved by docker/hbase/pom.xml into the local Maven repository (~/.m2 keeps them),
+# the class path written to build/hbase/ (git-ignored). HBASE_VERSION=2.5.8 runs the
+# older line; the ports are run-hbase's.
+HBASE_VERSION ?= 2.6.1
+HBASE_CLASSPATH_FILE := $(CURDIR)/build/hbase/classpath-$(HBASE_VERSION).txt
+HBASE_DATA ?= .hqueue-hbase
+ZOOKEEPER_PORT ?= 2181
+THRIFT1_PORT ?= 9090
+THRIFT2_PORT ?= 9091
+SIDECAR_PORTS ?= 9092,9093
+MASTER_PORT ?= 16000
+REGIONSERVER_PORTS ?= 16020,16021
 DIST   ?= dist
 # Per checkout (build/ is git-ignored), so that two checkouts on one machine do not
 # share it; removed after a run that passed, kept after one that failed.
 SMOKE_VENV ?= $(CURDIR)/build/smoke-venv
 
-.PHONY: run test venv deps-test zookeeper crosslang-deps compose-config lint staged typecheck imports pytest test-unit wheel smoke bench clean
+.PHONY: run run-hbase hbase-classpath test venv deps-test zookeeper crosslang-deps compose-config lint staged typecheck imports pytest test-unit wheel smoke bench clean
 
 run: $(BIN)/hqueue
 	$(BIN)/hqueue standalone --data-dir $(DATA) --host $(HOST) --port $(PORT) --metrics-port $(METRICS_PORT)
+
+# hqueue on a real Apache HBase on this machine: ZooKeeper, a master, two region servers,
+# both Thrift gateways (each a JVM) and a sidecar beside each region server; one ready
+# line, Ctrl-C stops it all (docs/deploy.md).
+run-hbase: $(BIN)/hqueue zookeeper hbase-classpath
+	HQUEUE_HBASE_CLASSPATH_FILE=$(HBASE_CLASSPATH_FILE) $(BIN)/python -m hqueue.testing.run_hbase \
+	  --data-dir $(HBASE_DATA) --hbase-version $(HBASE_VERSION) --zookeeper-port $(ZOOKEEPER_PORT) \
+	  --thrift1-port $(THRIFT1_PORT) --thrift2-port $(THRIFT2_PORT) --sidecar-ports $(SIDECAR_PORTS) \
+	  --master-port $(MASTER_PORT) --regionserver-ports $(REGIONSERVER_PORTS)
+
+hbase-classpath: $(HBASE_CLASSPATH_FILE)
+
+$(HBASE_CLASSPATH_FILE): docker/hbase/pom.xml
+	@mkdir -p $(dir $@)
+	@echo "resolving Apache HBase $(HBASE_VERSION) from Maven Central"
+	mvn -q -B -f docker/hbase/pom.xml -Dhbase.version=$(HBASE_VERSION) \
+	  dependency:build-classpath -Dmdep.outputFile=$@.tmp
+	mv $@.tmp $@
 
 $(BIN)/hqueue: setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -93,7 +124,8 @@ lint: deps-test
 # fixtures start once; each worker starts its own session servers. PYTEST_WORKERS=0
 # runs the suite in one process.
 PYTEST_WORKERS ?= 2
-pytest: deps-test zookeeper crosslang-deps
+pytest: deps-test zookeeper crosslang-deps hbase-classpath
+	HQUEUE_HBASE_CLASSPATH_FILE=$(HBASE_CLASSPATH_FILE) \
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # The tests that need no server and no Java (marked `unit` by tests/conftest.py): seconds.
@@ -154,4 +186,4 @@ bench-smoke: deps-test bench-deps zookeeper
 	$(BIN)/python bench/soak_requests.py --smoke
 
 clean:
-	rm -rf $(VENV) $(DATA) $(DIST) $(SMOKE_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DATA) $(HBASE_DATA) $(DIST) $(SMOKE_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -167,7 +167,7 @@ class THBaseHandler(THBaseDataCalls):
         return H2.THRegionLocation(
             serverName=H2.TServerName(hostName=host, port=port, startCode=desc.created_ms),
             regionInfo=H2.THRegionInfo(
-                regionId=region.region_id,
+                regionId=0,  # as HBase's Thrift2 gateway, which never sets it
                 tableName=desc.name,
                 startKey=region.start,
                 endKey=region.end,

@@ -5,8 +5,10 @@ locations). Thrift and socket errors become hqueue's at this boundary.
 
 The two gateways are two addresses, so they can name two clusters; nothing in HBase
 says which cluster a gateway serves. What both report alike is a table's regions, each
-with the id HBase gave it when the table was made: one cluster's gateways report the
-same ids, another cluster's table of that name has others, or is missing. So the
+with its key range and the region server (host and RPC port) serving it: one cluster's
+gateways report the same, another cluster's table of that name is served by other
+region servers, or is missing. (HBase's Thrift2 gateway leaves a region's id unset, 0,
+so the id cannot be compared.) So the
 first admin call compares one table both gateways can see, and a table made through
 Thrift2 must be seen through Thrift1, region for region, before anything else is
 written (:meth:`HBase.create_table`).
@@ -59,8 +61,9 @@ _COMPARE_ATTEMPTS = 3
 """Tables the first admin call looks at before it gives up comparing (each one may be
 dropped or split while it looks)."""
 
-Regions = frozenset[tuple[bytes, bytes, int]]
-"""A table's regions as a gateway reports them: start key, end key, region id."""
+Regions = frozenset[tuple[bytes, bytes, str, int]]
+"""A table's regions as a gateway reports them: start key, end key, and the host and
+RPC port of the region server serving each."""
 
 
 def identify_service(
@@ -102,6 +105,13 @@ def identify_service(
         finally:
             client.close()
     return None
+
+
+def _host(name: bytes | str | None) -> str:
+    """A region server's host name as either gateway reports it (Thrift1 in bytes)."""
+    if isinstance(name, bytes):
+        return name.decode(errors="replace")
+    return name or ""
 
 
 def _not_the_service(
@@ -403,7 +413,7 @@ class HBase:
     def create_table(self, what: str, descriptor: Any, split_keys: list[bytes]) -> None:
         """Create a table (a Thrift2 ``TTableDescriptor``, pre-split at ``split_keys``)
         through the Thrift2 gateway, and make sure that the Thrift1 gateway sees that
-        very table: the same regions with the same region ids. Otherwise, or if that
+        very table: the same regions on the same region servers. Otherwise, or if that
         cannot be checked, the table is dropped again through the Thrift2 gateway, so
         a failed create leaves no table on either cluster.
 
@@ -468,7 +478,9 @@ class HBase:
         """The regions of ``table`` through the Thrift1 gateway (none if missing)."""
         with self.client(what) as data:
             found = data.getTableRegions(table)
-        return frozenset((r.startKey or b"", r.endKey or b"", r.id) for r in found)
+        return frozenset(
+            (r.startKey or b"", r.endKey or b"", _host(r.serverName), r.port) for r in found
+        )
 
     @staticmethod
     def _admin_regions(admin: Any, table: bytes) -> Regions:
@@ -480,7 +492,12 @@ class HBase:
                 return frozenset()
             raise
         return frozenset(
-            (r.regionInfo.startKey or b"", r.regionInfo.endKey or b"", r.regionInfo.regionId)
+            (
+                r.regionInfo.startKey or b"",
+                r.regionInfo.endKey or b"",
+                _host(r.serverName.hostName),
+                r.serverName.port,
+            )
             for r in found
         )
 

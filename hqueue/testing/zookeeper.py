@@ -83,8 +83,11 @@ class ZooKeeperServer:
     keep it, as production does.
     """
 
-    def __init__(self, work_dir: Path, tick_ms: int = 200, force_sync: bool = False) -> None:
+    def __init__(
+        self, work_dir: Path, tick_ms: int = 200, force_sync: bool = False, port: int = 0
+    ) -> None:
         self.work_dir = Path(work_dir)
+        self._fixed_port = port
         self.tick_ms = tick_ms
         self.force_sync = force_sync
         self.host = DEFAULT_HOST
@@ -98,18 +101,19 @@ class ZooKeeperServer:
         return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 60.0, attempts: int = 3) -> ZooKeeperServer:
-        """Start the server on a free port and wait until it answers ``ruok``; return
-        self. A port taken in between is retried, up to ``attempts`` starts.
+        """Start the server on its port (a free one unless given) and wait until it
+        answers ``ruok``; return self. A free port taken in between is retried, up to
+        ``attempts`` starts.
 
         :raises RuntimeError: it exited or did not answer in time (its log is in the message).
         """
         for attempt in range(attempts):
-            self.port = free_port()
+            self.port = self._fixed_port or free_port()
             self._spawn()
             if self._wait_ready(timeout):
                 return self
             self.stop()
-            if attempt == attempts - 1:
+            if attempt == attempts - 1 or self._fixed_port:
                 break
         raise RuntimeError(f"ZooKeeper did not start:\n{self.log_path.read_text()[-4000:]}")
 

@@ -1,0 +1,569 @@
+"""A real Apache HBase for tests, benchmarks and ``make run-hbase``: a master, region
+servers, the Thrift1 and Thrift2 gateways, each in a JVM of its own, started from
+HBase's published jars the way ``bin/hbase`` starts them.
+
+:class:`HBaseCluster` is a pseudo-distributed cluster on one host
+(``hbase.cluster.distributed=true``, data on the local file system under its work
+directory), coordinated by a real ZooKeeper (:class:`~hqueue.testing.zookeeper.ZooKeeperServer`,
+its own unless one is given). Each role is a :class:`JavaRole` that can be killed with
+``kill -9``, frozen with SIGSTOP and resumed, and restarted on its ports; the cluster is
+ready when every role printed its own ready line (the master's "completed
+initialization", each region server's "Serving as", each gateway's "starting HBase")
+and the Thrift1 gateway answers: no sleeping.
+
+The jars come from ``$HQUEUE_HBASE_CLASSPATH`` (a Java class path), else from the
+class-path file ``make hbase-classpath`` writes (``build/hbase/classpath-VERSION.txt``
+in the current directory, or the file ``$HQUEUE_HBASE_CLASSPATH_FILE`` names).
+
+What the cluster sets (also what docs/deploy.md recommends) is
+:data:`GATEWAY_CLIENT_SETTINGS`: the gateways' own HBase client gives a write up well
+before hqueue's sidecar does, so a write the sidecar reported as failed cannot land
+minutes later.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+import happybase
+
+from hqueue.settings import DEFAULT_HOST
+from hqueue.testing.process import free_port
+from hqueue.testing.zookeeper import ZooKeeperServer
+
+__all__ = [
+    "DEFAULT_HBASE_VERSION",
+    "ENV_HBASE_CLASSPATH",
+    "ENV_HBASE_CLASSPATH_FILE",
+    "GATEWAY_CLIENT_SETTINGS",
+    "HBaseCluster",
+    "HBasePorts",
+    "JavaRole",
+    "hbase_available",
+    "hbase_classpath",
+    "port_free",
+    "process_cpu_seconds",
+    "process_rss",
+]
+
+DEFAULT_HBASE_VERSION = "2.6.1"
+"""The HBase release docker/hbase/pom.xml pins (``make hbase-classpath`` resolves it)."""
+
+ENV_HBASE_CLASSPATH = "HQUEUE_HBASE_CLASSPATH"
+ENV_HBASE_CLASSPATH_FILE = "HQUEUE_HBASE_CLASSPATH_FILE"
+
+# What bin/hbase adds on JDK 17 (HBase's hbase-site.xml notes, "JDK 17 flags").
+JDK17_FLAGS = (
+    "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true",
+    "--add-modules",
+    "jdk.unsupported",
+    "--add-opens",
+    "java.base/java.io=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.util=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.util.concurrent=ALL-UNNAMED",
+    "--add-exports",
+    "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports",
+    "java.security.jgss/sun.security.krb5=ALL-UNNAMED",
+    "--add-exports",
+    "java.base/sun.net.dns=ALL-UNNAMED",
+    "--add-exports",
+    "java.base/sun.net.util=ALL-UNNAMED",
+)
+
+GATEWAY_CLIENT_SETTINGS: Mapping[str, str] = {
+    # The gateways' HBase client would retry a write for 20 minutes (15 retries, an
+    # operation timeout of 1,200,000 ms): bounded here to 20 s in all, below the 30 s a
+    # sidecar waits for the gateway, so a write whose outcome the sidecar does not know
+    # has ended, one way or the other, before the sidecar gives up on it.
+    "hbase.client.operation.timeout": "20000",
+    "hbase.client.retries.number": "5",
+    "hbase.rpc.timeout": "10000",
+    "hbase.client.pause": "100",
+}
+
+_MAIN = {
+    "master": "org.apache.hadoop.hbase.master.HMaster",
+    "regionserver": "org.apache.hadoop.hbase.regionserver.HRegionServer",
+    "thrift1": "org.apache.hadoop.hbase.thrift.ThriftServer",
+    "thrift2": "org.apache.hadoop.hbase.thrift2.ThriftServer",
+}
+_READY = {
+    "master": re.compile(r"Master has completed initialization"),
+    "regionserver": re.compile(r"HRegionServer: Serving as "),
+    "thrift1": re.compile(r"starting HBase \S+ Thrift server"),
+    "thrift2": re.compile(r"starting HBase \S+ Thrift server"),
+}
+_VERSION = re.compile(r"HBase (\d+\.\d+\.\d+\S*)")
+
+_LOG4J2 = """\
+status = warn
+appender.console.type = Console
+appender.console.name = STDERR
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{ISO8601} %-5p [%t] %c{2}: %.2000m%n
+rootLogger = INFO,STDERR
+logger.zookeeper.name = org.apache.zookeeper
+logger.zookeeper.level = WARN
+logger.hadoop.name = org.apache.hadoop.metrics2
+logger.hadoop.level = WARN
+"""
+
+
+def hbase_classpath(version: str = DEFAULT_HBASE_VERSION) -> str | None:
+    """Return the Java class path HBase runs from, or ``None`` if it was not resolved:
+    ``$HQUEUE_HBASE_CLASSPATH``, else the file ``$HQUEUE_HBASE_CLASSPATH_FILE`` names,
+    else ``build/hbase/classpath-VERSION.txt`` under the current directory."""
+    given = os.environ.get(ENV_HBASE_CLASSPATH)
+    if given:
+        return given
+    path = Path(
+        os.environ.get(ENV_HBASE_CLASSPATH_FILE) or Path("build/hbase") / f"classpath-{version}.txt"
+    )
+    if path.is_file():
+        text = path.read_text().strip()
+        return text or None
+    return None
+
+
+def hbase_available(version: str = DEFAULT_HBASE_VERSION) -> bool:
+    """Return whether ``java`` is on the PATH and HBase's class path was resolved."""
+    return shutil.which("java") is not None and hbase_classpath(version) is not None
+
+
+def port_free(host: str, port: int) -> bool:
+    """Return whether a TCP server could bind ``port`` on ``host`` now."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+@dataclass
+class HBasePorts:
+    """The cluster's ports (0: a free one, chosen at :meth:`HBaseCluster.start`).
+
+    ``region_servers`` holds one RPC port per region server."""
+
+    master: int = 0
+    region_servers: list[int] = field(default_factory=lambda: [0, 0])
+    thrift1: int = 0
+    thrift2: int = 0
+
+    def resolve(self, host: str) -> None:
+        """Give every 0 a free port of ``host``.
+
+        :raises RuntimeError: a port given is taken (the message names it)."""
+        for name, port in self.named():
+            if port and not port_free(host, port):
+                raise RuntimeError(f"port {port} ({name}) is taken on {host}")
+        self.master = self.master or free_port(host)
+        self.region_servers = [p or free_port(host) for p in self.region_servers]
+        self.thrift1 = self.thrift1 or free_port(host)
+        self.thrift2 = self.thrift2 or free_port(host)
+
+    def named(self) -> list[tuple[str, int]]:
+        """Each port with the role it is for."""
+        named = [("HBase master", self.master)]
+        named += [(f"region server {i}", p) for i, p in enumerate(self.region_servers)]
+        named += [("Thrift1 gateway", self.thrift1), ("Thrift2 gateway", self.thrift2)]
+        return named
+
+
+class JavaRole:
+    """One HBase daemon in a JVM of its own: started, waited for, killed, frozen.
+
+    Its log (stdout and stderr) is ``<conf dir>/../<name>.log``; it is ready once a line
+    matching its ready pattern was logged after its start."""
+
+    def __init__(self, name: str, cmd: list[str], log_path: Path, ready: re.Pattern[str]) -> None:
+        self.name = name
+        self.cmd = cmd
+        self.log_path = log_path
+        self.ready = ready
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
+
+    @property
+    def pid(self) -> int | None:
+        """The JVM's process id while it runs."""
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+
+    def spawn(self) -> None:
+        """Start the JVM (in a session of its own, so Ctrl-C of a terminal reaches only
+        the harness, which stops it in order)."""
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.log_path.parent,
+                start_new_session=True,
+            )
+
+    def wait_ready(self, deadline: float) -> None:
+        """Wait until the role logged its ready line.
+
+        :raises RuntimeError: it exited, or ``deadline`` (monotonic) passed; the end of
+            its log is in the message."""
+        delay = 0.05
+        while True:
+            if self.proc is None or self.proc.poll() is not None:
+                raise RuntimeError(f"HBase {self.name} exited:\n{self.log_tail()}")
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_offset)
+                if self.ready.search(log.read().decode(errors="replace")):
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"HBase {self.name} did not get ready:\n{self.log_tail()}")
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.25)
+
+    def log_tail(self, size: int = 6000) -> str:
+        """The end of the role's log."""
+        try:
+            return self.log_path.read_bytes()[-size:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """``kill -9`` and reap it; nothing if it is not running."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM (HBase's own shutdown hook runs), then ``kill -9`` after ``timeout``."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.resume()
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP: the JVM freezes, its sockets stay open (a long GC pause, a frozen VM)."""
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def rss_bytes(self) -> int:
+        """The JVM's resident memory now (0 if it is not running)."""
+        return process_rss(self.pid)
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds (user + system) the JVM has spent (0 if it is not running)."""
+        return process_cpu_seconds(self.pid)
+
+
+def process_rss(pid: int | None) -> int:
+    """Resident memory in bytes of process ``pid`` (0 if there is none)."""
+    if pid is None:
+        return 0
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def process_cpu_seconds(pid: int | None) -> float:
+    """CPU seconds (user + system) process ``pid`` has spent (0 if there is none)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class HBaseCluster:
+    """A pseudo-distributed Apache HBase under ``work_dir``: master, ``len(ports.
+    region_servers)`` region servers, the Thrift1 and Thrift2 gateways, each a JVM.
+
+    ``zookeeper`` is the ZooKeeper it registers in (its own, started and stopped with
+    the cluster, when ``None``); the cluster's znodes live under ``znode_parent``.
+    ``settings`` are added to (and override) the hbase-site.xml the harness writes.
+    ``heap_mb`` is each JVM's heap.
+
+    After :meth:`start`: :attr:`thrift1_address`, :attr:`thrift2_address`,
+    :attr:`zookeeper_hosts`, :attr:`version`, :attr:`startup_seconds`, and the roles
+    by name (:attr:`roles`: ``master``, ``regionserver0``, ``regionserver1``, ...,
+    ``thrift1``, ``thrift2``).
+    """
+
+    def __init__(
+        self,
+        work_dir: Path,
+        *,
+        ports: HBasePorts | None = None,
+        zookeeper: ZooKeeperServer | None = None,
+        znode_parent: str = "/hbase",
+        settings: Mapping[str, str] | None = None,
+        heap_mb: int = 384,
+        version: str = DEFAULT_HBASE_VERSION,
+        classpath: str | None = None,
+        host: str = DEFAULT_HOST,
+    ) -> None:
+        self.work_dir = Path(work_dir)
+        self.ports = ports or HBasePorts()
+        self.host = host
+        self.znode_parent = znode_parent
+        self.settings = dict(settings or {})
+        self.heap_mb = heap_mb
+        self.version = version
+        self._classpath = classpath
+        self.zookeeper = zookeeper
+        self._own_zookeeper = zookeeper is None
+        self.roles: dict[str, JavaRole] = {}
+        self.startup_seconds = 0.0
+
+    # ------------------------------------------------------------------ addresses
+
+    @property
+    def thrift1_address(self) -> str:
+        """``host:port`` of the Thrift1 gateway (hqueue's ``--hbase``)."""
+        return f"{self.host}:{self.ports.thrift1}"
+
+    @property
+    def thrift2_address(self) -> str:
+        """``host:port`` of the Thrift2 gateway (hqueue's ``--hbase-admin``)."""
+        return f"{self.host}:{self.ports.thrift2}"
+
+    @property
+    def zookeeper_hosts(self) -> str:
+        """The ZooKeeper connect string the cluster registers in."""
+        assert self.zookeeper is not None, "the cluster was not started"
+        return self.zookeeper.hosts
+
+    @property
+    def region_servers(self) -> list[JavaRole]:
+        """The region servers' roles, in order."""
+        return [self.roles[f"regionserver{i}"] for i in range(len(self.ports.region_servers))]
+
+    def region_server_address(self, index: int) -> str:
+        """``host:port`` (RPC) of region server ``index``, as HBase reports it."""
+        return f"{self.host}:{self.ports.region_servers[index]}"
+
+    # ------------------------------------------------------------------ start and stop
+
+    def start(self, timeout: float = 180.0) -> HBaseCluster:
+        """Write the configuration, start ZooKeeper (if the cluster's own) and every
+        role, and wait until all are ready and the Thrift1 gateway lists tables; return
+        self.
+
+        :raises RuntimeError: HBase's jars are missing, a port is taken, or a role
+            exited or did not get ready in time (its log is in the message); whatever
+            was started is stopped again.
+        """
+        classpath = self._classpath or hbase_classpath(self.version)
+        if classpath is None:
+            raise RuntimeError(
+                f"HBase {self.version}'s jars are not resolved: run `make hbase-classpath` "
+                f"(or set ${ENV_HBASE_CLASSPATH})"
+            )
+        if shutil.which("java") is None:
+            raise RuntimeError("no `java` on the PATH: HBase needs Java 17")
+        began = time.monotonic()
+        self.ports.resolve(self.host)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.work_dir / "conf"
+        conf.mkdir(exist_ok=True)
+        try:
+            if self.zookeeper is None:
+                self.zookeeper = ZooKeeperServer(self.work_dir / "zookeeper").start()
+            self._write_conf(conf)
+            self._make_roles(f"{conf}:{classpath}", conf)
+            deadline = time.monotonic() + timeout
+            # The gateways and region servers wait for the master on their own; starting
+            # them together saves most of a minute.
+            for role in self.roles.values():
+                role.spawn()
+            for role in self.roles.values():
+                role.wait_ready(deadline)
+            self._wait_serving(deadline)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+        self.version = self._logged_version() or self.version
+        return self
+
+    def _write_conf(self, conf: Path) -> None:
+        assert self.zookeeper is not None
+        root = self.work_dir / "root"
+        site = {
+            "hbase.cluster.distributed": "true",
+            "hbase.rootdir": root.resolve().as_uri(),
+            "hbase.tmp.dir": str((self.work_dir / "tmp").resolve()),
+            # The local file system has no hflush/hsync (HBase's own advice for it).
+            "hbase.unsafe.stream.capability.enforce": "false",
+            "hbase.wal.provider": "filesystem",
+            "hbase.zookeeper.quorum": self.zookeeper.host,
+            "hbase.zookeeper.property.clientPort": str(self.zookeeper.port),
+            "zookeeper.znode.parent": self.znode_parent,
+            "hbase.master.hostname": self.host,
+            "hbase.unsafe.regionserver.hostname": self.host,
+            "hbase.master.ipc.address": self.host,
+            "hbase.regionserver.ipc.address": self.host,
+            "hbase.master.port": str(self.ports.master),
+            "hbase.master.info.port": "-1",
+            "hbase.regionserver.info.port": "-1",
+            "hbase.thrift.info.port": "-1",
+            "hbase.regionserver.thrift.framed": "false",
+            # A killed region server is noticed within seconds, not the default 90 s.
+            "zookeeper.session.timeout": "10000",
+            # One JVM of 384 MiB per role on a 2-core machine: small caches and pools.
+            "hbase.regionserver.handler.count": "16",
+            "hfile.block.cache.size": "0.2",
+            "hbase.regionserver.global.memstore.size": "0.3",
+            "hbase.master.wait.on.regionservers.mintostart": "1",
+            **GATEWAY_CLIENT_SETTINGS,
+            **self.settings,
+        }
+        body = "".join(
+            f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
+            for k, v in site.items()
+        )
+        (conf / "hbase-site.xml").write_text(f"<configuration>\n{body}</configuration>\n")
+        (conf / "log4j2.properties").write_text(_LOG4J2)
+
+    def _make_roles(self, classpath: str, conf: Path) -> None:
+        java = shutil.which("java") or "java"
+        base = [
+            java,
+            f"-Xmx{self.heap_mb}m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Djava.net.preferIPv4Stack=true",
+            f"-Dlog4j2.configurationFile={conf / 'log4j2.properties'}",
+            *JDK17_FLAGS,
+            "-cp",
+            classpath,
+        ]
+
+        def role(name: str, kind: str, *args: str) -> None:
+            cmd = [*base, _MAIN[kind], *args, "start"]
+            self.roles[name] = JavaRole(name, cmd, self.work_dir / f"{name}.log", _READY[kind])
+
+        role("master", "master")
+        for i, port in enumerate(self.ports.region_servers):
+            # As bin/local-regionservers.sh gives each region server its port.
+            role(f"regionserver{i}", "regionserver", "-D", f"hbase.regionserver.port={port}")
+        for kind, port in (("thrift1", self.ports.thrift1), ("thrift2", self.ports.thrift2)):
+            role(kind, kind, "-threadpool", "-b", self.host, "-p", str(port))
+
+    def _wait_serving(self, deadline: float) -> None:
+        """Wait until the Thrift1 gateway lists tables (the master has assigned
+        ``hbase:meta`` and the gateway reaches it)."""
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                conn = happybase.Connection(self.host, self.ports.thrift1, timeout=10_000)
+                try:
+                    conn.tables()
+                    return
+                finally:
+                    conn.close()
+            except Exception as exc:  # any failure means "not yet"
+                last = exc
+                time.sleep(0.2)
+        raise RuntimeError(f"HBase's Thrift1 gateway does not answer: {last}")
+
+    def _logged_version(self) -> str | None:
+        match = _VERSION.search(self.roles["master"].log_tail(200_000))
+        return match[1] if match else None
+
+    def stop(self) -> None:
+        """Stop every role (gateways first, the master last) and the cluster's own
+        ZooKeeper; idempotent."""
+        for name in (
+            "thrift1",
+            "thrift2",
+            *sorted(n for n in self.roles if n.startswith("region")),
+        ):
+            if name in self.roles:
+                self.roles[name].stop(timeout=15)
+        if "master" in self.roles:
+            self.roles["master"].stop(timeout=15)
+        if self._own_zookeeper and self.zookeeper is not None:
+            self.zookeeper.stop()
+
+    def kill_all(self) -> None:
+        """``kill -9`` every role (and the cluster's own ZooKeeper)."""
+        for role in self.roles.values():
+            role.kill()
+        if self._own_zookeeper and self.zookeeper is not None:
+            self.zookeeper.stop(timeout=1)
+
+    def restart(self, name: str, timeout: float = 120.0) -> JavaRole:
+        """Start role ``name`` again on its ports (after :meth:`JavaRole.kill` or
+        :meth:`JavaRole.stop`) and wait for its ready line; return it.
+
+        :raises RuntimeError: it did not get ready in time."""
+        role = self.roles[name]
+        role.kill()
+        role.spawn()
+        role.wait_ready(time.monotonic() + timeout)
+        return role
+
+    # ------------------------------------------------------------------ reports
+
+    def memory(self) -> dict[str, int]:
+        """Resident memory in bytes of each running role's JVM (and ZooKeeper's)."""
+        rss = {name: role.rss_bytes() for name, role in self.roles.items()}
+        if self._own_zookeeper and self.zookeeper is not None and self.zookeeper.proc is not None:
+            rss["zookeeper"] = process_rss(self.zookeeper.proc.pid)
+        return rss
+
+    def ready_line(self) -> str:
+        """One line naming the gateways, ZooKeeper, the region servers and the version."""
+        servers = ",".join(
+            self.region_server_address(i) for i in range(len(self.ports.region_servers))
+        )
+        return (
+            f"hbase-thrift1={self.thrift1_address} hbase-thrift2={self.thrift2_address} "
+            f"zookeeper={self.zookeeper_hosts} regionservers={servers} hbase={self.version}"
+        )
