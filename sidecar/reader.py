@@ -57,6 +57,9 @@ class Reader:
             stop = MESSAGES_END
         if not self.membership.queue_exists(queue):
             raise NoQueueError(f"no queue {queue!r}")
+        if start >= stop:
+            # HBase reads a scan whose start equals its stop as a get of that row.
+            return MessageBlock.empty()
         try:
             return self.storage.read(
                 self.storage.table_name(queue), start, stop, columns, limit, MAX_SCAN_BYTES

@@ -36,8 +36,10 @@ _SERVER_FIXTURES = {
     "any_cluster",
 }
 _JAVA_FIXTURES = {"spark", "spark_cluster", "connect_server", "zk_backend"}
-# Parametrized fixtures whose "zookeeper" parameter starts ZooKeeper.
+# Parametrized fixtures whose "zookeeper" parameter starts ZooKeeper, and those whose
+# "hbase" parameter starts the real HBase cluster.
 _BACKEND_PARAMS = ("backend", "any_cluster")
+_STORAGE_PARAMS = ("any_hq", "any_storage")
 # Some tests, and some test modules' own fixtures, start a server of their own (to
 # kill it, or to give it odd settings): the harness's starters and the in-process
 # servers, named in their source.
@@ -72,6 +74,8 @@ def _needs_java(item: pytest.Item, used: set[str], java_fixtures: set[str]) -> b
         return True
     callspec = getattr(item, "callspec", None)
     params = callspec.params if callspec is not None else {}
+    if any(params.get(name) == "hbase" for name in _STORAGE_PARAMS):
+        return True
     return any(params.get(name) == "zookeeper" for name in _BACKEND_PARAMS)
 
 

@@ -211,8 +211,12 @@ class Thrift1Range:
                 if self._reverse:
                     raise
                 # The gateway reclaimed the scanner after its lease (a slow
-                # consumer): carry on after the last row read.
+                # consumer): carry on after the last row read, unless that is the
+                # stop row (HBase reads a scan from a row to itself as a get of it).
                 self.scanner_id = None
+                if self._stop and self._start >= self._stop:
+                    self.done = True
+                    return []
                 scanner_id = self._open(client)
                 rows = client.scannerGetList(scanner_id, n)
             if rows and not self._reverse:
@@ -366,7 +370,10 @@ class SidecarRange:
         :raises UnavailableError: if it could not read its storage.
         :raises NoQueueError: if it knows no such queue.
         """
-        if self.done:
+        if self.done or self._start >= self._stop:
+            # Also after the last row before ``stop``: HBase reads a scan whose start
+            # equals its stop as a get of that row.
+            self.done = True
             return MessageBlock.empty()
         block = self._sidecars.scan(
             self.address,

@@ -1,28 +1,45 @@
-"""A cluster of sidecars on one standalone server, for tests that start, kill and
-expire sidecars: :class:`Cluster`, and :func:`wait_for`."""
+"""A cluster of sidecars on one storage (a standalone server, or a real HBase's
+gateways), for tests that start, kill and expire sidecars: :class:`Cluster`, and
+:func:`wait_for`."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from hqueue.client.client import Client, connect
 from hqueue.sidecar.node import SidecarConfig, SidecarServer
 from hqueue.testing.sidecar import SidecarProcess
-from hqueue.testing.standalone import StandaloneProcess
 
-__all__ = ["SESSION", "Cluster", "wait_for"]
+__all__ = ["SESSION", "Cluster", "Storage", "wait_for"]
 
 SESSION = 3.0
 """Session timeout / lease TTL of the test sidecars: failover takes about this long."""
+
+
+class Storage(Protocol):
+    """What a cluster needs of its storage: the two gateways' addresses
+    (:class:`~hqueue.testing.standalone.StandaloneProcess`, or
+    :class:`~hqueue.testing.hbase_fixture.SharedHBase` for a real HBase)."""
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the Thrift1 gateway."""
+        ...
+
+    @property
+    def admin_address(self) -> str:
+        """``host:port`` of the Thrift2 gateway."""
+        ...
 
 
 class Cluster:
     """Sidecars and clients of one test, all on ``storage`` with one table prefix."""
 
     def __init__(
-        self, storage: StandaloneProcess, prefix: str, tmp: Path, zookeeper: str | None = None
+        self, storage: Storage, prefix: str, tmp: Path, zookeeper: str | None = None
     ) -> None:
         self.storage = storage
         self.prefix = prefix
@@ -72,7 +89,7 @@ class Cluster:
         """Return a new client of this cluster (closed by :meth:`close`)."""
         client = connect(
             self.storage.address,
-            hbase_admin=f"{self.storage.host}:{self.storage.thrift2_port}",
+            hbase_admin=self.storage.admin_address,
             zookeeper=self.zookeeper,
             table_prefix=self.prefix,
             put_timeout=30,

@@ -15,6 +15,14 @@ Servers start once per session (or module) and each test is isolated inside them
 - ``storage``: a standalone server without a sidecar per test module, and
   ``cluster`` / ``zk_cluster`` a :class:`~hqueue.testing.cluster.Cluster` of sidecars
   on it with metadata in its HBase / in ZooKeeper.
+- ``real_hbase``: one real Apache HBase cluster (master, two region servers, both
+  Thrift gateways, ZooKeeper, two sidecars) per session, shared by the xdist workers
+  (:mod:`hqueue.testing.shared_hbase`); ``hbase_hq`` an hqueue client of it.
+- The same on both storages, each test run once per storage (``standalone``, then
+  ``hbase``): ``any_hq`` a client whose queues a sidecar serves, ``any_storage``
+  the gateways (a sidecar-less standalone, or the real cluster), and
+  ``any_storage_cluster`` a :class:`~hqueue.testing.cluster.Cluster` on them with
+  metadata in that HBase.
 
 :data:`SERVER_FIXTURES` names the fixtures that start or use a server, so a conftest
 can tell tests that need none (see hqueue's ``tests/conftest.py``).
@@ -23,7 +31,10 @@ can tell tests that need none (see hqueue's ``tests/conftest.py``).
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,20 +43,47 @@ import pytest
 
 from hqueue.client.client import Client, connect
 from hqueue.settings import ENV_ZOOKEEPER_CLASSPATH
-from hqueue.testing.cluster import Cluster
+from hqueue.testing.cluster import Cluster, Storage
+from hqueue.testing.hbase import ENV_HBASE_CLASSPATH, hbase_available
+from hqueue.testing.shared_hbase import ENV_SHARED_DIR, SharedHBase, shared_hbase, stop_shared
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.testing.zookeeper import ZooKeeperServer, zookeeper_available
 
 __all__ = ["JAVA_FIXTURES", "SERVER_FIXTURES"]
 
-SERVER_FIXTURES = frozenset({"hbase_server", "zookeeper_server", "storage"})
+SERVER_FIXTURES = frozenset(
+    {"hbase_server", "zookeeper_server", "storage", "real_hbase", "any_storage", "any_hq"}
+)
 """The fixtures here that start a server: a test that uses none of them (directly or
 through other fixtures) starts none through this plugin."""
 
-JAVA_FIXTURES = frozenset({"zookeeper_server"})
-"""The fixtures here that need Java."""
+JAVA_FIXTURES = frozenset({"zookeeper_server", "real_hbase"})
+"""The fixtures here that need Java (``any_*`` do in their ``hbase`` runs)."""
+
+STORAGES = ("standalone", "hbase")
+"""The parameters of the ``any_*`` fixtures: the embedded server, real Apache HBase."""
 
 _counter = itertools.count()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the controller (or a run without workers): make the directory the session's
+    workers share (the real HBase cluster's address and lock)."""
+    if not hasattr(config, "workerinput") and ENV_SHARED_DIR not in os.environ:
+        os.environ[ENV_SHARED_DIR] = tempfile.mkdtemp(prefix="hqueue-shared-")
+        config.stash[_OWN_SHARED_DIR] = os.environ[ENV_SHARED_DIR]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """In the controller: stop the shared HBase cluster, if a worker started one."""
+    directory = config.stash.get(_OWN_SHARED_DIR, None)
+    if directory is not None:
+        stop_shared(Path(directory))
+        shutil.rmtree(directory, ignore_errors=True)
+        os.environ.pop(ENV_SHARED_DIR, None)
+
+
+_OWN_SHARED_DIR = pytest.StashKey[str]()
 
 
 def _test_name(request: pytest.FixtureRequest, length: int) -> str:
@@ -139,5 +177,59 @@ def zk_cluster(
 ) -> Iterator[Cluster]:
     """A cluster with metadata in ZooKeeper."""
     c = Cluster(storage, hbase_prefix, tmp_path, zookeeper=zookeeper_hosts)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="session")
+def real_hbase() -> SharedHBase:
+    """The real Apache HBase cluster the session's workers share (``.address``,
+    ``.admin_address``, ``.zookeeper``, ``.sidecars``); the test fails if Java or
+    HBase's jars are missing."""
+    if not hbase_available():
+        pytest.fail(
+            f"Apache HBase's jars (`make hbase-classpath`, or a class path in "
+            f"${ENV_HBASE_CLASSPATH}) or java missing"
+        )
+    directory = Path(os.environ[ENV_SHARED_DIR])
+    return shared_hbase(directory, directory / "cluster")
+
+
+@pytest.fixture
+def hbase_hq(real_hbase: SharedHBase) -> Iterator[Client]:
+    """An hqueue client of the real HBase cluster, whose two sidecars serve its queues
+    (metadata in its ZooKeeper, no table prefix). Isolate tests by queue name."""
+    client = connect(
+        hbase=real_hbase.address,
+        hbase_admin=real_hbase.admin_address,
+        zookeeper=real_hbase.suite_zookeeper,
+        table_prefix="",
+    )
+    yield client
+    client.close()
+
+
+@pytest.fixture(params=STORAGES)
+def any_hq(request: pytest.FixtureRequest) -> Client:
+    """``hq`` (the standalone server), then ``hbase_hq`` (real HBase)."""
+    name = "hq" if request.param == "standalone" else "hbase_hq"
+    client: Client = request.getfixturevalue(name)
+    return client
+
+
+@pytest.fixture(params=STORAGES)
+def any_storage(request: pytest.FixtureRequest) -> Storage:
+    """The gateways of a storage without a sidecar: ``storage``, then ``real_hbase``."""
+    name = "storage" if request.param == "standalone" else "real_hbase"
+    found: Storage = request.getfixturevalue(name)
+    return found
+
+
+@pytest.fixture
+def any_storage_cluster(
+    any_storage: Storage, hbase_prefix: str, tmp_path: Path
+) -> Iterator[Cluster]:
+    """A cluster on ``any_storage`` with metadata in that HBase."""
+    c = Cluster(any_storage, hbase_prefix, tmp_path)
     yield c
     c.close()

@@ -88,6 +88,11 @@ class StandaloneProcess(ChildProcess):
         """``host:port`` of the Thrift1 server."""
         return f"{self.host}:{self.port}"
 
+    @property
+    def admin_address(self) -> str:
+        """``host:port`` of the Thrift2 server (hqueue's ``--hbase-admin``)."""
+        return f"{self.host}:{self.thrift2_port}"
+
     def restart(self) -> StandaloneProcess:
         """Start again on the same data directory and ports; return self.
 

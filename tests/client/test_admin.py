@@ -18,6 +18,12 @@ from hqueue.errors import (
 from hqueue.metadata.managers import SubscriptionPreferences
 
 
+@pytest.fixture
+def hq(any_hq: Client) -> Client:
+    """Every test here runs on the standalone server, then on real Apache HBase."""
+    return any_hq
+
+
 def test_create_makes_a_pre_split_table_and_metadata(hq: Client, queue_name: str) -> None:
     info = hq.create_queue(queue_name, partitions=4, ttl=dt.timedelta(hours=1))
     assert (info.partitions, info.ttl_seconds) == (4, 3600)

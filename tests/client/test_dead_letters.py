@@ -20,6 +20,12 @@ from hqueue.errors import (
 )
 
 
+@pytest.fixture
+def hq(any_hq: Client) -> Client:
+    """Every test here runs on the standalone server, then on real Apache HBase."""
+    return any_hq
+
+
 def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():

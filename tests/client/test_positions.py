@@ -27,6 +27,12 @@ PARTITIONS = 3
 
 
 @pytest.fixture
+def hq(any_hq: Client) -> Client:
+    """Every test here runs on the standalone server, then on real Apache HBase."""
+    return any_hq
+
+
+@pytest.fixture
 def queue(hq: Client, queue_name: str) -> Queue:
     return make_queue(hq, queue_name, PARTITIONS)
 

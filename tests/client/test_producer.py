@@ -10,6 +10,12 @@ from hqueue.client.producer import partition_for_key
 from hqueue.errors import InvalidArgumentError, NoQueueError
 
 
+@pytest.fixture
+def hq(any_hq: Client) -> Client:
+    """Every test here runs on the standalone server, then on real Apache HBase."""
+    return any_hq
+
+
 def read_all(hq: Client, queue: str) -> list[Message]:
     with hq.queue(queue).scan() as scanner:
         return list(scanner)

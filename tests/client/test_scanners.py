@@ -29,6 +29,12 @@ Row = tuple[int, int, int, str, bytes]
 """(partition, timestamp, sequence, topic, value)"""
 
 
+@pytest.fixture
+def hq(any_hq: Client) -> Client:
+    """Every test here runs on the standalone server, then on real Apache HBase."""
+    return any_hq
+
+
 def make_queue(hq: Client, name: str, partitions: int) -> Queue:
     """Create a queue and return it."""
     hq.create_queue(name, partitions=partitions)

@@ -14,6 +14,12 @@ from hqueue.client.client import Client
 from hqueue.errors import InvalidArgumentError, NoSubscriptionError, SubscriberRunningError
 
 
+@pytest.fixture
+def hq(any_hq: Client) -> Client:
+    """Every test here runs on the standalone server, then on real Apache HBase."""
+    return any_hq
+
+
 class Collector(MessageListener):
     """Keeps every message it is given, in order, and can be told to refuse."""
 

@@ -1,0 +1,178 @@
+"""One real HBase cluster for a whole test session, shared by its pytest-xdist workers.
+
+Five JVMs and a ZooKeeper cost 20 s and about 1 GiB to start, too much to start once
+per worker. The first worker that needs the cluster starts it, under a file lock in a
+directory every worker of the session knows (:data:`ENV_SHARED_DIR`, set by the
+controller), and writes where it is (:class:`SharedHBase`, as JSON) beside the lock;
+the others read that file. The cluster outlives the worker that started it (its JVMs
+run in sessions of their own); the controller stops it at the end
+(:func:`stop_shared`), by the process ids the file names.
+
+Beside the cluster run two ``hqueue sidecar`` processes, metadata in the cluster's
+ZooKeeper under :data:`SUITE_CHROOT` and no table prefix: the real-HBase twin of the
+standalone server's own sidecar, for tests that isolate themselves by queue name.
+Tests that kill or freeze a region server start a cluster of their own
+(:class:`~hqueue.testing.hbase.HBaseCluster`), never this one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kazoo.client import KazooClient
+
+from hqueue.testing.hbase import HBaseCluster
+from hqueue.testing.sidecar import SidecarProcess
+
+__all__ = ["ENV_SHARED_DIR", "SUITE_CHROOT", "SharedHBase", "shared_hbase", "stop_shared"]
+
+ENV_SHARED_DIR = "HQUEUE_TEST_SHARED_DIR"
+"""A directory every worker of one test session shares (the controller makes it)."""
+
+SUITE_CHROOT = "/hqueue-suite"
+"""The ZooKeeper chroot of the shared sidecars' metadata."""
+
+_STATE = "hbase.json"
+_LOCK = "hbase.lock"
+
+
+@dataclass
+class SharedHBase:
+    """Where the shared cluster is: gateways, ZooKeeper, sidecars, and the process ids
+    the controller stops at the end."""
+
+    host: str
+    port: int
+    thrift2_port: int
+    zookeeper: str
+    sidecars: list[str]
+    version: str
+    startup_seconds: float
+    memory: dict[str, int]
+    work_dir: str
+    pids: list[int] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the Thrift1 gateway."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def admin_address(self) -> str:
+        """``host:port`` of the Thrift2 gateway."""
+        return f"{self.host}:{self.thrift2_port}"
+
+    @property
+    def suite_zookeeper(self) -> str:
+        """The connect string of the shared sidecars' metadata (chroot included)."""
+        return self.zookeeper + SUITE_CHROOT
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / _LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def shared_hbase(directory: Path, work_dir: Path) -> SharedHBase:
+    """Return the session's shared cluster, starting it (in ``work_dir``) if no worker
+    has yet.
+
+    :raises RuntimeError: the cluster or a sidecar did not start (a later call tries
+        again)."""
+    with _locked(directory):
+        state = directory / _STATE
+        if state.exists():
+            return SharedHBase(**json.loads(state.read_text()))
+        cluster = HBaseCluster(work_dir / "hbase").start()
+        sidecars: list[SidecarProcess] = []
+        try:
+            client = KazooClient(hosts=cluster.zookeeper_hosts, timeout=10.0)
+            client.start(timeout=30)
+            try:
+                client.ensure_path(SUITE_CHROOT)
+            finally:
+                client.stop()
+                client.close()
+            for i in range(2):
+                sidecars.append(
+                    SidecarProcess(
+                        cluster.thrift1_address,
+                        work_dir / f"sidecar{i}.log",
+                        "--session-timeout",
+                        "3",
+                        "--takeover-grace",
+                        "0.5",
+                        zookeeper=cluster.zookeeper_hosts + SUITE_CHROOT,
+                        table_prefix="",
+                    ).start()
+                )
+        except BaseException:
+            for sidecar in sidecars:
+                sidecar.kill()
+            cluster.stop()
+            raise
+        pids = [role.pid for role in cluster.roles.values() if role.pid is not None]
+        assert cluster.zookeeper is not None and cluster.zookeeper.proc is not None
+        pids.append(cluster.zookeeper.proc.pid)
+        pids += [s.proc.pid for s in sidecars if s.proc is not None]
+        found = SharedHBase(
+            host=cluster.host,
+            port=cluster.ports.thrift1,
+            thrift2_port=cluster.ports.thrift2,
+            zookeeper=cluster.zookeeper_hosts,
+            sidecars=[s.address for s in sidecars],
+            version=cluster.version,
+            startup_seconds=round(cluster.startup_seconds, 1),
+            memory=cluster.memory(),
+            work_dir=str(work_dir),
+            pids=pids,
+        )
+        state.write_text(json.dumps(asdict(found)))
+        return found
+
+
+def stop_shared(directory: Path, timeout: float = 20.0) -> None:
+    """Stop the shared cluster of ``directory``, if one was started: SIGTERM to every
+    process it names, ``kill -9`` to those still there after ``timeout``."""
+    state = directory / _STATE
+    if not state.exists():
+        return
+    pids = SharedHBase(**json.loads(state.read_text())).pids
+    state.unlink()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A child of this process that exited stays a zombie until reaped.
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return False
+    return True
