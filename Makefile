@@ -160,7 +160,8 @@ bench-deps:
 	   DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server nats-server >/dev/null); \
 	fi
 
-bench: deps-test bench-deps
+bench: export HQUEUE_HBASE_CLASSPATH_FILE := $(HBASE_CLASSPATH_FILE)
+bench: deps-test bench-deps zookeeper hbase-classpath
 	$(BIN)/python bench/bench_cli.py
 	$(BIN)/python bench/bench_hbase.py
 	$(BIN)/python bench/bench_metadata.py
@@ -173,7 +174,8 @@ bench: deps-test bench-deps
 # that a broken benchmark fails `make test`; each prints its tables, headed "SMOKE RUN"
 # and judging no target. tests/test_bench_listed.py checks that every script is here.
 .PHONY: bench-smoke
-bench-smoke: deps-test bench-deps zookeeper
+bench-smoke: export HQUEUE_HBASE_CLASSPATH_FILE := $(HBASE_CLASSPATH_FILE)
+bench-smoke: deps-test bench-deps zookeeper hbase-classpath
 	$(BIN)/python bench/bench_cli.py --smoke
 	$(BIN)/python bench/bench_hbase.py --smoke
 	$(BIN)/python bench/bench_metadata.py --smoke
