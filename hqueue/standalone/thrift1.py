@@ -3,7 +3,8 @@
 Every RPC happybase calls is here, with HBase's semantics: the ``*Ts`` reads
 see cells with a timestamp *below* the given one (``setTimeRange(0, ts)``),
 ``mutateRows`` applies a row's deletes before its puts, a delete of ``cf``
-removes the family and of ``cf:q`` every version of the column, a put without a
+removes the family and of ``cf:q`` every version of the column (without a
+timestamp, those at or before the server's clock, as HBase stamps it), a put without a
 value writes an empty one, the ``_ttl`` attribute gives a call's puts a TTL of
 their own (HBase's ``Mutation.setTTL``), and errors are HBase's:
 ``AlreadyExists``, ``IllegalArgument``, and ``IOError`` whose message starts with

@@ -642,11 +642,13 @@ class Model:
             del versions[old]
 
     def delete(self, row: bytes, column: bytes | None, ts: int | None) -> None:
-        """Delete versions at or before ``ts`` (all without) of a column, a family
-        (``b"cf"``) or, with ``column`` None, the whole row."""
+        """Delete versions at or before ``ts`` (without it, the server's clock: every
+        version but those stamped ahead of it) of a column, a family (``b"cf"``) or,
+        with ``column`` None, the whole row."""
+        upto = now_ms() if ts is None else ts
         for col, versions in self.rows.get(row, {}).items():
             if column is None or col == column or _family(col) == column:
-                for stamp in [t for t in versions if ts is None or t <= ts]:
+                for stamp in [t for t in versions if t <= upto]:
                     del versions[stamp]
 
     def delete_version(self, row: bytes, column: bytes, ts: int | None) -> None:
@@ -742,7 +744,11 @@ class Model:
         out: list[tuple[bytes, list[MCell]]] = []
         keys = self.stored_rows()
         for row in reversed(keys) if reverse else keys:
-            if reverse:
+            if start is not None and start == stop:
+                # A stop row equal to the start row makes a get of that row.
+                if row != start:
+                    continue
+            elif reverse:
                 if (start is not None and row > start) or (stop is not None and row <= stop):
                     continue
             elif (start is not None and row < start) or (stop is not None and row >= stop):

@@ -36,7 +36,8 @@ _ALL_VERSIONS = 2**31 - 1
 class ScanSpec:
     """What a scan reads; mirrors Thrift1's ``TScan``.
 
-    ``stop`` is exclusive and b"" means the table's end; ``max_ts`` keeps cells
+    ``stop`` is exclusive and b"" means the table's end, but a ``stop`` equal to a
+    non-empty ``start`` reads that row alone (HBase's get scan); ``max_ts`` keeps cells
     with a timestamp below it and ``min_ts`` those at or above it (Thrift2's
     ``TTimeRange``); ``max_versions`` is the versions per column returned;
     ``batch_size`` caps the cells per returned
@@ -85,6 +86,14 @@ class Scanner:
         self._filter = parse_filter(spec.filter_string)
         self._splits = list(self._desc.split_keys)
         self._region = -1
+        # HBase's Thrift gateways build the scan with Scan.setStopRow, which reads a stop
+        # row equal to the start row as a get of that row, in either direction: the
+        # range is then that row alone, read forwards (filters still see the scan's
+        # direction).
+        self._stop = spec.stop
+        self._forwards = not spec.reverse
+        if spec.start and spec.start == spec.stop:
+            self._stop, self._forwards = spec.start + b"\x00", True
         self._resume = spec.start
         self._resume_after = False
         self._pending: tuple[bytes, list[Cell]] | None = None
@@ -150,8 +159,8 @@ class Scanner:
         results, last, exhausted = self._store.scan_wire(
             self._desc,
             self._resume,
-            self.spec.stop,
-            self.spec.reverse,
+            self._stop,
+            not self._forwards,
             self._resume if self._resume_after else None,
             max(limit, 1),
         )
@@ -188,8 +197,8 @@ class Scanner:
         rows = self._store.iter_rows(
             self._desc,
             self._resume,
-            spec.stop,
-            spec.reverse,
+            self._stop,
+            not self._forwards,
             after=self._resume if self._resume_after else None,
         )
         try:
@@ -256,7 +265,7 @@ class Scanner:
 
     def _jump_region(self, region: int) -> bool:
         # PageFilter is per region in HBase: move on to the neighbouring region.
-        if self.spec.reverse:
+        if not self._forwards:
             if region == 0:
                 self._done = True
                 return False

@@ -62,7 +62,7 @@ def apply_row(
     ttl: int | None = None,
 ) -> None:
     """Apply one row's mutations to what is stored: its deletes first (of the versions
-    at or before ``delete_ts``, or of every version when it is None; a
+    at or before ``delete_ts``, or at or before the server's clock when it is None; a
     :class:`~hqueue.standalone.engine.schema.VersionDelete` of the one version it
     names), then its puts, stamped ``stamp`` (a put without a value writes an empty
     one, as HBase's Thrift1 does), each with its own TTL of ``ttl`` ms when given,
@@ -128,13 +128,13 @@ def _delete(
             [c for c in cells if c[0] == column], desc.ttl_cutoffs(now), None, None, 1
         )
         return [c for c in cells if c not in newest]
+    # Without a timestamp, HBase stamps a column or family delete with the server's
+    # clock: versions stamped ahead of it survive.
+    upto = now if delete_ts is None else delete_ts
     return [
         c
         for c in cells
-        if not (
-            (family_of(c[0]) == fam if whole_family else c[0] == column)
-            and (delete_ts is None or c[1] <= delete_ts)
-        )
+        if not ((family_of(c[0]) == fam if whole_family else c[0] == column) and c[1] <= upto)
     ]
 
 

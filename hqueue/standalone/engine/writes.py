@@ -66,8 +66,9 @@ class Writes(StorePart):
         Within a row, deletes are applied before puts (HBase Thrift1's order).
         A put without ``ts`` is stamped with the current time, a put without a value
         writes an empty one; with ``ttl`` the put's cells expire ``ttl`` ms after their
-        timestamp. A delete without ``ts`` removes every version, with ``ts`` the
-        versions at or before it; a
+        timestamp. A delete without ``ts`` removes the versions at or before the current
+        time (HBase's stamp; a version stamped ahead of the clock stays), with ``ts``
+        the versions at or before it; a
         :class:`~hqueue.standalone.engine.schema.VersionDelete` the one version it
         names. Thrift1 ``BatchMutation`` objects are accepted as they are.
 
