@@ -34,8 +34,9 @@ _SERVER_FIXTURES = {
     "zk_backend",
     "hbase_backend",
     "any_cluster",
+    "own_hbase",
 }
-_JAVA_FIXTURES = {"spark", "spark_cluster", "connect_server", "zk_backend"}
+_JAVA_FIXTURES = {"spark", "spark_cluster", "connect_server", "zk_backend", "own_hbase"}
 # Parametrized fixtures whose "zookeeper" parameter starts ZooKeeper, and those whose
 # "hbase" parameter starts the real HBase cluster.
 _BACKEND_PARAMS = ("backend", "any_cluster")

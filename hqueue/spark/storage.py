@@ -54,7 +54,7 @@ from hqueue.storage.reader import (
     last_rowkey,
 )
 from hqueue.storage.sidecars import Sidecars
-from hqueue.wire.connect import ThriftSocket
+from hqueue.wire.connect import ThriftSocket, readable
 from hqueue.wire.errors import hbase_errors
 from hqueue.wire.idl import hbase1
 
@@ -114,6 +114,9 @@ class ThriftReader(Closeable):
             security=security,
             gateway=True,
         )
+        self._socket = socket
+        self.reconnects = 0
+        """How often an idle connection the gateway had closed was opened again."""
         self._transport = TBufferedTransport(socket, buf_size=_READ_BUFFER)
         self.client = TClient(
             hbase1().Hbase, TBinaryProtocol(self._transport, decode_response=False)
@@ -125,12 +128,33 @@ class ThriftReader(Closeable):
     def connect(self, what: str) -> Iterator[Any]:
         """Yield the Thrift1 client; errors in the block become hqueue's, naming
         ``what`` and the table (the :data:`hqueue.storage.reader.Connect` of the
-        range reader: every round trip uses this one connection)."""
+        range reader: every round trip uses this one connection). A connection the
+        gateway closed while it was idle (:meth:`dropped`) is opened again first."""
         with hbase_errors(
             f"{what} on table {self.table.decode()!r} through the HBase "
             f"Thrift1 gateway at {self.address}"
         ):
+            if self.dropped():
+                # HBase's Thrift1 gateway closes a connection idle for
+                # hbase.thrift.server.socket.read.timeout (60 s), as when Spark takes
+                # long over a batch; its scanners outlive the connection, and one it
+                # reclaimed meanwhile is reopened by the range reader.
+                self._transport.close()
+                self._transport.open()
+                self.reconnects += 1
             yield self.client
+
+    def dropped(self) -> bool:
+        """Return whether the idle connection was closed by the gateway (or has bytes
+        nobody asked for): a call sent on it would fail after the request went out."""
+        sock = self._socket.sock
+        if sock is None:
+            return True
+        try:
+            fd = sock.fileno()
+        except OSError:
+            return True
+        return fd < 0 or readable(fd, 0.0)
 
     def close(self) -> None:
         """Close the connection; idempotent."""
@@ -353,6 +377,11 @@ class QueueReader(Closeable):
             )
         with self._thrift.connect(what) as client:
             yield client
+
+    @property
+    def thrift(self) -> ThriftReader | None:
+        """The Thrift1 connection, once a range was read through the gateway."""
+        return self._thrift
 
     def close(self) -> None:
         """Close every connection; idempotent."""
