@@ -69,6 +69,9 @@ class HeldPartition:
     back from the storage before their next batch is checked (under the lock)"""
     swept_ms: int = 0
     """when idle producers were last forgotten (wall-clock ms)"""
+    doubtful: set[tuple[bytes, int]] = field(default_factory=set)
+    """the rows (and their timestamps) of failed writes that may still land: written
+    off before the partition's next write (under the lock)"""
 
     def advance(self, last: MessageId) -> None:
         """Move ``newest`` up to ``last`` (writes may finish waiting out of order)."""

@@ -27,7 +27,7 @@ from typing import Any
 from thriftpy2.thrift import TException
 
 from hqueue.errors import HQueueError, NotOwnerError, StorageError
-from hqueue.message import MessageId, decode_rowkey, partition_prefix, partition_range
+from hqueue.message import FAMILY, MessageId, decode_rowkey, partition_prefix, partition_range
 from hqueue.storage.contract import CellGroup
 from hqueue.storage.fence import (
     CHECKS_ATTRIBUTE,
@@ -392,6 +392,19 @@ class HBaseStorage:
         # Thrift1 has no asynchronous write: this one is done, and so in order, when
         # it returns.
         return _done
+
+    def write_off(self, table: bytes, cells: Sequence[tuple[bytes, int]]) -> None:
+        h1 = hbase1()
+        by_ts: dict[int, list[bytes]] = {}
+        for row, ts in cells:
+            by_ts.setdefault(ts, []).append(row)
+        # A family delete at a timestamp masks the family's cells at or before it, in
+        # whatever order the delete and a late put arrive.
+        delete = [h1.Mutation(column=FAMILY, isDelete=True)]  # no colon: the whole family
+        with self._hbase.client(f"write off {len(cells)} rows of a failed write") as client:
+            for ts, rows in sorted(by_ts.items()):
+                batch = [h1.BatchMutation(row=row, mutations=delete) for row in rows]
+                client.mutateRowsTs(table, batch, ts, {})
 
     def producer_states(
         self, table: bytes, partition: int, producer: int | None = None

@@ -23,6 +23,14 @@ written goes into the same storage write, after its messages. A write that fails
 leaves its producers "unsure": their state is read back from the storage before
 their next batch is checked, since the write may have landed in part (HBase) or not
 at all (the standalone store).
+
+A write that failed is a write whose outcome is unknown: on HBase its gateway may
+still be retrying it, or a region server may still hold it, and it could land after
+later ids of its partition became visible (below them: invariant 1). So its rows are
+"doubtful" until they are written off (:meth:`MessageStorage.write_off`: deleted at
+their own timestamps, which masks them whenever they land), and no later write of
+the partition starts, nor is any producer's state read back, until that delete is
+durable.
 """
 
 from __future__ import annotations
@@ -117,6 +125,7 @@ class Writer:
         if unheld:
             raise self._not_held(queue, unheld, by_partition, unknown)
         for hp in held:
+            self._settle(hp)
             claim = claims.get(hp.partition)
             if claim is not None:
                 self._read_back(hp, claim.producer)
@@ -134,6 +143,11 @@ class Writer:
                     hp.lock.acquire()
                     locked.append(hp)
                 self._check_owned(held)
+                if any(hp.doubtful for hp in held):
+                    # Another put's write failed since this one settled the partition.
+                    raise UnavailableError(
+                        f"write to {queue!r}: a write of its partitions failed meanwhile; retry"
+                    )
                 expiry_ms = int(self.options.producer_expiry * 1000)
                 now = wall_clock_ms()
                 for hp in held:
@@ -187,7 +201,7 @@ class Writer:
                 for hp in locked:
                     hp.lock.release()
             if wait is not None:
-                self._finish_write(queue, held, windows, wait)
+                self._finish_write(queue, held, groups, windows, wait)
             for repeat in repeats:
                 _durable(queue, repeat)
             self._check_owned(held, after_write=True)
@@ -291,7 +305,10 @@ class Writer:
             self._lost_fence(held)
             raise
         except HQueueError as exc:
-            for hp, window in windows:  # the lock is held
+            cells = _cells(groups)
+            for hp in held:  # the locks are held
+                hp.doubtful.update(cells)
+            for hp, window in windows:
                 _unsure(hp, window.producer)
             raise UnavailableError(f"write to {queue!r} failed, not acknowledged: {exc}") from None
 
@@ -299,6 +316,7 @@ class Writer:
         self,
         queue: str,
         held: list[HeldPartition],
+        groups: list[CellGroup],
         windows: list[tuple[HeldPartition, ProducerWindow]],
         wait: Callable[[], None],
     ) -> None:
@@ -313,10 +331,46 @@ class Writer:
             self._lost_fence(held)
             raise
         except HQueueError as exc:
+            cells = _cells(groups)
+            for hp in held:
+                with hp.lock:
+                    hp.doubtful.update(cells)
             for hp, window in windows:
                 with hp.lock:
                     _unsure(hp, window.producer)
             raise UnavailableError(f"write to {queue!r} failed, not acknowledged: {exc}") from None
+
+    def _settle(self, hp: HeldPartition) -> None:
+        """Write off the rows of the partition's failed writes, if any, before anything
+        else of it is written or read back (see the module docstring).
+
+        :raises UnavailableError: the storage failed the delete: the put may be
+            retried, and the rows stay doubtful.
+        """
+        with hp.lock:
+            if not hp.doubtful:
+                return
+            cells = sorted(hp.doubtful)
+            pending = hp.pending
+        if pending is not None:
+            # The failed write's own wait: its writer reports how it ended.
+            with contextlib.suppress(HQueueError):
+                pending()
+        try:
+            self.storage.write_off(hp.table, cells)
+        except HQueueError as exc:
+            raise UnavailableError(
+                f"partition {hp.partition}: a failed write could not be written off, so no "
+                f"later write is started: {exc}"
+            ) from None
+        log.warning(
+            "partition %d of %s: wrote off the %d rows of a write whose outcome was unknown",
+            hp.partition,
+            hp.queue,
+            len(cells),
+        )
+        with hp.lock:
+            hp.doubtful.difference_update(cells)
 
     def _read_back(self, hp: HeldPartition, producer: int) -> None:
         """Read a producer's state back from the storage if a failed write left it
@@ -492,6 +546,11 @@ def _place(
             timestamps[i] = ts
             sequences[i] = seq
         pos += n
+
+
+def _cells(groups: list[CellGroup]) -> set[tuple[bytes, int]]:
+    """Every row of ``groups`` with the timestamp it is written at."""
+    return {(row, ts) for _, ts, rows, _ in groups for row in rows}
 
 
 def _unsure(hp: HeldPartition, producer: int) -> None:

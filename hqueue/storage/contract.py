@@ -118,6 +118,20 @@ class MessageStorage(Protocol):
             call or from the returned one; some rows may then have been written.
         """
 
+    def write_off(self, table: bytes, cells: Sequence[tuple[bytes, int]]) -> None:
+        """Delete each ``(row, timestamp)``: every cell of the row at or before that
+        timestamp. Given the rows of a write whose outcome is unknown (it failed, or
+        timed out, after it was sent), at the timestamps it wrote them with: once this
+        returns, that write can no longer become visible, even if it lands later, since
+        HBase's delete marker masks every put at or before its timestamp, whenever the
+        put arrives (until a major compaction removes the marker: far longer than any
+        gateway retries a write). Whatever of it had landed is gone. Unfenced; rows
+        and cells not written are no error.
+
+        :raises StorageError: (or ConnectionLostError) if the storage fails; nothing
+            is then known of the delete, which may be repeated.
+        """
+
     def producer_states(
         self, table: bytes, partition: int, producer: int | None = None
     ) -> list[StoredProducer]:

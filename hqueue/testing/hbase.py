@@ -326,7 +326,8 @@ class HBaseCluster:
     ``zookeeper`` is the ZooKeeper it registers in (its own, started and stopped with
     the cluster, when ``None``); the cluster's znodes live under ``znode_parent``.
     ``settings`` are added to (and override) the hbase-site.xml the harness writes.
-    ``heap_mb`` is each JVM's heap.
+    ``heap_mb`` is the heap of the master's and the gateways' JVMs, ``region_server_heap_mb``
+    each region server's (a test session makes hundreds of regions).
 
     After :meth:`start`: :attr:`thrift1_address`, :attr:`thrift2_address`,
     :attr:`zookeeper_hosts`, :attr:`version`, :attr:`startup_seconds`, and the roles
@@ -343,6 +344,7 @@ class HBaseCluster:
         znode_parent: str = "/hbase",
         settings: Mapping[str, str] | None = None,
         heap_mb: int = 384,
+        region_server_heap_mb: int = 1024,
         version: str = DEFAULT_HBASE_VERSION,
         classpath: str | None = None,
         host: str = DEFAULT_HOST,
@@ -353,6 +355,7 @@ class HBaseCluster:
         self.znode_parent = znode_parent
         self.settings = dict(settings or {})
         self.heap_mb = heap_mb
+        self.region_server_heap_mb = region_server_heap_mb
         self.version = version
         self._classpath = classpath
         self.zookeeper = zookeeper
@@ -455,8 +458,11 @@ class HBaseCluster:
             "hbase.regionserver.thrift.framed": "false",
             # A killed region server is noticed within seconds, not the default 90 s.
             "zookeeper.session.timeout": "10000",
-            # One JVM of 384 MiB per role on a 2-core machine: small caches and pools.
+            # Small JVMs on a 2-core machine: small caches and pools, and no memstore
+            # chunk allocator (MSLAB takes 2 MiB per region written: a test session
+            # writes hundreds of regions, which would fill a small heap).
             "hbase.regionserver.handler.count": "16",
+            "hbase.hregion.memstore.mslab.enabled": "false",
             "hfile.block.cache.size": "0.2",
             "hbase.regionserver.global.memstore.size": "0.3",
             "hbase.master.wait.on.regionservers.mintostart": "1",
@@ -474,7 +480,6 @@ class HBaseCluster:
         java = shutil.which("java") or "java"
         base = [
             java,
-            f"-Xmx{self.heap_mb}m",
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
             "-Djava.net.preferIPv4Stack=true",
@@ -485,7 +490,8 @@ class HBaseCluster:
         ]
 
         def role(name: str, kind: str, *args: str) -> None:
-            cmd = [*base, _MAIN[kind], *args, "start"]
+            heap = self.region_server_heap_mb if kind == "regionserver" else self.heap_mb
+            cmd = [base[0], f"-Xmx{heap}m", *base[1:], _MAIN[kind], *args, "start"]
             self.roles[name] = JavaRole(name, cmd, self.work_dir / f"{name}.log", _READY[kind])
 
         role("master", "master")

@@ -1,0 +1,112 @@
+"""A write whose outcome the sidecar does not know, landing after later ids, on real
+Apache HBase (invariant 1: no id below one that became visible can appear later).
+
+HBase's Thrift1 gateway retries a write on its own (up to its client's operation
+timeout), and a region server may hold a request it has read but not yet applied: so a
+write the sidecar reported as failed can land after the sidecar wrote later ids of the
+partition. The sidecar writes the rows of such a write off (deletes them at their own
+timestamps: HBase's delete markers mask a put at or before their timestamp whenever it
+arrives) before it writes anything else to the partition.
+
+The late landing is the one fault here that cannot be caused on demand (it needs a
+gateway to deliver a request after its caller gave up, at a chosen moment), so
+:class:`LateGateway` is a fake, and says so: it wraps the sidecar's real storage on
+the real cluster, reports one write as failed without sending it, and sends it later,
+as the gateway would have.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from hqueue.client.client import Client, connect
+from hqueue.errors import StorageError
+from hqueue.sidecar.node import SidecarConfig, SidecarServer
+from hqueue.sidecar.storage import HBaseStorage
+from hqueue.storage.contract import CellGroup
+from hqueue.storage.fence import Fence
+from hqueue.storage.hbase import HBase
+from hqueue.testing.shared_hbase import SharedHBase
+
+
+class LateGateway:
+    """The sidecar's real storage, but for one write: reported failed, landed later.
+
+    A FAKE for one fault (see the module docstring); every other call is the real
+    storage's, on the real cluster."""
+
+    def __init__(self, storage: HBaseStorage) -> None:
+        self._storage = storage
+        self.fail_next = False
+        self.held: list[tuple[bytes, list[CellGroup]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
+
+    def write(self, table: bytes, groups: list[CellGroup], fences: Sequence[Fence]) -> Any:
+        if self.fail_next:
+            self.fail_next = False
+            self.held.append((table, groups))
+            raise StorageError("the gateway timed out (LateGateway's fault)")
+        return self._storage.write(table, groups, fences)
+
+    def land(self) -> None:
+        """Deliver the held writes as the gateway would: past the sidecar's fence
+        checks, which it made before sending them."""
+        for table, groups in self.held:
+            self._storage.write(table, groups, [])()
+
+
+@pytest.fixture
+def late_cluster(
+    real_hbase: SharedHBase, hbase_prefix: str
+) -> Iterator[tuple[LateGateway, Client]]:
+    hbase = HBase(real_hbase.address, table_prefix=hbase_prefix)
+    late = LateGateway(HBaseStorage(hbase))
+    config = SidecarConfig(
+        hbase=real_hbase.address, table_prefix=hbase_prefix, session_timeout=3.0,
+        takeover_grace=0.5,
+    )  # fmt: skip
+    server = SidecarServer(config, storage=late).start()  # type: ignore[arg-type]
+    client = connect(
+        real_hbase.address,
+        hbase_admin=real_hbase.admin_address,
+        table_prefix=hbase_prefix,
+        put_timeout=30,
+    )
+    yield late, client
+    client.close()
+    server.stop()
+    hbase.close()
+
+
+def _scan(client: Client, queue: str) -> list[tuple[bytes, str]]:
+    with client.queue(queue).partition_scanner(0) as scanner:
+        return [(m.value, str(m.position)) for m in scanner]
+
+
+def test_a_failed_write_that_lands_late_never_appears_below_later_ids(
+    late_cluster: tuple[LateGateway, Client], queue_name: str
+) -> None:
+    late, client = late_cluster
+    queue_name += uuid.uuid4().hex[:8]  # unique on a cluster kept between sessions too
+    client.create_queue(queue_name, partitions=1)
+    queue = client.queue(queue_name)
+    first = queue.put(b"first", topic="t", partition=0)
+    late.fail_next = True
+    # The producer retries the failed attempt: the retry is written (after the failed
+    # attempt's rows were written off) under a later id.
+    retried = queue.put(b"retried", topic="t", partition=0)
+    assert late.held, "the fake never failed a write"
+    last = queue.put(b"last", topic="t", partition=0)
+    before = _scan(client, queue_name)
+    assert [v for v, _ in before] == [b"first", b"retried", b"last"]
+    assert [p for _, p in before] == [str(first), str(retried), str(last)]
+
+    late.land()  # the failed attempt arrives, with ids below `retried`
+
+    assert _scan(client, queue_name) == before
