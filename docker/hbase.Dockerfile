@@ -3,9 +3,9 @@
 # HBase 2.2 or later: its Thrift2 gateway creates tables with split keys, which
 # hqueue needs to pre-split a queue's table at partition boundaries.
 # Built from the repository root: docker build -f docker/hbase.Dockerfile -t hqueue-hbase .
-FROM eclipse-temurin:11-jre-jammy
+FROM eclipse-temurin:17-jre-jammy
 
-ARG HBASE_VERSION=2.5.10
+ARG HBASE_VERSION=2.6.1
 ARG MIRROR=https://archive.apache.org/dist/hbase
 
 RUN apt-get update \
