@@ -1,6 +1,7 @@
 """Fixtures of the metadata tests: a real ZooKeeper (once per session, a chroot per
-test) and the standalone HBase server (a table prefix per test), and stores on
-either, so that one conformance suite runs against both backends."""
+test), the standalone HBase server and real Apache HBase (a table prefix per test),
+and stores on each, so that one conformance suite runs against both backends, the
+HBase one on both HBase servers."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import happybase
 import pytest
 
 from hqueue.metadata import MetaStore, open_metastore
@@ -20,7 +23,16 @@ from hqueue.testing.zookeeper import ZooKeeperServer
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Short timeouts keep fault tests fast; production defaults are in the backends.
+BACKENDS = ("zookeeper", "hbase", "real-hbase")
+"""The ``backend`` fixture's parameters: ZooKeeper, the HBase backend on ``hqueue
+standalone``, and the HBase backend on real Apache HBase."""
+HBASE_BACKENDS = ("hbase", "real-hbase")
+
+# Short timeouts keep fault tests fast; production defaults are in the backends. A
+# real HBase answers a metadata call in milliseconds too, so the same poll interval
+# holds there; its leases get twice the time, since a region server's or a gateway's
+# JVM on a loaded machine may pause for a second (a heartbeat every second then still
+# lands before its lease runs out).
 ZK_OPTIONS = {"session_timeout": 4.0, "timeout": 5.0}
 HBASE_OPTIONS = {
     "poll_interval": 0.1,
@@ -29,6 +41,7 @@ HBASE_OPTIONS = {
     "resync_interval": 5.0,
     "timeout": 10.0,
 }
+REAL_HBASE_OPTIONS = {**HBASE_OPTIONS, "session_timeout": 3.0}
 
 
 @dataclass
@@ -39,6 +52,29 @@ class Backend:
     spec: dict[str, Any]
     zookeeper: ZooKeeperServer | None = None
     stores: list[MetaStore] = field(default_factory=list)
+    connections: list[happybase.Connection] = field(default_factory=list)
+
+    @property
+    def is_hbase(self) -> bool:
+        """Whether the stores are of the HBase backend (on either server)."""
+        return self.name in HBASE_BACKENDS
+
+    def connection(self) -> happybase.Connection:
+        """Return a plain happybase connection to this backend's HBase, confined to
+        its table prefix (closed at the end of the test)."""
+        host, port = self.spec["hbase"].rsplit(":", 1)
+        conn = happybase.Connection(
+            host, int(port), table_prefix=self.spec["options"]["table_prefix"]
+        )
+        self.connections.append(conn)
+        return conn
+
+    def close(self) -> None:
+        """Close the stores and connections opened through this backend."""
+        for store in reversed(self.stores):
+            store.close()
+        for conn in self.connections:
+            conn.close()
 
     def open(self, **overrides: Any) -> MetaStore:
         """Return a new store on this backend (closed at the end of the test)."""
@@ -53,47 +89,48 @@ class Backend:
     def staleness_bound(self) -> float:
         """Seconds within which a write must reach another process's cache (the
         documented bound plus a margin for a loaded 2-core machine)."""
-        if self.name == "hbase":
+        if self.is_hbase:
             return self.spec["options"]["poll_interval"] + 0.5
         return 0.5
 
 
-def _backend(request: pytest.FixtureRequest, name: str) -> Backend:
+def open_backend(request: pytest.FixtureRequest, name: str) -> Iterator[Backend]:
+    """Yield the backend ``name`` (one of :data:`BACKENDS`) for a test, and close what
+    was opened through it afterwards."""
     if name == "zookeeper":
         server = request.getfixturevalue("zookeeper_server")
         hosts = request.getfixturevalue("zookeeper_hosts")
-        return Backend(name, {"zookeeper": hosts, "options": ZK_OPTIONS}, zookeeper=server)
-    hbase = request.getfixturevalue("hbase_server")
-    prefix = request.getfixturevalue("hbase_prefix")
-    spec = {"hbase": hbase.address, "options": {**HBASE_OPTIONS, "table_prefix": prefix}}
-    return Backend(name, spec)
+        chosen = Backend(name, {"zookeeper": hosts, "options": ZK_OPTIONS}, zookeeper=server)
+    else:
+        server = request.getfixturevalue("hbase_server" if name == "hbase" else "real_hbase")
+        prefix = request.getfixturevalue("hbase_prefix")
+        if name == "real-hbase":
+            # The real cluster may outlive the session (a developer's shared one),
+            # keeping the tables of earlier runs whose tests had the same prefix.
+            prefix += uuid.uuid4().hex[:8]
+        base = HBASE_OPTIONS if name == "hbase" else REAL_HBASE_OPTIONS
+        options = {**base, "table_prefix": prefix}
+        chosen = Backend(name, {"hbase": server.address, "options": options})
+    yield chosen
+    chosen.close()
 
 
-@pytest.fixture(params=["zookeeper", "hbase"])
+@pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     """Each backend in turn; stores opened through it are closed afterwards."""
-    chosen = _backend(request, request.param)
-    yield chosen
-    for store in reversed(chosen.stores):
-        store.close()
+    yield from open_backend(request, request.param)
 
 
 @pytest.fixture
 def zk_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     """The ZooKeeper backend only."""
-    chosen = _backend(request, "zookeeper")
-    yield chosen
-    for store in reversed(chosen.stores):
-        store.close()
+    yield from open_backend(request, "zookeeper")
 
 
-@pytest.fixture
+@pytest.fixture(params=HBASE_BACKENDS)
 def hbase_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    """The HBase backend only."""
-    chosen = _backend(request, "hbase")
-    yield chosen
-    for store in reversed(chosen.stores):
-        store.close()
+    """The HBase backend only, on each HBase server in turn."""
+    yield from open_backend(request, request.param)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import happybase
 import pytest
@@ -24,7 +24,7 @@ from hqueue.errors import NoQueueError
 from hqueue.metadata.managers import QueueInfoManager
 from hqueue.settings import ENV_TABLE_PREFIX
 from hqueue.testing.standalone import StandaloneProcess
-from tests.metadata.conftest import REPO, Backend
+from tests.metadata.conftest import REPO, Backend, open_backend
 
 Run = Callable[..., tuple[int, str, str]]
 
@@ -40,6 +40,14 @@ def _global_options(
     # The HBase backend's prefix covers its metadata tables and the queue tables alike.
     assert backend.spec["options"]["table_prefix"] == prefix
     return hbase, {ENV_TABLE_PREFIX: prefix}
+
+
+@pytest.fixture(params=["zookeeper", "hbase"])
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """ZooKeeper, then the HBase backend on the session server: a queue's tables are
+    on that server, so its metadata is on that server's HBase too (real HBase's
+    metadata is tested by the conformance suite)."""
+    yield from open_backend(request, request.param)
 
 
 @pytest.fixture

@@ -158,7 +158,7 @@ def test_concurrent_updates_of_different_fields_lose_nothing(backend: Backend) -
 
 def test_partial_update_support_is_declared_per_backend(backend: Backend) -> None:
     store = backend.open()
-    assert store.is_partial_update_supported() is (backend.name == "hbase")
+    assert store.is_partial_update_supported() is backend.is_hbase
 
 
 # -- removal -----------------------------------------------------------------------------

@@ -34,9 +34,8 @@ def _commit(row: dict[bytes, tuple[bytes, int]]) -> Any:
     return json.loads(row[COMMIT_COLUMN][0])
 
 
-def test_a_partial_update_writes_only_the_changed_field(
-    hbase_backend: Backend, hbase: happybase.Connection
-) -> None:
+def test_a_partial_update_writes_only_the_changed_field(hbase_backend: Backend) -> None:
+    hbase = hbase_backend.connection()
     store: MetaStore = hbase_backend.open()
     table = store.create_table("cp")
     big = "x" * 10_000
@@ -65,12 +64,11 @@ def test_a_partial_update_writes_only_the_changed_field(
     assert table.get("s").value == {"0": "2:0", "1": "1:1", "blob": big + "y", "blob2": big}
 
 
-def test_fields_past_the_inline_bound_go_to_cells_and_read_back(
-    hbase_backend: Backend, hbase: happybase.Connection
-) -> None:
+def test_fields_past_the_inline_bound_go_to_cells_and_read_back(hbase_backend: Backend) -> None:
     """A value bigger than a commit holds inline (many small fields) is split between
     the commit and cells, and every field reads back, through updates that move
     fields from one to the other."""
+    hbase = hbase_backend.connection()
     table = hbase_backend.open().create_table("wide")
     value = {str(p): f"{p}:{p}" * 4 for p in range(400)}
     table.put("s", value, Version.NEW)
@@ -120,9 +118,8 @@ def test_a_write_of_inline_fields_is_one_hbase_write(hbase_backend: Backend) -> 
     assert table.get("s").value == {"0": "21:0", "1": "1:1"}
 
 
-def test_superseded_cells_are_collected(
-    hbase_backend: Backend, hbase: happybase.Connection
-) -> None:
+def test_superseded_cells_are_collected(hbase_backend: Backend) -> None:
+    hbase = hbase_backend.connection()
     table = hbase_backend.open().create_table("t")
     table.put("k", {"a": 0, "b": 0}, Version.NEW)
     for i in range(20):
@@ -148,9 +145,7 @@ def test_versions_keep_growing_across_delete_and_create(hbase_backend: Backend) 
         table.put("k", {"stale": True}, first)
 
 
-def test_an_update_at_a_held_version_writes_without_reading_the_row(
-    hbase_backend: Backend, hbase: happybase.Connection
-) -> None:
+def test_an_update_at_a_held_version_writes_without_reading_the_row(hbase_backend: Backend) -> None:
     """A checkpoint writer holds the version it wrote last: its next partial update
     swings the commit from that version's token without reading the row first, and a
     token that moved on is still refused by the compare-and-set."""

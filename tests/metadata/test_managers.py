@@ -229,7 +229,7 @@ def test_subscription_state_is_updated_per_partition(backend: Backend) -> None:
     data, version = subs.read_subscription_data("q", "s")
     assert data.state == state
     assert version == prefs_before.version
-    assert subs.is_partial_update_supported() is (backend.name == "hbase")
+    assert subs.is_partial_update_supported() is backend.is_hbase
 
 
 def test_bad_subscription_data_is_refused(store: MetaStore) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from hqueue.errors import StorageError
 from hqueue.metadata.backends.hbase.rows import FAMILIES
 from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 from hqueue.storage.hbase import HBase
@@ -76,14 +77,24 @@ class HBaseClient:
         return self._exists
 
     def ensure_table(self) -> None:
-        """Create the metadata table unless it exists (racing creators are fine)."""
+        """Create the metadata table unless it exists (racing creators are fine).
+
+        :raises StorageError: (or ConnectionLostError) if HBase fails to create it.
+        """
         if self.table_exists():
             return
-        with (
-            self._hbase.connection("create metadata table") as conn,
-            contextlib.suppress(Hbase_thrift.AlreadyExists),
-        ):
-            conn.create_table(self._table, FAMILIES)
+        try:
+            with (
+                self._hbase.connection("create metadata table") as conn,
+                contextlib.suppress(Hbase_thrift.AlreadyExists),
+            ):
+                conn.create_table(self._table, FAMILIES)
+        except StorageError:
+            # HBase's gateway answers AlreadyExists only for a table it found before
+            # creating; a rival that created it in between makes the create fail with
+            # an IOError (TableExistsException). The table is there either way.
+            if not self.table_exists():
+                raise
         self._exists = True
 
     # Reads of a table not created yet find nothing, and create nothing: only a write
