@@ -25,9 +25,9 @@ from hqueue.errors import (
     InvalidArgumentError,
     NoQueueError,
     QueueExistsError,
-    StorageError,
     SubscriptionExistsError,
     TableExistsError,
+    TableNotFoundError,
 )
 from hqueue.message import FAMILY, MAX_PARTITIONS, partition_prefix
 from hqueue.metadata.managers import (
@@ -183,10 +183,8 @@ class QueueAdmin:
         what = f"create queue {name!r}"
         try:
             self._hbase.create_table(what, desc, split_keys(partitions, regions))
-        except (StorageError, TableExistsError) as exc:
-            if "TableExists" in str(exc):
-                raise QueueExistsError(f"queue {name!r} already exists") from None
-            raise
+        except TableExistsError:
+            raise QueueExistsError(f"queue {name!r} already exists") from None
         try:
             return self._queues.create_queue_info(
                 name, partitions, regions=regions, ttl_seconds=ttl_s
@@ -300,11 +298,19 @@ class QueueAdmin:
         self._drop_table(name)
 
     def _drop_table(self, name: str) -> None:
-        with self._hbase.connection(f"delete table of queue {name!r}") as conn:
-            table = self._hbase.table_name(name)
-            if table in conn.client.getTableNames():
-                conn.client.disableTable(table)
-                conn.client.deleteTable(table)
+        """Disable and delete the queue's table, if there is one: one left disabled by
+        an earlier delete that failed is deleted, and one that another deleter removes
+        meanwhile is no error."""
+        table = self._hbase.table_name(name)
+        with (
+            contextlib.suppress(TableNotFoundError),
+            self._hbase.client(f"delete table of queue {name!r}") as client,
+        ):
+            if table not in client.getTableNames():
+                return
+            if client.isTableEnabled(table):
+                client.disableTable(table)
+            client.deleteTable(table)
 
 
 def _hbase2() -> Any:

@@ -21,8 +21,9 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from collections.abc import Iterator
-from typing import Any
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import happybase
 from thriftpy2.thrift import TApplicationException, TException
@@ -36,6 +37,8 @@ from hqueue.errors import (
     HQueueError,
     InvalidArgumentError,
     StorageError,
+    TableExistsError,
+    TableNotFoundError,
     WrongServiceError,
 )
 from hqueue.message import table_name
@@ -48,7 +51,14 @@ from hqueue.settings import (
 )
 from hqueue.storage.reader import last_rowkey
 from hqueue.wire.connect import HappybaseConnection, thrift_client
-from hqueue.wire.errors import TlsMismatchError, hbase_errors, security_error, table_not_found
+from hqueue.wire.errors import (
+    TlsMismatchError,
+    first_line,
+    hbase_errors,
+    security_error,
+    table_exists,
+    table_not_found,
+)
 from hqueue.wire.idl import hbase1, hbase2, sidecar
 
 __all__ = ["ConnectionPool", "HBase", "identify_service"]
@@ -61,9 +71,36 @@ _COMPARE_ATTEMPTS = 3
 """Tables the first admin call looks at before it gives up comparing (each one may be
 dropped or split while it looks)."""
 
+_IN_TRANSITION_S = 10.0
+"""How long a table's regions are asked for again while one has no server."""
+
+T = TypeVar("T")
+
 Regions = frozenset[tuple[bytes, bytes, str, int]]
 """A table's regions as a gateway reports them: start key, end key, and the host and
 RPC port of the region server serving each."""
+
+
+def _placed(call: Callable[[], T]) -> T:
+    """Return ``call()`` (a gateway's list of a table's regions), asked again for up
+    to :data:`_IN_TRANSITION_S` seconds while it fails with an internal error: HBase's
+    Thrift1 gateway fails the whole call (a NullPointerException on the server) while
+    a region has no server, as just after the table was made or while a region moves.
+
+    :raises TApplicationException: if it still fails at the deadline.
+    """
+    deadline = time.monotonic() + _IN_TRANSITION_S
+    delay = 0.05
+    while True:
+        try:
+            return call()
+        except TApplicationException as exc:
+            if exc.type != TApplicationException.INTERNAL_ERROR:
+                raise
+            if time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
 
 
 def identify_service(
@@ -400,6 +437,10 @@ class HBase:
                 refusal = security_error(exc, what)
                 if refusal is not None:
                     raise refusal from None
+                if table_exists(exc):
+                    raise TableExistsError(f"{what}: {first_line(exc)}") from None
+                if table_not_found(exc):
+                    raise TableNotFoundError(f"{what}: {first_line(exc)}") from None
                 raise StorageError(f"{what}: {exc.message}") from None
             except HQueueError:
                 raise  # a refusal, or already translated in the block
@@ -419,13 +460,21 @@ class HBase:
 
         :raises ClusterMismatchError: if the Thrift1 gateway does not see the table
             (it was dropped again).
-        :raises StorageError: if HBase refuses the table (``TableExists`` in the
-            message when it exists).
+        :raises TableExistsError: if the table exists.
+        :raises StorageError: if HBase refuses the table otherwise.
         :raises ConnectionLostError: if a gateway cannot be reached.
         """
         table = bytes(descriptor.tableName.qualifier)
         with self.admin(what) as admin:
-            admin.createTable(descriptor, split_keys)
+            try:
+                admin.createTable(descriptor, split_keys)
+            except hbase2().TIOError as exc:
+                if table_exists(exc, table):
+                    name = table.decode(errors="replace")
+                    raise TableExistsError(
+                        f"{what}: table {name!r} exists ({first_line(exc)})"
+                    ) from None
+                raise
             try:
                 made = self._admin_regions(admin, table)
                 seen = self._data_regions(what, table)
@@ -471,13 +520,13 @@ class HBase:
             admin.disableTable(name)
             admin.deleteTable(name)
         except hbase2().TIOError as exc:
-            if not table_not_found(exc):
+            if not table_not_found(exc, table):
                 raise
 
     def _data_regions(self, what: str, table: bytes) -> Regions:
         """The regions of ``table`` through the Thrift1 gateway (none if missing)."""
         with self.client(what) as data:
-            found = data.getTableRegions(table)
+            found = _placed(lambda: data.getTableRegions(table))
         return frozenset(
             (r.startKey or b"", r.endKey or b"", _host(r.serverName), r.port) for r in found
         )
@@ -486,9 +535,9 @@ class HBase:
     def _admin_regions(admin: Any, table: bytes) -> Regions:
         """The regions of ``table`` through the Thrift2 gateway (none if missing)."""
         try:
-            found = admin.getAllRegionLocations(table)
+            found = _placed(lambda: admin.getAllRegionLocations(table))
         except hbase2().TIOError as exc:
-            if table_not_found(exc):
+            if table_not_found(exc, table):
                 return frozenset()
             raise
         return frozenset(

@@ -72,10 +72,12 @@ __all__ = [
     "TLS_REQUIRED",
     "TlsMismatchError",
     "denial",
+    "first_line",
     "from_sidecar_exception",
     "hbase_errors",
     "security_error",
     "sidecar_exceptions",
+    "table_exists",
     "table_not_found",
     "thrift_message",
     "to_sidecar_exception",
@@ -148,7 +150,7 @@ def hbase_errors(what: str) -> Iterator[None]:
             raise denied from None
         _raise_hbase(exc, what)
     except _Hbase.AlreadyExists as exc:
-        raise TableExistsError(f"{what}: {exc.message}") from None
+        raise TableExistsError(f"{what}: {thrift_message(exc)}") from None
     except (NoConnectionsAvailable, OSError) as exc:
         raise ConnectionLostError(f"{what}: HBase unreachable ({exc})") from None
     except TTransportException as exc:
@@ -166,7 +168,9 @@ def _raise_hbase(exc: Any, what: str) -> None:
         raise InvalidArgumentError(f"{what}: {exc.message}") from None
     if isinstance(exc, _Hbase.IOError):
         if table_not_found(exc):
-            raise TableNotFoundError(f"{what}: {thrift_message(exc)}") from None
+            raise TableNotFoundError(f"{what}: {first_line(exc)}") from None
+        if table_exists(exc):
+            raise TableExistsError(f"{what}: {first_line(exc)}") from None
         raise StorageError(f"{what}: {thrift_message(exc)}") from None
     raise ConnectionLostError(f"{what}: HBase Thrift error ({exc!r})") from None
 
@@ -183,11 +187,63 @@ def thrift_message(exc: Any) -> str:
     return _text(getattr(exc, "message", None))
 
 
-def table_not_found(exc: Any) -> bool:
-    """Return whether an HBase Thrift ``IOError`` says the table does not exist: HBase
-    names the Java exception (``...TableNotFoundException``) in the message, and the
-    embedded server does the same."""
-    return "TableNotFoundException" in thrift_message(exc)
+def first_line(exc: Any) -> str:
+    """Return the first line of a Thrift exception's message: HBase's Thrift1 gateway
+    sends a Java stack trace, whose first line names the exception and says what."""
+    return thrift_message(exc).partition("\n")[0].rstrip()
+
+
+def table_not_found(exc: Any, table: bytes | None = None) -> bool:
+    """Return whether an HBase Thrift error (Thrift1 ``IOError``, Thrift2 ``TIOError``)
+    says the table does not exist.
+
+    What HBase's gateways send (``hbase-thrift``'s two ``ThriftHBaseServiceHandler``):
+    Thrift1 puts the Java stack trace in the message, which starts with the
+    exception's class (``org.apache.hadoop.hbase.TableNotFoundException: t``), except
+    where the handler checks first: ``deleteTable`` of a missing table sends
+    ``java.io.IOException: table does not exist``. Thrift2 sends the exception's
+    ``getMessage()``: a failure on the master comes back to the gateway's HBase client
+    with the master's stack trace as its message, which names the class too, but the
+    client's own checks (``getTableDescriptor``, ``isTableDisabled``) throw
+    ``TableNotFoundException(table)``, whose message is the bare table name; given
+    ``table`` (the call's), that message counts too. The embedded server names the
+    class, as HBase's master does.
+    """
+    message = thrift_message(exc)
+    return (
+        "TableNotFoundException" in message
+        or first_line(exc) == _THRIFT1_NO_TABLE
+        or (table is not None and _is_table_name(message, table))
+    )
+
+
+def table_exists(exc: Any, table: bytes | None = None) -> bool:
+    """Return whether an HBase Thrift error says the table exists already.
+
+    HBase's Thrift1 ``createTable`` raises ``AlreadyExists`` when it finds the table
+    before creating it, and an ``IOError`` naming ``TableExistsException`` when a
+    rival created it meanwhile; Thrift2's ``TIOError`` names the class when the
+    master refuses the create, or is the bare table name (given ``table``, that
+    counts: see :func:`table_not_found`).
+    """
+    if isinstance(exc, _Hbase.AlreadyExists):
+        return True
+    message = thrift_message(exc)
+    return "TableExistsException" in message or (
+        table is not None and _is_table_name(message, table)
+    )
+
+
+_THRIFT1_NO_TABLE = "java.io.IOException: table does not exist"
+"""The first line of Thrift1 ``deleteTable``'s error for a missing table."""
+
+
+def _is_table_name(message: str, table: bytes) -> bool:
+    """Whether ``message`` is ``table``'s name alone (HBase's ``TableName`` as text:
+    ``t``, or ``ns:t``; the default namespace may be spelled out)."""
+    name = table.decode("utf-8", "replace")
+    text = message.strip()
+    return text in (name, f"default:{name}")
 
 
 def _index(error: InvalidArgumentError) -> int:

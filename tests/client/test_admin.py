@@ -1,5 +1,5 @@
-"""Queue administration against the session's standalone server: tables, metadata,
-names and limits."""
+"""Queue administration against the session's standalone server, then real Apache
+HBase: tables, metadata, names and limits."""
 
 from __future__ import annotations
 
@@ -14,8 +14,13 @@ from hqueue.errors import (
     NoQueueError,
     QueueExistsError,
     SubscriptionExistsError,
+    TableExistsError,
+    TableNotFoundError,
 )
 from hqueue.metadata.managers import SubscriptionPreferences
+from hqueue.wire.idl import hbase1, hbase2
+
+Hbase = hbase1()
 
 
 @pytest.fixture
@@ -102,3 +107,55 @@ def test_delete_refuses_while_subscribed_unless_forced(hq: Client, queue_name: s
         assert hq._context.hbase.table_name(queue_name) not in conn.client.getTableNames()
     with pytest.raises(NoQueueError):
         hq.delete_queue(queue_name)
+
+
+# -- table errors as each server sends them (HBase: hbase-thrift's two handlers)
+
+
+def test_create_refuses_a_queue_whose_table_exists_without_metadata(
+    hq: Client, queue_name: str
+) -> None:
+    # A table left by a create that failed before writing its metadata, or made by
+    # hand: its name is what racing creators contend for, so the queue exists.
+    hbase = hq._context.hbase
+    table = hbase.table_name(queue_name)
+    with hbase.client("make the table") as client:
+        client.createTable(table, [Hbase.ColumnDescriptor(name=b"message:")])
+    with pytest.raises(QueueExistsError, match="already exists"):
+        hq.create_queue(queue_name)
+    assert queue_name not in [q.name for q in hq.queues()]
+    with hbase.client("inspect") as client:
+        assert table in client.getTableNames()  # not the create's own: kept
+    hbase.drop_table("clean up", table)
+
+
+def test_a_table_created_twice_exists_through_both_gateways(hq: Client, queue_name: str) -> None:
+    hbase = hq._context.hbase
+    table = hbase.table_name(queue_name)
+    H2 = hbase2()
+    descriptor = H2.TTableDescriptor(
+        tableName=H2.TTableName(qualifier=table),
+        columns=[H2.TColumnFamilyDescriptor(name=b"message")],
+    )
+    hbase.create_table("create", descriptor, [])
+    with pytest.raises(TableExistsError, match=queue_name):
+        hbase.create_table("create through Thrift2 again", descriptor, [])
+    with pytest.raises(TableExistsError), hbase.client("create through Thrift1 again") as client:
+        client.createTable(table, [Hbase.ColumnDescriptor(name=b"message:")])
+    hbase.drop_table("drop", table)
+
+
+def test_dropping_a_missing_table_through_both_gateways(hq: Client, queue_name: str) -> None:
+    hbase = hq._context.hbase
+    table = hbase.table_name(queue_name)
+    hbase.drop_table("drop through Thrift2", table)  # no error: what a drop wants holds
+    for call in ("disableTable", "deleteTable"):
+        with pytest.raises(TableNotFoundError), hbase.client(f"{call} through Thrift1") as client:
+            getattr(client, call)(table)
+    # A queue whose table is gone (deleted by hand, or by a delete that failed after
+    # it) is deleted all the same.
+    hq.create_queue(queue_name)
+    hbase.drop_table("drop the queue's table", table)
+    hq.delete_queue(queue_name)
+    with pytest.raises(NoQueueError):
+        hq.queue(queue_name)

@@ -1,5 +1,5 @@
 """PartitionScanner, CombinedPartitionScanner and QueueScanner against the session's
-``hqueue standalone``.
+``hqueue standalone``, then against real Apache HBase.
 
 Rows are written straight into the queue table with Thrift1 ``mutateRows`` (the
 layout of docs/architecture.md, "How messages are stored"), so these tests depend on the
@@ -9,12 +9,12 @@ storage format only, not on the producer.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import pytest
 
 from hqueue import Message, MessageId, Queue
-from hqueue.client.client import Client
+from hqueue.client.client import Client, connect
 from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
 from hqueue.errors import HQueueError, InvalidArgumentError, StorageError
 from hqueue.message import encode_rowkey
@@ -355,8 +355,31 @@ def test_unknown_option_is_a_type_error(queue: Queue) -> None:
 # ------------------------------------------------------------------ server-side scanners
 
 
-def test_context_manager_closes_server_scanner(queue: Queue, hq: Client) -> None:
-    with queue.partition_scanner(0, batch_size=2) as scanner:
+@pytest.fixture
+def direct(hq: Client, queue: Queue, request: pytest.FixtureRequest) -> Iterator[Queue]:
+    """``queue``, as a client that reads through HBase's Thrift1 gateway only sees it.
+
+    The server-side scanners these tests watch are Thrift1's: a client that reads
+    through a sidecar (``fast_scan``, where the metadata names the partition's owner,
+    as on real HBase, whose sidecars take a queue's partitions when it is created)
+    holds none, so the tests read with ``fast_scan=False`` on both storages."""
+    context = hq._context
+    zookeeper = None
+    if request.node.callspec.params["any_hq"] == "hbase":
+        zookeeper = request.getfixturevalue("real_hbase").suite_zookeeper
+    client = connect(
+        hbase=context.hbase.address,
+        hbase_admin=context.hbase.admin_address,
+        zookeeper=zookeeper,
+        table_prefix="",
+        fast_scan=False,
+    )
+    yield client.queue(queue.name)
+    client.close()
+
+
+def test_context_manager_closes_server_scanner(direct: Queue, hq: Client) -> None:
+    with direct.partition_scanner(0, batch_size=2) as scanner:
         assert scanner.open_scanner_ids == ()  # opened on first iteration, not before
         next(scanner)
         (scanner_id,) = scanner.open_scanner_ids
@@ -366,8 +389,8 @@ def test_context_manager_closes_server_scanner(queue: Queue, hq: Client) -> None
     assert list(scanner) == []  # closed means done
 
 
-def test_combined_scanner_closes_every_partitions_scanner(queue: Queue, hq: Client) -> None:
-    with queue.combined_scanner([0, 1, 2], batch_size=2) as scanner:
+def test_combined_scanner_closes_every_partitions_scanner(direct: Queue, hq: Client) -> None:
+    with direct.combined_scanner([0, 1, 2], batch_size=2) as scanner:
         next(scanner)
         # Partition 1 is empty: its scanner closed as soon as it came back empty.
         ids = scanner.open_scanner_ids
@@ -375,11 +398,11 @@ def test_combined_scanner_closes_every_partitions_scanner(queue: Queue, hq: Clie
     assert all(scanner_is_closed(hq, i) for i in ids)
 
 
-def test_closed_on_exhaustion_and_on_limit(queue: Queue, hq: Client) -> None:
+def test_closed_on_exhaustion_and_on_limit(direct: Queue, hq: Client) -> None:
     for make in (
-        lambda **o: queue.partition_scanner(0, **o),
-        lambda **o: queue.scan(**o),
-        lambda **o: queue.combined_scanner([0, 2], **o),
+        lambda **o: direct.partition_scanner(0, **o),
+        lambda **o: direct.scan(**o),
+        lambda **o: direct.combined_scanner([0, 2], **o),
     ):
         scanner = make(batch_size=3)
         next(scanner)
@@ -413,16 +436,16 @@ def test_close_inside_a_for_loop_ends_it(queue: Queue) -> None:
         assert len(seen) == 2  # not the rest of the batch already fetched
 
 
-def test_queue_scanner_with_bounds_holds_one_scanner_at_a_time(queue: Queue) -> None:
-    with queue.scan(start=T0, batch_size=1) as scanner:
+def test_queue_scanner_with_bounds_holds_one_scanner_at_a_time(direct: Queue) -> None:
+    with direct.scan(start=T0, batch_size=1) as scanner:
         for _ in scanner:
             assert len(scanner.open_scanner_ids) <= 1
 
 
-def test_reopens_when_the_gateway_forgot_the_scanner(queue: Queue, hq: Client) -> None:
+def test_reopens_when_the_gateway_forgot_the_scanner(direct: Queue, hq: Client) -> None:
     # As after the scanner lease expired while the caller paused: the scan carries on
     # after the last row it read, without losing or repeating a message.
-    with queue.partition_scanner(0, batch_size=3) as scanner:
+    with direct.partition_scanner(0, batch_size=3) as scanner:
         messages = [next(scanner)]
         (scanner_id,) = scanner.open_scanner_ids
         with hq._context.hbase.connection("drop scanner") as conn:

@@ -68,10 +68,10 @@ def zk_errors(what: str) -> Iterator[None]:
         raise SessionExpiredError(f"{what}: ZooKeeper session expired") from None
     except (kz.ConnectionClosedError, *RETRIED) as exc:
         raise ConnectionLostError(
-            f"{what}: ZooKeeper unreachable ({exc or type(exc).__name__})"
+            f"{what}: ZooKeeper unreachable ({str(exc) or type(exc).__name__})"
         ) from None
     except kz.KazooException as exc:
-        raise MetadataError(f"{what}: ZooKeeper error ({exc or type(exc).__name__})") from None
+        raise MetadataError(f"{what}: ZooKeeper error ({str(exc) or type(exc).__name__})") from None
 
 
 def owner_acl(credentials: Secret) -> list[ACL]:

@@ -25,7 +25,7 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 from kazoo.security import Permissions
 
-from hqueue.errors import InvalidArgumentError
+from hqueue.errors import InvalidArgumentError, MetadataError
 from hqueue.metadata.backends.zookeeper.client import (
     ZooKeeperClient,
     kazoo_logger,
@@ -44,6 +44,10 @@ from hqueue.settings import DEFAULT_SESSION_TIMEOUT, DEFAULT_TIMEOUT
 __all__ = ["ZooKeeperMetaStore"]
 
 log = logging.getLogger(__name__)
+
+_DELETE_ROUNDS = 20
+"""How many times :meth:`ZooKeeperMetaStore.drop_table` deletes the children of one
+znode that others keep adding to before it gives up."""
 
 _STATES = {
     KazooState.CONNECTED: SessionState.CONNECTED,
@@ -208,8 +212,35 @@ class ZooKeeperMetaStore(MetaStore):
     def drop_table(self, name: str) -> None:
         path = self.table_path(name)
         self._made -= {made for made in self._made if made == path or made.startswith(path + "/")}
-        with zk_errors(f"drop table {name}"), contextlib.suppress(kz.NoNodeError):
-            self.client.delete(path, recursive=True)
+        with zk_errors(f"drop table {name}"):
+            self._delete_tree(path)
+
+    def _delete_tree(self, path: str) -> None:
+        """Delete ``path`` and every znode under it; a missing one is no error.
+
+        Other processes may add children meanwhile (a sidecar writing a checkpoint or
+        taking a partition of the queue being deleted): ZooKeeper then refuses to
+        delete their parent (NotEmptyError), and the children are listed and deleted
+        again, at most :data:`_DELETE_ROUNDS` times per znode.
+
+        :raises kazoo.exceptions.KazooException: as :func:`zk_errors` translates.
+        :raises MetadataError: if children still kept appearing after the last round.
+        """
+        for _ in range(_DELETE_ROUNDS):
+            try:
+                children = self._zookeeper.read(self.client.get_children_async, path)
+                for child in children:
+                    self._delete_tree(f"{path}/{child}")
+                self._zookeeper.call(self.client.delete_async, path)
+            except kz.NoNodeError:
+                return
+            except kz.NotEmptyError:
+                continue
+            return
+        raise MetadataError(
+            f"delete {path}: other clients kept creating znodes under it "
+            f"({_DELETE_ROUNDS} rounds of deleting its children)"
+        )
 
     def is_partial_update_supported(self) -> bool:
         return False
