@@ -8,6 +8,7 @@ import contextlib
 import struct
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 import happybase
+from kazoo.client import KazooClient
 
 from hqueue.client.client import Client
 from hqueue.testing.spark import ConnectServer, SparkCluster, local_spark
@@ -34,7 +36,9 @@ Row = tuple[int, int, int, str, bytes]
 """(partition, timestamp ms, sequence, topic, value)"""
 
 
-def store_rows(server: StandaloneProcess, client: Client, queue: str, rows: Sequence[Row]) -> None:
+def store_rows(
+    server: StandaloneProcess | Target, client: Client, queue: str, rows: Sequence[Row]
+) -> None:
     """Write message rows directly into the queue's table (raw Thrift1 mutateRows)."""
     hbase1 = sys.modules["Hbase_thrift"]
     table = client._context.hbase.table_name(queue)
@@ -56,14 +60,60 @@ def store_rows(server: StandaloneProcess, client: Client, queue: str, rows: Sequ
         conn.close()
 
 
-def options(server: StandaloneProcess, queue: str) -> dict[str, str]:
-    """The data source options reaching ``queue`` on the session server."""
-    return {
+def options(server: StandaloneProcess | Target, queue: str) -> dict[str, str]:
+    """The data source options reaching ``queue`` on the session server (or on a
+    :class:`Target`'s storage, with its metadata)."""
+    found = {
         "queue": queue,
         "hbase": server.address,
         "hbase_admin": f"{server.host}:{server.thrift2_port}",
         "table_prefix": "",
     }
+    if isinstance(server, Target) and server.zookeeper is not None:
+        found["zookeeper"] = server.zookeeper
+    return found
+
+
+@dataclass
+class Target:
+    """Where a test's queues live: the gateways of the storage (the standalone server,
+    or the real HBase cluster), a client whose queues a sidecar serves, and the
+    metadata's ZooKeeper (``None``: in HBase)."""
+
+    host: str
+    port: int
+    thrift2_port: int
+    client: Client
+    zookeeper: str | None
+    storage: str
+    region_servers: frozenset[str] = frozenset()
+    """``host:port`` (RPC) of the live region servers (none on the standalone)."""
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the Thrift1 gateway."""
+        return f"{self.host}:{self.port}"
+
+
+@pytest.fixture
+def target(any_hq: Client, request: pytest.FixtureRequest) -> Target:
+    """``any_hq``'s storage: the session's standalone server, then the real HBase
+    cluster (two region servers, a sidecar beside each, metadata in ZooKeeper)."""
+    if request.node.callspec.params["any_hq"] == "standalone":
+        server = request.getfixturevalue("hbase_server")
+        return Target(server.host, server.port, server.thrift2_port, any_hq, None, "standalone")
+    real = request.getfixturevalue("real_hbase")
+    zk = KazooClient(hosts=real.zookeeper, timeout=10.0)
+    zk.start(timeout=30)
+    try:
+        # HBase registers each live region server as /hbase/rs/host,port,startcode.
+        servers = frozenset(":".join(name.split(",")[:2]) for name in zk.get_children("/hbase/rs"))
+    finally:
+        zk.stop()
+        zk.close()
+    return Target(
+        real.host, real.port, real.thrift2_port, any_hq, real.suite_zookeeper, "hbase", servers
+    )
 
 
 def run_available_now(spark, opts: dict[str, str], out: object, checkpoint: object) -> Any:

@@ -1,5 +1,6 @@
 """Batch reads through ``spark.read.format("hqueue")`` and ``read_queue``, against the
-session's standalone server and a local Spark."""
+session's standalone server and a local Spark; those taking ``target`` run on real
+Apache HBase too (two region servers, a sidecar beside each)."""
 
 from __future__ import annotations
 
@@ -29,10 +30,10 @@ def _rows(partitions: int, per_partition: int) -> list[tuple[int, int, int, str,
 
 
 @pytest.fixture
-def filled(hbase_server, hq, queue_name):
-    hq.create_queue(queue_name, partitions=3)
+def filled(target, queue_name):
+    target.client.create_queue(queue_name, partitions=3)
     rows = _rows(3, 40)
-    store_rows(hbase_server, hq, queue_name, rows)
+    store_rows(target, target.client, queue_name, rows)
     return queue_name, rows
 
 
@@ -40,9 +41,9 @@ def _key(row):
     return (row.partition, row.id, row.topic, bytes(row.value))
 
 
-def test_reads_every_row_with_its_columns(spark, hbase_server, filled):
+def test_reads_every_row_with_its_columns(spark, target, filled):
     queue, rows = filled
-    df = spark.read.format("hqueue").options(**options(hbase_server, queue)).load()
+    df = spark.read.format("hqueue").options(**options(target, queue)).load()
     assert df.schema.simpleString() == (
         "struct<partition:int,timestamp:timestamp,sequence:int,id:string,topic:string,value:binary>"
     )
@@ -54,11 +55,11 @@ def test_reads_every_row_with_its_columns(spark, hbase_server, filled):
     assert (first.partition, first.sequence) == (0, 0)
 
 
-def test_options_narrow_the_read(spark, hbase_server, filled):
+def test_options_narrow_the_read(spark, target, filled):
     queue, rows = filled
     df = (
         spark.read.format("hqueue")
-        .options(**options(hbase_server, queue))
+        .options(**options(target, queue))
         .option("partitions", "1-2")
         .option("topics", "t0,t2")
         .option("start", f"{BASE + 5}:1")
@@ -74,21 +75,16 @@ def test_options_narrow_the_read(spark, hbase_server, filled):
     assert expected
 
 
-def test_iso_time_bounds(spark, hbase_server, filled):
+def test_iso_time_bounds(spark, target, filled):
     queue, rows = filled
     start = dt.datetime.fromtimestamp((BASE + 10) / 1000, tz=dt.UTC).isoformat()
-    df = (
-        spark.read.format("hqueue")
-        .options(**options(hbase_server, queue))
-        .option("start", start)
-        .load()
-    )
+    df = spark.read.format("hqueue").options(**options(target, queue)).option("start", start).load()
     assert df.count() == sum(1 for r in rows if r[1] >= BASE + 10)
 
 
-def test_filters_are_evaluated_by_spark_and_options_narrow_the_scan(spark, hbase_server, filled):
+def test_filters_are_evaluated_by_spark_and_options_narrow_the_scan(spark, target, filled):
     queue, rows = filled
-    df = spark.read.format("hqueue").options(**options(hbase_server, queue)).load()
+    df = spark.read.format("hqueue").options(**options(target, queue)).load()
     since = dt.datetime.fromtimestamp((BASE + 12) / 1000, tz=dt.UTC)
     got = df.filter((df.partition == 2) & (df.topic == "t1") & (df.timestamp >= since)).collect()
     assert sorted(map(_key, got)) == sorted(
@@ -104,7 +100,7 @@ def test_filters_are_evaluated_by_spark_and_options_narrow_the_scan(spark, hbase
     reader = HQueueReader(
         SourceOptions.parse(
             {
-                **options(hbase_server, queue),
+                **options(target, queue),
                 "partitions": "2",
                 "topics": "t9,t1",
                 "start": str(BASE + 12),
@@ -120,7 +116,7 @@ def test_filters_are_evaluated_by_spark_and_options_narrow_the_scan(spark, hbase
     assert sorted(
         (r.partition, r.id)
         for r in spark.read.format("hqueue")
-        .options(**options(hbase_server, queue))
+        .options(**options(target, queue))
         .option("partitions", "2")
         .option("topics", "t9,t1")
         .option("start", str(BASE + 12))
@@ -131,11 +127,11 @@ def test_filters_are_evaluated_by_spark_and_options_narrow_the_scan(spark, hbase
     )
 
 
-def test_an_empty_plan_reads_nothing(spark, hbase_server, filled):
+def test_an_empty_plan_reads_nothing(spark, target, filled):
     queue, _ = filled
     df = (
         spark.read.format("hqueue")
-        .options(**options(hbase_server, queue))
+        .options(**options(target, queue))
         .option("start", f"{BASE + 9}:0")
         .option("end", f"{BASE + 9}:0")
         .load()
@@ -144,13 +140,13 @@ def test_an_empty_plan_reads_nothing(spark, hbase_server, filled):
     assert df.collect() == []
 
 
-def test_split_by_region(spark, hbase_server, hq, queue_name):
-    hq.create_queue(queue_name, partitions=4, regions=2)
+def test_split_by_region(spark, target, queue_name):
+    target.client.create_queue(queue_name, partitions=4, regions=2)
     rows = _rows(4, 10)
-    store_rows(hbase_server, hq, queue_name, rows)
+    store_rows(target, target.client, queue_name, rows)
     df = (
         spark.read.format("hqueue")
-        .options(**options(hbase_server, queue_name))
+        .options(**options(target, queue_name))
         .option("split", "region")
         .load()
     )
@@ -174,26 +170,34 @@ def test_empty_queue_and_bad_options(spark, hbase_server, hq, queue_name):
         SourceOptions.parse({**opts, "partiton": "1"})
 
 
-def test_read_queue_prefers_the_region_hosts(spark, hbase_server, hq, queue_name, filled):
+def test_read_queue_prefers_the_region_hosts(spark, target, filled):
     queue, rows = filled
-    df = hqueue.spark.read_queue(spark, queue, hbase=hbase_server.address, table_prefix="")
+    df = hqueue.spark.read_queue(
+        spark, queue, hbase=target.address, zookeeper=target.zookeeper, table_prefix=""
+    )
     assert sorted(map(_key, df.collect())) == sorted(
         (p, f"{ts}:{seq}", t, v) for p, ts, seq, t, v in rows
     )
 
     from hqueue.spark.locality import located_rdd, plan_located
 
-    parts = plan_located(SourceOptions.parse(options(hbase_server, queue)))
+    parts = plan_located(SourceOptions.parse(options(target, queue)))
     jrdd = located_rdd(spark, parts)
-    conn = happybase.Connection(hbase_server.host, hbase_server.port)
+    conn = happybase.Connection(target.host, target.port)
     try:
-        regions = conn.client.getTableRegions(hq._context.hbase.table_name(queue))
+        regions = conn.client.getTableRegions(target.client._context.hbase.table_name(queue))
     finally:
         conn.close()
     # Each region's host first, then every other name and address it is known by.
     aliases = HostAliases()
     by_start = {r.startKey or b"": aliases.of(r.serverName.decode()) for r in regions}
     assert len(by_start) == 3
+    if target.region_servers:
+        # Real HBase names each region's server by host and RPC port (the regions are
+        # on its two region servers); Spark places tasks by host, so the port is left
+        # out of the preferred locations.
+        assert {f"{r.serverName.decode()}:{r.port}" for r in regions} <= target.region_servers
+        assert all(":" not in host for part in parts for host in part.hosts)
     assert not is_connect(spark)
     jvm = spark.sparkContext._jvm
     jparts = jrdd.partitions()

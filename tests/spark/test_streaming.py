@@ -27,9 +27,8 @@ def _run(spark, opts, out, checkpoint):
     return [p["numInputRows"] for p in query.recentProgress]
 
 
-def test_restarted_query_resumes_without_gaps_or_repeats(
-    spark, hbase_server, hq, queue_name, tmp_path
-):
+def test_restarted_query_resumes_without_gaps_or_repeats(spark, target, queue_name, tmp_path):
+    hbase_server, hq = target, target.client
     hq.create_queue(queue_name, partitions=2)
     opts = options(hbase_server, queue_name)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
@@ -53,7 +52,8 @@ def test_restarted_query_resumes_without_gaps_or_repeats(
     assert offset == {"partitions": {"0": f"{BASE + 28}:0", "1": f"{BASE + 27}:0"}}
 
 
-def test_starting_offsets(hbase_server, hq, queue_name):
+def test_starting_offsets(target, queue_name):
+    hbase_server, hq = target, target.client
     hq.create_queue(queue_name, partitions=2)
     store_rows(hbase_server, hq, queue_name, _rows(0, 6))
     opts = options(hbase_server, queue_name)
