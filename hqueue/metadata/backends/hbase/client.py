@@ -127,7 +127,14 @@ class HBaseClient:
     def mutate(
         self, row: bytes, puts: Mapping[bytes, bytes], deletes: Sequence[bytes] = ()
     ) -> None:
-        """Put and delete cells of one row, atomically."""
+        """Put and delete cells of one row, in one Thrift1 ``mutateRow``.
+
+        Not atomic on HBase: its gateway sends the deletes, then the puts, as two
+        requests to the region server (``hqueue standalone`` applies both at once),
+        and a failure between them leaves the deletes done. Callers put and delete
+        cells no commit names at that moment (new cells under fresh ids, collected
+        ones), so no reader can see the difference.
+        """
         mutations = [Hbase_thrift.Mutation(column=c, value=v) for c, v in puts.items()]
         mutations += [Hbase_thrift.Mutation(isDelete=True, column=c) for c in deletes]
         if not mutations:
@@ -140,7 +147,13 @@ class HBaseClient:
         self, rows: Mapping[bytes, tuple[Mapping[bytes, bytes], Sequence[bytes]]]
     ) -> None:
         """Put and delete cells of many rows (row to puts and deleted columns) in one
-        request: each row atomically, not the whole."""
+        Thrift1 ``mutateRows``.
+
+        Atomic neither as a whole nor row by row on HBase: its gateway sends every
+        row's puts, then every row's deletes, each as a batch the region servers apply
+        row by row, so a failure may leave any subset done. As with :meth:`mutate`,
+        callers write only cells no commit names at that moment.
+        """
         batch = []
         for row, (puts, deletes) in rows.items():
             mutations = [Hbase_thrift.Mutation(column=c, value=v) for c, v in puts.items()]

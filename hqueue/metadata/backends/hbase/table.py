@@ -243,10 +243,15 @@ class HBaseTable(TableBase):
         raise MetadataError(f"{what}: gave up after {MAX_ATTEMPTS} conflicting writers")
 
     def _create_many(self, values: dict[str, Value], ephemeral: bool) -> dict[str, Version]:
-        """Create the keys with one read of their commits, one write of every new
-        field cell and one change count for them all; only the commits are swung one
-        by one (Thrift1's ``checkAndPut`` takes one row). A key whose commit moved
-        meanwhile is created on its own (:meth:`_put`)."""
+        """Create the keys with one read of their commits, one request writing every
+        new field cell and one change count for them all; only the commits are swung
+        one by one (Thrift1's ``checkAndPut`` takes one row). A key whose commit moved
+        meanwhile is created on its own (:meth:`_put`).
+
+        Each key is created atomically by its commit's swing, never all of them
+        together: the cells' request is not atomic (a failure may leave some written,
+        named by no commit) and other processes may read some keys created before
+        the others."""
         session = self._leases.ephemeral_session() if ephemeral else None
         rows = {key: entry_row(self._name, key) for key in values}
         found = self.client.rows(list(rows.values()), [COMMIT_COLUMN])
@@ -333,8 +338,9 @@ class HBaseTable(TableBase):
 
     def _update_many(self, updates: dict[str, tuple[Value, Version]]) -> dict[str, Version]:
         """Update the keys held with their commit together: every new cell in one
-        mutation, the commits swung over the connection pool, one change count; the
-        others one by one (:meth:`_update`)."""
+        request (not atomic, and named by no commit until its key's swing), the
+        commits swung over the connection pool, one change count; the others one by
+        one (:meth:`_update`). Each key is updated atomically, not the batch."""
         held: dict[str, tuple[Commit, Commit]] = {}
         others: dict[str, tuple[Value, Version]] = {}
         mutations: dict[bytes, tuple[dict[bytes, bytes], list[bytes]]] = {}
