@@ -376,6 +376,16 @@ class HBaseCluster:
         return f"{self.host}:{self.ports.thrift2}"
 
     @property
+    def address(self) -> str:
+        """The Thrift1 gateway's address (as :class:`~hqueue.testing.cluster.Storage`)."""
+        return self.thrift1_address
+
+    @property
+    def admin_address(self) -> str:
+        """The Thrift2 gateway's address (as :class:`~hqueue.testing.cluster.Storage`)."""
+        return self.thrift2_address
+
+    @property
     def zookeeper_hosts(self) -> str:
         """The ZooKeeper connect string the cluster registers in."""
         assert self.zookeeper is not None, "the cluster was not started"
