@@ -54,6 +54,21 @@ Workloads, messages of 100 bytes, fresh stream / queue per round:
   NATS 1,000 ``publish_async`` at a time), whose latency is the call's (each message
   of a call is acknowledged when it returns).
 
+Real Apache HBase (peer ``hqueue-hbase``): hqueue as deployed, Apache HBase 2.6
+(master, two region servers, the Thrift1 and Thrift2 gateways, each a JVM, started
+by this script from the jars ``$HQUEUE_HBASE_CLASSPATH_FILE`` names, as ``make bench``
+sets it) and two separate ``hqueue sidecar`` processes, metadata in the cluster's
+ZooKeeper: batched produce, scan and one at a time, in the same rounds as the
+embedded rows. Reported with the cluster's start-up time and each JVM's resident
+memory.
+
+CPU: every row also reports the CPU microseconds per message of each process
+involved (``bench/rounds.py``'s ``CpuMeter``, from ``/proc``): this client process,
+and the server's: the standalone process, the storage and sidecar processes of the
+cluster's layout, Redis, NATS, or on real HBase each sidecar and each JVM. Read
+around the row's whole call, so its untimed set-up (a new queue and its warm-up
+message) is in it; the scan in the cluster's layout counts its scan only.
+
 Timed sections cover only the calls (and, for scans, opening the scanner or
 consumer); each produce starts with one untimed warm-up message so that connection
 set-up and, for hqueue, the sidecar taking ownership of the new partition are not
@@ -72,7 +87,7 @@ Redis's one-at-a-time XADD, acknowledgement p99 < 20 ms.
 
 Run: ``.venv/bin/python bench/bench_queue.py [--messages 200000] [--single-messages
 5000] [--send-messages 200000] [--rounds 3] [--quick] [--smoke] [--peers
-hqueue,hqueue-tls,redis,nats] [--redis-fsync]``
+hqueue,hqueue-tls,hqueue-hbase,redis,nats] [--redis-fsync]``
 
 The targets and the latest figures, with what bounds them: docs/performance.md.
 """
@@ -98,11 +113,14 @@ import happybase
 import nats
 import redis
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType
-from peers import NATS_SERVER, REDIS_SERVER, NatsServer, RedisServer
+from peers import NATS_SERVER, REDIS_SERVER, NatsServer, RealHBase, RedisServer
 from rounds import (
     SMOKE_NOTE,
     SMOKE_VERDICT,
+    CpuMeter,
     add_smoke_argument,
+    cpu_cell,
+    cpu_per_message,
     markdown_header,
     markdown_row,
     median_of_rounds,
@@ -142,6 +160,8 @@ class Sample:
     messages: int
     seconds: float
     latencies: list[float] = field(default_factory=list)
+    cpu: dict[str, float] | None = None
+    """CPU seconds per process during the row (see the module's notes)."""
 
     @property
     def rate(self) -> float:
@@ -296,6 +316,14 @@ class HQueuePeer:
                 if process.proc is not None:
                     process.stop()
 
+    def processes(self) -> dict[str, int | None]:
+        """The server processes whose CPU the rows report, by name."""
+        return {
+            "standalone": _pid(self.server),
+            "storage": _pid(self.storage),
+            "sidecar": _pid(self.sidecar),
+        }
+
     def _new_queue(self, name: str, client: Any = None) -> Any:
         client = client or self.client
         client.create_queue(name, partitions=1)
@@ -342,10 +370,14 @@ class HQueuePeer:
         values = [VALUE] * BATCH
         for _ in range((self.produced - 1) // BATCH):
             q.put_batch(values, topic=TOPIC, partition=0)
+        meter = CpuMeter(self.processes())
+        before = meter.read()
         t0 = time.perf_counter()
         with q.partition_scanner(0) as scanner:
             n = sum(1 for _ in scanner)
-        return self._scanned(n, t0)
+        sample = self._scanned(n, t0)
+        sample.cpu = meter.since(before)
+        return sample
 
     def scan_happybase(self, r: int) -> Sample:
         # Bounded to partition 0's messages, as partition_scanner(0) is: the rows after
@@ -503,6 +535,10 @@ class RedisPeer:
         self.r: redis.Redis | None = None
         self.produced = 0
 
+    def processes(self) -> dict[str, int | None]:
+        """The server process whose CPU the rows report."""
+        return {"redis-server": _pid(self.server)}
+
     def start(self) -> None:
         self.server.start()
         self.r = redis.Redis(host=self.server.host, port=self.server.port)
@@ -577,6 +613,10 @@ class NatsPeer:
         self.nc: Any = None
         self.js: Any = None
         self.produced = 0
+
+    def processes(self) -> dict[str, int | None]:
+        """The server process whose CPU the rows report."""
+        return {"nats-server": _pid(self.server)}
 
     def start(self) -> None:
         self.server.start()
@@ -699,7 +739,50 @@ class NatsPeer:
         }
 
 
-Peer = HQueuePeer | SecuredHQueuePeer | RedisPeer | NatsPeer
+class RealHBasePeer(HQueuePeer):
+    """hqueue as deployed (:class:`peers.RealHBase`): Apache HBase's JVMs and two
+    separate ``hqueue sidecar`` processes, metadata in the cluster's ZooKeeper; the
+    embedded peer's batched produce, scan and one-at-a-time rows."""
+
+    name = "hqueue-hbase"
+    label = "hqueue on HBase + sidecars"
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        self.deployment = RealHBase(workdir / "real-hbase")
+
+    def start(self) -> None:
+        self.deployment.start()
+        self.client = self.deployment.connect(put_timeout=30.0)
+        self._new_queue("probe")
+
+    def stop(self) -> None:
+        try:
+            if self.client is not None:
+                self.client.close()
+        finally:
+            self.loop.close()
+            self.deployment.stop()
+
+    def processes(self) -> dict[str, int | None]:
+        return self.deployment.processes()
+
+    def rows(self) -> dict[str, list[tuple[str, Callable[..., Sample]]]]:
+        return {
+            BATCHED: [(f"{self.label} put_batch", self.batched)],
+            SCAN: [(f"{self.label} partition_scanner(0)", self.scan_partition)],
+            SINGLE: [(f"{self.label} put", self.single)],
+            SEND: [],
+        }
+
+
+def _pid(process: Any) -> int | None:
+    """The pid of a started child process of the harness or of peers.py, else None."""
+    proc = getattr(process, "proc", None)
+    return proc.pid if proc is not None and proc.poll() is None else None
+
+
+Peer = HQueuePeer | SecuredHQueuePeer | RealHBasePeer | RedisPeer | NatsPeer
 
 
 # -- the run -------------------------------------------------------------------------
@@ -707,39 +790,64 @@ Peer = HQueuePeer | SecuredHQueuePeer | RedisPeer | NatsPeer
 
 def run(
     args: argparse.Namespace, workdir: Path
-) -> tuple[dict[tuple[str, str], list[Sample]], dict[str, str]]:
+) -> tuple[dict[tuple[str, str], list[Sample]], dict[str, str], RealHBase | None]:
     """Start the chosen peers, run the rounds, stop everything; return the samples per
-    (workload, row) and, per peer that failed, why."""
+    (workload, row), per peer that failed, why, and the real HBase deployment (if that
+    peer ran)."""
     wanted = args.peers.split(",")
     peers: list[Peer] = []
     if "hqueue" in wanted:
         peers.append(HQueuePeer(workdir))
     if "hqueue-tls" in wanted:
         peers.append(SecuredHQueuePeer(workdir))
+    if "hqueue-hbase" in wanted:
+        peers.append(RealHBasePeer(workdir))
     if "redis" in wanted:
         peers.append(RedisPeer(workdir, args.redis_fsync))
     if "nats" in wanted:
         peers.append(NatsPeer(workdir))
     sizes = {BATCHED: args.messages, SINGLE: args.single_messages, SEND: args.send_messages}
 
+    def metered(p: Peer, fn: Callable[[int], Sample]) -> Callable[[int], Sample]:
+        def measure(r: int) -> Sample:
+            sample, cpu = CpuMeter(p.processes()).measure(lambda: fn(r))
+            if sample.cpu is None:  # a row may have metered its timed part itself
+                sample.cpu = cpu
+            return sample
+
+        return measure
+
     def rows(p: Peer, workload: str) -> list[tuple[str, Callable[[int], Sample]]]:
-        if workload not in sizes:
-            return p.rows()[workload]
-        return [
-            (label, functools.partial(fn, n=sizes[workload])) for label, fn in p.rows()[workload]
-        ]
+        found = p.rows()[workload]
+        if workload in sizes:
+            found = [(label, functools.partial(fn, n=sizes[workload])) for label, fn in found]
+        return [(label, metered(p, fn)) for label, fn in found]
 
     def describe(workload: str, label: str, s: Sample) -> str:
         return f"{workload:<30} {label:<44}{s.rate:>12,.0f} msgs/s"
 
     # Cleanup after every row of the round ran, since the rows' order rotates.
-    return run_rounds(
+    samples, failed = run_rounds(
         peers, args.rounds, WORKLOADS, rows, describe, end_round=lambda p, r: p.end_round(r)
+    )
+    real = next((p.deployment for p in peers if isinstance(p, RealHBasePeer)), None)
+    return samples, failed, real
+
+
+def deployment_line(deployment: RealHBase) -> str:
+    """One line: the real HBase cluster's start-up time and its JVMs' memory."""
+    mib = ", ".join(f"{name} {rss / 2**20:.0f}" for name, rss in deployment.memory.items())
+    return (
+        f"Real HBase {deployment.cluster.version}: cluster and sidecars started in "
+        f"{deployment.startup_seconds:.1f} s; resident MiB once started: {mib}."
     )
 
 
 def report(
-    args: argparse.Namespace, samples: dict[tuple[str, str], list[Sample]], failed: dict[str, str]
+    args: argparse.Namespace,
+    samples: dict[tuple[str, str], list[Sample]],
+    failed: dict[str, str],
+    deployment: RealHBase | None = None,
 ) -> None:
     rate = {k: statistics.median(s.rate for s in v) for k, v in samples.items()}
 
@@ -787,8 +895,13 @@ def report(
         + "NATS writes files and syncs them on its own schedule.\n"
     )
     print(
+        "CPU: microseconds of CPU per message of each process, median over the rounds "
+        "(client: this process; the row's set-up included, see the module's notes).\n"
+    )
+    print(
         markdown_header(
-            ("workload", "peer", "msgs/s", "p50 ms", "p99 ms", "hqueue ÷ peer"), "llrrrr"
+            ("workload", "peer", "msgs/s", "p50 ms", "p99 ms", "hqueue ÷ peer", "CPU µs/msg"),
+            "llrrrrl",
         )
     )
     for workload in (BATCHED, SCAN, SINGLE):  # SEND has its own table, below
@@ -798,9 +911,13 @@ def report(
                 continue
             p50, p99 = lat_ms((w, label), 0.50), lat_ms((w, label), 0.99)
             ratio = "" if label == hq_label[workload] or hq is None else f"{hq / v:.2f}x"
-            print(markdown_row((workload, label, f"{v:,.0f}", ms(p50), ms(p99), ratio)))
+            cpu = cpu_cell(cpu_per_message((s.cpu, s.messages) for s in samples[w, label] if s.cpu))
+            print(markdown_row((workload, label, f"{v:,.0f}", ms(p50), ms(p99), ratio, cpu)))
     for name, why in failed.items():
-        print(markdown_row(("(all)", name, f"failed: {why.splitlines()[0][:160]}", "", "", "")))
+        why_cell = f"failed: {why.splitlines()[0][:160]}"
+        print(markdown_row(("(all)", name, why_cell, "", "", "", "")))
+    if deployment is not None and deployment.startup_seconds:
+        print(f"\n{deployment_line(deployment)}")
 
     # Security's cost: the TLS+token server's rows beside the plaintext one's.
     print(
@@ -956,8 +1073,9 @@ def main() -> None:
     add_smoke_argument(parser, "2,000 / 50 / 2,000 messages, 1 round")
     parser.add_argument(
         "--peers",
-        default="hqueue,hqueue-tls,redis,nats",
-        help="comma-separated subset of hqueue,hqueue-tls (TLS and tokens on),redis,nats",
+        default="hqueue,hqueue-tls,hqueue-hbase,redis,nats",
+        help="comma-separated subset of hqueue,hqueue-tls (TLS and tokens on),"
+        "hqueue-hbase (real Apache HBase and sidecar processes),redis,nats",
     )
     parser.add_argument(
         "--redis-fsync",
@@ -979,8 +1097,8 @@ def main() -> None:
     if args.send_messages < 1:
         parser.error("--send-messages must be at least 1")
     with tempfile.TemporaryDirectory(prefix="bench-queue-") as tmp:
-        samples, failed = run(args, Path(tmp))
-    report(args, samples, failed)
+        samples, failed, deployment = run(args, Path(tmp))
+    report(args, samples, failed, deployment)
     if failed:
         sys.exit(1)
 

@@ -1,4 +1,6 @@
-"""Start and stop the benchmark's peers: Debian's ``redis-server`` and ``nats-server``.
+"""Start and stop the benchmark's peers: Debian's ``redis-server`` and ``nats-server``,
+and hqueue's production layout (:class:`RealHBase`: Apache HBase and separate
+``hqueue sidecar`` processes).
 
 Each server runs as a child process on a free loopback port, with its files in a
 directory the caller owns (a temporary one in the benchmark), and counts as ready
@@ -20,9 +22,13 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from hqueue.testing.process import free_port
+from kazoo.client import KazooClient
 
-__all__ = ["NATS_SERVER", "REDIS_SERVER", "NatsServer", "RedisServer"]
+from hqueue.testing.hbase import HBaseCluster
+from hqueue.testing.process import free_port
+from hqueue.testing.sidecar import SidecarProcess
+
+__all__ = ["NATS_SERVER", "REDIS_SERVER", "NatsServer", "RealHBase", "RedisServer"]
 
 REDIS_SERVER = "/usr/bin/redis-server"
 NATS_SERVER = "/usr/sbin/nats-server"
@@ -197,3 +203,95 @@ class NatsServer(_Server):
     @property
     def url(self) -> str:
         return f"nats://{self.host}:{self.port}"
+
+
+class RealHBase:
+    """hqueue as deployed: an Apache HBase cluster of :mod:`hqueue.testing.hbase`
+    (master, two region servers, the Thrift1 and Thrift2 gateways, each a JVM, and a
+    ZooKeeper of its own) and two ``hqueue sidecar`` processes beside it, the queues'
+    metadata in that ZooKeeper under :data:`CHROOT`. HBase's jars come from
+    ``$HQUEUE_HBASE_CLASSPATH_FILE`` (``make bench`` sets it).
+
+    After :meth:`start`: :attr:`cluster`, :attr:`sidecars`, :meth:`connect`,
+    :meth:`processes`, :attr:`startup_seconds` and :attr:`memory` (the JVMs' resident
+    bytes once started)."""
+
+    CHROOT = "/hqueue-bench"
+
+    def __init__(self, workdir: Path, sidecars: int = 2) -> None:
+        self.workdir = Path(workdir)
+        self.cluster = HBaseCluster(self.workdir / "hbase")
+        self.sidecars = [
+            SidecarProcess("", self.workdir / f"sidecar{i}.log") for i in range(sidecars)
+        ]
+        self.startup_seconds = 0.0
+        self.memory: dict[str, int] = {}
+
+    @property
+    def zookeeper(self) -> str:
+        """The metadata's connect string (chroot included)."""
+        return self.cluster.zookeeper_hosts + self.CHROOT
+
+    def start(self) -> RealHBase:
+        """Start the cluster, then the sidecars; return self.
+
+        :raises RuntimeError: a JVM or a sidecar did not start (whatever started is
+            stopped again).
+        """
+        began = time.monotonic()
+        self.cluster.start()
+        try:
+            zk = KazooClient(hosts=self.cluster.zookeeper_hosts, timeout=10.0)
+            zk.start(timeout=30)
+            try:
+                zk.ensure_path(self.CHROOT)
+            finally:
+                zk.stop()
+                zk.close()
+            self.sidecars = [
+                SidecarProcess(
+                    self.cluster.thrift1_address,
+                    side.log_path,
+                    zookeeper=self.zookeeper,
+                    table_prefix="",
+                ).start()
+                for side in self.sidecars
+            ]
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+        self.memory = self.cluster.memory()
+        return self
+
+    def connect(self, **options: object) -> object:
+        """Return an hqueue client of the cluster (``options`` as ``hqueue.connect``'s)."""
+        import hqueue
+
+        return hqueue.connect(
+            self.cluster.thrift1_address,
+            hbase_admin=self.cluster.thrift2_address,
+            zookeeper=self.zookeeper,
+            table_prefix="",
+            **options,  # type: ignore[arg-type]
+        )
+
+    def processes(self) -> dict[str, int | None]:
+        """The pid of every process of the deployment, by name: each sidecar, then each
+        HBase role (``master``, ``regionserver0``, ..., ``thrift1``, ``thrift2``) and
+        ``zookeeper``."""
+        found: dict[str, int | None] = {
+            f"sidecar{i}": side.proc.pid if side.proc is not None else None
+            for i, side in enumerate(self.sidecars)
+        }
+        found.update({name: role.pid for name, role in self.cluster.roles.items()})
+        zk = self.cluster.zookeeper
+        found["zookeeper"] = zk.proc.pid if zk is not None and zk.proc is not None else None
+        return found
+
+    def stop(self) -> None:
+        """Stop the sidecars (a graceful hand-over), then the cluster; idempotent."""
+        for side in self.sidecars:
+            if side.proc is not None:
+                side.stop()
+        self.cluster.stop()

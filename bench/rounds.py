@@ -12,6 +12,14 @@ Report: :func:`percentile` and :func:`median_of_rounds` for latencies,
 (:func:`text_table`), with peers side by side and hqueue's figure as a ratio of
 each peer's.
 
+CPU: :class:`CpuMeter` reads, from ``/proc``, the CPU seconds (user + system) of
+every process a row involves (this client process, and each server: a sidecar, the
+standalone server, each JVM of a real HBase cluster), around the row's call;
+:func:`cpu_per_message` and :func:`cpu_cell` report them as CPU microseconds per
+message, per process. Unlike a rate, a CPU cost per message barely depends on what
+else the machine runs (a busy neighbour slows a row, it does not make its processes
+do more work), so it is the figure to compare across machines and runs.
+
 Smoke runs: every script takes ``--smoke`` (:func:`add_smoke_argument`), a run of
 seconds at tiny sizes that goes through every peer's code to the end (``make
 bench-smoke``, part of ``make test``); its tables open with :data:`SMOKE_NOTE` and
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import statistics
 import subprocess
 import sys
@@ -30,12 +39,17 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
+from hqueue.testing.hbase import process_cpu_seconds
+
 __all__ = [
     "SMOKE_NOTE",
     "SMOKE_VERDICT",
+    "CpuMeter",
     "Peer",
     "add_smoke_argument",
     "alternate",
+    "cpu_cell",
+    "cpu_per_message",
     "markdown_header",
     "markdown_row",
     "median_of_rounds",
@@ -160,6 +174,64 @@ def add_smoke_argument(parser: argparse.ArgumentParser, sizes: str) -> None:
         help=f"smoke run, seconds long ({sizes}): every peer's code runs to the end; "
         "the figures are not measurements and no target is judged",
     )
+
+
+# -- CPU -----------------------------------------------------------------------------
+
+
+CLIENT = "client"
+"""The name :class:`CpuMeter` gives this process (the benchmark's client)."""
+
+
+class CpuMeter:
+    """The CPU seconds (user + system, from ``/proc/<pid>/stat``) of named processes:
+    this process as :data:`CLIENT` and the ``processes`` given (name to pid; those
+    not running, ``None``, are left out). All threads of a process count, its
+    background threads too; its children do not."""
+
+    def __init__(self, processes: Mapping[str, int | None]) -> None:
+        running = {name: pid for name, pid in processes.items() if pid is not None}
+        self.processes = {CLIENT: os.getpid(), **running}
+
+    def read(self) -> dict[str, float]:
+        """Return each process's CPU seconds so far."""
+        return {name: process_cpu_seconds(pid) for name, pid in self.processes.items()}
+
+    def since(self, before: Mapping[str, float]) -> dict[str, float]:
+        """Return each process's CPU seconds since ``before`` (a :meth:`read`)."""
+        now = self.read()
+        return {name: max(0.0, now[name] - before.get(name, 0.0)) for name in now}
+
+    def measure(self, call: Callable[[], T]) -> tuple[T, dict[str, float]]:
+        """Run ``call``; return its result and each process's CPU seconds during it."""
+        before = self.read()
+        result = call()
+        return result, self.since(before)
+
+
+def cpu_per_message(
+    per_round: Iterable[tuple[Mapping[str, float], int]],
+) -> dict[str, float]:
+    """Return, per process, the median over the rounds of its CPU microseconds per
+    message (each round: CPU seconds and messages); processes in the first round's
+    order. Rounds of no message are left out."""
+    figures: dict[str, list[float]] = {}
+    for cpu, messages in per_round:
+        if messages <= 0:
+            continue
+        for name, seconds in cpu.items():
+            figures.setdefault(name, []).append(seconds * 1e6 / messages)
+    return {name: statistics.median(values) for name, values in figures.items()}
+
+
+def cpu_cell(per_message: Mapping[str, float]) -> str:
+    """Return CPU microseconds per message per process as one table cell, the total
+    first: ``"total 31.0: client 12.1, sidecar 6.4, regionserver0 9.0, ..."``."""
+    if not per_message:
+        return ""
+    total = sum(per_message.values())
+    parts = ", ".join(f"{name} {us:.1f}" for name, us in per_message.items())
+    return f"total {total:.1f}: {parts}"
 
 
 # -- report --------------------------------------------------------------------------
