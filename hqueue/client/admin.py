@@ -39,7 +39,7 @@ from hqueue.metadata.managers import (
 )
 from hqueue.metadata.resources import check_queue_name
 from hqueue.metadata.version import Version
-from hqueue.storage.hbase import HBase
+from hqueue.storage.hbase import HBase, while_in_transition
 
 __all__ = ["QueueAdmin", "QueueDescription", "RegionInfo", "ttl_seconds"]
 
@@ -213,17 +213,19 @@ class QueueAdmin:
         info = self.queue_info(name)
         table = self._hbase.table_name(name)
         with self._hbase.admin(f"describe queue {name!r}") as admin:
-            locations = admin.getAllRegionLocations(table)
+            locations = while_in_transition(lambda: admin.getAllRegionLocations(table))
         regions = []
         for loc in sorted(locations, key=lambda x: x.regionInfo.startKey or b""):
             start = loc.regionInfo.startKey or b""
             end = loc.regionInfo.endKey or b""
             first = struct.unpack(">H", start[:2].ljust(2, b"\0"))[0] if start else 0
-            last = (
-                (struct.unpack(">H", end[:2].ljust(2, b"\0"))[0] - 1)
-                if end
-                else (info.partitions - 1)
-            )
+            if not end:
+                last = info.partitions - 1
+            else:
+                # A region HBase split inside a partition ends within it: that
+                # partition is its last, not the one before.
+                ends_at = struct.unpack(">H", end[:2].ljust(2, b"\0"))[0]
+                last = ends_at if end[2:].strip(b"\0") else ends_at - 1
             regions.append(
                 RegionInfo(
                     first,

@@ -61,7 +61,7 @@ from hqueue.wire.errors import (
 )
 from hqueue.wire.idl import hbase1, hbase2, sidecar
 
-__all__ = ["ConnectionPool", "HBase", "identify_service"]
+__all__ = ["ConnectionPool", "HBase", "identify_service", "while_in_transition"]
 
 THRIFT1 = "an HBase Thrift1 gateway"
 THRIFT2 = "an HBase Thrift2 gateway"
@@ -81,7 +81,7 @@ Regions = frozenset[tuple[bytes, bytes, str, int]]
 RPC port of the region server serving each."""
 
 
-def _placed(call: Callable[[], T]) -> T:
+def while_in_transition(call: Callable[[], T]) -> T:
     """Return ``call()`` (a gateway's list of a table's regions), asked again for up
     to :data:`_IN_TRANSITION_S` seconds while it fails with an internal error: HBase's
     Thrift1 gateway fails the whole call (a NullPointerException on the server) while
@@ -526,7 +526,7 @@ class HBase:
     def _data_regions(self, what: str, table: bytes) -> Regions:
         """The regions of ``table`` through the Thrift1 gateway (none if missing)."""
         with self.client(what) as data:
-            found = _placed(lambda: data.getTableRegions(table))
+            found = while_in_transition(lambda: data.getTableRegions(table))
         return frozenset(
             (r.startKey or b"", r.endKey or b"", _host(r.serverName), r.port) for r in found
         )
@@ -535,7 +535,7 @@ class HBase:
     def _admin_regions(admin: Any, table: bytes) -> Regions:
         """The regions of ``table`` through the Thrift2 gateway (none if missing)."""
         try:
-            found = _placed(lambda: admin.getAllRegionLocations(table))
+            found = while_in_transition(lambda: admin.getAllRegionLocations(table))
         except hbase2().TIOError as exc:
             if table_not_found(exc, table):
                 return frozenset()

@@ -35,6 +35,7 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,6 +65,9 @@ STORAGES = ("standalone", "hbase")
 """The parameters of the ``any_*`` fixtures: the embedded server, real Apache HBase."""
 
 _counter = itertools.count()
+# Names unique across test sessions too: the real HBase cluster of a development setup
+# (HQUEUE_TEST_SHARED_DIR set by hand) outlives one session.
+_RUN = uuid.uuid4().hex[:4]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -102,7 +106,7 @@ def hbase_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalon
 @pytest.fixture
 def hbase_prefix(request: pytest.FixtureRequest) -> str:
     """A table-name prefix unique to this test."""
-    return f"t{next(_counter)}{_test_name(request, 40)}"
+    return f"t{next(_counter)}{_RUN}{_test_name(request, 40)}"
 
 
 @pytest.fixture
@@ -130,7 +134,7 @@ def hq(hbase_server: StandaloneProcess) -> Iterator[Client]:
 @pytest.fixture
 def queue_name(request: pytest.FixtureRequest) -> str:
     """A queue name unique to this test."""
-    return f"q{next(_counter)}_{_test_name(request, 60)}"
+    return f"q{next(_counter)}{_RUN}_{_test_name(request, 60)}"
 
 
 @pytest.fixture(scope="session")

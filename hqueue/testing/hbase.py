@@ -49,6 +49,7 @@ __all__ = [
     "HBaseCluster",
     "HBasePorts",
     "JavaRole",
+    "admin_call",
     "hbase_available",
     "hbase_classpath",
     "port_free",
@@ -152,6 +153,23 @@ def hbase_classpath(version: str = DEFAULT_HBASE_VERSION) -> str | None:
 def hbase_available(version: str = DEFAULT_HBASE_VERSION) -> bool:
     """Return whether ``java`` is on the PATH and HBase's class path was resolved."""
     return shutil.which("java") is not None and hbase_classpath(version) is not None
+
+
+def admin_call(java: list[str], conf: Path, *args: str, timeout: float = 180.0) -> None:
+    """Run one call of HBase's Admin API that neither gateway offers, as an HBase client
+    of the cluster configured in ``conf`` (``hqueue/testing/java/HBaseAdminCall.java``,
+    run by Java's single-file source launcher with ``java``, the command and class path
+    of the cluster's JVMs): ``("split", TABLE, SPLIT_KEY_HEX)`` splits ``TABLE`` at the
+    key and returns once the daughters are there; ``("move", ENCODED_REGION,
+    "HOST,PORT,STARTCODE")`` moves a region.
+
+    :raises RuntimeError: the call failed (HBase's output is in the message)."""
+    source = Path(__file__).parent / "java" / "HBaseAdminCall.java"
+    done = subprocess.run(
+        [*java, str(source), str(conf), *args], capture_output=True, text=True, timeout=timeout
+    )
+    if done.returncode != 0 or "done" not in done.stdout:
+        raise RuntimeError(f"HBase admin call {args} failed:\n{done.stdout}{done.stderr[-4000:]}")
 
 
 def port_free(host: str, port: int) -> bool:
@@ -419,6 +437,7 @@ class HBaseCluster:
             )
         if shutil.which("java") is None:
             raise RuntimeError("no `java` on the PATH: HBase needs Java 17")
+        self._classpath = classpath
         began = time.monotonic()
         self.ports.resolve(self.host)
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -428,7 +447,7 @@ class HBaseCluster:
             if self.zookeeper is None:
                 self.zookeeper = ZooKeeperServer(self.work_dir / "zookeeper").start()
             self._write_conf(conf)
-            self._make_roles(f"{conf}:{classpath}", conf)
+            self._make_roles()
             deadline = time.monotonic() + timeout
             # The gateways and region servers wait for the master on their own; starting
             # them together saves most of a minute.
@@ -486,18 +505,24 @@ class HBaseCluster:
         (conf / "hbase-site.xml").write_text(f"<configuration>\n{body}</configuration>\n")
         (conf / "log4j2.properties").write_text(_LOG4J2)
 
-    def _make_roles(self, classpath: str, conf: Path) -> None:
-        java = shutil.which("java") or "java"
-        base = [
-            java,
+    def java_command(self) -> list[str]:
+        """``java`` with the flags and class path every JVM of the cluster runs with
+        (the class path resolved as :meth:`start` does)."""
+        conf = self.work_dir / "conf"
+        classpath = self._classpath or hbase_classpath(self.version)
+        return [
+            shutil.which("java") or "java",
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
             "-Djava.net.preferIPv4Stack=true",
             f"-Dlog4j2.configurationFile={conf / 'log4j2.properties'}",
             *JDK17_FLAGS,
             "-cp",
-            classpath,
+            f"{conf}:{classpath}",
         ]
+
+    def _make_roles(self) -> None:
+        base = self.java_command()
 
         def role(name: str, kind: str, *args: str) -> None:
             heap = self.region_server_heap_mb if kind == "regionserver" else self.heap_mb
@@ -564,6 +589,13 @@ class HBaseCluster:
         role.spawn()
         role.wait_ready(time.monotonic() + timeout)
         return role
+
+    def admin(self, *args: str, timeout: float = 180.0) -> None:
+        """Run one call of HBase's Admin API that neither gateway offers: see
+        :func:`admin_call`.
+
+        :raises RuntimeError: the call failed (HBase's output is in the message)."""
+        admin_call(self.java_command(), self.work_dir / "conf", *args, timeout=timeout)
 
     # ------------------------------------------------------------------ reports
 

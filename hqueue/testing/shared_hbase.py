@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from hqueue.testing.hbase import HBaseCluster
+from hqueue.testing.hbase import HBaseCluster, admin_call
 from hqueue.testing.sidecar import SidecarProcess
 
 __all__ = ["ENV_SHARED_DIR", "SUITE_CHROOT", "SharedHBase", "shared_hbase", "stop_shared"]
@@ -69,6 +69,14 @@ class SharedHBase:
     def admin_address(self) -> str:
         """``host:port`` of the Thrift2 gateway."""
         return f"{self.host}:{self.thrift2_port}"
+
+    def admin(self, *args: str) -> None:
+        """Run one call of HBase's Admin API on the cluster (see
+        :func:`~hqueue.testing.hbase.admin_call`: ``split``, ``move``).
+
+        :raises RuntimeError: the call failed."""
+        cluster = HBaseCluster(Path(self.work_dir) / "hbase", version=self.version)
+        admin_call(cluster.java_command(), Path(self.work_dir) / "hbase" / "conf", *args)
 
     @property
     def suite_zookeeper(self) -> str:

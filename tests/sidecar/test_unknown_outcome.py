@@ -17,7 +17,6 @@ as the gateway would have.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -93,7 +92,6 @@ def test_a_failed_write_that_lands_late_never_appears_below_later_ids(
     late_cluster: tuple[LateGateway, Client], queue_name: str
 ) -> None:
     late, client = late_cluster
-    queue_name += uuid.uuid4().hex[:8]  # unique on a cluster kept between sessions too
     client.create_queue(queue_name, partitions=1)
     queue = client.queue(queue_name)
     first = queue.put(b"first", topic="t", partition=0)

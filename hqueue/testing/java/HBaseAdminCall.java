@@ -1,0 +1,47 @@
+// One call of HBase's Admin API the Thrift gateways do not offer, run by
+// hqueue.testing.hbase.HBaseCluster.admin with the cluster's own class path (Java's
+// single-file source launcher: no build step).
+//
+// Usage: HBaseAdminCall CONF_DIR split TABLE SPLIT_KEY_HEX
+//        HBaseAdminCall CONF_DIR move REGION_ENCODED_NAME HOST,PORT,STARTCODE
+// Prints "done" once the call has taken effect.
+import java.util.HexFormat;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.hbase.HBaseConfiguration;
+import org.apache.hadoop.hbase.ServerName;
+import org.apache.hadoop.hbase.TableName;
+import org.apache.hadoop.hbase.client.Admin;
+import org.apache.hadoop.hbase.client.Connection;
+import org.apache.hadoop.hbase.client.ConnectionFactory;
+
+public class HBaseAdminCall {
+  public static void main(String[] args) throws Exception {
+    Configuration conf = HBaseConfiguration.create();
+    conf.addResource(new Path(args[0], "hbase-site.xml"));
+    try (Connection connection = ConnectionFactory.createConnection(conf);
+        Admin admin = connection.getAdmin()) {
+      switch (args[1]) {
+        case "split":
+          TableName table = TableName.valueOf(args[2]);
+          int before = admin.getRegions(table).size();
+          admin.split(table, HexFormat.of().parseHex(args[3]));
+          // split() returns once the master accepted it: wait for the daughters.
+          long deadline = System.currentTimeMillis() + 120_000;
+          while (admin.getRegions(table).size() <= before) {
+            if (System.currentTimeMillis() > deadline) {
+              throw new IllegalStateException("the split did not happen in 120 s");
+            }
+            Thread.sleep(100);
+          }
+          break;
+        case "move":
+          admin.move(args[2].getBytes(), ServerName.valueOf(args[3]));
+          break;
+        default:
+          throw new IllegalArgumentException("unknown call " + args[1]);
+      }
+    }
+    System.out.println("done");
+  }
+}
