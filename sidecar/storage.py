@@ -43,8 +43,10 @@ from hqueue.storage.fence import (
 )
 from hqueue.storage.hbase import HBase
 from hqueue.storage.producers import (
+    FORGOTTEN,
     PRODUCER_COLUMN,
     StoredProducer,
+    is_forgotten,
     partition_of_producer_row,
     producer_row,
     producer_rows,
@@ -416,7 +418,7 @@ class HBaseStorage:
             while rows := scan.rows(1000):
                 for row in rows:
                     cell = row.columns.get(PRODUCER_COLUMN)
-                    if cell is not None:
+                    if cell is not None and not is_forgotten(cell.value):
                         out.append(read_producer(bytes(row.row), cell.timestamp, bytes(cell.value)))
         finally:
             scan.close()
@@ -438,7 +440,7 @@ class HBaseStorage:
                 for row in rows:
                     cell = row.columns.get(PRODUCER_COLUMN)
                     states = out.get(partition_of_producer_row(bytes(row.row)))
-                    if cell is not None and states is not None:
+                    if cell is not None and states is not None and not is_forgotten(cell.value):
                         states.append(
                             read_producer(bytes(row.row), cell.timestamp, bytes(cell.value))
                         )
@@ -450,10 +452,10 @@ class HBaseStorage:
         self, table: bytes, partition: int, states: Sequence[tuple[int, int]]
     ) -> None:
         h1 = hbase1()
-        delete = [h1.Mutation(column=PRODUCER_COLUMN, isDelete=True)]
+        forget = [h1.Mutation(column=PRODUCER_COLUMN, value=FORGOTTEN)]
         with self._hbase.client(f"forget {len(states)} producers of partition {partition}") as c:
-            # A delete of one timestamp removes the versions at or before it: a state
-            # written since (a later id, so a higher timestamp) stays.
+            # A put at the state's timestamp replaces that version only; a delete there
+            # would hide a state written later in the same millisecond as well.
             for producer, ts in states:
                 row = producer_row(partition, producer)
-                c.mutateRowsTs(table, [h1.BatchMutation(row=row, mutations=delete)], ts, {})
+                c.mutateRowsTs(table, [h1.BatchMutation(row=row, mutations=forget)], ts, {})

@@ -30,8 +30,10 @@ from hqueue.storage.fence import (
     fence_row,
 )
 from hqueue.storage.producers import (
+    FORGOTTEN,
     PRODUCER_COLUMN,
     StoredProducer,
+    is_forgotten,
     producer_row,
     producer_rows,
     read_producer,
@@ -147,7 +149,8 @@ class EngineStorage:
             for row, cells in rows:
                 for column, ts, value in cells:
                     if column == PRODUCER_COLUMN and ts >= cutoff:
-                        out.append(read_producer(row, ts, value))
+                        if not is_forgotten(value):
+                            out.append(read_producer(row, ts, value))
                         break  # the newest version comes first
         finally:
             rows.close()
@@ -162,8 +165,9 @@ class EngineStorage:
         self, table: bytes, partition: int, states: Sequence[tuple[int, int]]
     ) -> None:
         if states:
-            delete = [Mutation(PRODUCER_COLUMN, isDelete=True)]
+            # A put at the state's timestamp, as on HBase (hqueue.storage.producers).
+            forget = [Mutation(PRODUCER_COLUMN, FORGOTTEN)]
             self._store.mutate_stamped(
                 table,
-                [(ts, [RowMutation(producer_row(partition, p), delete)]) for p, ts in states],
+                [(ts, [RowMutation(producer_row(partition, p), forget)]) for p, ts in states],
             )

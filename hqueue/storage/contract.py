@@ -145,9 +145,16 @@ class MessageStorage(Protocol):
     def forget_producers(
         self, table: bytes, partition: int, states: Sequence[tuple[int, int]]
     ) -> None:
-        """Delete the stored state of each ``(producer, timestamp)`` of the partition:
-        its cell at or before that timestamp, so a newer state written meanwhile
-        stays. Unfenced: it only removes states idle for longer than any retry.
+        """Forget the stored state of each ``(producer, timestamp)`` of the partition:
+        its cell at that timestamp becomes
+        :data:`~hqueue.storage.producers.FORGOTTEN`, which reads skip. A state
+        written at a later timestamp stays, and so does one written at the same
+        timestamp after this call (nothing is deleted: on HBase a delete marker would
+        hide it); one written at the same timestamp before this call is replaced, which
+        the sidecar never does (it forgets a state once its timestamp is older than
+        its clock by the producer expiry, and a partition's ids only grow, so a later
+        state has a later timestamp unless the clock steps back by more). Unfenced:
+        it only removes states idle for longer than any retry.
 
         :raises StorageError: (or ConnectionLostError) if the storage fails.
         """

@@ -14,6 +14,14 @@ Spark read returns it. Its cell (:data:`PRODUCER_COLUMN`) holds the batches
 newest batch's last id, so the queue's TTL removes it with the messages it covers, and
 a later state of the same producer always has a timestamp at least as high.
 
+A producer forgotten for idleness (``MessageStorage.forget_producers``) keeps its row,
+holding :data:`FORGOTTEN` at the forgotten state's timestamp: a put, never a delete,
+since on HBase a delete marker at timestamp T hides every cell of the column at or
+before T for as long as the marker lives, those written after it too, so a delete
+would swallow a state the producer writes later within the same millisecond. A put at
+T replaces only the version at T, and a later write at T replaces it in turn. Reads
+skip it (:func:`is_forgotten`), and the queue's TTL removes it as it would the state.
+
 The sidecar writes a producer's state in the same storage write as the messages it
 covers, after them (:meth:`~hqueue.storage.contract.MessageStorage.write`): in one
 transaction on ``hqueue standalone``; on HBase, which writes rows one by one, after
@@ -32,11 +40,13 @@ from hqueue.errors import StorageError
 from hqueue.message import COLUMN_PREFIX, MessageId
 
 __all__ = [
+    "FORGOTTEN",
     "PRODUCER_COLUMN",
     "ProducerBatch",
     "StoredProducer",
     "decode_batches",
     "encode_batch",
+    "is_forgotten",
     "join_batches",
     "partition_of_producer_row",
     "producer_of_row",
@@ -55,6 +65,16 @@ _VERSION = 1
 _HEAD = struct.Struct(">BB")  # format version, batch count
 _BATCH = struct.Struct(">iiH")  # first sequence, count, run count
 _RUN = struct.Struct(">QHI")  # timestamp, first id sequence, ids in the run
+
+
+FORGOTTEN = _HEAD.pack(_VERSION, 0)
+"""The value of a forgotten producer's row: a state of no batch (see the module's
+docstring)."""
+
+
+def is_forgotten(value: bytes) -> bool:
+    """Return whether a producer row's value is :data:`FORGOTTEN` (no state to read)."""
+    return value == FORGOTTEN
 
 
 def producer_row(partition: int, producer: int) -> bytes:
