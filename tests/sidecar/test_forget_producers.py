@@ -1,16 +1,23 @@
-"""HBaseStorage.forget_producers on both storages (the standalone's gateway and real
-Apache HBase): it removes the state it was given and nothing written since, even in
-the same millisecond. On HBase a delete marker at timestamp T hides every cell at or
-before T, including those written after it, so a forget must not leave one."""
+"""forget_producers removes the state it was given and nothing written since, even in
+the same millisecond: HBaseStorage on both storages (the standalone's gateway and
+real Apache HBase), and the standalone's in-process EngineStorage. On HBase a delete
+marker at timestamp T hides every cell at or before T, including those written after
+it, so a forget must not leave one."""
 
 from __future__ import annotations
 
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from hqueue.message import FAMILY
+from hqueue.standalone.engine.schema import FamilyOptions
+from hqueue.standalone.engine.store import Store
+from hqueue.standalone.sidecar_storage import EngineStorage
+from hqueue.storage.contract import MessageStorage
 from hqueue.storage.hbase import HBase
 from hqueue.storage.producers import (
     PRODUCER_COLUMN,
@@ -40,7 +47,7 @@ def states(any_storage: Storage, hbase_prefix: str) -> Iterator[tuple[HBaseStora
     hbase.close()
 
 
-def _write_state(storage: HBaseStorage, table: bytes, first: int, ts: int) -> ProducerBatch:
+def _write_state(storage: MessageStorage, table: bytes, first: int, ts: int) -> ProducerBatch:
     """Write the producer's state after a batch of one message at ``ts``; return it."""
     batch = ProducerBatch(first, 1, ((ts, first, 1),))
     state = join_batches([encode_batch(batch)])
@@ -48,7 +55,7 @@ def _write_state(storage: HBaseStorage, table: bytes, first: int, ts: int) -> Pr
     return batch
 
 
-def _batches(storage: HBaseStorage, table: bytes) -> list[list[ProducerBatch]]:
+def _batches(storage: MessageStorage, table: bytes) -> list[list[ProducerBatch]]:
     return [s.batches for s in storage.producer_states(table, 0, PRODUCER)]
 
 
@@ -93,4 +100,25 @@ def test_a_state_written_before_a_forget_at_a_later_millisecond_stays(
     _write_state(storage, table, 0, ts)
     newer = _write_state(storage, table, 1, ts + 1)
     storage.forget_producers(table, 0, [(PRODUCER, ts)])
+    assert _batches(storage, table) == [[newer]]
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[tuple[EngineStorage, bytes]]:
+    """The standalone's in-process storage and a queue table in it."""
+    store = Store(tmp_path / "store", map_size=64 << 20, sync=False)
+    store.create_table(b"queue", {FAMILY: FamilyOptions(max_versions=1, time_to_live=86_400)})
+    yield EngineStorage(store), b"queue"
+    store.close()
+
+
+def test_the_engine_keeps_a_state_written_after_a_forget_in_the_same_millisecond(
+    engine: tuple[EngineStorage, bytes],
+) -> None:
+    storage, table = engine
+    ts = int(time.time() * 1000)
+    _write_state(storage, table, 0, ts)
+    storage.forget_producers(table, 0, [(PRODUCER, ts)])
+    assert _batches(storage, table) == []
+    newer = _write_state(storage, table, 1, ts)
     assert _batches(storage, table) == [[newer]]
