@@ -124,6 +124,7 @@ from rounds import (
     markdown_header,
     markdown_row,
     median_of_rounds,
+    metered,
     run_rounds,
     version,
 )
@@ -808,20 +809,11 @@ def run(
         peers.append(NatsPeer(workdir))
     sizes = {BATCHED: args.messages, SINGLE: args.single_messages, SEND: args.send_messages}
 
-    def metered(p: Peer, fn: Callable[[int], Sample]) -> Callable[[int], Sample]:
-        def measure(r: int) -> Sample:
-            sample, cpu = CpuMeter(p.processes()).measure(lambda: fn(r))
-            if sample.cpu is None:  # a row may have metered its timed part itself
-                sample.cpu = cpu
-            return sample
-
-        return measure
-
     def rows(p: Peer, workload: str) -> list[tuple[str, Callable[[int], Sample]]]:
         found = p.rows()[workload]
         if workload in sizes:
             found = [(label, functools.partial(fn, n=sizes[workload])) for label, fn in found]
-        return [(label, metered(p, fn)) for label, fn in found]
+        return [(label, metered(p.processes, fn)) for label, fn in found]
 
     def describe(workload: str, label: str, s: Sample) -> str:
         return f"{workload:<30} {label:<44}{s.rate:>12,.0f} msgs/s"
@@ -832,15 +824,6 @@ def run(
     )
     real = next((p.deployment for p in peers if isinstance(p, RealHBasePeer)), None)
     return samples, failed, real
-
-
-def deployment_line(deployment: RealHBase) -> str:
-    """One line: the real HBase cluster's start-up time and its JVMs' memory."""
-    mib = ", ".join(f"{name} {rss / 2**20:.0f}" for name, rss in deployment.memory.items())
-    return (
-        f"Real HBase {deployment.cluster.version}: cluster and sidecars started in "
-        f"{deployment.startup_seconds:.1f} s; resident MiB once started: {mib}."
-    )
 
 
 def report(
@@ -917,7 +900,7 @@ def report(
         why_cell = f"failed: {why.splitlines()[0][:160]}"
         print(markdown_row(("(all)", name, why_cell, "", "", "", "")))
     if deployment is not None and deployment.startup_seconds:
-        print(f"\n{deployment_line(deployment)}")
+        print(f"\n{deployment.summary()}")
 
     # Security's cost: the TLS+token server's rows beside the plaintext one's.
     print(

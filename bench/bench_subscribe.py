@@ -16,6 +16,13 @@ same work in one run, on this machine:
   ``hqueue sidecar`` process owning the partitions, reading the storage through Thrift1
   scanners; the clients connect to the storage. It runs the drain (beside the
   embedded row, as a share of it) and the scale row.
+- ``hqueue-hbase``: hqueue as deployed, real Apache HBase 2.6 (master, two region
+  servers, the Thrift1 and Thrift2 gateways, each a JVM, started by this script from
+  the jars ``$HQUEUE_HBASE_CLASSPATH_FILE`` names, as ``make bench`` sets it) and two
+  separate ``hqueue sidecar`` processes, metadata in the cluster's ZooKeeper. It runs
+  the paced rows, the drain and batched produce while subscribed, in the same rounds
+  as the embedded rows; the report gives the cluster's start-up time and each JVM's
+  resident memory.
 - ``redis``: Debian's ``redis-server`` (in memory only, its usual setting), redis-py
   (pure-Python parser). A consumer group per run; one consumer thread loops
   ``XREADGROUP GROUP g c COUNT 1000 BLOCK 100`` and ``XACK``s each batch it got
@@ -125,6 +132,13 @@ Workloads:
   puts back up is reported with that latency instead of failing. Goals (issue 24):
   threads under 64, p99 under 50 ms, RSS under 1 GiB.
 
+CPU: every row also reports the CPU microseconds per message of each process
+involved (``bench/rounds.py``'s ``CpuMeter``, from ``/proc``), read around the row's
+whole call (its queue, subscription and warm-up included): this process (the
+subscribers), the producer's child process, and the server's: the standalone
+process, the storage and sidecar of the cluster's shape, Redis, NATS, or on real
+HBase each sidecar and each JVM.
+
 Method: the peers alternate within each round, their order rotating from round to
 round, and each figure is the median over the rounds (for latencies, the median of
 the per-round percentiles). Ratios: for rates hqueue's msgs/s divided by the
@@ -136,7 +150,8 @@ consumers.
 
 Run: ``.venv/bin/python bench/bench_subscribe.py [--rates 1000,5000,10000]
 [--seconds 3] [--messages 200000] [--live-messages 100000] [--group-messages 200000]
-[--join-rate 1000] [--rounds 3] [--quick] [--smoke] [--peers hqueue,redis,nats]
+[--join-rate 1000] [--rounds 3] [--quick] [--smoke] [--peers
+hqueue,hqueue-cluster,hqueue-hbase,redis,nats]
 [--producers 4] [--hqueue-partitions N] [--scale-subscriptions 1000] [--scale-rate
 10000] [--sidecar-args '--delivery-threads 8']``; ``--rates '' --batched-rates ''
 --messages 0 --live-messages 0`` runs the group workloads only; ``--peers
@@ -177,15 +192,18 @@ from typing import Any
 import nats
 import redis
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType
-from peers import NATS_SERVER, REDIS_SERVER, NatsServer, RedisServer
+from peers import NATS_SERVER, REDIS_SERVER, NatsServer, RealHBase, RedisServer
 from prometheus_client.parser import text_string_to_metric_families
 from rounds import (
     SMOKE_NOTE,
     SMOKE_VERDICT,
     add_smoke_argument,
+    cpu_cell,
+    cpu_per_message,
     markdown_header,
     markdown_row,
     median_of_rounds,
+    metered,
     percentile,
     run_rounds,
     version,
@@ -257,6 +275,8 @@ class Sample:
     """messages delivered again (parsed runs only), dropped by the recorder"""
     proc: dict[str, float] = field(default_factory=dict)
     """the scale row's readings of the sidecar's and the storage's /proc"""
+    cpu: dict[str, float] | None = None
+    """CPU seconds per process during the row (see the module's notes)"""
 
     @property
     def rate(self) -> float:
@@ -472,9 +492,9 @@ class HQueueSender(Sender):
     given :meth:`scale_topics` (the scale row's) spreads its messages over that many
     topics (see :func:`scale_topic`) instead of sending all with TOPIC."""
 
-    def __init__(self, address: str, admin: str) -> None:
+    def __init__(self, address: str, admin: str, zookeeper: str | None = None) -> None:
         self.client: Any = hqueue.connect(
-            address, hbase_admin=admin, table_prefix="", put_timeout=WAIT
+            address, hbase_admin=admin, zookeeper=zookeeper, table_prefix="", put_timeout=WAIT
         )
         self.queues: dict[str, Any] = {}
         self.topics: dict[str, int] = {}
@@ -620,7 +640,7 @@ class NatsSender(Sender):
 
 def make_sender(kind: str, target: dict[str, Any]) -> Sender:
     if kind == "hqueue":
-        return HQueueSender(target["address"], target["admin"])
+        return HQueueSender(target["address"], target["admin"], target.get("zookeeper"))
     if kind == "redis":
         return RedisSender(target["host"], target["port"])
     return NatsSender(target["url"])
@@ -844,6 +864,7 @@ DRAIN, LIVE = "drain pre-filled, from earliest", "batched produce while subscrib
 GROUP_DRAIN, JOIN = "group drain, from earliest", "latency while a member joins"
 SCALE = "subscriptions at scale, one sidecar"
 CLUSTER = "hqueue-cluster"
+HBASE = "hqueue-hbase"
 Rows = dict[str, list[tuple[str, Callable[[int], Sample]]]]
 
 
@@ -888,6 +909,10 @@ class HQueuePeer:
 
     def _start_servers(self) -> None:
         self.server.start()
+
+    def processes(self) -> dict[str, int | None]:
+        """The processes besides this one whose CPU the rows report, by name."""
+        return {"standalone": _pid(self.server), "producer": _pid(self.producer)}
 
     def stop(self) -> None:
         try:
@@ -1072,6 +1097,13 @@ class HQueueClusterPeer(HQueuePeer):
             self.sidecar.stop()
         finally:
             self.server.stop()
+
+    def processes(self) -> dict[str, int | None]:
+        return {
+            "storage": _pid(self.server),
+            "sidecar": _pid(self.sidecar),
+            "producer": _pid(self.producer),
+        }
 
     def _subscribe_all(self, q: Any, n: int) -> list[Any]:
         """Subscribers of subscriptions 0 to ``n`` - 1 (subscription k to topic k only),
@@ -1287,6 +1319,58 @@ def wait_balanced(subs: Sequence[Any], timeout: float = 30.0) -> None:
         time.sleep(0.01)
 
 
+class HQueueHBasePeer(HQueuePeer):
+    """hqueue as deployed (:class:`peers.RealHBase`): Apache HBase's JVMs and two
+    separate ``hqueue sidecar`` processes, metadata in the cluster's ZooKeeper; the
+    embedded peer's paced, drain and batched-produce rows."""
+
+    name = HBASE
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        self.deployment = RealHBase(workdir / "real-hbase")
+
+    def _connect(self) -> Any:
+        return self.deployment.connect(put_timeout=30.0)
+
+    def start(self) -> None:
+        self.deployment.start()
+        self.client = self._connect()
+        cluster = self.deployment.cluster
+        self.producer = Producer(
+            "hqueue",
+            {
+                "address": cluster.thrift1_address,
+                "admin": cluster.thrift2_address,
+                "zookeeper": self.deployment.zookeeper,
+            },
+        )
+
+    def _stop_servers(self) -> None:
+        self.deployment.stop()
+
+    def processes(self) -> dict[str, int | None]:
+        return {**self.deployment.processes(), "producer": _pid(self.producer)}
+
+    def rows(self, args: argparse.Namespace) -> Rows:
+        mine = [paced_name(rate, linger) for rate, linger in paced_kinds(args)] + [DRAIN, LIVE]
+        return {
+            w: [(self.name, fn) for _, fn in rows[:1]]
+            for w, rows in super().rows(args).items()
+            if w in mine
+        }
+
+
+def _pid(process: Any) -> int | None:
+    """The pid of a running child process (of the harness, peers.py or a Producer)."""
+    proc = getattr(process, "proc", None)
+    if proc is None:
+        return None
+    if hasattr(proc, "poll"):
+        return proc.pid if proc.poll() is None else None
+    return proc.pid if proc.is_alive() else None
+
+
 class RedisPeer:
     name = "redis"
 
@@ -1301,6 +1385,10 @@ class RedisPeer:
         self.r = redis.Redis(host=self.server.host, port=self.server.port)
         self.r.ping()
         self.producer = Producer("redis", {"host": self.server.host, "port": self.server.port})
+
+    def processes(self) -> dict[str, int | None]:
+        """The processes besides this one whose CPU the rows report, by name."""
+        return {"redis-server": _pid(self.server), "producer": _pid(self.producer)}
 
     def stop(self) -> None:
         if self.producer is not None:
@@ -1482,6 +1570,10 @@ class NatsPeer:
         self._run(self.js.account_info())
         self.producer = Producer("nats", {"url": self.server.url})
 
+    def processes(self) -> dict[str, int | None]:
+        """The processes besides this one whose CPU the rows report, by name."""
+        return {"nats-server": _pid(self.server), "producer": _pid(self.producer)}
+
     def stop(self) -> None:
         try:
             if self.producer is not None:
@@ -1584,7 +1676,7 @@ class NatsPeer:
         return out
 
 
-Peer = HQueuePeer | RedisPeer | NatsPeer
+Peer = HQueuePeer | HQueueHBasePeer | RedisPeer | NatsPeer
 
 
 # -- the run -------------------------------------------------------------------------
@@ -1607,9 +1699,10 @@ def workloads(args: argparse.Namespace) -> list[str]:
 
 def run(
     args: argparse.Namespace, workdir: Path
-) -> tuple[dict[tuple[str, str], list[Sample]], dict[str, str], dict[str, str]]:
+) -> tuple[dict[tuple[str, str], list[Sample]], dict[str, str], dict[str, str], RealHBase | None]:
     """Start the chosen peers, run the rounds, stop everything; return the samples per
-    (workload, row), and per peer that was skipped or failed, why."""
+    (workload, row), per peer that was skipped or failed, why, and the real HBase
+    deployment (if that peer ran)."""
     wanted = args.peers.split(",")
     peers: list[Peer] = []
     skipped: dict[str, str] = {}
@@ -1617,6 +1710,8 @@ def run(
         peers.append(HQueuePeer(workdir))
     if CLUSTER in wanted:
         peers.append(HQueueClusterPeer(workdir, shlex.split(args.sidecar_args)))
+    if HBASE in wanted:
+        peers.append(HQueueHBasePeer(workdir))
     for name, binary, cls in (("redis", REDIS_SERVER, RedisPeer), ("nats", NATS_SERVER, NatsPeer)):
         if name not in wanted:
             continue
@@ -1639,10 +1734,14 @@ def run(
         peers,
         args.rounds,
         workloads(args),
-        lambda p, workload: p.rows(args).get(workload, []),  # NATS has no group rows
+        # NATS has no group rows
+        lambda p, workload: [
+            (row, metered(p.processes, fn)) for row, fn in p.rows(args).get(workload, [])
+        ],
         describe,
     )
-    return samples, failed, skipped
+    real = next((p.deployment for p in peers if isinstance(p, HQueueHBasePeer)), None)
+    return samples, failed, skipped, real
 
 
 def fmt(v: float | None, spec: str = ".2f") -> str:
@@ -1676,10 +1775,12 @@ def report(
     samples: dict[tuple[str, str], list[Sample]],
     failed: dict[str, str],
     skipped: dict[str, str],
+    deployment: RealHBase | None = None,
 ) -> None:
     labels = {
         "hqueue": "hqueue subscribe, 1 partition",
         CLUSTER: "hqueue subscribe, 1 partition, storage + separate sidecar",
+        HBASE: "hqueue subscribe, 1 partition, real HBase + sidecar processes",
         diagnostic_row(args): f"hqueue subscribe, {args.hqueue_partitions} partitions (diagnostic)",
         "redis": "redis XREADGROUP COUNT 1000 + XACK",
         "nats": f"nats push consumer, ack all every {NATS_ACK_EVERY}",
@@ -1721,7 +1822,7 @@ def report(
         "own schedule.\n"
     )
 
-    order = ["hqueue", CLUSTER, diagnostic_row(args), "redis", "nats"]
+    order = ["hqueue", CLUSTER, HBASE, diagnostic_row(args), "redis", "nats"]
     print(
         f"Latency from the send call to the listener (ms), one message per call "
         "(hqueue: Queue.send, client defaults, linger 5 ms; Redis XADD; NATS await "
@@ -1804,7 +1905,7 @@ def report(
             steady = median(k, "steady")
             if name == "hqueue" or hq is None:
                 ratio = ""
-            elif name == CLUSTER:
+            elif name in (CLUSTER, HBASE):
                 ratio = f"{rate[k] / hq:.0%} of embedded"
             else:
                 ratio = f"{hq / rate[k]:.2f}x"
@@ -1843,6 +1944,20 @@ def report(
     if args.join_rate:
         report_join(args, rate, ms, median)
     scale = report_scale(args, samples, ms)
+
+    print(
+        "\nCPU: microseconds of CPU per message of each process, median over the rounds "
+        "(client: this process, the subscribers; producer: the producer's child "
+        "process; each row's set-up included):\n"
+    )
+    print(markdown_header(("workload", "peer", "CPU µs/msg"), "lll"))
+    for (w, name), found in samples.items():
+        cpu = cpu_cell(cpu_per_message((s.cpu, s.messages) for s in found if s.cpu))
+        if cpu:
+            named = group_labels if w == GROUP_DRAIN else {} if w == JOIN else labels
+            print(markdown_row((w, named.get(name, name), cpu)))
+    if deployment is not None and deployment.startup_seconds:
+        print(f"\n{deployment.summary()}")
 
     print()
     if args.smoke:
@@ -2194,8 +2309,8 @@ def main() -> None:
             "and --scale-rate positive"
         )
     with tempfile.TemporaryDirectory(prefix="bench-subscribe-") as tmp:
-        samples, failed, skipped = run(args, Path(tmp))
-    report(args, samples, failed, skipped)
+        samples, failed, skipped, deployment = run(args, Path(tmp))
+    report(args, samples, failed, skipped, deployment)
     if failed or (args.smoke and skipped):
         sys.exit(1)
 

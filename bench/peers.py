@@ -289,6 +289,14 @@ class RealHBase:
         found["zookeeper"] = zk.proc.pid if zk is not None and zk.proc is not None else None
         return found
 
+    def summary(self) -> str:
+        """One line: the version, the start-up time and the JVMs' resident memory."""
+        mib = ", ".join(f"{name} {rss / 2**20:.0f}" for name, rss in self.memory.items())
+        return (
+            f"Real HBase {self.cluster.version}: cluster and sidecars started in "
+            f"{self.startup_seconds:.1f} s; resident MiB once started: {mib}."
+        )
+
     def stop(self) -> None:
         """Stop the sidecars (a graceful hand-over), then the cluster; idempotent."""
         for side in self.sidecars:

@@ -53,6 +53,7 @@ __all__ = [
     "markdown_header",
     "markdown_row",
     "median_of_rounds",
+    "metered",
     "percentile",
     "run_rounds",
     "text_table",
@@ -207,6 +208,32 @@ class CpuMeter:
         before = self.read()
         result = call()
         return result, self.since(before)
+
+
+class Metered(Protocol):
+    """A sample :func:`metered` can give CPU figures to."""
+
+    cpu: dict[str, float] | None
+
+
+M = TypeVar("M", bound=Metered)
+
+
+def metered(
+    processes: Callable[[], Mapping[str, int | None]], call: Callable[[int], M]
+) -> Callable[[int], M]:
+    """Return ``call`` (a row: round to sample) reading, with a :class:`CpuMeter` of
+    ``processes()`` (asked each round: a process may have been restarted), the CPU
+    seconds of each process during it into the sample's ``cpu``, unless the row
+    measured its timed part itself (``cpu`` already set)."""
+
+    def measure(r: int) -> M:
+        sample, cpu = CpuMeter(processes()).measure(lambda: call(r))
+        if sample.cpu is None:
+            sample.cpu = cpu
+        return sample
+
+    return measure
 
 
 def cpu_per_message(
