@@ -9,7 +9,12 @@ ownership change, and the checkpoint chore.
 - A worker starts after the subscription's checkpoint for its partition (the last
   id delivered), or at the subscription's start id when there is none. The
   checkpoint is read from the store, not the cache: the previous owner wrote it a
-  moment ago.
+  moment ago. A worker this sidecar restarts for a reset starts at the reset's start
+  id whatever the store holds: the reset writes its new generation (whose start ids
+  carry every checkpoint it keeps) before it clears the old checkpoints, so the
+  store may still hold the old generation's when the new one is seen (with
+  ZooKeeper's watches, it does at once). A partition taken over while a reset is
+  under way can still start after an old checkpoint.
 - When the sidecar releases a partition, its workers stop and their checkpoints are
   written *before* the owner entry goes, so the next owner resumes where they ended.
 - A worker pushes to the subscription's running subscriber, or, for a subscriber
@@ -286,6 +291,7 @@ class SubscriptionManager:
                 del self._windows[gone]
         stale: list[SubscriptionWorker] = []
         keep_position: list[SubscriptionWorker] = []
+        reset: set[tuple[str, str, int]] = set()
         for key, worker in current.items():
             want = wanted.get(key)
             if want is None:
@@ -298,6 +304,10 @@ class SubscriptionManager:
                 # Reset, or deleted and created again (its generation back at 0, seen
                 # as a change when a watch folds the two): its position no longer counts.
                 stale.append(worker)
+                if want.held is worker.held:
+                    # Held all along, so no other sidecar delivered the new generation:
+                    # a checkpoint in the store is the old one's.
+                    reset.add(key)
             elif want.topics != worker.topics or want.policy != worker.policy:
                 keep_position.append(worker)
         if stale or keep_position:
@@ -310,7 +320,7 @@ class SubscriptionManager:
                     continue
             if self._stopping.is_set():
                 return
-            self._start_worker(key, want)
+            self._start_worker(key, want, reset=key in reset)
         with self._lock:
             if all(key in self.workers for key in wanted):
                 self._settled = signature
@@ -326,7 +336,9 @@ class SubscriptionManager:
                 if worker in siblings:
                     self._by_partition[where] = [w for w in siblings if w is not worker]
 
-    def _start_worker(self, key: tuple[str, str, int], want: _Wanted) -> None:
+    def _start_worker(self, key: tuple[str, str, int], want: _Wanted, *, reset: bool) -> None:
+        """Start the worker of ``key``: after its checkpoint, or at its start id when
+        there is none or when it is ``reset`` (restarted here for a new generation)."""
         queue, name, partition = key
         try:
             versioned = self._subs.read_subscription_state(queue, name)
@@ -334,7 +346,7 @@ class SubscriptionManager:
             return  # deleted meanwhile
         state = versioned.value
         self._checkpoints.saw(queue, name, versioned.version)
-        checkpoint = state.get(partition)
+        checkpoint = None if reset else state.get(partition)
         start = (
             MessageId.parse(checkpoint).successor()
             if checkpoint is not None

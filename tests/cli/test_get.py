@@ -1,5 +1,6 @@
 """Positions on the command line, run as users run it (``python -m hqueue ...`` in a
-child process against the session's ``hqueue standalone``): ``hqueue get QUEUE
+child process against the session's ``hqueue standalone``; the tests taking
+``servers`` against real Apache HBase too): ``hqueue get QUEUE
 POSITION``, ``hqueue scan --from/--to P@ts:seq`` and ``hqueue subscriptions reset --to
 P@ts:seq``."""
 
@@ -14,6 +15,7 @@ import pytest
 from hqueue import MessageId, Position, Queue
 from hqueue.client.client import Client
 from hqueue.testing.standalone import StandaloneProcess
+from tests.cli.servers import Servers, global_options
 from tests.cli.test_scan import ROWS, env
 from tests.client.test_scanners import T0, make_queue, write_rows
 
@@ -27,12 +29,12 @@ def queue(hq: Client, queue_name: str) -> Queue:
 
 
 def hqueue(
-    server: StandaloneProcess, *args: str, json_output: bool = False
+    server: StandaloneProcess | Servers, *args: str, json_output: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "hqueue", "--hbase", server.address]
+    command = [sys.executable, "-m", "hqueue", *global_options(server)]
     return subprocess.run(
         [*command, *(["--format", "json"] if json_output else []), *args],
-        env=env(server),
+        env=env(),
         capture_output=True,
         text=True,
         timeout=60,
@@ -55,9 +57,9 @@ def test_get_prints_the_message_as_scan_prints_it(
     assert json.loads(one.stdout)["value"] == "one-b"
 
 
-def test_get_reads_back_what_put_returned(hbase_server: StandaloneProcess, queue: Queue) -> None:
+def test_get_reads_back_what_put_returned(servers: Servers, queue: Queue) -> None:
     position = queue.put(b"put here", topic="t", partition=1)
-    got = hqueue(hbase_server, "get", queue.name, str(position))
+    got = hqueue(servers, "get", queue.name, str(position))
     assert got.returncode == 0, got.stderr
     assert got.stdout == f"{position.id}\t1\tt\t'put here'\n"
 
@@ -82,10 +84,10 @@ def test_get_of_no_message_or_a_bad_position_is_one_error_line(
 
 
 def test_scan_from_a_position_scans_its_partition_from_there(
-    hbase_server: StandaloneProcess, queue: Queue
+    servers: Servers, queue: Queue
 ) -> None:
     def ids(*args: str) -> list[str]:
-        done = hqueue(hbase_server, "scan", queue.name, *args)
+        done = hqueue(servers, "scan", queue.name, *args)
         assert done.returncode == 0, done.stderr
         return [
             line.split("\t")[0] + "@" + line.split("\t")[1] for line in done.stdout.splitlines()

@@ -1,5 +1,6 @@
 """``hqueue put``, run as users run it (``python -m hqueue ... put`` in a child process,
-input on a real stdin) against the session's ``hqueue standalone`` and its sidecar.
+input on a real stdin) against the session's ``hqueue standalone`` and its sidecar
+(the tests taking ``servers`` then against real Apache HBase and its two sidecars too).
 Messages are read back with the library's scanners and with ``hqueue scan``."""
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from hqueue.client.producer import partition_for_key
 from hqueue.sidecar.node import SidecarServer
 from hqueue.testing.cluster import Cluster
 from hqueue.testing.standalone import StandaloneProcess
+from tests.cli.servers import Servers, global_options
 
 _POSITION = re.compile(r"\d+@\d{13}:\d+")
 _UNSET = ("HQUEUE_TABLE_PREFIX", "HQUEUE_ZOOKEEPER", "HQUEUE_HBASE", "HQUEUE_HBASE_ADMIN")
 
 
 def hqueue(
-    server: StandaloneProcess,
+    server: StandaloneProcess | Servers,
     *args: str,
     stdin: bytes | Path | None = None,
     json_output: bool = False,
@@ -43,10 +45,7 @@ def hqueue(
         sys.executable,
         "-m",
         "hqueue",
-        "--hbase",
-        server.address,
-        "--hbase-admin",
-        f"{server.host}:{server.thrift2_port}",
+        *global_options(server),
         *(["--format", "json"] if json_output else []),
         *args,
     ]
@@ -64,7 +63,7 @@ def hqueue(
 
 
 def put(
-    server: StandaloneProcess,
+    server: StandaloneProcess | Servers,
     queue: str,
     *args: str,
     stdin: bytes | Path | None = None,
@@ -112,14 +111,14 @@ def test_put_one_value(hbase_server: StandaloneProcess, queue: Queue) -> None:
     assert payloads(queue, 2) == [(lines[0], "orders", b"hello world")]
 
 
-def test_put_stdin_lines(hbase_server: StandaloneProcess, queue: Queue, tmp_path: Path) -> None:
+def test_put_stdin_lines(servers: Servers, queue: Queue, tmp_path: Path) -> None:
     # 2,500 lines, with an empty line, bytes that are not UTF-8, a carriage return that
     # stays, and a last line without newline.
     values = [f"line {i}".encode() for i in range(2497)]
     values += [b"", b"\xff\xfe raw", b"crlf\r", b"no newline at the end"]
     source = tmp_path / "input"
     source.write_bytes(b"\n".join(values))
-    lines = put(hbase_server, queue.name, "-t", "lines", "-p", "1", stdin=source)
+    lines = put(servers, queue.name, "-t", "lines", "-p", "1", stdin=source)
     assert len(lines) == len(values)
     positions = [Position.parse(line) for line in lines]
     assert positions == sorted(set(positions))  # unique, increasing in input order
@@ -128,7 +127,7 @@ def test_put_stdin_lines(hbase_server: StandaloneProcess, queue: Queue, tmp_path
     ]
     # `hqueue scan` reads the same messages back.
     done = hqueue(
-        hbase_server, "scan", queue.name, "--partition", "1", "--topic", "lines", json_output=True
+        servers, "scan", queue.name, "--partition", "1", "--topic", "lines", json_output=True
     )
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == [
@@ -151,11 +150,11 @@ def test_put_from_a_pipe(hbase_server: StandaloneProcess, queue: Queue) -> None:
     assert [value for _, _, value in payloads(queue, 0)] == values
 
 
-def test_key_routing_matches_the_library(hbase_server: StandaloneProcess, queue: Queue) -> None:
+def test_key_routing_matches_the_library(servers: Servers, queue: Queue) -> None:
     for key in ("user-1", "user-2", "user-3", "żółw"):
         expected = partition_for_key(key, queue.partitions)
         lines = put(
-            hbase_server,
+            servers,
             queue.name,
             "--topic",
             "keyed",

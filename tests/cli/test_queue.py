@@ -1,5 +1,6 @@
 """``hqueue queue create|list|describe|alter|delete`` on whole queues (table and
-metadata) against the session's ``hqueue standalone``.
+metadata) against the session's ``hqueue standalone``; the tests taking ``servers``
+then against real Apache HBase too.
 
 Most commands run through click's CliRunner on the real ``cli`` group (fast, same
 code); the exit-status and terminal tests run ``python -m hqueue`` in a child
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,18 +27,19 @@ from hqueue.client.client import Client
 from hqueue.errors import NoQueueError
 from hqueue.metadata.managers import SubscriptionPreferences
 from hqueue.testing.standalone import StandaloneProcess
+from tests.cli.servers import Servers, global_options
 
 # Settings of the test runner's shell must not leak into the commands under test.
 _UNSET = ("HQUEUE_TABLE_PREFIX", "HQUEUE_ZOOKEEPER", "HQUEUE_HBASE", "HQUEUE_HBASE_ADMIN")
 
 
-def options(server: StandaloneProcess) -> list[str]:
-    """The global options naming the session server (metadata in its HBase)."""
-    return ["--hbase", server.address, "--hbase-admin", f"{server.host}:{server.thrift2_port}"]
+def options(server: StandaloneProcess | Servers) -> list[str]:
+    """The global options naming the server (a standalone's: metadata in its HBase)."""
+    return global_options(server)
 
 
 def invoke(
-    server: StandaloneProcess, *args: str, json_output: bool = False
+    server: StandaloneProcess | Servers, *args: str, json_output: bool = False
 ) -> tuple[int, str, str]:
     """Run ``hqueue [--format json] ARGS`` in-process; return status, stdout, stderr."""
     result = CliRunner().invoke(
@@ -73,6 +76,13 @@ def table_names(server: StandaloneProcess) -> list[bytes]:
         conn.close()
 
 
+def tables(hq: Client) -> list[bytes]:
+    """The tables of ``hq``'s HBase."""
+    with hq._context.hbase.client("list tables") as client:
+        names: list[bytes] = client.getTableNames()
+    return names
+
+
 @pytest.fixture
 def cleanup(hq: Client, queue_name: str) -> Iterator[None]:
     """Drop the test's queue if a failing test left it behind."""
@@ -83,10 +93,10 @@ def cleanup(hq: Client, queue_name: str) -> Iterator[None]:
 
 
 def test_create_list_describe_alter_delete(
-    hbase_server: StandaloneProcess, hq: Client, queue_name: str, cleanup: None
+    servers: Servers, hq: Client, queue_name: str, cleanup: None
 ) -> None:
     code, out, err = invoke(
-        hbase_server,
+        servers,
         "queue",
         "create",
         queue_name,
@@ -100,44 +110,51 @@ def test_create_list_describe_alter_delete(
     assert (code, err) == (0, "")
     assert out == f"created queue {queue_name}: 4 partitions, 2 regions, ttl 7d\n"
     # The table exists, pre-split as asked, and the metadata agrees.
-    assert queue_name.encode() in table_names(hbase_server)
+    assert queue_name.encode() in tables(hq)
     described = hq.describe_queue(queue_name)
     assert (described.partitions, described.ttl_seconds) == (4, 7 * 86400)
     assert [(r.first_partition, r.last_partition) for r in described.regions] == [(0, 1), (2, 3)]
 
-    code, out, _ = invoke(hbase_server, "queue", "list")
+    code, out, _ = invoke(servers, "queue", "list")
     assert code == 0
     assert f"{queue_name}\tpartitions=4\tregions=2\tttl=7d" in out.splitlines()
 
-    # A put makes the sidecar claim the partitions, so describe has owners to show.
-    hq.queue(queue_name).put(b"v", topic="t", partition=0)
-    code, out, _ = invoke(hbase_server, "queue", "describe", queue_name)
+    # A put waits for its partition's owner, so describe has owners to show.
+    for partition in range(4):
+        hq.queue(queue_name).put(b"v", topic="t", partition=partition)
+    code, out, _ = invoke(servers, "queue", "describe", queue_name)
     assert code == 0
     lines = out.splitlines()
     assert lines[:4] == [f"name: {queue_name}", f"table: {queue_name}", "partitions: 4", "ttl: 7d"]
     assert lines[4].startswith("created: 20") and lines[4].endswith("Z")
     regions = lines[lines.index("regions: 2") + 1 :][:2]
-    assert regions[0].startswith("  partitions 0..1: ")
-    assert regions[1].startswith("  partitions 2..3: ")
-    assert regions[0].endswith(f":{hbase_server.port}")
-    sidecar = hbase_server.sidecar_address
-    assert "owners: 4 of 4 partitions owned" in lines
-    assert lines[-1] == f"  partitions 0..3: sidecar {sidecar} at {sidecar}"
+    served = hq.describe_queue(queue_name).regions
+    assert all(r.port for r in served)
+    assert regions == [
+        f"  partitions 0..1: {served[0].host}:{served[0].port}",
+        f"  partitions 2..3: {served[1].host}:{served[1].port}",
+    ]
+    # One sidecar of the standalone server, or the two beside HBase's region servers.
+    owned = lines[lines.index("owners: 4 of 4 partitions owned") + 1 :]
+    sidecar = "|".join(re.escape(address) for address in servers.sidecars)
+    assert owned and all(
+        re.fullmatch(rf"  partitions? [\d.]+: sidecar \S+ at ({sidecar})", line) for line in owned
+    ), owned
 
-    code, out, _ = invoke(hbase_server, "queue", "alter", queue_name, "--ttl", "12h")
+    code, out, _ = invoke(servers, "queue", "alter", queue_name, "--ttl", "12h")
     assert (code, out) == (0, f"altered queue {queue_name}: ttl 12h\n")
     assert hq.describe_queue(queue_name).ttl_seconds == 12 * 3600
-    code, out, _ = invoke(hbase_server, "queue", "alter", queue_name, "--ttl", "none")
+    code, out, _ = invoke(servers, "queue", "alter", queue_name, "--ttl", "none")
     assert (code, out) == (0, f"altered queue {queue_name}: ttl forever\n")
     assert hq.describe_queue(queue_name).ttl_seconds is None
 
-    code, out, _ = invoke(hbase_server, "queue", "delete", queue_name)
+    code, out, _ = invoke(servers, "queue", "delete", queue_name)
     assert (code, out) == (0, f"deleted queue {queue_name}\n")
     assert queue_name not in [info.name for info in hq.queues()]
-    assert queue_name.encode() not in table_names(hbase_server)
-    code, _, err = invoke(hbase_server, "queue", "describe", queue_name)
+    assert queue_name.encode() not in tables(hq)
+    code, _, err = invoke(servers, "queue", "describe", queue_name)
     assert (code, err) == (1, f"Error: no queue {queue_name!r}\n")
-    code, _, err = invoke(hbase_server, "queue", "delete", queue_name)
+    code, _, err = invoke(servers, "queue", "delete", queue_name)
     assert (code, err) == (1, f"Error: no queue {queue_name!r}\n")
 
 

@@ -1,5 +1,6 @@
 """``hqueue scan``, run as users run it: ``python -m hqueue ... scan`` in a child
-process against the session's ``hqueue standalone``."""
+process against the session's ``hqueue standalone``; the tests taking ``servers``
+then against real Apache HBase too."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from hqueue import Queue
 from hqueue.client.client import Client
 from hqueue.testing.standalone import StandaloneProcess
+from tests.cli.servers import Servers, global_options
 from tests.client.test_scanners import T0, make_queue, write_rows
 
 ROWS = [
@@ -32,23 +34,21 @@ def queue(hq: Client, queue_name: str) -> Queue:
     return queue
 
 
-def env(server: StandaloneProcess) -> dict[str, str]:
-    environ = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("HQUEUE_TABLE_PREFIX", "HQUEUE_ZOOKEEPER", "HQUEUE_HBASE")
-    }
-    environ["HQUEUE_HBASE_ADMIN"] = f"{server.host}:{server.thrift2_port}"
-    return environ
+def env() -> dict[str, str]:
+    """The environment of the commands: the test runner's, without hqueue's settings
+    (the commands name their servers in their options)."""
+    unset = ("HQUEUE_TABLE_PREFIX", "HQUEUE_ZOOKEEPER", "HQUEUE_HBASE", "HQUEUE_HBASE_ADMIN")
+    return {k: v for k, v in os.environ.items() if k not in unset}
 
 
-def hqueue_cmd(server: StandaloneProcess, *args: str, json_output: bool = False) -> list[str]:
+def hqueue_cmd(
+    server: StandaloneProcess | Servers, *args: str, json_output: bool = False
+) -> list[str]:
     return [
         sys.executable,
         "-m",
         "hqueue",
-        "--hbase",
-        server.address,
+        *global_options(server),
         *(["--format", "json"] if json_output else []),
         "scan",
         *args,
@@ -56,25 +56,25 @@ def hqueue_cmd(server: StandaloneProcess, *args: str, json_output: bool = False)
 
 
 def run(
-    server: StandaloneProcess, *args: str, json_output: bool = False
+    server: StandaloneProcess | Servers, *args: str, json_output: bool = False
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         hqueue_cmd(server, *args, json_output=json_output),
-        env=env(server),
+        env=env(),
         capture_output=True,
         text=True,
         timeout=60,
     )
 
 
-def lines(server: StandaloneProcess, *args: str) -> list[str]:
+def lines(server: StandaloneProcess | Servers, *args: str) -> list[str]:
     done = run(server, *args)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""  # no progress when stderr is not a terminal
     return done.stdout.splitlines()
 
 
-def records(server: StandaloneProcess, *args: str) -> list[dict[str, object]]:
+def records(server: StandaloneProcess | Servers, *args: str) -> list[dict[str, object]]:
     done = run(server, *args, json_output=True)
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
@@ -90,8 +90,8 @@ def test_text_output(hbase_server: StandaloneProcess, queue: Queue) -> None:
     ]
 
 
-def test_json_output(hbase_server: StandaloneProcess, queue: Queue) -> None:
-    done = run(hbase_server, queue.name, "--partition", "0", json_output=True)
+def test_json_output(servers: Servers, queue: Queue) -> None:
+    done = run(servers, queue.name, "--partition", "0", json_output=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == (
         f'{{"id": "{T0}:0", "partition": 0, "topic": "a", "timestamp": {T0}, '
@@ -128,9 +128,9 @@ def test_partitions_and_merge(hbase_server: StandaloneProcess, queue: Queue) -> 
     assert ids("--partition", "1") == rowkey_order[3:]
 
 
-def test_topic_from_to_limit(hbase_server: StandaloneProcess, queue: Queue) -> None:
+def test_topic_from_to_limit(servers: Servers, queue: Queue) -> None:
     def ids(*args: str) -> list[object]:
-        return [r["id"] for r in records(hbase_server, queue.name, "-p", "0", *args)]
+        return [r["id"] for r in records(servers, queue.name, "-p", "0", *args)]
 
     assert ids("--topic", "b") == [f"{T0 + 1}:0"]
     assert ids("-t", "a", "-t", "b") == [f"{T0}:0", f"{T0 + 1}:0", f"{T0 + 2}:0"]
@@ -168,7 +168,7 @@ def test_errors_are_one_line_and_status_1(
 def test_unreachable_hbase_is_status_1(hbase_server: StandaloneProcess) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "hqueue", "--hbase", "127.0.0.1:1", "scan", "q"],
-        env=env(hbase_server),
+        env=env(),
         capture_output=True,
         text=True,
         timeout=60,
@@ -186,7 +186,7 @@ def test_broken_pipe_exits_quietly(
     write_rows(hq, queue_name, [(0, T0 + i, 0, "t", b"x" * 200) for i in range(5000)])
     proc = subprocess.Popen(
         hqueue_cmd(hbase_server, queue_name),
-        env=env(hbase_server),
+        env=env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

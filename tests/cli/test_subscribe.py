@@ -1,5 +1,6 @@
 """``hqueue subscribe``, ``hqueue subscriptions list|delete|reset`` and ``hqueue lag``,
-run as users run them (child processes) against the session's standalone server."""
+run as users run them (child processes) against the session's standalone server; the
+tests taking ``servers`` against real Apache HBase too."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from hqueue.message import Message, format_time, parse_position
 from hqueue.testing.cluster import wait_for
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.testing.subscriber import SubscriberProcess
+from tests.cli.servers import Servers
 from tests.cli.test_put import hqueue
 
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -59,7 +61,7 @@ def test_subscribe_prints_scan_json_and_ctrl_c_closes_cleanly(
 
 
 def test_subscriptions_list_reset_delete_and_lag(
-    hq: Client, hbase_server: StandaloneProcess, queue_name: str
+    hq: Client, servers: Servers, queue_name: str
 ) -> None:
     hq.create_queue(queue_name, partitions=2)
     q = hq.queue(queue_name)
@@ -69,12 +71,12 @@ def test_subscriptions_list_reset_delete_and_lag(
         wait_for(lambda: len(got) == 2, 20, "delivery")
         wait_for(lambda: len(q.subscriptions()[0].checkpoints) == 2, 20, "checkpoints")
 
-        listed = hqueue(hbase_server, "subscriptions", "list", queue_name)
+        listed = hqueue(servers, "subscriptions", "list", queue_name)
         assert listed.returncode == 0, listed.stderr
         assert listed.stdout.startswith("s1\tpartitions=0,1\ttopics=*\t127.0.0.1:")
         assert f"checkpoints=0={ids[0]},1={ids[1]}" in listed.stdout
 
-        lag = hqueue(hbase_server, "lag", queue_name, json_output=True)
+        lag = hqueue(servers, "lag", queue_name, json_output=True)
         rows = [json.loads(line) for line in lag.stdout.splitlines()]
         assert [(r["partition"], r["newest"], r["delivered"], r["caught_up"]) for r in rows] == [
             (0, str(ids[0]), str(ids[0]), True),
@@ -85,16 +87,16 @@ def test_subscriptions_list_reset_delete_and_lag(
         [sub_json] = [
             json.loads(line)
             for line in hqueue(
-                hbase_server, "subscriptions", "list", queue_name, json_output=True
+                servers, "subscriptions", "list", queue_name, json_output=True
             ).stdout.splitlines()
         ]
         assert TIME.fullmatch(sub_json["created"]), sub_json
-        table = hqueue(hbase_server, "lag", queue_name).stdout.splitlines()
+        table = hqueue(servers, "lag", queue_name).stdout.splitlines()
         assert table[0].split()[:4] == ["SUBSCRIPTION", "PARTITION", "NEWEST", "DELIVERED"]
         assert len(table) == 3 and table[1].split()[:2] == ["s1", "0"]
 
         reset = hqueue(
-            hbase_server,
+            servers,
             "subscriptions",
             "reset",
             queue_name,
@@ -109,14 +111,14 @@ def test_subscriptions_list_reset_delete_and_lag(
         }
         wait_for(lambda: len(got) == 4, 20, "the replay")
 
-    deleted = hqueue(hbase_server, "subscriptions", "delete", queue_name, "s1")
+    deleted = hqueue(servers, "subscriptions", "delete", queue_name, "s1")
     assert deleted.returncode == 0, deleted.stderr
     assert q.subscriptions() == []
-    again = hqueue(hbase_server, "subscriptions", "delete", queue_name, "s1")
+    again = hqueue(servers, "subscriptions", "delete", queue_name, "s1")
     assert again.returncode == 1 and "no subscription 's1'" in again.stderr
-    empty = hqueue(hbase_server, "lag", queue_name)
+    empty = hqueue(servers, "lag", queue_name)
     assert empty.returncode == 0 and "has no subscriptions" in empty.stderr
-    none = hqueue(hbase_server, "subscriptions", "list", queue_name)
+    none = hqueue(servers, "subscriptions", "list", queue_name)
     assert (none.returncode, none.stdout) == (0, "")
     assert none.stderr == f"queue {queue_name!r} has no subscriptions\n"
 
