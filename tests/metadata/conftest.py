@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,7 +89,7 @@ class Backend:
         """Seconds within which a write must reach another process's cache (the
         documented bound plus a margin for a loaded 2-core machine)."""
         if self.is_hbase:
-            return self.spec["options"]["poll_interval"] + 0.5
+            return float(self.spec["options"]["poll_interval"]) + 0.5
         return 0.5
 
 
@@ -104,10 +103,6 @@ def open_backend(request: pytest.FixtureRequest, name: str) -> Iterator[Backend]
     else:
         server = request.getfixturevalue("hbase_server" if name == "hbase" else "real_hbase")
         prefix = request.getfixturevalue("hbase_prefix")
-        if name == "real-hbase":
-            # The real cluster may outlive the session (a developer's shared one),
-            # keeping the tables of earlier runs whose tests had the same prefix.
-            prefix += uuid.uuid4().hex[:8]
         base = HBASE_OPTIONS if name == "hbase" else REAL_HBASE_OPTIONS
         options = {**base, "table_prefix": prefix}
         chosen = Backend(name, {"hbase": server.address, "options": options})

@@ -7,7 +7,6 @@ it, so a forget must not leave one."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,8 +35,7 @@ PRODUCER = 7
 @pytest.fixture
 def states(any_storage: Storage, hbase_prefix: str) -> Iterator[tuple[HBaseStorage, bytes]]:
     """An HBaseStorage on ``any_storage`` and a queue table of the test's own."""
-    # A real cluster may outlive the session and keep earlier runs' tables.
-    hbase = HBase(any_storage.address, table_prefix=hbase_prefix + uuid.uuid4().hex[:8])
+    hbase = HBase(any_storage.address, table_prefix=hbase_prefix)
     table = hbase.table_name("queue")
     with hbase.client("create the queue table") as client:
         client.createTable(table, [hbase1().ColumnDescriptor(name=b"message:")])
