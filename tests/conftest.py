@@ -77,6 +77,8 @@ def _needs_java(item: pytest.Item, used: set[str], java_fixtures: set[str]) -> b
     params = callspec.params if callspec is not None else {}
     if any(params.get(name) == "hbase" for name in _STORAGE_PARAMS):
         return True
+    if params.get("any_cluster") == "real-hbase":  # tests/sidecar's ALSO_ON_REAL_HBASE
+        return True
     return any(params.get(name) == "zookeeper" for name in _BACKEND_PARAMS)
 
 

@@ -2,7 +2,8 @@
 
 Each test runs its own sidecars against a standalone server without a sidecar of its
 own (so only the test's sidecars serve its queues), with metadata in that server's
-HBase (a table prefix per test) or in ZooKeeper (a chroot per test). Sidecars run as
+HBase (a table prefix per test) or in ZooKeeper (a chroot per test); those taking
+``any_storage_cluster`` then against real Apache HBase too (metadata in it). Sidecars run as
 ``hqueue sidecar`` processes where a test kills them, and in this process where a
 test needs their ZooKeeper client (to expire its session).
 """
@@ -35,7 +36,10 @@ def scan_ids(client: Client, queue: str, partition: int) -> list[Position]:
         return [m.position for m in scanner]
 
 
-def test_partitions_spread_evenly_and_move_when_a_sidecar_is_killed(cluster: Cluster) -> None:
+def test_partitions_spread_evenly_and_move_when_a_sidecar_is_killed(
+    any_storage_cluster: Cluster,
+) -> None:
+    cluster = any_storage_cluster
     a = cluster.process("--id", "sc-a")
     cluster.process("--id", "sc-b")
     client = cluster.client()
@@ -61,8 +65,9 @@ def test_partitions_spread_evenly_and_move_when_a_sidecar_is_killed(cluster: Clu
 
 
 def test_sigterm_hands_partitions_over_and_loses_no_acknowledged_message(
-    cluster: Cluster,
+    any_storage_cluster: Cluster,
 ) -> None:
+    cluster = any_storage_cluster
     a = cluster.process("--id", "sc-a")
     client = cluster.client()
     client.create_queue("q", partitions=2)
@@ -107,8 +112,9 @@ def test_sigterm_hands_partitions_over_and_loses_no_acknowledged_message(
 
 
 def test_new_owner_continues_after_the_last_row_with_its_clock_set_back(
-    cluster: Cluster,
+    any_storage_cluster: Cluster,
 ) -> None:
+    cluster = any_storage_cluster
     a = cluster.process("--id", "sc-a")
     client = cluster.client()
     client.create_queue("q", partitions=1)
@@ -124,7 +130,10 @@ def test_new_owner_continues_after_the_last_row_with_its_clock_set_back(
     assert scan_ids(client, "q", 0)[-3:] == after
 
 
-def test_concurrent_producers_get_increasing_ids_in_commit_order(cluster: Cluster) -> None:
+def test_concurrent_producers_get_increasing_ids_in_commit_order(
+    any_storage_cluster: Cluster,
+) -> None:
+    cluster = any_storage_cluster
     cluster.process("--id", "sc-a")
     client = cluster.client()
     client.create_queue("q", partitions=1)

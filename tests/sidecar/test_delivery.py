@@ -18,6 +18,7 @@ from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.testing.cluster import SESSION, Cluster, wait_for
 from hqueue.testing.subscriber import SubscriberProcess
 from hqueue.testing.zookeeper import ZooKeeperServer, expire_session
+from tests.sidecar.conftest import ALSO_ON_REAL_HBASE
 
 
 class Producer:
@@ -112,6 +113,7 @@ def test_subscriber_killed_and_restarted_misses_nothing(any_cluster: Cluster) ->
         assert ids == sorted(ids)
 
 
+@ALSO_ON_REAL_HBASE
 def test_owner_sidecar_killed_delivery_continues(any_cluster: Cluster) -> None:
     cluster = any_cluster
     a = cluster.process("--id", "sc-a")
@@ -238,6 +240,7 @@ def test_subscriber_session_expiry_pauses_delivery_until_it_announces_again(
     assert [m.value for m in got] == [b"before", b"after"] and got[-1].id == after
 
 
+@ALSO_ON_REAL_HBASE
 def test_sigterm_of_the_sidecar_writes_the_checkpoint(any_cluster: Cluster) -> None:
     cluster = any_cluster
     proc = cluster.process("--id", "sc-a", "--checkpoint-interval", "3600")
@@ -253,6 +256,7 @@ def test_sigterm_of_the_sidecar_writes_the_checkpoint(any_cluster: Cluster) -> N
     assert checkpoints(client, "q", "s") == {0: ids[-1].id}
 
 
+@ALSO_ON_REAL_HBASE
 def test_a_reset_after_checkpoints_replays_from_its_start(any_cluster: Cluster) -> None:
     # A reset writes its new generation before it clears the checkpoints: the sidecar
     # sees the generation first (with ZooKeeper's watches, at once), and must not

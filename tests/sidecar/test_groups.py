@@ -19,6 +19,7 @@ from hqueue.client.client import Queue
 from hqueue.settings import ENV_TABLE_PREFIX
 from hqueue.testing.cluster import SESSION, Cluster, wait_for
 from hqueue.testing.subscriber import SubscriberProcess
+from tests.sidecar.conftest import ALSO_ON_REAL_HBASE
 
 
 class Recorder:
@@ -71,6 +72,7 @@ def _no_overlap(log: list[tuple[str, int, int, list[Position], float, float]]) -
             ended[member] = max(end, ended.get(member, end))
 
 
+@ALSO_ON_REAL_HBASE
 def test_members_share_the_partitions_and_rebalance_as_they_come_and_go(
     any_cluster: Cluster,
 ) -> None:

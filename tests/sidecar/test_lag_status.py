@@ -84,7 +84,8 @@ def _status(cluster_client: object, queue: str, name: str, partition: int = 0) -
     return rows[0].status if rows else None
 
 
-def test_verdicts_of_a_real_sidecar(cluster: Cluster) -> None:
+def test_verdicts_of_a_real_sidecar(any_storage_cluster: Cluster) -> None:
+    cluster = any_storage_cluster
     # A 2 s window of 4 samples, so that each verdict shows within seconds.
     cluster.in_process(delivery=DeliveryOptions(lag_window=2.0, lag_samples=4, batch_messages=10))
     client = cluster.client()
