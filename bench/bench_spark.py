@@ -13,6 +13,14 @@ partitions) into Spark's ``noop`` sink (every column materialized, nothing writt
   the sidecar's ``scan`` call to Spark;
 - ``hqueue (Thrift1 only)``: the embedded server read with ``via=hbase``, through the
   HBase Thrift1 gateway alone (the fallback path);
+- ``hqueue, real HBase + sidecars``: hqueue as deployed, real Apache HBase 2.6
+  (master, two region servers, the Thrift1 and Thrift2 gateways, each a JVM, started
+  by this script from the jars ``$HQUEUE_HBASE_CLASSPATH_FILE`` names, as ``make
+  bench`` sets it; the queue's regions on both region servers) and two separate
+  ``hqueue sidecar`` processes, metadata in the cluster's ZooKeeper; Spark reads
+  through the partitions' owner sidecars; and ``hqueue, real HBase Thrift1 only``:
+  the same queue read with ``via=hbase``. The report gives the cluster's start-up
+  time and each JVM's resident memory;
 - ``parquet``: ``spark.read.parquet`` of the same rows written once to a local file
   (the ceiling);
 - ``null source``: a Python data source that does no I/O and yields one prebuilt Arrow
@@ -24,12 +32,13 @@ partitions) into Spark's ``noop`` sink (every column materialized, nothing writt
   server's work and the reader's (round trips, answers into Arrow batches).
 
 Reported per peer: rows/s, its share of Parquet's rate and of the null source's, and
-the CPU seconds per million rows, read from ``/proc``, of the server side (the
-standalone process; for the cluster layout the storage and the sidecar process
-together, and each apart), of Spark itself (its JVM and Python workers), and of the
-whole machine. On a machine whose cores are all busy, a peer's rate follows its CPU
-seconds per row (server and Spark together), whatever else runs beside it: compare
-those where the load makes the rates swing.
+the CPU seconds per million rows (microseconds per row), read from ``/proc`` by
+``bench/rounds.py``'s ``CpuMeter``, of the server side (the standalone process; for
+the cluster layout the storage and the sidecar process; on real HBase the sidecars and
+each JVM), each process apart below the table, of Spark itself (its JVM and Python
+workers), and of the whole machine. On a machine whose cores are all busy, a peer's
+rate follows its CPU seconds per row (server and Spark together), whatever else runs
+beside it: compare those where the load makes the rates swing.
 
 Targets: hqueue reaches at least 25% of the Parquet rate; the cluster's layout reads
 at least 75% of the embedded rate, and both at least 60% of the null source's (issue
@@ -38,8 +47,9 @@ at least 75% of the embedded rate, and both at least 60% of the null source's (i
 Run: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_spark.py
 [--rows 1000000] [--partitions 4] [--repeat 5] [--peers embedded,cluster,null] [--smoke]``
 (needs ZooKeeper's jars, as the tests do: ``make zookeeper``). ``--peers`` runs only
-the peers named (of ``embedded``, ``cluster``, ``thrift1``, ``parquet``, ``null``;
-all by default); a ratio to a peer not run is left blank.
+the peers named (of ``embedded``, ``cluster``, ``thrift1``, ``hbase``,
+``hbase-thrift1``, ``parquet``, ``null``; all by default); a ratio to a peer not run
+is left blank.
 
 The targets and the latest figures, with what bounds them: docs/performance.md.
 """
@@ -57,10 +67,21 @@ from pathlib import Path
 from typing import Any
 
 import happybase
-from rounds import SMOKE_NOTE, SMOKE_VERDICT, add_smoke_argument, alternate, text_table
+from peers import RealHBase
+from rounds import (
+    CLIENT,
+    SMOKE_NOTE,
+    SMOKE_VERDICT,
+    CpuMeter,
+    add_smoke_argument,
+    alternate,
+    cpu_cell,
+    text_table,
+)
 
 from hqueue.client.client import connect
 from hqueue.message import ROWKEY
+from hqueue.settings import parse_address
 from hqueue.spark.options import DEFAULT_BATCH_ROWS
 from hqueue.testing.sidecar import SidecarProcess
 from hqueue.testing.spark import local_spark
@@ -76,10 +97,14 @@ CLUSTER = "hqueue, storage + sidecar"
 PARQUET = "parquet (ceiling)"
 NULL = "null source (no I/O)"
 THRIFT1 = "hqueue (Thrift1 only)"
+HBASE = "hqueue, real HBase + sidecars"
+HBASE_THRIFT1 = "hqueue, real HBase Thrift1 only"
 PEERS = {
     "embedded": HQUEUE,
     "cluster": CLUSTER,
     "thrift1": THRIFT1,
+    "hbase": HBASE,
+    "hbase-thrift1": HBASE_THRIFT1,
     "parquet": PARQUET,
     "null": NULL,
 }
@@ -97,22 +122,18 @@ def wait_owned(client: Any, partitions: int, timeout: float = 60.0) -> None:
 
 
 def load(
-    server: StandaloneProcess, rows: int, partitions: int, zookeeper: str | None = None
+    address: str, admin: str, rows: int, partitions: int, zookeeper: str | None = None
 ) -> float:
-    """Create the queue (its metadata in ``zookeeper`` when given, else in the
-    server's HBase), wait for a sidecar to own its partitions, and store ``rows``
+    """Create the queue on the storage whose Thrift1 and Thrift2 gateways are
+    ``address`` and ``admin`` (its metadata in ``zookeeper`` when given, else in the
+    storage's HBase), wait for the sidecars to own its partitions, and store ``rows``
     messages straight into its table; return the seconds the rows took."""
     h = hbase1()
-    with connect(
-        server.address,
-        hbase_admin=f"{server.host}:{server.thrift2_port}",
-        zookeeper=zookeeper,
-        table_prefix="",
-    ) as client:
+    with connect(address, hbase_admin=admin, zookeeper=zookeeper, table_prefix="") as client:
         client.create_queue(QUEUE, partitions=partitions)
         table = client.describe_queue(QUEUE).table.encode()
         wait_owned(client, partitions)
-    conn = happybase.Connection(server.host, server.port)
+    conn = happybase.Connection(*parse_address(address))
     started = time.perf_counter()
     batch = []
     for i in range(rows):
@@ -178,17 +199,6 @@ def null_source(rows: int, partitions: int) -> type:
     return NullSource
 
 
-def process_cpu(pid: int) -> float | None:
-    """Return the CPU seconds (user + system) process ``pid`` has used, or ``None``
-    where ``/proc`` cannot tell."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def machine_cpu() -> float | None:
     """Return the CPU seconds all cores of the machine have been busy (``/proc/stat``),
     or ``None`` where it cannot tell."""
@@ -209,11 +219,12 @@ def _stat_times(pid: str) -> tuple[int, float]:
     return int(fields[1]), sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def spark_cpu() -> float | None:
-    """Return the CPU seconds Spark has used: its JVM (a ``java`` child of this process)
-    and every process below it (the Python workers), those that ended included (each
-    process counts the children it waited for), or ``None`` where ``/proc`` cannot
-    tell. The servers, this driver and the rest of the machine are not counted."""
+def spark_cpu(servers: frozenset[int] = frozenset()) -> float | None:
+    """Return the CPU seconds Spark has used: its JVM (a ``java`` child of this process
+    that is not one of the ``servers``' pids, such as HBase's JVMs) and every process
+    below it (the Python workers), those that ended included (each process counts the
+    children it waited for), or ``None`` where ``/proc`` cannot tell. The servers,
+    this driver and the rest of the machine are not counted."""
     tree: dict[int, tuple[int, float]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -224,6 +235,8 @@ def spark_cpu() -> float | None:
         children.setdefault(parent, []).append(pid)
     jvms = []
     for pid in children.get(os.getpid(), []):
+        if pid in servers:
+            continue
         with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as f:
             if b"java" in f.read().split(b"\0")[0]:
                 jvms.append(pid)
@@ -241,33 +254,43 @@ def _delta(before: float | None, after: float | None) -> float | None:
     return after - before if before is not None and after is not None else None
 
 
-Timing = tuple[float, tuple[float | None, ...], float | None, float | None]
-"""Seconds, the CPU seconds of each server process, of Spark (:func:`spark_cpu`) and
-of the whole machine, of one read."""
+Timing = tuple[float, dict[str, float], float | None, float | None]
+"""Seconds, the CPU seconds of each named process (:class:`CpuMeter`: this driver and
+the servers), of Spark (:func:`spark_cpu`) and of the whole machine, of one read."""
+
+Processes = dict[str, int | None]
+"""The server processes of a peer, by name (see :class:`CpuMeter`)."""
 
 
-def read(df: Any, server_pids: tuple[int, ...], r: int = 0) -> Timing:
+def read(df: Any, servers: Processes, every_server: frozenset[int], r: int = 0) -> Timing:
     """Read ``df`` in full into the noop sink (``r``, the round, is not used); return
-    its :data:`Timing`."""
-    cpu_before = [process_cpu(pid) for pid in server_pids]
-    spark_before = spark_cpu()
+    its :data:`Timing`. ``every_server``: the pids of every server of the run, which
+    :func:`spark_cpu` leaves out."""
+    meter = CpuMeter(servers)
+    cpu_before = meter.read()
+    spark_before = spark_cpu(every_server)
     all_before = machine_cpu()
     started = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
     seconds = time.perf_counter() - started
-    cpu = tuple(
-        _delta(before, process_cpu(pid))
-        for before, pid in zip(cpu_before, server_pids, strict=True)
-    )
-    return (seconds, cpu, _delta(spark_before, spark_cpu()), _delta(all_before, machine_cpu()))
+    cpu = meter.since(cpu_before)
+    spark = _delta(spark_before, spark_cpu(every_server))
+    return (seconds, cpu, spark, _delta(all_before, machine_cpu()))
 
 
-def timed(peers: dict[str, tuple[Any, tuple[int, ...]]], repeat: int) -> dict[str, Timing]:
+def timed(peers: dict[str, tuple[Any, Processes]], repeat: int) -> dict[str, Timing]:
     """Return, per peer (its DataFrame and its server processes), the best of
     ``repeat`` full reads into the noop sink. Rounds alternate the peers, so a burst of
     load on the machine does not fall on one peer only."""
+    every_server = frozenset(
+        pid for _, servers in peers.values() for pid in servers.values() if pid is not None
+    )
     runs = alternate(
-        {name: functools.partial(read, df, pids) for name, (df, pids) in peers.items()}, repeat
+        {
+            name: functools.partial(read, df, servers, every_server)
+            for name, (df, servers) in peers.items()
+        },
+        repeat,
     )
     return {name: min(timings, key=lambda t: t[0]) for name, timings in runs.items()}
 
@@ -308,27 +331,29 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         server = StandaloneProcess(Path(tmp) / "data").start()
         stack.callback(server.stop)
-        load_s = load(server, args.rows, args.partitions)
+        load_s = load(
+            server.address, f"{server.host}:{server.thrift2_port}", args.rows, args.partitions
+        )
         # Spark's own shuffle width (200), as the figures were measured with it.
         spark = local_spark("bench-spark", "local[*]", **{"spark.sql.shuffle.partitions": "200"})
         stack.callback(spark.stop)
         spark.dataSource.register(null_source(args.rows, args.partitions))
 
-        def hqueue_df(at: StandaloneProcess, **options: str) -> Any:
+        def hqueue_df(at: str, **options: str) -> Any:
             return (
                 spark.read.format("hqueue")
                 .option("queue", QUEUE)
-                .option("hbase", at.address)
+                .option("hbase", at)
                 .option("table_prefix", "")
                 .options(**options)
                 .load()
             )
 
         assert server.proc is not None
-        peers: dict[str, tuple[Any, tuple[int, ...]]] = {}
-        embedded = hqueue_df(server)
+        peers: dict[str, tuple[Any, Processes]] = {}
+        embedded = hqueue_df(server.address)
         if HQUEUE in wanted:
-            peers[HQUEUE] = (embedded, (server.proc.pid,))
+            peers[HQUEUE] = (embedded, {"standalone": server.proc.pid})
         if CLUSTER in wanted:
             # The cluster layout: storage only, ZooKeeper, one sidecar process.
             storage = StandaloneProcess(Path(tmp) / "storage", ("--no-sidecar",)).start()
@@ -339,20 +364,54 @@ def main() -> None:
                 storage.address, Path(tmp) / "sidecar.log", zookeeper=zookeeper.hosts
             ).start()
             stack.callback(sidecar.stop)
-            load(storage, args.rows, args.partitions, zookeeper=zookeeper.hosts)
-            cluster = hqueue_df(storage, zookeeper=zookeeper.hosts, via="sidecar")
+            load(
+                storage.address,
+                f"{storage.host}:{storage.thrift2_port}",
+                args.rows,
+                args.partitions,
+                zookeeper=zookeeper.hosts,
+            )
+            cluster = hqueue_df(storage.address, zookeeper=zookeeper.hosts, via="sidecar")
             assert cluster.count() == args.rows
             assert storage.proc is not None and sidecar.proc is not None
-            peers[CLUSTER] = (cluster, (storage.proc.pid, sidecar.proc.pid))
+            peers[CLUSTER] = (
+                cluster,
+                {
+                    "storage": storage.proc.pid,
+                    "sidecar": sidecar.proc.pid,
+                    # A JVM, a child of this process too: Spark's CPU leaves it out.
+                    "zookeeper": zookeeper.proc.pid if zookeeper.proc is not None else None,
+                },
+            )
         if THRIFT1 in wanted:
-            peers[THRIFT1] = (hqueue_df(server, via="hbase"), (server.proc.pid,))
+            peers[THRIFT1] = (
+                hqueue_df(server.address, via="hbase"),
+                {"standalone": server.proc.pid},
+            )
+        deployment: RealHBase | None = None
+        if wanted & {HBASE, HBASE_THRIFT1}:
+            deployment = RealHBase(Path(tmp) / "real-hbase").start()
+            stack.callback(deployment.stop)
+            gateway = deployment.cluster.thrift1_address
+            hbase_load_s = load(
+                gateway,
+                deployment.cluster.thrift2_address,
+                args.rows,
+                args.partitions,
+                zookeeper=deployment.zookeeper,
+            )
+            for name, via in ((HBASE, "sidecar"), (HBASE_THRIFT1, "hbase")):
+                if name in wanted:
+                    df = hqueue_df(gateway, zookeeper=deployment.zookeeper, via=via)
+                    assert df.count() == args.rows
+                    peers[name] = (df, deployment.processes())
         if PARQUET in wanted:
             parquet_path = str(Path(tmp) / "bench.parquet")
             embedded.write.parquet(parquet_path)
             assert spark.read.parquet(parquet_path).count() == args.rows
-            peers[PARQUET] = (spark.read.parquet(parquet_path), ())
+            peers[PARQUET] = (spark.read.parquet(parquet_path), {})
         if NULL in wanted:
-            peers[NULL] = (spark.read.format("nullsource").load(), ())
+            peers[NULL] = (spark.read.format("nullsource").load(), {})
         load_before = os.getloadavg()[0]
         results = timed(peers, args.repeat)
         load_after = os.getloadavg()[0]
@@ -368,14 +427,13 @@ def main() -> None:
         f"{args.partitions} partitions, local[*] on {cores} cores, best of {args.repeat} "
         f"(loading the queue took {load_s:.1f} s)"
     )
+    if deployment is not None:
+        print(f"{deployment.summary()} Loading its queue took {hbase_load_s:.1f} s.")
     table = []
-    for name, (seconds, server_cpu, spark, all_cpu) in results.items():
+    for name, (seconds, cpu, spark, all_cpu) in results.items():
         rate = rates[name]
-        known = [c for c in server_cpu if c is not None]
-        total = sum(known) if server_cpu and len(known) == len(server_cpu) else None
-        parts = (
-            " + ".join(per_million(c, args.rows) for c in server_cpu) if len(server_cpu) > 1 else ""
-        )
+        servers = [c for process, c in cpu.items() if process != CLIENT]
+        total = sum(servers) if servers else None
         table.append(
             (
                 name,
@@ -384,7 +442,7 @@ def main() -> None:
                 share(rate, ceiling),
                 share(rate, null_rate),
                 per_million(total, args.rows),
-                parts,
+                per_million(cpu[CLIENT], args.rows),
                 per_million(spark, args.rows),
                 per_million(all_cpu, args.rows),
             )
@@ -398,14 +456,20 @@ def main() -> None:
                 "of parquet",
                 "of null",
                 "server CPU s/M",
-                "storage + sidecar",
+                "driver CPU s/M",
                 "Spark CPU s/M",
                 "all CPU s/M",
             ),
-            (32, 9, 12, 12, 9, 16, 19, 15, 13),
+            (34, 9, 12, 12, 9, 16, 16, 15, 13),
             table,
         )
     )
+    print("\nCPU seconds per million rows (microseconds per row) of each process:")
+    for name, (_, cpu, spark, _) in results.items():
+        per_row = {process: c * 1e6 / args.rows for process, c in cpu.items()}
+        if spark is not None:
+            per_row["spark"] = spark * 1e6 / args.rows
+        print(f"  {name}: {cpu_cell(per_row)}")
     hq_rate = rates.get(HQUEUE)
     cluster_rate = rates.get(CLUSTER)
     if args.smoke:
@@ -436,9 +500,10 @@ def main() -> None:
     print(
         "server CPU s/M: CPU seconds per million rows of the server side during the best "
         "read: the standalone process (Thrift servers and its sidecar), or for storage + "
-        "sidecar the storage-only standalone and the sidecar process (each apart in the "
-        "next column)"
+        "sidecar the storage-only standalone and the sidecar process, or on real HBase "
+        "the sidecars and every JVM (each apart in the lines above the notes)"
     )
+    print("driver CPU s/M: the same for this process, the Spark driver's Python side")
     print(
         "Spark CPU s/M: the same for Spark itself, its JVM and Python workers (the "
         "servers, this driver and other processes not counted)"
