@@ -46,6 +46,7 @@ __all__ = [
     "ENV_HBASE_CLASSPATH",
     "ENV_HBASE_CLASSPATH_FILE",
     "GATEWAY_CLIENT_SETTINGS",
+    "HDFS",
     "HBaseCluster",
     "HBasePorts",
     "JavaRole",
@@ -117,6 +118,7 @@ _READY = {
     "thrift1": re.compile(r"starting HBase \S+ Thrift server"),
     "thrift2": re.compile(r"starting HBase \S+ Thrift server"),
 }
+_NAMENODE = "org.apache.hadoop.hdfs.server.namenode.NameNode"
 _VERSION = re.compile(r"HBase (\d+\.\d+\.\d+\S*)")
 
 _LOG4J2 = """\
@@ -170,6 +172,15 @@ def admin_call(java: list[str], conf: Path, *args: str, timeout: float = 180.0) 
     )
     if done.returncode != 0 or "done" not in done.stdout:
         raise RuntimeError(f"HBase admin call {args} failed:\n{done.stdout}{done.stderr[-4000:]}")
+
+
+def _write_site(path: Path, settings: Mapping[str, str]) -> None:
+    """Write a Hadoop-style ``*-site.xml`` of ``settings``."""
+    body = "".join(
+        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
+        for k, v in settings.items()
+    )
+    path.write_text(f"<configuration>\n{body}</configuration>\n")
 
 
 def port_free(host: str, port: int) -> bool:
@@ -337,6 +348,103 @@ def process_cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class HDFS:
+    """Hadoop's HDFS for a cluster whose WAL must be durable (a region server's ``kill
+    -9``, a frozen region server declared dead): a NameNode and a DataNode, each a JVM,
+    run from the same class path as HBase (its Hadoop jars), data under ``work_dir``.
+
+    HDFS is what fences a region server declared dead: the master recovers the lease
+    of its WAL, so a write the zombie takes after that fails instead of being
+    acknowledged and lost (on a local file system nothing stops it). Ready when the
+    DataNode has sent its first block report."""
+
+    def __init__(self, work_dir: Path, *, host: str = DEFAULT_HOST, heap_mb: int = 256) -> None:
+        self.work_dir = Path(work_dir)
+        self.host = host
+        self.heap_mb = heap_mb
+        self.port = 0
+        self.roles: dict[str, JavaRole] = {}
+
+    @property
+    def uri(self) -> str:
+        """``hdfs://host:port``, the file system's address."""
+        return f"hdfs://{self.host}:{self.port}"
+
+    def start(self, java: list[str], timeout: float = 120.0) -> HDFS:
+        """Format the NameNode's directory (once), start both daemons with ``java``
+        (the command and class path of the cluster's JVMs, HDFS's configuration
+        directory first on it), and wait until the DataNode reported; return self.
+
+        :raises RuntimeError: a daemon exited or did not get ready in time."""
+        self.port = self.port or free_port(self.host)
+        conf = self.work_dir / "conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        # Maven's hadoop-hdfs jar lacks the daemons' web resources, which their HTTP
+        # servers insist on finding: empty folders stand in.
+        for app in ("hdfs", "datanode", "static", "secondary"):
+            (self.work_dir / "www" / "webapps" / app).mkdir(parents=True, exist_ok=True)
+        site = {
+            "dfs.replication": "1",
+            "dfs.namenode.name.dir": (self.work_dir / "name").resolve().as_uri(),
+            "dfs.datanode.data.dir": (self.work_dir / "data").resolve().as_uri(),
+            "dfs.namenode.rpc-address": f"{self.host}:{self.port}",
+            "dfs.namenode.http-address": f"{self.host}:0",
+            "dfs.datanode.address": f"{self.host}:0",
+            "dfs.datanode.http.address": f"{self.host}:0",
+            "dfs.datanode.ipc.address": f"{self.host}:0",
+            "dfs.permissions.enabled": "false",
+            "dfs.namenode.safemode.extension": "0",
+            "dfs.namenode.safemode.min.datanodes": "1",
+        }
+        _write_site(conf / "hdfs-site.xml", site)
+        _write_site(conf / "core-site.xml", {"fs.defaultFS": self.uri})
+        cp = java.index("-cp") + 1
+        java = [*java[:cp], f"{conf}:{self.work_dir / 'www'}:{java[cp]}", *java[cp + 1 :]]
+        if not (self.work_dir / "name" / "current").exists():
+            done = subprocess.run(
+                [
+                    *java,
+                    "org.apache.hadoop.hdfs.server.namenode.NameNode",
+                    "-format",
+                    "-nonInteractive",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"HDFS NameNode -format failed:\n{done.stdout[-3000:]}")
+        self.roles = {
+            "namenode": JavaRole(
+                "namenode",
+                [*java, _NAMENODE],
+                self.work_dir / "namenode.log",
+                re.compile(r"NameNode RPC up at"),
+            ),
+            "datanode": JavaRole(
+                "datanode",
+                [*java, "org.apache.hadoop.hdfs.server.datanode.DataNode"],
+                self.work_dir / "datanode.log",
+                re.compile(r"Successfully sent block report"),
+            ),
+        }
+        deadline = time.monotonic() + timeout
+        try:
+            for role in self.roles.values():
+                role.spawn()
+            for role in self.roles.values():
+                role.wait_ready(deadline)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop both daemons; idempotent."""
+        for role in self.roles.values():
+            role.stop(timeout=15)
+
+
 class HBaseCluster:
     """A pseudo-distributed Apache HBase under ``work_dir``: master, ``len(ports.
     region_servers)`` region servers, the Thrift1 and Thrift2 gateways, each a JVM.
@@ -344,6 +452,8 @@ class HBaseCluster:
     ``zookeeper`` is the ZooKeeper it registers in (its own, started and stopped with
     the cluster, when ``None``); the cluster's znodes live under ``znode_parent``.
     ``settings`` are added to (and override) the hbase-site.xml the harness writes.
+    ``hdfs`` puts HBase's root directory, and so its WAL, in HDFS (:class:`HDFS`,
+    started and stopped with the cluster) instead of the local file system.
     ``heap_mb`` is the heap of the master's and the gateways' JVMs, ``region_server_heap_mb``
     each region server's (a test session makes hundreds of regions).
 
@@ -363,6 +473,7 @@ class HBaseCluster:
         settings: Mapping[str, str] | None = None,
         heap_mb: int = 384,
         region_server_heap_mb: int = 1024,
+        hdfs: bool = False,
         version: str = DEFAULT_HBASE_VERSION,
         classpath: str | None = None,
         host: str = DEFAULT_HOST,
@@ -374,6 +485,7 @@ class HBaseCluster:
         self.settings = dict(settings or {})
         self.heap_mb = heap_mb
         self.region_server_heap_mb = region_server_heap_mb
+        self.hdfs = HDFS(self.work_dir / "hdfs") if hdfs else None
         self.version = version
         self._classpath = classpath
         self.zookeeper = zookeeper
@@ -446,6 +558,9 @@ class HBaseCluster:
         try:
             if self.zookeeper is None:
                 self.zookeeper = ZooKeeperServer(self.work_dir / "zookeeper").start()
+            if self.hdfs is not None:
+                self._write_conf(conf)  # the log configuration the daemons share
+                self.hdfs.start(self.java_command())
             self._write_conf(conf)
             self._make_roles()
             deadline = time.monotonic() + timeout
@@ -466,12 +581,13 @@ class HBaseCluster:
     def _write_conf(self, conf: Path) -> None:
         assert self.zookeeper is not None
         root = self.work_dir / "root"
+        hdfs_uri = self.hdfs.uri if self.hdfs is not None and self.hdfs.port else None
         site = {
             "hbase.cluster.distributed": "true",
-            "hbase.rootdir": root.resolve().as_uri(),
+            "hbase.rootdir": f"{hdfs_uri}/hbase" if hdfs_uri else root.resolve().as_uri(),
             "hbase.tmp.dir": str((self.work_dir / "tmp").resolve()),
             # The local file system has no hflush/hsync (HBase's own advice for it).
-            "hbase.unsafe.stream.capability.enforce": "false",
+            "hbase.unsafe.stream.capability.enforce": "true" if hdfs_uri else "false",
             "hbase.wal.provider": "filesystem",
             "hbase.zookeeper.quorum": self.zookeeper.host,
             "hbase.zookeeper.property.clientPort": str(self.zookeeper.port),
@@ -498,11 +614,7 @@ class HBaseCluster:
             **GATEWAY_CLIENT_SETTINGS,
             **self.settings,
         }
-        body = "".join(
-            f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
-            for k, v in site.items()
-        )
-        (conf / "hbase-site.xml").write_text(f"<configuration>\n{body}</configuration>\n")
+        _write_site(conf / "hbase-site.xml", site)
         (conf / "log4j2.properties").write_text(_LOG4J2)
 
     def java_command(self) -> list[str]:
@@ -569,6 +681,8 @@ class HBaseCluster:
                 self.roles[name].stop(timeout=15)
         if "master" in self.roles:
             self.roles["master"].stop(timeout=15)
+        if self.hdfs is not None:
+            self.hdfs.stop()
         if self._own_zookeeper and self.zookeeper is not None:
             self.zookeeper.stop()
 
