@@ -35,8 +35,16 @@ _SERVER_FIXTURES = {
     "hbase_backend",
     "any_cluster",
     "own_hbase",
+    "run_hbase",
 }
-_JAVA_FIXTURES = {"spark", "spark_cluster", "connect_server", "zk_backend", "own_hbase"}
+_JAVA_FIXTURES = {
+    "spark",
+    "spark_cluster",
+    "connect_server",
+    "zk_backend",
+    "own_hbase",
+    "run_hbase",
+}
 # Parametrized fixtures whose "zookeeper" parameter starts ZooKeeper, and those whose
 # "hbase" parameter starts the real HBase cluster.
 _BACKEND_PARAMS = ("backend", "any_cluster")
@@ -46,8 +54,9 @@ _STORAGE_PARAMS = ("any_hq", "any_storage")
 # servers, named in their source.
 _STARTS_A_SERVER = re.compile(
     r"\b(StandaloneProcess|SidecarProcess|SubscriberProcess|ZooKeeperServer|"
-    r"StandaloneServer|SidecarServer)\("
+    r"StandaloneServer|SidecarServer|HBaseCluster)\("
 )
+_STARTS_JAVA = re.compile(r"\b(ZooKeeperServer|HBaseCluster)\(")
 
 
 def _functions(item: pytest.Item) -> Iterator[object]:
@@ -59,13 +68,14 @@ def _functions(item: pytest.Item) -> Iterator[object]:
             yield definition.func
 
 
-def _starts_a_server(item: pytest.Item) -> bool:
+def _starts(item: pytest.Item, pattern: re.Pattern[str]) -> bool:
+    """Whether the test or one of its fixtures names a starter ``pattern`` matches."""
     for function in _functions(item):
         try:
             source = inspect.getsource(function)  # type: ignore[arg-type]
         except (OSError, TypeError):
             continue
-        if _STARTS_A_SERVER.search(source):
+        if pattern.search(source):
             return True
     return False
 
@@ -77,9 +87,15 @@ def _needs_java(item: pytest.Item, used: set[str], java_fixtures: set[str]) -> b
     params = callspec.params if callspec is not None else {}
     if any(params.get(name) == "hbase" for name in _STORAGE_PARAMS):
         return True
-    if params.get("any_cluster") == "real-hbase":  # tests/sidecar's ALSO_ON_REAL_HBASE
+    if "real-hbase" in (
+        params.get("any_cluster"),
+        params.get("backend"),
+        params.get("hbase_backend"),
+    ):
+        return True  # tests/sidecar's ALSO_ON_REAL_HBASE, tests/metadata's third backend
+    if any(params.get(name) == "zookeeper" for name in _BACKEND_PARAMS):
         return True
-    return any(params.get(name) == "zookeeper" for name in _BACKEND_PARAMS)
+    return _starts(item, _STARTS_JAVA)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -93,7 +109,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     java_fixtures = JAVA_FIXTURES | _JAVA_FIXTURES
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
-        if used & server_fixtures or _starts_a_server(item):
+        if used & server_fixtures or _starts(item, _STARTS_A_SERVER):
             item.add_marker(pytest.mark.server)
             if _needs_java(item, used, java_fixtures):
                 item.add_marker(pytest.mark.java)
