@@ -152,7 +152,10 @@ def test_skip_and_while_bind_tighter_than_and_and_or(rows: happybase.Table) -> N
         ("SingleColumnValueFilter('cf', 'q1', =)", "SingleColumnValueFilter takes"),
         ("ColumnPaginationFilter(1)", "limit and an offset"),
         ("ColumnRangeFilter('a', true, 'b')", "ColumnRangeFilter takes"),
-        ("SKIP", "ends too early"),
+        ("SKIP", "SKIP needs a filter"),
+        # HBase's parser reduces only the top operator at a closing parenthesis.
+        ("(PrefixFilter('a') AND SKIP PrefixFilter('a'))", "Mismatched parenthesis"),
+        ("(RowFilter(=, 'binary:a') OR KeyOnlyFilter() AND PageFilter(1))", "Mismatched"),
     ],
 )
 def test_malformed_filters_are_refused(

@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from hqueue.errors import InvalidArgumentError, TableStateError
+from hqueue.errors import InvalidArgumentError, StorageError, TableStateError
 from hqueue.standalone.engine.cells import Cell, cells_result_wire, family_of
 from hqueue.standalone.engine.filters import RowDecision, apply_filter, parse_filter
 from hqueue.standalone.engine.schema import ColumnSelector, now_ms, visible_cells
@@ -67,6 +67,9 @@ class Scanner:
     :raises TableStateError: the table is disabled.
     :raises ColumnFamilyNotFoundError: a column names a family the table lacks.
     :raises InvalidArgumentError: a bad or unsupported filter string.
+    :raises StorageError: a batch size with a filter that decides on whole rows
+        (``SKIP``, ``WHILE``, ``PageFilter``, ``SingleColumnValue(Exclude)Filter``,
+        ``DependentColumnFilter``), refused as by HBase.
 
     Each of its calls fails with :class:`~hqueue.errors.TableStateError` while the
     table is disabled (HBase closes the table's regions, and the client's next call
@@ -84,6 +87,11 @@ class Scanner:
             self._time_ranges = {fam: (lo, hi) for fam, lo, hi in spec.family_time_ranges}
         self._selector = ColumnSelector.parse(list(spec.columns), self._desc)
         self._filter = parse_filter(spec.filter_string)
+        if self._filter is not None and spec.batch_size and self._filter.has_filter_row:
+            raise StorageError(
+                "IncompatibleFilterException: Cannot set batch on a scan using a filter "
+                "that returns true for filter.hasFilterRow"
+            )
         self._splits = list(self._desc.split_keys)
         self._region = -1
         # HBase's Thrift gateways build the scan with Scan.setStopRow, which reads a stop

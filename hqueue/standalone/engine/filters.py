@@ -132,6 +132,9 @@ class Filter:
     """
 
     includes_next_column = False
+    has_filter_row = False
+    """HBase's ``Filter.hasFilterRow``: the filter decides on whole rows, so a scan
+    with a batch size refuses it."""
 
     def filter_row_key(self, row: bytes, reverse: bool) -> RowDecision:
         """Return what to do with the row whose key is ``row``."""
@@ -210,6 +213,8 @@ class InclusiveStopFilter(Filter):
 
 
 class PageFilter(Filter):
+    has_filter_row = True
+
     def __init__(self, page_size: int) -> None:
         if page_size < 0:
             raise _error("PageFilter's page size must be >= 0")
@@ -424,6 +429,8 @@ class SingleColumnValueFilter(Filter):
     tested, and a failing one skips the rest of the row; without, any version kept
     that passes lets the row through."""
 
+    has_filter_row = True
+
     def __init__(
         self,
         column: bytes,
@@ -469,6 +476,8 @@ class DependentColumnFilter(Filter):
     """Keep only the cells whose timestamp is one of the reference column's
     ``family:qualifier`` (those of its versions that pass the comparison, when
     given); ``drop`` leaves the reference column itself out."""
+
+    has_filter_row = True
 
     def __init__(self, column: bytes, drop: bool, compare: _Compare | None) -> None:
         self.column = column
@@ -516,6 +525,8 @@ def _kept_all(inner: Filter, before: list[Cell], after: list[Cell]) -> bool:
 class SkipFilter(Filter):
     """``SKIP f``: the whole row goes if ``f`` drops any of its cells."""
 
+    has_filter_row = True
+
     def __init__(self, inner: Filter) -> None:
         self.inner = inner
         self.includes_next_column = inner.includes_next_column
@@ -544,6 +555,8 @@ class SkipFilter(Filter):
 
 class WhileMatchFilter(Filter):
     """``WHILE f``: the scan ends at the first row ``f`` drops, or drops a cell of."""
+
+    has_filter_row = True
 
     def __init__(self, inner: Filter) -> None:
         self.inner = inner
@@ -594,6 +607,7 @@ class FilterList(Filter):
         self.filters = filters
         flags = [f.includes_next_column for f in filters]
         self.includes_next_column = any(flags) if must_pass_all else all(flags)
+        self.has_filter_row = any(f.has_filter_row for f in filters)
         # OR: the members whose row-key test the current row passed, with the cells
         # each let through.
         self._passing = filters
@@ -707,42 +721,53 @@ class _Parser:
         return tok
 
     def parse(self) -> Filter:
-        result = self.or_expr()
-        if self.peek() is not None:
-            raise _error(
-                f"unexpected {self.peek()[1].decode(errors='replace')!r} "  # type: ignore[index]
-                "in filter string"
-            )
-        return result
+        """Compile the whole string as HBase's ``ParseFilter.parseFilterString`` does:
+        operators on one stack and filters on another, reduced by precedence (``SKIP``
+        and ``WHILE``, then ``AND``, then ``OR``), quirks included: at a closing
+        parenthesis HBase reduces the operator on top and drops the one below it, so
+        ``(a OR b AND c)`` and ``(a AND SKIP b)`` are refused with ``Mismatched
+        parenthesis``, as by HBase, while ``(a OR (b AND c))`` and ``(a AND (SKIP
+        b))`` are served."""
+        ops: list[bytes] = []
+        filters: list[Filter] = []
+        while (tok := self.peek()) is not None:
+            kind, value = tok
+            operator = value.upper() if kind == "word" else value
+            if operator in _PRECEDENCE:
+                self.take()
+                while ops and ops[-1] != b"(" and _PRECEDENCE[ops[-1]] < _PRECEDENCE[operator]:
+                    filters.append(_pop_arguments(ops, filters))
+                ops.append(operator)
+            elif value == b"(":
+                self.take()
+                ops.append(value)
+            elif value == b")":
+                self.take()
+                if not ops:
+                    raise _error("Mismatched parenthesis")
+                top = ops[-1]
+                if top == b"(":
+                    ops.pop()
+                    continue
+                while top != b"(":
+                    filters.append(_pop_arguments(ops, filters))
+                    if not ops:
+                        raise _error("Mismatched parenthesis")
+                    top = ops.pop()
+            else:
+                filters.append(self.simple())
+        while ops:
+            filters.append(_pop_arguments(ops, filters))
+        if len(filters) != 1:
+            raise _error("An error occurred while parsing the filter string")
+        return filters[0]
 
-    def or_expr(self) -> Filter:
-        parts = [self.and_expr()]
-        while (tok := self.peek()) is not None and tok[1].upper() == b"OR":
-            self.take()
-            parts.append(self.and_expr())
-        return parts[0] if len(parts) == 1 else FilterList(False, parts)
-
-    def and_expr(self) -> Filter:
-        parts = [self.term()]
-        while (tok := self.peek()) is not None and tok[1].upper() == b"AND":
-            self.take()
-            parts.append(self.term())
-        return parts[0] if len(parts) == 1 else FilterList(True, parts)
-
-    def term(self) -> Filter:
+    def simple(self) -> Filter:
+        """Compile one filter with its arguments: ``Name(arg, ...)``."""
         kind, value = self.take()
-        if value == b"(":
-            inner = self.or_expr()
-            self.take(b")")
-            return inner
         if kind != "word":
             raise _error(f"expected a filter name, found {value.decode(errors='replace')!r}")
         name = value.decode()
-        # SKIP and WHILE bind tighter than AND and OR: they take one term.
-        if name.upper() == "SKIP":
-            return SkipFilter(self.term())
-        if name.upper() == "WHILE":
-            return WhileMatchFilter(self.term())
         if name not in _BUILDERS:
             raise _error(
                 f"Filter Name {name} not supported (the filter language knows: "
@@ -757,6 +782,37 @@ class _Parser:
                 args.append(self.take())
         self.take(b")")
         return _BUILDERS[name](name, args)
+
+
+_PRECEDENCE = {b"SKIP": 1, b"WHILE": 1, b"AND": 2, b"OR": 3}
+"""HBase's operator precedence: a lower number binds tighter."""
+
+
+def _pop_arguments(ops: list[bytes], filters: list[Filter]) -> Filter:
+    # HBase's ParseFilter.popArguments: the operator on top of the stack with its
+    # filters (a run of the same AND or OR makes one list), or the filter inside "(".
+    if not ops:
+        raise _error("Incorrect Filter String")
+    top = ops[-1]
+    if top in (b"AND", b"OR"):
+        members: list[Filter] = []
+        while ops and ops[-1] == top:
+            if not filters:
+                raise _error(f"Incorrect input string - an {top.decode()} needs two filters")
+            members.insert(0, filters.pop())
+            ops.pop()
+        if not filters:
+            raise _error(f"Incorrect input string - an {top.decode()} needs two filters")
+        members.insert(0, filters.pop())
+        return FilterList(top == b"AND", members)
+    if not filters:
+        raise _error(f"Incorrect input string - {top.decode()} needs a filter")
+    ops.pop()
+    if top == b"SKIP":
+        return SkipFilter(filters.pop())
+    if top == b"WHILE":
+        return WhileMatchFilter(filters.pop())
+    return filters.pop()
 
 
 def _string_arg(name: str, args: list[tuple[str, bytes]]) -> bytes:

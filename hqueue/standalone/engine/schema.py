@@ -194,14 +194,17 @@ class ColumnSelector:
     def parse(cls, columns: list[bytes] | None, desc: TableDescriptor) -> ColumnSelector | None:
         """Build a selector from Thrift1 column names (``b"cf"`` is a family, ``b"cf:q"`` a column).
 
-        Return None when ``columns`` is empty (every column).
+        Return None when ``columns`` is empty (every column). The columns are taken in
+        order, as HBase's ``Get``/``Scan.addFamily`` and ``addColumn`` take them: a
+        family replaces the columns of it named before, and a column after its family
+        (or before any) starts the family's set of columns anew, so ``[cf, cf:q]``
+        reads ``cf:q`` alone and ``[cf:q, cf]`` the whole family.
 
         :raises ColumnFamilyNotFoundError: a column names a family the table lacks.
         """
         if not columns:
             return None
-        families: set[bytes] = set()
-        exact: set[bytes] = set()
+        chosen: dict[bytes, set[bytes] | None] = {}
         for column in columns:
             fam, colon, _ = column.partition(b":")
             if fam not in desc.families:
@@ -212,10 +215,14 @@ class ColumnSelector:
             if not colon:
                 # Only "cf" names the whole family: since HBase 0.96 (HBASE-9549)
                 # CellUtil.parseColumn reads "cf:" as the empty qualifier.
-                families.add(fam)
+                chosen[fam] = None
+            elif (named := chosen.get(fam)) is not None:
+                named.add(column)
             else:
-                exact.add(column)
-        return cls(frozenset(families), frozenset(exact))
+                chosen[fam] = {column}
+        families = frozenset(f for f, named in chosen.items() if named is None)
+        exact = frozenset(c for named in chosen.values() if named is not None for c in named)
+        return cls(families, exact)
 
     def matches(self, column: bytes) -> bool:
         """Return True if the selector takes ``column``."""
