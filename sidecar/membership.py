@@ -87,6 +87,7 @@ from hqueue.sidecar.assignment import Assignment, rebalance
 from hqueue.sidecar.ids import wall_clock_ms
 from hqueue.sidecar.options import SidecarOptions
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
+from hqueue.sidecar.recovery import settle_last_write
 from hqueue.storage.contract import MessageStorage
 
 __all__ = [
@@ -669,7 +670,9 @@ class Membership:
         # their ids).
         producers = self.storage.producer_states_of(table, partitions)
         for hp in ready:
-            hp.open(last[hp.partition], self._clock, producers[hp.partition])
+            # The last write of an earlier owner may be half done: written off here.
+            states = settle_last_write(self.storage, table, hp.partition, producers[hp.partition])
+            hp.open(last[hp.partition], self._clock, states)
             log.debug(
                 "sidecar %s writes %s/%d after %s (%d producers remembered)",
                 self.id,

@@ -7,10 +7,10 @@ Writes are fenced as :mod:`hqueue.storage.fence` says; HBase cannot condition a
 multi-row write on another row, so this storage checks the fences before and after
 each write and never reports a write durable once a fence moved (the window is in
 docs/architecture.md). Nor can it write rows atomically: a write goes in
-order, one call per run of ids (one timestamp) and one for the producer rows after
-them, so the producer rows a writer puts last
-(:mod:`hqueue.storage.producers`) land only after the messages they name (the
-window that leaves is in docs/queues.md, "Retries without duplicates").
+order, one call for the producer rows (:mod:`hqueue.storage.producers`) the writer
+puts first and one per run of ids (one timestamp) after them, so no message lands
+before the state naming it, and a new owner can tell a batch left half done
+(:mod:`hqueue.sidecar.recovery`; docs/queues.md, "Retries without duplicates").
 """
 
 from __future__ import annotations
@@ -107,8 +107,9 @@ def _calls(groups: list[CellGroup]) -> list[tuple[int, list[Any]]]:
     message groups of one timestamp (one run of ids, whatever their topics) go in one
     call: a batch spread over many topics is one call, not one per topic (each call
     is a synced commit on the storage; a put of 500 messages to 500 topics took 500
-    of them). Producer rows always go in calls of their own, after the messages they
-    name, since HBase does not write a call's rows atomically.
+    of them). Producer rows always go in calls of their own, in the order the writer
+    gives them (before the messages they name), since HBase does not write a call's
+    rows atomically.
     """
     h1 = hbase1()
     calls: list[tuple[int, list[Any]]] = []

@@ -19,7 +19,8 @@ Idempotent puts (:mod:`hqueue.sidecar.producers`): under the same locks, before 
 id is handed out, each partition's producer sequence is checked against the
 producer's window; a part that repeats a written batch gets that batch's ids (once
 its write is durable) and is not written again, and the new window of a part that is
-written goes into the same storage write, after its messages. A write that fails
+written goes into the same storage write, before its messages (a new owner checks
+the newest batch is wholly stored: :mod:`hqueue.sidecar.recovery`). A write that fails
 leaves its producers "unsure": their state is read back from the storage before
 their next batch is checked, since the write may have landed in part (HBase) or not
 at all (the standalone store).
@@ -178,10 +179,12 @@ class Writer:
                         batch = ProducerBatch(claim.first, len(indices), runs)
                         window = hp.producers.get(claim.producer)
                         windows.append((hp, record(window, claim.producer, batch)))
-                # After the messages: a producer's state never names messages that were
-                # not written (HBase writes the groups in order; the standalone store
-                # writes them in one transaction).
-                groups.extend(
+                # Before the messages: no message of a batch is stored before the
+                # state naming it, so a new owner finds a batch left half done by a
+                # death in the write, and writes it off (hqueue.sidecar.recovery;
+                # HBase writes the groups in order, the standalone store in one
+                # transaction).
+                groups[:0] = [
                     (
                         PRODUCER_COLUMN,
                         w.timestamp,
@@ -189,7 +192,7 @@ class Writer:
                         [w.stored()],
                     )
                     for hp, w in windows
-                )
+                ]
                 if groups:
                     wait = self._start_write(queue, held, groups, windows)
                     for hp, window in windows:

@@ -109,7 +109,7 @@ class MessageStorage(Protocol):
         under its partition lock and waits outside it, so writes to one partition
         share syncs without reordering). Within a write, a backend that cannot write
         every group at once sends a group only after those before it are written: so
-        producer rows put last never name messages that were not written.
+        no message the writer puts after a producer row lands before it.
 
         :raises NotOwnerError: a fence moved: another owner may have started. From
             this call or the returned one; the write is not durable for the caller

@@ -1,6 +1,8 @@
-"""A real TCP proxy in front of a server, that cuts a connection at a chosen answer:
-:class:`CuttingProxy`, for tests of what a client does when a call was served but its
-answer never arrived (a server dying mid-range, an acknowledgement lost in transit)."""
+"""Real TCP proxies in front of a server: :class:`CuttingProxy` cuts a connection at a
+chosen answer, for tests of what a client does when a call was served but its answer
+never arrived (a server dying mid-range, an acknowledgement lost in transit);
+:class:`HoldingProxy` holds a sidecar's writes after a chosen one, for tests of a
+sidecar dying between two calls of one write."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import threading
 
 from hqueue.settings import parse_address
 
-__all__ = ["CuttingProxy"]
+__all__ = ["CuttingProxy", "HoldingProxy"]
 
 
 class CuttingProxy:
@@ -74,6 +76,71 @@ class CuttingProxy:
 
     def close(self) -> None:
         """Stop accepting connections (those open stay until either end closes)."""
+        self.listener.close()
+
+
+class HoldingProxy:
+    """A TCP proxy to an HBase Thrift1 gateway ``target`` listening at :attr:`address`,
+    that, once :meth:`arm` was called, passes one more ``mutateRowsTs`` call through and
+    then holds every later one: never sent on, as by a sidecar killed after its
+    write's first call. :attr:`holding` is set when it first holds one.
+
+    It recognizes a call by the method's name in the bytes a client sends at once, which
+    a Thrift1 client sends in one piece for the small writes of a test (a test
+    harness's shortcut, not a Thrift parser)."""
+
+    _CALL = b"mutateRowsTs"
+
+    def __init__(self, target: str) -> None:
+        self.target = parse_address(target)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.holding = threading.Event()
+        self._lock = threading.Lock()
+        self._passes: int | None = None  # calls still passed once armed
+        threading.Thread(target=self._accept, daemon=True, name="holding-proxy").start()
+
+    def arm(self) -> None:
+        """Pass the next ``mutateRowsTs`` call, hold every one after it."""
+        with self._lock:
+            self._passes = 1
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = self.listener.accept()
+                upstream = socket.create_connection(self.target)
+                threading.Thread(target=self._up, args=(client, upstream), daemon=True).start()
+                threading.Thread(target=self._down, args=(client, upstream), daemon=True).start()
+
+    def _passing(self, data: bytes) -> bool:
+        if self._CALL not in data:
+            return True
+        with self._lock:
+            if self._passes is None:
+                return True
+            if self._passes > 0:
+                self._passes -= 1
+                return True
+        self.holding.set()
+        return False
+
+    def _up(self, client: socket.socket, upstream: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := client.recv(1 << 16):
+                if not self._passing(data):
+                    return  # held: neither sent on nor closed, as by a frozen process
+                upstream.sendall(data)
+        _close(client, upstream)
+
+    @staticmethod
+    def _down(client: socket.socket, upstream: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := upstream.recv(1 << 16):
+                client.sendall(data)
+
+    def close(self) -> None:
+        """Stop accepting connections."""
         self.listener.close()
 
 

@@ -38,8 +38,9 @@ from hqueue.storage.producers import (
     StoredProducer,
     decode_batches,
 )
-from hqueue.testing.cluster import SESSION, Cluster, wait_for
-from hqueue.testing.proxy import CuttingProxy
+from hqueue.testing.cluster import SESSION, Cluster, Storage, wait_for
+from hqueue.testing.proxy import CuttingProxy, HoldingProxy
+from hqueue.testing.sidecar import SidecarProcess
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.sidecar_calls import ProducerSequence, PutBatch
 from tests.sidecar.test_cluster import owners
@@ -304,3 +305,48 @@ def test_the_sequence_bookkeeping_follows_the_model() -> None:
     run_state_machine_as_test(
         Bookkeeping, settings=settings(max_examples=200, stateful_step_count=60, deadline=None)
     )
+
+
+@pytest.mark.parametrize("any_storage", ["standalone", "hbase"], indirect=True)
+def test_a_write_the_dead_owner_left_half_done_is_stored_once(
+    any_storage: Storage, hbase_prefix: str, zookeeper_hosts: str, tmp_path: Path
+) -> None:
+    # The owner's gateway connection goes through a proxy that passes the first call of
+    # the second batch's write and holds the rest: the owner is killed between the two
+    # calls of one write (HBase writes rows call by call), and the producer's retry
+    # reaches the next owner.
+    cluster = Cluster(any_storage, hbase_prefix, tmp_path, zookeeper=zookeeper_hosts)
+    proxy = HoldingProxy(any_storage.address)
+    try:
+        a = SidecarProcess(
+            proxy.address, tmp_path / "a.log", "--id", "sc-a", "--session-timeout",
+            str(SESSION), "--takeover-grace", "0.5", zookeeper=zookeeper_hosts,
+            table_prefix=hbase_prefix,
+        ).start()  # fmt: skip
+        cluster.processes.append(a)
+        client = cluster.client()
+        client.create_queue("q", partitions=1)
+        wait_for(lambda: owners(client, "q") == {0: "sc-a"}, 20, "sc-a to own the partition")
+        cluster.process("--id", "sc-b")
+        producer = Producer(
+            client._context.sidecars, client._context.owners, client._context.queue_info,
+            put_timeout=60,
+        )  # fmt: skip
+        info = client._context.queue_info("q")
+        first = [NewMessage(b"a%d" % i, "t", 0) for i in range(10)]
+        second = [NewMessage(b"b%d" % i, "t", 0) for i in range(20)]
+        got = list(producer.put(info, first))
+        proxy.arm()
+        putter = threading.Thread(target=lambda: got.extend(producer.put(info, second)))
+        putter.start()
+        assert proxy.holding.wait(30), "the second write never reached the gateway"
+        a.kill()
+        putter.join(SESSION + 60)
+        assert not putter.is_alive()
+        assert owners(client, "q") == {0: "sc-b"}
+        values = [m.value for m in (*first, *second)]
+        assert [v for _, v in stored(client, "q", 0)] == values
+        assert stored(client, "q", 0) == [(p.id, v) for p, v in zip(got, values, strict=True)]
+    finally:
+        proxy.close()
+        cluster.close()

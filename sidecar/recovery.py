@@ -1,0 +1,80 @@
+"""A new owner's check of the last write an earlier owner may have left half done.
+
+An idempotent put writes its producer's new state first and its messages after (on
+HBase, as separate calls: a multi-row write is atomic per row only), and a partition's
+writes follow one another under its lock. So if an owner died in a write, the one
+write it can have left half done is its partition's last one, and that write's batch
+is the newest batch any producer's state names. A new owner, before it answers a
+retry of that batch with its ids, counts the batch's rows: if any is missing, it
+writes off the whole batch and the state naming it (deleted at their own timestamps,
+so that a part still in a gateway's retries cannot land later either) and forgets the
+producer, whose retry is then written anew. A retry is so answered with ids only of
+messages that are all stored, and written again only when none of them will be:
+stored once, whatever the moment of the owner's death.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from hqueue.message import encode_rowkey, rowkey_after
+from hqueue.storage.contract import MessageStorage
+from hqueue.storage.producers import ProducerBatch, StoredProducer, producer_row
+from hqueue.wire.block import MAX_SCAN_LIMIT
+
+__all__ = ["settle_last_write"]
+
+log = logging.getLogger(__name__)
+
+_COUNT_BYTES = 1 << 30
+"""No byte bound on the reads that count a batch's rows (they count, not keep)."""
+
+
+def settle_last_write(
+    storage: MessageStorage, table: bytes, partition: int, states: list[StoredProducer]
+) -> list[StoredProducer]:
+    """Return ``states`` (the partition's stored producer states), without the one
+    whose newest batch is the partition's newest and is not wholly stored, after
+    writing that batch and state off (see the module docstring).
+
+    :raises StorageError: (or ConnectionLostError) if the storage fails.
+    """
+    newest: tuple[StoredProducer, ProducerBatch] | None = None
+    for state in states:
+        if state.batches:
+            batch = state.batches[-1]
+            if newest is None or batch.runs[0][:2] > newest[1].runs[0][:2]:
+                newest = (state, batch)
+    if newest is None:
+        return states
+    state, batch = newest
+    ids = batch.ids()
+    if _count(storage, table, partition, batch) == len(ids):
+        return states
+    cells = [(encode_rowkey(partition, i), i.timestamp) for i in ids]
+    cells.append((producer_row(partition, state.producer), state.timestamp))
+    storage.write_off(table, cells)
+    log.warning(
+        "partition %d: the last write of the previous owner was not wholly stored; wrote "
+        "off its %d messages of producer %d, whose retry is written anew",
+        partition,
+        len(ids),
+        state.producer,
+    )
+    return [s for s in states if s is not state]
+
+
+def _count(storage: MessageStorage, table: bytes, partition: int, batch: ProducerBatch) -> int:
+    """How many of ``batch``'s rows are stored (the ids between its first and last are
+    all its own: a put takes its ids under the partition's lock)."""
+    ids = batch.ids()
+    start = encode_rowkey(partition, ids[0])
+    stop = rowkey_after(encode_rowkey(partition, ids[-1]))
+    found = 0
+    while start < stop:
+        block = storage.read(table, start, stop, None, MAX_SCAN_LIMIT, _COUNT_BYTES, resume=False)
+        if not len(block):
+            break
+        found += len(block)
+        start = rowkey_after(block.last_rowkey())
+    return found
