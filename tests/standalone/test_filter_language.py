@@ -153,6 +153,7 @@ def test_skip_and_while_bind_tighter_than_and_and_or(rows: happybase.Table) -> N
         ("ColumnPaginationFilter(1)", "limit and an offset"),
         ("ColumnRangeFilter('a', true, 'b')", "ColumnRangeFilter takes"),
         ("SKIP", "SKIP needs a filter"),
+        ("MultipleColumnPrefixFilter('a', 'a')", "prefixes must be distinct"),
         # HBase's parser reduces only the top operator at a closing parenthesis.
         ("(PrefixFilter('a') AND SKIP PrefixFilter('a'))", "Mismatched parenthesis"),
         ("(RowFilter(=, 'binary:a') OR KeyOnlyFilter() AND PageFilter(1))", "Mismatched"),

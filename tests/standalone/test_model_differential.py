@@ -343,25 +343,22 @@ def _kept_all(inner: MFilter, before: list[MCell], after: list[MCell]) -> bool:
 
 
 class Skip(MFilter):
+    """HBase's SkipFilter passes only the cells to its filter: the row key, the
+    decision on the whole row and the end of the scan stay unasked."""
+
     def __init__(self, inner: MFilter) -> None:
         self.inner = inner
         self.next_col = inner.next_col
         self.text = f"SKIP {inner.text}"
         self.dropped = False
 
-    def row_ok(self, row: bytes, reverse: bool) -> bool:
-        return self.inner.row_ok(row, reverse)
-
     def cells(self, cs: list[MCell]) -> list[MCell]:
         out = self.inner.cells(cs)
         self.dropped = not _kept_all(self.inner, cs, out)
         return out
 
-    def row_cells(self, cs: list[MCell]) -> list[MCell]:
-        return self.inner.row_cells(cs)
-
     def drop(self) -> bool:
-        return self.dropped or self.inner.drop()
+        return self.dropped
 
 
 class While(MFilter):
@@ -573,7 +570,7 @@ leaf_filters = st.one_of(
             f"ColumnPrefixFilter('{p.decode()}')", lambda c: _qualifier(c[0]).startswith(p)
         )
     ),
-    st.lists(qualifiers, max_size=2).map(_multi_prefix),
+    st.lists(qualifiers, max_size=2, unique=True).map(_multi_prefix),
     st.tuples(qualifiers, st.booleans(), qualifiers, st.booleans()).map(
         lambda a: CellPredicate(_range_text(*a), lambda c: _in_range(_qualifier(c[0]), *a))
     ),

@@ -523,7 +523,12 @@ def _kept_all(inner: Filter, before: list[Cell], after: list[Cell]) -> bool:
 
 
 class SkipFilter(Filter):
-    """``SKIP f``: the whole row goes if ``f`` drops any of its cells."""
+    """``SKIP f``: the whole row goes if ``f`` drops any of its cells.
+
+    As HBase's ``SkipFilter``, it passes only the cells to ``f``: ``f``'s row-key
+    test, its decision on the whole row (``filterRowCells``, ``filterRow``) and its
+    end of the scan are never asked, so ``SKIP PrefixFilter('p')`` keeps every row
+    and ``SKIP PageFilter(1)`` counts nothing."""
 
     has_filter_row = True
 
@@ -532,24 +537,16 @@ class SkipFilter(Filter):
         self.includes_next_column = inner.includes_next_column
         self.dropped = False
 
-    def filter_row_key(self, row: bytes, reverse: bool) -> RowDecision:
-        return self.inner.filter_row_key(row, reverse)
-
     def filter_cells(self, cells: list[Cell]) -> list[Cell]:
         out = self.inner.filter_cells(cells)
         self.dropped = not _kept_all(self.inner, cells, out)
         return out
 
-    def filter_row_cells(self, cells: list[Cell]) -> list[Cell]:
-        return self.inner.filter_row_cells(cells)
-
     def filter_row(self) -> bool:
-        return self.dropped or self.inner.filter_row()
-
-    def row_returned(self) -> None:
-        self.inner.row_returned()
+        return self.dropped
 
     def region_changed(self) -> None:
+        # The store scanner's state a ColumnCountGetFilter leaves is per region.
         self.inner.region_changed()
 
 
@@ -932,7 +929,11 @@ def _build_column_count_get(name: str, args: list[tuple[str, bytes]]) -> Filter:
 def _build_multiple_prefix(name: str, args: list[tuple[str, bytes]]) -> Filter:
     if any(kind != "str" for kind, _ in args):
         raise _error(f"{name} takes quoted strings")
-    return MultipleColumnPrefixFilter([_unquote(a) for a in args])
+    prefixes = [_unquote(a) for a in args]
+    if len(set(prefixes)) != len(prefixes):
+        # HBase's constructor refuses a repeated prefix.
+        raise _error(f"Incorrect filter string {name}: prefixes must be distinct")
+    return MultipleColumnPrefixFilter(prefixes)
 
 
 def _build_column_range(name: str, args: list[tuple[str, bytes]]) -> Filter:
