@@ -133,11 +133,13 @@ Workloads:
   threads under 64, p99 under 50 ms, RSS under 1 GiB.
 
 CPU: every row also reports the CPU microseconds per message of each process
-involved (``bench/rounds.py``'s ``CpuMeter``, from ``/proc``), read around the row's
-whole call (its queue, subscription and warm-up included): this process (the
-subscribers), the producer's child process, and the server's: the standalone
-process, the storage and sidecar of the cluster's shape, Redis, NATS, or on real
-HBase each sidecar and each JVM.
+involved (``bench/rounds.py``'s ``CpuMeter``, from ``/proc``), read over the measured
+part of the row: a paced run and batched produce while subscribed from the first send
+after the warm-up to the last delivery, a drain from the subscribe call to the last
+delivery (a new queue, its table and the warm-up cost a real HBase cluster more CPU
+than thousands of messages): this process (the subscribers), the producer's child
+process, and the server's: the standalone process, the storage and sidecar of the
+cluster's shape, Redis, NATS, or on real HBase each sidecar and each JVM.
 
 Method: the peers alternate within each round, their order rotating from round to
 round, and each figure is the median over the rounds (for latencies, the median of
@@ -197,6 +199,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rounds import (
     SMOKE_NOTE,
     SMOKE_VERDICT,
+    CpuMeter,
     add_smoke_argument,
     cpu_cell,
     cpu_per_message,
@@ -290,9 +293,11 @@ class Recorder:
     """Counts what a listener is handed and, when ``parse`` is on, the receipt time and
     the send time (from its payload) of each message by sequence number, dropping
     duplicates. Warm-up messages only add their slot (see :func:`warm_value`) to
-    :attr:`warm`."""
+    :attr:`warm`. ``processes`` names the peer's processes whose CPU a run reads
+    (:meth:`cpu`) over its measured part."""
 
-    def __init__(self) -> None:
+    def __init__(self, processes: Callable[[], dict[str, int | None]] = dict) -> None:
+        self.processes = processes
         self.lock = threading.Lock()
         self.done = threading.Event()
         self.warm: set[int] = set()
@@ -346,6 +351,13 @@ class Recorder:
             self.last_ns = now
             if self.count >= self.expected:
                 self.done.set()
+
+    def cpu(self) -> Callable[[], dict[str, float]]:
+        """Start reading the CPU of the peer's processes; return the function that
+        gives each one's CPU seconds since."""
+        meter = CpuMeter(self.processes())
+        before = meter.read()
+        return functools.partial(meter.since, before)
 
     def wait_done(self, timeout: float = WAIT) -> None:
         if not self.done.wait(timeout):
@@ -768,10 +780,13 @@ def paced_run(
     warm_up(producer, dest, rec, slots, warm_timeout, warm_every)
     if on_start is not None:
         on_start()
+    cpu = rec.cpu()
     seconds, _, acked = producer.call("paced", dest, rate, n, senders, linger_ms)
     rec.expect(sum(1 for t in memoryview(acked).cast("q") if t))
     rec.wait_done()
-    return rec.sample(seconds, acked)
+    sample = rec.sample(seconds, acked)
+    sample.cpu = cpu()
+    return sample
 
 
 def live_run(producer: Producer, dest: str, rec: Recorder, n: int) -> Sample:
@@ -779,9 +794,12 @@ def live_run(producer: Producer, dest: str, rec: Recorder, n: int) -> Sample:
     messages in batches, wait for all of them."""
     rec.arm(n, parse=True)
     warm_up(producer, dest, rec)
+    cpu = rec.cpu()
     _, start_ns, acked = producer.call("fill", dest, n)
     rec.wait_done()
-    return rec.sample((rec.last_ns - start_ns) / 1e9, acked, (rec.first_ns - start_ns) / 1e9)
+    sample = rec.sample((rec.last_ns - start_ns) / 1e9, acked, (rec.first_ns - start_ns) / 1e9)
+    sample.cpu = cpu()
+    return sample
 
 
 def drain_run(
@@ -791,16 +809,23 @@ def drain_run(
     closes the subscription) until ``n`` messages arrived (with ``parse``, ``n``
     distinct ones, stamped 0 to ``n`` - 1)."""
     rec.arm(n, parse)
+    cpu = rec.cpu()
     t0 = time.perf_counter_ns()
     close = subscribe()
     try:
         rec.wait_done()
         first_ns, first_count, last_ns = rec.first_ns, rec.first_count, rec.last_ns
+        spent = cpu()
     finally:
         close()
     steady = (n - first_count) / ((last_ns - first_ns) / 1e9) if last_ns > first_ns else None
     return Sample(
-        n, (last_ns - t0) / 1e9, (first_ns - t0) / 1e9, steady=steady, duplicates=rec.duplicates
+        n,
+        (last_ns - t0) / 1e9,
+        (first_ns - t0) / 1e9,
+        steady=steady,
+        duplicates=rec.duplicates,
+        cpu=spent,
     )
 
 
@@ -889,7 +914,7 @@ class HQueuePeer:
         self.client: Any = None
         self.members: list[Any] = []  # the group members' clients, made when first needed
         self.producer: Producer | None = None
-        self.rec = Recorder()
+        self.rec = Recorder(self.processes)
 
     def _connect(self) -> Any:
         return hqueue.connect(
@@ -1378,7 +1403,7 @@ class RedisPeer:
         self.server = RedisServer(workdir / "redis")
         self.r: redis.Redis | None = None
         self.producer: Producer | None = None
-        self.rec = Recorder()
+        self.rec = Recorder(self.processes)
 
     def start(self) -> None:
         self.server.start()
@@ -1557,7 +1582,7 @@ class NatsPeer:
         self.nc: Any = None
         self.js: Any = None
         self.producer: Producer | None = None
-        self.rec = Recorder()
+        self.rec = Recorder(self.processes)
 
     def _run(self, coro: Coroutine[Any, Any, Any], timeout: float = 60.0) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
@@ -1948,7 +1973,7 @@ def report(
     print(
         "\nCPU: microseconds of CPU per message of each process, median over the rounds "
         "(client: this process, the subscribers; producer: the producer's child "
-        "process; each row's set-up included):\n"
+        "process; over each row's measured part, see the module's notes):\n"
     )
     print(markdown_header(("workload", "peer", "CPU µs/msg"), "lll"))
     for (w, name), found in samples.items():
@@ -2264,8 +2289,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--peers",
-        default=f"hqueue,{CLUSTER},redis,nats",
-        help=f"comma-separated subset of hqueue,{CLUSTER},redis,nats (default %(default)s)",
+        default=f"hqueue,{CLUSTER},{HBASE},redis,nats",
+        help=f"comma-separated subset of hqueue,{CLUSTER},{HBASE} (real Apache HBase and "
+        "sidecar processes),redis,nats (default %(default)s)",
     )
     args = parser.parse_args()
     if args.smoke:
