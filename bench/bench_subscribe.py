@@ -1979,7 +1979,7 @@ def report(
     for (w, name), found in samples.items():
         cpu = cpu_cell(cpu_per_message((s.cpu, s.messages) for s in found if s.cpu))
         if cpu:
-            named = group_labels if w == GROUP_DRAIN else {} if w == JOIN else labels
+            named = group_labels if w == GROUP_DRAIN else {} if w in (JOIN, SCALE) else labels
             print(markdown_row((w, named.get(name, name), cpu)))
     if deployment is not None and deployment.startup_seconds:
         print(f"\n{deployment.summary()}")
