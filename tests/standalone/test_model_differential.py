@@ -353,6 +353,10 @@ class Skip(MFilter):
         self.dropped = False
 
     def cells(self, cs: list[MCell]) -> list[MCell]:
+        if self.inner.text.startswith("PrefixFilter"):
+            # HBase's PrefixFilter starts each row filtered until its key is tested.
+            self.dropped = bool(cs)
+            return []
         out = self.inner.cells(cs)
         self.dropped = not _kept_all(self.inner, cs, out)
         return out
@@ -378,9 +382,6 @@ class While(MFilter):
         if not _kept_all(self.inner, cs, out):
             self.finished = True
         return out
-
-    def row_cells(self, cs: list[MCell]) -> list[MCell]:
-        return self.inner.row_cells(cs)
 
     def drop(self) -> bool:
         if self.inner.drop():

@@ -132,6 +132,9 @@ class Filter:
     """
 
     includes_next_column = False
+    passes_cells_unasked = True
+    """False for a filter that passes no cell of a row whose key it was not asked
+    about (HBase's PrefixFilter starts each row filtered): what it does under SKIP."""
     has_filter_row = False
     """HBase's ``Filter.hasFilterRow``: the filter decides on whole rows, so a scan
     with a batch size refuses it."""
@@ -193,6 +196,8 @@ def apply_filter(filt: Filter, cells: list[Cell], max_versions: int) -> list[Cel
 
 
 class PrefixFilter(Filter):
+    passes_cells_unasked = False
+
     def __init__(self, prefix: bytes) -> None:
         self.prefix = prefix
 
@@ -527,8 +532,9 @@ class SkipFilter(Filter):
 
     As HBase's ``SkipFilter``, it passes only the cells to ``f``: ``f``'s row-key
     test, its decision on the whole row (``filterRowCells``, ``filterRow``) and its
-    end of the scan are never asked, so ``SKIP PrefixFilter('p')`` keeps every row
-    and ``SKIP PageFilter(1)`` counts nothing."""
+    end of the scan are never asked, so ``SKIP PrefixFilter('p')`` drops every row
+    (HBase's PrefixFilter starts each row filtered), ``SKIP RowFilter(...)`` keeps
+    every row and ``SKIP PageFilter(1)`` counts nothing."""
 
     has_filter_row = True
 
@@ -538,6 +544,9 @@ class SkipFilter(Filter):
         self.dropped = False
 
     def filter_cells(self, cells: list[Cell]) -> list[Cell]:
+        if not self.inner.passes_cells_unasked:
+            self.dropped = bool(cells)
+            return []
         out = self.inner.filter_cells(cells)
         self.dropped = not _kept_all(self.inner, cells, out)
         return out
@@ -551,7 +560,9 @@ class SkipFilter(Filter):
 
 
 class WhileMatchFilter(Filter):
-    """``WHILE f``: the scan ends at the first row ``f`` drops, or drops a cell of."""
+    """``WHILE f``: the scan ends at the first row ``f`` drops, or drops a cell of.
+    As HBase's ``WhileMatchFilter``, it never asks ``f`` to trim a row's cells
+    (``filterRowCells``): ``WHILE DependentColumnFilter(...)`` keeps them all."""
 
     has_filter_row = True
 
@@ -571,9 +582,6 @@ class WhileMatchFilter(Filter):
         if not _kept_all(self.inner, cells, out):
             self.finished = True
         return out
-
-    def filter_row_cells(self, cells: list[Cell]) -> list[Cell]:
-        return self.inner.filter_row_cells(cells)
 
     def filter_row(self) -> bool:
         if self.inner.filter_row():
