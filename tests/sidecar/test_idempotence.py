@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,7 +28,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 
 from hqueue.client.client import Client, connect
 from hqueue.client.producer import NewMessage, Producer
-from hqueue.errors import InvalidMessageError, OutOfOrderSequenceError
+from hqueue.errors import HQueueError, InvalidMessageError, OutOfOrderSequenceError
 from hqueue.message import MESSAGES_END, MessageId
 from hqueue.sidecar.partitions import HeldPartition
 from hqueue.sidecar.producers import WINDOW, ProducerWindow, check, record
@@ -349,4 +349,70 @@ def test_a_write_the_dead_owner_left_half_done_is_stored_once(
         assert stored(client, "q", 0) == [(p.id, v) for p, v in zip(got, values, strict=True)]
     finally:
         proxy.close()
+        cluster.close()
+
+
+@pytest.mark.parametrize("any_storage", ["standalone", "hbase"], indirect=True)
+def test_producers_through_owners_killed_store_each_message_once(
+    any_storage: Storage, hbase_prefix: str, zookeeper_hosts: str, tmp_path: Path
+) -> None:
+    # Three sidecars, four producers putting to two partitions; in each round the
+    # owner of partition 0 is killed with kill -9 and a new sidecar started. The
+    # checker: every acknowledged message stored at its position, none stored twice,
+    # ids in order.
+    cluster = Cluster(any_storage, hbase_prefix, tmp_path, zookeeper=zookeeper_hosts)
+    try:
+        for n in range(3):
+            cluster.process("--id", f"sc-{n}")
+        client = cluster.client()
+        client.create_queue("q", partitions=2)
+        queue = client.queue("q")
+        acked: dict[bytes, Any] = {}
+        lock = threading.Lock()
+        stopping = threading.Event()
+
+        def produce(n: int) -> None:
+            i = 0
+            while not stopping.is_set():
+                value = b"p%d-%d" % (n, i)
+                try:
+                    position = queue.put(value, topic="t", partition=i % 2)
+                except HQueueError:
+                    pass  # not acknowledged: may be stored or not, once at most
+                else:
+                    with lock:
+                        acked[value] = position
+                i += 1
+
+        def count() -> int:
+            with lock:
+                return len(acked)
+
+        def more(than: int) -> Callable[[], bool]:
+            return lambda: count() >= than + 40
+
+        producers = [threading.Thread(target=produce, args=(n,)) for n in range(4)]
+        for t in producers:
+            t.start()
+        try:
+            for round_ in range(3):
+                wait_for(more(count()), 60, "puts before the kill")
+                owner = owners(client, "q")[0]
+                victim = next(p for p in cluster.processes if p.id == owner and p.proc)
+                victim.kill()
+                cluster.process("--id", f"sc-new{round_}")
+                wait_for(more(count()), 60, "puts after the failover")
+        finally:
+            stopping.set()
+            for t in producers:
+                t.join(60)
+        for partition in (0, 1):
+            read = stored(client, "q", partition)
+            values = [v for _, v in read]
+            assert len(values) == len(set(values)), "a message stored twice"
+            ids = [i for i, _ in read]
+            assert ids == sorted(ids)
+            mine = {v: p.id for v, p in acked.items() if p.partition == partition}
+            assert {v: i for i, v in read if v in mine} == mine
+    finally:
         cluster.close()
