@@ -19,7 +19,11 @@ _SCRIPT = re.compile(r"\bbench/(\w+\.py)\b")
 def _make_target(name: str) -> tuple[list[str], list[str]]:
     """Return the prerequisites and the recipe lines of the Makefile's target ``name``."""
     lines = (ROOT / "Makefile").read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"{name}:"))
+    # A line setting the target's own variables (``bench: export NAME := value``) is
+    # not its rule.
+    start = next(
+        i for i, line in enumerate(lines) if line.startswith(f"{name}:") and "=" not in line
+    )
     recipe = []
     for line in lines[start + 1 :]:
         if not line.startswith("\t"):
