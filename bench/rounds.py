@@ -39,7 +39,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
-from hqueue.testing.hbase import process_cpu_seconds
+from hqueue.testing.jvm import process_cpu_seconds
 
 __all__ = [
     "SMOKE_NOTE",
