@@ -25,7 +25,6 @@ import contextlib
 import logging
 import queue as _queue
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -33,7 +32,6 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.rpc import TClient
-from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TBufferedTransport
 
 from hqueue.closing import Closeable
@@ -48,6 +46,7 @@ from hqueue.message import (
 from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 from hqueue.settings import parse_address
 from hqueue.spark.arrow import block_to_batch
+from hqueue.storage.hbase import while_in_transition
 from hqueue.storage.reader import (
     QueueRange,
     Thrift1Range,
@@ -70,8 +69,6 @@ of 100 bytes is about 1.5 MB, read in a few ``recv`` calls rather than hundreds 
 4 KiB ones."""
 _CONNECT_TIMEOUT_MS = 5_000
 _KEYS_ONLY = b"KeyOnlyFilter()"
-_IN_TRANSITION_S = 10.0
-"""How long :meth:`ThriftReader.regions` waits for a region in transition to be placed."""
 
 T = TypeVar("T")
 
@@ -252,24 +249,14 @@ class ThriftReader(Closeable):
 
     def regions(self) -> list[tuple[bytes, bytes, str]]:
         """Return the table's regions as ``(start_key, end_key, host)``, by start key,
-        waiting up to 10 s for regions that have no server (in transition).
+        asked again for up to 10 s while a region has no server (in transition:
+        :func:`~hqueue.storage.hbase.while_in_transition`).
 
         :raises StorageError: if HBase refuses the call.
         :raises ConnectionLostError: if the gateway fails.
         """
-        deadline = time.monotonic() + _IN_TRANSITION_S
         with self.connect("get table regions") as client:
-            while True:
-                try:
-                    infos = client.getTableRegions(self.table)
-                    break
-                except TApplicationException:
-                    # HBase's Thrift1 gateway fails the whole call (a NullPointerException
-                    # on the server) while a region has no server, as just after the
-                    # table was made or while a region moves: wait for it to be placed.
-                    if time.monotonic() >= deadline:
-                        raise
-                    time.sleep(0.2)
+            infos = while_in_transition(lambda: client.getTableRegions(self.table))
         out = []
         for info in infos:
             host = info.serverName
