@@ -4,10 +4,17 @@ The session server (``hbase_server``, from tests/conftest.py) serves every
 test that only reads and writes. Tests that kill, restart or abuse a server,
 or need short leases and purge intervals, start their own with
 ``own_server`` on a tmp_path data directory.
+
+``any_hbase`` is a happybase connection, confined to a table prefix of the test's
+own, to the standalone server and then to real Apache HBase's Thrift1 gateway: a
+module whose ``hbase`` fixture returns it runs its happybase tests on both, which
+shows that they test HBase's behaviour. Its tests named in the module's
+``STANDALONE_ONLY`` run on the standalone server alone.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -17,6 +24,7 @@ import happybase
 import pytest
 import thriftpy2.rpc
 
+from hqueue.testing.cluster import Storage
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.idl import hbase1, hbase2
 
@@ -61,6 +69,38 @@ def thrift2_client(server: StandaloneProcess, **kwargs: Any) -> Any:
     return thriftpy2.rpc.make_client(
         H2.THBaseService, server.host, server.thrift2_port, timeout=CLIENT_TIMEOUT_MS, **kwargs
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the real-HBase runs of the tests a module names in ``STANDALONE_ONLY``."""
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        only = getattr(getattr(item, "module", None), "STANDALONE_ONLY", ())
+        on_hbase = callspec is not None and callspec.params.get("any_storage") == "hbase"
+        (dropped if on_hbase and item.originalname in only else kept).append(item)  # type: ignore[attr-defined]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+@pytest.fixture
+def any_hbase(any_storage: Storage, hbase_prefix: str) -> Iterator[happybase.Connection]:
+    """A happybase connection to the standalone server, then to real HBase, confined
+    to a table prefix of this test's own (with the process id on real HBase, whose
+    cluster may outlive a run); the prefix's tables are dropped afterwards."""
+    prefix = (
+        hbase_prefix
+        if isinstance(any_storage, StandaloneProcess)
+        else (f"{hbase_prefix}p{os.getpid()}")
+    )
+    conn = happybase.Connection(
+        any_storage.host, any_storage.port, table_prefix=prefix, timeout=CLIENT_TIMEOUT_MS * 6
+    )
+    yield conn
+    for name in conn.tables():
+        conn.delete_table(name, disable=conn.is_table_enabled(name))
+    conn.close()
 
 
 @pytest.fixture

@@ -15,6 +15,12 @@ from hqueue.standalone.server import StandaloneConfig, StandaloneServer
 from tests.standalone.conftest import Hbase
 
 
+@pytest.fixture
+def hbase(any_hbase: happybase.Connection) -> happybase.Connection:
+    """This module's tests run on the standalone server and on real HBase."""
+    return any_hbase
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
