@@ -9,8 +9,14 @@
   them over one storage.
 - :mod:`hqueue.testing.process`: the child-process harness they share (ready lines,
   ``kill -9``, SIGSTOP).
-- :mod:`hqueue.testing.proxy`: a TCP proxy that cuts a connection at a chosen
-  answer (a call served whose answer never arrives).
+- :mod:`hqueue.testing.proxy`: TCP proxies that cut a connection at a chosen
+  answer (a call served whose answer never arrives), or hold a sidecar's writes
+  after a chosen one.
+- :mod:`hqueue.testing.hbase`: Apache HBase itself (a master, region servers, the
+  Thrift1 and Thrift2 gateways, each a JVM from HBase's published jars), with
+  :mod:`hqueue.testing.hdfs` for a durable WAL and :mod:`hqueue.testing.jvm` for what
+  the Java daemons share; :mod:`hqueue.testing.shared_hbase` one cluster for a whole
+  test session; :mod:`hqueue.testing.run_hbase` is ``make run-hbase``.
 
 Used by hqueue's own tests and benchmarks; nothing here is needed to run hqueue.
 """

@@ -26,19 +26,18 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 import happybase
 
 from hqueue.settings import DEFAULT_HOST
-from hqueue.testing.process import free_port
+from hqueue.testing.hdfs import HDFS
+from hqueue.testing.jvm import JDK17_FLAGS, JavaRole, process_rss, write_site
+from hqueue.testing.process import free_port, port_free
 from hqueue.testing.zookeeper import ZooKeeperServer
 
 __all__ = [
@@ -46,16 +45,11 @@ __all__ = [
     "ENV_HBASE_CLASSPATH",
     "ENV_HBASE_CLASSPATH_FILE",
     "GATEWAY_CLIENT_SETTINGS",
-    "HDFS",
     "HBaseCluster",
     "HBasePorts",
-    "JavaRole",
     "admin_call",
     "hbase_available",
     "hbase_classpath",
-    "port_free",
-    "process_cpu_seconds",
-    "process_rss",
 ]
 
 DEFAULT_HBASE_VERSION = "2.6.1"
@@ -63,37 +57,6 @@ DEFAULT_HBASE_VERSION = "2.6.1"
 
 ENV_HBASE_CLASSPATH = "HQUEUE_HBASE_CLASSPATH"
 ENV_HBASE_CLASSPATH_FILE = "HQUEUE_HBASE_CLASSPATH_FILE"
-
-# What bin/hbase adds on JDK 17 (HBase's hbase-site.xml notes, "JDK 17 flags").
-JDK17_FLAGS = (
-    "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true",
-    "--add-modules",
-    "jdk.unsupported",
-    "--add-opens",
-    "java.base/java.io=ALL-UNNAMED",
-    "--add-opens",
-    "java.base/java.nio=ALL-UNNAMED",
-    "--add-opens",
-    "java.base/sun.nio.ch=ALL-UNNAMED",
-    "--add-opens",
-    "java.base/java.lang=ALL-UNNAMED",
-    "--add-opens",
-    "java.base/jdk.internal.ref=ALL-UNNAMED",
-    "--add-opens",
-    "java.base/java.lang.reflect=ALL-UNNAMED",
-    "--add-opens",
-    "java.base/java.util=ALL-UNNAMED",
-    "--add-opens",
-    "java.base/java.util.concurrent=ALL-UNNAMED",
-    "--add-exports",
-    "java.base/jdk.internal.misc=ALL-UNNAMED",
-    "--add-exports",
-    "java.security.jgss/sun.security.krb5=ALL-UNNAMED",
-    "--add-exports",
-    "java.base/sun.net.dns=ALL-UNNAMED",
-    "--add-exports",
-    "java.base/sun.net.util=ALL-UNNAMED",
-)
 
 GATEWAY_CLIENT_SETTINGS: Mapping[str, str] = {
     # The gateways' HBase client would retry a write for 20 minutes (15 retries, an
@@ -118,7 +81,6 @@ _READY = {
     "thrift1": re.compile(r"starting HBase \S+ Thrift server"),
     "thrift2": re.compile(r"starting HBase \S+ Thrift server"),
 }
-_NAMENODE = "org.apache.hadoop.hdfs.server.namenode.NameNode"
 _VERSION = re.compile(r"HBase (\d+\.\d+\.\d+\S*)")
 
 _LOG4J2 = """\
@@ -174,26 +136,6 @@ def admin_call(java: list[str], conf: Path, *args: str, timeout: float = 180.0) 
         raise RuntimeError(f"HBase admin call {args} failed:\n{done.stdout}{done.stderr[-4000:]}")
 
 
-def _write_site(path: Path, settings: Mapping[str, str]) -> None:
-    """Write a Hadoop-style ``*-site.xml`` of ``settings``."""
-    body = "".join(
-        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
-        for k, v in settings.items()
-    )
-    path.write_text(f"<configuration>\n{body}</configuration>\n")
-
-
-def port_free(host: str, port: int) -> bool:
-    """Return whether a TCP server could bind ``port`` on ``host`` now."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 @dataclass
 class HBasePorts:
     """The cluster's ports (0: a free one, chosen at :meth:`HBaseCluster.start`).
@@ -223,226 +165,6 @@ class HBasePorts:
         named += [(f"region server {i}", p) for i, p in enumerate(self.region_servers)]
         named += [("Thrift1 gateway", self.thrift1), ("Thrift2 gateway", self.thrift2)]
         return named
-
-
-class JavaRole:
-    """One HBase daemon in a JVM of its own: started, waited for, killed, frozen.
-
-    Its log (stdout and stderr) is ``<conf dir>/../<name>.log``; it is ready once a line
-    matching its ready pattern was logged after its start."""
-
-    def __init__(self, name: str, cmd: list[str], log_path: Path, ready: re.Pattern[str]) -> None:
-        self.name = name
-        self.cmd = cmd
-        self.log_path = log_path
-        self.ready = ready
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._log_offset = 0
-
-    @property
-    def pid(self) -> int | None:
-        """The JVM's process id while it runs."""
-        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
-
-    def spawn(self) -> None:
-        """Start the JVM (in a session of its own, so Ctrl-C of a terminal reaches only
-        the harness, which stops it in order)."""
-        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                self.cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self.log_path.parent,
-                start_new_session=True,
-            )
-
-    def wait_ready(self, deadline: float) -> None:
-        """Wait until the role logged its ready line.
-
-        :raises RuntimeError: it exited, or ``deadline`` (monotonic) passed; the end of
-            its log is in the message."""
-        delay = 0.05
-        while True:
-            if self.proc is None or self.proc.poll() is not None:
-                raise RuntimeError(f"HBase {self.name} exited:\n{self.log_tail()}")
-            with open(self.log_path, "rb") as log:
-                log.seek(self._log_offset)
-                if self.ready.search(log.read().decode(errors="replace")):
-                    return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"HBase {self.name} did not get ready:\n{self.log_tail()}")
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.25)
-
-    def log_tail(self, size: int = 6000) -> str:
-        """The end of the role's log."""
-        try:
-            return self.log_path.read_bytes()[-size:].decode(errors="replace")
-        except OSError:
-            return ""
-
-    def kill(self) -> None:
-        """``kill -9`` and reap it; nothing if it is not running."""
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait()
-            self.proc = None
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM (HBase's own shutdown hook runs), then ``kill -9`` after ``timeout``."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.resume()
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-
-    def pause(self) -> None:
-        """SIGSTOP: the JVM freezes, its sockets stay open (a long GC pause, a frozen VM)."""
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        """SIGCONT after :meth:`pause`."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-
-    def rss_bytes(self) -> int:
-        """The JVM's resident memory now (0 if it is not running)."""
-        return process_rss(self.pid)
-
-    def cpu_seconds(self) -> float:
-        """CPU seconds (user + system) the JVM has spent (0 if it is not running)."""
-        return process_cpu_seconds(self.pid)
-
-
-def process_rss(pid: int | None) -> int:
-    """Resident memory in bytes of process ``pid`` (0 if there is none)."""
-    if pid is None:
-        return 0
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def process_cpu_seconds(pid: int | None) -> float:
-    """CPU seconds (user + system) process ``pid`` has spent (0 if there is none)."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class HDFS:
-    """Hadoop's HDFS for a cluster whose WAL must be durable (a region server's ``kill
-    -9``, a frozen region server declared dead): a NameNode and a DataNode, each a JVM,
-    run from the same class path as HBase (its Hadoop jars), data under ``work_dir``.
-
-    HDFS is what fences a region server declared dead: the master recovers the lease
-    of its WAL, so a write the zombie takes after that fails instead of being
-    acknowledged and lost (on a local file system nothing stops it). Ready when the
-    DataNode has sent its first block report."""
-
-    def __init__(self, work_dir: Path, *, host: str = DEFAULT_HOST, heap_mb: int = 256) -> None:
-        self.work_dir = Path(work_dir)
-        self.host = host
-        self.heap_mb = heap_mb
-        self.port = 0
-        self.roles: dict[str, JavaRole] = {}
-
-    @property
-    def uri(self) -> str:
-        """``hdfs://host:port``, the file system's address."""
-        return f"hdfs://{self.host}:{self.port}"
-
-    def start(self, java: list[str], timeout: float = 120.0) -> HDFS:
-        """Format the NameNode's directory (once), start both daemons with ``java``
-        (the command and class path of the cluster's JVMs, HDFS's configuration
-        directory first on it), and wait until the DataNode reported; return self.
-
-        :raises RuntimeError: a daemon exited or did not get ready in time."""
-        self.port = self.port or free_port(self.host)
-        conf = self.work_dir / "conf"
-        conf.mkdir(parents=True, exist_ok=True)
-        # Maven's hadoop-hdfs jar lacks the daemons' web resources, which their HTTP
-        # servers insist on finding: empty folders stand in.
-        for app in ("hdfs", "datanode", "static", "secondary"):
-            (self.work_dir / "www" / "webapps" / app).mkdir(parents=True, exist_ok=True)
-        site = {
-            "dfs.replication": "1",
-            "dfs.namenode.name.dir": (self.work_dir / "name").resolve().as_uri(),
-            "dfs.datanode.data.dir": (self.work_dir / "data").resolve().as_uri(),
-            "dfs.namenode.rpc-address": f"{self.host}:{self.port}",
-            "dfs.namenode.http-address": f"{self.host}:0",
-            "dfs.datanode.address": f"{self.host}:0",
-            "dfs.datanode.http.address": f"{self.host}:0",
-            "dfs.datanode.ipc.address": f"{self.host}:0",
-            "dfs.permissions.enabled": "false",
-            "dfs.namenode.safemode.extension": "0",
-            "dfs.namenode.safemode.min.datanodes": "1",
-        }
-        _write_site(conf / "hdfs-site.xml", site)
-        _write_site(conf / "core-site.xml", {"fs.defaultFS": self.uri})
-        cp = java.index("-cp") + 1
-        java = [*java[:cp], f"{conf}:{self.work_dir / 'www'}:{java[cp]}", *java[cp + 1 :]]
-        if not (self.work_dir / "name" / "current").exists():
-            done = subprocess.run(
-                [
-                    *java,
-                    "org.apache.hadoop.hdfs.server.namenode.NameNode",
-                    "-format",
-                    "-nonInteractive",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
-            if done.returncode != 0:
-                raise RuntimeError(f"HDFS NameNode -format failed:\n{done.stdout[-3000:]}")
-        self.roles = {
-            "namenode": JavaRole(
-                "namenode",
-                [*java, _NAMENODE],
-                self.work_dir / "namenode.log",
-                re.compile(r"NameNode RPC up at"),
-            ),
-            "datanode": JavaRole(
-                "datanode",
-                [*java, "org.apache.hadoop.hdfs.server.datanode.DataNode"],
-                self.work_dir / "datanode.log",
-                re.compile(r"Successfully sent block report"),
-            ),
-        }
-        deadline = time.monotonic() + timeout
-        try:
-            for role in self.roles.values():
-                role.spawn()
-            for role in self.roles.values():
-                role.wait_ready(deadline)
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def stop(self) -> None:
-        """Stop both daemons; idempotent."""
-        for role in self.roles.values():
-            role.stop(timeout=15)
 
 
 class HBaseCluster:
@@ -614,7 +336,7 @@ class HBaseCluster:
             **GATEWAY_CLIENT_SETTINGS,
             **self.settings,
         }
-        _write_site(conf / "hbase-site.xml", site)
+        write_site(conf / "hbase-site.xml", site)
         (conf / "log4j2.properties").write_text(_LOG4J2)
 
     def java_command(self) -> list[str]:

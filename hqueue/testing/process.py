@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hqueue.settings import DEFAULT_HOST
 
-__all__ = ["ChildProcess", "free_port"]
+__all__ = ["ChildProcess", "free_port", "port_free"]
 
 
 def free_port(host: str = DEFAULT_HOST) -> int:
@@ -31,6 +31,17 @@ def free_port(host: str = DEFAULT_HOST) -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def port_free(host: str, port: int) -> bool:
+    """Return whether a TCP server could bind ``port`` on ``host`` now."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 class ChildProcess:

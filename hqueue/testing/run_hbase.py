@@ -22,7 +22,8 @@ from pathlib import Path
 from types import FrameType
 
 from hqueue.settings import DEFAULT_HOST
-from hqueue.testing.hbase import DEFAULT_HBASE_VERSION, HBaseCluster, HBasePorts, port_free
+from hqueue.testing.hbase import DEFAULT_HBASE_VERSION, HBaseCluster, HBasePorts
+from hqueue.testing.process import port_free
 from hqueue.testing.sidecar import SidecarProcess
 from hqueue.testing.zookeeper import ZooKeeperServer
 

@@ -29,7 +29,8 @@ from hqueue.client.client import Client
 from hqueue.errors import HQueueError
 from hqueue.message import Position
 from hqueue.testing.cluster import Cluster, wait_for
-from hqueue.testing.hbase import ENV_HBASE_CLASSPATH, HBaseCluster, JavaRole, hbase_available
+from hqueue.testing.hbase import ENV_HBASE_CLASSPATH, HBaseCluster, hbase_available
+from hqueue.testing.jvm import JavaRole
 
 
 @pytest.fixture(scope="module")
