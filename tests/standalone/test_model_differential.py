@@ -469,6 +469,32 @@ def _wrapped(f: MFilter) -> str:
     return f"({f.text})" if isinstance(f, (And, Or, Skip, While)) else f.text
 
 
+def _essential(f: Any, family: bytes) -> bool:
+    """HBase's ``Filter.isFamilyEssential``."""
+    if isinstance(f, Page):
+        return f.inner is None or _essential(f.inner, family)
+    if isinstance(f, (And, Or)):
+        return any(_essential(m, family) for m in f.members)
+    if isinstance(f, (Skip, While)):
+        return _essential(f.inner, family)
+    if isinstance(f, SingleColumnValue):
+        return not f.if_missing or _family(f.column) == family
+    if f.text.startswith("ColumnValueFilter("):
+        return f.text.startswith(f"ColumnValueFilter('{family.decode()}',")
+    return True
+
+
+def refuses_reversed(f: Any, cols: list[bytes] | None) -> bool:
+    """Whether HBase refuses a reversed scan of ``cols`` with filter ``f``: a family it
+    reads is left to be loaded on demand ("Reverse scan with loading CFs on demand is
+    not supported")."""
+    if f is None:
+        return False
+    families, exact = _selection(cols or [])
+    read = (families | {_family(c) for c in exact}) if cols else set(FAMILIES)
+    return not all(_essential(f, fam) for fam in read)
+
+
 def has_filter_row(f: Any) -> bool:
     """HBase's ``Filter.hasFilterRow``: such a filter is refused by a scan with a batch
     size."""
@@ -1206,6 +1232,10 @@ class TableMachine(RuleBasedStateMachine):
             with pytest.raises(Hbase.IOError, match="IncompatibleFilterException"):
                 list(self.table.scan(filter=filt.text, scan_batching=scan_batching))
             return
+        if reverse and refuses_reversed(filt, cols):
+            with pytest.raises(Hbase.IOError, match="Reverse scan with loading CFs"):
+                list(self.table.scan(columns=cols, filter=filt.text, reverse=True))
+            return
         got = self.table.scan(
             row_start=start,
             row_stop=stop,
@@ -1268,6 +1298,10 @@ class TableMachine(RuleBasedStateMachine):
         )
         if batch and filt is not None and has_filter_row(filt):
             with pytest.raises(H2.TIOError, match="IncompatibleFilterException"):
+                self.thrift2.openScanner(self.raw, scan)
+            return
+        if reverse and refuses_reversed(filt, cols):
+            with pytest.raises(H2.TIOError, match="Reverse scan with loading CFs"):
                 self.thrift2.openScanner(self.raw, scan)
             return
         scanner = self.thrift2.openScanner(self.raw, scan)

@@ -69,7 +69,10 @@ class Scanner:
     :raises InvalidArgumentError: a bad or unsupported filter string.
     :raises StorageError: a batch size with a filter that decides on whole rows
         (``SKIP``, ``WHILE``, ``PageFilter``, ``SingleColumnValue(Exclude)Filter``,
-        ``DependentColumnFilter``), refused as by HBase.
+        ``DependentColumnFilter``), refused as by HBase; a reversed scan whose
+        filter leaves a family it reads to be loaded on demand
+        (``ColumnValueFilter``, ``SingleColumnValueFilter`` with ``filterIfMissing``,
+        of another family), which HBase refuses too.
 
     Each of its calls fails with :class:`~hqueue.errors.TableStateError` while the
     table is disabled (HBase closes the table's regions, and the client's next call
@@ -92,6 +95,17 @@ class Scanner:
                 "IncompatibleFilterException: Cannot set batch on a scan using a filter "
                 "that returns true for filter.hasFilterRow"
             )
+        if self._filter is not None and spec.reverse:
+            read = (
+                self._desc.families
+                if self._selector is None
+                else {family_of(c) for c in self._selector.exact} | set(self._selector.families)
+            )
+            if not all(self._filter.is_family_essential(f) for f in read):
+                raise StorageError(
+                    "DoNotRetryIOException: Reverse scan with loading CFs on demand is "
+                    "not supported"
+                )
         self._splits = list(self._desc.split_keys)
         self._region = -1
         # HBase's Thrift gateways build the scan with Scan.setStopRow, which reads a stop

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from enum import IntEnum
 
 from hqueue.errors import InvalidArgumentError
-from hqueue.standalone.engine.cells import Cell
+from hqueue.standalone.engine.cells import Cell, family_of
 
 __all__ = [
     "COMPARE_OPERATORS",
@@ -138,6 +138,12 @@ class Filter:
     has_filter_row = False
     """HBase's ``Filter.hasFilterRow``: the filter decides on whole rows, so a scan
     with a batch size refuses it."""
+
+    def is_family_essential(self, family: bytes) -> bool:
+        """HBase's ``Filter.isFamilyEssential``: False for a family whose cells the
+        filter does not need to decide on a row (HBase loads such a family on demand,
+        which a reversed scan refuses)."""
+        return True
 
     def filter_row_key(self, row: bytes, reverse: bool) -> RowDecision:
         """Return what to do with the row whose key is ``row``."""
@@ -451,6 +457,9 @@ class SingleColumnValueFilter(Filter):
         self.exclude = exclude
         self.found = self.matched = False
 
+    def is_family_essential(self, family: bytes) -> bool:
+        return not self.filter_if_missing or family == family_of(self.column)
+
     def filter_cells(self, cells: list[Cell]) -> list[Cell]:
         # HBase's filterCell, cell by cell.
         self.found = self.matched = False
@@ -515,6 +524,9 @@ class ColumnValueFilter(Filter):
         self.column = column
         self.compare = compare
 
+    def is_family_essential(self, family: bytes) -> bool:
+        return family == family_of(self.column)
+
     def filter_cells(self, cells: list[Cell]) -> list[Cell]:
         return [c for c in cells if c[0] == self.column and self.compare.passes(c[2])]
 
@@ -543,6 +555,9 @@ class SkipFilter(Filter):
         self.includes_next_column = inner.includes_next_column
         self.dropped = False
 
+    def is_family_essential(self, family: bytes) -> bool:
+        return self.inner.is_family_essential(family)
+
     def filter_cells(self, cells: list[Cell]) -> list[Cell]:
         if not self.inner.passes_cells_unasked:
             self.dropped = bool(cells)
@@ -565,6 +580,9 @@ class WhileMatchFilter(Filter):
     (``filterRowCells``): ``WHILE DependentColumnFilter(...)`` keeps them all."""
 
     has_filter_row = True
+
+    def is_family_essential(self, family: bytes) -> bool:
+        return self.inner.is_family_essential(family)
 
     def __init__(self, inner: Filter) -> None:
         self.inner = inner
@@ -617,6 +635,9 @@ class FilterList(Filter):
         # each let through.
         self._passing = filters
         self._outs: list[list[Cell]] = []
+
+    def is_family_essential(self, family: bytes) -> bool:
+        return any(f.is_family_essential(family) for f in self.filters)
 
     def filter_row_key(self, row: bytes, reverse: bool) -> RowDecision:
         if self.must_pass_all:
