@@ -831,6 +831,22 @@ def _selection(cols: list[bytes]) -> tuple[set[bytes], set[bytes]]:
     return families, {c for named in chosen.values() if named for c in named}
 
 
+def tcolumns(cols: list[bytes] | None, ts: int | None = None) -> list[Any] | None:
+    """Thrift2 ``TColumn``s of ``b"family"`` or ``b"family:qualifier"`` names (None for
+    none)."""
+    return [
+        H2.TColumn(family=_family(c), qualifier=_qualifier(c) if b":" in c else None, timestamp=ts)
+        for c in cols or ()
+    ] or None
+
+
+def tdelete(
+    row: bytes, kind: int, cols: list[bytes], col_ts: int | None, row_ts: int | None
+) -> Any:
+    """A Thrift2 ``TDelete`` of ``kind`` of ``cols`` (the row without any)."""
+    return H2.TDelete(row=row, columns=tcolumns(cols, col_ts), timestamp=row_ts, deleteType=kind)
+
+
 def _merge(results: list[tuple[bytes, list[MCell]]]) -> list[tuple[bytes, list[MCell]]]:
     """Join the results of one row split by a batch size."""
     out: list[tuple[bytes, list[MCell]]] = []
@@ -967,20 +983,7 @@ class TableMachine(RuleBasedStateMachine):
     def _tdelete(
         self, row: bytes, kind: int, cols: list[bytes], col_ts: int | None, row_ts: int | None
     ) -> Any:
-        return H2.TDelete(
-            row=row,
-            columns=[
-                H2.TColumn(
-                    family=_family(c),
-                    qualifier=_qualifier(c) if b":" in c else None,
-                    timestamp=col_ts,
-                )
-                for c in cols
-            ]
-            or None,
-            timestamp=row_ts,
-            deleteType=kind,
-        )
+        return tdelete(row, kind, cols, col_ts, row_ts)
 
     def _model_delete(
         self, row: bytes, kind: int, cols: list[bytes], col_ts: int | None, row_ts: int | None
@@ -1282,11 +1285,7 @@ class TableMachine(RuleBasedStateMachine):
         scan = H2.TScan(
             startRow=start,
             stopRow=stop,
-            columns=[
-                H2.TColumn(family=_family(c), qualifier=_qualifier(c) if b":" in c else None)
-                for c in cols or ()
-            ]
-            or None,
+            columns=tcolumns(cols),
             maxVersions=max_versions,
             timeRange=None if time_range is None else H2.TTimeRange(*time_range),
             colFamTimeRangeMap=None
