@@ -31,6 +31,13 @@ class IdClock:
         self.last = last
         self._clock = clock
 
+    def skip_past(self, timestamp: int) -> None:
+        """Hand out no more id of ``timestamp`` or before: the next is in a later
+        millisecond (after a write-off, whose delete markers mask every cell of their
+        rows at or before their timestamps)."""
+        if self.last is None or self.last < MessageId(timestamp, MAX_SEQUENCE):
+            self.last = MessageId(timestamp, MAX_SEQUENCE)
+
     def take(self, count: int) -> list[MessageId]:
         """Return ``count`` new ids, each above every id given or stored before."""
         return [

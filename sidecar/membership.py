@@ -669,10 +669,17 @@ class Membership:
         # their producers' state (retries they never answered are answered here with
         # their ids).
         producers = self.storage.producer_states_of(table, partitions)
+        # The last write of an earlier owner may be half done: written off before any
+        # partition opens, so a storage failure here leaves them all to the next try.
+        settled = {
+            hp.partition: settle_last_write(
+                self.storage, table, hp.partition, producers[hp.partition]
+            )
+            for hp in ready
+        }
         for hp in ready:
-            # The last write of an earlier owner may be half done: written off here.
-            states = settle_last_write(self.storage, table, hp.partition, producers[hp.partition])
-            hp.open(last[hp.partition], self._clock, states)
+            states, written_off = settled[hp.partition]
+            hp.open(last[hp.partition], self._clock, states, written_off)
             log.debug(
                 "sidecar %s writes %s/%d after %s (%d producers remembered)",
                 self.id,

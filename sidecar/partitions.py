@@ -70,8 +70,8 @@ class HeldPartition:
     swept_ms: int = 0
     """when idle producers were last forgotten (wall-clock ms)"""
     doubtful: set[tuple[bytes, int]] = field(default_factory=set)
-    """the rows (and their timestamps) of failed writes that may still land: written
-    off before the partition's next write (under the lock)"""
+    """this partition's rows (and their timestamps) of failed writes that may still
+    land: written off before the partition's next write (under the lock)"""
 
     def advance(self, last: MessageId) -> None:
         """Move ``newest`` up to ``last`` (writes may finish waiting out of order)."""
@@ -90,13 +90,20 @@ class HeldPartition:
                 pending()
 
     def open(
-        self, last: MessageId | None, clock: Callable[[], int], producers: list[StoredProducer]
+        self,
+        last: MessageId | None,
+        clock: Callable[[], int],
+        producers: list[StoredProducer],
+        written_off: int | None = None,
     ) -> None:
-        """Start writing after ``last``, the partition's last stored id, with the
+        """Start writing after ``last``, the partition's last stored id, and after the
+        millisecond ``written_off`` when a write was written off at takeover, with the
         stored state of its idempotent ``producers``."""
         windows = (ProducerWindow.of_stored(stored) for stored in producers)
         with self.lock:
             self.clock = IdClock(last, clock)
+            if written_off is not None:
+                self.clock.skip_past(written_off)
             self.newest = last
             self.producers = {w.producer: w for w in windows if w is not None}
             self.state = PartitionState.WRITABLE

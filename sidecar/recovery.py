@@ -7,22 +7,26 @@ write it can have left half done is its partition's last one, and that write's b
 is the newest batch any producer's state names. A new owner, before it answers a
 retry of that batch with its ids, counts the batch's rows: if any is missing, it
 writes off the whole batch and the state naming it (deleted at their own timestamps,
-so that a part still in a gateway's retries cannot land later either) and forgets the
-producer, whose retry is then written anew. A retry is so answered with ids only of
-messages that are all stored, and written again only when none of them will be:
-stored once, whatever the moment of the owner's death.
+so that a part still in a gateway's retries cannot land later either), forgets the
+producer, whose retry is then written anew, and hands out no id at or before the
+newest timestamp written off. A retry is so answered with ids only of messages that
+are all stored, and written again only when none of them will be: a producer that
+sends one batch at a time (hqueue's do) has it stored once, whatever the moment of
+the owner's death. The producer's older batches are forgotten with its state, so a
+client that pipelines batches and retries one already answered may store it twice.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 from hqueue.message import encode_rowkey, rowkey_after
 from hqueue.storage.contract import MessageStorage
 from hqueue.storage.producers import ProducerBatch, StoredProducer, producer_row
 from hqueue.wire.block import MAX_SCAN_LIMIT
 
-__all__ = ["settle_last_write"]
+__all__ = ["Settled", "settle_last_write"]
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +34,18 @@ _COUNT_BYTES = 1 << 30
 """No byte bound on the reads that count a batch's rows (they count, not keep)."""
 
 
+class Settled(NamedTuple):
+    """What a new owner opens a partition with: its producers' states, and the newest
+    timestamp written off (``None``: nothing was), at or before which it must hand out
+    no id, since the delete markers mask every cell of their rows up to it."""
+
+    states: list[StoredProducer]
+    written_off: int | None = None
+
+
 def settle_last_write(
     storage: MessageStorage, table: bytes, partition: int, states: list[StoredProducer]
-) -> list[StoredProducer]:
+) -> Settled:
     """Return ``states`` (the partition's stored producer states), without the one
     whose newest batch is the partition's newest and is not wholly stored, after
     writing that batch and state off (see the module docstring).
@@ -46,11 +59,11 @@ def settle_last_write(
             if newest is None or batch.runs[0][:2] > newest[1].runs[0][:2]:
                 newest = (state, batch)
     if newest is None:
-        return states
+        return Settled(states)
     state, batch = newest
     ids = batch.ids()
     if _count(storage, table, partition, batch) == len(ids):
-        return states
+        return Settled(states)
     cells = [(encode_rowkey(partition, i), i.timestamp) for i in ids]
     cells.append((producer_row(partition, state.producer), state.timestamp))
     storage.write_off(table, cells)
@@ -61,7 +74,7 @@ def settle_last_write(
         len(ids),
         state.producer,
     )
-    return [s for s in states if s is not state]
+    return Settled([s for s in states if s is not state], max(ts for _, ts in cells))
 
 
 def _count(storage: MessageStorage, table: bytes, partition: int, batch: ProducerBatch) -> int:

@@ -49,7 +49,14 @@ from hqueue.errors import (
     NotOwnerError,
     UnavailableError,
 )
-from hqueue.message import COLUMN_PREFIX, MAX_PARTITIONS, MAX_SEQUENCE, MessageId, check_topic
+from hqueue.message import (
+    COLUMN_PREFIX,
+    MAX_PARTITIONS,
+    MAX_SEQUENCE,
+    MessageId,
+    check_topic,
+    partition_prefix,
+)
 from hqueue.metadata.managers import QueueInfoManager
 from hqueue.sidecar.ids import wall_clock_ms
 from hqueue.sidecar.membership import Membership
@@ -57,7 +64,12 @@ from hqueue.sidecar.options import SidecarOptions
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.sidecar.producers import ProducerWindow, Written, check, record
 from hqueue.storage.contract import CellGroup, MessageStorage
-from hqueue.storage.producers import PRODUCER_COLUMN, ProducerBatch, producer_row
+from hqueue.storage.producers import (
+    PRODUCER_COLUMN,
+    ProducerBatch,
+    partition_of_producer_row,
+    producer_row,
+)
 from hqueue.wire.sidecar_calls import MAX_PRODUCER_SEQUENCE, ProducerSequence
 
 __all__ = ["Writer", "invalid_message", "topic_column"]
@@ -308,9 +320,8 @@ class Writer:
             self._lost_fence(held)
             raise
         except HQueueError as exc:
-            cells = _cells(groups)
             for hp in held:  # the locks are held
-                hp.doubtful.update(cells)
+                hp.doubtful.update(_cells(groups, hp.partition))
             for hp, window in windows:
                 _unsure(hp, window.producer)
             raise UnavailableError(f"write to {queue!r} failed, not acknowledged: {exc}") from None
@@ -334,10 +345,9 @@ class Writer:
             self._lost_fence(held)
             raise
         except HQueueError as exc:
-            cells = _cells(groups)
             for hp in held:
                 with hp.lock:
-                    hp.doubtful.update(cells)
+                    hp.doubtful.update(_cells(groups, hp.partition))
             for hp, window in windows:
                 with hp.lock:
                     _unsure(hp, window.producer)
@@ -374,6 +384,11 @@ class Writer:
         )
         with hp.lock:
             hp.doubtful.difference_update(cells)
+            if hp.clock is not None:
+                # The delete markers mask their rows' cells up to their timestamps: no
+                # later write of the partition (its producer rows included) may be
+                # stamped with one of them.
+                hp.clock.skip_past(max(ts for _, ts in cells))
 
     def _read_back(self, hp: HeldPartition, producer: int) -> None:
         """Read a producer's state back from the storage if a failed write left it
@@ -551,9 +566,20 @@ def _place(
         pos += n
 
 
-def _cells(groups: list[CellGroup]) -> set[tuple[bytes, int]]:
-    """Every row of ``groups`` with the timestamp it is written at."""
-    return {(row, ts) for _, ts, rows, _ in groups for row in rows}
+def _cells(groups: list[CellGroup], partition: int) -> set[tuple[bytes, int]]:
+    """Every row of ``partition`` in ``groups`` (its messages and its producer rows)
+    with the timestamp it is written at."""
+    prefix = partition_prefix(partition)
+    return {
+        (row, ts)
+        for column, ts, rows, _ in groups
+        for row in rows
+        if (
+            partition_of_producer_row(row) == partition
+            if column == PRODUCER_COLUMN
+            else row.startswith(prefix)
+        )
+    }
 
 
 def _unsure(hp: HeldPartition, producer: int) -> None:

@@ -133,10 +133,10 @@ class EngineStorage:
         return durable
 
     def write_off(self, table: bytes, cells: Sequence[tuple[bytes, int]]) -> None:
-        # The store writes in one transaction and has no retries in flight: a write it
-        # failed is not written; the delete only makes certain of it.
-        delete = [Mutation(FAMILY, isDelete=True)]  # no colon: the whole family
-        self._store.mutate_stamped(table, [(ts, [RowMutation(row, delete)]) for row, ts in cells])
+        # Nothing to do: the store writes a write in one transaction and has no
+        # retries in flight, so a write it failed is not stored and cannot land later;
+        # a delete would only take the producers' good states with it.
+        return None
 
     def producer_states(
         self, table: bytes, partition: int, producer: int | None = None

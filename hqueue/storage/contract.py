@@ -124,9 +124,12 @@ class MessageStorage(Protocol):
         timed out, after it was sent), at the timestamps it wrote them with: once this
         returns, that write can no longer become visible, even if it lands later, since
         HBase's delete marker masks every put at or before its timestamp, whenever the
-        put arrives (until a major compaction removes the marker: far longer than any
-        gateway retries a write). Whatever of it had landed is gone. Unfenced; rows
-        and cells not written are no error.
+        put arrives (until a compaction of all the store's files removes the marker,
+        which ``hbase.hstore.time.to.purge.deletes`` defers: docs/deploy.md). Whatever
+        of it had landed is gone; the caller hands out no later id of those
+        timestamps, which the markers would mask too. A storage that cannot land a
+        failed write later may do nothing. Unfenced; rows and cells not written are
+        no error.
 
         :raises StorageError: (or ConnectionLostError) if the storage fails; nothing
             is then known of the delete, which may be repeated.

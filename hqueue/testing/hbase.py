@@ -59,6 +59,9 @@ ENV_HBASE_CLASSPATH = "HQUEUE_HBASE_CLASSPATH"
 ENV_HBASE_CLASSPATH_FILE = "HQUEUE_HBASE_CLASSPATH_FILE"
 
 GATEWAY_CLIENT_SETTINGS: Mapping[str, str] = {
+    # A write-off's delete markers must outlive the retries of the write they mask; a
+    # compaction of all of a store's files drops them otherwise.
+    "hbase.hstore.time.to.purge.deletes": "300000",
     # The gateways' HBase client would retry a write for 20 minutes (15 retries, an
     # operation timeout of 1,200,000 ms): bounded here to 20 s in all, below the 30 s a
     # sidecar waits for the gateway, so a write whose outcome the sidecar does not know
