@@ -58,8 +58,9 @@ def run_hbase(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
     if not hbase_available():
         pytest.fail("Apache HBase's jars are not resolved: run `make hbase-classpath`")
     data = tmp_path_factory.mktemp("run-hbase") / "data"
+    ports = _free_ports()
     proc = subprocess.Popen(
-        _command(data, _free_ports()),
+        _command(data, ports),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -76,6 +77,8 @@ def run_hbase(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
         pytest.fail("run_hbase ended without its ready line:\n" + "".join(seen))
     fields = m.groupdict()
     fields["pid"] = str(proc.pid)
+    fields["data"] = str(data)
+    fields["ports"] = json.dumps(ports)
     yield fields
     if proc.poll() is None:
         proc.kill()  # a test failed before Ctrl-C: its children are the harness's leftovers
@@ -155,6 +158,30 @@ def test_ctrl_c_stops_every_process(run_hbase: dict[str, str]) -> None:
     os.kill(pid, signal.SIGINT)
     _wait_gone([pid], timeout=90)
     assert [p for p in children if _alive(p)] == []
+
+
+def test_a_second_start_on_the_same_data_finds_the_queue(run_hbase: dict[str, str]) -> None:
+    # After test_ctrl_c_stops_every_process: the stop flushed every region.
+    proc = subprocess.Popen(
+        _command(Path(run_hbase["data"]), json.loads(run_hbase["ports"])),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if m := _READY.search(line):
+                break
+        else:
+            pytest.fail("the second start ended without its ready line")
+        again = m.groupdict()
+        scanned = [json.loads(line) for line in _hqueue(again, "--format", "json", "scan", "demo")
+                   .splitlines()]  # fmt: skip
+        assert [m["value"] for m in scanned] == ["hello", "world"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(120)
 
 
 def _descendants(pid: int) -> list[int]:

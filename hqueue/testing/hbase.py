@@ -23,13 +23,14 @@ minutes later.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import happybase
@@ -128,7 +129,8 @@ def admin_call(java: list[str], conf: Path, *args: str, timeout: float = 180.0) 
     run by Java's single-file source launcher with ``java``, the command and class path
     of the cluster's JVMs): ``("split", TABLE, SPLIT_KEY_HEX)`` splits ``TABLE`` at the
     key and returns once the daughters are there; ``("move", ENCODED_REGION,
-    "HOST,PORT,STARTCODE")`` moves a region.
+    "HOST,PORT,STARTCODE")`` moves a region; ``("shutdown",)`` stops the cluster
+    through its master.
 
     :raises RuntimeError: the call failed (HBase's output is in the message)."""
     source = Path(__file__).parent / "java" / "HBaseAdminCall.java"
@@ -276,6 +278,7 @@ class HBaseCluster:
             raise RuntimeError("no `java` on the PATH: HBase needs Java 17")
         self._classpath = classpath
         began = time.monotonic()
+        wanted = replace(self.ports, region_servers=list(self.ports.region_servers))
         self.ports.resolve(self.host)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         conf = self.work_dir / "conf"
@@ -286,22 +289,35 @@ class HBaseCluster:
             if self.hdfs is not None:
                 self._write_conf(conf)  # the log configuration the daemons share
                 self.hdfs.start(self.java_command())
-            self._write_conf(conf)
-            self._make_roles()
             deadline = time.monotonic() + timeout
-            # The gateways and region servers wait for the master on their own; starting
-            # them together saves most of a minute.
-            for role in self.roles.values():
-                role.spawn()
-            for role in self.roles.values():
-                role.wait_ready(deadline)
-            self._wait_serving(deadline)
+            try:
+                self._start_roles(conf, deadline)
+            except RuntimeError as exc:
+                # A free port taken by another process between its choice and the
+                # JVM's bind: once more on other free ports.
+                if "Address already in use" not in str(exc) or any(p for _, p in wanted.named()):
+                    raise
+                self._stop_roles(timeout=15)
+                self.ports = replace(wanted, region_servers=list(wanted.region_servers))
+                self.ports.resolve(self.host)
+                self._start_roles(conf, deadline)
         except BaseException:
             self.stop()
             raise
         self.startup_seconds = time.monotonic() - began
         self.version = self._logged_version() or self.version
         return self
+
+    def _start_roles(self, conf: Path, deadline: float) -> None:
+        self._write_conf(conf)
+        self._make_roles()
+        # The gateways and region servers wait for the master on their own; starting
+        # them together saves most of a minute.
+        for role in self.roles.values():
+            role.spawn()
+        for role in self.roles.values():
+            role.wait_ready(deadline)
+        self._wait_serving(deadline)
 
     def _write_conf(self, conf: Path) -> None:
         assert self.zookeeper is not None
@@ -394,22 +410,36 @@ class HBaseCluster:
         match = _VERSION.search(self.roles["master"].log_tail(200_000))
         return match[1] if match else None
 
-    def stop(self) -> None:
-        """Stop every role (gateways first, the master last) and the cluster's own
-        ZooKeeper; idempotent."""
-        for name in (
-            "thrift1",
-            "thrift2",
-            *sorted(n for n in self.roles if n.startswith("region")),
-        ):
-            if name in self.roles:
-                self.roles[name].stop(timeout=15)
-        if "master" in self.roles:
-            self.roles["master"].stop(timeout=15)
+    def stop(self, *, graceful: bool = False) -> None:
+        """Stop every role (gateways first, the master last), then HDFS and the
+        cluster's own ZooKeeper; idempotent. ``graceful`` shuts the cluster down
+        through its master first, as ``hbase master stop`` does, so every region is
+        flushed and closed (what a restart on the same data needs); otherwise each
+        region server gets SIGTERM and 15 s."""
+        if graceful and self.roles.get("master") and self.roles["master"].pid is not None:
+            for name in ("thrift1", "thrift2"):
+                if name in self.roles:
+                    self.roles[name].stop(timeout=15)
+            # If the call fails, the roles are stopped one by one below.
+            with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+                self.admin("shutdown", timeout=120)
+            self._stop_roles(timeout=90)
+        else:
+            self._stop_roles(timeout=15)
         if self.hdfs is not None:
             self.hdfs.stop()
         if self._own_zookeeper and self.zookeeper is not None:
             self.zookeeper.stop()
+
+    def _stop_roles(self, timeout: float) -> None:
+        for name in (
+            "thrift1",
+            "thrift2",
+            *sorted(n for n in self.roles if n.startswith("region")),
+            "master",
+        ):
+            if name in self.roles:
+                self.roles[name].stop(timeout=timeout)
 
     def kill_all(self) -> None:
         """``kill -9`` every role (and the cluster's own ZooKeeper)."""

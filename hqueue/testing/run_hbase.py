@@ -84,9 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     stop = threading.Event()
+    started = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
+        if not started.is_set():
+            raise KeyboardInterrupt  # stops the start-up where it is; `finally` cleans up
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
@@ -113,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                     table_prefix="",
                 ).start()
             )
+        started.set()
         addresses = ",".join(s.address for s in sidecars)
         print(
             f"hqueue on HBase ready: hbase-thrift1={cluster.thrift1_address} "
@@ -125,11 +129,16 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:
         print(f"run-hbase: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
     finally:
         print("stopping...", file=sys.stderr, flush=True)
         for sidecar in sidecars:
             sidecar.stop()
-        cluster.stop()
+        # Through the master, so every region is flushed: the next start on the same
+        # data directory finds every message (the WAL on a local file system is not
+        # synced).
+        cluster.stop(graceful=True)
         zookeeper.stop()
     return 0
 

@@ -120,36 +120,39 @@ def shared_hbase(directory: Path, work_dir: Path) -> SharedHBase:
                     SidecarProcess(
                         cluster.thrift1_address,
                         work_dir / f"sidecar{i}.log",
+                        # Long enough not to lapse on a loaded 2-core machine: nothing
+                        # kills these sidecars.
                         "--session-timeout",
-                        "3",
+                        "10",
                         "--takeover-grace",
                         "0.5",
                         zookeeper=cluster.zookeeper_hosts + SUITE_CHROOT,
                         table_prefix="",
                     ).start()
                 )
+            # Stopped in this order at the end: the sidecars, HBase, ZooKeeper last.
+            pids = [s.proc.pid for s in sidecars if s.proc is not None]
+            pids += [role.pid for role in cluster.roles.values() if role.pid is not None]
+            assert cluster.zookeeper is not None and cluster.zookeeper.proc is not None
+            pids.append(cluster.zookeeper.proc.pid)
+            found = SharedHBase(
+                host=cluster.host,
+                port=cluster.ports.thrift1,
+                thrift2_port=cluster.ports.thrift2,
+                zookeeper=cluster.zookeeper_hosts,
+                sidecars=[s.address for s in sidecars],
+                version=cluster.version,
+                startup_seconds=round(cluster.startup_seconds, 1),
+                memory=cluster.memory(),
+                work_dir=str(work_dir),
+                pids=pids,
+            )
+            state.write_text(json.dumps(asdict(found)))
         except BaseException:
             for sidecar in sidecars:
                 sidecar.kill()
             cluster.stop()
             raise
-        pids = [role.pid for role in cluster.roles.values() if role.pid is not None]
-        assert cluster.zookeeper is not None and cluster.zookeeper.proc is not None
-        pids.append(cluster.zookeeper.proc.pid)
-        pids += [s.proc.pid for s in sidecars if s.proc is not None]
-        found = SharedHBase(
-            host=cluster.host,
-            port=cluster.ports.thrift1,
-            thrift2_port=cluster.ports.thrift2,
-            zookeeper=cluster.zookeeper_hosts,
-            sidecars=[s.address for s in sidecars],
-            version=cluster.version,
-            startup_seconds=round(cluster.startup_seconds, 1),
-            memory=cluster.memory(),
-            work_dir=str(work_dir),
-            pids=pids,
-        )
-        state.write_text(json.dumps(asdict(found)))
         return found
 
 
@@ -161,6 +164,13 @@ def stop_shared(directory: Path, timeout: float = 20.0) -> None:
         return
     pids = SharedHBase(**json.loads(state.read_text())).pids
     state.unlink()
+    # ZooKeeper (the last) after the others: HBase's daemons stop quickly while it
+    # still answers, and wait out their session timeouts once it is gone.
+    for group in (pids[:-1], pids[-1:]):
+        _terminate(group, timeout)
+
+
+def _terminate(pids: list[int], timeout: float) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)

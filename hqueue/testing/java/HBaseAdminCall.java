@@ -4,6 +4,7 @@
 //
 // Usage: HBaseAdminCall CONF_DIR split TABLE SPLIT_KEY_HEX
 //        HBaseAdminCall CONF_DIR move REGION_ENCODED_NAME HOST,PORT,STARTCODE
+//        HBaseAdminCall CONF_DIR shutdown
 // Prints "done" once the call has taken effect.
 import java.util.HexFormat;
 import org.apache.hadoop.conf.Configuration;
@@ -37,6 +38,11 @@ public class HBaseAdminCall {
           break;
         case "move":
           admin.move(args[2].getBytes(), ServerName.valueOf(args[3]));
+          break;
+        case "shutdown":
+          // The master stops every region server (each flushes and closes its
+          // regions), then itself.
+          admin.shutdown();
           break;
         default:
           throw new IllegalArgumentException("unknown call " + args[1]);
