@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from hqueue.testing.process import terminate
+
 __all__ = [
     "JDK17_FLAGS",
     "JavaRole",
@@ -131,16 +133,8 @@ class JavaRole:
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (HBase's own shutdown hook runs), then ``kill -9`` after ``timeout``."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.resume()
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            terminate(self.proc, timeout)
         self.proc = None
 
     def pause(self) -> None:

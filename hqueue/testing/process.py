@@ -15,10 +15,11 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from hqueue.settings import DEFAULT_HOST
 
-__all__ = ["ChildProcess", "free_port", "port_free"]
+__all__ = ["ChildProcess", "free_port", "port_free", "terminate"]
 
 
 def free_port(host: str = DEFAULT_HOST) -> int:
@@ -42,6 +43,19 @@ def port_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def terminate(proc: subprocess.Popen[Any], timeout: float) -> int:
+    """SIGTERM ``proc`` (SIGCONT first, in case it is frozen) and wait up to
+    ``timeout`` seconds, then ``kill -9``; return its exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGCONT)
+        proc.terminate()
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
 
 
 class ChildProcess:

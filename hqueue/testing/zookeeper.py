@@ -30,7 +30,7 @@ from kazoo.protocol.connection import _CONNECTION_DROP
 from kazoo.protocol.states import KazooState
 
 from hqueue.settings import DEFAULT_HOST, ENV_ZOOKEEPER_CLASSPATH
-from hqueue.testing.process import free_port
+from hqueue.testing.process import free_port, terminate
 
 __all__ = [
     "ZooKeeperServer",
@@ -177,15 +177,8 @@ class ZooKeeperServer:
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM and wait up to ``timeout`` seconds (then ``kill -9``); nothing if it
         is not running."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            terminate(self.proc, timeout)
         self.proc = None
 
     def chroot(self) -> str:

@@ -12,17 +12,16 @@ subscriber, each paused that long, carry on where they were.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hqueue import ConsumeStatus, Message, MessageListener
 from hqueue.client.client import Client, connect
 from hqueue.testing.cluster import Cluster, wait_for
 from hqueue.testing.hbase import ENV_HBASE_CLASSPATH, HBaseCluster, hbase_available
+from tests.client.test_subscriber import Collector
 
 IDLE_MS = 1000
 SCANNER_MS = 2000
@@ -83,21 +82,6 @@ def test_a_paused_scanner_carries_on(
     assert got == sent
 
 
-class Collector(MessageListener):
-    def __init__(self) -> None:
-        self.values: list[bytes] = []
-        self.lock = threading.Lock()
-
-    def on_messages(self, messages: list[Message]) -> ConsumeStatus:
-        with self.lock:
-            self.values.extend(m.value for m in messages)
-        return ConsumeStatus.SUCCESS
-
-    def seen(self) -> list[bytes]:
-        with self.lock:
-            return list(self.values)
-
-
 def test_a_subscriber_idle_past_the_gateways_timeouts_gets_what_follows(
     idle_cluster: Cluster, queue_name: str
 ) -> None:
@@ -107,7 +91,7 @@ def test_a_subscriber_idle_past_the_gateways_timeouts_gets_what_follows(
     collector = Collector()
     with queue.subscribe("idle", collector, start="earliest"):
         queue.put(b"before", topic="t", partition=0)
-        wait_for(lambda: collector.seen() == [b"before"], 30, "the first message")
+        wait_for(lambda: collector.values() == [b"before"], 30, "the first message")
         time.sleep(max(PAUSES))  # nothing to deliver: every connection idles out
         queue.put(b"after", topic="t", partition=0)
-        wait_for(lambda: collector.seen() == [b"before", b"after"], 30, "the second message")
+        wait_for(lambda: collector.values() == [b"before", b"after"], 30, "the second message")

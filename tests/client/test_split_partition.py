@@ -10,28 +10,11 @@ and a subscription.
 
 from __future__ import annotations
 
-import threading
-
-from hqueue import ConsumeStatus, Message, MessageListener
 from hqueue.client.client import Client, connect
 from hqueue.message import encode_rowkey
 from hqueue.testing.cluster import wait_for
 from hqueue.testing.shared_hbase import SharedHBase
-
-
-class Collector(MessageListener):
-    def __init__(self) -> None:
-        self.values: list[bytes] = []
-        self.lock = threading.Lock()
-
-    def on_messages(self, messages: list[Message]) -> ConsumeStatus:
-        with self.lock:
-            self.values.extend(m.value for m in messages)
-        return ConsumeStatus.SUCCESS
-
-    def seen(self) -> list[bytes]:
-        with self.lock:
-            return list(self.values)
+from tests.client.test_subscriber import Collector
 
 
 def test_a_partition_in_two_regions_reads_whole(
@@ -68,7 +51,7 @@ def test_a_partition_in_two_regions_reads_whole(
 
     collector = Collector()
     with queue.subscribe("whole", collector, partitions=[0], start="earliest"):
-        wait_for(lambda: len(collector.seen()) >= len(sent), 60, "every message pushed")
+        wait_for(lambda: len(collector.values()) >= len(sent), 60, "every message pushed")
         queue.put(b"after", topic="t", partition=0)
-        wait_for(lambda: collector.seen()[-1:] == [b"after"], 60, "the message put after")
-    assert collector.seen() == [*sent, b"after"]
+        wait_for(lambda: collector.values()[-1:] == [b"after"], 60, "the message put after")
+    assert collector.values() == [*sent, b"after"]
