@@ -64,8 +64,9 @@ def test_presplit_table_reports_its_regions_over_thrift2(
     assert all(loc.regionInfo.tableName == presplit.name for loc in locations)
     assert all(loc.serverName.hostName == socket.gethostname() for loc in locations)
     assert all(loc.serverName.port == hbase_server.port for loc in locations)
-    thrift1_ids = [r["id"] for r in presplit.regions()]
-    assert [loc.regionInfo.regionId for loc in locations] == thrift1_ids
+    # As HBase's Thrift2 gateway, which never sets a region's id (Thrift1 reports it).
+    assert [loc.regionInfo.regionId for loc in locations] == [0, 0, 0]
+    assert all(r["id"] > 0 for r in presplit.regions())
 
 
 def test_split_keys_are_sorted(hbase: happybase.Connection, thrift2: Any) -> None:
