@@ -359,8 +359,9 @@ class HQueuePeer:
         return s
 
     def scan_partition(self, r: int) -> Sample:
-        q = self.client.queue(f"b{r}")
+        return self._scan_partition(self.client.queue(f"b{r}"))
 
+    def _scan_partition(self, q: hqueue.Queue) -> Sample:
         def scan() -> Sample:
             t0 = time.perf_counter()
             with q.partition_scanner(0) as scanner:
@@ -387,14 +388,7 @@ class HQueuePeer:
         values = [VALUE] * BATCH
         for _ in range((self.produced - 1) // BATCH):
             q.put_batch(values, topic=TOPIC, partition=0)
-
-        def scan() -> Sample:
-            t0 = time.perf_counter()
-            with q.partition_scanner(0) as scanner:
-                n = sum(1 for _ in scanner)
-            return self._scanned(n, t0)
-
-        return self._metered(scan)
+        return self._scan_partition(q)
 
     def scan_happybase(self, r: int) -> Sample:
         # Bounded to partition 0's messages, as partition_scanner(0) is: the rows after

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from hqueue.testing.hbase import hbase_available
-from hqueue.testing.process import free_port
+from hqueue.testing.process import free_port, proc_stat, processes
 
 _READY = re.compile(
     r"hqueue on HBase ready: hbase-thrift1=(?P<t1>\S+) hbase-thrift2=(?P<t2>\S+) "
@@ -187,17 +187,7 @@ def test_a_second_start_on_the_same_data_finds_the_queue(run_hbase: dict[str, st
 def _descendants(pid: int) -> list[int]:
     """The processes whose parent is ``pid`` (the JVMs run in sessions of their own, so
     process groups do not find them)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
+    return [child for child, fields in processes() if int(fields[1]) == pid]
 
 
 def _wait_gone(pids: list[int], timeout: float) -> None:
@@ -208,8 +198,5 @@ def _wait_gone(pids: list[int], timeout: float) -> None:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    fields = proc_stat(pid)
+    return fields is not None and fields[0] != "Z"

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from hqueue.testing.process import terminate
+from hqueue.testing.process import proc_stat, terminate
 
 __all__ = [
     "JDK17_FLAGS",
@@ -171,10 +171,7 @@ def process_rss(pid: int | None) -> int:
 
 def process_cpu_seconds(pid: int | None) -> float:
     """CPU seconds (user + system) process ``pid`` has spent (0 if there is none)."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+    fields = None if pid is None else proc_stat(pid)
+    if fields is None:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

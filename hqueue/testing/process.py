@@ -14,12 +14,13 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from hqueue.settings import DEFAULT_HOST
 
-__all__ = ["ChildProcess", "free_port", "port_free", "terminate"]
+__all__ = ["ChildProcess", "free_port", "port_free", "proc_stat", "processes", "terminate"]
 
 
 def free_port(host: str = DEFAULT_HOST) -> int:
@@ -43,6 +44,23 @@ def port_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command's name (state, ppid, pgrp,
+    session, ...), or ``None`` when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def processes() -> Iterator[tuple[int, list[str]]]:
+    """Every process of the machine: its pid and :func:`proc_stat` fields."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := proc_stat(int(entry.name))) is not None:
+            yield int(entry.name), fields
 
 
 def terminate(proc: subprocess.Popen[Any], timeout: float) -> int:

@@ -27,8 +27,6 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kazoo.client import KazooClient
-
 from hqueue.testing.hbase import HBaseCluster, admin_call
 from hqueue.testing.sidecar import SidecarProcess
 
@@ -108,13 +106,8 @@ def shared_hbase(directory: Path, work_dir: Path) -> SharedHBase:
         cluster = HBaseCluster(work_dir / "hbase").start()
         sidecars: list[SidecarProcess] = []
         try:
-            client = KazooClient(hosts=cluster.zookeeper_hosts, timeout=10.0)
-            client.start(timeout=30)
-            try:
-                client.ensure_path(SUITE_CHROOT)
-            finally:
-                client.stop()
-                client.close()
+            assert cluster.zookeeper is not None
+            metadata = cluster.zookeeper.chroot(SUITE_CHROOT)
             for i in range(2):
                 sidecars.append(
                     SidecarProcess(
@@ -126,7 +119,7 @@ def shared_hbase(directory: Path, work_dir: Path) -> SharedHBase:
                         "10",
                         "--takeover-grace",
                         "0.5",
-                        zookeeper=cluster.zookeeper_hosts + SUITE_CHROOT,
+                        zookeeper=metadata,
                         table_prefix="",
                     ).start()
                 )

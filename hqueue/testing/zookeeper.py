@@ -181,12 +181,13 @@ class ZooKeeperServer:
             terminate(self.proc, timeout)
         self.proc = None
 
-    def chroot(self) -> str:
-        """Create a fresh, unique chroot znode; return the connect string into it.
+    def chroot(self, path: str | None = None) -> str:
+        """Create a chroot znode (``path``, or a fresh, unique one) if it is missing;
+        return the connect string into it.
 
         :raises kazoo.handlers.threading.KazooTimeoutError: the server did not answer in 30 s.
         """
-        path = f"/t-{uuid.uuid4().hex}"
+        path = path or f"/t-{uuid.uuid4().hex}"
         client = KazooClient(hosts=self.hosts, timeout=10.0)
         client.start(timeout=30)
         try:

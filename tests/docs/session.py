@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from hqueue.closing import Closeable
+from hqueue.testing.process import processes
 from hqueue.testing.standalone import StandaloneProcess
 from tests.docs.expected import matches
 from tests.docs.markdown import Block, Command, Page
@@ -79,16 +80,9 @@ def needs_spark(page: Page) -> bool:
 
 def _sessions_processes(sessions: set[int]) -> Iterator[int]:
     """The processes (by pid) whose session is one of ``sessions``."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
+    for pid, fields in processes():
         if int(fields[3]) in sessions:  # state, ppid, pgrp, session
-            yield int(entry.name)
+            yield pid
 
 
 def _stop_sessions(sessions: set[int], grace: float = 5.0) -> None:

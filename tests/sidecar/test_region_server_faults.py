@@ -12,8 +12,8 @@ late): the partition read once more after the server is gone must be what it was
 
 The cluster keeps its WAL in HDFS (a NameNode and a DataNode of its own): on a local
 file system HBase's WAL is neither durable against a region server's ``kill -9`` nor
-fenced against a region server declared dead, which on SIGCONT acknowledged a write
-to a region already moved, and lost it (seen here before HDFS).
+fenced against a region server declared dead, which on SIGCONT can acknowledge a
+write to a region already moved, and lose it.
 """
 
 from __future__ import annotations
