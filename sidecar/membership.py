@@ -673,7 +673,7 @@ class Membership:
         # partition opens, so a storage failure here leaves them all to the next try.
         settled = {
             hp.partition: settle_last_write(
-                self.storage, table, hp.partition, producers[hp.partition]
+                self.storage, table, hp.partition, producers[hp.partition], last[hp.partition]
             )
             for hp in ready
         }

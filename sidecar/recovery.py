@@ -1,11 +1,12 @@
 """A new owner's check of the last write an earlier owner may have left half done.
 
 An idempotent put writes its producer's new state first and its messages after (on
-HBase, as separate calls: a multi-row write is atomic per row only), and a partition's
-writes follow one another under its lock. So if an owner died in a write, the one
-write it can have left half done is its partition's last one, and that write's batch
-is the newest batch any producer's state names. A new owner, before it answers a
-retry of that batch with its ids, counts the batch's rows: if any is missing, it
+HBase, as separate calls, each sent once the one before it is written: a multi-row
+write is atomic per row only), and a partition's writes follow one another under its
+lock. So if an owner died in a write, the one write it can have left half done is its
+partition's last one, that write's batch is the newest batch any producer's state
+names, and it is wholly stored exactly when its last id is: when the partition's last
+stored id, which the new owner reads anyway, is at or past it. Otherwise the new owner
 writes off the whole batch and the state naming it (deleted at their own timestamps,
 so that a part still in a gateway's retries cannot land later either), forgets the
 producer, whose retry is then written anew, and hands out no id at or before the
@@ -21,17 +22,13 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-from hqueue.message import encode_rowkey, rowkey_after
+from hqueue.message import MessageId, encode_rowkey
 from hqueue.storage.contract import MessageStorage
 from hqueue.storage.producers import ProducerBatch, StoredProducer, producer_row
-from hqueue.wire.block import MAX_SCAN_LIMIT
 
 __all__ = ["Settled", "settle_last_write"]
 
 log = logging.getLogger(__name__)
-
-_COUNT_BYTES = 1 << 30
-"""No byte bound on the reads that count a batch's rows (they count, not keep)."""
 
 
 class Settled(NamedTuple):
@@ -44,11 +41,16 @@ class Settled(NamedTuple):
 
 
 def settle_last_write(
-    storage: MessageStorage, table: bytes, partition: int, states: list[StoredProducer]
+    storage: MessageStorage,
+    table: bytes,
+    partition: int,
+    states: list[StoredProducer],
+    last: MessageId | None,
 ) -> Settled:
     """Return ``states`` (the partition's stored producer states), without the one
-    whose newest batch is the partition's newest and is not wholly stored, after
-    writing that batch and state off (see the module docstring).
+    whose newest batch is the partition's newest and ends past ``last``, the
+    partition's last stored id, after writing that batch and state off (see the module
+    docstring). Reads nothing.
 
     :raises StorageError: (or ConnectionLostError) if the storage fails.
     """
@@ -62,7 +64,7 @@ def settle_last_write(
         return Settled(states)
     state, batch = newest
     ids = batch.ids()
-    if _count(storage, table, partition, batch) == len(ids):
+    if last is not None and last >= ids[-1]:
         return Settled(states)
     cells = [(encode_rowkey(partition, i), i.timestamp) for i in ids]
     cells.append((producer_row(partition, state.producer), state.timestamp))
@@ -75,19 +77,3 @@ def settle_last_write(
         state.producer,
     )
     return Settled([s for s in states if s is not state], max(ts for _, ts in cells))
-
-
-def _count(storage: MessageStorage, table: bytes, partition: int, batch: ProducerBatch) -> int:
-    """How many of ``batch``'s rows are stored (the ids between its first and last are
-    all its own: a put takes its ids under the partition's lock)."""
-    ids = batch.ids()
-    start = encode_rowkey(partition, ids[0])
-    stop = rowkey_after(encode_rowkey(partition, ids[-1]))
-    found = 0
-    while start < stop:
-        block = storage.read(table, start, stop, None, MAX_SCAN_LIMIT, _COUNT_BYTES, resume=False)
-        if not len(block):
-            break
-        found += len(block)
-        start = rowkey_after(block.last_rowkey())
-    return found

@@ -360,6 +360,8 @@ class Writer:
         :raises UnavailableError: the storage failed the delete: the put may be
             retried, and the rows stay doubtful.
         """
+        if not hp.doubtful:
+            return  # every put asks: no lock for the common answer (rechecked under it)
         with hp.lock:
             if not hp.doubtful:
                 return
