@@ -472,7 +472,7 @@ def _wrapped(f: MFilter) -> str:
 def _essential(f: Any, family: bytes) -> bool:
     """HBase's ``Filter.isFamilyEssential``."""
     if isinstance(f, Page):
-        return f.inner is None or _essential(f.inner, family)
+        return True  # inner AND PageFilter: a list is essential where a member is
     if isinstance(f, (And, Or)):
         return any(_essential(m, family) for m in f.members)
     if isinstance(f, (Skip, While)):
