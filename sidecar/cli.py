@@ -14,7 +14,6 @@ from types import FrameType
 from typing import Any, TypeVar
 
 import click
-from click.core import ParameterSource
 
 from hqueue.errors import HQueueError
 from hqueue.security.config import ClientSecurity, ServerSecurity
@@ -192,33 +191,18 @@ def delivery_options(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def server_options(max_request_bytes: int) -> Callable[[F], F]:
-    """Return a decorator adding the options every hqueue server takes: ``--host``,
-    ``--max-request-bytes`` (default ``max_request_bytes``), ``--session-timeout``,
-    ``--log-level``, ``--metrics-port``, ``--metrics-host`` and the security options
-    (``--tls-cert``, ``--tls-key``, ``--tls-client-ca``, ``--tls-ca``,
-    ``--auth-public-key``, ``--auth-secret-file``, ``--token-file``,
-    ``--push-token-file``, ``--zookeeper-auth-file``: files, never secrets on the
-    command line). The command receives ``host``, ``max_request_bytes``,
-    ``session_timeout``, ``metrics_port``, ``metrics_host`` and ``credentials`` (a
-    :class:`ServerCredentials`); the log level is applied (log lines on stderr) before
-    it runs.
-
-    ``--max-message-bytes``, the name ``hqueue standalone`` gave the request limit
-    before, still parses but is not shown.
-    """
-    request_bytes = click.IntRange(1024)
-    options = [
+def _listening_options(max_request_bytes: int) -> list[Callable[[F], F]]:
+    """Return the options of :func:`server_options` that say where and how a server
+    listens, and how it logs."""
+    return [
         click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to bind."),
         click.option(
             "--max-request-bytes",
-            type=request_bytes,
+            type=click.IntRange(1024),
             default=max_request_bytes,
             show_default=True,
             help="Largest request accepted; larger ones are refused unread.",
         ),
-        # The standalone's name for it before: still parsed, never shown.
-        click.option("--max-message-bytes", type=request_bytes, hidden=True),
         click.option(
             "--session-timeout",
             type=click.FloatRange(min=1),
@@ -245,6 +229,12 @@ def server_options(max_request_bytes: int) -> Callable[[F], F]:
             show_default=True,
             help="Address the metrics endpoint binds.",
         ),
+    ]
+
+
+def _security_options() -> list[Callable[[F], F]]:
+    """Return the security options of :func:`server_options`: files, never secrets."""
+    return [
         click.option(
             "--tls-cert",
             type=_FILE,
@@ -310,21 +300,28 @@ def server_options(max_request_bytes: int) -> Callable[[F], F]:
         ),
     ]
 
+
+def server_options(max_request_bytes: int) -> Callable[[F], F]:
+    """Return a decorator adding the options every hqueue server takes: ``--host``,
+    ``--max-request-bytes`` (default ``max_request_bytes``), ``--session-timeout``,
+    ``--log-level``, ``--metrics-port``, ``--metrics-host`` and the security options
+    (``--tls-cert``, ``--tls-key``, ``--tls-client-ca``, ``--tls-ca``,
+    ``--auth-public-key``, ``--auth-secret-file``, ``--token-file``,
+    ``--push-token-file``, ``--zookeeper-auth-file``: files, never secrets on the
+    command line). The command receives ``host``, ``max_request_bytes``,
+    ``session_timeout``, ``metrics_port``, ``metrics_host`` and ``credentials`` (a
+    :class:`ServerCredentials`); the log level is applied (log lines on stderr) before
+    it runs.
+    """
+    options = [*_listening_options(max_request_bytes), *_security_options()]
+
     def decorator(command: F) -> F:
         @functools.wraps(command)
         def wrapper(
             *args: Any,
-            max_message_bytes: int | None,
             log_level: str,
             **kwargs: Any,
         ) -> Any:
-            if max_message_bytes is not None:
-                source = click.get_current_context().get_parameter_source("max_request_bytes")
-                if source is ParameterSource.COMMANDLINE:
-                    raise click.UsageError(
-                        "--max-message-bytes is the old name of --max-request-bytes: give one"
-                    )
-                kwargs["max_request_bytes"] = max_message_bytes
             logging.basicConfig(
                 level=log_level,
                 stream=sys.stderr,

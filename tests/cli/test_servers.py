@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -238,28 +237,10 @@ def test_both_servers_name_the_request_limit_alike(command: str) -> None:
     shown = CliRunner().invoke(cli, [command, "--help"])
     assert shown.exit_code == 0, shown.output
     assert "--max-request-bytes" in shown.output
-    # The standalone's name before: it still parses, but is not shown.
     assert "--max-message-bytes" not in shown.output
-    both = CliRunner().invoke(
-        cli, [command, "--max-request-bytes", "4096", "--max-message-bytes", "4096"]
-    )
-    assert both.exit_code == 2
-    assert "--max-message-bytes is the old name of --max-request-bytes: give one" in both.output
-
-
-def test_the_old_name_of_the_request_limit_still_sets_it(tmp_path: Path) -> None:
-    server = StandaloneProcess(
-        tmp_path / "data", ("--no-sidecar", "--max-message-bytes", "4096")
-    ).start()
-    try:
-        with socket.create_connection((server.host, server.port), timeout=5) as sock:
-            # A frame header over 4096 bytes closes the connection at once; under the
-            # default limit (16 MiB) the server would wait for the frame instead.
-            sock.sendall(struct.pack(">i", 8192))
-            with contextlib.suppress(ConnectionResetError):  # closed, or reset: both fine
-                assert sock.recv(1) == b""
-    finally:
-        server.stop()
+    old = CliRunner().invoke(cli, [command, "--max-message-bytes", "4096"])
+    assert old.exit_code == 2
+    assert "No such option '--max-message-bytes'" in old.output
 
 
 def test_creating_queues_logs_no_warning_on_a_healthy_server(

@@ -4,18 +4,17 @@ sidecars and admins only and read by whoever may consume the queue, the metadata
 table is open to every authenticated principal; a refusal is the IDL's IOError /
 TIOError whose message begins "not authorized:", and nothing was done.
 
-The handlers are called in a thread whose connection principal is set, as the
-server's authentication handshake sets it (the handshake itself is the transport's
-tests' business: tests/wire); without one, the caller is ANONYMOUS, as on a server
-without authentication, and may do everything, as before."""
+The handlers are called with the calling thread's connection authenticated as a
+principal, as the server's authentication handshake leaves it (the handshake itself
+is the transport's tests' business: tests/wire); without one, the caller is
+ANONYMOUS, as on a server without authentication, and may do everything."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 
@@ -26,7 +25,8 @@ from hqueue.standalone.engine.schema import FamilyOptions
 from hqueue.standalone.engine.store import Store
 from hqueue.standalone.thrift1 import HbaseHandler
 from hqueue.standalone.thrift2 import THBaseHandler
-from hqueue.wire import rpc_server
+from hqueue.wire import rpc_connection, rpc_server
+from hqueue.wire.rpc_connection import ConnectionState
 from tests.standalone.conftest import H2, Hbase, cv
 
 T = TypeVar("T")
@@ -45,23 +45,10 @@ NOBODY = Principal("nobody")
 
 
 def as_principal(principal: Principal, call: Callable[[], T]) -> T:
-    """Return ``call()`` run in a thread of its own whose connection authenticated as
-    ``principal`` (re-raising what it raised)."""
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        rpc_server._connection.principal = principal
-        try:
-            outcome["value"] = call()
-        except BaseException as exc:  # handed to the test's thread
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(30)
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]  # type: ignore[no-any-return]
+    """Return ``call()`` run as a call on a connection that authenticated as
+    ``principal``."""
+    with rpc_connection.bind(ConnectionState("127.0.0.1:1", principal=principal)):
+        return call()
 
 
 @pytest.fixture

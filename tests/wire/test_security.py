@@ -33,7 +33,6 @@ from hqueue.security.secret import Secret
 from hqueue.security.tls import client_context, server_context
 from hqueue.storage.sidecars import Sidecars
 from hqueue.testing.certs import CertificateAuthority, Certificates, make_certificates
-from hqueue.wire import rpc_server
 from hqueue.wire.connect import open_socket, thrift_client
 from hqueue.wire.errors import TlsMismatchError
 from hqueue.wire.framed import FramedClient
@@ -363,11 +362,11 @@ def _framed_auth(token: bytes, seqid: int = 1) -> bytes:
 def test_a_handshake_that_never_finishes_stalls_no_one_else(
     serve: Any,
     certs: Certificates,
-    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(rpc_server, "HANDSHAKE_TIMEOUT", 1.0)
-    server, _ = serve(ServerSecurity(tls=certs.server_tls(), authenticator=Tokens()))
+    server, _ = serve(
+        ServerSecurity(tls=certs.server_tls(), authenticator=Tokens()), handshake_timeout=1.0
+    )
     silent = socket.create_connection(("127.0.0.1", server.port))
     halfway = socket.create_connection(("127.0.0.1", server.port))
     halfway.sendall(b"\x16\x03\x01\x02\x00\x01")  # a ClientHello's first bytes, no more

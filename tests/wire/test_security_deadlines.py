@@ -1,8 +1,8 @@
 """A server that authenticates gives a connection a deadline to get through, reads
 no large message before it has, and stops serving a connection whose token expired.
 
-Real servers and sockets; :data:`HANDSHAKE_TIMEOUT` is shortened for the test (read
-at each connection's accept), so that the deadline is met in seconds.
+Real servers and sockets; the server's ``handshake_timeout`` is shortened for the test,
+so that the deadline is met in seconds.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from hqueue.security.config import ClientSecurity, ServerSecurity
 from hqueue.security.principal import Principal
 from hqueue.security.secret import Secret
 from hqueue.security.tokens import Claims
-from hqueue.wire import rpc_server
 from hqueue.wire.idl import sidecar as sidecar_idl
 from hqueue.wire.rpc_server import PRE_AUTH_MAX_BYTES, ThriftServer
 from tests.wire.test_security import GOOD, Recording, Tokens, framed
@@ -44,11 +43,13 @@ class Expiring:
 
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ThriftServer, Recording]]:
-    monkeypatch.setattr(rpc_server, "HANDSHAKE_TIMEOUT", DEADLINE)
+def server() -> Iterator[tuple[ThriftServer, Recording]]:
     handler = Recording()
     started = ThriftServer(
-        IDL.HQueueSidecar, handler, security=ServerSecurity(authenticator=Tokens())
+        IDL.HQueueSidecar,
+        handler,
+        security=ServerSecurity(authenticator=Tokens()),
+        handshake_timeout=DEADLINE,
     ).start()
     yield started, handler
     started.stop(grace=0.5)
