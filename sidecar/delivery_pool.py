@@ -8,26 +8,25 @@ A delivery (:class:`hqueue.sidecar.workers.SubscriptionWorker`) has two
 work and says when it wants to run again: at once, after a delay, or when woken (a
 put on the partition, space in the buffer, a new route). A lane never runs twice at
 once, and a wake while it runs makes it run again after, so no event is lost; the
-two lanes of a delivery may run at the same time, as its reader and sender threads
-did, so reading the next rows overlaps a push.
+two lanes of a delivery may run at the same time, so reading the next rows overlaps
+a push.
 
-A push blocks its pool thread until the subscriber answers or the send timeout
-passes. A subscriber takes one batch at a time whatever its partitions, so the pool
-lets at most :data:`PUSHES_PER_SUBSCRIBER` pushes to one address be in flight
-(:class:`AddressGate`; the second keeps the subscriber busy while the first one's
-answer travels back): the other deliveries to it wait without holding a thread, and
-a slow subscriber holds two threads, not one per partition. The pool should be
-larger than twice the number of subscribers expected to be slow at once
-(``--delivery-threads``).
-
-A push does not hold its thread while it waits for the answer, where the platform has
-``epoll`` (Linux): the step writes the request, waits a moment for a quick answer
-(:data:`hqueue.sidecar.workers.QUICK_ANSWER`, 2 ms) and otherwise returns, the timer
+Where the platform has ``epoll`` (Linux), a push holds its pool thread only while it
+writes the batch and waits a moment for a quick answer
+(:data:`hqueue.sidecar.pusher.QUICK_ANSWER`, 2 ms); then the step returns, the timer
 thread watches the connection (:meth:`DeliveryPool.await_reply`) and wakes the lane
 once the answer is readable (or the send timeout passed), and the lane's next step
-reads it. So the
-pushes in flight are bounded by the subscribers (two each), not by the threads, and a
-slow subscriber holds no thread at all. Elsewhere a push waits on its thread.
+reads it: a slow subscriber holds no thread. Elsewhere a push waits for its answer
+on its thread, until the subscriber answers or the send timeout passes.
+
+A subscriber takes one batch at a time whatever its partitions, so the pool lets at
+most :data:`PUSHES_PER_SUBSCRIBER` pushes to one address be in flight
+(:class:`AddressGate`; the second keeps the subscriber busy while the first one's
+answer travels back): the other deliveries to it wait without holding a thread. So
+the pushes in flight are bounded by the subscribers (two each), not by the threads;
+without ``epoll``, where each of them holds a thread, the pool should be larger than
+twice the number of subscribers expected to be slow at once
+(``--delivery-threads``).
 
 The pushes to one address share its connections (:class:`Connections`): at most
 :data:`PUSHES_PER_SUBSCRIBER` of them, whichever deliveries (partitions) push, so a

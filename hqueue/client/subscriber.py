@@ -36,8 +36,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from thriftpy2.thrift import TApplicationException
-
 from hqueue.client.dead_letters import encode_dead_letter
 from hqueue.client.group_member import GroupMember, GroupView, default_member_id
 from hqueue.client.scanners import topic_filter
@@ -66,10 +64,10 @@ from hqueue.metadata.policy import DEFAULT_BACKOFF_MAX_MS, DeliveryPolicy
 from hqueue.metadata.resources import check_name, check_queue_name
 from hqueue.security.config import ClientSecurity, ServerSecurity, TlsSettings
 from hqueue.security.credentials import ENV_AUTH_PUBLIC_KEY, ENV_TLS_CLIENT_CA
-from hqueue.security.principal import DENIED
 from hqueue.security.tokens import TOKEN_VERSION, authenticator, load_public_key
 from hqueue.settings import DEFAULT_HOST, DEFAULT_SUBSCRIBE_WAIT
 from hqueue.wire.idl import subscriber as subscriber_idl
+from hqueue.wire.push import Delivery, PushAnswer, PushService
 from hqueue.wire.rpc_server import ThriftServer, current_principal
 
 if TYPE_CHECKING:
@@ -182,7 +180,8 @@ def _callable(listener: Listener) -> Callable[[list[Message]], ConsumeStatus | R
 
 
 class _Handler:
-    """``HQueueSubscriber.deliver`` over the listeners."""
+    """The subscriber's end of the push (served through
+    :class:`~hqueue.wire.push.PushService`): each batch handed to the listeners."""
 
     def __init__(self, queue: str, name: str, listeners: list[Listener]) -> None:
         self.queue = queue
@@ -198,31 +197,14 @@ class _Handler:
         self.group: GroupMember | None = None
         self.dead_letter: Callable[[bytes, str], Position] | None = None
 
-    @staticmethod
-    def _answer(
-        status: int,
-        *,
-        accepted: int | None = None,
-        retry_after: float | None = None,
-        error: str | None = None,
-        refused: bool | None = None,
-    ) -> Any:
-        return subscriber_idl().TConsumeAnswer(
-            status=status,
-            accepted=accepted,
-            retryAfterMs=None if retry_after is None else int(retry_after * 1000),
-            error=error,
-            refused=refused,
-        )
-
-    def _refuse(self, why: str) -> Any:
+    def _refuse(self, why: str) -> PushAnswer:
         log.debug("subscriber %r of %s refused a batch: %s", self.name, self.queue, why)
-        return self._answer(ConsumeStatus.RETRY_LATER, error=why, refused=True)
+        return PushAnswer(ConsumeStatus.RETRY_LATER, error=why, refused=True)
 
-    def _route_refusal(self, delivery: Any) -> str | None:
+    def _route_refusal(self, delivery: Delivery) -> str | None:
         """Return why a batch did not reach the right member, or None if it did."""
         group = self.group
-        generation = delivery.groupGeneration
+        generation = delivery.group_generation
         if group is None:
             return None if generation is None else "this subscriber is not a group member"
         if generation is None:
@@ -241,13 +223,20 @@ class _Handler:
             return f"partition {delivery.partition} is not this member's"
         return None
 
-    def deliver(self, delivery: Any) -> Any:
+    def admit(self) -> None:
+        """Let a push in if its sender may push to a subscriber.
+
+        :raises AuthorizationError: if it may not.
+        """
         try:
             current_principal().require_push("push to a subscriber")
         except AuthorizationError as exc:
             log.warning("subscriber %r of %s refused a push: %s", self.name, self.queue, exc)
-            # deliver declares no exception: the generic one carries the denial.
-            raise TApplicationException(TApplicationException.UNKNOWN, DENIED + str(exc)) from None
+            raise
+
+    def deliver(self, delivery: Delivery) -> PushAnswer:
+        """Hand a batch to the listeners in turn (or write its dead letter); return
+        the answer for it."""
         if delivery.queue != self.queue or delivery.subscription != self.name:
             log.warning(
                 "subscriber %r of %s refused a batch for %r of %s",
@@ -256,12 +245,10 @@ class _Handler:
                 delivery.subscription,
                 delivery.queue,
             )
-            return self._answer(ConsumeStatus.ERROR, error="wrong queue or subscription")
-        rowkeys = delivery.rowkeys or b""
-        values = delivery.values or []
-        topics = delivery.topics or []
+            return PushAnswer(ConsumeStatus.ERROR, error="wrong queue or subscription")
+        rowkeys, topics, values = delivery.rowkeys, delivery.topics, delivery.values
         if len(rowkeys) != ROWKEY_BYTES * len(values) or len(topics) != len(values):
-            return self._answer(ConsumeStatus.ERROR, error="malformed batch")
+            return PushAnswer(ConsumeStatus.ERROR, error="malformed batch")
         partition = delivery.partition
         with self.lock:
             if self.closed:
@@ -280,21 +267,21 @@ class _Handler:
                     last.pop(partition, None)
             messages = messages_from_columns(rowkeys, topics, values)
             if any(m.partition != partition for m in messages):
-                return self._answer(ConsumeStatus.ERROR, error="a message of another partition")
-            if delivery.deadLetter:
+                return PushAnswer(ConsumeStatus.ERROR, error="a message of another partition")
+            if delivery.dead_letter:
                 return self._dead_letter(messages, delivery)
             return self._hand_over(partition, messages)
 
-    def _dead_letter(self, messages: list[Message], delivery: Any) -> Any:
-        """Write the one message of a ``deadLetter`` batch to the dead-letter queue;
+    def _dead_letter(self, messages: list[Message], delivery: Delivery) -> PushAnswer:
+        """Write the one message of a ``dead_letter`` batch to the dead-letter queue;
         accept it once the write is durable."""
         if len(messages) != 1 or self.dead_letter is None:
-            return self._answer(
+            return PushAnswer(
                 ConsumeStatus.ERROR, error="a dead-letter batch this subscriber cannot write"
             )
         message = messages[0]
         value = encode_dead_letter(
-            self.queue, self.name, message, delivery.redeliveries or 0, delivery.lastError
+            self.queue, self.name, message, delivery.redeliveries, delivery.last_error
         )
         try:
             self.dead_letter(value, message.topic)
@@ -302,21 +289,21 @@ class _Handler:
             log.warning(
                 "subscription %r on %s: dead letter not written: %s", self.name, self.queue, exc
             )
-            return self._answer(ConsumeStatus.ERROR, error=f"dead letter not written: {exc}")
+            return PushAnswer(ConsumeStatus.ERROR, error=f"dead letter not written: {exc}")
         log.info(
             "subscription %r on %s: %s dead-lettered after %d failed pushes",
             self.name,
             self.queue,
             message.position,
-            delivery.redeliveries or 0,
+            delivery.redeliveries,
         )
         for last in self.last:
             last[message.partition] = message.id
         self.delivered[message.partition] = message.id
         self.dead_lettered += 1
-        return self._answer(ConsumeStatus.SUCCESS)
+        return PushAnswer(ConsumeStatus.SUCCESS)
 
-    def _hand_over(self, partition: int, messages: list[Message]) -> Any:
+    def _hand_over(self, partition: int, messages: list[Message]) -> PushAnswer:
         """Call the listeners in turn; return the answer for the batch."""
         upto = len(messages)  # messages [0, upto) are taken by every listener so far
         delay: float | None = None
@@ -338,22 +325,22 @@ class _Handler:
                     text,
                     exc_info=log.isEnabledFor(logging.DEBUG),
                 )
-                return self._answer(ConsumeStatus.ERROR, error=text)
+                return PushAnswer(ConsumeStatus.ERROR, error=text)
             if took:
                 self.last[index][partition] = fresh[took - 1].id
             if status == ConsumeStatus.SUCCESS:
                 continue
             if not took and status == ConsumeStatus.ERROR:
-                return self._answer(ConsumeStatus.ERROR, error="a listener answered ERROR")
+                return PushAnswer(ConsumeStatus.ERROR, error="a listener answered ERROR")
             cut = fresh[took].id
             upto = next(i for i, m in enumerate(messages) if m.id == cut)
             delay = after if delay is None or after is None else max(delay, after)
         if upto:
             self.delivered[partition] = messages[upto - 1].id
         if upto < len(messages):
-            return self._answer(ConsumeStatus.RETRY_LATER, accepted=upto, retry_after=delay)
+            return PushAnswer(ConsumeStatus.RETRY_LATER, accepted=upto, retry_after=delay)
         self.batches += 1
-        return self._answer(ConsumeStatus.SUCCESS)
+        return PushAnswer(ConsumeStatus.SUCCESS)
 
 
 class Subscriber(Closeable):
@@ -411,7 +398,7 @@ class Subscriber(Closeable):
         self._handler = _Handler(queue.name, name, list(listeners))
         self._server = ThriftServer(
             subscriber_idl().HQueueSubscriber,
-            self._handler,
+            PushService(self._handler.deliver, self._handler.admit),
             host,
             port,
             name=f"subscriber-{name}",
