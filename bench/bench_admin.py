@@ -53,7 +53,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import happybase
-from rounds import SMOKE_NOTE, add_smoke_argument, markdown_header, markdown_row
+from rounds import SMOKE_NOTE, add_smoke_argument
+from table import markdown_header, markdown_row
 
 import hqueue
 from hqueue.testing.standalone import StandaloneProcess

@@ -37,14 +37,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from rounds import (
-    SMOKE_NOTE,
-    SMOKE_VERDICT,
-    add_smoke_argument,
-    alternate,
-    markdown_header,
-    markdown_row,
-)
+from rounds import SMOKE_NOTE, SMOKE_VERDICT, add_smoke_argument, alternate
+from table import markdown_header, markdown_row
 
 TARGET_S = 0.3
 PYTHON = "python -c pass"

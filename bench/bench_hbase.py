@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import happybase
-from rounds import SMOKE_NOTE, SMOKE_VERDICT, add_smoke_argument, alternate, text_table
+from rounds import SMOKE_NOTE, SMOKE_VERDICT, add_smoke_argument, alternate
+from table import text_table
 
 from hqueue.standalone.engine.cursors import Scanner, ScanSpec
 from hqueue.standalone.engine.schema import FamilyOptions, Mutation, RowMutation

@@ -44,7 +44,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from rounds import SMOKE_NOTE, add_smoke_argument, markdown_header, markdown_row
+from rounds import SMOKE_NOTE, add_smoke_argument
+from table import markdown_header, markdown_row
 
 from hqueue.metadata import MetaStore, Version, open_metastore
 from hqueue.metadata.cache import MetadataCache

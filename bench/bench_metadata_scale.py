@@ -37,7 +37,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from rounds import SMOKE_NOTE, add_smoke_argument, markdown_header, markdown_row
+from rounds import SMOKE_NOTE, add_smoke_argument
+from table import markdown_header, markdown_row
 
 from hqueue.metadata import MetaStore, open_metastore
 from hqueue.metadata.cache import MetadataCache

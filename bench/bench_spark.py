@@ -76,8 +76,8 @@ from rounds import (
     add_smoke_argument,
     alternate,
     cpu_cell,
-    text_table,
 )
+from table import text_table
 
 from hqueue.client.client import connect
 from hqueue.message import ROWKEY

@@ -1,6 +1,10 @@
 """Start and stop the benchmark's peers: Debian's ``redis-server`` and ``nats-server``,
-and hqueue's production layout (:class:`RealHBase`: Apache HBase and separate
-``hqueue sidecar`` processes).
+and hqueue in its three deployments, each reached through an :class:`Endpoint`:
+:class:`Standalone` (``hqueue standalone``, the sidecar inside it),
+:class:`StorageAndSidecar` (the cluster's layout on one machine) and
+:class:`RealHBase` (Apache HBase and separate ``hqueue sidecar`` processes).
+:class:`HQueuePeer` is hqueue as a benchmark's peer, whichever the deployment; each
+script adds its rows to it.
 
 Each server runs as a child process on a free loopback port, with its files in a
 directory the caller owns (a temporary one in the benchmark), and counts as ready
@@ -19,16 +23,37 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any, Protocol
 
 from kazoo.client import KazooClient
 
+import hqueue
+from hqueue import aio
 from hqueue.testing.hbase import HBaseCluster
 from hqueue.testing.process import free_port
 from hqueue.testing.sidecar import SidecarProcess
+from hqueue.testing.standalone import StandaloneProcess
 
-__all__ = ["NATS_SERVER", "REDIS_SERVER", "NatsServer", "RealHBase", "RedisServer"]
+__all__ = [
+    "NATS_SERVER",
+    "REDIS_SERVER",
+    "TOPIC",
+    "WARM_VALUE",
+    "Deployment",
+    "Endpoint",
+    "HQueuePeer",
+    "NatsServer",
+    "RealHBase",
+    "RedisServer",
+    "Standalone",
+    "StorageAndSidecar",
+    "pid_of",
+    "wait_for_queue",
+]
 
 REDIS_SERVER = "/usr/bin/redis-server"
 NATS_SERVER = "/usr/sbin/nats-server"
@@ -212,11 +237,13 @@ class RealHBase:
     metadata in that ZooKeeper under :data:`CHROOT`. HBase's jars come from
     ``$HQUEUE_HBASE_CLASSPATH_FILE`` (``make bench`` sets it).
 
-    After :meth:`start`: :attr:`cluster`, :attr:`sidecars`, :meth:`connect`,
+    After :meth:`start`: :attr:`cluster`, :attr:`sidecars`, :attr:`endpoint`,
     :meth:`processes`, :attr:`startup_seconds` and :attr:`memory` (the JVMs' resident
     bytes once started)."""
 
     CHROOT = "/hqueue-bench"
+    put_timeout = 30.0
+    """A client's wait for a put: the gateways retry for longer than a standalone's."""
 
     def __init__(self, workdir: Path, sidecars: int = 2) -> None:
         self.workdir = Path(workdir)
@@ -264,17 +291,10 @@ class RealHBase:
         self.memory = self.cluster.memory()
         return self
 
-    def connect(self, **options: object) -> object:
-        """Return an hqueue client of the cluster (``options`` as ``hqueue.connect``'s)."""
-        import hqueue
-
-        return hqueue.connect(
-            self.cluster.thrift1_address,
-            hbase_admin=self.cluster.thrift2_address,
-            zookeeper=self.zookeeper,
-            table_prefix="",
-            **options,  # type: ignore[arg-type]
-        )
+    @property
+    def endpoint(self) -> Endpoint:
+        """Where a client of the cluster connects (its Thrift gateways and metadata)."""
+        return Endpoint(self.cluster.thrift1_address, self.cluster.thrift2_address, self.zookeeper)
 
     def processes(self) -> dict[str, int | None]:
         """The pid of every process of the deployment, by name: each sidecar, then each
@@ -303,3 +323,204 @@ class RealHBase:
             if side.proc is not None:
                 side.stop()
         self.cluster.stop()
+
+
+# -- hqueue --------------------------------------------------------------------------
+
+TOPIC = "t"
+"""The topic of the benchmarks' messages."""
+WARM_VALUE = b"x" * 100
+"""What :meth:`HQueuePeer.new_queue` puts to each partition of a new queue."""
+
+
+def pid_of(process: Any) -> int | None:
+    """The pid of a running child process: one of ``hqueue.testing``'s or this
+    module's (its ``proc`` a ``Popen``), or one with a ``multiprocessing`` ``proc``;
+    None if it is not running."""
+    proc = getattr(process, "proc", None)
+    if proc is None:
+        return None
+    if hasattr(proc, "poll"):
+        return proc.pid if proc.poll() is None else None
+    return proc.pid if proc.is_alive() else None
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where an hqueue client connects: the Thrift1 and Thrift2 addresses, the
+    metadata's ZooKeeper (None: the metadata in HBase) and, for a secured server, the
+    CA to trust and the token to present. Picklable, so a producer child process can be
+    handed one."""
+
+    address: str
+    admin: str
+    zookeeper: str | None = None
+    tls_ca: str | None = None
+    token_file: str | None = None
+
+    def connect(self, put_timeout: float) -> hqueue.Client:
+        """Return a client of the whole installation (no table prefix)."""
+        return hqueue.connect(self.address, **self._options(put_timeout))
+
+    async def connect_aio(self, put_timeout: float) -> aio.AsyncClient:
+        """Return an ``hqueue.aio`` client, as :meth:`connect` does a blocking one."""
+        return await aio.connect(self.address, **self._options(put_timeout))
+
+    def _options(self, put_timeout: float) -> dict[str, Any]:
+        return {
+            "hbase_admin": self.admin,
+            "zookeeper": self.zookeeper,
+            "table_prefix": "",
+            "put_timeout": put_timeout,
+            "tls_ca": self.tls_ca,
+            "token_file": self.token_file,
+        }
+
+
+class Standalone:
+    """``hqueue standalone`` in ``data_dir``: the embedded HBase with the sidecar
+    inside it, ``args`` added to its command line (TLS, tokens); ``credentials`` are
+    what its clients present (:class:`Endpoint`'s ``tls_ca`` and ``token_file``)."""
+
+    put_timeout = 15.0
+    """A client's wait for a put: if the sidecar cannot take a partition, a queue's
+    warm-up put fails in seconds instead of the client's default 30 s."""
+
+    def __init__(
+        self, data_dir: Path, args: Sequence[str] = (), credentials: dict[str, str] | None = None
+    ) -> None:
+        self.server = StandaloneProcess(data_dir, tuple(args))
+        self.credentials = credentials or {}
+
+    def start(self) -> None:
+        self.server.start()
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return Endpoint(self.server.address, self.server.admin_address, **self.credentials)
+
+    def processes(self) -> dict[str, int | None]:
+        """The server's pid, as ``standalone``."""
+        return {"standalone": pid_of(self.server)}
+
+
+class StorageAndSidecar:
+    """The cluster's layout on one machine: ``hqueue standalone --no-sidecar`` as the
+    storage only (HBase's part; the queues' metadata in its tables) and a separate
+    ``hqueue sidecar`` process owning the partitions, reading the storage through
+    Thrift1 scanners, ``sidecar_args`` added to its command line; clients connect to
+    the storage. :attr:`metrics` is the sidecar's metrics endpoint, ``HOST:PORT``."""
+
+    put_timeout = Standalone.put_timeout
+
+    def __init__(self, workdir: Path, sidecar_args: Sequence[str] = ()) -> None:
+        self.storage = StandaloneProcess(workdir / "hqueue-storage", ("--no-sidecar",))
+        self.sidecar = SidecarProcess("", workdir / "hqueue-sidecar.log")
+        self.sidecar_args = tuple(sidecar_args)
+        self.metrics = ""
+
+    def start(self) -> None:
+        self.storage.start()
+        port = free_port()
+        self.sidecar = SidecarProcess(
+            self.storage.address,
+            self.sidecar.log_path,
+            "--metrics-port",
+            str(port),
+            *self.sidecar_args,
+        )
+        self.sidecar.start()
+        self.metrics = f"127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        try:
+            if self.sidecar.proc is not None:
+                self.sidecar.stop()
+        finally:
+            self.storage.stop()
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return Endpoint(self.storage.address, self.storage.admin_address)
+
+    def processes(self) -> dict[str, int | None]:
+        """The pids of ``storage`` and ``sidecar``."""
+        return {"storage": pid_of(self.storage), "sidecar": pid_of(self.sidecar)}
+
+
+class Deployment(Protocol):
+    """What :class:`HQueuePeer` needs of a deployment: :class:`Standalone`,
+    :class:`StorageAndSidecar` or :class:`RealHBase`."""
+
+    put_timeout: float
+
+    def start(self) -> object: ...
+
+    def stop(self) -> None: ...
+
+    @property
+    def endpoint(self) -> Endpoint: ...
+
+    def processes(self) -> dict[str, int | None]: ...
+
+
+def wait_for_queue(client: Any, name: str, timeout: float = 30.0) -> Any:
+    """``client.queue(name)`` once the client's watched metadata cache has seen the
+    queue's create (read-your-writes is not promised).
+
+    :raises HQueueError: the queue is still unknown after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return client.queue(name)
+        except hqueue.HQueueError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+class HQueuePeer:
+    """hqueue as a benchmark's peer: a :class:`Deployment`, started with the peer, and
+    a client of it (:attr:`client`, made by :meth:`connect`); :meth:`new_queue` makes
+    a queue ready for a timed row. Each benchmark subclasses it with its rows."""
+
+    name = "hqueue"
+
+    def __init__(self, deployment: Deployment) -> None:
+        self.deployment = deployment
+        self.client: Any = None
+
+    def connect(self) -> Any:
+        """Return a new client of the deployment."""
+        return self.deployment.endpoint.connect(self.deployment.put_timeout)
+
+    def start(self) -> None:
+        self.deployment.start()
+        self.client = self.connect()
+
+    def stop(self) -> None:
+        try:
+            if self.client is not None:
+                self.client.close()
+        finally:
+            self.deployment.stop()
+
+    def processes(self) -> dict[str, int | None]:
+        """The processes besides this one whose CPU the rows report, by name."""
+        return self.deployment.processes()
+
+    def new_queue(self, name: str, partitions: int = 1, client: Any = None) -> Any:
+        """Create queue ``name`` through ``client`` (default :attr:`client`), wait until
+        that client knows it, and put one message (:data:`WARM_VALUE`, untimed) to each
+        partition, so that a sidecar owns them and the connections are open; return
+        the queue."""
+        client = client or self.client
+        client.create_queue(name, partitions=partitions)
+        q = wait_for_queue(client, name)
+        for p in range(partitions):
+            q.put(WARM_VALUE, topic=TOPIC, partition=p)
+        return q

@@ -6,11 +6,11 @@ alternating round by round (:func:`alternate` for a set of timed calls,
 order), and reports per figure the best or the median over the rounds, so a passing
 disturbance on a shared machine does not fall on one peer only.
 
-Report: :func:`percentile` and :func:`median_of_rounds` for latencies,
-:func:`version` for the peers' versions, and two table formats, Markdown
-(:func:`markdown_header`, :func:`markdown_row`) and fixed-width text
-(:func:`text_table`), with peers side by side and hqueue's figure as a ratio of
-each peer's.
+Samples and figures: a row's round gives a :class:`Sample` (messages, seconds, the
+latencies of its calls or messages, the CPU of its processes); :class:`Figures`
+reduces a run's samples to the medians over the rounds a report prints, with
+:func:`percentile` and :func:`median_of_rounds` for latencies and :func:`version`
+for the peers' versions. The tables themselves are rendered by ``table.py``.
 
 CPU: :class:`CpuMeter` reads, from ``/proc``, the CPU seconds (user + system) of
 every process a row involves (this client process, and each server: a sidecar, the
@@ -37,6 +37,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from hqueue.testing.jvm import process_cpu_seconds
@@ -45,18 +46,17 @@ __all__ = [
     "SMOKE_NOTE",
     "SMOKE_VERDICT",
     "CpuMeter",
+    "Figures",
     "Peer",
+    "Sample",
     "add_smoke_argument",
     "alternate",
     "cpu_cell",
     "cpu_per_message",
-    "markdown_header",
-    "markdown_row",
     "median_of_rounds",
     "metered",
     "percentile",
     "run_rounds",
-    "text_table",
     "version",
 ]
 
@@ -303,39 +303,63 @@ def version(cmd: list[str]) -> str:
         return f"unknown ({e})"
 
 
-_ALIGN = {"l": "---", "r": "---:", "c": ":---:"}
+# -- samples and their figures -------------------------------------------------------
 
 
-def markdown_row(cells: Iterable[object]) -> str:
-    """Return one row of a Markdown table."""
-    return "| " + " | ".join(str(c) for c in cells) + " |"
+@dataclass
+class Sample:
+    """One round of one row: how many messages, in how many seconds, and the latencies
+    (seconds) of its calls or messages; the subscription rows also give the time to the
+    first delivery and more (see bench_subscribe.py's notes)."""
+
+    messages: int
+    seconds: float
+    first: float | None = None
+    """seconds from the subscribe call (or the first send) to the first delivery"""
+    latencies: list[float] = field(default_factory=list)
+    puts: list[float] = field(default_factory=list)
+    """per message, seconds from the send call to its acknowledgement"""
+    after_ack: list[float] = field(default_factory=list)
+    """per message, seconds from its acknowledgement to the listener (negative when
+    the push beat the acknowledgement)"""
+    steady: float | None = None
+    """msgs/s from the first delivery to the last, the first batch not counted"""
+    duplicates: int = 0
+    """messages delivered again (parsed runs only), dropped by the listener"""
+    proc: dict[str, float] = field(default_factory=dict)
+    """readings of a server's /proc over the row (the subscription scale row's)"""
+    cpu: dict[str, float] | None = None
+    """CPU seconds per process during the row (see :func:`metered`)"""
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds
 
 
-def markdown_header(titles: Sequence[str], align: str) -> str:
-    """Return a Markdown table's header and rule; ``align`` has a letter per column,
-    ``l``, ``r`` or ``c``.
-
-    Raises:
-        ValueError: ``align`` has not one known letter per title.
-    """
-    if len(align) != len(titles) or set(align) - set(_ALIGN):
-        raise ValueError(f"'align' must have one of l, r, c per title, not {align!r}")
-    return markdown_row(titles) + "\n" + markdown_row(_ALIGN[a] for a in align)
+Key = tuple[str, str]
+"""A row of a run: its workload and its label."""
 
 
-def text_table(titles: Sequence[str], widths: Sequence[int], rows: Iterable[Sequence[str]]) -> str:
-    """Return a fixed-width table: the first column left-aligned, the others right.
+class Figures:
+    """What a report prints of a run's samples (per :data:`Key`, in round order):
+    medians over the rounds. :attr:`rate` keeps the samples' order."""
 
-    Raises:
-        ValueError: ``widths`` has not one width per title.
-    """
-    if len(widths) != len(titles):
-        raise ValueError("'widths' must have one width per title")
+    def __init__(self, samples: Mapping[Key, Sequence[Sample]]) -> None:
+        self.samples = samples
+        self.rate = {k: statistics.median(s.rate for s in v) for k, v in samples.items()}
 
-    def line(cells: Sequence[str]) -> str:
-        first, *rest = cells
-        return f"{first:<{widths[0]}}" + "".join(
-            f"{c:>{w}}" for c, w in zip(rest, widths[1:], strict=True)
-        )
+    def ms(self, k: Key, q: float | None, what: str = "latencies") -> float | None:
+        """The median over the rounds of the ``q`` quantile (the maximum when None) of
+        the samples' ``what`` (a list of seconds), in ms; None if there are none."""
+        median = median_of_rounds((getattr(s, what) for s in self.samples.get(k, [])), q)
+        return None if median is None else median * 1000
 
-    return "\n".join([line(titles), *(line(r) for r in rows)])
+    def median(self, k: Key, what: str) -> float | None:
+        """The median over the rounds of the samples' ``what``, rounds without it left
+        out; None if none has it."""
+        values = [v for s in self.samples.get(k, []) if (v := getattr(s, what)) is not None]
+        return statistics.median(values) if values else None
+
+    def cpu(self, k: Key) -> str:
+        """Row ``k``'s CPU cell (:func:`cpu_cell`), empty if no round read it."""
+        return cpu_cell(cpu_per_message((s.cpu, s.messages) for s in self.samples[k] if s.cpu))

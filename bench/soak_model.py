@@ -25,7 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-from rounds import SMOKE_NOTE, add_smoke_argument, text_table
+from rounds import SMOKE_NOTE, add_smoke_argument
+from table import text_table
 
 ROOT = Path(__file__).resolve().parent.parent
 _SUMMARY = re.compile(

@@ -29,7 +29,8 @@ import tempfile
 from pathlib import Path
 
 import happybase
-from rounds import SMOKE_NOTE, add_smoke_argument, text_table
+from rounds import SMOKE_NOTE, add_smoke_argument
+from table import text_table
 
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.framed import FramedClient

@@ -9,7 +9,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
-SHARED = {"peers.py", "rounds.py"}
+SHARED = {
+    "peers.py",
+    "rounds.py",
+    "table.py",
+    "queue_hqueue.py",
+    "queue_peers.py",
+    "queue_report.py",
+    "queue_timing.py",
+    "subscribe_hqueue.py",
+    "subscribe_messages.py",
+    "subscribe_peers.py",
+    "subscribe_producer.py",
+    "subscribe_report.py",
+    "subscribe_runs.py",
+    "subscribe_scale.py",
+}
 """The modules the scripts import; not scripts themselves."""
 
 _MAIN = re.compile(r'^if __name__ == "__main__":', re.MULTILINE)
