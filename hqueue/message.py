@@ -4,7 +4,10 @@ stored").
 A row of a queue table is one message: the rowkey is ``partition`` (unsigned 16 bit)
 + ``timestamp`` (unsigned 64 bit, ms since the epoch) + ``sequence`` (unsigned 16 bit),
 big-endian, so rows sort by partition and then by id; the column is
-``message:<topic>``; the value is the payload.
+``message:<topic>``; the value is the payload. The highest timestamp,
+``0xffffffffffffffff``, is no message's: the rows of a partition from
+:func:`partition_end` on (longer than a rowkey) hold its fence and its producers'
+state, in the partition's own key range, so they live where its writes go.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ __all__ = [
     "MAX_PARTITIONS",
     "MAX_SEQUENCE",
     "MAX_TOPIC_BYTES",
-    "MESSAGES_END",
     "ROWKEY",
     "ROWKEY_BYTES",
     "Message",
@@ -39,9 +41,11 @@ __all__ = [
     "encode_rowkey",
     "first_ids",
     "format_time",
+    "message_ranges",
     "messages_from_columns",
     "parse_located",
     "parse_position",
+    "partition_end",
     "partition_prefix",
     "partition_range",
     "rowkey_after",
@@ -71,9 +75,7 @@ ROWKEY = struct.Struct(">HQH")
 _ROWKEY = ROWKEY
 ROWKEY_BYTES = ROWKEY.size
 _PARTITION = struct.Struct(">H")
-MESSAGES_END = _PARTITION.pack(MAX_PARTITIONS)
-"""The first rowkey after every partition's messages: rows from here on in a queue
-table are not messages (the sidecars' partition fences live there)."""
+_PARTITION_END = b"\xff" * 8  # the timestamp no message has
 _ID_TEXT = re.compile(r"([0-9]+):([0-9]+)")
 _PARTITION_TEXT = re.compile(r"[0-9]{1,5}")
 # tuple.__new__ builds the named tuples without running their Python-level __new__,
@@ -308,22 +310,53 @@ def partition_prefix(partition: int) -> bytes:
     return _PARTITION.pack(partition)
 
 
+def partition_end(partition: int) -> bytes:
+    """Return the first row after ``partition``'s messages: the 10 bytes of its rowkeys
+    at the timestamp no message has (``0xffffffffffffffff``). The partition's fence and
+    producer rows start with it (``hqueue.storage.fence``, ``hqueue.storage.producers``),
+    so a read of messages stops here. No range check (see :func:`check_partition`)."""
+    return _PARTITION.pack(partition) + _PARTITION_END
+
+
 def partition_range(
     partition: int, start: MessageId | None = None, stop: MessageId | None = None
 ) -> tuple[bytes, bytes]:
-    """Return the ``(row_start, row_stop)`` scan bounds of ids ``start <= id < stop``
-    within one partition (all of it by default).
+    """Return the ``(row_start, row_stop)`` scan bounds of the messages with ids
+    ``start <= id < stop`` within one partition (all of them by default): never past
+    :func:`partition_end`, and ``row_start == row_stop`` when no message can be in
+    the range.
 
     :raises InvalidArgumentError: if the partition is out of range.
     """
     check_partition(partition)
-    row_start = (
-        encode_rowkey(partition, start) if start is not None else partition_prefix(partition)
-    )
-    row_stop = (
-        encode_rowkey(partition, stop) if stop is not None else partition_prefix(partition + 1)
-    )
-    return row_start, row_stop
+    end = partition_end(partition)
+    row_stop = end if stop is None else min(encode_rowkey(partition, stop), end)
+    row_start = partition_prefix(partition) if start is None else encode_rowkey(partition, start)
+    return min(row_start, row_stop), row_stop
+
+
+def message_ranges(
+    start: bytes, stop: bytes, partitions: int = MAX_PARTITIONS
+) -> list[tuple[bytes, bytes]]:
+    """Return the rows ``[start, stop)`` (``stop`` empty: the table's end) of a queue
+    of ``partitions`` partitions as the ranges of messages in them, one per partition
+    the range reaches, in order, each ending at most at its partition's
+    :func:`partition_end`: a read of several partitions' rows that skips their fence
+    and producer rows. Ranges with no room for a message are left out."""
+    out: list[tuple[bytes, bytes]] = []
+    if stop and start >= stop:
+        return out
+    partition = int.from_bytes(start[:2].ljust(2, b"\x00"), "big")
+    while partition < min(partitions, MAX_PARTITIONS):
+        prefix = partition_prefix(partition)
+        if stop and prefix >= stop:
+            break
+        low = max(start, prefix)
+        high = min(stop, partition_end(partition)) if stop else partition_end(partition)
+        if low < high:
+            out.append((low, high))
+        partition += 1
+    return out
 
 
 def table_name(table_prefix: str | None, queue: str) -> str:

@@ -823,20 +823,29 @@ class Membership:
         :raises UnavailableError: the metadata store cannot tell right now (say, while
             ``hqueue standalone`` restarts): retriable, as every failure a producer sees.
         """
+        return self.queue_partitions(queue) is not None
+
+    def queue_partitions(self, queue: str) -> int | None:
+        """Return how many partitions the queue has, ``None`` if there is no such queue
+        (asking the store when the cache has not seen it).
+
+        :raises InvalidArgumentError: the name is not a valid queue name.
+        :raises UnavailableError: as :meth:`queue_exists`.
+        """
         # A bad name is the caller's mistake, not the store's: refused at once.
         check_queue_name(queue)
         try:
-            if self.cache.get(QUEUES, queue) is not None:
-                return True
+            cached = self.cache.get(QUEUES, queue)
+            if cached is not None:
+                return int(cached.value["partitions"])
             # The cache may lag behind a queue created a moment ago.
-            self._queue_infos.read_queue_info(queue)
+            return self._queue_infos.read_queue_info(queue).value.partitions
         except NoQueueError:
-            return False
+            return None
         except HQueueError as exc:
             raise UnavailableError(
                 f"sidecar {self.id} cannot read queue {queue!r}'s metadata yet: {exc}"
             ) from None
-        return True
 
     def status(self) -> dict[str, dict[int, tuple[int, MessageId | None]]]:
         """Return what this sidecar holds: ``{queue: {partition: (epoch, newest)}}``."""

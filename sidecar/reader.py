@@ -7,7 +7,7 @@ bounded in messages and in bytes so that it stays well inside a client's buffers
 from __future__ import annotations
 
 from hqueue.errors import HQueueError, NoQueueError, UnavailableError
-from hqueue.message import MESSAGES_END, ROWKEY_BYTES
+from hqueue.message import ROWKEY_BYTES, message_ranges
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.writer import invalid_message, topic_column
 from hqueue.storage.contract import MessageStorage
@@ -31,9 +31,10 @@ class Reader:
     def scan(
         self, queue: str, start: bytes, stop: bytes, topics: list[str] | None, limit: int
     ) -> MessageBlock:
-        """Read up to ``limit`` messages of rows ``[start, stop)`` straight from the
-        storage, and no more than about :data:`MAX_SCAN_BYTES` (see there); return
-        them by column.
+        """Read up to ``limit`` messages of rows ``[start, stop)`` (an empty ``stop``:
+        the table's end) straight from the storage, and no more than about
+        :data:`MAX_SCAN_BYTES` (see there); return them by column. An answer holds the
+        messages of one partition; an empty one, that the range has no more.
 
         :raises InvalidMessageError: on a bad limit or topic, or a bound longer than a
             rowkey (index -1).
@@ -52,17 +53,17 @@ class Reader:
         columns: set[bytes] | None = None
         if topics:
             columns = {topic_column(topic, index) for index, topic in enumerate(topics)}
-        if not stop or stop > MESSAGES_END:
-            # An open or wider range ends with the messages: the fence rows follow.
-            stop = MESSAGES_END
-        if not self.membership.queue_exists(queue):
+        partitions = self.membership.queue_partitions(queue)
+        if partitions is None:
             raise NoQueueError(f"no queue {queue!r}")
-        if start >= stop:
-            # HBase reads a scan whose start equals its stop as a get of that row.
-            return MessageBlock.empty()
-        try:
-            return self.storage.read(
-                self.storage.table_name(queue), start, stop, columns, limit, MAX_SCAN_BYTES
-            )
-        except HQueueError as exc:
-            raise UnavailableError(f"scan of {queue!r} failed: {exc}") from None
+        table = self.storage.table_name(queue)
+        # Partition by partition, past each one's fence and producer rows, up to the
+        # first that has messages: an empty answer is the end of the range.
+        for first, after in message_ranges(start, stop, partitions):
+            try:
+                block = self.storage.read(table, first, after, columns, limit, MAX_SCAN_BYTES)
+            except HQueueError as exc:
+                raise UnavailableError(f"scan of {queue!r} failed: {exc}") from None
+            if len(block):
+                return block
+        return MessageBlock.empty()

@@ -15,7 +15,6 @@ before the state naming it, and a new owner can tell a batch left half done
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import socket
 import threading
@@ -27,7 +26,7 @@ from typing import Any
 from thriftpy2.thrift import TException
 
 from hqueue.errors import HQueueError, NotOwnerError, StorageError
-from hqueue.message import FAMILY, MessageId, decode_rowkey, partition_prefix, partition_range
+from hqueue.message import FAMILY, ROWKEY_BYTES, MessageId, decode_rowkey, partition_range
 from hqueue.storage.contract import CellGroup
 from hqueue.storage.fence import (
     CHECKS_ATTRIBUTE,
@@ -47,12 +46,14 @@ from hqueue.storage.producers import (
     PRODUCER_COLUMN,
     StoredProducer,
     is_forgotten,
+    is_producer_row,
     partition_of_producer_row,
     producer_row,
     producer_rows,
     read_producer,
 )
 from hqueue.storage.reader import Thrift1Range
+from hqueue.storage.tails import tail_keys
 from hqueue.wire.block import MessageBlock
 from hqueue.wire.idl import hbase1
 from hqueue.wire.thrift1_frames import ScannerRows, scanner_get
@@ -62,6 +63,10 @@ __all__ = ["WRITE_POOL_SIZE", "HBaseStorage"]
 WRITE_POOL_SIZE = 8
 """Connections of the pool an :class:`HBaseStorage` opens for its writes: one per put
 in flight, held for its write or one of its two fence checks."""
+
+
+_GET_ROWS = 1000
+"""Producer rows read per ``getRowsWithColumns`` call at a takeover."""
 
 
 def _socket(conn: Any) -> socket.socket:
@@ -240,23 +245,11 @@ class HBaseStorage:
         return None if key is None else decode_rowkey(key)[1]
 
     def last_ids(self, table: bytes, partitions: Sequence[int]) -> dict[int, MessageId | None]:
-        wanted = sorted(set(partitions))
-        out: dict[int, MessageId | None] = {}
-        # Reversed scans from the top of the range down: each finds the highest row
-        # below the partitions answered so far, so all the partitions above its own
-        # are empty. A run of empty partitions (a new queue: all of them) costs one
-        # scan; a stored partition one scan of its own (two if it is not wanted).
-        top = len(wanted)
-        while top:
-            lo, hi = wanted[0], wanted[top - 1]
-            key = self._hbase.last_rowkey(table, partition_prefix(lo), partition_prefix(hi + 1))
-            found, last = (-1, None) if key is None else decode_rowkey(key)
-            below = bisect.bisect_right(wanted, found, 0, top)
-            out.update(dict.fromkeys(wanted[below:top]))
-            top = below
-            if top and wanted[top - 1] == found:
-                out[found] = last
-                top -= 1
+        out: dict[int, MessageId | None] = dict.fromkeys(partitions)
+        for key in tail_keys(self._hbase.client, table, partitions):
+            if len(key) == ROWKEY_BYTES:
+                partition, last = decode_rowkey(key)
+                out[partition] = last
         return out
 
     def read(
@@ -429,24 +422,20 @@ class HBaseStorage:
         self, table: bytes, partitions: Sequence[int]
     ) -> dict[int, list[StoredProducer]]:
         out: dict[int, list[StoredProducer]] = {p: [] for p in partitions}
-        if not out:
+        rows = [k for k in tail_keys(self._hbase.client, table, partitions) if is_producer_row(k)]
+        if not rows:
             return out
-        # One scan from the lowest partition's producer rows to the highest's: those
-        # of partitions in between not asked for are read and dropped.
-        start = producer_rows(min(out))[0]
-        stop = producer_rows(max(out))[1]
-        scan = Thrift1Range(self._hbase.client, table, start, stop, columns=[PRODUCER_COLUMN])
-        try:
-            while rows := scan.rows(1000):
-                for row in rows:
+        rows.reverse()  # in key order
+        with self._hbase.client(f"read {len(rows)} producer rows") as client:
+            for at in range(0, len(rows), _GET_ROWS):
+                got = client.getRowsWithColumns(
+                    table, rows[at : at + _GET_ROWS], [PRODUCER_COLUMN], {}
+                )
+                for row in got:
                     cell = row.columns.get(PRODUCER_COLUMN)
-                    states = out.get(partition_of_producer_row(bytes(row.row)))
-                    if cell is not None and states is not None and not is_forgotten(cell.value):
-                        states.append(
-                            read_producer(bytes(row.row), cell.timestamp, bytes(cell.value))
-                        )
-        finally:
-            scan.close()
+                    if cell is not None and not is_forgotten(cell.value):
+                        state = read_producer(bytes(row.row), cell.timestamp, bytes(cell.value))
+                        out[partition_of_producer_row(row.row)].append(state)
         return out
 
     def forget_producers(

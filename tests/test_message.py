@@ -1,8 +1,10 @@
 """The one text rule of MessageId (hqueue.message): what parses, and the canonical form
-metadata stores, checked against a model written from the rule's words."""
+metadata stores, checked against a model written from the rule's words; and the row
+ranges of messages, checked against where fence and producer rows are."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -15,12 +17,17 @@ from hqueue.message import (
     MessageId,
     Position,
     check_id_text,
+    encode_rowkey,
+    message_ranges,
     parse_located,
     parse_position,
+    partition_end,
     partition_prefix,
     partition_range,
     table_name,
 )
+from hqueue.storage.fence import fence_row
+from hqueue.storage.producers import producer_row
 
 _MAX_TIMESTAMP = 2**64 - 1
 
@@ -83,11 +90,54 @@ def test_non_ascii_digits_are_not_an_id() -> None:
             MessageId.parse(text)
 
 
-@given(st.integers(0, 32767))
-def test_partition_prefix_bounds_the_partition_rows(partition: int) -> None:
+@given(st.integers(0, 32767), st.integers(0, 2**64 - 2), st.integers(0, 32767))
+def test_partition_range_holds_every_message_and_no_fence_or_producer_row(
+    partition: int, timestamp: int, sequence: int
+) -> None:
     start, stop = partition_range(partition)
-    assert (start, stop) == (partition_prefix(partition), partition_prefix(partition + 1))
-    assert start < stop and len(start) == 2
+    assert (start, stop) == (partition_prefix(partition), partition_end(partition))
+    assert start <= encode_rowkey(partition, (timestamp, sequence)) < stop
+    for row in (fence_row(partition), producer_row(partition, -1), producer_row(partition, 0)):
+        assert stop < row < partition_prefix(partition + 1)
+    # Ids past the last a message can have are clamped to the partition's messages.
+    assert partition_range(partition, MessageId(2**64 - 1, 5)) == (stop, stop)
+    assert partition_range(partition, None, MessageId(2**64 - 1, 5)) == (start, stop)
+
+
+_ROW_BOUND = st.one_of(
+    st.just(b""),
+    st.binary(max_size=12),
+    st.builds(
+        encode_rowkey,
+        st.integers(0, 5),
+        st.tuples(st.sampled_from([0, 7, 2**64 - 2, 2**64 - 1]), st.integers(0, 3)),
+    ),
+    st.builds(partition_end, st.integers(0, 5)),
+)
+
+
+@given(_ROW_BOUND, _ROW_BOUND, st.integers(1, 5))
+def test_message_ranges_hold_exactly_the_message_rows_of_a_range(
+    start: bytes, stop: bytes, partitions: int
+) -> None:
+    ranges = message_ranges(start, stop, partitions)
+    assert all(a < b for a, b in ranges)
+    assert all(b1 <= a2 for (_, b1), (a2, _) in itertools.pairwise(ranges))
+    rows = [
+        (encode_rowkey(p, (ts, seq)), ts < 2**64 - 1 and p < partitions)
+        for p in range(6)
+        for ts in (0, 7, 2**64 - 2, 2**64 - 1)
+        for seq in (0, 3)
+    ]
+    rows += [(meta(p), False) for p in range(6) for meta in (fence_row, _producer_row)]
+    for row, is_message in rows:
+        in_range = start <= row and (not stop or row < stop)
+        covered = any(a <= row < b for a, b in ranges)
+        assert covered == (is_message and in_range), (row, ranges)
+
+
+def _producer_row(partition: int) -> bytes:
+    return producer_row(partition, 17)
 
 
 def test_table_name_is_happybase_s() -> None:

@@ -17,9 +17,9 @@ replays, backfills), and rowkey order lets it read with one server-side scanner 
 time, in the order the rows are stored, with no per-message heap work: it is the
 fastest way to read a table, and it needs one connection however many partitions
 the queue has. Order across partitions means nothing to a partitioned queue anyway
-(ids are per partition). Without ``start``/``stop`` it is a single scanner over the
-whole table; with them, one scanner per partition in turn (each partition's id range
-is a separate row range, and the gateway has no multi-range scan). Whoever needs one
+(ids are per partition). It opens one scanner per partition in turn: each partition's
+messages are a row range of their own (its fence and producer rows follow them), and
+the gateway has no multi-range scan. Whoever needs one
 stream in id order across the whole queue uses
 ``queue.combined_scanner(range(queue.partitions))``.
 
@@ -77,7 +77,6 @@ from hqueue.message import (
     check_topics,
     parse_located,
     parse_position,
-    partition_prefix,
     partition_range,
 )
 from hqueue.settings import DEFAULT_SCAN_BATCH_SIZE
@@ -232,10 +231,6 @@ class _Scanner(Closeable):
         """The stop of every partition given as an id or a time (``None``: none)."""
         return self._stop.every
 
-    def _bounded(self) -> bool:
-        """Whether ``start`` or ``stop`` bound some partition."""
-        return any((self.start, self.stop, self._start.own, self._stop.own))
-
     def _range(self, row_start: bytes, row_stop: bytes) -> QueueRange:
         scan = self._queue.open_range(
             row_start, row_stop, topics=self.topics or (), caching=self.batch_size
@@ -376,11 +371,8 @@ class QueueScanner(_SequentialScanner):
         return range(count), f"queue {self._queue.name!r} has partitions 0..{count - 1}"
 
     def _ranges(self) -> Iterator[QueueRange]:
-        if not self._bounded():
-            # One scanner over the whole table: every partition's rows are contiguous
-            # and in order, so nothing needs skipping.
-            yield self._range(partition_prefix(0), partition_prefix(self._queue.partitions))
-            return
+        # One range per partition: each partition's fence and producer rows lie
+        # between its messages and the next partition's.
         for partition in range(self._queue.partitions):
             # Ranges are created lazily, so only the current one is ever open.
             yield self._partition_range(partition)

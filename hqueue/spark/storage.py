@@ -48,6 +48,7 @@ from hqueue.settings import parse_address
 from hqueue.spark.arrow import block_to_batch
 from hqueue.storage.hbase import while_in_transition
 from hqueue.storage.reader import (
+    KEYS_ONLY,
     QueueRange,
     Thrift1Range,
     check_via,
@@ -68,7 +69,6 @@ _READ_BUFFER = 1 << 20
 of 100 bytes is about 1.5 MB, read in a few ``recv`` calls rather than hundreds of
 4 KiB ones."""
 _CONNECT_TIMEOUT_MS = 5_000
-_KEYS_ONLY = b"KeyOnlyFilter()"
 
 T = TypeVar("T")
 
@@ -220,7 +220,7 @@ class ThriftReader(Closeable):
             return
         remaining = n
         for rows in self._scan(
-            rr.start, rr.stop, columns_of(wanted), min(n, 10_000), filter_string=_KEYS_ONLY
+            rr.start, rr.stop, columns_of(wanted), min(n, 10_000), filter_string=KEYS_ONLY
         ):
             for row in rows[:remaining]:
                 yield row.row

@@ -83,8 +83,7 @@ class MessageStorage(Protocol):
         """
 
     def last_ids(self, table: bytes, partitions: Sequence[int]) -> dict[int, MessageId | None]:
-        """Return :meth:`last_id` of each of ``partitions``, in as few storage calls as
-        the storage allows (one for a run of empty partitions).
+        """Return :meth:`last_id` of each of ``partitions`` (a takeover's batch).
 
         :raises StorageError: (or ConnectionLostError) if the storage fails.
         """
@@ -93,8 +92,7 @@ class MessageStorage(Protocol):
         self, table: bytes, partitions: Sequence[int]
     ) -> dict[int, list[StoredProducer]]:
         """Return :meth:`producer_states` of each of ``partitions`` (every one of them
-        a key, with an empty list when it has none), in as few storage calls as the
-        storage allows.
+        a key, with an empty list when it has none): a takeover's batch.
 
         :raises StorageError: (or ConnectionLostError) if the storage fails or a
             producer row is malformed.

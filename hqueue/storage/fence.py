@@ -2,9 +2,11 @@
 carries: the one format the sidecar's storages write and ``hqueue standalone``
 checks.
 
-Fencing (invariant 3): each partition has a fence cell in its queue's table, at a
-row no message scan reaches (:func:`fence_row`: partitions are below ``0x8000``, the
-fence rows start with ``0xff``), holding the epoch of the partition's current owner.
+Fencing (invariant 3): each partition has a fence cell in its queue's table, in the
+partition's own key range but past its messages (:func:`fence_row`: after
+:func:`~hqueue.message.partition_end`, where no message read goes), holding the epoch
+of the partition's current owner. So the fence lives in the region that takes the
+partition's writes, and a region server's death stalls only the partitions it serves.
 An owner writes its epoch there
 (:meth:`~hqueue.storage.contract.MessageStorage.fence`) before it reads the
 partition's last id, with the cell timestamp ``FENCE_TS_BASE + epoch``: the newest
@@ -26,7 +28,7 @@ import struct
 from collections.abc import Mapping, Sequence
 
 from hqueue.errors import InvalidArgumentError, NotOwnerError, StorageError
-from hqueue.message import COLUMN_PREFIX
+from hqueue.message import COLUMN_PREFIX, partition_end
 
 __all__ = [
     "CHECKS_ATTRIBUTE",
@@ -57,14 +59,15 @@ CHECKS_ATTRIBUTE = b"hqueue.checks"
 """The Thrift1 mutation attribute carrying a write's fence conditions (see
 :func:`encode_checks`); HBase ignores it, ``hqueue standalone`` enforces it."""
 
-_FENCE_ROW = b"\xffhqueue-fence:"
+_FENCE_ROW = b"fence"
 _EPOCH = struct.Struct(">q")
 _LEN = struct.Struct(">H")
 
 
 def fence_row(partition: int) -> bytes:
-    """Return the row of a partition's fence: after every partition's rows."""
-    return _FENCE_ROW + _LEN.pack(partition)
+    """Return the row of a partition's fence: its :func:`~hqueue.message.partition_end`
+    then ``fence``, after its messages and before its producer rows."""
+    return partition_end(partition) + _FENCE_ROW
 
 
 def fence_cell(epoch: int) -> tuple[bytes, int]:

@@ -17,11 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hqueue.message import MessageId, encode_rowkey
-from hqueue.storage.reader import Connect, Thrift1Range, columns_of
+from hqueue.storage.reader import KEYS_ONLY, Connect, Thrift1Range, columns_of
 
 __all__ = ["MessageCount", "count_from"]
 
-_KEYS_ONLY = b"KeyOnlyFilter()"
 _PAGE = 1_000
 """Rows asked for per scanner call."""
 
@@ -74,7 +73,7 @@ def count_from(
         columns=columns_of(topics),
         caching=min(_PAGE, bound + 1),
         reverse=True,
-        filter_string=_KEYS_ONLY,
+        filter_string=KEYS_ONLY,
     )
     keys: list[bytes] = []
     cells: list[int] = []

@@ -6,10 +6,10 @@ A partition's owner remembers, for each producer that put to it with sequences
 for it: each batch's first sequence, its message count and its ids
 (:class:`ProducerBatch`), so that a retried batch is answered with the ids it got
 then (``hqueue.sidecar.producers``). That state is stored in the queue's own table,
-one row per (partition, producer), at :func:`producer_row`: after every partition's
-messages (rows from :data:`~hqueue.message.MESSAGES_END` on are no messages, as the
-fence rows of :mod:`hqueue.storage.fence`), so no queue scan, reader, subscription or
-Spark read returns it. Its cell (:data:`PRODUCER_COLUMN`) holds the batches
+one row per (partition, producer), at :func:`producer_row`: in the partition's own key
+range, past its messages and its fence (from :func:`~hqueue.message.partition_end`
+on, where no queue scan, reader, subscription or Spark read goes), so that it lives in
+the region taking the partition's writes. Its cell (:data:`PRODUCER_COLUMN`) holds the batches
 (:func:`join_batches`, :func:`decode_batches`) and has the timestamp of the
 newest batch's last id, so the queue's TTL removes it with the messages it covers, and
 a later state of the same producer always has a timestamp at least as high.
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from hqueue.errors import StorageError
-from hqueue.message import COLUMN_PREFIX, MessageId
+from hqueue.message import COLUMN_PREFIX, MessageId, partition_end
 
 __all__ = [
     "FORGOTTEN",
@@ -47,6 +47,7 @@ __all__ = [
     "decode_batches",
     "encode_batch",
     "is_forgotten",
+    "is_producer_row",
     "join_batches",
     "partition_of_producer_row",
     "producer_of_row",
@@ -58,8 +59,9 @@ __all__ = [
 PRODUCER_COLUMN = COLUMN_PREFIX + b"producer"
 """The column of a producer row holding its batches (:func:`join_batches`)."""
 
-_PRODUCER_ROW = b"\xffhqueue-producer:"
-_PARTITION = struct.Struct(">H")
+_PRODUCER_ROW = b"producer:"
+_PRODUCER_HEAD = partition_end(0)[2:] + _PRODUCER_ROW  # what follows the partition
+_HEAD_BYTES = 2 + len(_PRODUCER_HEAD)
 _PRODUCER = struct.Struct(">q")
 _VERSION = 1
 _HEAD = struct.Struct(">BB")  # format version, batch count
@@ -78,19 +80,25 @@ def is_forgotten(value: bytes) -> bool:
 
 
 def producer_row(partition: int, producer: int) -> bytes:
-    """Return the row of a producer's state in a partition: after every partition's
-    messages and every fence row."""
-    return _PRODUCER_ROW + _PARTITION.pack(partition) + _PRODUCER.pack(producer)
+    """Return the row of a producer's state in a partition: its
+    :func:`~hqueue.message.partition_end`, ``producer:`` and the producer's id, after
+    the partition's messages and fence."""
+    return partition_end(partition) + _PRODUCER_ROW + _PRODUCER.pack(producer)
 
 
 def producer_rows(partition: int, producer: int | None = None) -> tuple[bytes, bytes]:
     """Return the scan bounds ``[start, stop)`` of the producer rows of a partition
     (of one producer's, if given)."""
-    start = _PRODUCER_ROW + _PARTITION.pack(partition)
+    start = partition_end(partition) + _PRODUCER_ROW
     if producer is not None:
         row = start + _PRODUCER.pack(producer)
         return row, row + b"\x00"
-    return start, _PRODUCER_ROW + _PARTITION.pack(partition + 1)
+    return start, start[:-1] + bytes([start[-1] + 1])
+
+
+def is_producer_row(row: bytes) -> bool:
+    """Return whether ``row`` is a producer row (:func:`producer_row`)."""
+    return len(row) == _HEAD_BYTES + _PRODUCER.size and row[2:_HEAD_BYTES] == _PRODUCER_HEAD
 
 
 def producer_of_row(row: bytes) -> int:
@@ -98,9 +106,9 @@ def producer_of_row(row: bytes) -> int:
 
     :raises StorageError: if ``row`` is not a producer row.
     """
-    if len(row) != len(_PRODUCER_ROW) + 10 or not row.startswith(_PRODUCER_ROW):
+    if not is_producer_row(row):
         raise StorageError(f"row {row!r} is not a producer row")
-    return int(_PRODUCER.unpack_from(row, len(_PRODUCER_ROW) + 2)[0])
+    return int(_PRODUCER.unpack_from(row, _HEAD_BYTES)[0])
 
 
 def partition_of_producer_row(row: bytes) -> int:
@@ -109,7 +117,7 @@ def partition_of_producer_row(row: bytes) -> int:
     :raises StorageError: if ``row`` is not a producer row.
     """
     producer_of_row(row)  # checks the row
-    return int(_PARTITION.unpack_from(row, len(_PRODUCER_ROW))[0])
+    return int.from_bytes(row[:2], "big")
 
 
 class ProducerBatch(NamedTuple):

@@ -50,6 +50,7 @@ from hqueue.wire.errors import table_not_found, thrift_message
 from hqueue.wire.idl import hbase1
 
 __all__ = [
+    "KEYS_ONLY",
     "VIA",
     "Connect",
     "QueueRange",
@@ -83,7 +84,8 @@ Connect = Callable[[str], AbstractContextManager[Any]]
 its block translated into hqueue's with ``what`` in their message."""
 
 _Hbase = hbase1()
-_KEYS_ONLY = b"KeyOnlyFilter()"
+KEYS_ONLY = b"KeyOnlyFilter()"
+"""The filter of a keys-only scan: each cell comes back without its value."""
 
 
 def topics_of(columns: Sequence[bytes]) -> list[str]:
@@ -318,7 +320,7 @@ def last_rowkey(
         columns=columns,
         caching=2,
         reverse=True,
-        filter_string=_KEYS_ONLY,
+        filter_string=KEYS_ONLY,
         short_is_end=True,
     )
     try:

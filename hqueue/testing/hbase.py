@@ -128,8 +128,9 @@ def admin_call(java: list[str], conf: Path, *args: str, timeout: float = 180.0) 
     of the cluster configured in ``conf`` (``hqueue/testing/java/HBaseAdminCall.java``,
     run by Java's single-file source launcher with ``java``, the command and class path
     of the cluster's JVMs): ``("split", TABLE, SPLIT_KEY_HEX)`` splits ``TABLE`` at the
-    key and returns once the daughters are there; ``("move", ENCODED_REGION,
-    "HOST,PORT,STARTCODE")`` moves a region; ``("shutdown",)`` stops the cluster
+    key and returns once the daughters are there; ``("move", TABLE, ROW_HEX,
+    PORT)`` moves the region holding the row to the region server on the port and
+    returns once it serves it there; ``("shutdown",)`` stops the cluster
     through its master.
 
     :raises RuntimeError: the call failed (HBase's output is in the message)."""

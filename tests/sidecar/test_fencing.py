@@ -40,6 +40,7 @@ from hqueue.storage.producers import (
     join_batches,
     producer_row,
 )
+from hqueue.storage.tails import PAGE
 from hqueue.testing.cluster import SESSION, Cluster, wait_for
 from hqueue.testing.zookeeper import ZooKeeperServer, expire_session
 from hqueue.wire.idl import hbase1
@@ -158,8 +159,8 @@ def test_the_standalone_checks_the_fence_of_a_thrift1_write(cluster: Cluster) ->
             )
         assert [m.value for m in client.queue("q").partition_scanner(0)] == [b"epoch 7"]
         assert storage.last_id(table, 1) is None
-        # The fence rows sort after every partition's rows.
-        assert fence_row(0) > partition_range(32767)[1]
+        # A partition's fence row sorts after its messages, before the next partition.
+        assert partition_range(0)[1] < fence_row(0) < partition_range(1)[0]
         with hbase.client("r") as c:
             cell = c.get(table, fence_row(0), FENCE_COLUMN, {})
         assert struct.unpack(">q", cell[0].value)[0] == 8
@@ -375,20 +376,33 @@ def test_a_frozen_sidecar_acknowledges_nothing_after_its_partitions_moved(
 
 def _bulk_open_agrees(storage: EngineStorage | HBaseStorage, table: bytes) -> None:
     """A takeover's bulk calls answer as the per-partition ones: last ids (stored
-    partitions among empty ones, interleaved, at both ends), producers' states, and
-    fences (a stale epoch refused for its partition only)."""
-    stored = {0: 3, 5: 1, 6: 2, 17: 4, 39: 1}  # partition -> messages
+    partitions among empty ones, interleaved, at both ends; fenced partitions with no
+    message; more producer rows than a walk's page), producers' states, and fences (a
+    stale epoch refused for its partition only)."""
+    stored = {0: 3, 5: 1, 6: 2, 17: 4, 21: 0, 22: 2, 39: 1}  # partition -> messages
+    producers = {p: [100 + p] for p in stored} | {21: list(range(PAGE + 6)), 22: [-1, 7]}
     for p, n in stored.items():
         rows = [key(p, NOW + 10 * i, i) for i in range(n)]
         state = join_batches([encode_batch(ProducerBatch(1, 1, ((NOW, 0, 1),)))])
-        groups = [
-            (COLUMN, NOW, rows, [b"m"] * n),
-            (PRODUCER_COLUMN, NOW, [producer_row(p, 100 + p)], [state]),
-        ]
+        states = [producer_row(p, i) for i in producers[p]]
+        groups = [(PRODUCER_COLUMN, NOW, states, [state] * len(states))]
+        groups += [(COLUMN, NOW, rows, [b"m"] * n)] if n else []
         storage.fence(table, p, 1)
         storage.write(table, groups, [(p, 1)])()
+    for p in (8, 9, 30):  # fenced, nothing written
+        storage.fence(table, p, 1)
     every = list(range(40))
-    for partitions in (every, every[::2], every[1::2], [39], [6, 5], [1, 2, 3], [17, 39, 0]):
+    for partitions in (
+        every,
+        every[::2],
+        every[1::2],
+        [39],
+        [6, 5],
+        [1, 2, 3],
+        [17, 39, 0],
+        [21, 9, 22],
+        [8, 21],
+    ):
         assert storage.last_ids(table, partitions) == {
             p: storage.last_id(table, p) for p in partitions
         }
@@ -398,6 +412,7 @@ def _bulk_open_agrees(storage: EngineStorage | HBaseStorage, table: bytes) -> No
     assert storage.last_ids(table, [17])[17] == MessageId(NOW + 30, 3)
     assert storage.last_ids(table, [18])[18] is None
     assert [s.producer for s in storage.producer_states_of(table, [5, 7])[5]] == [105]
+    assert len(storage.producer_states_of(table, [21, 30])[21]) == PAGE + 6
 
     storage.fence(table, 3, 5)
     refused = storage.fence_many(table, [(p, 4) for p in range(8)])
@@ -414,7 +429,8 @@ def test_the_engine_opens_partitions_in_bulk_as_one_by_one(engine: EngineStorage
     _bulk_open_agrees(engine, TABLE)
 
 
-def test_hbase_opens_partitions_in_bulk_as_one_by_one(cluster: Cluster) -> None:
+def test_hbase_opens_partitions_in_bulk_as_one_by_one(any_storage_cluster: Cluster) -> None:
+    cluster = any_storage_cluster
     cluster.client().create_queue("bulk", partitions=40)
     hbase = HBase(cluster.storage.address, table_prefix=cluster.prefix)
     try:

@@ -14,6 +14,10 @@ The cluster keeps its WAL in HDFS (a NameNode and a DataNode of its own): on a l
 file system HBase's WAL is neither durable against a region server's ``kill -9`` nor
 fenced against a region server declared dead, which on SIGCONT can acknowledge a
 write to a region already moved, and lose it.
+
+A partition's writes need only the region server serving it (its fence and producer
+rows are in its own key range): the server of another partition frozen, its puts go
+on.
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
-from hqueue.client.client import Client
+from hqueue.client.client import Client, Queue
 from hqueue.errors import HQueueError
-from hqueue.message import Position
+from hqueue.message import Position, partition_prefix
 from hqueue.testing.cluster import Cluster, wait_for
 from hqueue.testing.hbase import ENV_HBASE_CLASSPATH, HBaseCluster, hbase_available
 from hqueue.testing.jvm import JavaRole
@@ -105,11 +110,6 @@ def _read(client: Client, queue: str) -> list[tuple[bytes, Position]]:
         return [(m.value, m.position) for m in scanner]
 
 
-def _serving(client: Client, queue: str, cluster: HBaseCluster) -> JavaRole:
-    region = next(r for r in client.describe_queue(queue).regions if r.first_partition == 0)
-    return cluster.region_servers[cluster.ports.region_servers.index(region.port)]
-
-
 def _check(read: list[tuple[bytes, Position]], acked: dict[bytes, Position]) -> None:
     values = [v for v, _ in read]
     assert len(values) == len(set(values)), "a payload is stored twice"
@@ -126,7 +126,7 @@ def test_a_frozen_region_server_loses_and_reorders_nothing(
     client = sidecars.client()
     client.create_queue(queue_name, partitions=2)
     client.queue(queue_name).put(b"first", topic="t", partition=0)
-    frozen = _serving(client, queue_name, faulty_hbase)
+    frozen = _serving_partition(client, queue_name, faulty_hbase, 0)
     with Producers(client, queue_name) as producers:
         wait_for(lambda: producers.count() >= 20, 60, "puts before the freeze")
         frozen.pause()
@@ -152,7 +152,7 @@ def test_a_killed_region_server_loses_and_reorders_nothing(
 ) -> None:
     client = sidecars.client()
     client.create_queue(queue_name, partitions=2)
-    killed = _serving(client, queue_name, faulty_hbase)
+    killed = _serving_partition(client, queue_name, faulty_hbase, 0)
     with Producers(client, queue_name) as producers:
         wait_for(lambda: producers.count() >= 20, 60, "puts before the kill")
         killed.kill()
@@ -166,3 +166,65 @@ def test_a_killed_region_server_loses_and_reorders_nothing(
     )
     faulty_hbase.restart(killed.name)
     assert _read(client, queue_name) == read
+
+
+def test_a_frozen_region_server_stalls_only_the_partitions_it_serves(
+    faulty_hbase: HBaseCluster, sidecars: Cluster, queue_name: str
+) -> None:
+    """A partition's fence and producer rows are in its own key range, so its writes
+    need only the region server serving it: with the server of the table's last
+    region frozen, a put to a partition served by the other one is acknowledged
+    before HBase has even declared the frozen one dead (its ZooKeeper node is still
+    there). With those rows at the table's end, every write of every partition read
+    the last region's server, and waited for its regions to move."""
+    client = sidecars.client()
+    client.create_queue(queue_name, partitions=2)
+    table = client.describe_queue(queue_name).table
+    first, last = faulty_hbase.ports.region_servers
+    faulty_hbase.admin("move", table, partition_prefix(0).hex(), str(first))
+    faulty_hbase.admin("move", table, partition_prefix(1).hex(), str(last))
+    queue = client.queue(queue_name)
+    for partition in (0, 1):  # owners fenced; the gateways know where the regions are
+        queue.put(b"before", topic="t", partition=partition)
+    frozen = _serving_partition(client, queue_name, faulty_hbase, 1)
+    assert frozen is not _serving_partition(client, queue_name, faulty_hbase, 0)
+    assert faulty_hbase.zookeeper is not None
+    zk = KazooClient(hosts=faulty_hbase.zookeeper_hosts)
+    zk.start()
+    try:
+        rs_nodes = f"{faulty_hbase.znode_parent}/rs"
+        assert any(f",{last}," in n for n in zk.get_children(rs_nodes))
+        frozen.pause()
+        try:
+            position = queue.put(b"during", topic="t", partition=0)
+            alive = any(f",{last}," in n for n in zk.get_children(rs_nodes))
+        finally:
+            frozen.resume()
+    finally:
+        zk.stop()
+        zk.close()
+    assert alive, "the put waited until the frozen region server was declared dead"
+    with queue.partition_scanner(0) as scanner:
+        assert [(m.value, m.position) for m in scanner][-1] == (b"during", position)
+    if frozen.proc is not None and frozen.proc.poll() is not None:
+        faulty_hbase.restart(frozen.name)  # declared dead after all: leave the cluster whole
+    wait_for(lambda: _puts(queue, 1), 120, "a put to the frozen server's partition")
+
+
+def _serving_partition(
+    client: Client, queue: str, cluster: HBaseCluster, partition: int
+) -> JavaRole:
+    region = next(
+        r
+        for r in client.describe_queue(queue).regions
+        if r.first_partition <= partition <= r.last_partition
+    )
+    return cluster.region_servers[cluster.ports.region_servers.index(region.port)]
+
+
+def _puts(queue: Queue, partition: int) -> bool:
+    try:
+        queue.put(b"after", topic="t", partition=partition)
+    except HQueueError:
+        return False
+    return True

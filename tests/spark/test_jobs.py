@@ -22,7 +22,7 @@ import happybase
 import pytest
 
 from hqueue.errors import InvalidArgumentError, NoQueueError
-from hqueue.message import MESSAGES_END, format_time
+from hqueue.message import ROWKEY_BYTES, format_time
 from hqueue.metadata.managers.subscription_data import SubscriptionPreferences
 from hqueue.spark_jobs.common import SparkJobError, hqueue_error, spark_errors
 from hqueue.spark_jobs.export_parquet import export
@@ -200,9 +200,9 @@ def test_load_job_runs_with_spark_submit(hbase_server, hq, queue_name, tmp_path)
     )
     conn = happybase.Connection(hbase_server.host, hbase_server.port)
     try:
-        # Message rows only: the partitions' fences sit after them (MESSAGES_END).
-        rows = conn.table(hq._context.hbase.table_name(queue_name)).scan(row_stop=MESSAGES_END)
-        assert sorted(cells[b"message:cli"] for _, cells in rows) == [
+        # Message rows only: each partition's fence and producer rows follow them.
+        rows = conn.table(hq._context.hbase.table_name(queue_name)).scan()
+        assert sorted(c[b"message:cli"] for k, c in rows if len(k) == ROWKEY_BYTES) == [
             f"v{i}".encode() for i in range(5)
         ]
     finally:

@@ -9,13 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hqueue.errors import InvalidMessageError, OutOfOrderSequenceError, StorageError
-from hqueue.message import MAX_PARTITIONS, MESSAGES_END, MessageId
+from hqueue.message import MAX_PARTITIONS, MessageId, encode_rowkey, partition_range
 from hqueue.storage.fence import fence_row
 from hqueue.storage.producers import (
     ProducerBatch,
     decode_batches,
     encode_batch,
     join_batches,
+    partition_of_producer_row,
     producer_of_row,
     producer_row,
     producer_rows,
@@ -59,10 +60,15 @@ def test_the_out_of_order_error_crosses_the_wire_both_ways() -> None:
     assert back.gap and not OutOfOrderSequenceError("old", 3, -9, 2, 10).gap
 
 
-def test_producer_rows_sort_after_every_message_and_by_partition() -> None:
-    first = producer_row(0, -(2**63))
-    last = producer_row(MAX_PARTITIONS - 1, 2**63 - 1)
-    assert MESSAGES_END < fence_row(MAX_PARTITIONS - 1) < first < last
+def test_producer_rows_sort_after_their_partition_s_messages_and_fence() -> None:
+    for partition in (0, 4, MAX_PARTITIONS - 2):
+        newest = encode_rowkey(partition, (2**64 - 2, 32767))
+        rows = [producer_row(partition, p) for p in (-(2**63), -1, 0, 2**63 - 1)]
+        first, last = min(rows), max(rows)
+        end = partition_range(partition)[1]
+        assert newest < end < fence_row(partition) < first
+        assert last < partition_range(partition + 1)[0]
+        assert partition_of_producer_row(last) == partition
     start, stop = producer_rows(4)
     for producer in (-(2**63), -1, 0, 2**63 - 1):
         assert start < producer_row(4, producer) < stop <= producer_row(5, producer)

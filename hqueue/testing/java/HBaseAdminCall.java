@@ -3,7 +3,7 @@
 // single-file source launcher: no build step).
 //
 // Usage: HBaseAdminCall CONF_DIR split TABLE SPLIT_KEY_HEX
-//        HBaseAdminCall CONF_DIR move REGION_ENCODED_NAME HOST,PORT,STARTCODE
+//        HBaseAdminCall CONF_DIR move TABLE ROW_HEX PORT
 //        HBaseAdminCall CONF_DIR shutdown
 // Prints "done" once the call has taken effect.
 import java.util.HexFormat;
@@ -15,6 +15,7 @@ import org.apache.hadoop.hbase.TableName;
 import org.apache.hadoop.hbase.client.Admin;
 import org.apache.hadoop.hbase.client.Connection;
 import org.apache.hadoop.hbase.client.ConnectionFactory;
+import org.apache.hadoop.hbase.client.RegionLocator;
 
 public class HBaseAdminCall {
   public static void main(String[] args) throws Exception {
@@ -37,7 +38,25 @@ public class HBaseAdminCall {
           }
           break;
         case "move":
-          admin.move(args[2].getBytes(), ServerName.valueOf(args[3]));
+          // The region holding ROW goes to the region server on PORT.
+          try (RegionLocator locator = connection.getRegionLocator(TableName.valueOf(args[2]))) {
+            byte[] row = HexFormat.of().parseHex(args[3]);
+            int port = Integer.parseInt(args[4]);
+            ServerName target =
+                admin.getRegionServers().stream()
+                    .filter(s -> s.getPort() == port)
+                    .findFirst()
+                    .orElseThrow(() -> new IllegalArgumentException("no region server on " + port));
+            admin.move(
+                locator.getRegionLocation(row, true).getRegion().getEncodedNameAsBytes(), target);
+            long until = System.currentTimeMillis() + 120_000;
+            while (!locator.getRegionLocation(row, true).getServerName().equals(target)) {
+              if (System.currentTimeMillis() > until) {
+                throw new IllegalStateException("the move did not happen in 120 s");
+              }
+              Thread.sleep(100);
+            }
+          }
           break;
         case "shutdown":
           // The master stops every region server (each flushes and closes its
