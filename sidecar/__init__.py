@@ -13,7 +13,13 @@ messages to subscribers. Its modules, one job each:
 - :mod:`~hqueue.sidecar.core`: the :class:`~hqueue.sidecar.core.Sidecar` that puts
   those together, tuned by :mod:`~hqueue.sidecar.options`;
 - :mod:`~hqueue.sidecar.subscription_manager` and :mod:`~hqueue.sidecar.workers`:
-  delivery to subscribers (one ``SubscriptionWorker`` per subscription and partition);
+  delivery to subscribers (one ``SubscriptionWorker`` per subscription and partition,
+  made of :mod:`~hqueue.sidecar.delivery_buffer`,
+  :mod:`~hqueue.sidecar.delivery_reader` or :mod:`~hqueue.sidecar.shared_reader`,
+  :mod:`~hqueue.sidecar.pusher`, :mod:`~hqueue.sidecar.isolation` and
+  :mod:`~hqueue.sidecar.delivery_lag`, its pushes run by
+  :mod:`~hqueue.sidecar.delivery_pool`, its progress kept by
+  :mod:`~hqueue.sidecar.checkpoints`);
 - :mod:`~hqueue.sidecar.storage`: the storage over HBase's Thrift1;
 - :mod:`~hqueue.sidecar.service`, :mod:`~hqueue.sidecar.node`, :mod:`~hqueue.sidecar.cli`:
   the Thrift service, the process's wiring, the ``hqueue sidecar`` command.

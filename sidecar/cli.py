@@ -162,8 +162,9 @@ def delivery_options(command: F) -> F:
             type=click.IntRange(1),
             default=_DEFAULTS.threads,
             show_default=True,
-            help="Threads all deliveries share (a push holds one until its subscriber "
-            "answers; at most two pushes per subscriber are in flight).",
+            help="Threads all deliveries share (a push holds one while it writes its "
+            "batch and up to 2 ms more; at most two pushes per subscriber are in "
+            "flight).",
         ),
     ]
 
