@@ -122,8 +122,8 @@ def _matches(patterns: tuple[str, ...], queue: str) -> bool:
 
 
 ANONYMOUS = Principal("anonymous", admin=True, sidecar=True, push=True)
-"""Who calls a server that authenticates no one: allowed everything, as before
-security existed (the embedded default, bound to loopback)."""
+"""Who calls a server that authenticates no one: allowed everything (the embedded
+default, bound to loopback)."""
 
 
 class Authenticator(Protocol):

@@ -1,18 +1,17 @@
 """Change counters of the HBase backend, bumped off the writer's path.
 
 A table watch learns that its table changed from the table's counter (see
-:mod:`hqueue.metadata.backends.hbase.watch`). A writer used to bump it itself, a
-second synced write after its commit; now it hands the table's name to one thread per
-store, which bumps each table named since its last round once. The writer returns
-after its commit alone (a checkpoint is one write), and many writes to one table
-between two rounds cost one bump.
+:mod:`hqueue.metadata.backends.hbase.watch`). A writer does not bump it on its own
+path: it hands the table's name to one thread per store, which bumps each table named
+since its last round once. The writer returns after its commit alone (a checkpoint is
+one write), and many writes to one table between two rounds cost one bump.
 
-What watchers are promised is unchanged: a counter is bumped after the commits it
-announces (a write is handed over only once committed), so a watcher that read the
-counter before its snapshot misses nothing; a change is seen one round later than
-before at most, and a process that dies between its commit and the bump is caught by
-the watchers' full re-read, as a writer dying between the two always was. A process
-that ends without closing its store counts its pending changes at exit.
+What watchers are promised: a counter is bumped after the commits it announces (a
+write is handed over only once committed), so a watcher that read the counter before
+its snapshot misses nothing; a change is seen at most one round after its commit; a
+process that dies between its commit and the bump is caught by the watchers' full
+re-read. A process that ends without closing its store counts its pending changes at
+exit.
 
 Not public API.
 """

@@ -28,7 +28,7 @@ last id, an owner entry a sidecar's address), and a field held in the commit cos
 no cell write. An entry whose fields all fit is written with the one
 ``checkAndPut`` of its commit, which is what makes a checkpoint one write. The
 bound keeps the commit, which every compare-and-set sends twice and every table
-watch reads, small; fields past it go to cells as before. An older hqueue does not
+watch reads, small; fields past it go to cells of their own. An older hqueue does not
 know ``"i"``; such a commit names its version ``"V"``, which an older hqueue refuses
 as corrupt, so that a process not upgraded fails loudly rather than reading or
 writing entries without their inline fields.

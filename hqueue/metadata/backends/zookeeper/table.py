@@ -22,7 +22,7 @@ if no znode is there), as on HBase:
 - before the write, the znode's stat is read (``exists``, no data; an ``update``
   not at a version it wrote reads the znode anyway) and a different ``czxid``, or
   another data version, fails it without writing;
-- the write is then the compare-and-set on the data version, as before;
+- the write is then the compare-and-set on the data version;
 - a ``setData``'s answer holds the stat of the znode it wrote, atomically with the
   write: a ``czxid`` other than the one checked fails the call too
   (``BadVersionError``, "created again"), so the writer never goes on with a
