@@ -63,7 +63,13 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
+        self._writes(self.registry)
+        self._reads(self.registry)
+        self._pushes(self.registry)
+        self._lock = threading.Lock()
+
+    def _writes(self, r: CollectorRegistry) -> None:
+        """The series of the write path: puts, refusals, group commits."""
         self.put_messages = Counter(
             "hqueue_put_messages", "Messages written (acknowledged puts).", ["queue"], registry=r
         )
@@ -95,6 +101,9 @@ class Metrics:
             buckets=_LATENCY,
             registry=r,
         )
+
+    def _reads(self, r: CollectorRegistry) -> None:
+        """The series of the read path: scans and the deliveries' storage reads."""
         self.scans = Counter("hqueue_scans", "Scan requests answered.", ["queue"], registry=r)
         self.scan_messages = Counter(
             "hqueue_scan_messages", "Messages returned by scans.", ["queue"], registry=r
@@ -106,6 +115,9 @@ class Metrics:
             ["queue", "reader"],
             registry=r,
         )
+
+    def _pushes(self, r: CollectorRegistry) -> None:
+        """The series of pushes to subscribers, and of the sidecar's ownership."""
         self.push_seconds = Histogram(
             "hqueue_push_duration_seconds",
             "Time of one push to a subscriber, until its answer.",
@@ -143,7 +155,6 @@ class Metrics:
             "Metadata sessions lost (every partition is dropped until a new one).",
             registry=r,
         )
-        self._lock = threading.Lock()
 
     def add_gauges(self, read: Callable[[], Iterable[Gauge]]) -> None:
         """Read ``read()``'s gauges at every scrape."""

@@ -18,6 +18,7 @@ import argparse
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -69,18 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         thrift1=args.thrift1_port,
         thrift2=args.thrift2_port,
     )
-    taken = [
-        (name, port)
-        for name, port in [
-            ("ZooKeeper", args.zookeeper_port),
-            *ports.named(),
-            *((f"sidecar {i}", p) for i, p in enumerate(sidecar_ports)),
-        ]
-        if not port_free(DEFAULT_HOST, port)
-    ]
+    taken = _taken([("ZooKeeper", args.zookeeper_port), *ports.named()], sidecar_ports)
     if taken:
-        named = ", ".join(f"{port} ({name})" for name, port in taken)
-        print(f"run-hbase: port taken on {DEFAULT_HOST}: {named}", file=sys.stderr)
+        print(f"run-hbase: port taken on {DEFAULT_HOST}: {taken}", file=sys.stderr)
         return 1
 
     stop = threading.Event()
@@ -105,26 +97,11 @@ def main(argv: list[str] | None = None) -> int:
         zookeeper.start()
         print("starting HBase (a master, two region servers, two gateways)...", flush=True)
         cluster.start()
-        for i, port in enumerate(sidecar_ports):
-            sidecars.append(
-                SidecarProcess(
-                    cluster.thrift1_address,
-                    data / f"sidecar{i}.log",
-                    "--port",
-                    str(port),
-                    zookeeper=zookeeper.hosts,
-                    table_prefix="",
-                ).start()
-            )
+        # One at a time: those started before one that fails are stopped below.
+        for sidecar in _start_sidecars(cluster, zookeeper.hosts, sidecar_ports, data):
+            sidecars.append(sidecar)
         started.set()
-        addresses = ",".join(s.address for s in sidecars)
-        print(
-            f"hqueue on HBase ready: hbase-thrift1={cluster.thrift1_address} "
-            f"hbase-thrift2={cluster.thrift2_address} zookeeper={zookeeper.hosts} "
-            f"sidecars={addresses} hbase={cluster.version} data-dir={args.data_dir} "
-            f"(started in {cluster.startup_seconds:.0f} s; Ctrl-C stops it)",
-            flush=True,
-        )
+        print(_ready_line(cluster, zookeeper.hosts, sidecars, args.data_dir), flush=True)
         stop.wait()
     except RuntimeError as exc:
         print(f"run-hbase: {exc}", file=sys.stderr)
@@ -141,6 +118,44 @@ def main(argv: list[str] | None = None) -> int:
         cluster.stop(graceful=True)
         zookeeper.stop()
     return 0
+
+
+def _taken(named: list[tuple[str, int]], sidecar_ports: list[int]) -> str:
+    """Return the ports of ``named`` and the sidecars that are taken, each with its
+    role ("" when all are free)."""
+    every = [*named, *((f"sidecar {i}", p) for i, p in enumerate(sidecar_ports))]
+    return ", ".join(
+        f"{port} ({name})" for name, port in every if not port_free(DEFAULT_HOST, port)
+    )
+
+
+def _start_sidecars(
+    cluster: HBaseCluster, zookeeper: str, ports: list[int], data: Path
+) -> Iterator[SidecarProcess]:
+    """Start one sidecar on each of ``ports``, metadata in ``zookeeper``; yield each
+    once it serves."""
+    for i, port in enumerate(ports):
+        yield SidecarProcess(
+            cluster.thrift1_address,
+            data / f"sidecar{i}.log",
+            "--port",
+            str(port),
+            zookeeper=zookeeper,
+            table_prefix="",
+        ).start()
+
+
+def _ready_line(
+    cluster: HBaseCluster, zookeeper: str, sidecars: list[SidecarProcess], data_dir: Path
+) -> str:
+    """The one line that says everything is up, naming every address."""
+    addresses = ",".join(s.address for s in sidecars)
+    return (
+        f"hqueue on HBase ready: hbase-thrift1={cluster.thrift1_address} "
+        f"hbase-thrift2={cluster.thrift2_address} zookeeper={zookeeper} "
+        f"sidecars={addresses} hbase={cluster.version} data-dir={data_dir} "
+        f"(started in {cluster.startup_seconds:.0f} s; Ctrl-C stops it)"
+    )
 
 
 if __name__ == "__main__":
