@@ -71,6 +71,12 @@ def _gauges(membership: Membership, workers: list[SubscriptionWorker]) -> Iterab
         [((*key, w.lag_status().value), 1) for key, w in keyed],
     )
     yield (
+        "hqueue_subscription_lag_commits",
+        "Commits in the window the verdict is judged on (OK until it holds lag_samples).",
+        labels,
+        [(key, len(w.window.commits)) for key, w in keyed],
+    )
+    yield (
         "hqueue_delivery_failures",
         "Failed pushes in a row of the partition's next message (0: delivering).",
         labels,

@@ -1,16 +1,16 @@
 """A cluster of sidecars on one storage (a standalone server, or a real HBase's
-gateways), for tests that start, kill and expire sidecars: :class:`Cluster`, and
-:func:`wait_for`."""
+gateways), for tests that start, kill and expire sidecars: :class:`Cluster` (and
+:func:`~hqueue.testing.process.wait_for`, imported here for the tests that wait on
+one)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from hqueue.client.client import Client, connect
 from hqueue.sidecar.node import SidecarConfig, SidecarServer
+from hqueue.testing.process import wait_for
 from hqueue.testing.sidecar import SidecarProcess
 
 __all__ = ["SESSION", "Cluster", "Storage", "wait_for"]
@@ -107,17 +107,3 @@ class Cluster:
             server.stop()
         for proc in self.processes:
             proc.kill()
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` every 50 ms until it returns true.
-
-    :raises AssertionError: it did not within ``timeout`` seconds (naming ``what``), so a
-        test fails rather than errors.
-    """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")

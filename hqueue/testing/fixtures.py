@@ -12,6 +12,8 @@ Servers start once per session (or module) and each test is isolated inside them
   client of the server.
 - ``zookeeper_server``: one ZooKeeper per session; ``zookeeper_hosts`` a connect
   string into a chroot of the test's own.
+- ``own_server``: a factory of standalone servers of the test's own, to kill,
+  restart, freeze or start with odd settings (stopped when the test ends).
 - ``storage``: a standalone server without a sidecar per test module, and
   ``cluster`` / ``zk_cluster`` a :class:`~hqueue.testing.cluster.Cluster` of sidecars
   on it with metadata in its HBase / in ZooKeeper.
@@ -36,7 +38,7 @@ import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import happybase
@@ -50,10 +52,18 @@ from hqueue.testing.shared_hbase import ENV_SHARED_DIR, SharedHBase, shared_hbas
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.testing.zookeeper import ZooKeeperServer, zookeeper_available
 
-__all__ = ["JAVA_FIXTURES", "SERVER_FIXTURES"]
+__all__ = ["JAVA_FIXTURES", "SERVER_FIXTURES", "OwnServer"]
 
 SERVER_FIXTURES = frozenset(
-    {"hbase_server", "zookeeper_server", "storage", "real_hbase", "any_storage", "any_hq"}
+    {
+        "hbase_server",
+        "own_server",
+        "zookeeper_server",
+        "storage",
+        "real_hbase",
+        "any_storage",
+        "any_hq",
+    }
 )
 """The fixtures here that start a server: a test that uses none of them (directly or
 through other fixtures) starts none through this plugin."""
@@ -63,6 +73,9 @@ JAVA_FIXTURES = frozenset({"zookeeper_server", "real_hbase"})
 
 STORAGES = ("standalone", "hbase")
 """The parameters of the ``any_*`` fixtures: the embedded server, real Apache HBase."""
+
+OwnServer = Callable[..., StandaloneProcess]
+"""``own_server(*extra_args, name="data", sidecar=True)``: see :func:`own_server`."""
 
 _counter = itertools.count()
 # Names unique across test sessions too: the real HBase cluster of a development setup
@@ -101,6 +114,28 @@ def hbase_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalon
     server = StandaloneProcess(tmp_path_factory.mktemp("standalone") / "data").start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[OwnServer]:
+    """A factory: ``own_server(*extra_args, name="data", sidecar=True)`` starts a
+    ``hqueue standalone`` of the test's own on ``tmp_path / name`` (``extra_args``
+    after the defaults; without its sidecar unless ``sidecar``) and returns it
+    started, for a test to kill, restart, freeze or start with odd settings.
+
+    Every server it started is ``kill -9``-ed when the test ends (a frozen one too).
+    """
+    started: list[StandaloneProcess] = []
+
+    def start(*extra_args: str, name: str = "data", sidecar: bool = True) -> StandaloneProcess:
+        args = extra_args if sidecar else ("--no-sidecar", *extra_args)
+        server = StandaloneProcess(tmp_path / name, args).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.kill()
 
 
 @pytest.fixture

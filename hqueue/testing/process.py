@@ -1,6 +1,8 @@
 """A server run as a real child process, ready when it prints its ready line (no
 sleeping): :class:`ChildProcess`, whose :meth:`~ChildProcess.kill` is ``kill -9`` and
-:meth:`~ChildProcess.stop` SIGTERM; and :func:`free_port`.
+:meth:`~ChildProcess.stop` SIGTERM, and whose :meth:`~ChildProcess.wait_for_log` waits
+for lines of its log; :func:`wait_for`, the one poll of a condition tests wait on; and
+:func:`free_port`.
 
 hqueue's own servers are started as ``sys.executable -m hqueue ...``: the
 interpreter running the harness, with whatever ``hqueue`` it imports (an installed
@@ -14,13 +16,42 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from hqueue.settings import DEFAULT_HOST
 
-__all__ = ["ChildProcess", "free_port", "port_free", "proc_stat", "processes", "terminate"]
+__all__ = [
+    "ChildProcess",
+    "free_port",
+    "port_free",
+    "proc_stat",
+    "processes",
+    "terminate",
+    "wait_for",
+]
+
+
+def wait_for(
+    condition: Callable[[], bool],
+    timeout: float = 10.0,
+    what: str = "the condition",
+    step: float = 0.05,
+) -> float:
+    """Poll ``condition`` every ``step`` seconds until it returns true; return the
+    seconds that took.
+
+    :raises AssertionError: it did not within ``timeout`` seconds (naming ``what``), so a
+        test fails rather than errors.
+    """
+    start = time.monotonic()
+    deadline = start + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(step)
+    return time.monotonic() - start
 
 
 def free_port(host: str = DEFAULT_HOST) -> int:
@@ -120,6 +151,47 @@ class ChildProcess:
             code = self.proc.wait()
         self._close()
         return code
+
+    def log_size(self) -> int:
+        """The length of the log so far: a ``since`` for :meth:`log_lines` and
+        :meth:`wait_for_log` that leaves out what was logged before."""
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def log_lines(self, pattern: str | re.Pattern[str], since: int = 0) -> list[str]:
+        """The lines of the log after byte ``since`` that ``pattern`` searches."""
+        with open(self.log_path, "rb") as log:
+            log.seek(since)
+            text = log.read().decode("utf-8", "replace")
+        found = re.compile(pattern) if isinstance(pattern, str) else pattern
+        return [line for line in text.splitlines() if found.search(line)]
+
+    def wait_for_log(
+        self,
+        pattern: str | re.Pattern[str],
+        count: int = 1,
+        since: int = 0,
+        timeout: float = 30.0,
+    ) -> list[str]:
+        """Wait until the log holds ``count`` lines after byte ``since`` that
+        ``pattern`` searches; return them (all of them, ``count`` or more).
+
+        A line the process logs on each round of a loop counts the rounds: waiting for
+        more of them shows that the process went past a point, where a sleep would
+        only hope so.
+
+        :raises AssertionError: not within ``timeout`` seconds.
+        """
+        lines: list[str] = []
+
+        def enough() -> bool:
+            lines[:] = self.log_lines(pattern, since)
+            return len(lines) >= count
+
+        wait_for(enough, timeout, f"{count} lines matching {pattern!r} in {self.log_path}")
+        return lines
 
     def kill(self) -> None:
         """``kill -9`` and wait for the process; nothing if it was not running."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 import pytest
 
@@ -18,20 +17,13 @@ from hqueue.errors import (
     NoSubscriptionError,
     SubscriberRunningError,
 )
+from hqueue.testing.cluster import wait_for
 
 
 @pytest.fixture
 def hq(any_hq: Client) -> Client:
     """Every test here runs on the standalone server, then on real Apache HBase."""
     return any_hq
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
 
 
 class FailsOn:
@@ -65,8 +57,8 @@ def test_every_100th_message_fails_only_it_goes_to_the_dead_letter_queue(
         "billing", listener, start="earliest", max_redeliveries=2, retry_backoff=0.01
     ) as sub:
         positions = q.put_batch([(v, f"t{i % 3}", i % 2) for i, v in enumerate(values)])
-        wait_for(lambda: len(listener.taken) == len(values) - len(poison))
-        wait_for(lambda: sub.dead_lettered == len(poison))
+        wait_for(lambda: len(listener.taken) == len(values) - len(poison), timeout=60)
+        wait_for(lambda: sub.dead_lettered == len(poison), timeout=60)
     where = {v: p for v, p in zip(values, positions, strict=True)}
     # Every other message, once each, in id order per partition.
     for partition in (0, 1):
@@ -95,7 +87,7 @@ def test_replay_puts_dead_letters_back_into_their_queue_or_another(
     listener = FailsOn({b"bad1", b"bad2"})
     with q.subscribe("s", listener, max_redeliveries=0, retry_backoff=0.01) as sub:
         q.put_batch([(b"ok1", "a"), (b"bad1", "b"), (b"ok2", "a"), (b"bad2", "c")])
-        wait_for(lambda: sub.dead_lettered == 2)
+        wait_for(lambda: sub.dead_lettered == 2, timeout=60)
     other = f"{queue_name}-replayed"
     hq.create_queue(other, partitions=3)
     first = q.replay_dead_letters("s", to=other)
@@ -108,7 +100,7 @@ def test_replay_puts_dead_letters_back_into_their_queue_or_another(
     listener.poison.clear()
     with q.subscribe("s", listener):
         assert q.replay_dead_letters("s").replayed == 2
-        wait_for(lambda: [m.value for m in listener.taken][-2:] == [b"bad1", b"bad2"])
+        wait_for(lambda: [m.value for m in listener.taken][-2:] == [b"bad1", b"bad2"], timeout=60)
 
 
 def test_a_dead_letter_reads_back_what_was_written_whatever_the_value(
@@ -120,7 +112,7 @@ def test_a_dead_letter_reads_back_what_was_written_whatever_the_value(
     listener = FailsOn({tricky})
     with q.subscribe("s", listener, max_redeliveries=1, retry_backoff=0.01) as sub:
         q.put(tricky, "bin")
-        wait_for(lambda: sub.dead_lettered == 1)
+        wait_for(lambda: sub.dead_lettered == 1, timeout=60)
     (letter,) = q.dead_letters("s")
     assert (letter.value, letter.topic) == (tricky, "bin")
     assert letter.to_json()["value_hex"] == tricky.hex()
@@ -145,7 +137,7 @@ def test_retry_later_with_a_delay_sends_the_batch_again_no_sooner(
 
     with q.subscribe("s", listener):
         q.put_batch([b"a", b"b"], topic="t")
-        wait_for(lambda: len(calls) >= 2)
+        wait_for(lambda: len(calls) >= 2, timeout=60)
     (first, batch1), (second, batch2) = calls[:2]
     assert batch1 == batch2 == [b"a", b"b"]
     assert second - first >= 0.8
@@ -164,7 +156,7 @@ def test_retry_later_of_named_messages_takes_those_before_them(hq: Client, queue
 
     with q.subscribe("s", listener) as sub:
         positions = q.put_batch([b"a", b"b", b"c", b"d"], topic="t")
-        wait_for(lambda: sub.delivered.get(0) == positions[-1].id)
+        wait_for(lambda: sub.delivered.get(0) == positions[-1].id, timeout=60)
     # The first two were taken; the named one and those after it came again, in order.
     assert calls == [[b"a", b"b", b"c", b"d"], [b"c", b"d"]]
 
@@ -181,7 +173,7 @@ def test_a_retry_later_message_past_the_limit_is_dead_lettered(hq: Client, queue
 
     with q.subscribe("s", listener, max_redeliveries=3, retry_backoff=0.01) as sub:
         q.put_batch([b"x", b"later", b"y"], topic="t")
-        wait_for(lambda: sub.dead_lettered == 1 and seen[-1:] == [b"y"])
+        wait_for(lambda: sub.dead_lettered == 1 and seen[-1:] == [b"y"], timeout=60)
     assert [letter.value for letter in q.dead_letters("s")] == [b"later"]
     assert seen.count(b"x") == 1
 
@@ -246,10 +238,12 @@ def test_a_member_started_before_a_limit_was_set_dead_letters_with_it(
         q.subscribe("g", a_got, group=True, member="a", retry_backoff=0.01) as a,
         q.subscribe("g", b_got, group=True, member="b", max_redeliveries=1) as b,
     ):
-        wait_for(lambda: len(a.assignment.partitions) == len(b.assignment.partitions) == 1)
+        wait_for(
+            lambda: len(a.assignment.partitions) == len(b.assignment.partitions) == 1, timeout=60
+        )
         q.put_batch([(b"bad", "t", p) for p in (0, 1)] + [(b"ok", "t", p) for p in (0, 1)])
-        wait_for(lambda: a.dead_lettered + b.dead_lettered == 2)
-        wait_for(lambda: len(a_got.taken) + len(b_got.taken) == 2)
+        wait_for(lambda: a.dead_lettered + b.dead_lettered == 2, timeout=60)
+        wait_for(lambda: len(a_got.taken) + len(b_got.taken) == 2, timeout=60)
     assert [letter.value for letter in q.dead_letters("g")] == [b"bad", b"bad"]
 
 

@@ -21,6 +21,8 @@ from hqueue.errors import ClusterMismatchError, NoQueueError, QueueExistsError
 from hqueue.testing.standalone import StandaloneProcess
 from tests.cli.test_queue import table_names
 
+pytestmark = pytest.mark.server  # its tests start servers of their own (or a fixture here does)
+
 
 def thrift2(server: StandaloneProcess) -> str:
     return f"{server.host}:{server.thrift2_port}"

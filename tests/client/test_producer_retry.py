@@ -9,8 +9,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -22,16 +20,8 @@ from hqueue.metadata.backends.hbase.metastore import HBaseMetaStore
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.managers.ownership import PartitionOwnershipManager
 from hqueue.testing.cluster import Cluster, wait_for
+from hqueue.testing.fixtures import OwnServer
 from hqueue.testing.standalone import StandaloneProcess
-
-
-@pytest.fixture
-def own_server(tmp_path: Path) -> Iterator[StandaloneProcess]:
-    """A standalone server (with its sidecar) of this test's own, to restart."""
-    (tmp_path / "srv").mkdir()
-    server = StandaloneProcess(tmp_path / "srv" / "data").start()
-    yield server
-    server.kill()
 
 
 class Putter(threading.Thread):
@@ -59,10 +49,11 @@ class Putter(threading.Thread):
         self.join(60)
 
 
-def test_puts_retry_while_the_metadata_store_restarts(own_server: StandaloneProcess) -> None:
+def test_puts_retry_while_the_metadata_store_restarts(own_server: OwnServer) -> None:
+    server = own_server()  # to restart
     client = connect(
-        hbase=own_server.address,
-        hbase_admin=f"{own_server.host}:{own_server.thrift2_port}",
+        hbase=server.address,
+        hbase_admin=f"{server.host}:{server.thrift2_port}",
         table_prefix="",
         put_timeout=30,
     )
@@ -72,9 +63,9 @@ def test_puts_retry_while_the_metadata_store_restarts(own_server: StandaloneProc
         putter.start()
         try:
             wait_for(lambda: len(putter.acked) >= 20, 30, "puts before the restart")
-            own_server.stop()
+            server.stop()
             time.sleep(0.5)  # puts meet a store that does not answer
-            own_server.restart()
+            server.restart()
             before = len(putter.acked)
             wait_for(lambda: len(putter.acked) >= before + 50, 40, "puts after the restart")
         finally:

@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, as_completed, wait
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,6 +26,7 @@ from hqueue.client.client import Client, Queue, connect
 from hqueue.client.producer import partition_for_key
 from hqueue.client.sender import SENDER_THREADS, _SendFuture
 from hqueue.errors import HQueueError, InvalidArgumentError, InvalidMessageError, UnavailableError
+from hqueue.testing.fixtures import OwnServer
 from hqueue.testing.standalone import StandaloneProcess
 
 Connect = Callable[..., Client]
@@ -254,22 +254,13 @@ def test_a_send_to_a_deleted_queue_fails_with_its_error(hq: Client, queue_name: 
     assert type(future.exception()).__name__ == "NoQueueError"
 
 
-@pytest.fixture
-def own_server(tmp_path: Path) -> Iterator[StandaloneProcess]:
-    """A standalone server (with its sidecar) of this test's own, to freeze."""
-    server = StandaloneProcess(tmp_path / "data").start()
-    yield server
-    if server.proc is not None:
-        os.kill(server.proc.pid, signal.SIGCONT)
-    server.kill()
-
-
 def test_a_frozen_server_fails_futures_with_typed_errors_then_sending_resumes(
-    own_server: StandaloneProcess,
+    own_server: OwnServer,
 ) -> None:
+    server = own_server()  # to freeze
     client = connect(
-        own_server.address,
-        hbase_admin=f"{own_server.host}:{own_server.thrift2_port}",
+        server.address,
+        hbase_admin=f"{server.host}:{server.thrift2_port}",
         table_prefix="",
         put_timeout=2.0,
     )
@@ -279,8 +270,8 @@ def test_a_frozen_server_fails_futures_with_typed_errors_then_sending_resumes(
         client.flush()
         assert all(f.exception() is None for f in before)
         errors: list[BaseException | None] = []
-        assert own_server.proc is not None
-        os.kill(own_server.proc.pid, signal.SIGSTOP)
+        assert server.proc is not None
+        os.kill(server.proc.pid, signal.SIGSTOP)
         try:
             frozen = [
                 queue.send(b"frozen", "t", callback=lambda _, e: errors.append(e))
@@ -288,7 +279,7 @@ def test_a_frozen_server_fails_futures_with_typed_errors_then_sending_resumes(
             ]
             client.flush()  # each batch retries for put_timeout, then fails
         finally:
-            os.kill(own_server.proc.pid, signal.SIGCONT)
+            os.kill(server.proc.pid, signal.SIGCONT)
         failed = [f.exception() for f in frozen]
         assert all(isinstance(e, UnavailableError) for e in failed), failed
         assert "not acknowledged within 2 s" in str(failed[0])

@@ -44,6 +44,8 @@ from hqueue.wire.idl import subscriber as subscriber_idl
 from tests.security_e2e.installation import forged_delivery
 from tests.security_e2e.test_shared_secret import _connect
 
+pytestmark = pytest.mark.server  # its tests start servers of their own (or a fixture here does)
+
 CHECKOUT = Path(__file__).resolve().parents[2]
 NODE_MODULES = CHECKOUT / "build" / "node" / "node_modules"
 _SCRIPT = re.compile(r"cat > hqueue_client\.js <<'EOF'\n(?P<code>.*?)\nEOF\n", re.DOTALL)

@@ -14,12 +14,12 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def own_server(tmp_path: Path) -> Callable[..., PageRun]:
+def page_run(tmp_path: Path) -> Callable[..., PageRun]:
     """Return ``run(page, zookeeper_hosts=None)``: a :class:`PageRun` of ``page`` (a
     context manager) with a fresh ``hqueue standalone`` of its own under ``tmp_path``.
 
-    The name is the one tests/conftest.py knows for a test's own server, so the tests
-    using it are marked ``server``, not ``unit``."""
+    tests/conftest.py knows it for a fixture that starts a server, so the tests using
+    it are marked ``server``, not ``unit``."""
 
     def run(page: Page, zookeeper_hosts: str | None = None) -> PageRun:
         return PageRun(page, CHECKOUT, tmp_path, zookeeper_hosts)

@@ -157,33 +157,33 @@ Error: queue 'q' already exists
 """
 
 
-def test_a_page_runs_against_its_own_server(own_server: Callable[..., PageRun]) -> None:
+def test_a_page_runs_against_its_own_server(page_run: Callable[..., PageRun]) -> None:
     """Shell, Python (reaching make run's address, which stands for the page's server)
     and a transcript whose failing command shows its error."""
     page = parse_page("docs/run.md", RUN)
-    with own_server(page) as run:
+    with page_run(page) as run:
         for block in page.blocks:
             run.run(block)
 
 
-def test_a_wrong_output_fails_naming_the_block(own_server: Callable[..., PageRun]) -> None:
+def test_a_wrong_output_fails_naming_the_block(page_run: Callable[..., PageRun]) -> None:
     page = parse_page(
         "docs/wrong.md", "intro\n\n```sh\necho 'partition 1'\n```\n```text\npartition 0\n```\n"
     )
-    with own_server(page) as run, pytest.raises(BlockFailure) as failure:
+    with page_run(page) as run, pytest.raises(BlockFailure) as failure:
         run.run(page.blocks[0])
     assert "docs/wrong.md:4: the sh block printed other than the page shows" in str(failure.value)
 
 
-def test_a_failing_command_fails_the_block(own_server: Callable[..., PageRun]) -> None:
+def test_a_failing_command_fails_the_block(page_run: Callable[..., PageRun]) -> None:
     page = parse_page("docs/fail.md", "```sh\nhqueue scan nosuchqueue\necho after\n```\n")
-    with own_server(page) as run, pytest.raises(BlockFailure) as failure:
+    with page_run(page) as run, pytest.raises(BlockFailure) as failure:
         run.run(page.blocks[0])
     message = str(failure.value)
     assert "exited with status 1" in message and "after" not in message.split("printed:")[1]
 
 
-def test_a_background_standalone_is_stood_in_for(own_server: Callable[..., PageRun]) -> None:
+def test_a_background_standalone_is_stood_in_for(page_run: Callable[..., PageRun]) -> None:
     """`hqueue standalone --data-dir DIR &` is the page's server (nothing binds 9090);
     other options are refused, naming the block."""
     page = parse_page(
@@ -193,13 +193,13 @@ def test_a_background_standalone_is_stood_in_for(own_server: Callable[..., PageR
         "```text\ncreated queue bg: 1 partitions, 1 regions, ttl forever\n```\n\n"
         "text\n\n```sh\nhqueue standalone --port 9999 &\n```\n",
     )
-    with own_server(page) as run:
+    with page_run(page) as run:
         run.run(page.blocks[0])
         with pytest.raises(BlockFailure, match=r"docs/bg\.md:12: .*only --data-dir"):
             run.run(page.blocks[1])
 
 
-def test_python_blocks_do_not_see_the_runner(own_server: Callable[..., PageRun]) -> None:
+def test_python_blocks_do_not_see_the_runner(page_run: Callable[..., PageRun]) -> None:
     """A block imports what a reader's interpreter would, not the runner's modules."""
     page = parse_page(
         "docs/path.md",
@@ -207,5 +207,5 @@ def test_python_blocks_do_not_see_the_runner(own_server: Callable[..., PageRun])
         "print(importlib.util.find_spec('session'), importlib.util.find_spec('expected'))\n"
         "```\n```text\nNone None\n```\n",
     )
-    with own_server(page) as run:
+    with page_run(page) as run:
         run.run(page.blocks[0])

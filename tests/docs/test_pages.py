@@ -106,9 +106,7 @@ def test_every_page_is_collected() -> None:
 
 
 @pytest.mark.parametrize("path", _params())
-def test_page(
-    path: Path, own_server: Callable[..., PageRun], request: pytest.FixtureRequest
-) -> None:
+def test_page(path: Path, page_run: Callable[..., PageRun], request: pytest.FixtureRequest) -> None:
     """The page's blocks run in order, and print what the page shows."""
     page = _page(path)
     if not any(block.skip is None for block in page.blocks):
@@ -116,7 +114,7 @@ def test_page(
     zookeeper = None
     if needs_zookeeper(page):
         zookeeper = request.getfixturevalue("zookeeper_server").chroot()
-    with own_server(page, zookeeper) as run:
+    with page_run(page, zookeeper) as run:
         for block in page.blocks:
             if block.skip is None:
                 run.run(block)

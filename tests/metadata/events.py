@@ -1,9 +1,8 @@
-"""Collecting watch events and waiting for conditions in tests."""
+"""Collecting watch events in tests, and waiting for them."""
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 from hqueue.metadata import WatchEvent
@@ -37,16 +36,3 @@ class EventLog:
         """Return ``(type, key)`` of every event so far."""
         with self._cond:
             return [(event.type.value, event.key) for event in self.events]
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, step: float = 0.01) -> float:
-    """Return the seconds it took until ``predicate()`` held.
-
-    :raises AssertionError: if it did not within ``timeout`` seconds.
-    """
-    start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout:
-            raise AssertionError("condition not met in time")
-        time.sleep(step)
-    return time.monotonic() - start

@@ -13,10 +13,13 @@ from hqueue.errors import ConnectionLostError
 from hqueue.metadata import SessionState, Version, WatchEvent, open_metastore
 from hqueue.metadata.backends.zookeeper.metastore import ZooKeeperMetaStore
 from hqueue.metadata.cache import MetadataCache
+from hqueue.testing.cluster import wait_for
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.testing.zookeeper import expire_session
 from tests.metadata.conftest import HBASE_OPTIONS, Backend, WorkerFactory
-from tests.metadata.events import EventLog, wait_until
+from tests.metadata.events import EventLog
+
+pytestmark = pytest.mark.server  # its tests start servers of their own (or a fixture here does)
 
 
 def test_a_write_in_another_process_reaches_the_cache_within_the_bound(
@@ -40,7 +43,7 @@ def test_a_write_in_another_process_reaches_the_cache_within_the_bound(
                 entry = cache.get("t", "k")
                 return (None if entry is None else entry.value) == want
 
-            wait_until(current, timeout=10, step=0.002)
+            wait_for(current, timeout=10, step=0.002)
             lags.append(time.time() - written)
         # Both processes read the same wall clock, so the lag is measured directly.
         assert max(lags) <= backend.staleness_bound, lags
@@ -76,10 +79,10 @@ def test_zookeeper_session_loss_drops_the_cache_and_it_reloads(zk_backend: Backe
         dropped: list[WatchEvent] = []
         cache.add_listener("t", dropped.append)
         expire_session(reader.client, zk_backend.zookeeper.hosts)
-        wait_until(lambda: SessionState.LOST in states)
+        wait_for(lambda: SessionState.LOST in states, timeout=10)
         # Written while the cache had no table: a reload must see it.
         writer.create_table("t").put("b", {"n": 2}, Version.NEW)
-        wait_until(lambda: set(cache.list("t")) == {"a", "b"}, timeout=10)
+        wait_for(lambda: set(cache.list("t")) == {"a", "b"}, timeout=10)
 
 
 def test_hbase_outage_drops_the_cache_until_hbase_is_back(
@@ -97,11 +100,11 @@ def test_hbase_outage_drops_the_cache_until_hbase_is_back(
             with MetadataCache(reader) as cache:
                 assert set(cache.list("t")) == {"a"}
                 server.kill()
-                wait_until(lambda: SessionState.SUSPENDED in states, timeout=10)
+                wait_for(lambda: SessionState.SUSPENDED in states, timeout=10)
                 with pytest.raises(ConnectionLostError):
                     cache.list("t")
                 server.restart()
-                wait_until(lambda: states[-1] is SessionState.CONNECTED, timeout=15)
+                wait_for(lambda: states[-1] is SessionState.CONNECTED, timeout=15)
                 assert set(cache.list("t")) == {"a"}
         finally:
             reader.close()

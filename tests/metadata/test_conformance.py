@@ -551,7 +551,7 @@ def test_an_ephemeral_updated_by_another_store_stays_ephemeral(backend: Backend)
     table = other.create_table("live")
     log = EventLog()
     table.watch("me", log)  # HBase: the watcher's poll is what notices the end of the lease
-    from tests.metadata.events import wait_until
+    from hqueue.testing.cluster import wait_for
 
     def gone() -> bool:
         try:
@@ -560,7 +560,7 @@ def test_an_ephemeral_updated_by_another_store_stays_ephemeral(backend: Backend)
             return True
         return False
 
-    wait_until(gone, timeout=10)
+    wait_for(gone, timeout=10)
 
 
 def test_a_fresh_store_is_connected(store: MetaStore) -> None:

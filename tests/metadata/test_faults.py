@@ -12,9 +12,10 @@ import pytest
 from hqueue.errors import NoKeyError
 from hqueue.metadata import EventType, SessionState, Version, WatchEvent
 from hqueue.metadata.backends.zookeeper.metastore import ZooKeeperMetaStore
+from hqueue.testing.cluster import wait_for
 from hqueue.testing.zookeeper import drop_connection, expire_session
 from tests.metadata.conftest import Backend, WorkerFactory
-from tests.metadata.events import EventLog, wait_until
+from tests.metadata.events import EventLog
 
 
 def _deleted(key: str) -> object:
@@ -66,7 +67,7 @@ def test_zookeeper_session_expiry_removes_ephemerals_and_fires_watches(
     with pytest.raises(NoKeyError):
         table.get("me")
     assert table.get("kept").value == {"n": 1}
-    wait_until(lambda: states[-2:] == [SessionState.LOST, SessionState.CONNECTED])
+    wait_for(lambda: states[-2:] == [SessionState.LOST, SessionState.CONNECTED], timeout=10)
     assert owner.session_id != old_session
     # The new session can claim the key again, and others see it.
     owner.create_table("live").put("me", {"n": 2}, Version.NEW, ephemeral=True)
@@ -156,7 +157,7 @@ def test_hbase_frozen_owner_is_expired_and_learns_it_lost_its_session(
         states = worker.call("states")
         return "lost" in states and states[-1] == "connected"
 
-    wait_until(lost_then_back, timeout=15, step=0.1)
+    wait_for(lost_then_back, timeout=15, step=0.1)
     worker.send("get", "live", "me")
     assert worker.reply() == ("error", "NoKeyError")
     # A new lease: the worker can hold ephemerals again.
@@ -181,7 +182,7 @@ def test_hbase_reader_expires_an_overdue_ephemeral_without_any_watch(
             return True
         return False
 
-    assert wait_until(gone, timeout=_lease_bound(hbase_backend), step=0.1) >= 0.5
+    assert wait_for(gone, timeout=_lease_bound(hbase_backend), step=0.1) >= 0.5
     with table.open_cursor() as cursor:
         assert [item.key for item in cursor] == []
     events: list[WatchEvent] = []

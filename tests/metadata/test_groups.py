@@ -31,8 +31,8 @@ from hqueue.metadata.managers import (
     parse_member_key,
 )
 from hqueue.metadata.resources import GROUP, MEMBER
+from hqueue.testing.cluster import wait_for
 from tests.metadata.conftest import Backend
-from tests.metadata.events import wait_until
 
 # -- balance -----------------------------------------------------------------------------
 
@@ -193,7 +193,7 @@ def test_a_member_vanishes_with_its_session(backend: Backend) -> None:
     observer.join("q", "s", "stays", "127.0.0.1:7002")
     assert list(observer.read_members("q", "s")) == ["gone", "stays"]
     member_store.close()
-    wait_until(lambda: list(observer.read_members("q", "s")) == ["stays"], timeout=10)
+    wait_for(lambda: list(observer.read_members("q", "s")) == ["stays"], timeout=10)
     # The id is free again for a new incarnation of the member.
     GroupManager(backend.open()).join("q", "s", "gone", "127.0.0.1:7003")
     assert observer.read_members("q", "s")["gone"].address == "127.0.0.1:7003"
@@ -218,7 +218,7 @@ def test_members_and_assignment_read_through_the_cache(backend: Backend) -> None
                 and found.value == stored
             )
 
-        wait_until(caught_up, timeout=backend.staleness_bound * 4)
+        wait_for(caught_up, timeout=backend.staleness_bound * 4)
         assert cache.get(GROUP.table_name("q"), "s") is not None
 
 

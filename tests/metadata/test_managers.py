@@ -32,8 +32,8 @@ from hqueue.metadata.managers import (
     SubscriptionPreferences,
 )
 from hqueue.metadata.resources import CHECKPOINTS, SUBSCRIPTION
+from hqueue.testing.cluster import wait_for
 from tests.metadata.conftest import Backend
-from tests.metadata.events import wait_until
 
 _EXAMPLES = itertools.count()
 
@@ -144,7 +144,7 @@ def test_an_ephemeral_claim_is_released_when_its_owner_goes(backend: Backend) ->
     )
     owner.close()
     owners = PartitionOwnershipManager(other)
-    wait_until(lambda: list(owners.read_owners("q")) == [1], timeout=10)
+    wait_for(lambda: list(owners.read_owners("q")) == [1], timeout=10)
     owners.write_owner_info("q", 0, OwnerInfo("sc2", "h:2", 2), Version.NEW)
 
 
@@ -319,7 +319,7 @@ def test_bulk_create_and_streamed_reads_agree_with_a_model(backend: Backend, ops
         assert seen(dict(subs.iter_subscriptions(queue))) == model
         assert list(subs.iter_subscriptions(queue)) == sorted(subs.iter_subscriptions(queue))
         assert seen(subs.read_subscriptions(queue)) == model
-        wait_until(
+        wait_for(
             lambda: seen(cached.read_subscriptions(queue)) == model,
             timeout=backend.staleness_bound * 4,
         )
@@ -344,7 +344,7 @@ def test_subscriber_address_is_ephemeral(backend: Backend) -> None:
     theirs = SubscriptionDataManager(sidecar)
     assert theirs.read_subscriber_address("q", "s") == "127.0.0.1:7000"
     subscriber.close()
-    wait_until(lambda: theirs.read_subscriber_address("q", "s") is None, timeout=10)
+    wait_for(lambda: theirs.read_subscriber_address("q", "s") is None, timeout=10)
     assert theirs.read_subscription_data("q", "s").value.preferences.partitions == {
         0: "1700000000000:0"
     }
@@ -382,7 +382,7 @@ def test_managers_read_through_the_cache(backend: Backend) -> None:
             except (HQueueError, KeyError):
                 return False
 
-        wait_until(caught_up, timeout=backend.staleness_bound * 4)
+        wait_for(caught_up, timeout=backend.staleness_bound * 4)
         assert cached_subs.read_subscription_data("q", "s").value.state == {0: "5:1"}
         assert list(cached_queues.list_queues()) == ["q"]
         assert list(cached_owners.read_owners("q")) == [2]

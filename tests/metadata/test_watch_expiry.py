@@ -8,9 +8,10 @@ import pytest
 
 from hqueue.metadata import SessionState, Version
 from hqueue.metadata.backends.zookeeper.metastore import ZooKeeperMetaStore
+from hqueue.testing.cluster import wait_for
 from hqueue.testing.zookeeper import expire_session
 from tests.metadata.conftest import Backend
-from tests.metadata.events import EventLog, wait_until
+from tests.metadata.events import EventLog
 
 
 def test_session_expiry_of_a_watching_store_logs_no_traceback(
@@ -29,7 +30,7 @@ def test_session_expiry_of_a_watching_store_logs_no_traceback(
     caplog.set_level(logging.DEBUG)
 
     expire_session(watcher.client, zk_backend.zookeeper.hosts)
-    wait_until(lambda: states[-2:] == [SessionState.LOST, SessionState.CONNECTED])
+    wait_for(lambda: states[-2:] == [SessionState.LOST, SessionState.CONNECTED], timeout=10)
     # The watches still work on the new session.
     zk_backend.open().create_table("watched").put("b", {"n": 2}, Version.ANY)
     events.wait_for(lambda got: any(e.key == "b" and e.value == {"n": 2} for e in got))

@@ -27,8 +27,8 @@ from hqueue.metadata.managers import (
 )
 from hqueue.metadata.metastore import EventType, MetastoreTable, WatchEvent
 from hqueue.metadata.resources import CHECKPOINTS
+from hqueue.testing.cluster import wait_for
 from tests.metadata.conftest import Backend
-from tests.metadata.events import wait_until
 
 
 @pytest.fixture
@@ -149,7 +149,7 @@ def test_a_watched_version_fails_on_a_new_incarnation(table: MetastoreTable) -> 
     with table.watch_table(events.append) as watch:
         initial = watch.initial["sub"].version
         table.update("sub", {"0": "1:0"})
-        wait_until(lambda: any(e.type is EventType.CHANGED for e in events))
+        wait_for(lambda: any(e.type is EventType.CHANGED for e in events), timeout=10)
         changed = next(e.version for e in events if e.type is EventType.CHANGED)
     assert changed is not None
     _recreate(table, "sub", 0)

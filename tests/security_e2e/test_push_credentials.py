@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,11 +35,14 @@ from hqueue.security.principal import Principal
 from hqueue.security.secret import Secret
 from hqueue.security.tokens import SignedTokenAuthenticator, load_public_key
 from hqueue.testing.certs import CertificateAuthority, IssuedCertificate
+from hqueue.testing.cluster import wait_for
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.connect import thrift_client
 from hqueue.wire.idl import subscriber as subscriber_idl
 from hqueue.wire.rpc_server import ThriftServer
 from tests.security_e2e.installation import Credentials, forged_delivery
+
+pytestmark = pytest.mark.server  # its tests start servers of their own (or a fixture here does)
 
 QUEUE = "sec-e2e-orders-push"
 WAIT = 60.0
@@ -195,15 +197,6 @@ def _subscribe(
     return client, subscriber, got
 
 
-def _until(check: Any) -> bool:
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.2)
-    return bool(check())
-
-
 def test_a_push_with_the_push_token_is_taken_and_one_with_a_readers_is_refused(
     pushing: Pushing,
 ) -> None:
@@ -213,17 +206,21 @@ def test_a_push_with_the_push_token_is_taken_and_one_with_a_readers_is_refused(
         # hand below carry a generation far ahead, which the subscriber then holds to.
         with pushing.connect("orders-writer") as writer:
             writer.queue(QUEUE).put(b"from-the-sidecar", "t")
-        assert _until(lambda: b"from-the-sidecar" in {m.value for m in got})
+        wait_for(lambda: b"from-the-sidecar" in {m.value for m in got}, timeout=WAIT)
         tls = TlsSettings(ca=pushing.credentials.certs.ca)
         push = ClientSecurity(tls=tls, token=pushing.token("push"))
         answer = _push(subscriber.address, push, "sec-e2e-pushed", b"by-push-token")
         assert answer.status == ConsumeStatus.SUCCESS
-        assert _until(lambda: b"by-push-token" in {m.value for m in got})
+        wait_for(lambda: b"by-push-token" in {m.value for m in got}, timeout=WAIT)
         reader = ClientSecurity(tls=tls, token=pushing.token("orders-reader"))
         with pytest.raises(Exception) as refused:
             _push(subscriber.address, reader, "sec-e2e-pushed", b"by-reader")
         assert "may not push to a subscriber: that needs the push right" in str(refused.value)
-        time.sleep(0.5)
+        # A push after the refused one, taken: the subscriber has handled what came
+        # before it (a push is answered once its listeners ran).
+        after = _push(subscriber.address, push, "sec-e2e-pushed", b"after-the-refusal")
+        assert after.status == ConsumeStatus.SUCCESS
+        wait_for(lambda: b"after-the-refusal" in {m.value for m in got}, WAIT, "the later push")
         assert b"by-reader" not in {m.value for m in got}
     finally:
         subscriber.close()
@@ -238,7 +235,7 @@ def test_with_mutual_tls_only_the_sidecars_certificate_connects(pushing: Pushing
     try:
         with pushing.connect("orders-writer") as writer:
             writer.queue(QUEUE).put(b"over-mutual-tls", "t")
-        assert _until(lambda: b"over-mutual-tls" in {m.value for m in got})
+        wait_for(lambda: b"over-mutual-tls" in {m.value for m in got}, timeout=WAIT)
         push_token = pushing.token("push")
         attempts = {
             "no client certificate": TlsSettings(ca=certs.ca),
@@ -263,7 +260,12 @@ def test_with_mutual_tls_only_the_sidecars_certificate_connects(pushing: Pushing
             b"with-the-sidecar-certificate",
         )
         assert answer.status == ConsumeStatus.SUCCESS
-        time.sleep(0.5)
+        # Pushed after the refused ones: once it is in, they would be too.
+        wait_for(
+            lambda: b"with-the-sidecar-certificate" in {m.value for m in got},
+            WAIT,
+            "the push with the sidecar's certificate",
+        )
         values = {m.value for m in got}
         assert not {why.encode() for why in attempts} & values
     finally:
@@ -316,7 +318,11 @@ def test_the_subscribe_command_demands_the_sidecars_certificate_when_told(
         reader = threading.Thread(target=lambda: printed.extend(iter(proc.stdout.readline, "")))
         reader.daemon = True
         reader.start()
-        assert _until(lambda: any("to-the-command" in line for line in printed)), printed
+        wait_for(
+            lambda: any("to-the-command" in line for line in printed),
+            WAIT,
+            "the command to print the sidecar's push",
+        )
         without = TlsSettings(ca=certs.ca)  # no client certificate
         with pytest.raises(Exception):  # noqa: B017 - refused in the handshake or after
             _push(

@@ -17,6 +17,8 @@ import hqueue
 from hqueue.message import Message
 from hqueue.testing.standalone import StandaloneProcess
 
+pytestmark = pytest.mark.server  # its tests start servers of their own (or a fixture here does)
+
 QUEUE = "sec-shared-orders"
 
 

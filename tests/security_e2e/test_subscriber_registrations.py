@@ -27,6 +27,8 @@ from hqueue.wire.connect import thrift_client
 from hqueue.wire.idl import sidecar as sidecar_idl
 from tests.security_e2e.installation import Credentials, Installation
 
+pytestmark = pytest.mark.server  # its tests start servers of their own (or a fixture here does)
+
 QUEUE = "sec-e2e-orders-leases"
 ADDRESS = "127.0.0.1:9"  # nothing listens: registrations are about the metadata here
 IDL = sidecar_idl()

@@ -25,6 +25,8 @@ from hqueue.testing.cluster import SESSION, Cluster, wait_for
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.testing.zookeeper import ZooKeeperServer, expire_session
 
+pytestmark = pytest.mark.server  # its tests start servers of their own (or a fixture here does)
+
 
 def owners(client: Client, queue: str) -> dict[int, str]:
     return {p: o.sidecar for p, o in client.queue(queue).owners().items()}
@@ -97,9 +99,12 @@ def test_sigterm_hands_partitions_over_and_loses_no_acknowledged_message(
 
     producer = threading.Thread(target=produce)
     producer.start()
-    time.sleep(0.5)
+    wait_for(lambda: len(acked) >= 20 or bool(errors), 30, "puts before the stop")
     assert a.stop() == 0
-    time.sleep(1.5)
+    # Puts to both partitions after the hand-over (the producer alternates): a put
+    # the hand-over failed would have ended the producer before them.
+    handed = len(acked)
+    wait_for(lambda: len(acked) >= handed + 40 or bool(errors), 30, "puts after the stop")
     stop.set()
     producer.join(60)
     assert not errors, errors

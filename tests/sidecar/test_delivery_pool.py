@@ -48,7 +48,7 @@ def test_a_lane_never_runs_twice_at_once_and_loses_no_wake() -> None:
         wanted.clear()
         lane.wake()
         assert wanted.wait(5)
-        time.sleep(0.05)
+        wait_for(lambda: runs >= 2, 5, "the run the wake asked for")
         assert lane.wait_idle(5)
     finally:
         pool.stop()
@@ -59,7 +59,7 @@ def test_a_lane_never_runs_twice_at_once_and_loses_no_wake() -> None:
 def test_timers_wake_a_lane_later_and_only_the_soonest_counts() -> None:
     pool = DeliveryPool(2).start()
     times: list[float] = []
-    answers = iter([0.3, 5.0, None])
+    answers = iter([0.3, 2.0, None])
 
     def step() -> float | None:
         times.append(time.monotonic())
@@ -71,10 +71,13 @@ def test_timers_wake_a_lane_later_and_only_the_soonest_counts() -> None:
         lane.wake()
         wait_for(lambda: len(times) == 2, 5, "the timer")
         assert times[1] - start >= 0.3
-        lane.wake()  # sooner than the 5 s timer: runs now, the step says stop
+        lane.wake()  # sooner than the 2 s timer: runs now, the step says stop
         wait_for(lambda: len(times) == 3, 5, "the wake")
-        time.sleep(0.2)
-        assert len(times) == 3
+        assert times[2] - times[1] < 2.0
+        # The timer still pending wakes it once more, and nothing did in between: the
+        # run after the wake's is the timer's.
+        wait_for(lambda: len(times) == 4, 10, "the 2 s timer")
+        assert times[3] - times[1] >= 2.0
     finally:
         pool.stop()
 

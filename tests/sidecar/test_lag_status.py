@@ -14,6 +14,7 @@ from hqueue.client.subscription_admin import DeliveryLag
 from hqueue.sidecar.lag_window import Commit, LagStatus, LagWindow, evaluate
 from hqueue.sidecar.workers import DeliveryOptions
 from hqueue.testing.cluster import Cluster, wait_for
+from tests.sidecar.test_metrics import scrape, value
 
 
 def window(*rows: tuple[int, int, int]) -> list[Commit]:
@@ -84,10 +85,21 @@ def _status(cluster_client: object, queue: str, name: str, partition: int = 0) -
     return rows[0].status if rows else None
 
 
+def _commits(metrics: str, queue: str, name: str, partition: int = 0) -> float:
+    """The commits in the window of ``name``'s delivery of ``partition``, from the
+    sidecar's metrics endpoint at ``metrics``."""
+    labels = {"queue": queue, "subscription": name, "partition": str(partition)}
+    return value(scrape(metrics), "hqueue_subscription_lag_commits", **labels)
+
+
 def test_verdicts_of_a_real_sidecar(any_storage_cluster: Cluster) -> None:
     cluster = any_storage_cluster
     # A 2 s window of 4 samples, so that each verdict shows within seconds.
-    cluster.in_process(delivery=DeliveryOptions(lag_window=2.0, lag_samples=4, batch_messages=10))
+    server = cluster.in_process(
+        delivery=DeliveryOptions(lag_window=2.0, lag_samples=4, batch_messages=10), metrics_port=0
+    )
+    assert server.metrics_server is not None
+    metrics = server.metrics_server.address
     client = cluster.client()
     client.create_queue("v", partitions=1)
     queue = client.queue("v")
@@ -102,7 +114,8 @@ def test_verdicts_of_a_real_sidecar(any_storage_cluster: Cluster) -> None:
     with queue.subscribe("fine", fine, start="earliest"):
         queue.put_batch([b"a", b"b"], topic="t")
         wait_for(lambda: len(got) == 2, 20, "delivery")
-        time.sleep(2.5)
+        # A verdict on a full window: until then it is OK whatever the window shows.
+        wait_for(lambda: _commits(metrics, "v", "fine") == 4, 20, "a full window")
         assert _status(client, "v", "fine") == "OK"
 
     # STALL: a subscriber that answers but accepts nothing.
@@ -122,10 +135,17 @@ def test_verdicts_of_a_real_sidecar(any_storage_cluster: Cluster) -> None:
     # REWIND: a slow subscriber reset back to the start while it was behind.
     queue.put_batch([b"m%d" % i for i in range(300)], topic="t")
 
+    taken: list[Message] = []
+
     def slow(messages: list[Message]) -> None:
-        time.sleep(0.1)
+        time.sleep(0.1)  # the fault: a subscriber slower than what is pending
+        with lock:
+            taken.extend(messages)
 
     with queue.subscribe("fine", slow):
-        time.sleep(1.5)
+        # Half of what is pending taken, in a window full of its commits: the position
+        # has moved on, and the reset below takes it back.
+        wait_for(lambda: len(taken) >= 150, 30, "half of what is pending")
+        wait_for(lambda: _commits(metrics, "v", "fine") == 4, 20, "a full window")
         queue.reset_subscription("fine", "earliest")
         wait_for(lambda: _status(client, "v", "fine") == "REWIND", 20, "REWIND")

@@ -17,6 +17,8 @@ from hqueue.testing.cluster import Cluster, wait_for
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.sidecar_calls import PutBatch
 
+pytestmark = pytest.mark.server  # its tests start servers of their own (or a fixture here does)
+
 
 def scrape(address: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Return every sample of the endpoint: (name, sorted labels) -> value."""

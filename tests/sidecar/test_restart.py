@@ -35,6 +35,8 @@ from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.sidecar_calls import PutBatch
 from tests.client.test_producer_retry import Putter
 
+pytestmark = pytest.mark.server  # its tests start servers of their own (or a fixture here does)
+
 SESSION_TIMEOUT = 60.0
 """Long, so that waiting for the old session to expire would fail the test."""
 
@@ -171,15 +173,13 @@ def test_a_live_process_with_the_same_id_on_another_directory_is_not_taken_over(
         assert sorted(before) == list(range(PARTITIONS))
         assert {address for _, address, _ in before.values()} == {first.sidecar_address}
 
+        since = second.log_size()
         second.restart()
         log = second.log_path
-
-        def refused() -> bool:
-            return "is registered by another process" in log.read_text(errors="replace")
-
-        wait_for(refused, 30, "the second process to find the id taken")
-        # A control round or two more: a takeover would have happened by now.
-        time.sleep(2)
+        # Each round of the second one's control loop tries to register, finds the id
+        # taken and logs so: ten such lines are ten rounds past the one a takeover
+        # would have come in.
+        second.wait_for_log("is registered by another process", count=10, since=since)
         after = _owner_entries(open_metastore(zookeeper=zookeeper_hosts), "twin")
         assert after == before
         assert "took over" not in log.read_text(errors="replace")

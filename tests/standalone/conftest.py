@@ -3,7 +3,7 @@
 The session server (``hbase_server``, from tests/conftest.py) serves every
 test that only reads and writes. Tests that kill, restart or abuse a server,
 or need short leases and purge intervals, start their own with
-``own_server`` on a tmp_path data directory.
+``own_server(..., sidecar=False)`` (:mod:`hqueue.testing.fixtures`).
 
 ``any_hbase`` is a happybase connection, confined to a table prefix of the test's
 own, to the standalone server and then to real Apache HBase's Thrift1 gateway: a
@@ -15,8 +15,7 @@ shows that they test HBase's behaviour. Its tests named in the module's
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -35,27 +34,6 @@ H2: ModuleType = hbase2()
 """The Thrift2 subset (``thrift/hbase2.thrift``)."""
 
 CLIENT_TIMEOUT_MS = 10_000
-
-OwnServer = Callable[..., StandaloneProcess]
-
-
-@pytest.fixture
-def own_server(tmp_path: Path) -> Iterator[OwnServer]:
-    """A factory: ``own_server(*extra_args, name="data")`` starts a private server.
-
-    Every server it started is stopped (SIGTERM, then kill) when the test ends.
-    """
-    started: list[StandaloneProcess] = []
-
-    def start(*extra_args: str, name: str = "data") -> StandaloneProcess:
-        server = StandaloneProcess(tmp_path / name, ("--no-sidecar", *extra_args)).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        if server.proc is not None and server.proc.poll() is None:
-            server.stop()
 
 
 def connect(server: StandaloneProcess, **kwargs: Any) -> happybase.Connection:

@@ -9,11 +9,12 @@ from typing import Any
 
 import happybase
 
-from tests.standalone.conftest import H2, Hbase, OwnServer, connect, thrift2_client
+from hqueue.testing.fixtures import OwnServer
+from tests.standalone.conftest import H2, Hbase, connect, thrift2_client
 
 
 def test_everything_acknowledged_survives_kill_9(own_server: OwnServer) -> None:
-    server = own_server()
+    server = own_server(sidecar=False)
     conn = connect(server)
     conn.create_table("t", {"cf": {"max_versions": 3}, "ttl": {"time_to_live": 3600}})
     table = conn.table("t")
@@ -71,7 +72,7 @@ def test_everything_acknowledged_survives_kill_9(own_server: OwnServer) -> None:
 
 
 def test_writes_acknowledged_while_the_server_is_killed_survive(own_server: OwnServer) -> None:
-    server = own_server()
+    server = own_server(sidecar=False)
     setup = connect(server)
     setup.create_table("t", {"cf": {}})
     setup.close()
@@ -120,7 +121,7 @@ def test_writes_acknowledged_while_the_server_is_killed_survive(own_server: OwnS
 
 
 def test_sigterm_stops_cleanly_and_keeps_data(own_server: OwnServer) -> None:
-    server = own_server()
+    server = own_server(sidecar=False)
     conn = connect(server)
     conn.create_table("t", {"cf": {}})
     conn.table("t").put(b"r", {b"cf:a": b"1"})

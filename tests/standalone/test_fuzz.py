@@ -19,7 +19,10 @@ from thriftpy2.thrift import TApplicationException
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.framed import FramedClient
 from hqueue.wire.idl import hbase1, hbase2, sidecar
+from hqueue.wire.rpc_limits import WARNING_INTERVAL
 from hqueue.wire.rpc_server import DECODE_MEMORY_FACTOR, MAX_NESTING
+
+pytestmark = pytest.mark.server  # its tests start servers of their own (or a fixture here does)
 
 LIMIT = 1 << 20  # the Thrift1/Thrift2 ports' message limit
 ROUNDS = 8  # random inputs per kind and port
@@ -209,7 +212,9 @@ def _warnings(server: StandaloneProcess, since: int, needle: str) -> list[str]:
 def test_malformed_calls_log_one_warning_line_without_traceback(
     server: StandaloneProcess,
 ) -> None:
-    time.sleep(1.1)  # past the rate limit of the fuzz tests' lines
+    # The fault's timing, not a wait for an event: past the rate limit's interval, so
+    # that the first malformed call below is logged.
+    time.sleep(WARNING_INTERVAL + 0.1)
     since = len(server.log_path.read_text())
     client = thriftpy2.rpc.make_client(hbase1().Hbase, server.host, server.port, timeout=10_000)
     for _ in range(20):
@@ -220,19 +225,19 @@ def test_malformed_calls_log_one_warning_line_without_traceback(
     with pytest.raises(TApplicationException, match="missing request"):
         side.call("scan", "q", None)
     side.close()
-    time.sleep(0.3)
+    # A malformed call's line is logged before its answer is sent: every line the
+    # calls above will ever log is in the log now.
     lines = _warnings(server, since, "malformed call")
     # One line per server (Thrift1, sidecar): the rate limit left out the other 19.
     assert len(lines) == 2, lines
     assert "WARNING" in lines[0] and "127.0.0.1" in lines[0] and "getRow call" in lines[0]
     assert "scan call" in lines[1]
     assert "Traceback" not in server.log_path.read_text()[since:]
-    time.sleep(1.1)
+    time.sleep(WARNING_INTERVAL + 0.1)  # the fault's timing again: the interval is over
     client = thriftpy2.rpc.make_client(hbase1().Hbase, server.host, server.port, timeout=10_000)
     with pytest.raises(TApplicationException, match="missing tableName"):
         client.getRow(None, b"row", {})  # type: ignore[arg-type]
     client.close()
-    time.sleep(0.3)
     later = _warnings(server, since, "malformed call")
     assert len(later) == 3 and "(19 similar lines left out)" in later[-1], later
     assert "Traceback" not in server.log_path.read_text()[since:]

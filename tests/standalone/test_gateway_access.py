@@ -340,6 +340,7 @@ def test_thrift2_writes_and_reads(thrift2: THBaseHandler, store: Store) -> None:
 # ------------------------------------------------------------- end to end
 
 
+@pytest.mark.server  # starts a server of its own
 def test_end_to_end_through_the_authentication_handshake(tmp_path: Path) -> None:
     """The principal the handlers see is the one the connection's token named: a real
     in-process server with signed tokens, happybase over the transport's connection."""
@@ -412,6 +413,7 @@ def test_end_to_end_through_the_authentication_handshake(tmp_path: Path) -> None
             connection.close()
 
 
+@pytest.mark.server  # starts a server of its own
 def test_the_servers_table_prefix_decides_which_tables_are_queues(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -20,7 +20,8 @@ from hqueue.errors import StorageError, TableNotFoundError
 from hqueue.standalone.engine.reclaim import CHUNK_KEYS, Chunk
 from hqueue.standalone.engine.schema import FamilyOptions, Mutation, RowMutation, TableDescriptor
 from hqueue.standalone.engine.store import Store
-from tests.standalone.conftest import OwnServer, connect
+from hqueue.testing.fixtures import OwnServer
+from tests.standalone.conftest import connect
 
 ROWS = 200_000
 FAMILIES = {b"message": FamilyOptions(max_versions=1)}
@@ -142,7 +143,7 @@ def test_a_reclaim_cut_short_is_finished_after_a_restart(tmp_path: Path) -> None
 def test_delete_over_thrift_returns_at_once_and_a_restart_finishes_it(
     own_server: OwnServer, tmp_path: Path
 ) -> None:
-    server = own_server()
+    server = own_server(sidecar=False)
     conn = connect(server)
     try:
         conn.create_table("big", {"message": {"max_versions": 1}})

@@ -16,8 +16,11 @@ import thriftpy2.rpc
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
+from hqueue.testing.fixtures import OwnServer
 from hqueue.testing.standalone import StandaloneProcess
-from tests.standalone.conftest import CLIENT_TIMEOUT_MS, Hbase, OwnServer, connect
+from tests.standalone.conftest import CLIENT_TIMEOUT_MS, Hbase, connect
+
+pytestmark = pytest.mark.server  # its tests start servers of their own (or a fixture here does)
 
 LIMIT = 64 * 1024
 
@@ -282,7 +285,7 @@ def test_a_full_store_refuses_writes_with_an_io_error_and_keeps_serving(
 ) -> None:
     # LMDB's map is the store's size limit: a put that does not fit must come back as
     # HBase's IOError naming the cure, not as an internal error, and spoil nothing.
-    server = own_server("--map-size", str(1 << 20))
+    server = own_server("--map-size", str(1 << 20), sidecar=False)
     hbase = connect(server)
     hbase.create_table("full", {"cf": {}})
     table = hbase.table("full")

@@ -12,7 +12,8 @@ import happybase
 import pytest
 
 from hqueue.standalone.server import StandaloneConfig, StandaloneServer
-from tests.standalone.conftest import Hbase, OwnServer, connect
+from hqueue.testing.fixtures import OwnServer
+from tests.standalone.conftest import Hbase, connect
 
 
 @pytest.fixture
@@ -216,7 +217,7 @@ def test_scan_through_happybase_compat_0_90(
 
 
 def test_idle_scanner_expires_after_its_lease(own_server: OwnServer) -> None:
-    server = own_server("--scanner-lease-seconds", "0.4")
+    server = own_server("--scanner-lease-seconds", "0.4", sidecar=False)
     conn = connect(server)
     conn.create_table("t", {"cf": {}})
     table = conn.table("t")

@@ -14,6 +14,8 @@ from hqueue.standalone.engine.store import Store
 from hqueue.standalone.server import StandaloneConfig, StandaloneServer
 from tests.standalone.conftest import Hbase
 
+pytestmark = pytest.mark.server  # its tests start servers of their own (or a fixture here does)
+
 
 @pytest.fixture
 def hbase(any_hbase: happybase.Connection) -> happybase.Connection:

@@ -19,6 +19,8 @@ from hqueue.wire.idl import hbase2, sidecar
 from tests.standalone.test_fuzz import LIMIT, RSS_BOUND_KIB, _fuzz_inputs, _rss_kib
 from tests.wire.exchange import tls_exchange
 
+pytestmark = pytest.mark.server  # its tests start servers of their own (or a fixture here does)
+
 
 @pytest.fixture(scope="module")
 def tls_server(

@@ -16,6 +16,8 @@ import pytest
 from hqueue.storage.hbase import HBase
 from hqueue.testing.standalone import StandaloneProcess
 
+pytestmark = pytest.mark.server  # its tests start servers of their own (or a fixture here does)
+
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[StandaloneProcess]:
