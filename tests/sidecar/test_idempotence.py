@@ -14,8 +14,7 @@ small model (hypothesis).
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -39,6 +38,7 @@ from hqueue.storage.producers import (
     decode_batches,
 )
 from hqueue.testing.cluster import SESSION, Cluster, Storage, wait_for
+from hqueue.testing.fixtures import OwnServer
 from hqueue.testing.proxy import CuttingProxy, HoldingProxy
 from hqueue.testing.sidecar import SidecarProcess
 from hqueue.testing.standalone import StandaloneProcess
@@ -183,35 +183,30 @@ def test_a_retry_lands_on_the_next_owner_after_the_owner_was_killed(cluster: Clu
     assert stored(client, "q", 0) == [(pos.id, m.value) for pos, m in zip(got, batch, strict=True)]
 
 
-@pytest.fixture
-def own_server(tmp_path: Path) -> Iterator[StandaloneProcess]:
-    """A standalone server (with its sidecar) of this test's own, to kill."""
-    server = StandaloneProcess(tmp_path / "data").start()
-    yield server
-    server.kill()
-
-
-def test_a_restarted_server_still_knows_what_it_wrote(own_server: StandaloneProcess) -> None:
-    client = connect(own_server.address, hbase_admin=f"{own_server.host}:{own_server.thrift2_port}")
+def test_a_restarted_server_still_knows_what_it_wrote(own_server: OwnServer) -> None:
+    server = own_server()
+    client = connect(server.address, hbase_admin=server.admin_address)
     try:
         client.create_queue("q", partitions=1)
         wait_for(lambda: len(client.queue("q").owners()) == 1, 30, "the partition owned")
         batch = PutBatch([b"a", b"b", b"c"], ["t"], [0], [ProducerSequence(0, 42, 0)])
         sidecars = client._context.sidecars
-        assert own_server.sidecar_address is not None
-        ids = sidecars.put(own_server.sidecar_address, "q", batch).message_ids()
-        own_server.kill()
-        own_server.restart()
-        address = own_server.sidecar_address
+        assert server.sidecar_address is not None
+        ids = sidecars.put(server.sidecar_address, "q", batch).message_ids()
+        server.kill()
+        server.restart()
+        address = server.sidecar_address
         assert address is not None
-        deadline = time.monotonic() + 30
-        while True:  # until the restarted sidecar has the partition again
+        again: list[MessageId] = []
+
+        def retried() -> bool:  # once the restarted sidecar has the partition again
             try:
-                again = sidecars.put(address, "q", batch).message_ids()
-                break
-            except Exception:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+                again.extend(sidecars.put(address, "q", batch).message_ids())
+            except HQueueError:
+                return False
+            return True
+
+        wait_for(retried, 30, "the retry answered by the restarted sidecar")
         assert again == ids
         assert stored(client, "q", 0) == list(zip(ids, [b"a", b"b", b"c"], strict=True))
     finally:
