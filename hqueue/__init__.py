@@ -18,16 +18,17 @@ _EXPORTS = {
     "AuthenticationError": "hqueue.errors",
     "AuthorizationError": "hqueue.errors",
     "Client": "hqueue.client.client",
-    "ConsumeStatus": "hqueue.client.subscriber",
+    "ConsumeStatus": "hqueue.client.listeners",
     "DeadLetter": "hqueue.client.dead_letters",
     "HQueueError": "hqueue.errors",
     "Message": "hqueue.message",
     "MessageId": "hqueue.message",
-    "MessageListener": "hqueue.client.subscriber",
+    "MessageListener": "hqueue.client.listeners",
     "NewMessage": "hqueue.client.producer",
     "Position": "hqueue.message",
     "Queue": "hqueue.client.client",
-    "RetryLater": "hqueue.client.subscriber",
+    "RetryLater": "hqueue.client.listeners",
+    "SubscribeOptions": "hqueue.client.subscribe_options",
     "Subscriber": "hqueue.client.subscriber",
     "connect": "hqueue.client.client",
 }
@@ -46,6 +47,7 @@ __all__ = [
     "Position",
     "Queue",
     "RetryLater",
+    "SubscribeOptions",
     "Subscriber",
     "__version__",
     "connect",
@@ -54,8 +56,10 @@ __all__ = [
 if TYPE_CHECKING:
     from hqueue.client.client import Client, Queue, connect
     from hqueue.client.dead_letters import DeadLetter
+    from hqueue.client.listeners import ConsumeStatus, MessageListener, RetryLater
     from hqueue.client.producer import NewMessage
-    from hqueue.client.subscriber import ConsumeStatus, MessageListener, RetryLater, Subscriber
+    from hqueue.client.subscribe_options import SubscribeOptions
+    from hqueue.client.subscriber import Subscriber
     from hqueue.errors import AuthenticationError, AuthorizationError, HQueueError
     from hqueue.message import Message, MessageId, Position
 

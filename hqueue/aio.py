@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as _dt
 import functools
 import inspect
 import itertools
@@ -50,24 +51,41 @@ from hqueue.client.client import Client, Queue
 from hqueue.client.client import connect as _connect
 from hqueue.client.dead_letters import DeadLetter, ReplayResult
 from hqueue.client.group_member import GroupView
+from hqueue.client.listeners import ConsumeStatus, Listener, MessageListener, RetryLater
+from hqueue.client.producer import NewMessage
 from hqueue.client.registration import SubscriberRegistrar
 from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
 from hqueue.client.sender import SendCallback
-from hqueue.client.subscriber import (
-    ConsumeStatus,
-    Listener,
-    MessageListener,
-    RetryLater,
-    Subscriber,
-)
+from hqueue.client.subscribe_options import SubscribeOptions, call_options
+from hqueue.client.subscriber import Subscriber
 from hqueue.client.subscription_admin import LagReport, SubscriptionInfo
 from hqueue.errors import InvalidArgumentError
 from hqueue.message import Message, MessageId, Position
 from hqueue.metadata.managers import QueueInfo
+from hqueue.security.secret import Secret
+from hqueue.settings import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_MESSAGES,
+    DEFAULT_BUFFER_BYTES,
+    DEFAULT_HOST,
+    DEFAULT_LAG_COUNT_BOUND,
+    DEFAULT_LAG_TIMEOUT,
+    DEFAULT_LINGER,
+    DEFAULT_MAX_BLOCK,
+    DEFAULT_ON_FULL,
+    DEFAULT_PUT_TIMEOUT,
+    DEFAULT_SCAN_BATCH_SIZE,
+    DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_SUBSCRIBE_START,
+    DEFAULT_SUBSCRIBE_WAIT,
+    DEFAULT_SUBSCRIBER_PORT,
+    DEFAULT_TIMEOUT,
+)
 from hqueue.wire.sidecar_calls import SubscriberLease, SubscriberRegistration
 
 __all__ = [
     "AsyncClient",
+    "AsyncListener",
     "AsyncQueue",
     "AsyncScanner",
     "AsyncSubscriber",
@@ -81,12 +99,41 @@ _T = TypeVar("_T")
 DEFAULT_MAX_WORKERS = 8
 """Threads of an :class:`AsyncClient`'s pool: blocking calls in flight at once."""
 
+AsyncListener = Listener | Callable[[list[Message]], Awaitable[ConsumeStatus | RetryLater | None]]
+"""A listener of :meth:`AsyncQueue.subscribe`: a blocking one
+(:data:`hqueue.client.listeners.Listener`), or a coroutine function (or a
+:class:`~hqueue.MessageListener` whose ``on_messages`` is one), run on the loop."""
 
-async def connect(*args: Any, max_workers: int = DEFAULT_MAX_WORKERS, **kwargs: Any) -> AsyncClient:
-    """Connect as :func:`hqueue.connect` does (same arguments, the security ones
-    included: ``tls_ca``, ``tls_cert``, ``tls_key``, ``token_file``, ``token`` and the
-    ``HQUEUE_*`` variables) and return an :class:`AsyncClient` whose blocking calls run
-    on a pool of ``max_workers`` threads.
+
+async def connect(
+    hbase: str | None = None,
+    *,
+    zookeeper: str | None = None,
+    hbase_admin: str | None = None,
+    table_prefix: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    put_timeout: float = DEFAULT_PUT_TIMEOUT,
+    put_attempt_timeout: float | None = None,
+    fast_scan: bool = True,
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+    linger: float = DEFAULT_LINGER,
+    batch_messages: int = DEFAULT_BATCH_MESSAGES,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+    on_full: str = DEFAULT_ON_FULL,
+    max_block: float = DEFAULT_MAX_BLOCK,
+    tls_ca: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    token_file: str | None = None,
+    token: str | Secret | None = None,
+    max_workers: int = DEFAULT_MAX_WORKERS,
+) -> AsyncClient:
+    """Connect as :func:`hqueue.connect` does (the same arguments, with the same
+    defaults and meaning, the security ones included: ``tls_ca``, ``tls_cert``,
+    ``tls_key``, ``token_file``, ``token`` and the ``HQUEUE_*`` variables) and return
+    an :class:`AsyncClient` whose blocking calls run on a pool of ``max_workers``
+    threads.
 
     :raises InvalidArgumentError: on a bad argument, ``max_workers`` included.
     :raises AuthenticationError: if a server refuses the token or a certificate.
@@ -95,10 +142,31 @@ async def connect(*args: Any, max_workers: int = DEFAULT_MAX_WORKERS, **kwargs: 
     if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
         raise InvalidArgumentError(f"'max_workers' must be an integer >= 1, not {max_workers!r}")
     pool = ThreadPoolExecutor(max_workers, thread_name_prefix="hqueue-aio")
+    blocking = functools.partial(
+        _connect,
+        hbase,
+        zookeeper=zookeeper,
+        hbase_admin=hbase_admin,
+        table_prefix=table_prefix,
+        timeout=timeout,
+        put_timeout=put_timeout,
+        put_attempt_timeout=put_attempt_timeout,
+        fast_scan=fast_scan,
+        session_timeout=session_timeout,
+        linger=linger,
+        batch_messages=batch_messages,
+        batch_bytes=batch_bytes,
+        buffer_bytes=buffer_bytes,
+        on_full=on_full,
+        max_block=max_block,
+        tls_ca=tls_ca,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        token_file=token_file,
+        token=token,
+    )
     try:
-        client = await asyncio.get_running_loop().run_in_executor(
-            pool, functools.partial(_connect, *args, **kwargs)
-        )
+        client = await asyncio.get_running_loop().run_in_executor(pool, blocking)
     except BaseException:
         pool.shutdown(wait=False)
         raise
@@ -124,9 +192,18 @@ class AsyncClient(_Pooled):
         super().__init__(pool)
         self._client = client
 
-    async def create_queue(self, name: str, **options: Any) -> QueueInfo:
+    async def create_queue(
+        self,
+        name: str,
+        partitions: int = 1,
+        *,
+        ttl: int | float | _dt.timedelta | None = None,
+        regions: int | None = None,
+    ) -> QueueInfo:
         """As :meth:`hqueue.Client.create_queue`."""
-        return await self._run(self._client.create_queue, name, **options)
+        return await self._run(
+            self._client.create_queue, name, partitions, ttl=ttl, regions=regions
+        )
 
     async def queues(self) -> list[QueueInfo]:
         """As :meth:`hqueue.Client.queues`."""
@@ -136,9 +213,9 @@ class AsyncClient(_Pooled):
         """As :meth:`hqueue.Client.describe_queue`."""
         return await self._run(self._client.describe_queue, name)
 
-    async def alter_queue(self, name: str, **changes: Any) -> QueueInfo:
+    async def alter_queue(self, name: str, *, ttl: int | float | _dt.timedelta | None) -> QueueInfo:
         """As :meth:`hqueue.Client.alter_queue`."""
-        return await self._run(self._client.alter_queue, name, **changes)
+        return await self._run(self._client.alter_queue, name, ttl=ttl)
 
     async def delete_queue(self, name: str, *, force: bool = False) -> None:
         """As :meth:`hqueue.Client.delete_queue`."""
@@ -156,10 +233,11 @@ class AsyncClient(_Pooled):
         """Wait until every message sent so far is durable or failed."""
         await self._run(self._client.flush)
 
-    async def close(self) -> None:
-        """Flush, close the blocking client and the pool. Idempotent."""
+    async def close(self, timeout: float | None = None) -> None:
+        """Flush (waiting up to ``timeout`` seconds, as :meth:`hqueue.Client.close`),
+        close the blocking client and the pool. Idempotent."""
         try:
-            await self._run(self._client.close)
+            await self._run(self._client.close, timeout)
         finally:
             self._pool.shutdown(wait=False)
 
@@ -192,32 +270,55 @@ class AsyncQueue(_Pooled):
     def __repr__(self) -> str:
         return f"<AsyncQueue {self.name!r} partitions={self.partitions}>"
 
-    async def put(self, value: bytes | str, topic: str, **route: Any) -> Position:
+    async def put(
+        self,
+        value: bytes | str,
+        topic: str,
+        partition: int | None = None,
+        key: bytes | str | None = None,
+    ) -> Position:
         """As :meth:`hqueue.Queue.put`: return where the message went once durable."""
-        return await self._run(self._queue.put, value, topic, **route)
+        return await self._run(self._queue.put, value, topic, partition, key)
 
-    async def put_batch(self, messages: Iterable[Any], **defaults: Any) -> list[Position]:
-        """As :meth:`hqueue.Queue.put_batch`."""
-        return await self._run(self._queue.put_batch, list(messages), **defaults)
+    async def put_batch(
+        self,
+        messages: Iterable[NewMessage | tuple[Any, ...] | bytes | str],
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+    ) -> list[Position]:
+        """As :meth:`hqueue.Queue.put_batch` (``messages`` is read on the calling
+        thread, before the put)."""
+        return await self._run(
+            self._queue.put_batch, list(messages), topic=topic, partition=partition
+        )
 
-    def send(self, value: bytes | str, topic: str, **route: Any) -> asyncio.Future[Position]:
+    def send(
+        self,
+        value: bytes | str,
+        topic: str,
+        partition: int | None = None,
+        key: bytes | str | None = None,
+        callback: SendCallback | None = None,
+    ) -> asyncio.Future[Position]:
         """As :meth:`hqueue.Queue.send`: return at once a future of the message's
-        position, resolved on the calling loop once it is durable.
+        position, resolved on the calling loop once it is durable; ``callback`` runs
+        too, on the sender thread, as in the blocking client.
 
-        :raises InvalidArgumentError: at once, on a bad message (nothing is queued).
+        :raises InvalidArgumentError: at once, on a bad message or callback (nothing is
+            queued).
         """
         loop = asyncio.get_event_loop()  # as asyncio.wrap_future chooses it
         bridge = self._bridge
         if bridge is None or bridge.loop is not loop:
             bridge = self._bridge = _LoopBridge(loop)
         future = loop.create_future()
-        callback: SendCallback = functools.partial(bridge.resolve, future)
-        mine = route.pop("callback", None)
-        if mine is not None:
+        resolve: SendCallback = functools.partial(bridge.resolve, future)
+        if callback is not None:
             # The caller's own callback runs too, on the sender thread, as in the
             # blocking client (which also says if it is not callable).
-            callback = _both(callback, mine) if callable(mine) else mine
-        self._queue.send(value, topic, callback=callback, **route)
+            resolve = _both(resolve, callback) if callable(callback) else callback
+        self._queue.send(value, topic, partition, key, resolve)
         return future
 
     async def flush(self) -> None:
@@ -231,48 +332,152 @@ class AsyncQueue(_Pooled):
         """
         return await self._run(self._queue.get, position)
 
-    def scan(self, **options: Any) -> AsyncScanner:
-        """As :meth:`hqueue.Queue.scan`, iterated with ``async for``."""
-        return AsyncScanner(functools.partial(self._queue.scan, **options), self._pool)
+    def scan(
+        self,
+        *,
+        start: object = None,
+        stop: object = None,
+        topics: Iterable[str] | str | None = None,
+        limit: int | None = None,
+        batch_size: int = DEFAULT_SCAN_BATCH_SIZE,
+    ) -> AsyncScanner:
+        """As :meth:`hqueue.Queue.scan`, iterated with ``async for``.
 
-    def partition_scanner(self, partition: int, **options: Any) -> AsyncScanner:
+        :raises InvalidArgumentError: on the first iteration, if an option is malformed.
+        """
+        scan = functools.partial(
+            self._queue.scan,
+            start=start,
+            stop=stop,
+            topics=topics,
+            limit=limit,
+            batch_size=batch_size,
+        )
+        return AsyncScanner(scan, self._pool)
+
+    def partition_scanner(
+        self,
+        partition: int,
+        *,
+        start: object = None,
+        stop: object = None,
+        topics: Iterable[str] | str | None = None,
+        limit: int | None = None,
+        batch_size: int = DEFAULT_SCAN_BATCH_SIZE,
+    ) -> AsyncScanner:
         """As :meth:`hqueue.Queue.partition_scanner`, iterated with ``async for``."""
-        return AsyncScanner(
-            functools.partial(self._queue.partition_scanner, partition, **options), self._pool
+        scan = functools.partial(
+            self._queue.partition_scanner,
+            partition,
+            start=start,
+            stop=stop,
+            topics=topics,
+            limit=limit,
+            batch_size=batch_size,
         )
+        return AsyncScanner(scan, self._pool)
 
-    def combined_scanner(self, partitions: Sequence[int], **options: Any) -> AsyncScanner:
+    def combined_scanner(
+        self,
+        partitions: Sequence[int],
+        *,
+        start: object = None,
+        stop: object = None,
+        topics: Iterable[str] | str | None = None,
+        limit: int | None = None,
+        batch_size: int = DEFAULT_SCAN_BATCH_SIZE,
+    ) -> AsyncScanner:
         """As :meth:`hqueue.Queue.combined_scanner`, iterated with ``async for``."""
-        return AsyncScanner(
-            functools.partial(self._queue.combined_scanner, partitions, **options), self._pool
+        scan = functools.partial(
+            self._queue.combined_scanner,
+            partitions,
+            start=start,
+            stop=stop,
+            topics=topics,
+            limit=limit,
+            batch_size=batch_size,
         )
+        return AsyncScanner(scan, self._pool)
 
     async def subscribe(
         self,
         name: str,
-        listener: Listener
-        | Callable[[list[Message]], Awaitable[ConsumeStatus | RetryLater | None]],
-        **options: Any,
+        listener: AsyncListener | Sequence[AsyncListener],
+        *,
+        options: SubscribeOptions | None = None,
+        partitions: Iterable[int] | None = None,
+        topics: Iterable[str] | str | None = None,
+        start: object = DEFAULT_SUBSCRIBE_START,
+        host: str = DEFAULT_HOST,
+        port: int = DEFAULT_SUBSCRIBER_PORT,
+        advertised_host: str | None = None,
+        wait: float = DEFAULT_SUBSCRIBE_WAIT,
+        group: bool = False,
+        member: str | None = None,
+        max_redeliveries: int | None = None,
+        retry_backoff: float | None = None,
+        retry_backoff_max: float | None = None,
+        dead_letter_queue: str | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        auth_public_key: str | None = None,
+        tls_client_ca: str | None = None,
     ) -> AsyncSubscriber:
-        """As :meth:`hqueue.Queue.subscribe`; a coroutine-function listener runs on this
-        loop (see the module's docstring). A list of listeners is called in turn.
+        """As :meth:`hqueue.Queue.subscribe` (the same options, as keywords or whole as
+        ``options``); a coroutine-function listener runs on this loop (see the
+        module's docstring). A list of listeners is called in turn.
 
         :raises InvalidArgumentError: on a bad name, partition, topic, start or listener.
         :raises SubscriberRunningError: if another subscriber of ``name`` runs.
         """
+        keywords = SubscribeOptions(
+            partitions=partitions,
+            topics=topics,
+            start=start,
+            host=host,
+            port=port,
+            advertised_host=advertised_host,
+            wait=wait,
+            group=group,
+            member=member,
+            max_redeliveries=max_redeliveries,
+            retry_backoff=retry_backoff,
+            retry_backoff_max=retry_backoff_max,
+            dead_letter_queue=dead_letter_queue,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            auth_public_key=auth_public_key,
+            tls_client_ca=tls_client_ca,
+        )
+        chosen = call_options(options, keywords)
         loop = asyncio.get_running_loop()
         listeners = listener if isinstance(listener, list | tuple) else [listener]
         adapted = [_on_loop(each, loop) for each in listeners]
-        subscriber = await self._run(self._queue.subscribe, name, adapted, **options)
+        subscriber = await self._run(self._queue.subscribe, name, adapted, options=chosen)
         return AsyncSubscriber(subscriber, self._pool)
 
     async def register_subscriber(
-        self, name: str, address: str, **options: Any
+        self,
+        name: str,
+        address: str,
+        *,
+        partitions: Iterable[int] = (),
+        topics: Iterable[str] = (),
+        start: str | None = None,
+        lease: float | None = None,
     ) -> AsyncSubscriberRegistrar:
         """As :meth:`hqueue.Queue.register_subscriber` (registered once before this
         returns); renew the registration with the registrar's :meth:`renew
         <AsyncSubscriberRegistrar.renew>` every ``renew_every`` seconds."""
-        registrar = await self._run(self._queue.register_subscriber, name, address, **options)
+        registrar = await self._run(
+            self._queue.register_subscriber,
+            name,
+            address,
+            partitions=partitions,
+            topics=topics,
+            start=start,
+            lease=lease,
+        )
         return AsyncSubscriberRegistrar(registrar, self._pool)
 
     async def subscriptions(self) -> list[SubscriptionInfo]:
@@ -287,17 +492,23 @@ class AsyncQueue(_Pooled):
         """As :meth:`hqueue.Queue.reset_subscription`."""
         return await self._run(self._queue.reset_subscription, name, to)
 
-    async def lag(self, **options: Any) -> LagReport:
+    async def lag(
+        self, timeout: float = DEFAULT_LAG_TIMEOUT, count_bound: int = DEFAULT_LAG_COUNT_BOUND
+    ) -> LagReport:
         """As :meth:`hqueue.Queue.lag`."""
-        return await self._run(self._queue.lag, **options)
+        return await self._run(self._queue.lag, timeout, count_bound)
 
-    async def dead_letters(self, subscription: str, **options: Any) -> list[DeadLetter]:
+    async def dead_letters(
+        self, subscription: str, *, start: object = None, limit: int | None = None
+    ) -> list[DeadLetter]:
         """As :meth:`hqueue.Queue.dead_letters`."""
-        return await self._run(self._queue.dead_letters, subscription, **options)
+        return await self._run(self._queue.dead_letters, subscription, start=start, limit=limit)
 
-    async def replay_dead_letters(self, subscription: str, **options: Any) -> ReplayResult:
+    async def replay_dead_letters(
+        self, subscription: str, *, to: str | None = None, start: object = None
+    ) -> ReplayResult:
         """As :meth:`hqueue.Queue.replay_dead_letters`."""
-        return await self._run(self._queue.replay_dead_letters, subscription, **options)
+        return await self._run(self._queue.replay_dead_letters, subscription, to=to, start=start)
 
 
 class _LoopBridge:

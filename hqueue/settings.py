@@ -42,6 +42,8 @@ __all__ = [
     "DEFAULT_SCAN_BATCH_SIZE",
     "DEFAULT_SESSION_TIMEOUT",
     "DEFAULT_SIDECAR_PORT",
+    "DEFAULT_SUBSCRIBER_PORT",
+    "DEFAULT_SUBSCRIBE_START",
     "DEFAULT_SUBSCRIBE_WAIT",
     "DEFAULT_THRIFT1_PORT",
     "DEFAULT_THRIFT2_PORT",
@@ -104,6 +106,10 @@ DEFAULT_LAG_COUNT_BOUND = 10_000
 "more than" that."""
 DEFAULT_SUBSCRIBE_WAIT = 30.0
 """Seconds a new subscriber waits for a previous one's address to expire."""
+DEFAULT_SUBSCRIBE_START = "latest"
+"""Where a new subscription starts: after the last message written when it is made."""
+DEFAULT_SUBSCRIBER_PORT = 0
+"""A subscriber's push port: 0, a free port the system picks."""
 
 ENV_HBASE = "HQUEUE_HBASE"
 ENV_HBASE_ADMIN = "HQUEUE_HBASE_ADMIN"

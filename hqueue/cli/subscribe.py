@@ -40,13 +40,25 @@ from hqueue.cli.common import (
 from hqueue.cli.scan import _json_line, _text_line
 from hqueue.errors import HQueueError
 from hqueue.message import Message, check_topic
-from hqueue.security.credentials import ENV_AUTH_PUBLIC_KEY
-from hqueue.settings import DEFAULT_HOST, DEFAULT_SESSION_TIMEOUT, DEFAULT_SUBSCRIBE_WAIT
+from hqueue.metadata.policy import DEFAULT_BACKOFF_MAX_MS, DEFAULT_BACKOFF_MS
+from hqueue.security.credentials import ENV_AUTH_PUBLIC_KEY, ENV_TLS_CLIENT_CA
+from hqueue.settings import (
+    DEFAULT_HOST,
+    DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_SUBSCRIBE_START,
+    DEFAULT_SUBSCRIBE_WAIT,
+    DEFAULT_SUBSCRIBER_PORT,
+)
 
 if TYPE_CHECKING:
-    from hqueue.client.subscriber import ConsumeStatus
+    from hqueue.client.listeners import ConsumeStatus
+    from hqueue.client.subscribe_options import SubscribeOptions
 
 __all__ = ["subscribe"]
+
+# The defaults below are SubscribeOptions' own (hqueue.client.subscribe_options), taken
+# from where it takes them: that module is not imported here, so that ``hqueue
+# subscribe --help`` runs without the client.
 
 
 class _Printer:
@@ -54,7 +66,7 @@ class _Printer:
 
     def __init__(self, json_output: bool, done: threading.Event) -> None:
         # Imported here, not at the top: ``hqueue subscribe --help`` runs without it.
-        from hqueue.client.subscriber import ConsumeStatus
+        from hqueue.client.listeners import ConsumeStatus
 
         self._success, self._retry_later = ConsumeStatus.SUCCESS, ConsumeStatus.RETRY_LATER
         self._format: Callable[[Message], str] = _json_line if json_output else _text_line
@@ -90,7 +102,7 @@ class _Printer:
     "for that partition, the others starting at latest. An existing one resumes "
     "after its checkpoint.",
     metavar="earliest|latest|ID|TIME|POSITION",
-    default="latest",
+    default=DEFAULT_SUBSCRIBE_START,
 )
 @click.option(
     "--host",
@@ -101,7 +113,7 @@ class _Printer:
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),
-    default=0,
+    default=DEFAULT_SUBSCRIBER_PORT,
     help="Port of the subscriber's Thrift service [default: a free one].",
 )
 @click.option(
@@ -145,14 +157,16 @@ class _Printer:
     type=float,
     default=None,
     metavar="SECONDS",
-    help="Wait after a failed push, doubling per failure [default: 0.05].",
+    help="Wait after a failed push, doubling per failure [default: "
+    f"{DEFAULT_BACKOFF_MS / 1000:g}; an existing subscription keeps its own].",
 )
 @click.option(
     "--retry-backoff-max",
     type=float,
     default=None,
     metavar="SECONDS",
-    help="Longest wait between pushes of a failing batch [default: 5].",
+    help="Longest wait between pushes of a failing batch [default: "
+    f"{DEFAULT_BACKOFF_MAX_MS / 1000:g}; an existing subscription keeps its own].",
 )
 @click.option(
     "--dead-letter-queue",
@@ -188,8 +202,7 @@ class _Printer:
     type=click.Path(exists=True, dir_okay=False),
     default=None,
     help="Take pushes only from peers with a certificate this CA signed (mutual TLS: "
-    "give it a CA that signs only the sidecars' certificates) [default: "
-    "HQUEUE_TLS_CLIENT_CA].",
+    f"give it a CA that signs only the sidecars' certificates) [default: {ENV_TLS_CLIENT_CA}].",
 )
 @format_option
 @click.pass_context
@@ -230,47 +243,65 @@ def subscribe(
             raise click.ClickException(f"--topic: {exc}") from None
     if start.strip().lower() not in ("earliest", "latest"):
         position_option(start, "--from")  # an error naming --from, before any server is asked
-    done = threading.Event()
-    printer = _Printer(root_options(ctx).get("format") == "json", done)
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        done.set()
-
     if group:
         from hqueue.client.group_member import default_member_id
 
         member = member or default_member_id()
-        printer.as_member(member)
     elif member is not None:
         raise click.UsageError("--member names a group member: give --group too")
+    # Imported here, not at the top: ``hqueue subscribe --help`` runs without the client.
+    from hqueue.client.subscribe_options import SubscribeOptions
+
+    options = SubscribeOptions(
+        partitions=partitions or None,
+        topics=topics or None,
+        start=start,
+        host=host,
+        port=port,
+        advertised_host=advertised_host,
+        wait=wait,
+        group=group,
+        member=member,
+        max_redeliveries=max_redeliveries,
+        retry_backoff=retry_backoff,
+        retry_backoff_max=retry_backoff_max,
+        dead_letter_queue=dead_letter_queue,
+        tls_cert=push_tls_cert,
+        tls_key=push_tls_key,
+        auth_public_key=auth_public_key,
+        tls_client_ca=push_tls_client_ca,
+    )
+    _listen(ctx, queue_name, name, options, session_timeout)
+
+
+def _listen(
+    ctx: click.Context,
+    queue_name: str,
+    name: str,
+    options: SubscribeOptions,
+    session_timeout: float,
+) -> None:
+    """Print what subscriber ``name`` of ``queue_name``, started with ``options``,
+    receives, until SIGINT, SIGTERM or a closed stdout."""
+    done = threading.Event()
+    printer = _Printer(root_options(ctx).get("format") == "json", done)
+    member = options.member
+    if member is not None:
+        printer.as_member(member)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         with client_for(ctx, session_timeout=session_timeout) as client:
             queue = client.queue(queue_name)
             try:
-                subscriber = queue.subscribe(
-                    name,
-                    printer,
-                    partitions=partitions or None,
-                    topics=topics or None,
-                    start=start,
-                    host=host,
-                    port=port,
-                    advertised_host=advertised_host,
-                    wait=wait,
-                    group=group,
-                    member=member,
-                    max_redeliveries=max_redeliveries,
-                    retry_backoff=retry_backoff,
-                    retry_backoff_max=retry_backoff_max,
-                    dead_letter_queue=dead_letter_queue,
-                    tls_cert=push_tls_cert,
-                    tls_key=push_tls_key,
-                    tls_client_ca=push_tls_client_ca,
-                    auth_public_key=auth_public_key,
-                )
+                subscriber = queue.subscribe(name, printer, options=options)
             except OSError as exc:
-                raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+                raise click.ClickException(
+                    f"cannot listen on {options.host}:{options.port}: {exc}"
+                ) from None
             with subscriber:
                 joined = "" if member is None else f" member={member}"
                 click.echo(

@@ -15,11 +15,11 @@ from hqueue.lazy import lazy_exports
 _EXPORTS = {
     "Client": "hqueue.client.client",
     "CombinedPartitionScanner": "hqueue.client.scanners",
-    "ConsumeStatus": "hqueue.client.subscriber",
+    "ConsumeStatus": "hqueue.client.listeners",
     "DeliveryLag": "hqueue.client.subscription_admin",
     "LagReport": "hqueue.client.subscription_admin",
-    "Listener": "hqueue.client.subscriber",
-    "MessageListener": "hqueue.client.subscriber",
+    "Listener": "hqueue.client.listeners",
+    "MessageListener": "hqueue.client.listeners",
     "NewMessage": "hqueue.client.producer",
     "PartitionLag": "hqueue.client.subscription_admin",
     "PartitionScanner": "hqueue.client.scanners",
@@ -27,7 +27,9 @@ _EXPORTS = {
     "QueueDescription": "hqueue.client.admin",
     "QueueScanner": "hqueue.client.scanners",
     "RegionInfo": "hqueue.client.admin",
+    "RetryLater": "hqueue.client.listeners",
     "SendCallback": "hqueue.client.sender",
+    "SubscribeOptions": "hqueue.client.subscribe_options",
     "Subscriber": "hqueue.client.subscriber",
     "SubscriptionInfo": "hqueue.client.subscription_admin",
     "connect": "hqueue.client.client",
@@ -36,10 +38,12 @@ _EXPORTS = {
 if TYPE_CHECKING:
     from hqueue.client.admin import QueueDescription, RegionInfo
     from hqueue.client.client import Client, Queue, connect
+    from hqueue.client.listeners import ConsumeStatus, Listener, MessageListener, RetryLater
     from hqueue.client.producer import NewMessage
     from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
     from hqueue.client.sender import SendCallback
-    from hqueue.client.subscriber import ConsumeStatus, Listener, MessageListener, Subscriber
+    from hqueue.client.subscribe_options import SubscribeOptions
+    from hqueue.client.subscriber import Subscriber
     from hqueue.client.subscription_admin import (
         DeliveryLag,
         LagReport,
@@ -62,7 +66,9 @@ __all__ = [
     "QueueDescription",
     "QueueScanner",
     "RegionInfo",
+    "RetryLater",
     "SendCallback",
+    "SubscribeOptions",
     "Subscriber",
     "SubscriptionInfo",
     "connect",

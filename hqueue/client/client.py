@@ -20,8 +20,14 @@ from hqueue.client.dead_letters import replay as replay_letters
 from hqueue.client.denials import require_admin, require_consume
 from hqueue.client.producer import NewMessage, Producer
 from hqueue.client.registration import SubscriberRegistrar
-from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
+from hqueue.client.scanners import (
+    CombinedPartitionScanner,
+    PartitionScanner,
+    QueueScanner,
+    ScanOptions,
+)
 from hqueue.client.sender import SendCallback, Sender, SenderSettings
+from hqueue.client.subscribe_options import SubscribeOptions, call_options
 from hqueue.client.subscriber import Listener, Subscriber
 from hqueue.client.subscription_admin import LagReport, SubscriptionInfo
 from hqueue.closing import Closeable
@@ -58,8 +64,11 @@ from hqueue.settings import (
     DEFAULT_MAX_BLOCK,
     DEFAULT_ON_FULL,
     DEFAULT_PUT_TIMEOUT,
+    DEFAULT_SCAN_BATCH_SIZE,
     DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_SUBSCRIBE_START,
     DEFAULT_SUBSCRIBE_WAIT,
+    DEFAULT_SUBSCRIBER_PORT,
     DEFAULT_TIMEOUT,
     admin_address,
     parse_address,
@@ -149,7 +158,12 @@ def connect(
         fast_scan=fast_scan,
         session_timeout=session_timeout,
         sender=SenderSettings(
-            linger, batch_messages, batch_bytes, buffer_bytes, on_full, max_block
+            linger=linger,
+            batch_messages=batch_messages,
+            batch_bytes=batch_bytes,
+            buffer_bytes=buffer_bytes,
+            on_full=on_full,
+            max_block=max_block,
         ),
         security=security,
     )
@@ -511,20 +525,71 @@ class Queue:
 
     # -- scanning ------------------------------------------------------------------
 
-    def scan(self, **options: Any) -> QueueScanner:
-        """Return a QueueScanner over all partitions; see :mod:`hqueue.client.scanners`."""
-        return QueueScanner(self._handle, **options)
+    def scan(
+        self,
+        *,
+        start: object = None,
+        stop: object = None,
+        topics: Iterable[str] | str | None = None,
+        limit: int | None = None,
+        batch_size: int = DEFAULT_SCAN_BATCH_SIZE,
+    ) -> QueueScanner:
+        """Return a :class:`~hqueue.client.scanners.QueueScanner` over every partition,
+        in rowkey order (partition 0, then 1...), from ``start`` (inclusive) to
+        ``stop`` (exclusive): ids, times or positions (a position bounds its own
+        partition only); only ``topics`` (``None`` or empty: every topic); at most
+        ``limit`` messages; ``batch_size`` rows per round trip. The options are
+        described in :mod:`hqueue.client.scanners`.
 
-    def partition_scanner(self, partition: int, **options: Any) -> PartitionScanner:
-        """Return a PartitionScanner over one partition; see :mod:`hqueue.client.scanners`."""
-        return PartitionScanner(self._handle, partition, **options)
+        :raises InvalidArgumentError: if an option is malformed (naming it).
+        """
+        options = ScanOptions(
+            start=start, stop=stop, topics=topics, limit=limit, batch_size=batch_size
+        )
+        return QueueScanner(self._handle, options)
+
+    def partition_scanner(
+        self,
+        partition: int,
+        *,
+        start: object = None,
+        stop: object = None,
+        topics: Iterable[str] | str | None = None,
+        limit: int | None = None,
+        batch_size: int = DEFAULT_SCAN_BATCH_SIZE,
+    ) -> PartitionScanner:
+        """Return a :class:`~hqueue.client.scanners.PartitionScanner` over one
+        partition, in id order; the options are :meth:`scan`'s.
+
+        :raises InvalidArgumentError: if ``partition`` is not one of the queue's or an
+            option is malformed.
+        """
+        options = ScanOptions(
+            start=start, stop=stop, topics=topics, limit=limit, batch_size=batch_size
+        )
+        return PartitionScanner(self._handle, partition, options)
 
     def combined_scanner(
-        self, partitions: Sequence[int], **options: Any
+        self,
+        partitions: Sequence[int],
+        *,
+        start: object = None,
+        stop: object = None,
+        topics: Iterable[str] | str | None = None,
+        limit: int | None = None,
+        batch_size: int = DEFAULT_SCAN_BATCH_SIZE,
     ) -> CombinedPartitionScanner:
-        """Return a CombinedPartitionScanner merging partitions by id; see
-        :mod:`hqueue.client.scanners`."""
-        return CombinedPartitionScanner(self._handle, partitions, **options)
+        """Return a :class:`~hqueue.client.scanners.CombinedPartitionScanner` merging
+        ``partitions`` in id order (equal ids in partition order); the options are
+        :meth:`scan`'s.
+
+        :raises InvalidArgumentError: if ``partitions`` is empty, repeats one or names
+            one the queue does not have, or an option is malformed.
+        """
+        options = ScanOptions(
+            start=start, stop=stop, topics=topics, limit=limit, batch_size=batch_size
+        )
+        return CombinedPartitionScanner(self._handle, partitions, options)
 
     # -- subscribing ---------------------------------------------------------------
 
@@ -533,11 +598,12 @@ class Queue:
         name: str,
         listener: Listener | Sequence[Listener],
         *,
+        options: SubscribeOptions | None = None,
         partitions: Iterable[int] | None = None,
         topics: Iterable[str] | str | None = None,
-        start: object = "latest",
+        start: object = DEFAULT_SUBSCRIBE_START,
         host: str = DEFAULT_HOST,
-        port: int = 0,
+        port: int = DEFAULT_SUBSCRIBER_PORT,
         advertised_host: str | None = None,
         wait: float = DEFAULT_SUBSCRIBE_WAIT,
         group: bool = False,
@@ -554,10 +620,14 @@ class Queue:
         """Start a subscriber and return it; see :mod:`hqueue.client.subscriber`.
 
         ``listener`` is a :class:`~hqueue.client.subscriber.MessageListener` or a callable
-        taking a list of messages (or a list of them, called in turn). ``partitions``
-        defaults to all, ``topics`` to all (``[]`` is all topics too, as in
-        :meth:`scan`; on an existing subscription ``None`` keeps its topics and ``[]``
-        widens it to all). ``start`` (``"latest"``, ``"earliest"``, a
+        taking a list of messages (or a list of them, called in turn). The options come
+        as the keywords below, or all at once as ``options``, a
+        :class:`~hqueue.client.subscribe_options.SubscribeOptions` (its fields are these
+        keywords, with the same defaults): one way or the other, not both.
+
+        ``partitions`` defaults to all, ``topics`` to all (``[]`` is all topics too, as
+        in :meth:`scan`; on an existing subscription ``None`` keeps its topics and
+        ``[]`` widens it to all). ``start`` (``"latest"``, ``"earliest"``, a
         MessageId, a datetime, an ISO time or ``"ts:seq"`` for every partition; or a
         :class:`~hqueue.message.Position`, its text, or a collection of them such as
         what :meth:`put_batch` returned, for the partitions they name, the others
@@ -567,6 +637,13 @@ class Queue:
         resumes after its checkpoints. The subscriber serves on ``host:port`` (a free
         port with 0) and announces ``advertised_host`` (default ``host``). ``wait``
         bounds how long to wait for a dead predecessor's address to expire.
+
+        With ``group`` the subscriber is a member (``member``, default host-pid-random)
+        of the subscription's subscriber group. ``max_redeliveries`` (failed pushes of a
+        message before it goes to ``dead_letter_queue``, default ``QUEUE.NAME.dlq``),
+        ``retry_backoff`` and ``retry_backoff_max`` (seconds) set the subscription's
+        delivery policy; ``None`` keeps an existing subscription's, and a new one gets
+        :class:`~hqueue.metadata.policy.DeliveryPolicy`'s defaults.
 
         A client that presents TLS or a token gets a subscriber whose push port
         serves TLS with ``tls_cert``/``tls_key`` (default: the client's own) and
@@ -579,22 +656,15 @@ class Queue:
         :func:`hqueue.client.subscriber.push_security`).
 
         :raises InvalidArgumentError: on a bad name, partition, topic or start (a
-            position of a partition not subscribed to), or if the push port's TLS
-            certificate or way to check tokens is needed and missing.
+            position of a partition not subscribed to), on ``options`` given beside
+            a keyword, or if the push port's TLS certificate or way to check tokens is
+            needed and missing.
         :raises SubscriberRunningError: if another subscriber of ``name`` runs.
         :raises AuthorizationError: if this client's token may not consume the queue.
         :raises OSError: if the port cannot be bound.
         """
         require_consume(self._handle.context.security, self.name)
-        # A list or tuple holds listeners; anything else is one listener (a callable
-        # or a MessageListener, which may itself be a sequence type).
-        listeners: list[Listener] = (
-            list(listener) if isinstance(listener, list | tuple) else [cast("Listener", listener)]
-        )
-        return Subscriber(
-            self._handle,
-            name,
-            listeners,
+        keywords = SubscribeOptions(
             partitions=partitions,
             topics=topics,
             start=start,
@@ -608,11 +678,22 @@ class Queue:
             retry_backoff=retry_backoff,
             retry_backoff_max=retry_backoff_max,
             dead_letter_queue=dead_letter_queue,
-            dead_letter_writer=self._dead_letter_writer,
             tls_cert=tls_cert,
             tls_key=tls_key,
             auth_public_key=auth_public_key,
             tls_client_ca=tls_client_ca,
+        )
+        # A list or tuple holds listeners; anything else is one listener (a callable
+        # or a MessageListener, which may itself be a sequence type).
+        listeners: list[Listener] = (
+            list(listener) if isinstance(listener, list | tuple) else [cast("Listener", listener)]
+        )
+        return Subscriber(
+            self._handle,
+            name,
+            listeners,
+            call_options(options, keywords),
+            dead_letter_writer=self._dead_letter_writer,
         )
 
     def _dead_letter_writer(self, name: str) -> Callable[[bytes, str], Position]:

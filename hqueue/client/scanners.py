@@ -23,7 +23,8 @@ the gateway has no multi-range scan. Whoever needs one
 stream in id order across the whole queue uses
 ``queue.combined_scanner(range(queue.partitions))``.
 
-Options, the same for all three (keywords only):
+Options, the same for all three (keywords of ``Queue.scan``, ``partition_scanner`` and
+``combined_scanner``, held by a :class:`ScanOptions` on their way to the scanner):
 
 - ``start``, ``stop``: where to begin (inclusive) and end (exclusive), each a
   :class:`MessageId`, ``"timestamp:sequence"``, ISO-8601 time, datetime or int of
@@ -40,7 +41,8 @@ Options, the same for all three (keywords only):
   one, like ``None``, means every topic, as in ``Queue.subscribe``). The filter runs
   on the server: only the columns ``message:<topic>`` are asked for.
 - ``limit``: at most this many messages in total (default: all).
-- ``batch_size``: rows per ``scannerGetList`` round trip (default 1000).
+- ``batch_size``: rows per ``scannerGetList`` round trip (default
+  :data:`~hqueue.settings.DEFAULT_SCAN_BATCH_SIZE`, 1000).
 
 Guarantees: within a partition, messages come in strictly increasing id order. A
 scan is not a snapshot: messages written while it runs may be returned if they land
@@ -64,7 +66,8 @@ import datetime as _dt
 import heapq
 import itertools
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple, TypeGuard
 
 from hqueue.closing import Closeable
 from hqueue.errors import InvalidArgumentError
@@ -90,6 +93,7 @@ __all__ = [
     "CombinedPartitionScanner",
     "PartitionScanner",
     "QueueScanner",
+    "ScanOptions",
     "position_bound",
     "topic_filter",
 ]
@@ -123,6 +127,26 @@ class Bound(NamedTuple):
     def of(self, partition: int) -> MessageId | None:
         """Return the bound of ``partition``: its own, else the one of every partition."""
         return self.own.get(partition, self.every)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScanOptions:
+    """A scan's options as given to :meth:`hqueue.Queue.scan`,
+    :meth:`~hqueue.Queue.partition_scanner` or :meth:`~hqueue.Queue.combined_scanner`
+    (the module's docstring says what each means), held unchecked: the scanner checks
+    them when it is made, and raises :class:`InvalidArgumentError` naming the first
+    bad one."""
+
+    start: object = None
+    """Where to begin, inclusive (``None``: the beginning of every partition)."""
+    stop: object = None
+    """Where to end, exclusive (``None``: the end of every partition)."""
+    topics: Iterable[str] | str | None = None
+    """Only these topics (``None`` or empty: every topic)."""
+    limit: int | None = None
+    """At most this many messages in total (``None``: all)."""
+    batch_size: int = DEFAULT_SCAN_BATCH_SIZE
+    """Rows per round trip."""
 
 
 def _is_collection(value: object) -> TypeGuard[Iterable[object]]:
@@ -180,18 +204,10 @@ def _check_int(name: str, value: object, minimum: int) -> int:
 class _Scanner(Closeable):
     """What the three scanners share: options, iteration, closing."""
 
-    def __init__(
-        self,
-        queue: QueueHandle,
-        *,
-        start: object = None,
-        stop: object = None,
-        topics: Iterable[str] | str | None = None,
-        limit: int | None = None,
-        batch_size: int = DEFAULT_SCAN_BATCH_SIZE,
-    ) -> None:
+    def __init__(self, queue: QueueHandle, options: ScanOptions = ScanOptions()) -> None:
         self._queue = queue
         partitions, where = self._scope()
+        start, stop = options.start, options.stop
         none = Bound(None, {})
         self._start = none if start is None else position_bound(start, "'start'", partitions, where)
         self._stop = none if stop is None else position_bound(stop, "'stop'", partitions, where)
@@ -202,9 +218,10 @@ class _Scanner(Closeable):
                 raise InvalidArgumentError(
                     f"'start' ({first}) is after 'stop' ({end}){in_partition}"
                 )
-        self.topics: tuple[str, ...] | None = topic_filter(topics) or None
+        self.topics: tuple[str, ...] | None = topic_filter(options.topics) or None
+        limit = options.limit
         self.limit = None if limit is None else _check_int("limit", limit, 0)
-        self.batch_size = _check_int("batch_size", batch_size, 1)
+        self.batch_size = _check_int("batch_size", options.batch_size, 1)
         for topic in self.topics or ():
             check_topic(topic)
         self._open: list[QueueRange] = []
@@ -339,9 +356,11 @@ class PartitionScanner(_SequentialScanner):
     :raises ConnectionLostError: while iterating, if HBase is unreachable.
     """
 
-    def __init__(self, queue: QueueHandle, partition: int, **options: Any) -> None:
+    def __init__(
+        self, queue: QueueHandle, partition: int, options: ScanOptions = ScanOptions()
+    ) -> None:
         self.partition = check_partition(partition, queue.partitions, queue.name)
-        super().__init__(queue, **options)
+        super().__init__(queue, options)
 
     def _scope(self) -> tuple[Collection[int], str]:
         return (self.partition,), f"the scanner reads partition {self.partition}"
@@ -397,7 +416,10 @@ class CombinedPartitionScanner(_Scanner):
     """
 
     def __init__(
-        self, queue: QueueHandle, partitions: Sequence[int] | Iterable[int], **options: Any
+        self,
+        queue: QueueHandle,
+        partitions: Sequence[int] | Iterable[int],
+        options: ScanOptions = ScanOptions(),
     ) -> None:
         try:
             chosen = list(partitions)
@@ -412,7 +434,7 @@ class CombinedPartitionScanner(_Scanner):
         if len(set(chosen)) != len(chosen):
             raise InvalidArgumentError(f"'partitions' repeats a partition: {chosen!r}")
         self.partitions: tuple[int, ...] = tuple(sorted(chosen))
-        super().__init__(queue, **options)
+        super().__init__(queue, options)
 
     def _scope(self) -> tuple[Collection[int], str]:
         return self.partitions, f"the scanner reads partitions {list(self.partitions)}"

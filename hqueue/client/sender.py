@@ -63,8 +63,9 @@ from concurrent.futures import Future
 from concurrent.futures._base import FINISHED as _FINISHED
 from concurrent.futures._base import PENDING as _PENDING
 from concurrent.futures._base import RUNNING as _RUNNING
+from dataclasses import dataclass
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from hqueue.client.producer import RoundRobin, check_message
 from hqueue.errors import HQueueError, InvalidArgumentError, InvalidMessageError, UnavailableError
@@ -112,9 +113,11 @@ SendCallback = Callable[[Position | None, BaseException | None], object]
 durable, ``callback(None, error)`` if it failed."""
 
 
-class SenderSettings(NamedTuple):
-    """The asynchronous producer's settings, as :func:`hqueue.connect` takes them;
-    :meth:`checked` validates them."""
+@dataclass(frozen=True, kw_only=True)
+class SenderSettings:
+    """The asynchronous producer's settings, as :func:`hqueue.connect` takes them (by
+    name: ``SenderSettings(linger=0.01)``), each defaulting to its
+    :mod:`hqueue.settings` constant; :meth:`checked` validates them."""
 
     linger: float = DEFAULT_LINGER
     batch_messages: int = DEFAULT_BATCH_MESSAGES
