@@ -26,6 +26,7 @@ from hqueue.metadata.policy import DeliveryPolicy
 from hqueue.settings import DEFAULT_LAG_COUNT_BOUND, DEFAULT_LAG_TIMEOUT
 from hqueue.storage.key_count import MessageCount, count_from
 from hqueue.storage.sidecars import Sidecars
+from hqueue.wire.sidecar_calls import SidecarLag
 
 if TYPE_CHECKING:
     from hqueue.client.context import QueueHandle
@@ -434,23 +435,10 @@ def lag(
         )
     owners = queue.owners(fresh=True)  # a report must not lag this client's puts
     addresses = sorted({o.address for o in owners.values()})
+    reports, unreachable = _ask_sidecars(queue, addresses, timeout)
     newest: dict[int, MessageId | None] = {}
     owner_of: dict[int, str] = {}
     live: dict[tuple[str, int], DeliveryLag] = {}
-    unreachable: list[str] = []
-    # A pool of its own: the report's timeout bounds its calls, not the client's.
-    sidecars = Sidecars(timeout_ms=int(timeout * 1000), security=queue.context.security)
-    try:
-        reports = []
-        for address in addresses:
-            try:
-                reports.append(sidecars.lag(address, queue.name))
-            except AuthorizationError:
-                raise  # a denial, not a sidecar that did not answer
-            except HQueueError as exc:
-                unreachable.append(f"{address} ({exc or type(exc).__name__})")
-    finally:
-        sidecars.close()
     for report in reports:
         for part in report.partitions:
             newest[part.partition] = part.newest
@@ -471,6 +459,46 @@ def lag(
                 status=d.status,
             )
     partitions = [PartitionLag(p, newest.get(p), owner_of.get(p)) for p in range(queue.partitions)]
+    deliveries, topics = _every_delivery(queue, newest, live)
+    if count_bound:
+        deliveries = _with_counts(queue, deliveries, topics, count_bound)
+    if not addresses and queue.partitions and not owners:
+        unreachable.append("no sidecar owns any partition")
+    return LagReport(queue.name, partitions, deliveries, unreachable)
+
+
+def _ask_sidecars(
+    queue: QueueHandle, addresses: list[str], timeout: float
+) -> tuple[list[SidecarLag], list[str]]:
+    """Return the lag reports of the sidecars at ``addresses``, and those that did not
+    answer, each with why.
+
+    :raises AuthorizationError: a sidecar refused this client's principal.
+    """
+    reports: list[SidecarLag] = []
+    unreachable: list[str] = []
+    # A pool of its own: the report's timeout bounds its calls, not the client's.
+    sidecars = Sidecars(timeout_ms=int(timeout * 1000), security=queue.context.security)
+    try:
+        for address in addresses:
+            try:
+                reports.append(sidecars.lag(address, queue.name))
+            except AuthorizationError:
+                raise  # a denial, not a sidecar that did not answer
+            except HQueueError as exc:
+                unreachable.append(f"{address} ({exc or type(exc).__name__})")
+    finally:
+        sidecars.close()
+    return reports, unreachable
+
+
+def _every_delivery(
+    queue: QueueHandle,
+    newest: dict[int, MessageId | None],
+    live: dict[tuple[str, int], DeliveryLag],
+) -> tuple[list[DeliveryLag], dict[str, tuple[str, ...]]]:
+    """Return every (subscription, partition)'s delivery: the sidecars' ``live`` ones,
+    the others from the checkpoints; and each subscription's topics."""
     deliveries: list[DeliveryLag] = []
     topics: dict[str, tuple[str, ...]] = {}
     for info in subscriptions(queue):
@@ -486,28 +514,8 @@ def lag(
                     info.checkpoints.get(p),
                     "undelivered" if info.subscriber else "no subscriber",
                 )
-            deliveries.append(
-                DeliveryLag(
-                    got.subscription,
-                    p,
-                    newest.get(p),
-                    got.delivered,
-                    got.checkpointed,
-                    got.state,
-                    got.buffered_messages,
-                    got.buffered_bytes,
-                    got.peak_messages,
-                    got.peak_bytes,
-                    got.error,
-                    info.partitions.get(p),
-                    got.status,
-                )
-            )
-    if count_bound:
-        deliveries = _with_counts(queue, deliveries, topics, count_bound)
-    if not addresses and queue.partitions and not owners:
-        unreachable.append("no sidecar owns any partition")
-    return LagReport(queue.name, partitions, deliveries, unreachable)
+            deliveries.append(replace(got, newest=newest.get(p), start=info.partitions.get(p)))
+    return deliveries, topics
 
 
 def _with_counts(
