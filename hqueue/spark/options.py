@@ -2,29 +2,31 @@
 driver. Every error is an :class:`~hqueue.errors.InvalidArgumentError` naming the
 option.
 
-Not public API; the options are documented in docs/spark.md.
+Not public API; the options are documented in docs/spark.md. Reading each value from
+its text is left to :mod:`hqueue.spark.option_values`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hqueue.errors import HQueueError, InvalidArgumentError
-from hqueue.message import (
-    MAX_PARTITIONS,
-    MessageId,
-    Position,
-    check_topic,
-    parse_located,
-    parse_position,
-    table_name,
-)
+from hqueue.message import MessageId, check_topic, parse_position, table_name
 from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 from hqueue.security.credentials import client_security
 from hqueue.settings import DEFAULT_PUT_TIMEOUT, parse_address, table_prefix
+from hqueue.spark.option_values import (
+    check_known,
+    comma_list,
+    epoch_ms,
+    get_option,
+    kafka_bounds,
+    parse_int_list,
+    parse_offsets_json,
+    positive_int,
+)
 from hqueue.storage.reader import VIA
 
 __all__ = ["DEFAULT_BATCH_ROWS", "SourceOptions", "StreamOptions", "WriteOptions", "parse_int_list"]
@@ -68,66 +70,6 @@ _STREAM = _READ | {
 _WRITE = _COMMON | {"topic", "batch_size", "put_timeout"}
 
 
-def _get(options: Mapping[str, str], name: str) -> str | None:
-    value = options.get(name)
-    if value is None:
-        # Spark hands options over with their case kept, or lowered; accept both.
-        for key, v in options.items():
-            if key.lower() == name.lower():
-                return v
-        return None
-    return value
-
-
-def _check_known(options: Mapping[str, str], known: set[str], what: str) -> None:
-    unknown = sorted(k for k in options if k.lower() not in known)
-    if unknown:
-        raise InvalidArgumentError(
-            f"unknown {what} option(s) {', '.join(map(repr, unknown))}; known: "
-            f"{', '.join(sorted(known - {'path'}))}"
-        )
-
-
-def _positive_int(options: Mapping[str, str], name: str, default: int) -> int:
-    raw = _get(options, name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidArgumentError(f"option {name!r} must be an integer, not {raw!r}") from None
-    if value <= 0:
-        raise InvalidArgumentError(f"option {name!r} must be > 0, not {value}")
-    return value
-
-
-def parse_int_list(raw: str, name: str) -> tuple[int, ...]:
-    """Return the partition ids of ``"0,2,5-7"`` (ranges inclusive), sorted, unique.
-
-    :raises InvalidArgumentError: naming option ``name`` when ``raw`` is malformed.
-    """
-    out: set[int] = set()
-    for part in raw.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        try:
-            first, last = (int(lo), int(hi)) if sep else (int(part), int(part))
-        except ValueError:
-            raise InvalidArgumentError(
-                f"option {name!r} must list partition ids like '0,2,5-7', not {raw!r}"
-            ) from None
-        if not 0 <= first <= last < MAX_PARTITIONS:
-            raise InvalidArgumentError(
-                f"option {name!r}: {part!r} is not a partition id range in 0..{MAX_PARTITIONS - 1}"
-            )
-        out.update(range(first, last + 1))
-    if not out:
-        raise InvalidArgumentError(f"option {name!r} lists no partition")
-    return tuple(sorted(out))
-
-
 @dataclass(frozen=True)
 class Connection:
     """Where the queue lives and what to present there: what :func:`hqueue.connect`
@@ -151,10 +93,10 @@ class Connection:
             or a security option is (an unreadable ``tokenFile``, ``tlsCert`` without
             ``tlsKey``), naming the option but never the token.
         """
-        queue = _get(options, "queue") or _get(options, "path")
+        queue = get_option(options, "queue") or get_option(options, "path")
         if not queue:
             raise InvalidArgumentError("option 'queue' is required (the queue's name)")
-        hbase = _get(options, "hbase")
+        hbase = get_option(options, "hbase")
         if not hbase:
             raise InvalidArgumentError(
                 "option 'hbase' is required (HOST:PORT of the HBase Thrift1 gateway)"
@@ -163,15 +105,20 @@ class Connection:
             parse_address(hbase)
         except InvalidArgumentError as exc:
             raise InvalidArgumentError(f"option 'hbase': {exc}") from None
-        admin = _get(options, "hbase_admin") or None
+        admin = get_option(options, "hbase_admin") or None
         if admin:
             try:
                 parse_address(admin)
             except InvalidArgumentError as exc:
                 raise InvalidArgumentError(f"option 'hbase_admin': {exc}") from None
-        prefix = table_prefix(_get(options, "table_prefix")) or ""
+        prefix = table_prefix(get_option(options, "table_prefix")) or ""
         return cls(
-            queue, hbase, admin, _get(options, "zookeeper") or None, prefix, _security(options)
+            queue,
+            hbase,
+            admin,
+            get_option(options, "zookeeper") or None,
+            prefix,
+            _security(options),
         )
 
     def connect(self) -> Any:
@@ -207,16 +154,67 @@ def _security(options: Mapping[str, str]) -> ClientSecurity:
     """
     try:
         return client_security(
-            token=_get(options, "token") or None,
-            token_file=_get(options, "tokenFile") or None,
-            tls_ca=_get(options, "tlsCa") or None,
-            tls_cert=_get(options, "tlsCert") or None,
-            tls_key=_get(options, "tlsKey") or None,
+            token=get_option(options, "token") or None,
+            token_file=get_option(options, "tokenFile") or None,
+            tls_ca=get_option(options, "tlsCa") or None,
+            tls_cert=get_option(options, "tlsCert") or None,
+            tls_key=get_option(options, "tlsKey") or None,
         )
     except HQueueError as exc:
         raise InvalidArgumentError(
             f"security options (tlsCa, tlsCert, tlsKey, tokenFile, token): {exc}"
         ) from None
+
+
+def _id_bound(options: Mapping[str, str], name: str) -> MessageId | None:
+    """Return the id that option ``name`` (``start`` or ``end``) gives: an id
+    ``"ts:seq"``, an ISO-8601 time or epoch milliseconds; ``None`` if not given.
+
+    :raises InvalidArgumentError: naming the option if it is none of those.
+    """
+    raw = get_option(options, name)
+    if not raw:
+        return None
+    text = raw.strip()
+    position: object = int(text) if text.isdigit() else text
+    return parse_position(position, f"option {name!r}")
+
+
+def _min_partitions(options: Mapping[str, str], split: str) -> int | None:
+    """Return option ``minPartitions`` (``None`` if not given).
+
+    :raises InvalidArgumentError: if it is no positive integer, or is given with
+        ``split='region'``.
+    """
+    if not get_option(options, "minPartitions"):
+        return None
+    min_partitions = positive_int(options, "minPartitions", 1)
+    if split == "region":
+        raise InvalidArgumentError(
+            "option 'minPartitions' cuts queue partitions into Spark partitions by "
+            "time; it cannot be combined with split='region' (one Spark partition "
+            "per HBase region)"
+        )
+    return min_partitions
+
+
+def _timestamp_bounds(
+    options: Mapping[str, str], start: MessageId | None, end: MessageId | None
+) -> tuple[MessageId | None, MessageId | None]:
+    """Return ``start`` and ``end`` narrowed by the batch options ``startingTimestamp``
+    (inclusive) and ``endingTimestamp`` (exclusive), in epoch milliseconds.
+
+    :raises InvalidArgumentError: naming the option if it is no epoch milliseconds.
+    """
+    bounds = [start, end]
+    for name, i in (("startingTimestamp", 0), ("endingTimestamp", 1)):
+        raw = get_option(options, name)
+        if raw:
+            bound = MessageId(epoch_ms(raw, name), 0)
+            current = bounds[i]
+            narrower = current is None or (bound > current if i == 0 else bound < current)
+            bounds[i] = bound if narrower else current
+    return bounds[0], bounds[1]
 
 
 @dataclass(frozen=True)
@@ -279,80 +277,42 @@ class SourceOptions:
 
         :raises InvalidArgumentError: naming the option that is missing or malformed.
         """
-        _check_known(options, _STREAM if stream else _BATCH, "hqueue")
+        check_known(options, _STREAM if stream else _BATCH, "hqueue")
         conn = Connection.parse(options)
-        raw = _get(options, "partitions")
+        raw = get_option(options, "partitions")
         partitions = parse_int_list(raw, "partitions") if raw else None
-        topics: list[str] = []
-        for t in (_get(options, "topics") or "").split(","):
-            t = t.strip()
-            if t:
-                try:
-                    check_topic(t)
-                except InvalidArgumentError as exc:
-                    raise InvalidArgumentError(f"option 'topics': {exc}") from None
-                topics.append(t)
-        bounds: list[MessageId | None] = []
-        for name in ("start", "end"):
-            raw = _get(options, name)
-            if raw:
-                text = raw.strip()
-                position: object = int(text) if text.isdigit() else text
-                bounds.append(parse_position(position, f"option {name!r}"))
-            else:
-                bounds.append(None)
-        split = (_get(options, "split") or "partition").lower()
+        topics = tuple(sorted(set(comma_list(options, "topics", check_topic))))
+        start, end = _id_bound(options, "start"), _id_bound(options, "end")
+        split = (get_option(options, "split") or "partition").lower()
         if split not in ("partition", "region"):
             raise InvalidArgumentError(
                 f"option 'split' must be 'partition' or 'region', not {split!r}"
             )
-        via = (_get(options, "via") or "auto").strip().lower()
+        via = (get_option(options, "via") or "auto").strip().lower()
         if via not in VIA:
             choices = ", ".join(f"'{v}'" for v in VIA[:-1])
             raise InvalidArgumentError(
                 f"option 'via' must be {choices} or '{VIA[-1]}', not {via!r}"
             )
-        sidecars: list[str] = []
-        for address in (_get(options, "sidecar") or "").split(","):
-            address = address.strip()
-            if address:
-                try:
-                    parse_address(address)
-                except InvalidArgumentError as exc:
-                    raise InvalidArgumentError(f"option 'sidecar': {exc}") from None
-                sidecars.append(address)
+        sidecars = tuple(comma_list(options, "sidecar", parse_address))
         if sidecars and via == "hbase":
             raise InvalidArgumentError("option 'sidecar' contradicts option via='hbase'")
-        min_partitions = (
-            _positive_int(options, "minPartitions", 1) if _get(options, "minPartitions") else None
-        )
-        if min_partitions is not None and split == "region":
-            raise InvalidArgumentError(
-                "option 'minPartitions' cuts queue partitions into Spark partitions by "
-                "time; it cannot be combined with split='region' (one Spark partition "
-                "per HBase region)"
-            )
+        min_partitions = _min_partitions(options, split)
         starts: dict[int, MessageId] = {}
         stops: dict[int, MessageId] = {}
         if not stream:
-            starts, stops = _kafka_bounds(options, conn.queue)
-            for name, i in (("startingTimestamp", 0), ("endingTimestamp", 1)):
-                raw = _get(options, name)
-                if raw:
-                    bound = MessageId(_epoch_ms(raw, name), 0)
-                    current = bounds[i]
-                    narrower = current is None or (bound > current if i == 0 else bound < current)
-                    bounds[i] = bound if narrower else current
+            starts, stops = kafka_bounds(options, conn.queue)
+            start, end = _timestamp_bounds(options, start, end)
         return cls(
             conn,
             partitions,
-            tuple(sorted(set(topics))),
-            bounds[0],
-            bounds[1],
+            topics,
+            start,
+            end,
             split,
-            _positive_int(options, "batch_rows", DEFAULT_BATCH_ROWS),
+            positive_int(options, "batch_rows", DEFAULT_BATCH_ROWS),
             via,
-            tuple(sidecars),
+            sidecars,
             starts=starts,
             stops=stops,
             min_partitions=min_partitions,
@@ -384,26 +344,26 @@ class StreamOptions:
         :raises InvalidArgumentError: naming the option that is missing or malformed.
         """
         source = SourceOptions.parse(options, stream=True)
-        raw = (_get(options, "startingOffsets") or "earliest").strip()
+        raw = (get_option(options, "startingOffsets") or "earliest").strip()
         starting: str | dict[int, MessageId | None]
         if raw.lower() in ("earliest", "latest"):
             starting = raw.lower()
         else:
             starting = parse_offsets_json(raw, "startingOffsets")
-        raw = (_get(options, "startingTimestamp") or "").strip()
+        raw = (get_option(options, "startingTimestamp") or "").strip()
         if raw:
             if starting != "earliest":
                 # Kafka's source silently lets the timestamp win; refusing says which.
                 raise InvalidArgumentError(
                     "option 'startingTimestamp' contradicts option 'startingOffsets'; give one"
                 )
-            at = MessageId(_epoch_ms(raw, "startingTimestamp"), 0)
+            at = MessageId(epoch_ms(raw, "startingTimestamp"), 0)
             if source.start is None or at > source.start:
                 source = replace(source, start=at)
         limits = {
-            name: _positive_int(options, name, 1)
+            name: positive_int(options, name, 1)
             for name in ("maxMessagesPerTrigger", "maxOffsetsPerTrigger")
-            if _get(options, name)
+            if get_option(options, name)
         }
         if len(set(limits.values())) > 1:
             raise InvalidArgumentError(
@@ -411,169 +371,12 @@ class StreamOptions:
                 f"cap; they disagree ({limits['maxMessagesPerTrigger']} against "
                 f"{limits['maxOffsetsPerTrigger']})"
             )
-        fail = (_get(options, "failOnDataLoss") or "true").strip().lower()
+        fail = (get_option(options, "failOnDataLoss") or "true").strip().lower()
         if fail not in ("true", "false"):
             raise InvalidArgumentError(
                 f"option 'failOnDataLoss' must be 'true' or 'false', not {fail!r}"
             )
         return cls(source, starting, next(iter(limits.values()), None), fail == "true")
-
-
-def _epoch_ms(raw: Any, name: str) -> int:
-    """Return ``raw`` as epoch milliseconds (an int, or a string of digits).
-
-    :raises InvalidArgumentError: naming option ``name`` otherwise.
-    """
-    text = str(raw).strip()
-    if isinstance(raw, bool) or not text.isdigit():
-        raise InvalidArgumentError(
-            f"option {name!r} must be milliseconds since the epoch, like Kafka's, not {raw!r}"
-        )
-    return int(text)
-
-
-def _partition_json(
-    raw: str, name: str, queue: str | None = None, form: str = 'JSON like {"0": ...}'
-) -> dict[int, Any]:
-    """Return ``{partition: value}`` of a per-partition JSON option: ``{"0": v, ...}``,
-    a stream's offset ``{"partitions": {...}}``, (given ``queue``) nested under the
-    queue's name as Kafka nests it under the topic's, or a list of positions
-    ``["0@ts:seq", ...]`` (:func:`_position_list`).
-
-    :raises InvalidArgumentError: naming option ``name`` when ``raw`` is malformed
-        (saying it must be ``form``).
-    """
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        raise InvalidArgumentError(f"option {name!r} must be {form}, not {raw!r}") from None
-    if isinstance(value, list):
-        return _position_list(value, name)
-    if not isinstance(value, dict):
-        raise InvalidArgumentError(f"option {name!r} must be a JSON object, or a list of positions")
-    if len(value) == 1 and isinstance(next(iter(value.values())), dict):
-        ((key, inner),) = value.items()
-        if key not in (queue, "partitions"):
-            raise InvalidArgumentError(
-                f"option {name!r} names queue {key!r}, but the read is of {queue!r}"
-            )
-        value = inner
-    out: dict[int, Any] = {}
-    for key, v in value.items():
-        try:
-            partition = int(key)
-        except ValueError:
-            raise InvalidArgumentError(
-                f"option {name!r}: key {key!r} is not a partition id"
-            ) from None
-        if not 0 <= partition < MAX_PARTITIONS:
-            raise InvalidArgumentError(f"option {name!r}: partition {partition} out of range")
-        out[partition] = v
-    return out
-
-
-def _position_list(items: list[Any], name: str) -> dict[int, str]:
-    """Return ``{partition: position text}`` of a JSON list of positions
-    ``"partition@timestamp:sequence"`` (what ``put_batch`` returned, as text): as an
-    offset, the last position of each partition.
-
-    :raises InvalidArgumentError: naming option ``name`` if an item is no position.
-    """
-    last: dict[int, MessageId] = {}
-    for item in items:
-        if not (isinstance(item, str) and "@" in item):
-            raise InvalidArgumentError(
-                f"option {name!r}: {item!r} is not a position; a list holds positions "
-                "like '0@1700000000000:0'"
-            )
-        partition, mid = parse_located(item, f"option {name!r}")
-        assert partition is not None
-        if partition not in last or mid > last[partition]:
-            last[partition] = mid
-    return {p: str(Position(p, mid)) for p, mid in last.items()}
-
-
-def _offset_id(value: Any, name: str, partition: int) -> MessageId:
-    """Return the id an offset names for ``partition``: ``"ts:seq"``, or a position
-    ``"partition@ts:seq"`` of that partition.
-
-    :raises InvalidArgumentError: naming option ``name`` if ``value`` is neither, or a
-        position of another partition.
-    """
-    text = str(value)
-    try:
-        plain = None if "@" in text else MessageId.parse(text)
-    except InvalidArgumentError as exc:
-        raise InvalidArgumentError(f"option {name!r}: {exc}") from None
-    named, mid = (None, plain) if plain is not None else parse_located(text, f"option {name!r}")
-    if named is not None and named != partition:
-        raise InvalidArgumentError(
-            f"option {name!r}: partition {partition} is given position {text}, "
-            f"which is in partition {named}"
-        )
-    return mid
-
-
-def _kafka_bounds(
-    options: Mapping[str, str], queue: str
-) -> tuple[dict[int, MessageId], dict[int, MessageId]]:
-    """Return the per-partition inclusive starts and exclusive stops that the options
-    ``startingOffsets``, ``endingOffsets``, ``startingOffsetsByTimestamp`` and
-    ``endingOffsetsByTimestamp`` set (the narrowest where two bound one partition).
-
-    :raises InvalidArgumentError: naming the option that is malformed.
-    """
-    starts: dict[int, MessageId] = {}
-    stops: dict[int, MessageId] = {}
-
-    def narrow(into: dict[int, MessageId], partition: int, bound: MessageId, low: bool) -> None:
-        old = into.get(partition)
-        if old is None or (bound > old if low else bound < old):
-            into[partition] = bound
-
-    for name, low in (("startingOffsets", True), ("endingOffsets", False)):
-        raw = (_get(options, name) or "").strip()
-        default, other = ("earliest", "latest") if low else ("latest", "earliest")
-        if not raw or raw.lower() == default:
-            continue
-        if raw.lower() == other:
-            raise InvalidArgumentError(
-                f"option {name!r} cannot be {other!r} in a batch read (as in Kafka's source)"
-            )
-        for partition, v in _partition_json(raw, name, queue).items():
-            # Kafka's -2 is earliest, -1 latest; here an id is the last one read (a
-            # stream's offset), so a start begins after it and an end includes it.
-            if v is None or v == (-2 if low else -1) or v == default:
-                continue
-            if v in (-1, -2, "earliest", "latest"):
-                raise InvalidArgumentError(
-                    f"option {name!r}: partition {partition} cannot be {other!r}"
-                )
-            mid = _offset_id(v, name, partition)
-            narrow(starts if low else stops, partition, mid.successor(), low)
-    for name, low in (("startingOffsetsByTimestamp", True), ("endingOffsetsByTimestamp", False)):
-        raw = (_get(options, name) or "").strip()
-        if raw:
-            for partition, v in _partition_json(raw, name, queue).items():
-                if v is not None:
-                    bound = MessageId(_epoch_ms(v, f"{name}[{partition}]"), 0)
-                    narrow(starts if low else stops, partition, bound, low)
-    return starts, stops
-
-
-def parse_offsets_json(raw: str, name: str) -> dict[int, MessageId | None]:
-    """Return ``{partition: last id read or None}`` of offsets JSON, either
-    ``{"0": "ts:seq", "1": null}`` or the stream's own ``{"partitions": {...}}`` (an id
-    may be written as its position ``"0@ts:seq"``), or a list of positions
-    ``["0@ts:seq", ...]``, the last of each partition counting.
-
-    :raises InvalidArgumentError: naming option ``name`` when ``raw`` is malformed.
-    """
-    form = "'earliest', 'latest' or JSON like {\"0\": \"1700000000000:0\"}"
-    out: dict[int, MessageId | None] = {}
-    for partition, mid in _partition_json(raw, name, form=form).items():
-        out[partition] = None if mid in (None, "") else _offset_id(mid, name, partition)
-    return out
 
 
 @dataclass(frozen=True)
@@ -592,9 +395,9 @@ class WriteOptions:
 
         :raises InvalidArgumentError: naming the option that is missing or malformed.
         """
-        _check_known(options, _WRITE, "hqueue write")
+        check_known(options, _WRITE, "hqueue write")
         conn = Connection.parse(options)
-        topic = _get(options, "topic") or None
+        topic = get_option(options, "topic") or None
         if topic is not None:
             try:
                 check_topic(topic)
@@ -603,6 +406,6 @@ class WriteOptions:
         return cls(
             conn,
             topic,
-            _positive_int(options, "batch_size", 1000),
-            float(_positive_int(options, "put_timeout", 30)),
+            positive_int(options, "batch_size", 1000),
+            float(positive_int(options, "put_timeout", 30)),
         )

@@ -79,6 +79,46 @@ def _port_in_use(error: OSError, host: str, ports: list[tuple[str, int]]) -> str
     return None
 
 
+def _stop_on_signals() -> threading.Event:
+    """Return an event that SIGTERM and SIGINT (Ctrl-C) set, from now on."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop
+
+
+def _start(server: StandaloneServer, host: str, ports: list[tuple[str, int]]) -> None:
+    """Start ``server``, listening on ``host`` at ``ports`` (option, port).
+
+    :raises click.ClickException: "cannot start: " and why, naming the option of a
+        port in use.
+    """
+    try:
+        server.start()
+    except OSError as exc:
+        taken = _port_in_use(exc, host, ports)
+        raise click.ClickException(f"cannot start: {taken or exc}") from None
+    except HQueueError as exc:
+        raise click.ClickException(f"cannot start: {exc}") from None
+
+
+def _try_line(host: str, port: int, credentials: ServerCredentials) -> str:
+    """Return the line showing how to reach the started server at Thrift1 ``port``."""
+    if credentials.security.enabled:
+        return (
+            f"  try: hqueue --hbase {host}:{port} --tls-ca CA --token-file "
+            "TOKEN queue list (see docs/security.md)"
+        )
+    return (
+        f'  try: {sys.executable} -c "import happybase; '
+        f"print(happybase.Connection('{host}', {port}).tables())\""
+    )
+
+
 @click.command()
 @server_options(max_request_bytes=DEFAULT_MAX_MESSAGE_BYTES)
 @click.option(
@@ -207,41 +247,17 @@ def standalone(
         zookeeper_auth=credentials.zookeeper_auth,
     )
     server = StandaloneServer(config)
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    try:
-        server.start()
-    except OSError as exc:
-        taken = _port_in_use(
-            exc,
-            host,
-            [
-                ("--port", port),
-                ("--thrift2-port", thrift2_port),
-                ("--sidecar-port", sidecar_port if sidecar else 0),
-                ("--metrics-port", metrics_port or 0),
-            ],
-        )
-        raise click.ClickException(f"cannot start: {taken or exc}") from None
-    except HQueueError as exc:
-        raise click.ClickException(f"cannot start: {exc}") from None
+    stop = _stop_on_signals()
+    ports = [
+        ("--port", port),
+        ("--thrift2-port", thrift2_port),
+        ("--sidecar-port", sidecar_port if sidecar else 0),
+        ("--metrics-port", metrics_port or 0),
+    ]
+    _start(server, host, ports)
     assert server.thrift1 is not None
     click.echo(server.ready_line())
-    if credentials.security.enabled:
-        click.echo(
-            f"  try: hqueue --hbase {host}:{server.thrift1.port} --tls-ca CA --token-file "
-            "TOKEN queue list (see docs/security.md)"
-        )
-    else:
-        click.echo(
-            f'  try: {sys.executable} -c "import happybase; '
-            f"print(happybase.Connection('{host}', {server.thrift1.port}).tables())\""
-        )
+    click.echo(_try_line(host, server.thrift1.port, credentials))
     click.echo("  stop with Ctrl-C")
     sys.stdout.flush()
     while not stop.wait(3600):

@@ -297,51 +297,10 @@ def _wire_results(
     n = len(raws)
     if not n:
         return []
-    lengths = np.fromiter(map(len, raws), np.int64, n)
-    # Only each row's header is copied out to be parsed, not the rows.
-    heads = b"".join(
-        cast(Iterable[bytes], map(operator.getitem, raws, itertools.repeat(_HEAD_SLICE)))
-    )
-    if len(heads) == n * _WIRE_HEAD.itemsize:
-        head = np.frombuffer(heads, _WIRE_HEAD)
-        newest_end = head["newest_len"].astype(np.int64) + HEADER_SIZE
-        sendable = (
-            (head["fmt"] == FORMAT)
-            & (head["min_ts"].astype(np.int64) >= newest_cutoff)
-            & (newest_end <= lengths)
-        )
-    else:
-        # A stored row shorter than its header is corrupt: decode_cells says so.
-        newest_end = lengths
-        sendable = np.zeros(n, bool)
+    sendable, newest_end = _sendable(raws, newest_cutoff)
     rows = cast(list[bytes], list(map(operator.getitem, keys, itertools.repeat(slice(plen, None)))))
     if sendable.all():
-        bodies = cast(
-            Iterable[bytes],
-            map(
-                operator.getitem, raws, map(slice, itertools.repeat(_BODY_AT), newest_end.tolist())
-            ),
-        )
-        key_lengths = np.fromiter(map(len, rows), np.int64, n)
-        if key_lengths.min() == key_lengths.max() == ROWKEY_BYTES:
-            starts: Iterable[bytes] = itertools.repeat(_ROWKEY_HEAD)
-        else:
-            starts = map(
-                operator.add, itertools.repeat(ROW_RESULT_START), map(_I32.pack, map(len, rows))
-            )
-        return list(
-            map(
-                b"".join,
-                zip(
-                    starts,
-                    rows,
-                    itertools.repeat(COLUMNS_START),
-                    bodies,
-                    itertools.repeat(STRUCT_END),
-                    strict=False,
-                ),
-            )
-        )
+        return _stored_results(rows, raws, newest_end)
     out: list[bytes] = []
     for row, raw, stored, end in zip(
         rows, raws, sendable.tolist(), newest_end.tolist(), strict=True
@@ -364,3 +323,55 @@ def _wire_results(
             if cells:
                 out.append(cells_result_wire(row, cells))
     return out
+
+
+def _sendable(raws: list[bytes], newest_cutoff: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return, for each of the stored rows ``raws`` (at least one), whether it goes out
+    as stored (its format is this one, its newest cells are all at or above
+    ``newest_cutoff`` and its newest entries lie within it), and where those end."""
+    n = len(raws)
+    lengths = np.fromiter(map(len, raws), np.int64, n)
+    # Only each row's header is copied out to be parsed, not the rows.
+    heads = b"".join(
+        cast(Iterable[bytes], map(operator.getitem, raws, itertools.repeat(_HEAD_SLICE)))
+    )
+    if len(heads) != n * _WIRE_HEAD.itemsize:
+        # A stored row shorter than its header is corrupt: decode_cells says so.
+        return np.zeros(n, bool), lengths
+    head = np.frombuffer(heads, _WIRE_HEAD)
+    newest_end = head["newest_len"].astype(np.int64) + HEADER_SIZE
+    sendable = (
+        (head["fmt"] == FORMAT)
+        & (head["min_ts"].astype(np.int64) >= newest_cutoff)
+        & (newest_end <= lengths)
+    )
+    return sendable, newest_end
+
+
+def _stored_results(rows: list[bytes], raws: list[bytes], newest_end: np.ndarray) -> list[bytes]:
+    """Return the ``TRowResult`` structs of rows (bare keys ``rows``) that all go out as
+    stored, each stored row's newest entries up to ``newest_end`` as its columns."""
+    bodies = cast(
+        Iterable[bytes],
+        map(operator.getitem, raws, map(slice, itertools.repeat(_BODY_AT), newest_end.tolist())),
+    )
+    key_lengths = np.fromiter(map(len, rows), np.int64, len(rows))
+    if key_lengths.min() == key_lengths.max() == ROWKEY_BYTES:
+        starts: Iterable[bytes] = itertools.repeat(_ROWKEY_HEAD)
+    else:
+        starts = map(
+            operator.add, itertools.repeat(ROW_RESULT_START), map(_I32.pack, map(len, rows))
+        )
+    return list(
+        map(
+            b"".join,
+            zip(
+                starts,
+                rows,
+                itertools.repeat(COLUMNS_START),
+                bodies,
+                itertools.repeat(STRUCT_END),
+                strict=False,
+            ),
+        )
+    )
