@@ -25,7 +25,9 @@ Layers, bottom up:
 - :mod:`~hqueue.standalone.engine.cursors`: server-side scanners and their leases.
 - :mod:`~hqueue.standalone.thrift1` / :mod:`~hqueue.standalone.thrift2`: the
   Thrift services (HBase's ``Hbase.thrift`` as happybase bundles it, with HBase 2's
-  calls it lacks, and HBase 2's Thrift2 service, ``thrift/hbase2.thrift``).
+  calls it lacks, and HBase 2's Thrift2 service, ``thrift/hbase2.thrift``), each
+  with its data calls apart (:mod:`~hqueue.standalone.thrift1_data`,
+  :mod:`~hqueue.standalone.thrift2_data`).
 - :mod:`~hqueue.standalone.server`: wires the store and the Thrift servers into
   one process.
 """
