@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from hqueue.errors import InvalidArgumentError
 from hqueue.message import check_partition
-from hqueue.metadata.metastore import MetaStore, MetastoreTable
+from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
 
 __all__ = [
     "ASSIGNMENT",
@@ -42,7 +42,9 @@ __all__ = [
     "SUBSCRIBER",
     "SUBSCRIPTION",
     "ZOOKEEPER_ROOT",
+    "LeaderInfo",
     "Resource",
+    "SidecarInfo",
     "check_name",
     "check_queue_name",
     "partition_key",
@@ -203,6 +205,56 @@ GROUP = Resource(
     "a subscriber group's assignment: member to partitions, with a generation that grows "
     "with every change",
 )
+
+
+@dataclass(frozen=True)
+class SidecarInfo:
+    """A live sidecar's registration (:data:`SIDECAR`): the ``HOST:PORT`` clients
+    reach it at, its load, when it registered (ms since the epoch) and the random run
+    token of the process that registered (``None`` if it wrote none)."""
+
+    address: str
+    load: float
+    since_ms: int
+    run: str | None = None
+
+    def to_value(self) -> Value:
+        """Return the stored form (schema ``sidecar``); ``run`` only if there is one."""
+        value: Value = {"address": self.address, "load": self.load, "since_ms": self.since_ms}
+        if self.run is not None:
+            value["run"] = self.run
+        return value
+
+    @classmethod
+    def from_value(cls, value: Value) -> SidecarInfo:
+        """Return the SidecarInfo a stored value holds."""
+        return cls(value["address"], value["load"], value["since_ms"], value.get("run"))
+
+
+@dataclass(frozen=True)
+class LeaderInfo:
+    """The cluster's leader (:data:`LEADER`): the leading sidecar's id and address,
+    its leadership epoch and when it took the lead (both ms since the epoch)."""
+
+    sidecar: str
+    address: str
+    epoch: int
+    since_ms: int
+
+    def to_value(self) -> Value:
+        """Return the stored form (schema ``leader``)."""
+        return {
+            "sidecar": self.sidecar,
+            "address": self.address,
+            "epoch": self.epoch,
+            "since_ms": self.since_ms,
+        }
+
+    @classmethod
+    def from_value(cls, value: Value) -> LeaderInfo:
+        """Return the LeaderInfo a stored value holds."""
+        return cls(value["sidecar"], value["address"], value["epoch"], value["since_ms"])
+
 
 RESOURCES: tuple[Resource, ...] = (
     LEADER,

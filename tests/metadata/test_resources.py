@@ -18,6 +18,8 @@ from hqueue.metadata.resources import (
     RESOURCES,
     SUBSCRIBER,
     SUBSCRIPTION,
+    LeaderInfo,
+    SidecarInfo,
     check_queue_name,
     partition_key,
     partition_of_key,
@@ -105,6 +107,24 @@ def test_fields_checked_alone_agree_with_the_whole_value(name: str) -> None:
             assert alone_ok == whole_ok, fields
     # The checkpoints every checkpoint writer updates are checked field-wise.
     assert schemas.fields_validator("checkpoints") is not None
+
+
+def test_sidecar_and_leader_entries_read_and_write_their_stored_form() -> None:
+    leader = LeaderInfo.from_value(VALID["leader"])
+    assert leader == LeaderInfo("sc-1", "10.0.0.1:9000", epoch=1, since_ms=1)
+    assert leader.to_value() == VALID["leader"]
+    sidecar = SidecarInfo.from_value(VALID["sidecar"])
+    assert sidecar == SidecarInfo("10.0.0.1:9000", 0.5, 1, run=None)
+    assert sidecar.to_value() == VALID["sidecar"]  # no "run" member without a token
+    with_run = SidecarInfo("10.0.0.1:9000", 0.0, 2, run="f00d")
+    assert with_run.to_value() == {
+        "address": "10.0.0.1:9000",
+        "load": 0.0,
+        "since_ms": 2,
+        "run": "f00d",
+    }
+    assert SidecarInfo.from_value(with_run.to_value()) == with_run
+    schemas.validate("sidecar", with_run.to_value())
 
 
 def test_docs_show_the_resource_map() -> None:
