@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hqueue.errors import UnavailableError
-from hqueue.metadata.resources import SIDECAR
+from hqueue.metadata.resources import SIDECAR, SidecarInfo
 from hqueue.storage.sidecars import SidecarUnreachableError
 from hqueue.wire.sidecar_calls import SubscriberLease, SubscriberRegistration
 
@@ -95,7 +95,7 @@ class SubscriberRegistrar:
         a queue created a moment ago has no owners yet)."""
         owners = sorted({o.address for o in self._queue.owners().values()})
         with SIDECAR.open_table(self._queue.context.metastore).open_cursor() as live:
-            others = sorted(str(entry.value["address"]) for entry in live)
+            others = sorted(SidecarInfo.from_value(entry.value).address for entry in live)
         ordered = [] if self.sidecar is None else [self.sidecar]
         for address in (*owners, *others):
             if address not in ordered:
