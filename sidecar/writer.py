@@ -1,9 +1,11 @@
 """A sidecar's write path: ids assigned under per-partition locks, fenced writes,
 acknowledgement only once durable.
 
-A put (:meth:`Writer.put`, on the Thrift server's threads) checks the batch, then, for
-each partition it touches (in partition order, so two puts never lock in opposite
-orders), takes the partition's lock, checks that the partition is still held here
+A put (:meth:`Writer.put`, on the Thrift server's threads) checks the batch, then
+follows a :class:`~hqueue.sidecar.write_plan.WritePlan`, one
+:class:`~hqueue.sidecar.write_plan.PartitionWrite` per partition it touches: in
+partition order (so two puts never lock in opposite orders), it takes each
+partition's lock, checks that the partition is still held here
 and the metadata session confirmed, and takes ids from the partition's
 :class:`~hqueue.sidecar.ids.IdClock` (unique and ordered within the partition, after
 the last stored id: invariants 1 and 2). The write starts under the locks, so one
@@ -38,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import struct
 from collections.abc import Callable, Sequence
 
 from hqueue.errors import (
@@ -49,36 +50,19 @@ from hqueue.errors import (
     NotOwnerError,
     UnavailableError,
 )
-from hqueue.message import (
-    COLUMN_PREFIX,
-    MAX_PARTITIONS,
-    MAX_SEQUENCE,
-    MessageId,
-    check_topic,
-    partition_prefix,
-)
+from hqueue.message import COLUMN_PREFIX, MAX_PARTITIONS, check_topic
 from hqueue.metadata.managers import QueueInfoManager
-from hqueue.sidecar.ids import wall_clock_ms
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.options import SidecarOptions
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
-from hqueue.sidecar.producers import ProducerWindow, Written, check, record
-from hqueue.storage.contract import CellGroup, MessageStorage
-from hqueue.storage.producers import (
-    PRODUCER_COLUMN,
-    ProducerBatch,
-    partition_of_producer_row,
-    producer_row,
-)
+from hqueue.sidecar.producers import ProducerWindow
+from hqueue.sidecar.write_plan import WritePlan
+from hqueue.storage.contract import MessageStorage
 from hqueue.wire.sidecar_calls import MAX_PRODUCER_SEQUENCE, ProducerSequence
 
 __all__ = ["Writer", "invalid_message", "topic_column"]
 
 log = logging.getLogger(__name__)
-
-_HEAD = struct.Struct(">HQ")
-_SEQ = [struct.pack(">H", s) for s in range(MAX_SEQUENCE + 1)]
-"""The rowkey's last two bytes for every sequence, so a rowkey is one concatenation."""
 
 
 class Writer:
@@ -120,11 +104,51 @@ class Writer:
         """
         if self.membership.stopping:
             raise NotOwnerError(f"sidecar {self.membership.id} is shutting down")
-        count = len(values)
-        if not count:
+        if not values:
             return [], []
         by_partition, columns = self._validate(values, topics, partitions)
         claims = _claims(sequences, by_partition)
+        plan = WritePlan(queue, self._hold(queue, by_partition), by_partition, claims, len(values))
+        # Storage I/O before the locks, so a slow delete or read stalls no other put:
+        # a failed write's rows may still land below later ids until written off
+        # (invariant 1), and a producer it left unsure is checked against what landed.
+        for part in plan.parts:
+            self._settle(part.held)
+            if part.claim is not None:
+                self._read_back(part.held, part.claim.producer)
+        try:
+            # Ids are handed out and the write started under the locks, so within a
+            # partition rows become visible in id order (invariant 1).
+            with plan.locked():
+                self._check_owned(plan.held)
+                plan.check_settled()
+                plan.sweep_producers(self.options.producer_expiry)
+                plan.check_sequences()
+                plan.assign(values, columns)
+                if plan.groups:
+                    self._start_write(plan)
+            # Waited for outside the locks, so concurrent puts share a sync.
+            if plan.wait is not None:
+                self._finish_write(plan, plan.wait)
+            plan.wait_for_repeats()
+            # A write that outlived the session is not acknowledged (invariant 3).
+            self._check_owned(plan.held, after_write=True)
+            plan.acknowledge(self.options.on_write)
+        finally:
+            # Even a refused put forgets the producers it swept: they are gone from
+            # memory already.
+            for part in plan.parts:
+                if part.idle:
+                    self._forget(part.held, part.idle)
+        return plan.timestamps, plan.sequences
+
+    def _hold(self, queue: str, by_partition: dict[int, list[int]]) -> list[HeldPartition]:
+        """Return the partitions of the batch, in partition order, each held here and
+        writable.
+
+        :raises NoQueueError: (or InvalidMessageError, NotOwnerError,
+            UnavailableError) as :meth:`_not_held` says, if one is not.
+        """
         held: list[HeldPartition] = []
         unheld: list[int] = []
         unknown = False
@@ -137,99 +161,7 @@ class Writer:
                 held.append(hp)
         if unheld:
             raise self._not_held(queue, unheld, by_partition, unknown)
-        for hp in held:
-            self._settle(hp)
-            claim = claims.get(hp.partition)
-            if claim is not None:
-                self._read_back(hp, claim.producer)
-        timestamps = [0] * count
-        sequences_out = [0] * count
-        locked: list[HeldPartition] = []
-        lasts: list[tuple[HeldPartition, MessageId]] = []
-        repeats: list[Written] = []
-        windows: list[tuple[HeldPartition, ProducerWindow]] = []
-        idle: list[tuple[HeldPartition, list[tuple[int, int]]]] = []
-        wait: Callable[[], None] | None = None
-        try:
-            try:
-                for hp in held:  # sorted by partition: no two writers lock in opposite order
-                    hp.lock.acquire()
-                    locked.append(hp)
-                self._check_owned(held)
-                if any(hp.doubtful for hp in held):
-                    # Another put's write failed since this one settled the partition.
-                    raise UnavailableError(
-                        f"write to {queue!r}: a write of its partitions failed meanwhile; retry"
-                    )
-                expiry_ms = int(self.options.producer_expiry * 1000)
-                now = wall_clock_ms()
-                for hp in held:
-                    if hp.partition in claims and (forgotten := hp.sweep_producers(now, expiry_ms)):
-                        idle.append((hp, forgotten))
-                # Every sequence is checked before anything is written: all or nothing.
-                verdicts = {
-                    hp.partition: self._check_sequence(
-                        hp, claims[hp.partition], len(by_partition[hp.partition])
-                    )
-                    for hp in held
-                    if hp.partition in claims
-                }
-                groups: list[CellGroup] = []
-                for hp in held:
-                    indices = by_partition[hp.partition]
-                    repeat = verdicts.get(hp.partition)
-                    if repeat is not None:
-                        _place(repeat.batch.runs, indices, timestamps, sequences_out)
-                        repeats.append(repeat)
-                        continue
-                    runs = _assign(hp, indices, values, columns, groups)
-                    _place(runs, indices, timestamps, sequences_out)
-                    assert hp.clock is not None and hp.clock.last is not None
-                    lasts.append((hp, hp.clock.last))
-                    claim = claims.get(hp.partition)
-                    if claim is not None:
-                        batch = ProducerBatch(claim.first, len(indices), runs)
-                        window = hp.producers.get(claim.producer)
-                        windows.append((hp, record(window, claim.producer, batch)))
-                # Before the messages: no message of a batch is stored before the
-                # state naming it, so a new owner finds a batch left half done by a
-                # death in the write, and writes it off (hqueue.sidecar.recovery;
-                # HBase writes the groups in order, the standalone store in one
-                # transaction).
-                groups[:0] = [
-                    (
-                        PRODUCER_COLUMN,
-                        w.timestamp,
-                        [producer_row(hp.partition, w.producer)],
-                        [w.stored()],
-                    )
-                    for hp, w in windows
-                ]
-                if groups:
-                    wait = self._start_write(queue, held, groups, windows)
-                    for hp, window in windows:
-                        window.written[-1].durable = wait
-                        hp.producers[window.producer] = window
-                    for hp, _ in lasts:
-                        hp.pending = wait
-            finally:
-                for hp in locked:
-                    hp.lock.release()
-            if wait is not None:
-                self._finish_write(queue, held, groups, windows, wait)
-            for repeat in repeats:
-                _durable(queue, repeat)
-            self._check_owned(held, after_write=True)
-            for hp, last in lasts:
-                hp.advance(last)
-            for hp, _ in lasts:
-                if hp.newest is not None:
-                    for callback in self.options.on_write:
-                        callback(queue, hp.partition, hp.newest)
-        finally:
-            for hp, forgotten in idle:
-                self._forget(hp, forgotten)
-        return timestamps, sequences_out
+        return held
 
     def _not_held(
         self, queue: str, unheld: list[int], by_partition: dict[int, list[int]], unknown: bool
@@ -277,64 +209,29 @@ class Writer:
             return None
         return count if partition >= count else None
 
-    def _check_sequence(
-        self, hp: HeldPartition, claim: ProducerSequence, count: int
-    ) -> Written | None:
-        """Return the batch of ``count`` messages that ``claim`` repeats in ``hp``
-        (``None``: it is to be written).
-        Call under the partition's lock.
-
-        :raises OutOfOrderSequenceError: as :func:`~hqueue.sidecar.producers.check`.
-        :raises UnavailableError: the producer's state is being read back (a write of
-            its failed meanwhile): the put may be retried.
-        """
-        if claim.producer in hp.unsure:
-            raise UnavailableError(
-                f"partition {hp.partition}: producer {claim.producer}'s state is being read "
-                "back after a failed write; retry"
-            )
-        window = hp.producers.get(claim.producer)
-        return check(window, hp.partition, claim.producer, claim.first, count)
-
-    def _start_write(
-        self,
-        queue: str,
-        held: list[HeldPartition],
-        groups: list[CellGroup],
-        windows: list[tuple[HeldPartition, ProducerWindow]],
-    ) -> Callable[[], None]:
-        """Start the write (under the partitions' locks); return its wait.
+    def _start_write(self, plan: WritePlan) -> None:
+        """Start the plan's write (under the partitions' locks).
 
         :raises NotOwnerError: the storage refused it by a fence.
         :raises UnavailableError: it failed (its producers' state is then unsure).
         """
-        # Started under the locks, so one partition's writes become visible in id
-        # order; waited for outside them, so concurrent puts share a sync.
         # Every write carries the owner's epochs: the storage refuses it once a newer
         # owner has fenced a partition (invariant 3, even if this process was frozen
         # since the check above).
-        fences = [(hp.partition, hp.epoch) for hp in held]
         try:
-            return self.storage.write(held[0].table, groups, fences)
+            wait = self.storage.write(plan.held[0].table, plan.groups, plan.fences())
         except NotOwnerError:
-            self._lost_fence(held)
+            self._lost_fence(plan.held)
             raise
         except HQueueError as exc:
-            for hp in held:  # the locks are held
-                hp.doubtful.update(_cells(groups, hp.partition))
-            for hp, window in windows:
-                _unsure(hp, window.producer)
-            raise UnavailableError(f"write to {queue!r} failed, not acknowledged: {exc}") from None
+            plan.write_failed(locked=True)
+            raise UnavailableError(
+                f"write to {plan.queue!r} failed, not acknowledged: {exc}"
+            ) from None
+        plan.started(wait)
 
-    def _finish_write(
-        self,
-        queue: str,
-        held: list[HeldPartition],
-        groups: list[CellGroup],
-        windows: list[tuple[HeldPartition, ProducerWindow]],
-        wait: Callable[[], None],
-    ) -> None:
-        """Wait until the write is durable (outside the locks).
+    def _finish_write(self, plan: WritePlan, wait: Callable[[], None]) -> None:
+        """Wait until the plan's write is durable (outside the locks).
 
         :raises NotOwnerError: the storage refused it by a fence.
         :raises UnavailableError: it failed (its producers' state is then unsure).
@@ -342,16 +239,13 @@ class Writer:
         try:
             wait()
         except NotOwnerError:
-            self._lost_fence(held)
+            self._lost_fence(plan.held)
             raise
         except HQueueError as exc:
-            for hp in held:
-                with hp.lock:
-                    hp.doubtful.update(_cells(groups, hp.partition))
-            for hp, window in windows:
-                with hp.lock:
-                    _unsure(hp, window.producer)
-            raise UnavailableError(f"write to {queue!r} failed, not acknowledged: {exc}") from None
+            plan.write_failed(locked=False)
+            raise UnavailableError(
+                f"write to {plan.queue!r} failed, not acknowledged: {exc}"
+            ) from None
 
     def _settle(self, hp: HeldPartition) -> None:
         """Write off the rows of the partition's failed writes, if any, before anything
@@ -529,96 +423,6 @@ def _claims(
             )
         claims[p] = claim
     return claims
-
-
-def _assign(
-    hp: HeldPartition,
-    indices: list[int],
-    values: list[bytes],
-    columns: list[bytes],
-    groups: list[CellGroup],
-) -> tuple[tuple[int, int, int], ...]:
-    """Hand out the ids of the partition's messages at ``indices`` (under its lock),
-    add their rows to ``groups``; return the ids as runs (timestamp, first sequence,
-    count)."""
-    assert hp.clock is not None
-    runs = tuple(hp.clock.take_runs(len(indices)))
-    pos = 0
-    for ts, first, n in runs:
-        run = indices[pos : pos + n]
-        pos += n
-        head = _HEAD.pack(hp.partition, ts)
-        keys = [head + _SEQ[s] for s in range(first, first + n)]
-        groups.extend(_groups(ts, run, keys, values, columns))
-    return runs
-
-
-def _place(
-    runs: Sequence[tuple[int, int, int]],
-    indices: list[int],
-    timestamps: list[int],
-    sequences: list[int],
-) -> None:
-    """Put the ids of ``runs`` at the batch's ``indices``, in order."""
-    pos = 0
-    for ts, first, n in runs:
-        for i, seq in zip(indices[pos : pos + n], range(first, first + n), strict=True):
-            timestamps[i] = ts
-            sequences[i] = seq
-        pos += n
-
-
-def _cells(groups: list[CellGroup], partition: int) -> set[tuple[bytes, int]]:
-    """Every row of ``partition`` in ``groups`` (its messages and its producer rows)
-    with the timestamp it is written at."""
-    prefix = partition_prefix(partition)
-    return {
-        (row, ts)
-        for column, ts, rows, _ in groups
-        for row in rows
-        if (
-            partition_of_producer_row(row) == partition
-            if column == PRODUCER_COLUMN
-            else row.startswith(prefix)
-        )
-    }
-
-
-def _unsure(hp: HeldPartition, producer: int) -> None:
-    """Note that a write of ``producer`` failed in ``hp``: its state is read back
-    before its next batch is checked. Call under the partition's lock."""
-    hp.producers.pop(producer, None)
-    hp.unsure.add(producer)
-
-
-def _durable(queue: str, repeat: Written) -> None:
-    """Wait until the write of a repeated batch is durable.
-
-    :raises UnavailableError: that write failed (the put may be retried: the batch is
-        then written anew).
-    """
-    try:
-        repeat.durable()
-    except HQueueError as exc:
-        raise UnavailableError(
-            f"write to {queue!r} of the batch this put repeats failed, not acknowledged: {exc}"
-        ) from None
-
-
-def _groups(
-    ts: int, run: list[int], keys: list[bytes], values: list[bytes], columns: list[bytes]
-) -> list[CellGroup]:
-    """Return the cell groups of one run of ids (one timestamp), by column."""
-    if len(columns) == 1:
-        if len(run) == len(values):
-            return [(columns[0], ts, keys, values)]
-        return [(columns[0], ts, keys, [values[i] for i in run])]
-    by_column: dict[bytes, tuple[list[bytes], list[bytes]]] = {}
-    for key, i in zip(keys, run, strict=True):
-        ks, vs = by_column.setdefault(columns[i], ([], []))
-        ks.append(key)
-        vs.append(values[i])
-    return [(column, ts, ks, vs) for column, (ks, vs) in by_column.items()]
 
 
 def topic_column(topic: str, index: int) -> bytes:

@@ -9,7 +9,8 @@ failed and why. Retried alike: an owner look-up the metadata store cannot answer
 is restarting), a sidecar still starting, and an attempt that got no answer within
 the per-attempt timeout (a hung sidecar), after which the owner is looked up again,
 so the part goes to the partition's new owner once it moved. A part is
-all-or-nothing on the sidecar, so a retried part is never half-written.
+all-or-nothing on the sidecar, so a retried part is never half-written. The errors
+retried, and the pacing, are :class:`~hqueue.client.put_retry.RetryPolicy`'s.
 
 Retries write nothing twice (Kafka's idempotent producer, KIP-98): a put carries, for
 each partition, a producer id and the sequence of its first message there, the same
@@ -30,21 +31,18 @@ import collections
 import random
 import secrets
 import threading
-import time
 import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hqueue.client.context import OwnerHints
+from hqueue.client.put_retry import Retrying, RetryPolicy, default_attempt_timeout
 from hqueue.errors import (
-    ConnectionLostError,
     InvalidArgumentError,
     InvalidMessageError,
     NoOwnerInfoError,
     NotOwnerError,
     OutOfOrderSequenceError,
-    StorageError,
-    UnavailableError,
 )
 from hqueue.message import MessageId, Position, check_partition, check_topic
 from hqueue.settings import DEFAULT_PUT_TIMEOUT
@@ -65,22 +63,8 @@ __all__ = [
     "route",
 ]
 
-_BACKOFF_START = 0.05
-_BACKOFF_MAX = 1.0
-_ATTEMPT_TIMEOUT_MAX = 5.0
 _LOOKS_MAX = 8
 """How many unowned partitions of one put are looked up in the store, not the cache."""
-
-# The metadata store could not answer (unreachable, session lost, HBase failing): the
-# owner is unknown for now, not absent. NoQueueError is neither, and is not retried.
-_LOOKUP_ERRORS = (ConnectionLostError, StorageError)
-
-
-def default_attempt_timeout(put_timeout: float) -> float:
-    """Return the per-attempt timeout a producer uses by default: a third of
-    ``put_timeout``, at most 5 s, so that a put held by a hung sidecar is sent again
-    to the partition's next owner well before ``put_timeout``."""
-    return min(put_timeout / 3, _ATTEMPT_TIMEOUT_MAX)
 
 
 class _Lane:
@@ -105,6 +89,74 @@ class _Lane:
         first = self.sent.get((queue, partition), 0)
         self.sent[(queue, partition)] = first + count
         return self.producer, first
+
+
+class _Put:
+    """One put in flight: its batch by column, the lane whose producer id and
+    sequences it carries, and the ids acknowledged so far (``None``: not yet)."""
+
+    __slots__ = ("counts", "ids", "lane", "partitions", "queue", "sequences", "topics", "values")
+
+    def __init__(
+        self,
+        queue: str,
+        values: list[bytes],
+        topics: list[str],
+        partitions: list[int],
+        counts: dict[int, int],
+        lane: _Lane,
+    ) -> None:
+        self.queue = queue
+        self.values = values
+        self.topics = topics
+        self.partitions = partitions
+        self.counts = counts
+        self.lane = lane
+        # The same in every attempt, however the parts are grouped: a retry of a part
+        # already written is answered with its ids.
+        self.sequences = {p: lane.claim(queue, p, n) for p, n in counts.items()}
+        self.ids: list[MessageId | None] = [None] * len(values)
+
+    def renew(self, partition: int) -> None:
+        """Give the partition's part a new producer id (a new lane, kept for the rest
+        of the put): the sidecar lost the lane's batches before it, so the lane's
+        count no longer agrees with the sidecar's."""
+        self.lane = _Lane()
+        self.sequences[partition] = self.lane.claim(self.queue, partition, self.counts[partition])
+
+    def batch(self, indices: list[int]) -> PutBatch:
+        """Return the part of the batch at ``indices``, with the producer sequences of
+        its partitions."""
+        values, topics, partitions = self.values, self.topics, self.partitions
+        if len(indices) != len(values):
+            values = [values[i] for i in indices]
+            topics = [topics[i] for i in indices]
+            partitions = [partitions[i] for i in indices]
+        # One entry stands for all when every message shares it: less to encode.
+        if len(set(topics)) == 1:
+            topics = topics[:1]
+        if len(set(partitions)) == 1:
+            partitions = partitions[:1]
+        sequences = self.sequences
+        return PutBatch(
+            values,
+            topics,
+            partitions,
+            [ProducerSequence(p, *sequences[p]) for p in sorted(set(partitions))],
+        )
+
+    def acknowledged(self, indices: list[int], ids: list[MessageId]) -> None:
+        """Note the ids the part at ``indices`` was written at."""
+        if len(indices) == len(self.ids):
+            self.ids = ids  # type: ignore[assignment]
+        else:
+            for i, mid in zip(indices, ids, strict=True):
+                self.ids[i] = mid
+
+    def positions(self) -> list[Position]:
+        """Return where each message went, once all are acknowledged."""
+        done: list[MessageId] = self.ids  # type: ignore[assignment]
+        return [Position(p, mid) for p, mid in zip(self.partitions, done, strict=True)]
 
 
 class NewMessage(NamedTuple):
@@ -219,25 +271,25 @@ class Producer:
         attempt_timeout: float | None = None,
         hints: OwnerHints | None = None,
     ) -> None:
-        if put_timeout <= 0:
-            raise InvalidArgumentError("'put_timeout' must be > 0")
-        if attempt_timeout is None:
-            attempt_timeout = default_attempt_timeout(put_timeout)
-        elif not 0 < attempt_timeout <= put_timeout:
-            raise InvalidArgumentError(
-                f"'attempt_timeout' must be > 0 and at most 'put_timeout' ({put_timeout:g} s), "
-                f"not {attempt_timeout!r}"
-            )
+        self._retry = RetryPolicy(put_timeout, attempt_timeout)
         self._owners = owners
         self._queue_info = queue_info
-        self.put_timeout = put_timeout
-        self.attempt_timeout = attempt_timeout
         self._sidecars = sidecars
         self.round_robin = RoundRobin()
         self._hints = OwnerHints() if hints is None else hints
         self._lock = threading.Lock()
         self._lanes: list[_Lane] = []
         """lanes no put holds, the most recently used last"""
+
+    @property
+    def put_timeout(self) -> float:
+        """How long (s) a put may take in all, retries included."""
+        return self._retry.put_timeout
+
+    @property
+    def attempt_timeout(self) -> float:
+        """How long (s) one attempt may wait for a sidecar's answer."""
+        return self._retry.attempt_timeout
 
     def _prepare(
         self, info: QueueInfo, batch: list[Any]
@@ -293,7 +345,7 @@ class Producer:
                 address = self._owners.read_owner_info(queue, p, fresh=True).value.address
             except NoOwnerInfoError:
                 continue
-            except _LOOKUP_ERRORS:
+            except self._retry.LOOKUP_ERRORS:
                 return
             self._hints.learn(queue, p, address)
 
@@ -330,128 +382,116 @@ class Producer:
             return []
         counts = collections.Counter(partitions)
         lane = self._take_lane(info.name, counts)
-        # The same in every attempt, however the parts are grouped: a retry of a part
-        # already written is answered with its ids.
-        sequences = {p: lane.claim(info.name, p, n) for p, n in counts.items()}
-        ids: list[MessageId | None] = [None] * len(values)
+        put = _Put(info.name, values, topics, partitions, counts, lane)
+        retrying = self._retry.start(info.name, partitions[0])
         pending = list(range(len(values)))
-        deadline = time.monotonic() + self.put_timeout
-        backoff = _BACKOFF_START
-        started = time.monotonic()
-        next_look = started  # when to read unowned partitions' owners from the store
-        last_error = "no sidecar owns the partition"
-        failed_partition = partitions[0]
         while pending:
+            owners, unknown = self._owners_of(put, pending, retrying)
             groups: dict[str | None, list[int]] = {}
-            owners: dict[int, str | None] = {}
-            unknown: set[int] = set()  # partitions whose owner could not be read
             for i in pending:
-                p = partitions[i]
-                if p not in owners:
-                    try:
-                        owners[p] = self._owner(info.name, p)
-                    except _LOOKUP_ERRORS as exc:
-                        owners[p] = None
-                        unknown.add(p)
-                        failed_partition = p
-                        last_error = f"the owner of partition {p} could not be read: {exc}"
-                groups.setdefault(owners[p], []).append(i)
+                groups.setdefault(owners[partitions[i]], []).append(i)
             retry: list[int] = []
             for address, indices in groups.items():
                 if address is None:
                     unowned_here = [i for i in indices if partitions[i] not in unknown]
                     if unowned_here:
-                        failed_partition = partitions[unowned_here[0]]
-                        last_error = f"no sidecar owns partition {failed_partition}"
+                        p = partitions[unowned_here[0]]
+                        retrying.failed(f"no sidecar owns partition {p}", p)
                     retry.extend(indices)
-                    continue
-                remaining = deadline - time.monotonic()
-                try:
-                    result = self._send(
-                        address,
-                        info.name,
-                        values,
-                        topics,
-                        partitions,
-                        indices,
-                        len(indices) == len(values),
-                        max(min(self.attempt_timeout, remaining), _BACKOFF_START),
-                        sequences,
-                    )
-                except OutOfOrderSequenceError as exc:
-                    if not exc.gap:
-                        raise  # repeats a batch the sidecar no longer remembers
-                    # The sidecar lost this lane's batches before it (its state was
-                    # lost), so this part was not written: send it again under a new
-                    # producer id, and drop the lane whose count no longer agrees.
-                    failed_partition = exc.partition
-                    last_error = f"sidecar {address}: {exc}"
-                    lane = _Lane()
-                    sequences[exc.partition] = lane.claim(
-                        info.name, exc.partition, counts[exc.partition]
-                    )
+                elif not self._attempt(put, address, indices, retrying):
                     retry.extend(indices)
-                    continue
-                except NotOwnerError as exc:
-                    failed_partition = exc.partition
-                    last_error = f"sidecar {address}: {exc}"
-                    self._forget(info.name, indices, partitions, address, exc)
-                    retry.extend(indices)
-                    continue
-                except UnavailableError as exc:
-                    failed_partition = partitions[indices[0]]
-                    last_error = (
-                        str(exc)
-                        if isinstance(exc, SidecarUnreachableError)
-                        else f"sidecar {address}: {exc}"
-                    )
-                    self._forget(info.name, indices, partitions, address, None)
-                    retry.extend(indices)
-                    continue
-                if len(indices) == len(ids):
-                    ids = result  # type: ignore[assignment]
-                else:
-                    for i, mid in zip(indices, result, strict=True):
-                        ids[i] = mid
             if not retry:
                 break
-            store_failed = bool(unknown)
-            if any(
-                owners.get(partitions[i]) is None and partitions[i] not in unknown for i in retry
-            ):
-                # Unowned may mean deleted: then no owner will ever come.
-                try:
-                    self._queue_info(info.name)
-                except _LOOKUP_ERRORS as exc:
-                    last_error = f"the queue's metadata could not be read: {exc}"
-                    store_failed = True
-            # Nobody owns it yet (a new queue, a move in progress): the owner appears in
-            # the metadata cache, so look again soon rather than backing off. A store
-            # that cannot answer gets the backoff.
-            unowned = not store_failed and all(owners.get(partitions[i]) is None for i in retry)
-            if unowned:
-                now = time.monotonic()
-                if now >= next_look:
-                    self._look_in_store(info.name, {partitions[i] for i in retry})
-                    # Every retry in the first second (a new queue's owner comes
-                    # then), less and less often after (a dead owner's successor).
-                    waited = now - started
-                    next_look = now + (0.0 if waited < 1.0 else min(waited / 4, 1.0))
-            pause = 0.05 if unowned else backoff
-            if time.monotonic() + pause > deadline:
-                raise UnavailableError(
-                    f"put to queue {info.name!r} partition {failed_partition} not acknowledged "
-                    f"within {self.put_timeout:g} s ({len(retry)} of {len(values)} messages "
-                    f"unwritten): {last_error}"
-                )
-            time.sleep(pause)
-            if not unowned:
-                backoff = min(backoff * 2, _BACKOFF_MAX)
+            self._before_retry(put, retry, owners, unknown, retrying)
             pending = retry
         with self._lock:
-            self._lanes.append(lane)  # dropped instead when the put fails
-        done: list[MessageId] = ids  # type: ignore[assignment]
-        return [Position(p, mid) for p, mid in zip(partitions, done, strict=True)]
+            self._lanes.append(put.lane)  # dropped instead when the put fails
+        return put.positions()
+
+    def _owners_of(
+        self, put: _Put, pending: list[int], retrying: Retrying
+    ) -> tuple[dict[int, str | None], set[int]]:
+        """Return the owner of each partition of the messages at ``pending``
+        (``None``: none known) and the partitions whose owner could not be read (the
+        metadata store did not answer: noted in ``retrying``)."""
+        owners: dict[int, str | None] = {}
+        unknown: set[int] = set()
+        partitions = put.partitions
+        for i in pending:
+            p = partitions[i]
+            if p in owners:
+                continue
+            try:
+                owners[p] = self._owner(put.queue, p)
+            except self._retry.LOOKUP_ERRORS as exc:
+                owners[p] = None
+                unknown.add(p)
+                retrying.failed(f"the owner of partition {p} could not be read: {exc}", p)
+        return owners, unknown
+
+    def _attempt(self, put: _Put, address: str, indices: list[int], retrying: Retrying) -> bool:
+        """Send the part of ``put`` at ``indices`` to the sidecar at ``address`` once;
+        return whether it was acknowledged (its ids noted in ``put``), else note why
+        in ``retrying``: the part is to be sent again.
+
+        :raises HQueueError: what the policy does not retry (see :meth:`_send`).
+        """
+        try:
+            ids = self._send(put, address, indices, timeout=retrying.attempt_timeout())
+        except self._retry.RETRIED as exc:
+            if not self._retry.retries(exc):
+                raise  # repeats a batch the sidecar no longer remembers
+            if isinstance(exc, OutOfOrderSequenceError):
+                # The sidecar lost this lane's batches before it (its state was lost),
+                # so this part was not written: it goes again under a new producer id.
+                retrying.failed(f"sidecar {address}: {exc}", exc.partition)
+                put.renew(exc.partition)
+            elif isinstance(exc, NotOwnerError):
+                retrying.failed(f"sidecar {address}: {exc}", exc.partition)
+                self._forget(put.queue, indices, put.partitions, address, exc)
+            else:
+                why = (
+                    str(exc)
+                    if isinstance(exc, SidecarUnreachableError)
+                    else f"sidecar {address}: {exc}"
+                )
+                retrying.failed(why, put.partitions[indices[0]])
+                self._forget(put.queue, indices, put.partitions, address, None)
+            return False
+        put.acknowledged(indices, ids)
+        return True
+
+    def _before_retry(
+        self,
+        put: _Put,
+        retry: list[int],
+        owners: dict[int, str | None],
+        unknown: set[int],
+        retrying: Retrying,
+    ) -> None:
+        """Get ready to send the messages at ``retry`` again, given the ``owners`` of
+        this round and the partitions whose owner was ``unknown``: wait as
+        ``retrying`` paces it, and look for unowned partitions' owners in the store.
+
+        :raises NoQueueError: if the queue no longer exists.
+        :raises UnavailableError: if the put's time is up.
+        """
+        partitions = put.partitions
+        store_failed = bool(unknown)
+        if any(owners.get(partitions[i]) is None and partitions[i] not in unknown for i in retry):
+            # Unowned may mean deleted: then no owner will ever come.
+            try:
+                self._queue_info(put.queue)
+            except self._retry.LOOKUP_ERRORS as exc:
+                retrying.failed(f"the queue's metadata could not be read: {exc}")
+                store_failed = True
+        # Nobody owns it yet (a new queue, a move in progress): the owner appears in
+        # the metadata cache, so look again soon rather than backing off. A store
+        # that cannot answer gets the backoff.
+        unowned = not store_failed and all(owners.get(partitions[i]) is None for i in retry)
+        if unowned and retrying.look_due():
+            self._look_in_store(put.queue, {partitions[i] for i in retry})
+        retrying.pause(unowned, len(retry), len(partitions))
 
     def _take_lane(self, queue: str, counts: dict[int, int]) -> _Lane:
         """Return an idle lane (the most recently used, so few ids are in use) whose
@@ -477,20 +517,11 @@ class Producer:
             self._hints.learn(queue, refusal.partition, refusal.owner)
 
     def _send(
-        self,
-        address: str,
-        queue: str,
-        values: list[bytes],
-        topics: list[str],
-        partitions: list[int],
-        indices: list[int],
-        everything: bool,
-        timeout: float,
-        sequences: dict[int, tuple[int, int]],
+        self, put: _Put, address: str, indices: list[int], *, timeout: float
     ) -> list[MessageId]:
-        """Send the messages at ``indices`` (all of them when ``everything``) to one
-        sidecar, waiting at most ``timeout`` seconds, with the producer id and first
-        sequence of each of their partitions (``sequences``); return their ids.
+        """Send the messages of ``put`` at ``indices`` to one sidecar, waiting at most
+        ``timeout`` seconds, with the producer id and first sequence of each of their
+        partitions; return their ids.
 
         :raises NotOwnerError: if the sidecar does not own a partition of them.
         :raises UnavailableError: if it cannot write now, is starting, or is
@@ -501,26 +532,13 @@ class Producer:
         :raises OutOfOrderSequenceError: if it refuses a partition's sequence.
         :raises AuthorizationError: if it refuses this client's principal the queue.
         """
-        if not everything:
-            values = [values[i] for i in indices]
-            topics = [topics[i] for i in indices]
-            partitions = [partitions[i] for i in indices]
-        # One entry stands for all when every message shares it: less to encode.
-        if len(set(topics)) == 1:
-            topics = topics[:1]
-        if len(set(partitions)) == 1:
-            partitions = partitions[:1]
-        batch = PutBatch(
-            values,
-            topics,
-            partitions,
-            [ProducerSequence(p, *sequences[p]) for p in sorted(set(partitions))],
-        )
         try:
-            return self._sidecars.put(address, queue, batch, timeout=timeout).message_ids()
+            return self._sidecars.put(
+                address, put.queue, put.batch(indices), timeout=timeout
+            ).message_ids()
         except InvalidMessageError as exc:
             text, index = str(exc), exc.index
-            if not everything and 0 <= index < len(indices):
+            if len(indices) != len(put.values) and 0 <= index < len(indices):
                 # The sidecar numbers this part's messages; the caller numbers the batch.
                 index = indices[index]
                 text = f"message {index}: {text.partition(': ')[2] or text}"
