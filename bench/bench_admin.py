@@ -156,10 +156,7 @@ def run_job(job: str, messages: int, base: Path, server_tree: str | None) -> Res
     )
     with _server_tree(server_tree):
         server.start(timeout=120)
-    client = hqueue.connect(
-        hbase=server.address,
-        hbase_admin=f"{server.host}:{server.thrift2_port}",
-        table_prefix="",
+    client = server.client(
         put_timeout=120,
     )
     try:

@@ -273,7 +273,7 @@ def servers(
         client.close()
         admin = args.hbase_admin
         if not args.hbase:
-            admin = f"{standalone.host}:{standalone.thrift2_port}"
+            admin = standalone.admin_address
         yield (
             {
                 "zookeeper": {"zookeeper": f"{zookeeper}/bench-{run}"},

@@ -331,9 +331,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         server = StandaloneProcess(Path(tmp) / "data").start()
         stack.callback(server.stop)
-        load_s = load(
-            server.address, f"{server.host}:{server.thrift2_port}", args.rows, args.partitions
-        )
+        load_s = load(server.address, server.admin_address, args.rows, args.partitions)
         # Spark's own shuffle width (200), as the figures were measured with it.
         spark = local_spark("bench-spark", "local[*]", **{"spark.sql.shuffle.partitions": "200"})
         stack.callback(spark.stop)
@@ -366,7 +364,7 @@ def main() -> None:
             stack.callback(sidecar.stop)
             load(
                 storage.address,
-                f"{storage.host}:{storage.thrift2_port}",
+                storage.admin_address,
                 args.rows,
                 args.partitions,
                 zookeeper=zookeeper.hosts,

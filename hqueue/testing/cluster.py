@@ -6,10 +6,11 @@ one)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, Unpack
 
-from hqueue.client.client import Client, connect
+from hqueue.client.client import Client
 from hqueue.sidecar.node import SidecarConfig, SidecarServer
+from hqueue.testing.clients import ClientSettings
 from hqueue.testing.process import wait_for
 from hqueue.testing.sidecar import SidecarProcess
 
@@ -20,7 +21,7 @@ SESSION = 3.0
 
 
 class Storage(Protocol):
-    """What a cluster needs of its storage: the two gateways' addresses
+    """What a cluster needs of its storage: the two gateways' addresses and clients of them
     (:class:`~hqueue.testing.standalone.StandaloneProcess`, or
     :class:`~hqueue.testing.hbase_fixture.SharedHBase` for a real HBase)."""
 
@@ -32,6 +33,10 @@ class Storage(Protocol):
     @property
     def admin_address(self) -> str:
         """``host:port`` of the Thrift2 gateway."""
+        ...
+
+    def client(self, **settings: Unpack[ClientSettings]) -> Client:
+        """A new client of the two gateways (see :func:`~hqueue.testing.clients.client_of`)."""
         ...
 
 
@@ -87,9 +92,7 @@ class Cluster:
 
     def client(self) -> Client:
         """Return a new client of this cluster (closed by :meth:`close`)."""
-        client = connect(
-            self.storage.address,
-            hbase_admin=self.storage.admin_address,
+        client = self.storage.client(
             zookeeper=self.zookeeper,
             table_prefix=self.prefix,
             put_timeout=30,

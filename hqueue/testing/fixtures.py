@@ -44,7 +44,7 @@ from pathlib import Path
 import happybase
 import pytest
 
-from hqueue.client.client import Client, connect
+from hqueue.client.client import Client
 from hqueue.settings import ENV_ZOOKEEPER_CLASSPATH
 from hqueue.testing.cluster import Cluster, Storage
 from hqueue.testing.hbase import ENV_HBASE_CLASSPATH, hbase_available
@@ -157,11 +157,7 @@ def hq(hbase_server: StandaloneProcess) -> Iterator[Client]:
     """An hqueue client of the session server (metadata in its HBase, no table prefix,
     so the sidecar inside the server serves its queues). Isolate tests by queue name
     (``queue_name``)."""
-    client = connect(
-        hbase=hbase_server.address,
-        hbase_admin=f"{hbase_server.host}:{hbase_server.thrift2_port}",
-        table_prefix="",
-    )
+    client = hbase_server.client()
     yield client
     client.close()
 
@@ -238,12 +234,7 @@ def real_hbase() -> SharedHBase:
 def hbase_hq(real_hbase: SharedHBase) -> Iterator[Client]:
     """An hqueue client of the real HBase cluster, whose two sidecars serve its queues
     (metadata in its ZooKeeper, no table prefix). Isolate tests by queue name."""
-    client = connect(
-        hbase=real_hbase.address,
-        hbase_admin=real_hbase.admin_address,
-        zookeeper=real_hbase.suite_zookeeper,
-        table_prefix="",
-    )
+    client = real_hbase.client(zookeeper=real_hbase.suite_zookeeper)
     yield client
     client.close()
 

@@ -32,10 +32,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Unpack
 
 import happybase
 
+from hqueue.client.client import Client
 from hqueue.settings import DEFAULT_HOST
+from hqueue.testing.clients import ClientSettings, client_of
 from hqueue.testing.hdfs import HDFS
 from hqueue.testing.jvm import JDK17_FLAGS, JavaRole, process_rss, write_site
 from hqueue.testing.process import free_port, port_free
@@ -242,6 +245,15 @@ class HBaseCluster:
     def admin_address(self) -> str:
         """The Thrift2 gateway's address (as :class:`~hqueue.testing.cluster.Storage`)."""
         return self.thrift2_address
+
+    def client(self, **settings: Unpack[ClientSettings]) -> Client:
+        """Return a new client of the cluster's gateways (table prefix ``""`` and
+        metadata in HBase unless ``settings`` name a prefix or ``zookeeper``; the rest
+        of ``settings`` are :func:`hqueue.connect`'s); the caller closes it.
+
+        :raises HQueueError: as :func:`hqueue.connect`.
+        """
+        return client_of(self.address, self.admin_address, **settings)
 
     @property
     def zookeeper_hosts(self) -> str:

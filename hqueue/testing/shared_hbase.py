@@ -26,7 +26,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Unpack
 
+from hqueue.client.client import Client
+from hqueue.testing.clients import ClientSettings, client_of
 from hqueue.testing.hbase import HBaseCluster, admin_call
 from hqueue.testing.sidecar import SidecarProcess
 
@@ -67,6 +70,15 @@ class SharedHBase:
     def admin_address(self) -> str:
         """``host:port`` of the Thrift2 gateway."""
         return f"{self.host}:{self.thrift2_port}"
+
+    def client(self, **settings: Unpack[ClientSettings]) -> Client:
+        """Return a new client of the cluster's gateways (table prefix ``""`` and
+        metadata in HBase unless ``settings`` name a prefix or ``zookeeper``; the rest
+        of ``settings`` are :func:`hqueue.connect`'s); the caller closes it.
+
+        :raises HQueueError: as :func:`hqueue.connect`.
+        """
+        return client_of(self.address, self.admin_address, **settings)
 
     def admin(self, *args: str) -> None:
         """Run one call of HBase's Admin API on the cluster (see

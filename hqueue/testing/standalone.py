@@ -13,8 +13,11 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Unpack
 
+from hqueue.client.client import Client
 from hqueue.settings import DEFAULT_HOST
+from hqueue.testing.clients import ClientSettings, client_of
 from hqueue.testing.process import ChildProcess
 
 __all__ = ["StandaloneProcess"]
@@ -92,6 +95,15 @@ class StandaloneProcess(ChildProcess):
     def admin_address(self) -> str:
         """``host:port`` of the Thrift2 server (hqueue's ``--hbase-admin``)."""
         return f"{self.host}:{self.thrift2_port}"
+
+    def client(self, **settings: Unpack[ClientSettings]) -> Client:
+        """Return a new client of this server (table prefix ``""`` unless ``settings``
+        name one; the rest of ``settings`` are :func:`hqueue.connect`'s); the caller
+        closes it.
+
+        :raises HQueueError: as :func:`hqueue.connect`.
+        """
+        return client_of(self.address, self.admin_address, **settings)
 
     def restart(self) -> StandaloneProcess:
         """Start again on the same data directory and ports; return self.

@@ -29,4 +29,4 @@ def global_options(server: StandaloneProcess | Servers) -> list[str]:
     server)."""
     if isinstance(server, Servers):
         return list(server.options)
-    return ["--hbase", server.address, "--hbase-admin", f"{server.host}:{server.thrift2_port}"]
+    return ["--hbase", server.address, "--hbase-admin", server.admin_address]

@@ -318,7 +318,7 @@ def _put_process(
     """``hqueue put QUEUE ARGS`` with pipes for stdin, stdout and stderr."""
     command = [
         *(sys.executable, "-m", "hqueue", "--hbase", server.address),
-        *("--hbase-admin", f"{server.host}:{server.thrift2_port}", "put", queue, *args),
+        *("--hbase-admin", server.admin_address, "put", queue, *args),
     ]
     base = {k: v for k, v in os.environ.items() if k not in _UNSET}
     return subprocess.Popen(

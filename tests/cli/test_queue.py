@@ -429,7 +429,7 @@ def test_the_admin_address_comes_from_the_environment(
         ],
         env={
             **child_env(),
-            "HQUEUE_HBASE_ADMIN": f"{hbase_server.host}:{hbase_server.thrift2_port}",
+            "HQUEUE_HBASE_ADMIN": hbase_server.admin_address,
         },
         capture_output=True,
         text=True,

@@ -90,7 +90,7 @@ def test_hbase_admin_at_another_port_says_what_answered(
 def test_the_library_raises_a_typed_error_for_the_wrong_port(
     hbase_server: StandaloneProcess,
 ) -> None:
-    address = f"{hbase_server.host}:{hbase_server.thrift2_port}"
+    address = hbase_server.admin_address
     with pytest.raises(WrongServiceError, match="is it the Thrift2 port") as raised:
         hqueue.connect(address)
     assert isinstance(raised.value, HQueueError)
@@ -140,7 +140,7 @@ def test_queue_create_across_two_servers_is_refused_in_one_line(
 ) -> None:
     # A newcomer's setting: HQUEUE_HBASE names one server, and the admin gateway is
     # another server's (the default address, where another standalone answers).
-    admin = f"{empty_server.host}:{empty_server.thrift2_port}"
+    admin = empty_server.admin_address
     env = {**child_env(), "HQUEUE_HBASE": hbase_server.address, "HQUEUE_HBASE_ADMIN": admin}
     done = subprocess.run(
         [sys.executable, "-m", "hqueue", "queue", "create", queue_name, "--partitions", "2"],

@@ -23,7 +23,7 @@ from tests.sidecar.test_public_contract import _Recorder
 def _connect(server: StandaloneProcess) -> Coroutine[Any, Any, aio.AsyncClient]:
     return aio.connect(
         hbase=server.address,
-        hbase_admin=f"{server.host}:{server.thrift2_port}",
+        hbase_admin=server.admin_address,
         table_prefix="",
     )
 
@@ -241,7 +241,7 @@ def test_a_subscriber_served_elsewhere_is_registered_renewed_and_withdrawn(
 
     recorder = _Recorder()
     server = ThriftServer(subscriber_idl().HQueueSubscriber, recorder, name="sub").start()
-    address = f"{server.host}:{server.port}"
+    address = server.address
     hq.create_queue(queue_name, partitions=1)
 
     async def main() -> tuple[bool, float, bool, bool]:

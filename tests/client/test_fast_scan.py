@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hqueue.client.client import Client, connect
+from hqueue.client.client import Client
 from hqueue.errors import TableNotFoundError
 from hqueue.message import MessageId, encode_rowkey
 from hqueue.testing.standalone import StandaloneProcess
@@ -17,10 +17,7 @@ from hqueue.wire.idl import hbase1
 @pytest.fixture
 def slow(hbase_server: StandaloneProcess) -> Iterator[Client]:
     """A client that reads through HBase's Thrift1 gateway only."""
-    client = connect(
-        hbase_server.address,
-        hbase_admin=f"{hbase_server.host}:{hbase_server.thrift2_port}",
-        table_prefix="",
+    client = hbase_server.client(
         fast_scan=False,
     )
     yield client

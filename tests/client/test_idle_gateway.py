@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hqueue.client.client import Client, connect
+from hqueue.client.client import Client
 from hqueue.testing.cluster import Cluster, wait_for
 from hqueue.testing.hbase import ENV_HBASE_CLASSPATH, HBaseCluster, hbase_available
 from tests.client.test_subscriber import Collector
@@ -54,9 +54,7 @@ def idle_cluster(idle_hbase: HBaseCluster, hbase_prefix: str, tmp_path: Path) ->
 
 
 def _client(cluster: Cluster, *, fast_scan: bool = True) -> Client:
-    client = connect(
-        cluster.storage.address,
-        hbase_admin=cluster.storage.admin_address,
+    client = cluster.storage.client(
         table_prefix=cluster.prefix,
         fast_scan=fast_scan,
     )

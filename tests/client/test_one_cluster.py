@@ -24,18 +24,14 @@ from tests.cli.test_queue import table_names
 pytestmark = pytest.mark.server  # its tests start servers of their own (or a fixture here does)
 
 
-def thrift2(server: StandaloneProcess) -> str:
-    return f"{server.host}:{server.thrift2_port}"
-
-
 def own_client(server: StandaloneProcess) -> Client:
     """A client of ``server`` alone: both gateways its own."""
-    return hqueue.connect(server.address, hbase_admin=thrift2(server), table_prefix="")
+    return server.client()
 
 
 def split_client(data: StandaloneProcess, admin: StandaloneProcess) -> Client:
     """A client whose data gateway is ``data``'s and admin gateway ``admin``'s."""
-    return hqueue.connect(data.address, hbase_admin=thrift2(admin), table_prefix="")
+    return hqueue.connect(data.address, hbase_admin=admin.admin_address, table_prefix="")
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +80,7 @@ def refused_create(data: StandaloneProcess, admin: StandaloneProcess, name: str)
     ):
         client.create_queue(name, partitions=2)
     message = str(raised.value)
-    assert data.address in message and thrift2(admin) in message
+    assert data.address in message and admin.admin_address in message
     assert "\n" not in message
     assert_nowhere(name, data, admin)
     return message

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from hqueue import Position
-from hqueue.client.client import Client, connect
+from hqueue.client.client import Client
 from hqueue.client.producer import default_attempt_timeout
 from hqueue.errors import InvalidArgumentError, NoOwnerInfoError
 from hqueue.metadata.backends.hbase.metastore import HBaseMetaStore
@@ -51,10 +51,7 @@ class Putter(threading.Thread):
 
 def test_puts_retry_while_the_metadata_store_restarts(own_server: OwnServer) -> None:
     server = own_server()  # to restart
-    client = connect(
-        hbase=server.address,
-        hbase_admin=f"{server.host}:{server.thrift2_port}",
-        table_prefix="",
+    client = server.client(
         put_timeout=30,
     )
     try:

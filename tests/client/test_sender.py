@@ -39,10 +39,7 @@ def client_of(hbase_server: StandaloneProcess) -> Iterator[Connect]:
     clients: list[Client] = []
 
     def make(**settings: object) -> Client:
-        client = connect(
-            hbase=hbase_server.address,
-            hbase_admin=f"{hbase_server.host}:{hbase_server.thrift2_port}",
-            table_prefix="",
+        client = hbase_server.client(
             **settings,  # type: ignore[arg-type]
         )
         clients.append(client)
@@ -258,10 +255,7 @@ def test_a_frozen_server_fails_futures_with_typed_errors_then_sending_resumes(
     own_server: OwnServer,
 ) -> None:
     server = own_server()  # to freeze
-    client = connect(
-        server.address,
-        hbase_admin=f"{server.host}:{server.thrift2_port}",
-        table_prefix="",
+    client = server.client(
         put_timeout=2.0,
     )
     try:

@@ -10,7 +10,7 @@ and a subscription.
 
 from __future__ import annotations
 
-from hqueue.client.client import Client, connect
+from hqueue.client.client import Client
 from hqueue.message import encode_rowkey
 from hqueue.testing.cluster import wait_for
 from hqueue.testing.shared_hbase import SharedHBase
@@ -37,9 +37,7 @@ def test_a_partition_in_two_regions_reads_whole(
     assert sorted(r.start_key for r in of_zero)[1] == split_key
 
     for fast_scan in (False, True):
-        client = connect(
-            real_hbase.address,
-            hbase_admin=real_hbase.admin_address,
+        client = real_hbase.client(
             zookeeper=real_hbase.suite_zookeeper,
             table_prefix="",
             fast_scan=fast_scan,

@@ -145,7 +145,7 @@ class PageRun(Closeable):
             os.environ.clear()
             os.environ.update(saved)
         env["HQUEUE_HBASE"] = self.server.address
-        env["HQUEUE_HBASE_ADMIN"] = f"{self.server.host}:{self.server.thrift2_port}"
+        env["HQUEUE_HBASE_ADMIN"] = self.server.admin_address
         self.env = env
         return self
 

@@ -34,7 +34,7 @@ def _global_options(
 ) -> tuple[list[str], dict[str, str]]:
     """Return the global options and environment that put the metadata on the backend
     and the tables, under ``prefix``, on the session server."""
-    hbase = ["--hbase", server.address, "--hbase-admin", f"{server.host}:{server.thrift2_port}"]
+    hbase = ["--hbase", server.address, "--hbase-admin", server.admin_address]
     if backend.name == "zookeeper":
         return [*hbase, "--zookeeper", backend.spec["zookeeper"]], {ENV_TABLE_PREFIX: prefix}
     # The HBase backend's prefix covers its metadata tables and the queue tables alike.

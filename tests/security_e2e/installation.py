@@ -63,10 +63,7 @@ class Installation:
 
     def connect(self, who: str, **options: object) -> hqueue.Client:
         """Return a client presenting ``who``'s token, trusting the test CA."""
-        return hqueue.connect(
-            self.server.address,
-            hbase_admin=f"{self.server.host}:{self.server.thrift2_port}",
-            table_prefix="",
+        return self.server.client(
             tls_ca=self.certs.ca,
             token_file=str(self.tokens[who]),
             **options,  # type: ignore[arg-type]
@@ -78,7 +75,7 @@ class Installation:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HQUEUE_")}
         env.update(
             HQUEUE_HBASE=self.server.address,
-            HQUEUE_HBASE_ADMIN=f"{self.server.host}:{self.server.thrift2_port}",
+            HQUEUE_HBASE_ADMIN=self.server.admin_address,
             HQUEUE_TLS_CA=self.certs.ca,
             HQUEUE_TOKEN_FILE=str(self.tokens[who]),
         )

@@ -63,10 +63,7 @@ class Pushing:
         """Return a client presenting ``who``'s token, trusting the sidecar CA; its
         subscribers serve the test CA's server certificate."""
         certs = self.credentials.certs
-        return hqueue.connect(
-            self.server.address,
-            hbase_admin=f"{self.server.host}:{self.server.thrift2_port}",
-            table_prefix="",
+        return self.server.client(
             tls_ca=self.sidecar_ca,
             tls_cert=certs.server.cert,
             tls_key=certs.server.key,

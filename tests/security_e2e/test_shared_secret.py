@@ -37,10 +37,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Standalon
 
 
 def _connect(server: StandaloneProcess, token_file: Path) -> hqueue.Client:
-    return hqueue.connect(
-        server.address,
-        hbase_admin=f"{server.host}:{server.thrift2_port}",
-        table_prefix="",
+    return server.client(
         token_file=str(token_file),
     )
 

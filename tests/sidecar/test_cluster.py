@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import hqueue
-from hqueue.client.client import Client, connect
+from hqueue.client.client import Client
 from hqueue.errors import NotOwnerError
 from hqueue.message import MessageId, Position
 from hqueue.metadata.metastore import SessionState
@@ -221,10 +221,7 @@ def test_expired_session_acknowledges_no_further_write(
 def test_acknowledged_messages_survive_kill_9_of_sidecar_and_server(tmp_path: Path) -> None:
     server = StandaloneProcess(tmp_path / "data", ("--session-timeout", str(SESSION))).start()
     try:
-        client = connect(
-            server.address,
-            hbase_admin=f"{server.host}:{server.thrift2_port}",
-            table_prefix="",
+        client = server.client(
             # Short: after the kill, the put in flight retries until this runs out.
             put_timeout=10,
         )
@@ -255,10 +252,7 @@ def test_acknowledged_messages_survive_kill_9_of_sidecar_and_server(tmp_path: Pa
         assert not failures
         client.close()
         server.restart()
-        client = connect(
-            server.address,
-            hbase_admin=f"{server.host}:{server.thrift2_port}",
-            table_prefix="",
+        client = server.client(
             put_timeout=60,
         )
         stored = set(scan_ids(client, "q", 0))

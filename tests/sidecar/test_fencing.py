@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hqueue.client.client import Client, connect
+from hqueue.client.client import Client
 from hqueue.errors import HQueueError, NotOwnerError, StorageError
 from hqueue.message import COLUMN_PREFIX, FAMILY, MessageId, partition_range
 from hqueue.sidecar.storage import HBaseStorage
@@ -170,9 +170,7 @@ def test_the_standalone_checks_the_fence_of_a_thrift1_write(cluster: Cluster) ->
 
 def _tail_client(cluster: Cluster) -> Client:
     # Through Thrift1: a frozen sidecar must not hold the reader up.
-    client = connect(
-        cluster.storage.address,
-        hbase_admin=f"{cluster.storage.host}:{cluster.storage.thrift2_port}",
+    client = cluster.storage.client(
         zookeeper=cluster.zookeeper,
         table_prefix=cluster.prefix,
         session_timeout=SESSION,

@@ -55,9 +55,7 @@ def test_the_standalone_counts_puts_commits_scans_and_pushes(server: StandaloneP
         with lock:
             got.extend(messages)
 
-    with hqueue.connect(
-        server.address, hbase_admin=f"127.0.0.1:{server.thrift2_port}", table_prefix=""
-    ) as client:
+    with server.client() as client:
         client.create_queue("m", partitions=2)
         queue = client.queue("m")
         with queue.subscribe("watch", listener, start="earliest"):
@@ -93,9 +91,7 @@ def test_refused_puts_are_counted_by_reason_without_naming_unknown_queues(
     server: StandaloneProcess,
 ) -> None:
     assert server.metrics_address is not None
-    with hqueue.connect(
-        server.address, hbase_admin=f"127.0.0.1:{server.thrift2_port}", table_prefix=""
-    ) as client:
+    with server.client() as client:
         client.create_queue("r", partitions=1)
         sidecars = client._context.sidecars
         with pytest.raises(hqueue.HQueueError):

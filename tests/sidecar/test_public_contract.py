@@ -112,7 +112,7 @@ def test_hqueues_client_gets_the_invalid_partition_at_once(
     try:
         with pytest.raises(InvalidMessageError) as refused:
             pool.put(
-                f"{hbase_server.host}:{hbase_server.sidecar_port}",
+                hbase_server.sidecar_address,
                 queue_name,
                 PutBatch([b"a"], ["t"], [2]),
             )
@@ -156,7 +156,7 @@ def test_lag_of_a_queue_that_does_not_exist_is_queue_not_found(
     pool = Sidecars(timeout_ms=20_000)
     try:
         with pytest.raises(NoQueueError):
-            pool.lag(f"{hbase_server.host}:{hbase_server.sidecar_port}", queue_name)
+            pool.lag(hbase_server.sidecar_address, queue_name)
     finally:
         pool.close()
     hq.create_queue(queue_name, partitions=1)
@@ -187,7 +187,7 @@ def pushed() -> Iterator[tuple[_Recorder, str]]:
     """A subscriber's Thrift service (``thrift/subscriber.thrift``) and its address."""
     recorder = _Recorder()
     server = ThriftServer(subscriber_idl().HQueueSubscriber, recorder, name="sub").start()
-    yield recorder, f"{server.host}:{server.port}"
+    yield recorder, server.address
     server.stop(grace=0)
 
 
@@ -275,7 +275,7 @@ def _hqueue(server: StandaloneProcess, *args: str) -> list[str]:
         "--hbase",
         server.address,
         "--hbase-admin",
-        f"{server.host}:{server.thrift2_port}",
+        server.admin_address,
         *args,
     ]
 
@@ -422,17 +422,15 @@ def test_a_renewal_passes_over_a_sidecar_still_starting(
         pool = Sidecars(timeout_ms=20_000)
         try:
             with pytest.raises(UnavailableError, match="still starting"):
-                pool.register_subscriber(
-                    f"{starting.host}:{starting.port}", queue_name, registrar.registration
-                )
+                pool.register_subscriber(starting.address, queue_name, registrar.registration)
         finally:
             pool.close()
-        registrar.sidecar = f"{starting.host}:{starting.port}"
+        registrar.sidecar = starting.address
         lease = registrar.renew()
     finally:
         starting.stop(grace=0)
     assert lease.created is False
-    assert registrar.sidecar == f"{hbase_server.host}:{hbase_server.sidecar_port}"
+    assert registrar.sidecar == hbase_server.sidecar_address
     assert queue.subscriptions()[0].subscriber == address
     assert registrar.withdraw() is True
 

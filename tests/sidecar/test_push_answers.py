@@ -40,9 +40,7 @@ def test_a_reply_without_a_status_is_a_failed_push_and_delivery_goes_on(
     try:
         hq.create_queue(queue_name, partitions=1)
         queue = hq.queue(queue_name)
-        registrar = queue.register_subscriber(
-            "malformed", f"{server.host}:{server.port}", start="earliest"
-        )
+        registrar = queue.register_subscriber("malformed", server.address, start="earliest")
         sent = [b"m%d" % i for i in range(5)]
         for value in sent:
             queue.put(value, topic="t", partition=0)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from hqueue.client.client import Client, connect
+from hqueue.client.client import Client
 from hqueue.errors import InvalidArgumentError
 from hqueue.metadata.backends.hbase.metastore import HBaseMetaStore
 from hqueue.metadata.factory import open_metastore
@@ -54,10 +54,7 @@ def server(tmp_path: Path) -> Iterator[StandaloneProcess]:
 
 
 def _client(server: StandaloneProcess) -> Client:
-    return connect(
-        hbase=server.address,
-        hbase_admin=f"{server.host}:{server.thrift2_port}",
-        table_prefix="",
+    return server.client(
         put_timeout=SESSION_TIMEOUT / 2,
     )
 
@@ -157,9 +154,7 @@ def test_a_live_process_with_the_same_id_on_another_directory_is_not_taken_over(
     second = StandaloneProcess(tmp_path / "second", args).start()
     second.stop()  # leaves its id and token in its directory, and deregisters
     first = StandaloneProcess(tmp_path / "first", args).start()
-    client = connect(
-        hbase=first.address,
-        hbase_admin=f"{first.host}:{first.thrift2_port}",
+    client = first.client(
         zookeeper=zookeeper_hosts,
         table_prefix="",
         put_timeout=SESSION_TIMEOUT / 2,

@@ -26,7 +26,7 @@ from hqueue.wire.sidecar_calls import PutBatch
 def starting() -> Iterator[str]:
     """The address of a sidecar Thrift server whose handler is not set yet."""
     server = ThriftServer(sidecar_idl().HQueueSidecar, _Deferred(), name="sidecar").start()
-    yield f"{server.host}:{server.port}"
+    yield server.address
     server.stop()
 
 

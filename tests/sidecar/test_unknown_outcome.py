@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from hqueue.client.client import Client, connect
+from hqueue.client.client import Client
 from hqueue.errors import StorageError
 from hqueue.sidecar.node import SidecarConfig, SidecarServer
 from hqueue.sidecar.storage import HBaseStorage
@@ -71,9 +71,7 @@ def late_cluster(
         takeover_grace=0.5,
     )  # fmt: skip
     server = SidecarServer(config, storage=late).start()  # type: ignore[arg-type]
-    client = connect(
-        real_hbase.address,
-        hbase_admin=real_hbase.admin_address,
+    client = real_hbase.client(
         table_prefix=hbase_prefix,
         put_timeout=30,
     )

@@ -66,7 +66,7 @@ def options(server: StandaloneProcess | Target, queue: str) -> dict[str, str]:
     found = {
         "queue": queue,
         "hbase": server.address,
-        "hbase_admin": f"{server.host}:{server.thrift2_port}",
+        "hbase_admin": server.admin_address,
         "table_prefix": "",
     }
     if isinstance(server, Target) and server.zookeeper is not None:

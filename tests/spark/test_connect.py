@@ -48,7 +48,7 @@ def _cli_env(server, connect_server) -> dict[str, str]:
         **os.environ,
         "SPARK_REMOTE": connect_server.url,
         "HQUEUE_HBASE": server.address,
-        "HQUEUE_HBASE_ADMIN": f"{server.host}:{server.thrift2_port}",
+        "HQUEUE_HBASE_ADMIN": server.admin_address,
         "HQUEUE_TABLE_PREFIX": "",
         "PYTHONPATH": str(Path(__file__).parents[2]),
     }

@@ -35,7 +35,7 @@ def _options(installation: Installation, who: str | None) -> dict[str, str]:
     options = {
         "queue": QUEUE,
         "hbase": server.address,
-        "hbase_admin": f"{server.host}:{server.thrift2_port}",
+        "hbase_admin": server.admin_address,
         "table_prefix": "",
         "tlsCa": installation.certs.ca,
     }

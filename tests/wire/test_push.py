@@ -105,7 +105,7 @@ def subscriber() -> Iterator[tuple[_Subscriber, str]]:
         name="push-test",
     ).start()
     try:
-        yield handler, f"{server.host}:{server.port}"
+        yield handler, server.address
     finally:
         server.stop(grace=0)
 
