@@ -14,6 +14,7 @@ import pytest
 
 from hqueue import MessageId, Position, Queue
 from hqueue.client.client import Client
+from hqueue.testing import internals
 from hqueue.testing.standalone import StandaloneProcess
 from tests.cli.servers import Servers, global_options
 from tests.cli.test_scan import ROWS, env
@@ -131,7 +132,7 @@ def test_subscriptions_reset_to_a_position_moves_its_partition_only(
 ) -> None:
     with queue.subscribe("s", lambda messages: None, start="earliest"):
         pass
-    hq._context.subscriptions.update_subscription_state(queue.name, "s", {0: f"{T0}:0"})
+    internals.subscriptions(hq).update_subscription_state(queue.name, "s", {0: f"{T0}:0"})
     reset = hqueue(hbase_server, "subscriptions", "reset", queue.name, "s", "--to", f"1@{T0 + 1}:5")
     assert reset.returncode == 0, reset.stderr
     assert reset.stdout == f"s\tstarts=0={T0}:1,1={T0 + 1}:5\n"

@@ -26,6 +26,7 @@ from hqueue.cli.queue import NOT_CONFIRMED, format_ttl, parse_ttl
 from hqueue.client.client import Client
 from hqueue.errors import NoQueueError
 from hqueue.metadata.managers import SubscriptionPreferences
+from hqueue.testing import internals
 from hqueue.testing.standalone import StandaloneProcess
 from tests.cli.servers import Servers, global_options
 
@@ -78,7 +79,7 @@ def table_names(server: StandaloneProcess) -> list[bytes]:
 
 def tables(hq: Client) -> list[bytes]:
     """The tables of ``hq``'s HBase."""
-    with hq._context.hbase.client("list tables") as client:
+    with internals.storage(hq).client("list tables") as client:
         names: list[bytes] = client.getTableNames()
     return names
 
@@ -222,7 +223,7 @@ def test_delete_is_refused_while_subscriptions_exist_unless_forced(
     hbase_server: StandaloneProcess, hq: Client, queue_name: str, cleanup: None
 ) -> None:
     assert invoke(hbase_server, "queue", "create", queue_name, "--partitions", "2")[0] == 0
-    hq._context.subscriptions.create_subscription_data(
+    internals.subscriptions(hq).create_subscription_data(
         queue_name, "audit", SubscriptionPreferences({0: "0:0", 1: "0:0"})
     )
     refused = run(hbase_server, "queue", "delete", queue_name)
@@ -238,7 +239,7 @@ def test_delete_is_refused_while_subscriptions_exist_unless_forced(
     code, out, _ = invoke(hbase_server, "queue", "delete", queue_name, "--force")
     assert (code, out) == (0, f"deleted queue {queue_name}\n")
     assert queue_name not in [info.name for info in hq.queues()]
-    assert hq._context.subscriptions.read_subscriptions(queue_name) == {}
+    assert internals.subscriptions(hq).read_subscriptions(queue_name) == {}
 
 
 def _delete_on_a_terminal(
@@ -276,7 +277,7 @@ def test_delete_asks_on_a_terminal(
     unasked = _delete_on_a_terminal(hbase_server, queue_name, "", "--yes")
     assert (unasked.returncode, unasked.stderr) == (0, "")
     with pytest.raises(NoQueueError):
-        hq._context.queue_info(queue_name)
+        internals.queue_info(hq)(queue_name)
 
 
 @pytest.mark.parametrize(

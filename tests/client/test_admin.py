@@ -18,6 +18,7 @@ from hqueue.errors import (
     TableNotFoundError,
 )
 from hqueue.metadata.managers import SubscriptionPreferences
+from hqueue.testing import internals
 from hqueue.wire.idl import hbase1, hbase2
 
 Hbase = hbase1()
@@ -32,8 +33,8 @@ def hq(any_hq: Client) -> Client:
 def test_create_makes_a_pre_split_table_and_metadata(hq: Client, queue_name: str) -> None:
     info = hq.create_queue(queue_name, partitions=4, ttl=dt.timedelta(hours=1))
     assert (info.partitions, info.ttl_seconds) == (4, 3600)
-    with hq._context.hbase.connection("inspect") as conn:
-        table = hq._context.hbase.table_name(queue_name)
+    with internals.storage(hq).connection("inspect") as conn:
+        table = internals.table_name(hq, queue_name)
         families = conn.client.getColumnDescriptors(table)
         regions = conn.client.getTableRegions(table)
     family = families[b"message:"]
@@ -61,7 +62,7 @@ def test_describe_reports_regions_hosts_and_owners(hq: Client, queue_name: str) 
 def test_alter_changes_the_ttl_of_table_and_metadata(hq: Client, queue_name: str) -> None:
     hq.create_queue(queue_name, partitions=1, ttl=60)
     assert hq.alter_queue(queue_name, ttl=120).ttl_seconds == 120
-    hbase = hq._context.hbase
+    hbase = internals.storage(hq)
     with hbase.connection("inspect") as conn:
         family = conn.client.getColumnDescriptors(hbase.table_name(queue_name))[b"message:"]
     assert family.timeToLive == 120
@@ -95,7 +96,7 @@ def test_a_128_character_name_is_accepted(hq: Client) -> None:
 
 def test_delete_refuses_while_subscribed_unless_forced(hq: Client, queue_name: str) -> None:
     hq.create_queue(queue_name, partitions=2)
-    hq._context.subscriptions.create_subscription_data(
+    internals.subscriptions(hq).create_subscription_data(
         queue_name, "billing", SubscriptionPreferences(partitions={0: "0:0"}, topics=())
     )
     with pytest.raises(SubscriptionExistsError, match="billing"):
@@ -103,8 +104,8 @@ def test_delete_refuses_while_subscribed_unless_forced(hq: Client, queue_name: s
     hq.delete_queue(queue_name, force=True)
     with pytest.raises(NoQueueError):
         hq.queue(queue_name)
-    with hq._context.hbase.connection("inspect") as conn:
-        assert hq._context.hbase.table_name(queue_name) not in conn.client.getTableNames()
+    with internals.storage(hq).connection("inspect") as conn:
+        assert internals.table_name(hq, queue_name) not in conn.client.getTableNames()
     with pytest.raises(NoQueueError):
         hq.delete_queue(queue_name)
 
@@ -117,7 +118,7 @@ def test_create_refuses_a_queue_whose_table_exists_without_metadata(
 ) -> None:
     # A table left by a create that failed before writing its metadata, or made by
     # hand: its name is what racing creators contend for, so the queue exists.
-    hbase = hq._context.hbase
+    hbase = internals.storage(hq)
     table = hbase.table_name(queue_name)
     with hbase.client("make the table") as client:
         client.createTable(table, [Hbase.ColumnDescriptor(name=b"message:")])
@@ -130,7 +131,7 @@ def test_create_refuses_a_queue_whose_table_exists_without_metadata(
 
 
 def test_a_table_created_twice_exists_through_both_gateways(hq: Client, queue_name: str) -> None:
-    hbase = hq._context.hbase
+    hbase = internals.storage(hq)
     table = hbase.table_name(queue_name)
     H2 = hbase2()
     descriptor = H2.TTableDescriptor(
@@ -146,7 +147,7 @@ def test_a_table_created_twice_exists_through_both_gateways(hq: Client, queue_na
 
 
 def test_dropping_a_missing_table_through_both_gateways(hq: Client, queue_name: str) -> None:
-    hbase = hq._context.hbase
+    hbase = internals.storage(hq)
     table = hbase.table_name(queue_name)
     hbase.drop_table("drop through Thrift2", table)  # no error: what a drop wants holds
     for call in ("disableTable", "deleteTable"):

@@ -10,6 +10,7 @@ import pytest
 from hqueue.client.client import Client
 from hqueue.errors import TableNotFoundError
 from hqueue.message import MessageId, encode_rowkey
+from hqueue.testing import internals
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.idl import hbase1
 
@@ -64,9 +65,9 @@ def test_fast_path_hides_expired_messages(hq: Client, queue_name: str) -> None:
     fresh = queue.put(b"fresh", topic="t", partition=0)
     h1 = hbase1()
     old = MessageId(1000, 0)  # written long ago: past any TTL
-    with hq._context.hbase.connection("write an expired row") as conn:
+    with internals.storage(hq).connection("write an expired row") as conn:
         conn.client.mutateRowsTs(
-            hq._context.hbase.table_name(queue_name),
+            internals.table_name(hq, queue_name),
             [
                 h1.BatchMutation(
                     row=encode_rowkey(0, old),

@@ -18,6 +18,7 @@ import pytest
 import hqueue
 from hqueue.client.client import Client
 from hqueue.errors import ClusterMismatchError, NoQueueError, QueueExistsError
+from hqueue.testing import internals
 from hqueue.testing.standalone import StandaloneProcess
 from tests.cli.test_queue import table_names
 
@@ -134,13 +135,13 @@ def test_a_failed_metadata_write_leaves_no_table(hq: Client, queue_name: str) ->
     # table, finds the metadata taken, and drops the table again.
     hq.create_queue(queue_name, partitions=2)
     try:
-        with hq._context.hbase.client("drop by hand") as raw:
-            table = hq._context.hbase.table_name(queue_name)
+        with internals.storage(hq).client("drop by hand") as raw:
+            table = internals.table_name(hq, queue_name)
             raw.disableTable(table)
             raw.deleteTable(table)
         with pytest.raises(QueueExistsError):
             hq.create_queue(queue_name, partitions=2)
-        with hq._context.hbase.client("inspect") as raw:
+        with internals.storage(hq).client("inspect") as raw:
             assert table not in raw.getTableNames()
     finally:
         hq.delete_queue(queue_name, force=True)

@@ -18,6 +18,7 @@ from hqueue import Message, MessageId, Position, Queue
 from hqueue.client.client import Client
 from hqueue.errors import HQueueError, InvalidArgumentError, NoMessageError
 from hqueue.message import encode_rowkey
+from hqueue.testing import internals
 from hqueue.wire.idl import hbase1
 from tests.client.test_scanners import make_queue
 
@@ -88,8 +89,8 @@ def test_get_of_an_expired_message_is_no_message(hq: Client, queue_name: str) ->
         row=encode_rowkey(0, MessageId(old, 0)),
         mutations=[Hbase.Mutation(column=b"message:t", value=b"expired")],
     )
-    with hq._context.hbase.connection("write an old row") as conn:
-        conn.client.mutateRowsTs(hq._context.hbase.table_name(queue_name), [row], old, {})
+    with internals.storage(hq).connection("write an old row") as conn:
+        conn.client.mutateRowsTs(internals.table_name(hq, queue_name), [row], old, {})
     with pytest.raises(NoMessageError, match="expired"):
         queue.get(Position(0, MessageId(old, 0)))
     fresh = queue.put(b"fresh", topic="t")
@@ -263,7 +264,7 @@ def test_reset_to_positions_moves_the_partitions_named_only(hq: Client, queue: Q
     positions = put_some(queue)
     with queue.subscribe("resettable", lambda messages: None, start="earliest"):
         pass
-    subs = hq._context.subscriptions
+    subs = internals.subscriptions(hq)
     checkpoint = positions[6]  # partition 0
     subs.update_subscription_state(queue.name, "resettable", {0: str(checkpoint.id)})
     to = positions[10]  # partition 1

@@ -8,6 +8,7 @@ from hqueue import Message, MessageId, NewMessage
 from hqueue.client.client import Client
 from hqueue.client.producer import partition_for_key
 from hqueue.errors import InvalidArgumentError, NoQueueError
+from hqueue.testing import internals
 
 
 @pytest.fixture
@@ -128,8 +129,8 @@ def test_a_queue_whose_table_vanished_does_not_block_the_others(
     queue_name: str,
 ) -> None:
     hq.create_queue(queue_name + "_broken", partitions=1)
-    with hq._context.hbase.connection("drop behind the metadata's back") as conn:
-        table = hq._context.hbase.table_name(queue_name + "_broken")
+    with internals.storage(hq).connection("drop behind the metadata's back") as conn:
+        table = internals.table_name(hq, queue_name + "_broken")
         conn.client.disableTable(table)
         conn.client.deleteTable(table)
     hq.create_queue(queue_name, partitions=1)

@@ -19,6 +19,7 @@ from hqueue.errors import InvalidArgumentError, NoOwnerInfoError
 from hqueue.metadata.backends.hbase.metastore import HBaseMetaStore
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.managers.ownership import PartitionOwnershipManager
+from hqueue.testing import internals
 from hqueue.testing.cluster import Cluster, wait_for
 from hqueue.testing.fixtures import OwnServer
 from hqueue.testing.standalone import StandaloneProcess
@@ -110,7 +111,7 @@ def test_a_put_held_by_a_hung_sidecar_moves_to_the_next_owner(cluster: Cluster) 
 def owner_of(client: Client, partition: int) -> str | None:
     """The address of the partition's owner, ``None`` when it has none."""
     try:
-        return client._context.owners.read_owner_info("hung", partition).value.address
+        return internals.owners(client).read_owner_info("hung", partition).value.address
     except NoOwnerInfoError:
         return None
 
@@ -122,9 +123,9 @@ def test_the_attempt_timeout_is_checked(cluster: Cluster) -> None:
     for bad in (0, -1, 31):
         with pytest.raises(InvalidArgumentError, match="attempt_timeout"):
             Producer(
-                client._context.sidecars,
-                client._context.owners,
-                client._context.queue_info,
+                internals.sidecars(client),
+                internals.owners(client),
+                internals.queue_info(client),
                 put_timeout=30,
                 attempt_timeout=bad,
             )

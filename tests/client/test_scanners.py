@@ -18,6 +18,7 @@ from hqueue.client.client import Client, connect
 from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
 from hqueue.errors import HQueueError, InvalidArgumentError, StorageError
 from hqueue.message import encode_rowkey
+from hqueue.testing import internals
 from hqueue.wire.idl import hbase1
 
 Hbase = hbase1()
@@ -50,8 +51,8 @@ def write_rows(hq: Client, queue: str, rows: Iterable[Row]) -> None:
         )
         for p, ts, seq, topic, value in rows
     ]
-    with hq._context.hbase.connection("write test rows") as conn:
-        conn.client.mutateRows(hq._context.hbase.table_name(queue), batch, {})
+    with internals.storage(hq).connection("write test rows") as conn:
+        conn.client.mutateRows(internals.table_name(hq, queue), batch, {})
 
 
 def expected(rows: Iterable[Row]) -> list[Message]:
@@ -64,7 +65,7 @@ def by_id(messages: Iterable[Message]) -> list[Message]:
 
 
 def scanner_is_closed(hq: Client, scanner_id: int) -> bool:
-    with hq._context.hbase.connection("probe scanner") as conn:
+    with internals.storage(hq).connection("probe scanner") as conn:
         try:
             conn.client.scannerGetList(scanner_id, 1)
         except Hbase.IllegalArgument:
@@ -363,13 +364,13 @@ def direct(hq: Client, queue: Queue, request: pytest.FixtureRequest) -> Iterator
     through a sidecar (``fast_scan``, where the metadata names the partition's owner,
     as on real HBase, whose sidecars take a queue's partitions when it is created)
     holds none, so the tests read with ``fast_scan=False`` on both storages."""
-    context = hq._context
+    hbase = internals.storage(hq)
     zookeeper = None
     if request.node.callspec.params["any_hq"] == "hbase":
         zookeeper = request.getfixturevalue("real_hbase").suite_zookeeper
     client = connect(
-        hbase=context.hbase.address,
-        hbase_admin=context.hbase.admin_address,
+        hbase=hbase.address,
+        hbase_admin=hbase.admin_address,
         zookeeper=zookeeper,
         table_prefix="",
         fast_scan=False,
@@ -448,7 +449,7 @@ def test_reopens_when_the_gateway_forgot_the_scanner(direct: Queue, hq: Client) 
     with direct.partition_scanner(0, batch_size=3) as scanner:
         messages = [next(scanner)]
         (scanner_id,) = scanner.open_scanner_ids
-        with hq._context.hbase.connection("drop scanner") as conn:
+        with internals.storage(hq).connection("drop scanner") as conn:
             conn.client.scannerClose(scanner_id)
         messages += [next(scanner) for _ in range(3)]  # crosses into the next batch
         assert scanner.open_scanner_ids != (scanner_id,)
@@ -457,8 +458,8 @@ def test_reopens_when_the_gateway_forgot_the_scanner(direct: Queue, hq: Client) 
 
 
 def test_missing_table_is_a_storage_error(hq: Client, queue: Queue) -> None:
-    table = hq._context.hbase.table_name(queue.name)
-    with hq._context.hbase.connection("drop table") as conn:
+    table = internals.table_name(hq, queue.name)
+    with internals.storage(hq).connection("drop table") as conn:
         conn.client.disableTable(table)
         conn.client.deleteTable(table)
     with pytest.raises(StorageError) as raised:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from hqueue.client.client import Client
 from hqueue.message import encode_rowkey
+from hqueue.testing import internals
 from hqueue.testing.cluster import wait_for
 from hqueue.testing.shared_hbase import SharedHBase
 from tests.client.test_subscriber import Collector
@@ -27,7 +28,7 @@ def test_a_partition_in_two_regions_reads_whole(
     queue.put(b"other", topic="t", partition=1)
     middle = positions[20]
     split_key = encode_rowkey(0, middle.id)
-    table = hbase_hq._context.hbase.table_name(queue_name).decode()
+    table = internals.table_name(hbase_hq, queue_name).decode()
     real_hbase.admin("split", table, split_key.hex())
 
     described = hbase_hq.describe_queue(queue_name)

@@ -15,6 +15,7 @@ from hqueue.client.client import Client, Queue
 from hqueue.client.subscription_admin import DeliveryLag
 from hqueue.metadata.metastore import SessionState
 from hqueue.sidecar.workers import DeliveryOptions
+from hqueue.testing import internals
 from hqueue.testing.cluster import SESSION, Cluster, wait_for
 from hqueue.testing.subscriber import SubscriberProcess
 from hqueue.testing.zookeeper import ZooKeeperServer, expire_session
@@ -61,7 +62,7 @@ class Producer:
 
 
 def checkpoints(client: Client, queue: str, name: str) -> dict[int, MessageId]:
-    state = client._context.subscriptions.read_subscription_state(queue, name).value
+    state = internals.subscriptions(client).read_subscription_state(queue, name).value
     return {p: MessageId.parse(s) for p, s in state.items()}
 
 
@@ -223,16 +224,16 @@ def test_subscriber_session_expiry_pauses_delivery_until_it_announces_again(
         producer_client.queue("q").put(b"before", topic="t")
         wait_for(lambda: len(got) == 1, 20, "the first message")
         states: list[SessionState] = []
-        subscriber_client._context.metastore.add_session_listener(states.append)
+        internals.metastore(subscriber_client).add_session_listener(states.append)
         expire_session(
-            subscriber_client._context.metastore.client,  # type: ignore[attr-defined]
+            internals.metastore(subscriber_client).client,  # type: ignore[attr-defined]
             zookeeper_server.hosts,
         )
         assert SessionState.LOST in states
         # The new session announces the subscriber again; delivery carries on.
         wait_for(
             lambda: (
-                producer_client._context.subscriptions.read_subscriber_address("q", "s")
+                internals.subscriptions(producer_client).read_subscriber_address("q", "s")
                 == sub.address
             ),
             20,

@@ -41,6 +41,7 @@ from hqueue.storage.producers import (
     producer_row,
 )
 from hqueue.storage.tails import PAGE
+from hqueue.testing import internals
 from hqueue.testing.cluster import SESSION, Cluster, wait_for
 from hqueue.testing.zookeeper import ZooKeeperServer, expire_session
 from hqueue.wire.idl import hbase1
@@ -196,7 +197,7 @@ def test_a_write_frozen_inside_a_deposed_sidecar_never_lands(
     wait_for(lambda: len(set(owners(client, "q").values())) == 2, 20, "a partition each")
     mine = next(p for p, s in owners(client, "q").items() if s == "sc-a")
     before = queue.put(b"before", topic="t", partition=mine)
-    epoch = client._context.owners.read_owner_info("q", mine).value.epoch
+    epoch = internals.owners(client).read_owner_info("q", mine).value.epoch
     assert first.sidecar is not None and first.store is not None
     sidecar = first.sidecar
     storage = sidecar._writer.storage
@@ -231,7 +232,7 @@ def test_a_write_frozen_inside_a_deposed_sidecar_never_lands(
         assert held.wait(10)
         expire_session(first.store.client, zookeeper_server.hosts)  # type: ignore[attr-defined]
         wait_for(
-            lambda: client._context.owners.read_owner_info("q", mine).value.epoch > epoch,
+            lambda: internals.owners(client).read_owner_info("q", mine).value.epoch > epoch,
             SESSION + 20,
             "a new owner of the partition",
         )

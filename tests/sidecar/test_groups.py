@@ -17,6 +17,7 @@ from hqueue import Message, Position
 from hqueue.cli.main import cli
 from hqueue.client.client import Queue
 from hqueue.settings import ENV_TABLE_PREFIX
+from hqueue.testing import internals
 from hqueue.testing.cluster import SESSION, Cluster, wait_for
 from hqueue.testing.subscriber import SubscriberProcess
 from tests.sidecar.conftest import ALSO_ON_REAL_HBASE
@@ -241,7 +242,7 @@ def test_a_sidecar_killed_after_a_dead_letter_before_its_checkpoint_loses_nothin
     queue.put_batch([b"ok1", b"bad", b"ok2"], topic="t")
     wait_for(lambda: sub.dead_lettered == 1 and taken == [b"ok1", b"ok2"], 30, "a dead letter")
     first.kill()
-    state = client._context.subscriptions.read_subscription_state("q", "s").value
+    state = internals.subscriptions(client).read_subscription_state("q", "s").value
     assert state == {}, "the checkpoint was written before the kill"
     sub.close()
     # A new sidecar and a new subscriber (which remembers nothing) start over from

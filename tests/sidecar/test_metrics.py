@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import hqueue
 from hqueue import Message
+from hqueue.testing import internals
 from hqueue.testing.cluster import Cluster, wait_for
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.sidecar_calls import PutBatch
@@ -93,7 +94,7 @@ def test_refused_puts_are_counted_by_reason_without_naming_unknown_queues(
     assert server.metrics_address is not None
     with server.client() as client:
         client.create_queue("r", partitions=1)
-        sidecars = client._context.sidecars
+        sidecars = internals.sidecars(client)
         with pytest.raises(hqueue.HQueueError):
             sidecars.put(
                 server.sidecar_address or "", "no-such-queue", PutBatch([b"v"], ["t"], [0])

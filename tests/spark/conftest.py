@@ -20,6 +20,7 @@ import happybase
 from kazoo.client import KazooClient
 
 from hqueue.client.client import Client
+from hqueue.testing import internals
 from hqueue.testing.spark import ConnectServer, SparkCluster, local_spark
 from hqueue.testing.standalone import StandaloneProcess
 
@@ -41,7 +42,7 @@ def store_rows(
 ) -> None:
     """Write message rows directly into the queue's table (raw Thrift1 mutateRows)."""
     hbase1 = sys.modules["Hbase_thrift"]
-    table = client._context.hbase.table_name(queue)
+    table = internals.table_name(client, queue)
     conn = happybase.Connection(server.host, server.port)
     try:
         for i in range(0, len(rows), 5000):

@@ -12,6 +12,7 @@ from pathlib import Path
 import happybase
 
 from hqueue.spark.hosts import HostAliases, interface_addresses, known_as
+from hqueue.testing import internals
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +30,7 @@ def test_read_queue_runs_node_local_on_a_standalone_cluster(
 
     conn = happybase.Connection(hbase_server.host, hbase_server.port)
     try:
-        regions = conn.client.getTableRegions(hq._context.hbase.table_name(queue_name))
+        regions = conn.client.getTableRegions(internals.table_name(hq, queue_name))
     finally:
         conn.close()
     region_hosts = {r.serverName.decode() for r in regions}

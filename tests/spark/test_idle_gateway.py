@@ -17,6 +17,7 @@ from hqueue.client.client import connect
 from hqueue.spark.options import SourceOptions
 from hqueue.spark.source import HQueueReader
 from hqueue.spark.storage import QueueReader, ThriftReader
+from hqueue.testing import internals
 from hqueue.testing.cluster import wait_for
 from hqueue.testing.hbase import ENV_HBASE_CLASSPATH, HBaseCluster, hbase_available
 from tests.spark.conftest import store_rows
@@ -83,7 +84,7 @@ def test_the_driver_reader_reconnects_too(own_hbase, queue_name):
         own_hbase.thrift1_address, hbase_admin=own_hbase.thrift2_address, table_prefix=""
     ) as client:
         client.create_queue(queue_name, partitions=2)
-        table = client._context.hbase.table_name(queue_name)
+        table = internals.table_name(client, queue_name)
     with ThriftReader(own_hbase.thrift1_address, table) as reader:
         assert len(reader.regions()) == 2
         wait_for(reader.dropped, 30, "the gateway to close the idle connection")

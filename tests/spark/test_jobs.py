@@ -28,6 +28,7 @@ from hqueue.spark_jobs.common import SparkJobError, hqueue_error, spark_errors
 from hqueue.spark_jobs.export_parquet import export
 from hqueue.spark_jobs.load_files import file_format, load
 from hqueue.spark_jobs.queue_report import report, write_outputs
+from hqueue.testing import internals
 from tests.spark.conftest import options, store_rows
 
 DAY = 86_400_000
@@ -79,12 +80,12 @@ def test_report_counts_bytes_rate_and_lag(spark, hbase_server, hq, queue_name, t
     opts = options(hbase_server, queue_name)
     rows = _rows(0, 20)
     store_rows(hbase_server, hq, queue_name, rows)
-    hq._context.subscriptions.create_subscription_data(
+    internals.subscriptions(hq).create_subscription_data(
         queue_name, "audit", SubscriptionPreferences({0: f"{BASE}:0", 1: f"{BASE}:0"})
     )
     # Partition 0 delivered up to its 4th message; partition 1 nothing yet.
     p0 = [r for r in rows if r[0] == 0]
-    hq._context.subscriptions.update_subscription_state(queue_name, "audit", {0: f"{p0[3][1]}:0"})
+    internals.subscriptions(hq).update_subscription_state(queue_name, "audit", {0: f"{p0[3][1]}:0"})
 
     result = report(spark, opts, bucket_seconds=6 * 3600)
     _header, per_topic = result["per_topic"]
@@ -201,7 +202,7 @@ def test_load_job_runs_with_spark_submit(hbase_server, hq, queue_name, tmp_path)
     conn = happybase.Connection(hbase_server.host, hbase_server.port)
     try:
         # Message rows only: each partition's fence and producer rows follow them.
-        rows = conn.table(hq._context.hbase.table_name(queue_name)).scan()
+        rows = conn.table(internals.table_name(hq, queue_name)).scan()
         assert sorted(c[b"message:cli"] for k, c in rows if len(k) == ROWKEY_BYTES) == [
             f"v{i}".encode() for i in range(5)
         ]

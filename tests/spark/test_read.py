@@ -17,6 +17,7 @@ from hqueue.spark.hosts import HostAliases
 from hqueue.spark.options import SourceOptions
 from hqueue.spark.session import is_connect
 from hqueue.spark.source import HQueueReader
+from hqueue.testing import internals
 from tests.spark.conftest import options, store_rows
 
 BASE = 1_700_000_000_000
@@ -186,7 +187,7 @@ def test_read_queue_prefers_the_region_hosts(spark, target, filled):
     jrdd = located_rdd(spark, parts)
     conn = happybase.Connection(target.host, target.port)
     try:
-        regions = conn.client.getTableRegions(target.client._context.hbase.table_name(queue))
+        regions = conn.client.getTableRegions(internals.table_name(target.client, queue))
     finally:
         conn.close()
     # Each region's host first, then every other name and address it is known by.

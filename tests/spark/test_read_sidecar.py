@@ -18,6 +18,7 @@ from hqueue.spark.planning import ScanPartition
 from hqueue.spark.source import HQueueReader
 from hqueue.spark.storage import QueueReader, RowRange
 from hqueue.spark.streaming import HQueueStreamReader
+from hqueue.testing import internals
 from hqueue.testing.proxy import CuttingProxy
 from tests.spark.conftest import options, store_rows
 
@@ -209,7 +210,7 @@ def test_a_row_with_two_cells_is_two_messages_on_both_paths(spark, hbase_server,
     store_rows(hbase_server, hq, queue_name, [(0, BASE, 0, "a", b"1"), (0, BASE, 1, "a", b"3")])
     conn = happybase.Connection(hbase_server.host, hbase_server.port)
     try:
-        conn.table(hq._context.hbase.table_name(queue_name)).put(
+        conn.table(internals.table_name(hq, queue_name)).put(
             (0).to_bytes(2, "big") + BASE.to_bytes(8, "big") + b"\0\0", {b"message:b": b"2"}
         )
     finally:

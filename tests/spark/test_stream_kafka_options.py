@@ -14,6 +14,7 @@ from hqueue.errors import InvalidArgumentError
 from hqueue.message import MAX_SEQUENCE
 from hqueue.spark.options import StreamOptions
 from hqueue.spark.streaming import DataLossError, HQueueStreamReader
+from hqueue.testing import internals
 from tests.spark.conftest import options, run_available_now, store_rows
 
 BASE = 1_700_000_000_000
@@ -32,7 +33,7 @@ def _expire(server, hq, queue, indexes, partitions: int = 2) -> None:
     which a test cannot wait for (HBase's TTL counts from the write, in real time)."""
     conn = happybase.Connection(server.host, server.port)
     try:
-        table = hq._context.hbase.table_name(queue)
+        table = internals.table_name(hq, queue)
         for i in indexes:
             conn.client.deleteAllRow(
                 table, struct.pack(">HQH", i % partitions, BASE + 10 * i, 0), {}

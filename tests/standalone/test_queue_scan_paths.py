@@ -10,6 +10,7 @@ import socket
 from hqueue.client.client import Client
 from hqueue.message import encode_rowkey, partition_range
 from hqueue.storage.reader import QueueRange
+from hqueue.testing import internals
 from hqueue.wire.block import MessageBlock
 
 
@@ -36,23 +37,23 @@ def test_a_topic_filtered_scan_agrees_on_every_path(hq: Client, queue_name: str)
     for i in range(40):
         queue.put(b"v%d" % i, topic="a" if i % 3 else "b", partition=0)
     want = [("b", b"v%d" % i) for i in range(40) if i % 3 == 0]
-    context = hq._context
+    hbase = internals.storage(hq)
     # From the store: the puts may have been served before the client's cache learnt
     # the owner (the producer looks in the store when the cache has none).
-    owner = context.owners.read_owner_info(queue_name, 0, fresh=True).value.address
+    owner = internals.owners(hq).read_owner_info(queue_name, 0, fresh=True).value.address
     start, stop = partition_range(0, None, None)
     fell_back: list[str] = []
 
     def scan(sidecar: str | None, via: str = "auto") -> QueueRange:
         return QueueRange(
             queue=queue_name,
-            table=context.hbase.table_name(queue_name),
+            table=internals.table_name(hq, queue_name),
             start=start,
             stop=stop,
             topics=["b"],
             sidecar=sidecar,
-            sidecars=context.sidecars,
-            connect=context.hbase.client,
+            sidecars=internals.sidecars(hq),
+            connect=hbase.client,
             via=via,
             on_fallback=lambda address, exc: fell_back.append(address),
         )
@@ -73,6 +74,6 @@ def test_the_key_only_last_key_read_returns_the_last_row(hq: Client, queue_name:
     queue = hq.queue(queue_name)
     ids = [queue.put(b"x" * 100, topic="t", partition=1) for _ in range(5)]
     start, stop = partition_range(1, None, None)
-    hbase = hq._context.hbase
+    hbase = internals.storage(hq)
     last = hbase.last_rowkey(hbase.table_name(queue_name), start, stop)
     assert last == encode_rowkey(*ids[-1])
