@@ -26,7 +26,7 @@ _EXPORTS = {
     "MessageListener": "hqueue.client.listeners",
     "NewMessage": "hqueue.client.producer",
     "Position": "hqueue.message",
-    "Queue": "hqueue.client.client",
+    "Queue": "hqueue.client.queue",
     "RetryLater": "hqueue.client.listeners",
     "SubscribeOptions": "hqueue.client.subscribe_options",
     "Subscriber": "hqueue.client.subscriber",
@@ -54,10 +54,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from hqueue.client.client import Client, Queue, connect
+    from hqueue.client.client import Client, connect
     from hqueue.client.dead_letters import DeadLetter
     from hqueue.client.listeners import ConsumeStatus, MessageListener, RetryLater
     from hqueue.client.producer import NewMessage
+    from hqueue.client.queue import Queue
     from hqueue.client.subscribe_options import SubscribeOptions
     from hqueue.client.subscriber import Subscriber
     from hqueue.errors import AuthenticationError, AuthorizationError, HQueueError

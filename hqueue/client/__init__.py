@@ -23,7 +23,7 @@ _EXPORTS = {
     "NewMessage": "hqueue.client.producer",
     "PartitionLag": "hqueue.client.subscription_admin",
     "PartitionScanner": "hqueue.client.scanners",
-    "Queue": "hqueue.client.client",
+    "Queue": "hqueue.client.queue",
     "QueueDescription": "hqueue.client.admin",
     "QueueScanner": "hqueue.client.scanners",
     "RegionInfo": "hqueue.client.admin",
@@ -37,9 +37,10 @@ _EXPORTS = {
 
 if TYPE_CHECKING:
     from hqueue.client.admin import QueueDescription, RegionInfo
-    from hqueue.client.client import Client, Queue, connect
+    from hqueue.client.client import Client, connect
     from hqueue.client.listeners import ConsumeStatus, Listener, MessageListener, RetryLater
     from hqueue.client.producer import NewMessage
+    from hqueue.client.queue import Queue
     from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
     from hqueue.client.sender import SendCallback
     from hqueue.client.subscribe_options import SubscribeOptions

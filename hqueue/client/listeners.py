@@ -15,11 +15,12 @@ import abc
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from hqueue.errors import InvalidArgumentError
 from hqueue.message import Message, MessageId, Position
 
-__all__ = ["ConsumeStatus", "Listener", "MessageListener", "RetryLater"]
+__all__ = ["ConsumeStatus", "Listener", "MessageListener", "RetryLater", "listeners_of"]
 
 
 class ConsumeStatus(enum.IntEnum):
@@ -65,3 +66,12 @@ class MessageListener(abc.ABC):
 
 Listener = MessageListener | Callable[[list[Message]], ConsumeStatus | RetryLater | None]
 """A :class:`MessageListener`, or a plain callable taking the batch."""
+
+
+def listeners_of(listener: Listener | Sequence[Listener]) -> list[Listener]:
+    """Return the listeners ``subscribe`` was given: those of a list or tuple, else
+    ``listener`` alone (a callable or a :class:`MessageListener`, which may itself be
+    a sequence type)."""
+    if isinstance(listener, list | tuple):
+        return list(listener)
+    return [cast("Listener", listener)]

@@ -49,10 +49,17 @@ class SubscribeOptions:
     partitions: Iterable[int] | None = None
     """The partitions subscribed to (``None``: all of the queue's)."""
     topics: Iterable[str] | str | None = None
-    """Only these topics (``None``: all, or an existing subscription's own; ``[]``:
-    all)."""
+    """Only these topics (one str is one topic). ``None``: every topic for a new
+    subscription, an existing one's own; ``[]``: every topic, as in a scan (it widens
+    an existing subscription to all)."""
     start: object = DEFAULT_SUBSCRIBE_START
-    """The first message a new subscription (or a partition added to one) delivers."""
+    """The first message a new subscription, or a partition added to one, delivers
+    (an existing subscription resumes after its checkpoints): ``"latest"``,
+    ``"earliest"``, a :class:`~hqueue.message.MessageId`, ``"ts:seq"``, a datetime,
+    an ISO time or milliseconds, for every partition; or a
+    :class:`~hqueue.message.Position`, its text, or a collection of them such as what
+    ``put_batch`` returned, for the partitions they name, the others starting at
+    ``"latest"`` (where several name one partition, the earliest counts)."""
     host: str = DEFAULT_HOST
     """The address the push port binds."""
     port: int = DEFAULT_SUBSCRIBER_PORT
@@ -77,14 +84,20 @@ class SubscribeOptions:
     dead_letter_queue: str | None = None
     """Where dead letters go (``None``: ``QUEUE.NAME.dlq``)."""
     tls_cert: str | None = None
-    """The push port's TLS certificate (``None``: the client's)."""
+    """The certificate the push port serves TLS with (``None``: the client's own). A
+    client that presents TLS or a token has its subscriber serve TLS and take pushes
+    only from sidecars presenting a push token (``hqueue token create --push``) that
+    ``auth_public_key`` verifies, or the installation's shared secret when that is the
+    client's token."""
     tls_key: str | None = None
     """The key of ``tls_cert``."""
     auth_public_key: str | None = None
-    """The key that verifies push tokens (``None``: ``$HQUEUE_AUTH_PUBLIC_KEY``)."""
+    """The installation's public key, that verifies push tokens (``None``:
+    ``$HQUEUE_AUTH_PUBLIC_KEY``)."""
     tls_client_ca: str | None = None
-    """The CA a pushing peer's certificate must chain to (``None``:
-    ``$HQUEUE_TLS_CLIENT_CA``; unset, no client certificate is asked for)."""
+    """With it the push port also demands a client certificate this CA signed: mutual
+    TLS, which nothing captured can replay (``None``: ``$HQUEUE_TLS_CLIENT_CA``;
+    unset, no client certificate is asked for)."""
 
     def policy_changes(self, queue: str) -> dict[str, Any]:
         """Return the delivery policy fields these options give, checked, for a

@@ -94,7 +94,6 @@ class Subscriber(Closeable):
         name: str,
         listeners: Sequence[Listener],
         options: SubscribeOptions,
-        *,
         dead_letter_writer: DeadLetterWriter | None = None,
     ) -> None:
         """Start serving ``listeners`` as subscriber ``name`` of ``queue``, as
