@@ -9,7 +9,9 @@ Servers start once per session (or module) and each test is isolated inside them
 - ``hbase_server``: one ``hqueue standalone`` (with its sidecar) per session;
   ``hbase_prefix`` a table prefix and ``queue_name`` a queue name unique to the
   test; ``hbase`` a happybase connection confined to the prefix; ``hq`` an hqueue
-  client of the server.
+  client of the server; ``queue`` a queue of the test's own on it, set up by the
+  test's ``queue`` marker, and ``written_queue`` the same holding rows written
+  straight into its table.
 - ``zookeeper_server``: one ZooKeeper per session; ``zookeeper_hosts`` a connect
   string into a chroot of the test's own.
 - ``own_server``: a factory of standalone servers of the test's own, to kill,
@@ -32,6 +34,7 @@ can tell tests that need none (see hqueue's ``tests/conftest.py``).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -40,14 +43,17 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import happybase
 import pytest
 
-from hqueue.client.client import Client
+from hqueue.client.client import Client, Queue
+from hqueue.errors import NoQueueError
 from hqueue.settings import ENV_ZOOKEEPER_CLASSPATH
 from hqueue.testing.cluster import Cluster, Storage
 from hqueue.testing.hbase import ENV_HBASE_CLASSPATH, hbase_available
+from hqueue.testing.internals import write_rows
 from hqueue.testing.shared_hbase import ENV_SHARED_DIR, SharedHBase, shared_hbase, stop_shared
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.testing.zookeeper import ZooKeeperServer, zookeeper_available
@@ -86,6 +92,11 @@ _RUN = uuid.uuid4().hex[:4]
 def pytest_configure(config: pytest.Config) -> None:
     """In the controller (or a run without workers): make the directory the session's
     workers share (the real HBase cluster's address and lock)."""
+    config.addinivalue_line(
+        "markers",
+        "queue(partitions=2, messages=(), rows=()): sets up the `queue` and "
+        "`written_queue` fixtures (hqueue.testing.fixtures)",
+    )
     if not hasattr(config, "workerinput") and ENV_SHARED_DIR not in os.environ:
         os.environ[ENV_SHARED_DIR] = tempfile.mkdtemp(prefix="hqueue-shared-")
         config.stash[_OWN_SHARED_DIR] = os.environ[ENV_SHARED_DIR]
@@ -166,6 +177,36 @@ def hq(hbase_server: StandaloneProcess) -> Iterator[Client]:
 def queue_name(request: pytest.FixtureRequest) -> str:
     """A queue name unique to this test."""
     return f"q{next(_counter)}{_RUN}_{_test_name(request, 60)}"
+
+
+def _queue_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
+    marker = request.node.get_closest_marker("queue")
+    return dict(marker.kwargs) if marker is not None else {}
+
+
+@pytest.fixture
+def queue(hq: Client, queue_name: str, request: pytest.FixtureRequest) -> Iterator[Queue]:
+    """A queue named ``queue_name`` of ``hq`` (whichever ``hq`` the test sees), deleted
+    when the test ends. The test's marker ``@pytest.mark.queue(partitions=3,
+    messages=[(value, topic, partition), ...])`` sets its partitions (default 2) and
+    the messages put through the producer before the test (say, one per partition, so
+    the sidecar has claimed every partition)."""
+    settings = _queue_settings(request)
+    made = Queue(hq, hq.create_queue(queue_name, partitions=settings.get("partitions", 2)))
+    for value, topic, partition in settings.get("messages", ()):
+        made.put(value, topic=topic, partition=partition)
+    yield made
+    with contextlib.suppress(NoQueueError):
+        hq.delete_queue(queue_name, force=True)
+
+
+@pytest.fixture
+def written_queue(queue: Queue, hq: Client, request: pytest.FixtureRequest) -> Queue:
+    """``queue`` holding the marker's ``rows`` (``(partition, timestamp, sequence,
+    topic, value)``), written straight into its table, bypassing the producer
+    (:func:`~hqueue.testing.internals.write_rows`): messages at ids the test chose."""
+    write_rows(hq, queue.name, _queue_settings(request).get("rows", ()))
+    return queue
 
 
 @pytest.fixture(scope="session")

@@ -8,9 +8,11 @@ functions change and the tests do not. Not public API.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from hqueue.message import MessageId, encode_rowkey
+from hqueue.wire.idl import hbase1
 
 if TYPE_CHECKING:
     from hqueue.client.client import Client
@@ -31,6 +33,7 @@ __all__ = [
     "storage",
     "subscriptions",
     "table_name",
+    "write_rows",
 ]
 
 
@@ -73,3 +76,20 @@ def queue_info(client: Client) -> Callable[[str], QueueInfo]:
     raises :class:`~hqueue.errors.NoQueueError` for a queue that does not exist)."""
     return client._context.queue_info
 
+
+def write_rows(
+    client: Client, queue: str, rows: Iterable[tuple[int, int, int, str, bytes]]
+) -> None:
+    """Write message rows ``(partition, timestamp, sequence, topic, value)`` straight
+    into ``queue``'s table with Thrift1 ``mutateRows``, bypassing the producer (the
+    layout of docs/architecture.md, "How messages are stored")."""
+    Hbase = hbase1()
+    batch = [
+        Hbase.BatchMutation(
+            row=encode_rowkey(p, MessageId(ts, seq)),
+            mutations=[Hbase.Mutation(column=b"message:" + topic.encode(), value=value)],
+        )
+        for p, ts, seq, topic, value in rows
+    ]
+    with storage(client).connection("write test rows") as conn:
+        conn.client.mutateRows(table_name(client, queue), batch, {})

@@ -11,12 +11,10 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 
 from hqueue import Queue
-from hqueue.client.client import Client
 from hqueue.security.credentials import ENVIRONMENT as SECURITY_ENVIRONMENT
 from hqueue.settings import ENV_HBASE, ENV_HBASE_ADMIN, ENV_TABLE_PREFIX, ENV_ZOOKEEPER
 from hqueue.testing.standalone import StandaloneProcess
@@ -28,14 +26,8 @@ def command(server: StandaloneProcess, *args: str) -> list[str]:
     return [sys.executable, "-m", "hqueue", *options(server), *args]
 
 
-@pytest.fixture
-def queue(hq: Client, queue_name: str) -> Iterator[Queue]:
-    """A 2-partition queue with one message in each partition, dropped afterwards."""
-    created = Queue(hq, hq.create_queue(queue_name, partitions=2))
-    created.put(b"zero", topic="t", partition=0)
-    created.put(b"one", topic="t", partition=1)
-    yield created
-    hq.delete_queue(queue_name, force=True)
+# A 2-partition queue with one message in each partition.
+pytestmark = pytest.mark.queue(partitions=2, messages=[(b"zero", "t", 0), (b"one", "t", 1)])
 
 
 @pytest.mark.parametrize("option", ["--format", "-o"])

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -22,7 +21,6 @@ import pytest
 
 from hqueue import Message, Position, Queue
 from hqueue.cli.put import read_lines
-from hqueue.client.client import Client
 from hqueue.client.producer import partition_for_key
 from hqueue.sidecar.node import SidecarServer
 from hqueue.testing.cluster import Cluster
@@ -81,15 +79,11 @@ def messages(queue: Queue, partition: int) -> list[Message]:
         return list(scanner)
 
 
-@pytest.fixture
-def queue(hq: Client, queue_name: str) -> Iterator[Queue]:
-    """A 4-partition queue whose partitions the sidecar has already claimed (the first
-    put to a new queue waits for that), dropped afterwards."""
-    created = Queue(hq, hq.create_queue(queue_name, partitions=4))
-    for partition in range(4):
-        created.put(b"warm-up", topic="warm-up", partition=partition)
-    yield created
-    hq.delete_queue(queue_name, force=True)
+# A 4-partition queue whose partitions the sidecar has already claimed (the first put
+# to a new queue waits for that).
+pytestmark = pytest.mark.queue(
+    partitions=4, messages=[(b"warm-up", "warm-up", partition) for partition in range(4)]
+)
 
 
 def payloads(queue: Queue, partition: int) -> list[tuple[str, str, bytes]]:

@@ -14,9 +14,10 @@ import pytest
 
 from hqueue import Queue
 from hqueue.client.client import Client
+from hqueue.testing import internals
 from hqueue.testing.standalone import StandaloneProcess
 from tests.cli.servers import Servers, global_options
-from tests.client.test_scanners import T0, make_queue, write_rows
+from tests.client.test_scanners import T0, make_queue
 
 ROWS = [
     (0, T0, 0, "a", b"zero"),
@@ -27,11 +28,7 @@ ROWS = [
 ]
 
 
-@pytest.fixture
-def queue(hq: Client, queue_name: str) -> Queue:
-    queue = make_queue(hq, queue_name, 2)
-    write_rows(hq, queue_name, ROWS)
-    return queue
+pytestmark = pytest.mark.queue(partitions=2, rows=ROWS)  # written_queue
 
 
 def env() -> dict[str, str]:
@@ -80,8 +77,8 @@ def records(server: StandaloneProcess | Servers, *args: str) -> list[dict[str, o
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
-def test_text_output(hbase_server: StandaloneProcess, queue: Queue) -> None:
-    assert lines(hbase_server, queue.name) == [
+def test_text_output(hbase_server: StandaloneProcess, written_queue: Queue) -> None:
+    assert lines(hbase_server, written_queue.name) == [
         f"{T0}:0\t0\ta\t'zero'",
         f"{T0 + 1}:0\t0\tb\t'tab\\there\\nnewline'",
         f"{T0 + 2}:0\t0\ta\tb'\\xff\\xfe binary'",
@@ -90,8 +87,8 @@ def test_text_output(hbase_server: StandaloneProcess, queue: Queue) -> None:
     ]
 
 
-def test_json_output(servers: Servers, queue: Queue) -> None:
-    done = run(servers, queue.name, "--partition", "0", json_output=True)
+def test_json_output(servers: Servers, written_queue: Queue) -> None:
+    done = run(servers, written_queue.name, "--partition", "0", json_output=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == (
         f'{{"id": "{T0}:0", "partition": 0, "topic": "a", "timestamp": {T0}, '
@@ -110,9 +107,9 @@ def test_json_output(servers: Servers, queue: Queue) -> None:
     }
 
 
-def test_partitions_and_merge(hbase_server: StandaloneProcess, queue: Queue) -> None:
+def test_partitions_and_merge(hbase_server: StandaloneProcess, written_queue: Queue) -> None:
     def ids(*args: str) -> list[tuple[object, object]]:
-        return [(r["id"], r["partition"]) for r in records(hbase_server, queue.name, *args)]
+        return [(r["id"], r["partition"]) for r in records(hbase_server, written_queue.name, *args)]
 
     rowkey_order = [
         (f"{T0}:0", 0),
@@ -128,9 +125,9 @@ def test_partitions_and_merge(hbase_server: StandaloneProcess, queue: Queue) -> 
     assert ids("--partition", "1") == rowkey_order[3:]
 
 
-def test_topic_from_to_limit(servers: Servers, queue: Queue) -> None:
+def test_topic_from_to_limit(servers: Servers, written_queue: Queue) -> None:
     def ids(*args: str) -> list[object]:
-        return [r["id"] for r in records(servers, queue.name, "-p", "0", *args)]
+        return [r["id"] for r in records(servers, written_queue.name, "-p", "0", *args)]
 
     assert ids("--topic", "b") == [f"{T0 + 1}:0"]
     assert ids("-t", "a", "-t", "b") == [f"{T0}:0", f"{T0 + 1}:0", f"{T0 + 2}:0"]
@@ -156,9 +153,9 @@ def test_topic_from_to_limit(servers: Servers, queue: Queue) -> None:
     ],
 )
 def test_errors_are_one_line_and_status_1(
-    hbase_server: StandaloneProcess, queue: Queue, args: tuple[str, ...], message: str
+    hbase_server: StandaloneProcess, written_queue: Queue, args: tuple[str, ...], message: str
 ) -> None:
-    done = run(hbase_server, *(a.format(queue=queue.name) for a in args))
+    done = run(hbase_server, *(a.format(queue=written_queue.name) for a in args))
     assert done.returncode == 1
     assert done.stdout == ""
     assert done.stderr.startswith("Error: ") and done.stderr.count("\n") == 1, done.stderr
@@ -183,7 +180,7 @@ def test_broken_pipe_exits_quietly(
     # Far more output than a pipe buffers, so the scan is still writing when the
     # reader goes away, as with ``hqueue scan q | head -1``.
     make_queue(hq, queue_name, 1)
-    write_rows(hq, queue_name, [(0, T0 + i, 0, "t", b"x" * 200) for i in range(5000)])
+    internals.write_rows(hq, queue_name, [(0, T0 + i, 0, "t", b"x" * 200) for i in range(5000)])
     proc = subprocess.Popen(
         hqueue_cmd(hbase_server, queue_name),
         env=env(),

@@ -33,7 +33,6 @@ import pytest
 from hqueue import Queue
 from hqueue.cli.queue import NOT_CONFIRMED
 from hqueue.client.client import Client
-from hqueue.errors import NoQueueError
 from hqueue.testing.standalone import StandaloneProcess
 from tests.cli.test_conventions import command
 from tests.cli.test_queue import child_env
@@ -45,12 +44,7 @@ _READING = ("wait_woken", "n_tty_read")
 """Where Linux reports a thread sleeping in a terminal read (``/proc/PID/wchan``)."""
 
 
-@pytest.fixture
-def queue(hq: Client, queue_name: str) -> Iterator[Queue]:
-    created = Queue(hq, hq.create_queue(queue_name, partitions=2))
-    yield created
-    with contextlib.suppress(NoQueueError):
-        hq.delete_queue(queue_name, force=True)
+pytestmark = pytest.mark.queue(partitions=2)
 
 
 @contextlib.contextmanager

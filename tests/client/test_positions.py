@@ -20,7 +20,6 @@ from hqueue.errors import HQueueError, InvalidArgumentError, NoMessageError
 from hqueue.message import encode_rowkey
 from hqueue.testing import internals
 from hqueue.wire.idl import hbase1
-from tests.client.test_scanners import make_queue
 
 Hbase = hbase1()
 
@@ -33,9 +32,7 @@ def hq(any_hq: Client) -> Client:
     return any_hq
 
 
-@pytest.fixture
-def queue(hq: Client, queue_name: str) -> Queue:
-    return make_queue(hq, queue_name, PARTITIONS)
+pytestmark = pytest.mark.queue(partitions=PARTITIONS)
 
 
 def put_some(queue: Queue) -> list[Position]:

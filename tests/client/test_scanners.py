@@ -17,7 +17,6 @@ from hqueue import Message, MessageId, Queue
 from hqueue.client.client import Client, connect
 from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
 from hqueue.errors import HQueueError, InvalidArgumentError, StorageError
-from hqueue.message import encode_rowkey
 from hqueue.testing import internals
 from hqueue.wire.idl import hbase1
 
@@ -40,19 +39,6 @@ def make_queue(hq: Client, name: str, partitions: int) -> Queue:
     """Create a queue and return it."""
     hq.create_queue(name, partitions=partitions)
     return hq.queue(name)
-
-
-def write_rows(hq: Client, queue: str, rows: Iterable[Row]) -> None:
-    """Write message rows into the queue's table directly, bypassing the producer."""
-    batch = [
-        Hbase.BatchMutation(
-            row=encode_rowkey(p, MessageId(ts, seq)),
-            mutations=[Hbase.Mutation(column=b"message:" + topic.encode(), value=value)],
-        )
-        for p, ts, seq, topic, value in rows
-    ]
-    with internals.storage(hq).connection("write test rows") as conn:
-        conn.client.mutateRows(internals.table_name(hq, queue), batch, {})
 
 
 def expected(rows: Iterable[Row]) -> list[Message]:
@@ -83,13 +69,7 @@ ROWS: list[Row] = [
     (2, T0 + 2, 0, "a", b"p2-2"),
     (2, T0 + 60_000, 0, "a", b"p2-3"),
 ]
-
-
-@pytest.fixture
-def queue(hq: Client, queue_name: str) -> Queue:
-    queue = make_queue(hq, queue_name, 3)
-    write_rows(hq, queue_name, ROWS)
-    return queue
+pytestmark = pytest.mark.queue(partitions=3, rows=ROWS)  # written_queue
 
 
 def of_partition(p: int) -> list[Message]:
@@ -99,19 +79,19 @@ def of_partition(p: int) -> list[Message]:
 # ------------------------------------------------------------------ partition scanner
 
 
-def test_partition_scanner_reads_one_partition_in_id_order(queue: Queue) -> None:
-    with queue.partition_scanner(0) as scanner:
+def test_partition_scanner_reads_one_partition_in_id_order(written_queue: Queue) -> None:
+    with written_queue.partition_scanner(0) as scanner:
         assert isinstance(scanner, PartitionScanner)
         messages = list(scanner)
     assert messages == of_partition(0)
     first = messages[0]
     assert isinstance(first, Message) and isinstance(first.id, MessageId)
     assert first.timestamp == T0 and first.topic == "a" and first.value == b"p0-0"
-    assert list(queue.partition_scanner(2)) == of_partition(2)
+    assert list(written_queue.partition_scanner(2)) == of_partition(2)
 
 
-def test_empty_partition_and_empty_queue(hq: Client, queue: Queue, queue_name: str) -> None:
-    assert list(queue.partition_scanner(1)) == []
+def test_empty_partition_and_empty_queue(hq: Client, written_queue: Queue, queue_name: str) -> None:
+    assert list(written_queue.partition_scanner(1)) == []
     empty = make_queue(hq, queue_name + "_empty", 2)
     assert list(empty.scan()) == []
     assert list(empty.combined_scanner([0, 1])) == []
@@ -119,10 +99,10 @@ def test_empty_partition_and_empty_queue(hq: Client, queue: Queue, queue_name: s
 
 
 @pytest.mark.parametrize("batch_size", [1, 2, 3, 1000])
-def test_batch_size_does_not_change_results(queue: Queue, batch_size: int) -> None:
-    assert list(queue.partition_scanner(0, batch_size=batch_size)) == of_partition(0)
-    assert list(queue.scan(batch_size=batch_size)) == of_partition(0) + of_partition(2)
-    assert list(queue.combined_scanner([0, 2], batch_size=batch_size)) == by_id(
+def test_batch_size_does_not_change_results(written_queue: Queue, batch_size: int) -> None:
+    assert list(written_queue.partition_scanner(0, batch_size=batch_size)) == of_partition(0)
+    assert list(written_queue.scan(batch_size=batch_size)) == of_partition(0) + of_partition(2)
+    assert list(written_queue.combined_scanner([0, 2], batch_size=batch_size)) == by_id(
         of_partition(0) + of_partition(2)
     )
 
@@ -132,8 +112,10 @@ def test_batch_size_does_not_change_results(queue: Queue, batch_size: int) -> No
 
 @pytest.mark.parametrize("start", [MessageId(T0 + 1, 1), f"{T0 + 1}:1", (T0 + 1, 1)])
 @pytest.mark.parametrize("stop", [MessageId(T0 + 3, 1), f"{T0 + 3}:1", (T0 + 3, 1)])
-def test_start_inclusive_stop_exclusive_by_id(queue: Queue, start: object, stop: object) -> None:
-    messages = list(queue.partition_scanner(0, start=start, stop=stop))
+def test_start_inclusive_stop_exclusive_by_id(
+    written_queue: Queue, start: object, stop: object
+) -> None:
+    messages = list(written_queue.partition_scanner(0, start=start, stop=stop))
     assert [str(m.id) for m in messages] == [
         f"{T0 + 1}:1",
         f"{T0 + 2}:0",
@@ -142,15 +124,15 @@ def test_start_inclusive_stop_exclusive_by_id(queue: Queue, start: object, stop:
     ]
 
 
-def test_only_start_or_only_stop(queue: Queue) -> None:
-    assert list(queue.partition_scanner(0, start=f"{T0 + 4}:1")) == of_partition(0)[-1:]
-    assert list(queue.partition_scanner(0, stop=f"{T0}:1")) == of_partition(0)[:1]
-    assert list(queue.partition_scanner(0, start=f"{T0 + 4}:2")) == []
-    assert list(queue.partition_scanner(0, stop=f"{T0}:0")) == []
+def test_only_start_or_only_stop(written_queue: Queue) -> None:
+    assert list(written_queue.partition_scanner(0, start=f"{T0 + 4}:1")) == of_partition(0)[-1:]
+    assert list(written_queue.partition_scanner(0, stop=f"{T0}:1")) == of_partition(0)[:1]
+    assert list(written_queue.partition_scanner(0, start=f"{T0 + 4}:2")) == []
+    assert list(written_queue.partition_scanner(0, stop=f"{T0}:0")) == []
 
 
-def test_equal_start_and_stop_is_empty(queue: Queue) -> None:
-    assert list(queue.partition_scanner(0, start=T0, stop=T0)) == []
+def test_equal_start_and_stop_is_empty(written_queue: Queue) -> None:
+    assert list(written_queue.partition_scanner(0, start=T0, stop=T0)) == []
 
 
 @pytest.mark.parametrize(
@@ -165,11 +147,11 @@ def test_equal_start_and_stop_is_empty(queue: Queue) -> None:
     ],
     ids=["ms", "datetime", "iso", "iso-z"],
 )
-def test_bounds_by_time(queue: Queue, convert: object) -> None:
+def test_bounds_by_time(written_queue: Queue, convert: object) -> None:
     assert callable(convert)
     # A time stands for its first id: from T0+1 includes both messages of that
     # millisecond; to T0+3 excludes both of T0+3.
-    messages = list(queue.partition_scanner(0, start=convert(T0 + 1), stop=convert(T0 + 3)))
+    messages = list(written_queue.partition_scanner(0, start=convert(T0 + 1), stop=convert(T0 + 3)))
     assert [m.id for m in messages] == [
         MessageId(T0 + 1, 0),
         MessageId(T0 + 1, 1),
@@ -178,66 +160,69 @@ def test_bounds_by_time(queue: Queue, convert: object) -> None:
     ]
 
 
-def test_naive_datetime_is_utc(queue: Queue) -> None:
+def test_naive_datetime_is_utc(written_queue: Queue) -> None:
     naive = dt.datetime(2023, 11, 14, 22, 13, 20, 2000)  # T0 + 2 ms
-    assert next(queue.partition_scanner(0, start=naive)).id == MessageId(T0 + 2, 0)
+    assert next(written_queue.partition_scanner(0, start=naive)).id == MessageId(T0 + 2, 0)
 
 
-def test_bounds_apply_to_every_partition(queue: Queue) -> None:
+def test_bounds_apply_to_every_partition(written_queue: Queue) -> None:
     start, stop = f"{T0}:1", T0 + 3
     want0 = [m for m in of_partition(0) if MessageId(T0, 1) <= m.id < MessageId(T0 + 3, 0)]
     want2 = [m for m in of_partition(2) if MessageId(T0, 1) <= m.id < MessageId(T0 + 3, 0)]
-    assert list(queue.scan(start=start, stop=stop)) == want0 + want2
-    assert list(queue.combined_scanner([0, 1, 2], start=start, stop=stop)) == by_id(want0 + want2)
+    assert list(written_queue.scan(start=start, stop=stop)) == want0 + want2
+    assert list(written_queue.combined_scanner([0, 1, 2], start=start, stop=stop)) == by_id(
+        want0 + want2
+    )
 
 
 # ------------------------------------------------------------------ topics, limit
 
 
-def test_topic_filter(queue: Queue) -> None:
-    assert list(queue.partition_scanner(0, topics=["b"])) == [
+def test_topic_filter(written_queue: Queue) -> None:
+    assert list(written_queue.partition_scanner(0, topics=["b"])) == [
         m for m in of_partition(0) if m.topic == "b"
     ]
-    assert list(queue.partition_scanner(0, topics="b")) == [
+    assert list(written_queue.partition_scanner(0, topics="b")) == [
         m for m in of_partition(0) if m.topic == "b"
     ]
-    assert list(queue.scan(topics=("c", "b"))) == [
+    assert list(written_queue.scan(topics=("c", "b"))) == [
         m for m in of_partition(0) + of_partition(2) if m.topic in "bc"
     ]
-    assert list(queue.combined_scanner([0, 2], topics={"a"}, start=T0 + 1)) == by_id(
+    assert list(written_queue.combined_scanner([0, 2], topics={"a"}, start=T0 + 1)) == by_id(
         m for m in of_partition(0) + of_partition(2) if m.topic == "a" and m.timestamp > T0
     )
-    assert list(queue.scan(topics=["nosuchtopic"])) == []
+    assert list(written_queue.scan(topics=["nosuchtopic"])) == []
 
 
-def test_non_ascii_topic_and_binary_value(hq: Client, queue: Queue) -> None:
-    write_rows(hq, queue.name, [(1, T0, 0, "żółw", b"\xff\x00\xfe")])
-    assert list(queue.partition_scanner(1, topics=["żółw"])) == [
+def test_non_ascii_topic_and_binary_value(hq: Client, written_queue: Queue) -> None:
+    internals.write_rows(hq, written_queue.name, [(1, T0, 0, "żółw", b"\xff\x00\xfe")])
+    assert list(written_queue.partition_scanner(1, topics=["żółw"])) == [
         Message(MessageId(T0, 0), 1, "żółw", b"\xff\x00\xfe")
     ]
 
 
-def test_limit(queue: Queue) -> None:
-    assert list(queue.partition_scanner(0, limit=3)) == of_partition(0)[:3]
-    assert list(queue.partition_scanner(0, limit=3, batch_size=2)) == of_partition(0)[:3]
-    assert list(queue.partition_scanner(0, limit=100)) == of_partition(0)
-    assert list(queue.partition_scanner(0, limit=0)) == []
+def test_limit(written_queue: Queue) -> None:
+    assert list(written_queue.partition_scanner(0, limit=3)) == of_partition(0)[:3]
+    assert list(written_queue.partition_scanner(0, limit=3, batch_size=2)) == of_partition(0)[:3]
+    assert list(written_queue.partition_scanner(0, limit=100)) == of_partition(0)
+    assert list(written_queue.partition_scanner(0, limit=0)) == []
     # QueueScanner: the limit spans partitions, with and without bounds.
-    assert list(queue.scan(limit=12)) == (of_partition(0) + of_partition(2))[:12]
+    assert list(written_queue.scan(limit=12)) == (of_partition(0) + of_partition(2))[:12]
     assert (
-        list(queue.scan(limit=12, start=T0, batch_size=4))
+        list(written_queue.scan(limit=12, start=T0, batch_size=4))
         == (of_partition(0) + of_partition(2))[:12]
     )
     merged = by_id(of_partition(0) + of_partition(2))
     for limit in (1, 2, 3, 5, 13, 14, 15):
         assert (
-            list(queue.combined_scanner([0, 2], limit=limit, batch_size=2)) == (merged[:limit])
+            list(written_queue.combined_scanner([0, 2], limit=limit, batch_size=2))
+            == (merged[:limit])
         ), limit
 
 
-def test_limit_with_topics(queue: Queue) -> None:
+def test_limit_with_topics(written_queue: Queue) -> None:
     assert (
-        list(queue.scan(topics=["a"], limit=6))
+        list(written_queue.scan(topics=["a"], limit=6))
         == [m for m in of_partition(0) + of_partition(2) if m.topic == "a"][:6]
     )
 
@@ -245,8 +230,8 @@ def test_limit_with_topics(queue: Queue) -> None:
 # ------------------------------------------------------------------ order
 
 
-def test_combined_scanner_merges_by_id_then_partition(queue: Queue) -> None:
-    with queue.combined_scanner([2, 0]) as scanner:
+def test_combined_scanner_merges_by_id_then_partition(written_queue: Queue) -> None:
+    with written_queue.combined_scanner([2, 0]) as scanner:
         assert isinstance(scanner, CombinedPartitionScanner)
         messages = list(scanner)
     assert messages == by_id(of_partition(0) + of_partition(2))
@@ -269,28 +254,28 @@ def test_combined_scanner_many_partitions(hq: Client, queue_name: str) -> None:
         for p in range(12)
         for i in range(20)
     ]
-    write_rows(hq, queue_name, rows)
+    internals.write_rows(hq, queue_name, rows)
     want = by_id(expected(sorted(set(rows))))
     assert list(queue.combined_scanner(range(12), batch_size=3)) == want
 
 
-def test_queue_scanner_reads_partition_by_partition(queue: Queue) -> None:
-    with queue.scan() as scanner:
+def test_queue_scanner_reads_partition_by_partition(written_queue: Queue) -> None:
+    with written_queue.scan() as scanner:
         assert isinstance(scanner, QueueScanner)
         messages = list(scanner)
     # Rowkey order: all of partition 0, then (empty) 1, then 2; not merged by id.
     assert messages == of_partition(0) + of_partition(2)
 
 
-def test_queue_scanner_stays_within_the_queues_partitions(hq: Client, queue: Queue) -> None:
+def test_queue_scanner_stays_within_the_queues_partitions(hq: Client, written_queue: Queue) -> None:
     # A stray row past the last partition is not the queue's.
-    write_rows(hq, queue.name, [(3, T0, 0, "a", b"stray")])
-    assert b"stray" not in [m.value for m in queue.scan()]
-    assert b"stray" not in [m.value for m in queue.scan(start=T0)]
+    internals.write_rows(hq, written_queue.name, [(3, T0, 0, "a", b"stray")])
+    assert b"stray" not in [m.value for m in written_queue.scan()]
+    assert b"stray" not in [m.value for m in written_queue.scan(start=T0)]
 
 
-def test_next_and_single_pass(queue: Queue) -> None:
-    scanner = queue.partition_scanner(0)
+def test_next_and_single_pass(written_queue: Queue) -> None:
+    scanner = written_queue.partition_scanner(0)
     assert next(scanner) == of_partition(0)[0]
     assert list(scanner) == of_partition(0)[1:]
     assert list(scanner) == []
@@ -302,9 +287,9 @@ def test_next_and_single_pass(queue: Queue) -> None:
 
 
 @pytest.mark.parametrize("partition", [3, -1, 40000, True, "0", None])
-def test_partition_out_of_range(queue: Queue, partition: object) -> None:
+def test_partition_out_of_range(written_queue: Queue, partition: object) -> None:
     with pytest.raises(InvalidArgumentError, match="'partition'"):
-        queue.partition_scanner(partition)  # type: ignore[arg-type]
+        written_queue.partition_scanner(partition)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -316,9 +301,9 @@ def test_partition_out_of_range(queue: Queue, partition: object) -> None:
         (5, "iterable"),
     ],
 )
-def test_bad_partitions(queue: Queue, partitions: object, match: str) -> None:
+def test_bad_partitions(written_queue: Queue, partitions: object, match: str) -> None:
     with pytest.raises(InvalidArgumentError, match=match):
-        queue.combined_scanner(partitions)  # type: ignore[arg-type]
+        written_queue.combined_scanner(partitions)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -338,26 +323,26 @@ def test_bad_partitions(queue: Queue, partitions: object, match: str) -> None:
         ({"batch_size": True}, "'batch_size'"),
     ],
 )
-def test_bad_options(queue: Queue, options: dict[str, object], match: str) -> None:
+def test_bad_options(written_queue: Queue, options: dict[str, object], match: str) -> None:
     for make in (
-        lambda: queue.partition_scanner(0, **options),
-        lambda: queue.combined_scanner([0, 2], **options),
-        lambda: queue.scan(**options),
+        lambda: written_queue.partition_scanner(0, **options),
+        lambda: written_queue.combined_scanner([0, 2], **options),
+        lambda: written_queue.scan(**options),
     ):
         with pytest.raises(InvalidArgumentError, match=match):
             make()
 
 
-def test_unknown_option_is_a_type_error(queue: Queue) -> None:
+def test_unknown_option_is_a_type_error(written_queue: Queue) -> None:
     with pytest.raises(TypeError):
-        queue.scan(begin=T0)
+        written_queue.scan(begin=T0)
 
 
 # ------------------------------------------------------------------ server-side scanners
 
 
 @pytest.fixture
-def direct(hq: Client, queue: Queue, request: pytest.FixtureRequest) -> Iterator[Queue]:
+def direct(hq: Client, written_queue: Queue, request: pytest.FixtureRequest) -> Iterator[Queue]:
     """``queue``, as a client that reads through HBase's Thrift1 gateway only sees it.
 
     The server-side scanners these tests watch are Thrift1's: a client that reads
@@ -375,7 +360,7 @@ def direct(hq: Client, queue: Queue, request: pytest.FixtureRequest) -> Iterator
         table_prefix="",
         fast_scan=False,
     )
-    yield client.queue(queue.name)
+    yield client.queue(written_queue.name)
     client.close()
 
 
@@ -422,11 +407,11 @@ def test_closed_on_exhaustion_and_on_limit(direct: Queue, hq: Client) -> None:
         assert all(scanner_is_closed(hq, i) for i in ids)
 
 
-def test_close_inside_a_for_loop_ends_it(queue: Queue) -> None:
+def test_close_inside_a_for_loop_ends_it(written_queue: Queue) -> None:
     for make in (
-        lambda: queue.partition_scanner(0),
-        lambda: queue.scan(),
-        lambda: queue.combined_scanner([0, 1, 2]),
+        lambda: written_queue.partition_scanner(0),
+        lambda: written_queue.scan(),
+        lambda: written_queue.combined_scanner([0, 1, 2]),
     ):
         scanner = make()
         seen = []
@@ -457,11 +442,11 @@ def test_reopens_when_the_gateway_forgot_the_scanner(direct: Queue, hq: Client) 
     assert messages == of_partition(0)
 
 
-def test_missing_table_is_a_storage_error(hq: Client, queue: Queue) -> None:
-    table = internals.table_name(hq, queue.name)
+def test_missing_table_is_a_storage_error(hq: Client, written_queue: Queue) -> None:
+    table = internals.table_name(hq, written_queue.name)
     with internals.storage(hq).connection("drop table") as conn:
         conn.client.disableTable(table)
         conn.client.deleteTable(table)
     with pytest.raises(StorageError) as raised:
-        list(queue.partition_scanner(0))
+        list(written_queue.partition_scanner(0))
     assert isinstance(raised.value, HQueueError)
