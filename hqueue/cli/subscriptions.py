@@ -45,7 +45,7 @@ from hqueue.cli.common import (
 )
 from hqueue.errors import HQueueError
 from hqueue.message import check_topic, format_time
-from hqueue.settings import DEFAULT_LAG_COUNT_BOUND, DEFAULT_LAG_TIMEOUT
+from hqueue.settings import DEFAULT_LAG_COUNT_BOUND, DEFAULT_LAG_TIMEOUT, DEFAULT_SUBSCRIBE_START
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -91,7 +91,7 @@ def _list_line(info: SubscriptionInfo) -> str:
     "Where a new subscription starts: earliest, latest or 'timestamp:sequence'. "
     "An existing one resumes after its checkpoints.",
     metavar="earliest|latest|ID",
-    default="latest",
+    default=DEFAULT_SUBSCRIBE_START,
 )
 @click.option(
     "--lease",
