@@ -37,6 +37,7 @@ from hqueue.storage.producers import (
     StoredProducer,
     decode_batches,
 )
+from hqueue.testing import internals
 from hqueue.testing.cluster import SESSION, Cluster, Storage, wait_for
 from hqueue.testing.fixtures import OwnServer
 from hqueue.testing.proxy import CuttingProxy, HoldingProxy
@@ -53,7 +54,7 @@ class OwnersVia:
     reached at the address given there instead (a proxy in front of them)."""
 
     def __init__(self, client: Client, via: dict[str, str]) -> None:
-        self._owners = client._context.owners
+        self._owners = internals.owners(client)
         self.via = via
 
     def read_owner_info(self, queue: str, partition: int, *, fresh: bool = False) -> Any:
@@ -65,11 +66,10 @@ class OwnersVia:
 def producer_via(client: Client, via: dict[str, str]) -> Producer:
     """A producer of ``client``'s, reaching the sidecars at the addresses of ``via``
     through the address given there."""
-    context = client._context
     return Producer(
-        context.sidecars,
+        internals.sidecars(client),
         OwnersVia(client, via),  # type: ignore[arg-type]
-        context.queue_info,
+        internals.queue_info(client),
         put_timeout=30,
     )
 
@@ -91,7 +91,7 @@ def test_a_retry_after_a_lost_answer_gets_the_same_ids_and_writes_nothing_twice(
     try:
         batch = [NewMessage(b"m%d" % i, "t", i % 2) for i in range(10)]
         got = producer_via(hq, {sidecar: proxy.address}).put(
-            hq._context.queue_info(queue_name), batch
+            internals.queue_info(hq)(queue_name), batch
         )
     finally:
         proxy.close()
@@ -119,7 +119,7 @@ def test_the_sidecar_answers_repeats_and_refuses_sequences_out_of_order(
 ) -> None:
     hq.create_queue(queue_name, partitions=2)
     wait_for(lambda: len(hq.queue(queue_name).owners()) == 2, 30, "both partitions owned")
-    sidecars, address = hq._context.sidecars, hbase_server.sidecar_address
+    sidecars, address = internals.sidecars(hq), hbase_server.sidecar_address
     assert address is not None
 
     def put(
@@ -169,7 +169,7 @@ def test_a_retry_lands_on_the_next_owner_after_the_owner_was_killed(cluster: Clu
     batch = [NewMessage(b"m%d" % i, "t", 0) for i in range(20)]
     got: list[Any] = []
     putter = threading.Thread(
-        target=lambda: got.extend(producer.put(client._context.queue_info("q"), batch))
+        target=lambda: got.extend(producer.put(internals.queue_info(client)("q"), batch))
     )
     putter.start()
     try:
@@ -190,7 +190,7 @@ def test_a_restarted_server_still_knows_what_it_wrote(own_server: OwnServer) -> 
         client.create_queue("q", partitions=1)
         wait_for(lambda: len(client.queue("q").owners()) == 1, 30, "the partition owned")
         batch = PutBatch([b"a", b"b", b"c"], ["t"], [0], [ProducerSequence(0, 42, 0)])
-        sidecars = client._context.sidecars
+        sidecars = internals.sidecars(client)
         assert server.sidecar_address is not None
         ids = sidecars.put(server.sidecar_address, "q", batch).message_ids()
         server.kill()
@@ -325,10 +325,10 @@ def test_a_write_the_dead_owner_left_half_done_is_stored_once(
         wait_for(lambda: owners(client, "q") == {0: "sc-a"}, 20, "sc-a to own the partition")
         cluster.process("--id", "sc-b")
         producer = Producer(
-            client._context.sidecars, client._context.owners, client._context.queue_info,
+            internals.sidecars(client), internals.owners(client), internals.queue_info(client),
             put_timeout=60,
         )  # fmt: skip
-        info = client._context.queue_info("q")
+        info = internals.queue_info(client)("q")
         first = [NewMessage(b"a%d" % i, "t", 0) for i in range(10)]
         second = [NewMessage(b"b%d" % i, "t", 0) for i in range(20)]
         got = list(producer.put(info, first))
