@@ -299,9 +299,9 @@ class PartitionClaims:
             return []
         partitions = [hp.partition for hp in ready]
         last = self.storage.last_ids(table, partitions)
-        # After the last ids: the previous owners' writes have landed, and with them
-        # their producers' state (retries they never answered are answered here with
-        # their ids).
+        # After the last ids, in a read of its own: the previous owners' writes have
+        # landed, and with them their producers' state, written before the messages
+        # it names (retries they never answered are answered here with their ids).
         producers = self.storage.producer_states_of(table, partitions)
         # The last write of an earlier owner may be half done: written off before any
         # partition opens, so a storage failure here leaves them all to the next try.

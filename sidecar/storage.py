@@ -246,7 +246,7 @@ class HBaseStorage:
 
     def last_ids(self, table: bytes, partitions: Sequence[int]) -> dict[int, MessageId | None]:
         out: dict[int, MessageId | None] = dict.fromkeys(partitions)
-        for key in tail_keys(self._hbase.client, table, partitions):
+        for key in tail_keys(self._hbase.client, table, partitions, producers=False):
             if len(key) == ROWKEY_BYTES:
                 partition, last = decode_rowkey(key)
                 out[partition] = last
@@ -422,7 +422,8 @@ class HBaseStorage:
         self, table: bytes, partitions: Sequence[int]
     ) -> dict[int, list[StoredProducer]]:
         out: dict[int, list[StoredProducer]] = {p: [] for p in partitions}
-        rows = [k for k in tail_keys(self._hbase.client, table, partitions) if is_producer_row(k)]
+        walk = tail_keys(self._hbase.client, table, partitions, producers=True)
+        rows = [key for key in walk if is_producer_row(key)]
         if not rows:
             return out
         rows.reverse()  # in key order

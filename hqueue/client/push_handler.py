@@ -267,7 +267,7 @@ def push_security(
     (any token not in the signed form), the sidecars presenting the same; a client
     with a token has its subscribers demand one, so it needs either. The deliver
     handler then takes pushes only from principals with the push right (push tokens,
-    the shared secret). A client that presents nothing gets an open port, as before.
+    the shared secret). A client that presents nothing gets an open port.
 
     :raises InvalidArgumentError: if TLS or a way to check tokens is needed and
         missing, a certificate comes without its key, a client CA without a

@@ -37,6 +37,7 @@ from hqueue.message import (
     Position,
     encode_rowkey,
     parse_located,
+    partition_end,
     rowkey_after,
 )
 from hqueue.metadata.managers import OwnerInfo, QueueInfo
@@ -249,12 +250,15 @@ class Queue:
                 f"{self.name!r} has partitions 0..{self.partitions - 1}"
             )
         row = encode_rowkey(partition, mid)
-        # The next rowkey after this one: the range holds this row and no other.
-        reader = self._handle.open_range(row, rowkey_after(row), caching=1)
-        try:
-            found = reader.read(1).messages()
-        finally:
-            reader.close()
+        end = partition_end(partition)
+        found = []
+        if row < end:  # no message has the last timestamp
+            # The next rowkey after this one: the range holds this row and no other.
+            reader = self._handle.open_range(row, min(rowkey_after(row), end), caching=1)
+            try:
+                found = reader.read(1).messages()
+            finally:
+                reader.close()
         if not found:
             raise NoMessageError(
                 f"queue {self.name!r} has no message at {located} (none was written "

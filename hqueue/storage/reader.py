@@ -43,7 +43,7 @@ from hqueue.errors import (
     TableStateError,
     UnavailableError,
 )
-from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES, rowkey_after
+from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES, partition_end, rowkey_after
 from hqueue.storage.sidecars import SidecarCallError, Sidecars
 from hqueue.wire.block import MAX_SCAN_LIMIT, MessageBlock, join_rowkeys, rows_within
 from hqueue.wire.errors import table_not_found, thrift_message
@@ -403,10 +403,15 @@ class QueueRange:
     (see the module docstring). A sidecar found unusable is added to ``unreachable``,
     and one already there is not asked (a reader of many ranges shares the set).
 
+    The range is within one partition's messages (as
+    :func:`~hqueue.message.partition_range` gives it): past them lie the partition's
+    fence and producer rows, which no reader returns.
+
     ``caching`` is the Thrift1 scanner's prefetch; ``short_is_end`` as for
     :class:`Thrift1Range`; ``deep`` as for :class:`SidecarRange`.
 
-    :raises InvalidArgumentError: if ``via`` is not one of :data:`VIA`.
+    :raises InvalidArgumentError: if ``via`` is not one of :data:`VIA`, or the range
+        reaches past one partition's messages.
     :raises UnavailableError: with ``via="sidecar"``, if the range has no sidecar.
     """
 
@@ -429,6 +434,11 @@ class QueueRange:
         on_fallback: Callable[[str, Exception], None] | None = None,
     ) -> None:
         self.via = check_via(via)
+        end = partition_end(int.from_bytes(start[:2].ljust(2, b"\0"), "big"))
+        if not stop or stop > end:
+            raise InvalidArgumentError(
+                f"rows {start.hex()}..{stop.hex()} reach past one partition's messages"
+            )
         self._queue = queue
         self._table = table
         self._stop = stop

@@ -1,16 +1,18 @@
-"""The tails of a run of partitions, read in one walk: the keys of each partition's
-producer rows, fence row and last message, from the highest partition down.
+"""The tails of a run of partitions, read by a walk: the keys of each partition's last
+message and, when asked, of its producer rows and fence row, from the highest
+partition down.
 
 A new owner needs, for every partition of a takeover batch, its last message id and
-its producers' state (``hqueue.sidecar.membership``). Both sit at the top of the
+its producers' state (``hqueue.sidecar.claims``). Both sit at the top of the
 partition's key range (:func:`~hqueue.message.partition_end`: the fence and producer
-rows follow the messages), so one reversed, keys-only Thrift1 scan from the top of the
-batch reads them all: it passes the fence and producer rows of the partitions holding
-no messages (a new queue's every partition) without a new scan, and stops at the last
+rows follow the messages), so a reversed, keys-only Thrift1 scan from the top of the
+batch finds them: it passes the fence and producer rows of the partitions holding no
+messages (a new queue's every partition) without a new scan, and stops at the last
 message of the first partition holding some; the walk then opens the next scan just
 below that partition, so each partition holding messages costs one scan of its own
-(the messages below its last are never read). The values of the producer rows found
-are then read by key (:func:`hqueue.storage.producers.read_producer`).
+(of the messages below its last, at most a round trip's worth of keys is read). The
+values of the producer rows found are then read by key
+(:func:`hqueue.storage.producers.read_producer`).
 
 Not public API.
 """
@@ -20,43 +22,56 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator, Sequence
 
-from hqueue.message import ROWKEY_BYTES, partition_prefix
+from hqueue.message import ROWKEY_BYTES, partition_end, partition_prefix
 from hqueue.storage.reader import KEYS_ONLY, Connect, Thrift1Range
 
-__all__ = ["PAGE", "tail_keys"]
+__all__ = ["MAX_PAGE", "PAGE", "tail_keys"]
 
 PAGE = 64
-"""Keys fetched per round trip of a walk: the fence and producer rows of many empty
-partitions at a time, and at most this many message keys read beyond a partition's
-last."""
+"""Keys fetched by a walk's first round trip in a scan: the fence and producer rows of
+many empty partitions at a time, and few message keys read beyond a partition's last.
+Each further round trip of the same scan fetches twice as many, up to
+:data:`MAX_PAGE`, so that a partition with many producer rows costs few of them."""
+
+MAX_PAGE = 1024
+"""The most keys one round trip of a walk fetches."""
 
 
-def tail_keys(connect: Connect, table: bytes, partitions: Sequence[int]) -> Iterator[bytes]:
-    """Yield, from the highest of ``partitions`` down, the keys of each one's producer
-    rows and fence row and then of its last message (keys of other partitions are
-    skipped). A key :data:`~hqueue.message.ROWKEY_BYTES` long is a message's, and the
-    partition's last; any other is a fence or producer row.
+def tail_keys(
+    connect: Connect, table: bytes, partitions: Sequence[int], *, producers: bool
+) -> Iterator[bytes]:
+    """Yield, from the highest of ``partitions`` down, the keys of each one's last
+    message, and, with ``producers``, before it the keys of its producer rows and its
+    fence row (keys of other partitions are skipped). A key
+    :data:`~hqueue.message.ROWKEY_BYTES` long is a message's, and the partition's last;
+    any other is a fence or producer row. Without ``producers``, a partition's fence
+    and producer rows are passed over, by a scan that starts below them once there are
+    more than :data:`PAGE`.
+
+    The two kinds of key are read by one walk in the order they sort, producer rows
+    first: a caller that needs a partition's last id and then the producer states
+    covering it (a takeover) walks twice, last ids first, since a producer row is
+    written before the messages it names and could be missed by a walk that read its
+    place before they landed.
 
     :raises StorageError: if the storage fails (ConnectionLostError: unreachable).
     """
     wanted = sorted(set(partitions))
     floor = partition_prefix(wanted[0]) if wanted else b""
     top = len(wanted)  # the partitions still to walk: wanted[:top], from the highest
+    # A reversed scan starts at its start row, inclusive: a partition's prefix or end
+    # is no row, so the scan begins with the rows just below it.
+    start = partition_prefix(wanted[-1] + 1) if wanted else b""
     while top:
-        # A reversed scan starts at its start row, inclusive: a partition prefix is no
-        # row, so the scan begins with the rows just below it.
         scan = Thrift1Range(
-            connect,
-            table,
-            partition_prefix(wanted[top - 1] + 1),
-            floor,
-            caching=PAGE,
-            reverse=True,
-            filter_string=KEYS_ONLY,
+            connect, table, start, floor, caching=PAGE, reverse=True, filter_string=KEYS_ONLY
         )
-        reopen = False
+        reopen: bytes | None = None  # where the next scan starts
+        passed = 0  # fence and producer keys of wanted[top - 1] passed over
+        page = PAGE
         try:
-            while not reopen and (rows := scan.rows(PAGE)):
+            while reopen is None and (rows := scan.rows(page)):
+                page = min(2 * page, MAX_PAGE)
                 for row in rows:
                     key = bytes(row.row)
                     partition = int.from_bytes(key[:2], "big")
@@ -64,16 +79,26 @@ def tail_keys(connect: Connect, table: bytes, partitions: Sequence[int]) -> Iter
                         # Below the partition walked: on with the next one wanted, with
                         # a scan of its own unless this row is of that one.
                         top = bisect.bisect_right(wanted, partition, 0, top)
+                        passed = 0
                         if not top or wanted[top - 1] != partition:
-                            reopen = True
+                            reopen = partition_prefix(wanted[top - 1] + 1) if top else b""
                             break
-                    yield key
                     if len(key) == ROWKEY_BYTES:
                         # Its last message: the others are below, not to be read.
+                        yield key
                         top -= 1
-                        reopen = True
+                        reopen = partition_prefix(wanted[top - 1] + 1) if top else b""
+                        break
+                    if producers:
+                        yield key
+                        continue
+                    passed += 1
+                    if passed >= PAGE:
+                        # Many producer rows: the next scan starts below them all.
+                        reopen = partition_end(partition)
                         break
         finally:
             scan.close()
-        if not reopen:
+        if reopen is None:
             return
+        start = reopen

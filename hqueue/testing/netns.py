@@ -185,8 +185,8 @@ class TestNetwork:
         if len(self.hosts) >= 250:
             raise ValueError("a test network holds at most 250 hosts")
         host = Host(self, name, len(self.hosts) + 1)
+        self.hosts[name] = host  # before it exists: close() removes a half-made one
         host._create()
-        self.hosts[name] = host
         return host
 
     def close(self) -> None:

@@ -379,7 +379,10 @@ def _bulk_open_agrees(storage: EngineStorage | HBaseStorage, table: bytes) -> No
     message; more producer rows than a walk's page), producers' states, and fences (a
     stale epoch refused for its partition only)."""
     stored = {0: 3, 5: 1, 6: 2, 17: 4, 21: 0, 22: 2, 39: 1}  # partition -> messages
-    producers = {p: [100 + p] for p in stored} | {21: list(range(PAGE + 6)), 22: [-1, 7]}
+    producers = {p: [100 + p] for p in stored} | {
+        21: list(range(PAGE + 6)),
+        22: list(range(-5, 2 * PAGE)),
+    }
     for p, n in stored.items():
         rows = [key(p, NOW + 10 * i, i) for i in range(n)]
         state = join_batches([encode_batch(ProducerBatch(1, 1, ((NOW, 0, 1),)))])
@@ -412,6 +415,8 @@ def _bulk_open_agrees(storage: EngineStorage | HBaseStorage, table: bytes) -> No
     assert storage.last_ids(table, [18])[18] is None
     assert [s.producer for s in storage.producer_states_of(table, [5, 7])[5]] == [105]
     assert len(storage.producer_states_of(table, [21, 30])[21]) == PAGE + 6
+    assert len(storage.producer_states_of(table, [22])[22]) == 2 * PAGE + 5
+    assert storage.last_ids(table, [22, 21]) == {22: MessageId(NOW + 10, 1), 21: None}
 
     storage.fence(table, 3, 5)
     refused = storage.fence_many(table, [(p, 4) for p in range(8)])
