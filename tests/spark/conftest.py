@@ -95,6 +95,11 @@ class Target:
         """``host:port`` of the Thrift1 gateway."""
         return f"{self.host}:{self.port}"
 
+    @property
+    def admin_address(self) -> str:
+        """``host:port`` of the Thrift2 gateway."""
+        return f"{self.host}:{self.thrift2_port}"
+
 
 @pytest.fixture
 def target(any_hq: Client, request: pytest.FixtureRequest) -> Target:
