@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from hqueue.testing.hbase import hbase_available
-from hqueue.testing.process import free_port, proc_stat, processes
+from hqueue.testing.process import free_port, interruptible, proc_stat, processes
 
 _READY = re.compile(
     r"hqueue on HBase ready: hbase-thrift1=(?P<t1>\S+) hbase-thrift2=(?P<t2>\S+) "
@@ -65,6 +65,7 @@ def run_hbase(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=interruptible,
     )
     assert proc.stdout is not None
     seen = []
@@ -167,6 +168,7 @@ def test_a_second_start_on_the_same_data_finds_the_queue(run_hbase: dict[str, st
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=interruptible,
     )
     try:
         assert proc.stdout is not None

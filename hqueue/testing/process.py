@@ -25,12 +25,21 @@ from hqueue.settings import DEFAULT_HOST
 __all__ = [
     "ChildProcess",
     "free_port",
+    "interruptible",
     "port_free",
     "proc_stat",
     "processes",
     "terminate",
     "wait_for",
 ]
+
+
+def interruptible() -> None:
+    """Give a child Ctrl-C's default disposition (``preexec_fn`` of a child a test
+    interrupts with SIGINT): a child inherits an ignored SIGINT, and Python then never
+    raises KeyboardInterrupt. A test worker may run with SIGINT ignored once a library
+    (or a test before) set it so, where a user's terminal never does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for(
@@ -123,7 +132,12 @@ class ChildProcess:
         """
         log = open(self.log_path, "a")  # noqa: SIM115 - owned by the child
         self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=log, text=True, env={**env, "PYTHONUNBUFFERED": "1"}
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env={**env, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=interruptible,  # tests interrupt some children as Ctrl-C does
         )
         log.close()
         deadline = time.monotonic() + timeout

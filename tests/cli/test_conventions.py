@@ -17,6 +17,7 @@ import pytest
 from hqueue import Queue
 from hqueue.security.credentials import ENVIRONMENT as SECURITY_ENVIRONMENT
 from hqueue.settings import ENV_HBASE, ENV_HBASE_ADMIN, ENV_TABLE_PREFIX, ENV_ZOOKEEPER
+from hqueue.testing.process import interruptible
 from hqueue.testing.standalone import StandaloneProcess
 from tests.cli.test_queue import child_env, options, run
 
@@ -139,6 +140,7 @@ def test_ctrl_c_during_put_reports_what_was_put(
     proc = subprocess.Popen(
         command(hbase_server, "put", queue.name, "-t", "typed", "-p", "0"),
         env=child_env(),
+        preexec_fn=interruptible,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -166,6 +168,7 @@ def test_ctrl_c_before_any_input_puts_nothing(
     proc = subprocess.Popen(
         command(hbase_server, "put", queue.name, "-t", "t"),
         env=child_env(),
+        preexec_fn=interruptible,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

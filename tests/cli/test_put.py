@@ -24,6 +24,7 @@ from hqueue.cli.put import read_lines
 from hqueue.client.producer import partition_for_key
 from hqueue.sidecar.node import SidecarServer
 from hqueue.testing.cluster import Cluster
+from hqueue.testing.process import interruptible
 from hqueue.testing.standalone import StandaloneProcess
 from tests.cli.servers import Servers, global_options
 
@@ -321,6 +322,7 @@ def _put_process(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**base, **(env or {})},
+        preexec_fn=interruptible,
     )
 
 

@@ -18,6 +18,7 @@ from hqueue.client.client import Client
 from hqueue.errors import InvalidArgumentError
 from hqueue.message import Message, format_time, parse_position
 from hqueue.testing.cluster import wait_for
+from hqueue.testing.process import interruptible
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.testing.subscriber import SubscriberProcess
 from tests.cli.servers import Servers
@@ -162,6 +163,7 @@ def test_lag_shows_a_status_and_watch_repeats_until_ctrl_c(
             stderr=subprocess.PIPE,
             text=True,
             env=env,
+            preexec_fn=interruptible,
         )
         assert watch.stdout is not None
         headers = 0

@@ -33,6 +33,7 @@ import pytest
 from hqueue import Queue
 from hqueue.cli.queue import NOT_CONFIRMED
 from hqueue.client.client import Client
+from hqueue.testing.process import interruptible
 from hqueue.testing.standalone import StandaloneProcess
 from tests.cli.test_conventions import command
 from tests.cli.test_queue import child_env
@@ -50,7 +51,7 @@ pytestmark = pytest.mark.queue(partitions=2)
 @contextlib.contextmanager
 def child(args: list[str], **streams: object) -> Iterator[subprocess.Popen[bytes]]:
     """Start ``args``; kill it when the block ends, however it ends."""
-    proc = subprocess.Popen(args, env=child_env(), **streams)  # type: ignore[call-overload]
+    proc = subprocess.Popen(args, env=child_env(), preexec_fn=interruptible, **streams)  # type: ignore[call-overload]
     try:
         yield proc
     finally:

@@ -36,6 +36,7 @@ from hqueue.security.secret import Secret
 from hqueue.security.tokens import SignedTokenAuthenticator, load_public_key
 from hqueue.testing.certs import CertificateAuthority, IssuedCertificate
 from hqueue.testing.cluster import wait_for
+from hqueue.testing.process import interruptible
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.connect import thrift_client
 from hqueue.wire.idl import subscriber as subscriber_idl
@@ -302,7 +303,12 @@ def test_the_subscribe_command_demands_the_sidecars_certificate_when_told(
     ]
     env = {**os.environ, "HQUEUE_TABLE_PREFIX": ""}
     proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+        preexec_fn=interruptible,
     )
     try:
         assert proc.stderr is not None and proc.stdout is not None

@@ -40,6 +40,7 @@ from hqueue.message import MAX_PARTITIONS, MessageId, encode_rowkey
 from hqueue.sidecar.node import _Deferred
 from hqueue.storage.sidecars import Sidecars
 from hqueue.testing.cluster import SESSION, Cluster, wait_for
+from hqueue.testing.process import interruptible
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.connect import thrift_client
 from hqueue.wire.idl import sidecar as sidecar_idl
@@ -310,6 +311,7 @@ def test_subscriptions_create_registers_renews_and_withdraws_on_ctrl_c(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     try:
         assert proc.stdout is not None
