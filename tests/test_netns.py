@@ -42,7 +42,7 @@ except OSError as exc:
 def network() -> Iterator[TestNetwork]:
     if not netns_available():
         pytest.fail("network namespaces need root, iproute2 and iptables")
-    with TestNetwork(number=201) as net:
+    with TestNetwork() as net:
         yield net
 
 
@@ -125,12 +125,26 @@ def _until_end(receiver: socket.socket) -> list[bytes]:
 def test_closing_removes_every_namespace_and_the_bridge() -> None:
     if not netns_available():
         pytest.fail("network namespaces need root, iproute2 and iptables")
-    net = TestNetwork(number=199).start()
+    net = TestNetwork().start()
     net.host("x")
+    prefix = net.prefix
     net.close()
-    assert (
-        "hq199-"
-        not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    )
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"{prefix}-" not in namespaces
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    assert "hq199br" not in links
+    assert f"{prefix}br" not in links
+
+
+def test_networks_open_at_once_take_different_numbers() -> None:
+    """Parallel test workers each open networks: none may clear or reuse another's."""
+    if not netns_available():
+        pytest.fail("network namespaces need root, iproute2 and iptables")
+    with TestNetwork() as first, TestNetwork() as second:
+        assert first.number != second.number
+        a, b = first.host("a"), second.host("a")
+        assert a.namespace != b.namespace and a.address != b.address
+        with pytest.raises(RuntimeError, match="in use"):
+            TestNetwork(number=first.number).start()
+        namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+        assert a.namespace in namespaces.stdout  # the refused network cleared nothing
+        first.host("b")

@@ -23,12 +23,15 @@ machines this runs on lack; a test that needs a slow link puts a delaying proxy 
 the path instead.
 
 Needs root (``ip netns`` and iptables), as the tests here and in CI run. Every name
-starts with ``hq`` and the network's number, so that :func:`remove_stale` can clear
-what a killed test run left behind.
+starts with ``hq`` and the network's number. A live network holds an exclusive lock on
+its number (a file under ``/run/hqueue-netns``), so that parallel test workers each
+take a free number, and a number whose lock is free may be cleared of what a killed
+run left behind (:func:`remove_stale`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -37,6 +40,20 @@ from collections.abc import Sequence
 __all__ = ["Host", "TestNetwork", "netns_available", "remove_stale"]
 
 _PREFIX = "hq"
+_LOCKS = "/run/hqueue-netns"
+
+
+def _claim(number: int) -> int | None:
+    """Take the lock on network ``number``; return its open file (held while the
+    network lives), or None when a live network holds it."""
+    os.makedirs(_LOCKS, exist_ok=True)
+    fd = os.open(f"{_LOCKS}/{number}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def netns_available() -> bool:
@@ -57,7 +74,9 @@ def _run(*argv: str) -> str:
 
 def remove_stale(number: int | None = None) -> None:
     """Remove the namespaces and bridges of test networks (of network ``number`` only,
-    when given) that a run killed before its clean-up left behind."""
+    when given) that a run killed before its clean-up left behind. The caller makes
+    sure no live network has that number (it holds the number's lock, or no test
+    runs)."""
 
     def ours(name: str, tail: str) -> bool:
         if number is not None:
@@ -154,22 +173,44 @@ class TestNetwork:
     that removes them all.
 
     ``number`` (1..254) picks the subnet ``10.213.number.0/24`` and the names'
-    prefix, so that networks of parallel test workers do not meet."""
+    prefix; left out, :meth:`start` takes the lowest number no live network holds, so
+    that networks of parallel test workers do not meet."""
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, number: int = 1) -> None:
-        if not 1 <= number <= 254:
+    def __init__(self, number: int | None = None) -> None:
+        if number is not None and not 1 <= number <= 254:
             raise ValueError(f"'number' must be in 1..254, not {number}")
+        self._wanted = number
+        self._lock: int | None = None
+        self.hosts: dict[str, Host] = {}
+        if number is not None:
+            self._name(number)
+
+    def _name(self, number: int) -> None:
         self.number = number
         self.prefix = f"{_PREFIX}{number}"
         self.subnet = f"10.213.{number}"
         self.bridge = f"{self.prefix}br"
         self.gateway = f"{self.subnet}.1"
-        self.hosts: dict[str, Host] = {}
 
     def start(self) -> TestNetwork:
-        """Make the bridge (after clearing what an earlier run of this number left)."""
+        """Take a number and make the bridge (after clearing what an earlier run of
+        that number left).
+
+        :raises RuntimeError: the number asked for is in use, or all are."""
+        numbers = [self._wanted] if self._wanted is not None else range(1, 255)
+        for number in numbers:
+            self._lock = _claim(number)
+            if self._lock is not None:
+                self._name(number)
+                break
+        else:
+            raise RuntimeError(
+                f"test network {numbers[0]} is in use"
+                if self._wanted
+                else "all 254 test networks are in use"
+            )
         remove_stale(self.number)
         _run("ip", "link", "add", self.bridge, "type", "bridge")
         _run("ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge)
@@ -194,7 +235,10 @@ class TestNetwork:
         for host in self.hosts.values():
             subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True, check=False)
         self.hosts.clear()
-        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, check=False)
+        if self._lock is not None:
+            subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, check=False)
+            os.close(self._lock)  # the number is free again
+            self._lock = None
 
     def __enter__(self) -> TestNetwork:
         return self.start()
