@@ -57,6 +57,8 @@ __all__ = [
     "hbase_address",
     "hbase_admin_address",
     "parse_address",
+    "parse_regionserver",
+    "regionserver_text",
     "table_prefix",
     "zookeeper_hosts",
 ]
@@ -157,6 +159,38 @@ def parse_address(address: str, what: str = "hbase") -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise InvalidArgumentError(f"'{what}' must be HOST:PORT, not {address!r}")
     return host, int(port)
+
+
+def parse_regionserver(value: str) -> tuple[str, int | None]:
+    """Return ``(host, port)`` of a RegionServer named ``HOST:PORT`` (its RPC port), or
+    ``(host, None)`` of one named ``HOST`` alone (any of that host's); an IPv6 host
+    may be bracketed.
+
+    :raises InvalidArgumentError: if it is neither.
+    """
+    text = str(value).strip()
+    host, sep, port = text.rpartition(":")
+    if sep and port.isdigit() and (host.startswith("[") or ":" not in host):
+        number: int | None = int(port)
+    else:
+        host, number = text, None
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if (
+        not host
+        or any(c.isspace() or c in "[]" for c in host)
+        or (number is not None and not 0 < number < 65536)
+    ):
+        raise InvalidArgumentError(
+            f"'regionserver' must be HOST:PORT or HOST (a RegionServer), not {value!r}"
+        )
+    return host, number
+
+
+def regionserver_text(host: str, port: int | None) -> str:
+    """Return the ``HOST:PORT`` (or ``HOST``) form of a RegionServer that
+    :func:`parse_regionserver` reads back; an IPv6 host bracketed."""
+    shown = f"[{host}]" if ":" in host else host
+    return shown if port is None else f"{shown}:{port}"
 
 
 def admin_address(hbase: str) -> str:

@@ -35,6 +35,8 @@ from hqueue.settings import (
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_SIDECAR_PORT,
     hbase_address,
+    parse_regionserver,
+    regionserver_text,
     table_prefix,
 )
 from hqueue.sidecar.node import SidecarConfig, SidecarServer
@@ -340,6 +342,16 @@ def server_options(max_request_bytes: int) -> Callable[[F], F]:
     return decorator
 
 
+def _regionserver(value: str | None) -> str | None:
+    """``--regionserver`` in the form the registration stores."""
+    if value is None:
+        return None
+    try:
+        return regionserver_text(*parse_regionserver(value))
+    except HQueueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @click.command()
 @server_options(max_request_bytes=DEFAULT_MAX_REQUEST_BYTES)
 @click.option(
@@ -360,6 +372,15 @@ def server_options(max_request_bytes: int) -> Callable[[F], F]:
     default=None,
     help="Host producers reach this sidecar at (default: --host, or the host "
     "name when binding all interfaces).",
+)
+@click.option(
+    "--regionserver",
+    default=None,
+    metavar="HOST[:PORT]",
+    callback=lambda ctx, param, value: _regionserver(value),
+    help="The HBase RegionServer this sidecar stands beside (its RPC port, or its "
+    "host alone for any of that host's): the partitions whose regions it serves are "
+    "given to this sidecar. Default: none (partitions are spread evenly).",
 )
 @click.option(
     "--max-payload-bytes",
@@ -390,6 +411,7 @@ def sidecar(
     port: int,
     sidecar_id: str | None,
     advertised_host: str | None,
+    regionserver: str | None,
     max_payload_bytes: int,
     max_request_bytes: int,
     session_timeout: float,
@@ -414,6 +436,7 @@ def sidecar(
         port=port,
         sidecar_id=sidecar_id,
         advertised_host=advertised_host,
+        regionserver=regionserver,
         table_prefix=table_prefix(),
         max_payload_bytes=max_payload_bytes,
         max_request_bytes=max_request_bytes,

@@ -8,6 +8,12 @@ assignments to learn which partitions it should hold, at which epochs
 (:meth:`Leadership.assigned_here`), and where the others are
 (:meth:`Leadership.owner_address`).
 
+When any live sidecar names the RegionServer it stands beside, the leader assigns by
+the regions policy: it reads where each queue's regions are served
+(:class:`~hqueue.sidecar.region_map.RegionMap`) and gives each partition to the sidecar
+beside its region server; the partitions whose region server has none are the queue's
+strays (:attr:`Leadership.strays`, logged when they change).
+
 A leader does not wait for its own writes to come back through the watch (on the
 HBase backend, a poll later): it reads what it wrote from memory (:class:`OwnWrite`)
 while its cache still shows what it wrote over, for at most :data:`OWN_WRITES_KEPT`
@@ -36,8 +42,11 @@ from hqueue.metadata.resources import (
     SidecarInfo,
 )
 from hqueue.metadata.version import Version, Versioned
-from hqueue.sidecar.assignment import Assignment, rebalance
+from hqueue.settings import parse_regionserver
+from hqueue.sidecar.assignment import Assignment, Beside, Placement, rebalance
+from hqueue.sidecar.claims import _spans
 from hqueue.sidecar.ids import wall_clock_ms
+from hqueue.sidecar.region_map import RegionMap
 from hqueue.sidecar.registration import quietly
 
 __all__ = ["OWN_WRITES_KEPT", "Leadership", "OwnWrite", "ParsedAssignment", "SettledRound"]
@@ -85,13 +94,23 @@ class SettledRound:
     """the assignments' values"""
     live: list[str]
     """the live sidecars, sorted"""
+    placement: Placement | None
+    """where the regions were served and who stood beside them (regions policy)"""
 
-    def unchanged(self, queues: dict[str, int], values: dict[str, Value], live: list[str]) -> bool:
-        """Return whether a round seeing ``queues``, ``values`` and ``live`` sees what
-        this one saw: the same counts and sidecars, and the very same values."""
+    def unchanged(
+        self,
+        queues: dict[str, int],
+        values: dict[str, Value],
+        live: list[str],
+        placement: Placement | None,
+    ) -> bool:
+        """Return whether a round seeing ``queues``, ``values``, ``live`` and
+        ``placement`` sees what this one saw: the same counts, sidecars and region
+        servers, and the very same values."""
         return (
             self.queues == queues
             and self.live == live
+            and self.placement == placement
             and self.values.keys() == values.keys()
             and all(self.values[name] is value for name, value in values.items())
         )
@@ -103,7 +122,12 @@ class Leadership:
     :attr:`leading`, :meth:`assigned_here` for what to hold."""
 
     def __init__(
-        self, store: MetaStore, cache: MetadataCache, sidecar_id: str, address: str
+        self,
+        store: MetaStore,
+        cache: MetadataCache,
+        sidecar_id: str,
+        address: str,
+        regions: RegionMap | None = None,
     ) -> None:
         self.id = sidecar_id
         self.address = address
@@ -115,6 +139,10 @@ class Leadership:
         self._wrote: dict[str, OwnWrite] = {}
         self._parsed: dict[str, ParsedAssignment] = {}
         self._settled: SettledRound | None = None
+        self._regions = regions
+        self.strays: dict[str, tuple[int, ...]] = {}
+        """each queue's partitions whose region server has no live sidecar beside it,
+        as this leader's last round assigned them (empty when not leading)"""
 
     def stand(self) -> None:
         """Lead if the leader entry names this sidecar, or if there is none and this
@@ -144,6 +172,7 @@ class Leadership:
     def lost(self) -> None:
         """Note that the metadata session was lost: the leader entry went with it."""
         self.leading = False
+        self.strays = {}
 
     def assign(self) -> bool:
         """Write the assignments the queues and live sidecars call for; return whether
@@ -153,14 +182,17 @@ class Leadership:
         """
         queues = {name: v.value["partitions"] for name, v in self.cache.list(QUEUES).items()}
         current_raw = self._entries()
-        live = sorted(self.cache.list(SIDECARS))
+        registrations = self.cache.list(SIDECARS)
+        live = sorted(registrations)
+        placement = self._placement(queues, registrations)
         # Nothing moved since a round that wrote all it wanted: nothing to compute (a
         # queue of 32,768 partitions takes a while to rebalance, every round).
         values = {name: v.value for name, v in current_raw.items()}
-        if self._settled is not None and self._settled.unchanged(queues, values, live):
+        if self._settled is not None and self._settled.unchanged(queues, values, live, placement):
             return False
         current = {name: self._parse(name, v).assignment for name, v in current_raw.items()}
-        wanted = rebalance(queues, current, live)
+        wanted = rebalance(queues, current, live, placement)
+        self._report_strays(wanted)
         now = wall_clock_ms()
         behind = False
         # The smallest queues first: a new one-partition queue's assignment is not
@@ -192,8 +224,45 @@ class Leadership:
             )
         # What this round leaves (its own writes read back from _wrote next round).
         after = {name: v.value for name, v in self._entries().items()}
-        self._settled = None if behind or dropped else SettledRound(queues, after, live)
+        self._settled = None if behind or dropped else SettledRound(queues, after, live, placement)
         return behind
+
+    def _placement(
+        self, queues: dict[str, int], registrations: dict[str, Versioned[Value]]
+    ) -> Placement | None:
+        """The regions policy's input, or ``None`` (the even policy) when no live
+        sidecar names the RegionServer it stands beside."""
+        beside: dict[str, Beside] = {}
+        for sidecar_id, entry in registrations.items():
+            named = SidecarInfo.from_value(entry.value).regionserver
+            if named is None:
+                continue
+            try:
+                beside[sidecar_id] = parse_regionserver(named)
+            except HQueueError:
+                continue  # not one the schema lets through; assigned evenly
+        if not beside or self._regions is None:
+            return None
+        self._regions.forget(set(queues))
+        servers = {name: self._regions.servers(name, n) for name, n in sorted(queues.items())}
+        return Placement(servers, beside)
+
+    def _report_strays(self, wanted: dict[str, Assignment]) -> None:
+        """Keep and log each queue's strays when they change."""
+        strays = {name: a.strays for name, a in wanted.items() if a.strays}
+        for name in sorted(strays.keys() | self.strays.keys()):
+            now, before = strays.get(name, ()), self.strays.get(name, ())
+            if now != before and now:
+                log.warning(
+                    "queue %r: %d partitions' region servers have no sidecar beside them "
+                    "(assigned evenly): %s",
+                    name,
+                    len(now),
+                    _spans(list(now)),
+                )
+            elif now != before:
+                log.info("queue %r: every partition is owned beside its region server", name)
+        self.strays = strays
 
     def assigned_here(self) -> dict[tuple[str, int], int]:
         """Return the partitions of existing queues assigned to this sidecar, as

@@ -42,6 +42,7 @@ from hqueue.sidecar.claims import (
 from hqueue.sidecar.leadership import OWN_WRITES_KEPT, Leadership
 from hqueue.sidecar.options import SidecarOptions
 from hqueue.sidecar.partitions import HeldPartition
+from hqueue.sidecar.region_map import RegionMap
 from hqueue.sidecar.registration import Registration
 from hqueue.storage.contract import MessageStorage
 
@@ -84,7 +85,7 @@ class Membership:
         self._registration = Registration(
             store, self.cache, sidecar_id, address, self.options, self.run_token
         )
-        self._leadership = Leadership(store, self.cache, sidecar_id, address)
+        self._leadership = Leadership(store, self.cache, sidecar_id, address, RegionMap(storage))
         self._claims = PartitionClaims(store, storage, sidecar_id, address, self.options)
         self._lost = threading.Event()
         self._wake = threading.Event()
@@ -96,6 +97,12 @@ class Membership:
     def leading(self) -> bool:
         """Whether this sidecar leads the cluster (assigns the partitions)."""
         return self._leadership.leading
+
+    @property
+    def strays(self) -> dict[str, tuple[int, ...]]:
+        """Each queue's partitions whose region server has no live sidecar beside it,
+        as this sidecar last assigned them while leading (empty otherwise)."""
+        return self._leadership.strays
 
     # -- lifecycle -------------------------------------------------------------------
 

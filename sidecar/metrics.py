@@ -44,6 +44,13 @@ def _gauges(membership: Membership, workers: list[SubscriptionWorker]) -> Iterab
         ("queue",),
         [((queue,), count) for queue, count in sorted(owned.items())],
     )
+    yield (
+        "hqueue_stray_partitions",
+        "Partitions whose region server has no live sidecar beside it, assigned evenly "
+        "instead (reported by the leader).",
+        ("queue",),
+        [((queue,), len(strays)) for queue, strays in sorted(membership.strays.items())],
+    )
     keyed = [((w.queue, w.subscription, str(w.partition)), w) for w in workers]
     labels = ("queue", "subscription", "partition")
     yield (

@@ -78,6 +78,7 @@ class SidecarConfig:
     port: int = 0
     sidecar_id: str | None = None
     advertised_host: str | None = None
+    regionserver: str | None = None
     table_prefix: str | None = None
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
@@ -179,6 +180,7 @@ class SidecarServer:
                 max_payload_bytes=cfg.max_payload_bytes,
                 takeover_grace=cfg.takeover_grace,
                 clock_offset_ms=cfg.clock_offset_ms,
+                regionserver=cfg.regionserver,
                 predecessor=cfg.predecessor,
                 predecessor_token=cfg.predecessor_token,
                 run_token=cfg.run_token,

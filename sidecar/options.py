@@ -48,6 +48,12 @@ class SidecarOptions:
     tick: float = 0.5
     clock_offset_ms: int = 0
     load: float = 0.0
+    regionserver: str | None = None
+    """the HBase RegionServer this sidecar stands beside (``HOST:PORT``, its RPC port,
+    or ``HOST`` for any of that host's), written in its registration: once any live
+    sidecar names one, the leader gives each partition to the sidecar beside the
+    region server serving it (:mod:`hqueue.sidecar.assignment`). ``None``: none named
+    (partitions are spread evenly)"""
     producer_expiry: float = DEFAULT_PRODUCER_EXPIRY
     """seconds an idle idempotent producer's state is kept (see
     :mod:`hqueue.sidecar.producers`)"""

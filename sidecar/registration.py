@@ -116,7 +116,11 @@ class Registration:
         :raises HQueueError: if the metadata store fails (the control loop retries).
         """
         value = SidecarInfo(
-            self.address, self.options.load, wall_clock_ms(), self.run_token
+            self.address,
+            self.options.load,
+            wall_clock_ms(),
+            self.run_token,
+            self.options.regionserver,
         ).to_value()
         try:
             self._sidecars.put(self.id, value, Version.NEW, ephemeral=True)

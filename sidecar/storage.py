@@ -53,6 +53,7 @@ from hqueue.storage.producers import (
     read_producer,
 )
 from hqueue.storage.reader import Thrift1Range
+from hqueue.storage.regions import Server, partition_servers
 from hqueue.storage.tails import tail_keys
 from hqueue.wire.block import MessageBlock
 from hqueue.wire.idl import hbase1
@@ -243,6 +244,10 @@ class HBaseStorage:
     def last_id(self, table: bytes, partition: int) -> MessageId | None:
         key = self._hbase.last_rowkey(table, *partition_range(partition))
         return None if key is None else decode_rowkey(key)[1]
+
+    def partition_servers(self, table: bytes, partitions: int) -> list[Server | None]:
+        regions = self._hbase.region_locations("locate regions", table)
+        return partition_servers(regions, partitions)
 
     def last_ids(self, table: bytes, partitions: Sequence[int]) -> dict[int, MessageId | None]:
         out: dict[int, MessageId | None] = dict.fromkeys(partitions)

@@ -144,11 +144,16 @@ def _owner_lines(description: QueueDescription) -> list[str]:
                 runs[-1] = (first, partition, previous)
                 continue
         runs.append((partition, partition, owner))
-    return [
-        f"  {_span(first, last)}: "
-        + ("no owner" if owner is None else f"sidecar {owner.sidecar} at {owner.address}")
-        for first, last, owner in runs
-    ]
+
+    def shown(owner: OwnerInfo | None) -> str:
+        if owner is None:
+            return "no owner"
+        beside = description.beside.get(owner.sidecar)
+        return f"sidecar {owner.sidecar} at {owner.address}" + (
+            f", beside region server {beside}" if beside else ""
+        )
+
+    return [f"  {_span(first, last)}: {shown(owner)}" for first, last, owner in runs]
 
 
 def _describe_text(description: QueueDescription) -> str:
@@ -166,6 +171,11 @@ def _describe_text(description: QueueDescription) -> str:
         f"owners: {len(description.owners)} of {description.partitions} partitions owned",
         *_owner_lines(description),
     ]
+    if description.strays:
+        lines.append(
+            f"strays: {len(description.strays)} partitions whose region server has no "
+            "sidecar beside it (owned across the network)"
+        )
     return "\n".join(lines)
 
 

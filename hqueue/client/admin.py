@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hqueue.errors import (
@@ -37,6 +37,7 @@ from hqueue.metadata.managers import (
     QueueInfoManager,
     SubscriptionDataManager,
 )
+from hqueue.metadata.managers.placement import PlacementReader
 from hqueue.metadata.resources import check_queue_name
 from hqueue.metadata.version import Version
 from hqueue.storage.hbase import HBase, while_in_transition
@@ -67,6 +68,12 @@ class QueueDescription:
     table: str
     regions: list[RegionInfo]
     owners: dict[int, OwnerInfo]
+    beside: dict[str, str] = field(default_factory=dict)
+    """the RegionServer each owning sidecar stands beside (sidecars naming none left
+    out)"""
+    strays: tuple[int, ...] = ()
+    """partitions whose region server had no live sidecar beside it when the leader
+    last assigned them (owned by another sidecar, their rows across the network)"""
 
     def to_json(self) -> dict[str, Any]:
         """Return the JSON form ``hqueue queue describe --format json`` prints."""
@@ -85,9 +92,15 @@ class QueueDescription:
                 for r in self.regions
             ],
             "owners": {
-                str(p): {"sidecar": o.sidecar, "address": o.address, "epoch": o.epoch}
+                str(p): {
+                    "sidecar": o.sidecar,
+                    "address": o.address,
+                    "epoch": o.epoch,
+                    "regionserver": self.beside.get(o.sidecar),
+                }
                 for p, o in sorted(self.owners.items())
             },
+            "strays": list(self.strays),
         }
 
 
@@ -147,11 +160,13 @@ class QueueAdmin:
         queues: QueueInfoManager,
         owners: PartitionOwnershipManager,
         subscriptions: SubscriptionDataManager,
+        placement: PlacementReader,
     ) -> None:
         self._hbase = hbase
         self._queues = queues
         self._owners = owners
         self._subscriptions = subscriptions
+        self._placement = placement
 
     def create_queue(
         self,
@@ -238,6 +253,7 @@ class QueueAdmin:
             )
         # From the store: a description must not lag the puts this client made.
         owners = {p: v.value for p, v in self._owners.read_owners(name, fresh=True).items()}
+        placement = self._placement.read(name, {o.sidecar for o in owners.values()})
         return QueueDescription(
             info.name,
             info.partitions,
@@ -246,6 +262,8 @@ class QueueAdmin:
             table.decode(),
             regions,
             owners,
+            placement.beside,
+            placement.strays,
         )
 
     def alter_queue(self, name: str, *, ttl: int | float | _dt.timedelta | None) -> QueueInfo:

@@ -24,6 +24,7 @@ from hqueue.metadata.managers import (
     QueueInfoManager,
     SubscriptionDataManager,
 )
+from hqueue.metadata.managers.placement import PlacementReader
 from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 from hqueue.security.credentials import client_security, zookeeper_auth
 from hqueue.security.secret import Secret
@@ -182,7 +183,13 @@ class Client(Closeable):
         self._queue_infos = QueueInfoManager(metastore, self._cache)
         owners = PartitionOwnershipManager(metastore, self._cache)
         subscriptions = SubscriptionDataManager(metastore)
-        self._admin = QueueAdmin(storage, QueueInfoManager(metastore), owners, subscriptions)
+        self._admin = QueueAdmin(
+            storage,
+            QueueInfoManager(metastore),
+            owners,
+            subscriptions,
+            PlacementReader(metastore),
+        )
         self._context = ClientContext(
             hbase=storage,
             sidecars=Sidecars(security=security),

@@ -210,25 +210,36 @@ GROUP = Resource(
 @dataclass(frozen=True)
 class SidecarInfo:
     """A live sidecar's registration (:data:`SIDECAR`): the ``HOST:PORT`` clients
-    reach it at, its load, when it registered (ms since the epoch) and the random run
-    token of the process that registered (``None`` if it wrote none)."""
+    reach it at, its load, when it registered (ms since the epoch), the random run
+    token of the process that registered (``None`` if it wrote none) and the HBase
+    RegionServer it stands beside (``HOST:PORT`` or ``HOST``; ``None``: none named)."""
 
     address: str
     load: float
     since_ms: int
     run: str | None = None
+    regionserver: str | None = None
 
     def to_value(self) -> Value:
-        """Return the stored form (schema ``sidecar``); ``run`` only if there is one."""
+        """Return the stored form (schema ``sidecar``); ``run`` and ``regionserver``
+        only if there are."""
         value: Value = {"address": self.address, "load": self.load, "since_ms": self.since_ms}
         if self.run is not None:
             value["run"] = self.run
+        if self.regionserver is not None:
+            value["regionserver"] = self.regionserver
         return value
 
     @classmethod
     def from_value(cls, value: Value) -> SidecarInfo:
         """Return the SidecarInfo a stored value holds."""
-        return cls(value["address"], value["load"], value["since_ms"], value.get("run"))
+        return cls(
+            value["address"],
+            value["load"],
+            value["since_ms"],
+            value.get("run"),
+            value.get("regionserver"),
+        )
 
 
 @dataclass(frozen=True)

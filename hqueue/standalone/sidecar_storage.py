@@ -38,6 +38,7 @@ from hqueue.storage.producers import (
     producer_rows,
     read_producer,
 )
+from hqueue.storage.regions import Server
 from hqueue.wire.block import MessageBlock
 
 __all__ = ["EngineStorage"]
@@ -69,6 +70,11 @@ class EngineStorage:
         finally:
             rows.close()
         return None
+
+    def partition_servers(self, table: bytes, partitions: int) -> list[Server | None]:
+        # The sidecar is inside the server that stores every region: it stands beside
+        # no region server of its own, so none is named.
+        return [None] * partitions
 
     def last_ids(self, table: bytes, partitions: Sequence[int]) -> dict[int, MessageId | None]:
         # In-process, a partition's reversed cursor step costs microseconds.

@@ -20,6 +20,7 @@ from hqueue.errors import NotOwnerError
 from hqueue.message import MessageId
 from hqueue.storage.fence import Fence
 from hqueue.storage.producers import StoredProducer
+from hqueue.storage.regions import Server
 from hqueue.wire.block import MessageBlock
 
 __all__ = ["CellGroup", "MessageStorage"]
@@ -80,6 +81,14 @@ class MessageStorage(Protocol):
 
         :raises StorageError: (or ConnectionLostError) if the storage fails (some
             partitions may have been fenced by then).
+        """
+
+    def partition_servers(self, table: bytes, partitions: int) -> list[Server | None]:
+        """Return the region server serving each of the table's ``partitions``
+        (:func:`hqueue.storage.regions.partition_servers`); ``None`` where none is known
+        (a region in transition, or a storage with no region servers of its own).
+
+        :raises StorageError: (or ConnectionLostError) if the storage fails.
         """
 
     def last_ids(self, table: bytes, partitions: Sequence[int]) -> dict[int, MessageId | None]:

@@ -50,6 +50,7 @@ from hqueue.settings import (
     parse_address,
 )
 from hqueue.storage.reader import last_rowkey
+from hqueue.storage.regions import Region
 from hqueue.wire.connect import HappybaseConnection, thrift_client
 from hqueue.wire.errors import (
     TlsMismatchError,
@@ -523,12 +524,29 @@ class HBase:
             if not table_not_found(exc, table):
                 raise
 
-    def _data_regions(self, what: str, table: bytes) -> Regions:
-        """The regions of ``table`` through the Thrift1 gateway (none if missing)."""
+    def region_locations(self, what: str, table: bytes) -> list[Region]:
+        """Return the regions of ``table`` through the Thrift1 gateway, each with its
+        server (``None`` while it has none), by start key; none if the table is
+        missing. Asked again while a region is in transition
+        (:func:`while_in_transition`).
+
+        :raises StorageError: if HBase refuses the call.
+        :raises ConnectionLostError: if the gateway cannot be reached.
+        """
         with self.client(what) as data:
             found = while_in_transition(lambda: data.getTableRegions(table))
+        regions: list[Region] = []
+        for r in found:
+            host = _host(r.serverName)
+            server = (host, r.port) if host and r.port else None
+            regions.append((r.startKey or b"", r.endKey or b"", server))
+        return sorted(regions, key=lambda r: r[0])
+
+    def _data_regions(self, what: str, table: bytes) -> Regions:
+        """The regions of ``table`` through the Thrift1 gateway (none if missing)."""
         return frozenset(
-            (r.startKey or b"", r.endKey or b"", _host(r.serverName), r.port) for r in found
+            (start, end, *(server or ("", 0)))
+            for start, end, server in self.region_locations(what, table)
         )
 
     @staticmethod

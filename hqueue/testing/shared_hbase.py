@@ -32,6 +32,7 @@ from hqueue.client.client import Client
 from hqueue.testing.clients import ClientSettings, client_of
 from hqueue.testing.hbase import HBaseCluster, admin_call
 from hqueue.testing.sidecar import SidecarProcess
+from hqueue.testing.zookeeper import make_chroot
 
 __all__ = ["ENV_SHARED_DIR", "SUITE_CHROOT", "SharedHBase", "shared_hbase", "stop_shared"]
 
@@ -60,6 +61,8 @@ class SharedHBase:
     memory: dict[str, int]
     work_dir: str
     pids: list[int] = field(default_factory=list)
+    region_servers: list[str] = field(default_factory=list)
+    """``host:port`` (RPC) of each region server, as HBase names it"""
 
     @property
     def address(self) -> str:
@@ -92,6 +95,11 @@ class SharedHBase:
     def suite_zookeeper(self) -> str:
         """The connect string of the shared sidecars' metadata (chroot included)."""
         return self.zookeeper + SUITE_CHROOT
+
+    def chroot(self) -> str:
+        """Create a fresh chroot in the cluster's ZooKeeper, apart from the shared
+        sidecars' metadata; return the connect string into it."""
+        return make_chroot(self.zookeeper)
 
 
 @contextlib.contextmanager
@@ -151,6 +159,10 @@ def shared_hbase(directory: Path, work_dir: Path) -> SharedHBase:
                 memory=cluster.memory(),
                 work_dir=str(work_dir),
                 pids=pids,
+                region_servers=[
+                    cluster.region_server_address(i)
+                    for i in range(len(cluster.ports.region_servers))
+                ],
             )
             state.write_text(json.dumps(asdict(found)))
         except BaseException:

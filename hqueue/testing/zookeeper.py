@@ -38,6 +38,7 @@ __all__ = [
     "drop_connection",
     "expire_session",
     "four_letter_word",
+    "make_chroot",
     "zookeeper_available",
 ]
 
@@ -72,6 +73,23 @@ def four_letter_word(host: str, port: int, word: bytes, timeout: float = 1.0) ->
         while chunk := sock.recv(4096):
             chunks.append(chunk)
         return b"".join(chunks)
+
+
+def make_chroot(hosts: str, path: str | None = None) -> str:
+    """Create a chroot znode (``path``, or a fresh, unique one) on the ZooKeeper of
+    ``hosts`` if it is missing; return the connect string into it.
+
+    :raises kazoo.handlers.threading.KazooTimeoutError: the server did not answer in 30 s.
+    """
+    path = path or f"/t-{uuid.uuid4().hex}"
+    client = KazooClient(hosts=hosts, timeout=10.0)
+    client.start(timeout=30)
+    try:
+        client.ensure_path(path)
+    finally:
+        client.stop()
+        client.close()
+    return hosts + path
 
 
 class ZooKeeperServer:
@@ -183,19 +201,8 @@ class ZooKeeperServer:
 
     def chroot(self, path: str | None = None) -> str:
         """Create a chroot znode (``path``, or a fresh, unique one) if it is missing;
-        return the connect string into it.
-
-        :raises kazoo.handlers.threading.KazooTimeoutError: the server did not answer in 30 s.
-        """
-        path = path or f"/t-{uuid.uuid4().hex}"
-        client = KazooClient(hosts=self.hosts, timeout=10.0)
-        client.start(timeout=30)
-        try:
-            client.ensure_path(path)
-        finally:
-            client.stop()
-            client.close()
-        return self.hosts + path
+        return the connect string into it (:func:`make_chroot`)."""
+        return make_chroot(self.hosts, path)
 
     def client(self, chroot_hosts: str, session_timeout: float = 10.0) -> KazooClient:
         """Return a started kazoo client on ``chroot_hosts`` (the caller stops it).

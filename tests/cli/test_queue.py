@@ -204,11 +204,14 @@ def test_json_output(
         "table",
         "regions",
         "owners",
+        "strays",
     }
+    assert described["strays"] == []  # the standalone's one sidecar names no region server
     assert [r["partitions"] for r in described["regions"]] == [[0, 0], [1, 1], [2, 2]]
     assert {r["port"] for r in described["regions"]} == {hbase_server.port}
     assert described["owners"]["2"]["address"] == hbase_server.sidecar_address
-    assert set(described["owners"]["2"]) == {"sidecar", "address", "epoch"}
+    assert set(described["owners"]["2"]) == {"sidecar", "address", "epoch", "regionserver"}
+    assert described["owners"]["2"]["regionserver"] is None
 
     code, out, _ = invoke(
         hbase_server, "queue", "alter", queue_name, "--ttl", "1h30m", json_output=True
