@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from hqueue.settings import ENV_TABLE_PREFIX
+from hqueue.testing.netns import Host
 from hqueue.testing.process import ChildProcess
 
 __all__ = ["SidecarProcess"]
@@ -20,7 +21,8 @@ _READY = re.compile(r"hqueue sidecar ready: address=(?P<address>\S+) id=(?P<id>\
 class SidecarProcess(ChildProcess):
     """A ``hqueue sidecar`` child process of the storage at ``hbase`` (``host:port``),
     metadata in ZooKeeper when ``zookeeper`` is given (else in HBase), logging to
-    ``log_path``. After :meth:`start`: its :attr:`address` and :attr:`id`."""
+    ``log_path``; run on ``host`` (a test host's network namespace, bound to its
+    address) when given. After :meth:`start`: its :attr:`address` and :attr:`id`."""
 
     def __init__(
         self,
@@ -29,8 +31,10 @@ class SidecarProcess(ChildProcess):
         *args: str,
         zookeeper: str | None = None,
         table_prefix: str | None = None,
+        host: Host | None = None,
     ) -> None:
         self.hbase = hbase
+        self.host = host
         self.args = args
         self.zookeeper = zookeeper
         self.table_prefix = table_prefix
@@ -47,6 +51,8 @@ class SidecarProcess(ChildProcess):
         if self.zookeeper:
             cmd += ["--zookeeper", self.zookeeper]
         cmd += ["sidecar", "--port", "0", "--log-level", "INFO", *self.args]
+        if self.host is not None:
+            cmd = self.host.command([*cmd, "--host", self.host.address])
         env = dict(os.environ)
         env.pop(ENV_TABLE_PREFIX, None)
         if self.table_prefix:

@@ -32,7 +32,8 @@ _READY = re.compile(
 
 class StandaloneProcess(ChildProcess):
     """A ``hqueue standalone`` child process on ``data_dir`` (its log beside it, in
-    ``<data_dir>.log``), with ``extra_args`` after the defaults (say ``--no-sidecar``).
+    ``<data_dir>.log``), with ``extra_args`` after the defaults (say ``--no-sidecar``),
+    bound to ``host``.
 
     After :meth:`start`: :attr:`port` (Thrift1), :attr:`thrift2_port`, and the
     sidecar's :attr:`sidecar_address` / :attr:`sidecar_port` (None / 0 without one),
@@ -40,10 +41,12 @@ class StandaloneProcess(ChildProcess):
     the :attr:`ready_line` itself.
     """
 
-    def __init__(self, data_dir: Path, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, data_dir: Path, extra_args: tuple[str, ...] = (), host: str = DEFAULT_HOST
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.extra_args = extra_args
-        self.host = DEFAULT_HOST
+        self.host = host
         self.port = 0
         self.thrift2_port = 0
         self.sidecar_port = 0

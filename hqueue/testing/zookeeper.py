@@ -98,17 +98,23 @@ class ZooKeeperServer:
     ``tick_ms`` is short so that tests can use short session timeouts (ZooKeeper
     allows 2 to 20 ticks unless told otherwise; the bounds are widened here).
     ``force_sync`` False (tests) skips ZooKeeper's fsync per transaction; benchmarks
-    keep it, as production does.
+    keep it, as production does. It binds ``host`` (a test network's bridge address,
+    to be reached from its hosts).
     """
 
     def __init__(
-        self, work_dir: Path, tick_ms: int = 200, force_sync: bool = False, port: int = 0
+        self,
+        work_dir: Path,
+        tick_ms: int = 200,
+        force_sync: bool = False,
+        port: int = 0,
+        host: str = DEFAULT_HOST,
     ) -> None:
         self.work_dir = Path(work_dir)
         self._fixed_port = port
         self.tick_ms = tick_ms
         self.force_sync = force_sync
-        self.host = DEFAULT_HOST
+        self.host = host
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.work_dir / "zookeeper.log"
@@ -126,7 +132,7 @@ class ZooKeeperServer:
         :raises RuntimeError: it exited or did not answer in time (its log is in the message).
         """
         for attempt in range(attempts):
-            self.port = self._fixed_port or free_port()
+            self.port = self._fixed_port or free_port(self.host)
             self._spawn()
             if self._wait_ready(timeout):
                 return self
