@@ -17,7 +17,7 @@ pytestmark = pytest.mark.server
 
 _ECHO = """
 import socket, sys
-s = socket.create_server((sys.argv[1], 7000))
+s = socket.create_server((sys.argv[1], int(sys.argv[2])))
 print("listening", flush=True)
 while True:
     c, _ = s.accept()
@@ -28,7 +28,7 @@ while True:
 _CALL = """
 import socket, sys
 try:
-    c = socket.create_connection((sys.argv[1], 7000), timeout=float(sys.argv[2]))
+    c = socket.create_connection((sys.argv[1], int(sys.argv[3])), timeout=float(sys.argv[2]))
     c.sendall(b"ping")
     print(c.recv(100).decode())
 except socket.timeout:
@@ -46,9 +46,9 @@ def network() -> Iterator[TestNetwork]:
         yield net
 
 
-def _echo(host: Host) -> subprocess.Popen[str]:
+def _echo(host: Host, port: int = 7000) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        host.command([sys.executable, "-c", _ECHO, host.address]),
+        host.command([sys.executable, "-c", _ECHO, host.address, str(port)]),
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -56,14 +56,14 @@ def _echo(host: Host) -> subprocess.Popen[str]:
     return proc
 
 
-def _call(caller: Host, address: str, timeout: float = 5.0) -> str:
-    return caller.run(sys.executable, "-c", _CALL, address, str(timeout)).strip()
+def _call(caller: Host, address: str, timeout: float = 5.0, port: int = 7000) -> str:
+    return caller.run(sys.executable, "-c", _CALL, address, str(timeout), str(port)).strip()
 
 
 def test_hosts_reach_each_other_and_a_cut_drops_only_its_link(network: TestNetwork) -> None:
     a, b, c = network.host("a"), network.host("b"), network.host("c")
     assert len({a.address, b.address, c.address, network.gateway}) == 4
-    server = _echo(a)
+    server, other = _echo(a), _echo(a, 7001)
     try:
         assert _call(b, a.address) == "ping"
         with socket.create_connection((a.address, 7000), timeout=5) as conn:  # the gateway
@@ -75,9 +75,18 @@ def test_hosts_reach_each_other_and_a_cut_drops_only_its_link(network: TestNetwo
         assert _call(c, a.address) == "ping"  # the other links stand
         a.heal()
         assert _call(b, a.address) == "ping"
+
+        # One port only: the server's port cut from b, b's other traffic to a passes.
+        a.cut(b.address, port=7000)
+        assert _call(b, a.address, timeout=1.0) == "timed out"
+        assert _call(b, a.address, port=7001) == "ping"
+        assert _call(c, a.address) == "ping"
+        a.heal()
+        assert _call(b, a.address) == "ping"
     finally:
-        server.kill()
-        server.wait()
+        for proc in (server, other):
+            proc.kill()
+            proc.wait()
 
 
 _SEND = """

@@ -13,8 +13,10 @@ else. The machine's own namespace is a host too, at the bridge's address
 Faults, each undone by :meth:`Host.heal`:
 
 - :meth:`Host.cut`: every packet between this host and the given addresses is dropped
-  (iptables in the host's namespace, both directions), as a partition of the network
-  does: connections hang, they are not refused;
+  (iptables in the host's namespace, both directions), or only those of one TCP port
+  (a server's, on either side: a host cut from ZooKeeper but not from HBase at the
+  same address), as a partition of the network does: connections hang, they are not
+  refused;
 - :meth:`Host.lose`: the host drops a share of the packets it sends, at random
   (iptables' ``statistic`` match), as a lossy link does.
 
@@ -94,6 +96,23 @@ def remove_stale(number: int | None = None) -> None:
             subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
 
 
+def _cut_rules(address: str, port: int | None) -> list[tuple[str, list[str]]]:
+    """The iptables rules (chain, match and target) of a cut from ``address``."""
+    if port is None:
+        return [
+            ("INPUT", ["-s", address, "-j", "DROP"]),
+            ("OUTPUT", ["-d", address, "-j", "DROP"]),
+        ]
+    tcp = ["-p", "tcp"]
+    return [
+        ("INPUT", ["-s", address, *tcp, side, str(port), "-j", "DROP"])
+        for side in ("--sport", "--dport")
+    ] + [
+        ("OUTPUT", ["-d", address, *tcp, side, str(port), "-j", "DROP"])
+        for side in ("--sport", "--dport")
+    ]
+
+
 class Host:
     """One test host: a network namespace with one address on its network's bridge.
     Made by :meth:`TestNetwork.host`."""
@@ -104,7 +123,7 @@ class Host:
         self.namespace = f"{network.prefix}-{name}"
         self.address = f"{network.subnet}.{index + 1}"
         self._outside = f"{network.prefix}v{index}"  # its veth end on the bridge
-        self._cut: set[str] = set()
+        self._cut: set[tuple[str, int | None]] = set()
         self._loss: str | None = None
 
     def _create(self) -> None:
@@ -128,15 +147,16 @@ class Host:
         :raises RuntimeError: it failed."""
         return _run(*self.command(argv))
 
-    def cut(self, *addresses: str) -> None:
+    def cut(self, *addresses: str, port: int | None = None) -> None:
         """Drop every packet between this host and ``addresses`` (hosts' or the
-        gateway's), both ways, until :meth:`heal`."""
+        gateway's), both ways, until :meth:`heal`; with ``port``, only the TCP packets
+        to or from that port on either side (a server's port, here or there)."""
         for address in addresses:
-            if address in self._cut:
+            if (address, port) in self._cut:
                 continue
-            self.run("iptables", "-I", "INPUT", "-s", address, "-j", "DROP")
-            self.run("iptables", "-I", "OUTPUT", "-d", address, "-j", "DROP")
-            self._cut.add(address)
+            for chain, rule in _cut_rules(address, port):
+                self.run("iptables", "-I", chain, *rule)
+            self._cut.add((address, port))
 
     def lose(self, percent: float) -> None:
         """Drop ``percent`` (0..100) of the packets this host sends, at random, until
@@ -158,9 +178,9 @@ class Host:
 
     def heal(self) -> None:
         """Undo :meth:`cut` and :meth:`lose`."""
-        for address in sorted(self._cut):
-            self.run("iptables", "-D", "INPUT", "-s", address, "-j", "DROP")
-            self.run("iptables", "-D", "OUTPUT", "-d", address, "-j", "DROP")
+        for address, port in sorted(self._cut, key=str):
+            for chain, rule in _cut_rules(address, port):
+                self.run("iptables", "-D", chain, *rule)
         self._cut.clear()
         self._unlose()
 
