@@ -11,6 +11,13 @@ ready when every role printed its own ready line (the master's "completed
 initialization", each region server's "Serving as", each gateway's "starting HBase")
 and the Thrift1 gateway answers: no sleeping.
 
+Given test hosts (``hosts``: :class:`~hqueue.testing.netns.Host`, network namespaces
+on one bridge), each region server runs on a host of its own, as on a real cluster:
+in the host's namespace, reporting and bound to the host's address, with a Thrift1
+gateway beside it on that host (production clusters run one per region server). The
+master, the cluster-wide gateways, ZooKeeper and HDFS then bind the network's bridge
+address (:attr:`~hqueue.testing.netns.TestNetwork.gateway`), which the hosts reach.
+
 The jars come from ``$HQUEUE_HBASE_CLASSPATH`` (a Java class path), else from the
 class-path file ``make hbase-classpath`` writes (``build/hbase/classpath-VERSION.txt``
 in the current directory, or the file ``$HQUEUE_HBASE_CLASSPATH_FILE`` names).
@@ -29,7 +36,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Unpack
@@ -41,6 +48,7 @@ from hqueue.settings import DEFAULT_HOST
 from hqueue.testing.clients import ClientSettings, client_of
 from hqueue.testing.hdfs import HDFS
 from hqueue.testing.jvm import JDK17_FLAGS, JavaRole, process_rss, write_site
+from hqueue.testing.netns import Host
 from hqueue.testing.process import free_port, port_free
 from hqueue.testing.zookeeper import ZooKeeperServer
 
@@ -188,10 +196,19 @@ class HBaseCluster:
     ``heap_mb`` is the heap of the master's and the gateways' JVMs, ``region_server_heap_mb``
     each region server's (a test session makes hundreds of regions).
 
+    ``hosts`` places region server ``i`` on ``hosts[i]`` (one region server per host,
+    unless ``ports`` names as many): it runs in that host's network namespace, reports
+    and binds the host's address, and a Thrift1 gateway of its own runs beside it
+    (role ``thrift1-i``, at :meth:`thrift1_address_of`, on the cluster-wide Thrift1
+    gateway's port). ``host``, what the master, the cluster-wide gateways, HDFS and
+    the cluster's own ZooKeeper bind, is then the hosts' network's bridge address
+    unless given (a ZooKeeper given must be reached from the hosts: bind it there
+    too). Without ``hosts`` every role runs in this namespace on ``host``.
+
     After :meth:`start`: :attr:`thrift1_address`, :attr:`thrift2_address`,
     :attr:`zookeeper_hosts`, :attr:`version`, :attr:`startup_seconds`, and the roles
     by name (:attr:`roles`: ``master``, ``regionserver0``, ``regionserver1``, ...,
-    ``thrift1``, ``thrift2``).
+    ``thrift1``, ``thrift2``, and with ``hosts`` ``thrift1-0``, ``thrift1-1``, ...).
     """
 
     def __init__(
@@ -207,16 +224,27 @@ class HBaseCluster:
         hdfs: bool = False,
         version: str = DEFAULT_HBASE_VERSION,
         classpath: str | None = None,
-        host: str = DEFAULT_HOST,
+        host: str | None = None,
+        hosts: Sequence[Host] = (),
     ) -> None:
         self.work_dir = Path(work_dir)
-        self.ports = ports or HBasePorts()
+        self.hosts = list(hosts)
+        self.ports = ports or HBasePorts(region_servers=[0] * (len(self.hosts) or 2))
+        if self.hosts and len(self.ports.region_servers) != len(self.hosts):
+            raise ValueError(
+                f"{len(self.hosts)} hosts for {len(self.ports.region_servers)} region servers"
+            )
+        if host is None:
+            host = self.hosts[0].network.gateway if self.hosts else DEFAULT_HOST
         self.host = host
+        # What ZooKeeper and HDFS bind: the bridge's address when the region servers
+        # are on test hosts (to be reached from them), else the loopback, as always.
+        self._services_host = host if self.hosts else DEFAULT_HOST
         self.znode_parent = znode_parent
         self.settings = dict(settings or {})
         self.heap_mb = heap_mb
         self.region_server_heap_mb = region_server_heap_mb
-        self.hdfs = HDFS(self.work_dir / "hdfs") if hdfs else None
+        self.hdfs = HDFS(self.work_dir / "hdfs", host=self._services_host) if hdfs else None
         self.version = version
         self._classpath = classpath
         self.zookeeper = zookeeper
@@ -266,9 +294,23 @@ class HBaseCluster:
         """The region servers' roles, in order."""
         return [self.roles[f"regionserver{i}"] for i in range(len(self.ports.region_servers))]
 
+    def region_server_host(self, index: int) -> str:
+        """The address region server ``index`` binds and reports: its test host's,
+        else the cluster's ``host``."""
+        return self.hosts[index].address if self.hosts else self.host
+
     def region_server_address(self, index: int) -> str:
         """``host:port`` (RPC) of region server ``index``, as HBase reports it."""
-        return f"{self.host}:{self.ports.region_servers[index]}"
+        return f"{self.region_server_host(index)}:{self.ports.region_servers[index]}"
+
+    def thrift1_address_of(self, index: int) -> str:
+        """``host:port`` of the Thrift1 gateway beside region server ``index`` on its
+        test host (a sidecar there names it as ``--hbase``).
+
+        :raises ValueError: the cluster has no test hosts."""
+        if not self.hosts:
+            raise ValueError("a cluster without test hosts has one Thrift1 gateway")
+        return f"{self.hosts[index].address}:{self.ports.thrift1}"
 
     # ------------------------------------------------------------------ start and stop
 
@@ -298,7 +340,9 @@ class HBaseCluster:
         conf.mkdir(exist_ok=True)
         try:
             if self.zookeeper is None:
-                self.zookeeper = ZooKeeperServer(self.work_dir / "zookeeper").start()
+                self.zookeeper = ZooKeeperServer(
+                    self.work_dir / "zookeeper", host=self._services_host
+                ).start()
             if self.hdfs is not None:
                 self._write_conf(conf)  # the log configuration the daemons share
                 self.hdfs.start(self.java_command())
@@ -390,25 +434,48 @@ class HBaseCluster:
     def _make_roles(self) -> None:
         base = self.java_command()
 
-        def role(name: str, kind: str, *args: str) -> None:
+        def role(name: str, kind: str, *args: str, on: Host | None = None) -> None:
             heap = self.region_server_heap_mb if kind == "regionserver" else self.heap_mb
             cmd = [base[0], f"-Xmx{heap}m", *base[1:], _MAIN[kind], *args, "start"]
+            # `ip netns exec` execs the JVM: the role's pid is the JVM's.
+            cmd = on.command(cmd) if on is not None else cmd
             self.roles[name] = JavaRole(name, cmd, self.work_dir / f"{name}.log", _READY[kind])
 
         role("master", "master")
         for i, port in enumerate(self.ports.region_servers):
             # As bin/local-regionservers.sh gives each region server its port.
-            role(f"regionserver{i}", "regionserver", "-D", f"hbase.regionserver.port={port}")
+            args = ["-D", f"hbase.regionserver.port={port}"]
+            on = self.hosts[i] if self.hosts else None
+            if on is not None:
+                args += ["-D", f"hbase.unsafe.regionserver.hostname={on.address}"]
+                args += ["-D", f"hbase.regionserver.ipc.address={on.address}"]
+            role(f"regionserver{i}", "regionserver", *args, on=on)
         for kind, port in (("thrift1", self.ports.thrift1), ("thrift2", self.ports.thrift2)):
             role(kind, kind, "-threadpool", "-b", self.host, "-p", str(port))
+        for i, on in enumerate(self.hosts):
+            # The gateway beside the region server, on its host and the usual port.
+            gateway_args = ("-threadpool", "-b", on.address, "-p", str(self.ports.thrift1))
+            role(f"thrift1-{i}", "thrift1", *gateway_args, on=on)
+
+    def _thrift1_gateways(self) -> list[tuple[str, int]]:
+        """Every Thrift1 gateway's host and port: the cluster-wide one, then each test
+        host's."""
+        return [(self.host, self.ports.thrift1)] + [
+            (h.address, self.ports.thrift1) for h in self.hosts
+        ]
 
     def _wait_serving(self, deadline: float) -> None:
-        """Wait until the Thrift1 gateway lists tables (the master has assigned
+        """Wait until every Thrift1 gateway lists tables (the master has assigned
         ``hbase:meta`` and the gateway reaches it)."""
+        for host, port in self._thrift1_gateways():
+            self._wait_lists_tables(host, port, deadline)
+
+    @staticmethod
+    def _wait_lists_tables(host: str, port: int, deadline: float) -> None:
         last: Exception | None = None
         while time.monotonic() < deadline:
             try:
-                conn = happybase.Connection(self.host, self.ports.thrift1, timeout=10_000)
+                conn = happybase.Connection(host, port, timeout=10_000)
                 try:
                     conn.tables()
                     return
@@ -417,7 +484,7 @@ class HBaseCluster:
             except Exception as exc:  # any failure means "not yet"
                 last = exc
                 time.sleep(0.2)
-        raise RuntimeError(f"HBase's Thrift1 gateway does not answer: {last}")
+        raise RuntimeError(f"HBase's Thrift1 gateway at {host}:{port} does not answer: {last}")
 
     def _logged_version(self) -> str | None:
         match = _VERSION.search(self.roles["master"].log_tail(200_000))
@@ -430,9 +497,8 @@ class HBaseCluster:
         flushed and closed (what a restart on the same data needs); otherwise each
         region server gets SIGTERM and 15 s."""
         if graceful and self.roles.get("master") and self.roles["master"].pid is not None:
-            for name in ("thrift1", "thrift2"):
-                if name in self.roles:
-                    self.roles[name].stop(timeout=15)
+            for name in self._gateway_names():
+                self.roles[name].stop(timeout=15)
             # If the call fails, the roles are stopped one by one below.
             with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
                 self.admin("shutdown", timeout=120)
@@ -444,10 +510,12 @@ class HBaseCluster:
         if self._own_zookeeper and self.zookeeper is not None:
             self.zookeeper.stop()
 
+    def _gateway_names(self) -> list[str]:
+        return [n for n in self.roles if n.startswith("thrift")]
+
     def _stop_roles(self, timeout: float) -> None:
         for name in (
-            "thrift1",
-            "thrift2",
+            *self._gateway_names(),
             *sorted(n for n in self.roles if n.startswith("region")),
             "master",
         ):
