@@ -28,7 +28,8 @@ DIST   ?= dist
 # share it; removed after a run that passed, kept after one that failed.
 SMOKE_VENV ?= $(CURDIR)/build/smoke-venv
 
-.PHONY: run run-hbase hbase-classpath test venv deps-test zookeeper crosslang-deps compose-config lint staged typecheck imports pytest test-unit wheel smoke bench clean
+# chaos: every fault scenario at full size (hqueue.testing.chaos; root, for network namespaces).
+.PHONY: chaos run run-hbase hbase-classpath test venv deps-test zookeeper crosslang-deps compose-config lint staged typecheck imports pytest test-unit wheel smoke bench clean
 
 run: $(BIN)/hqueue
 	$(BIN)/hqueue standalone --data-dir $(DATA) --host $(HOST) --port $(PORT) --metrics-port $(METRICS_PORT)
@@ -159,6 +160,9 @@ bench-deps:
 	  (apt-get update -q >/dev/null && \
 	   DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server nats-server >/dev/null); \
 	fi
+
+chaos: deps-test zookeeper
+	$(BIN)/python -m hqueue.testing.chaos --size full
 
 bench: export HQUEUE_HBASE_CLASSPATH_FILE := $(HBASE_CLASSPATH_FILE)
 bench: deps-test bench-deps zookeeper hbase-classpath

@@ -90,9 +90,13 @@ def remove_stale(number: int | None = None) -> None:
         name = line.split()[0] if line.split() else ""
         if ours(name, "-"):
             subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
-    for line in _run("ip", "-o", "link", "show", "type", "bridge").splitlines():
+    for line in _run("ip", "-o", "link", "show").splitlines():
         name = line.split(":")[1].strip().split("@")[0]
-        if ours(name, "br") and name.endswith("br"):
+        # The bridges, and veth ends whose namespace is gone but which the kernel
+        # has not removed yet (it does so after the namespace, asynchronously).
+        if (ours(name, "br") and name.endswith("br")) or (
+            ours(name, "v") and name.partition("v")[2].isdigit()
+        ):
             subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
 
 
@@ -253,6 +257,8 @@ class TestNetwork:
     def close(self) -> None:
         """Remove every host and the bridge; idempotent."""
         for host in self.hosts.values():
+            # The veth first: deleting the namespace removes it only later.
+            subprocess.run(["ip", "link", "del", host._outside], capture_output=True, check=False)
             subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True, check=False)
         self.hosts.clear()
         if self._lock is not None:
