@@ -39,6 +39,8 @@ from hqueue.sidecar.claims import (
     STEP_BUDGET,
     PartitionClaims,
 )
+from hqueue.sidecar.clock_check import ClockCheck
+from hqueue.sidecar.ids import wall_clock_ms
 from hqueue.sidecar.leadership import OWN_WRITES_KEPT, Leadership
 from hqueue.sidecar.options import SidecarOptions
 from hqueue.sidecar.partitions import HeldPartition
@@ -87,6 +89,9 @@ class Membership:
         )
         self._leadership = Leadership(store, self.cache, sidecar_id, address, RegionMap(storage))
         self._claims = PartitionClaims(store, storage, sidecar_id, address, self.options)
+        offset = self.options.clock_offset_ms
+        self.clock_check = ClockCheck(store, lambda: wall_clock_ms() + offset, sidecar_id)
+        """the check of this sidecar's id clock against the metadata store's"""
         self._lost = threading.Event()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -175,6 +180,7 @@ class Membership:
         if not self.store.session_confirmed():
             return True
         pending = False
+        self.clock_check.due()
         if not self._registration.registered:
             self._registration.register()
         if not self._registration.registered:

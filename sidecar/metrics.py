@@ -51,6 +51,14 @@ def _gauges(membership: Membership, workers: list[SubscriptionWorker]) -> Iterab
         ("queue",),
         [((queue,), len(strays)) for queue, strays in sorted(membership.strays.items())],
     )
+    skew = membership.clock_check.skew_ms
+    yield (
+        "hqueue_clock_skew_seconds",
+        "This sidecar's clock (its ids' clock) less the metadata store's server clock, "
+        "as last measured (positive: ahead); absent when the store cannot tell.",
+        (),
+        [] if skew is None else [((), skew / 1000)],
+    )
     keyed = [((w.queue, w.subscription, str(w.partition)), w) for w in workers]
     labels = ("queue", "subscription", "partition")
     yield (

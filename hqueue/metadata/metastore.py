@@ -398,6 +398,15 @@ class MetaStore(Closeable, ABC):
         checks this before acknowledging). By default: the state is ``CONNECTED``."""
         return self.session_state is SessionState.CONNECTED
 
+    def server_time_ms(self) -> int | None:
+        """Return the store's server clock, in ms since the epoch, as it stamps a write
+        made by this call; ``None`` when this store cannot tell (the default). A
+        caller brackets the call with its own clock to measure the skew between them.
+
+        :raises HQueueError: if the store fails.
+        """
+        return None
+
     @abstractmethod
     def add_session_listener(self, listener: SessionListener) -> None:
         """Call ``listener`` (on the dispatcher thread) on every session state

@@ -15,7 +15,9 @@ from hqueue.testing.process import ChildProcess
 
 __all__ = ["SidecarProcess"]
 
-_READY = re.compile(r"hqueue sidecar ready: address=(?P<address>\S+) id=(?P<id>\S+)")
+_READY = re.compile(
+    r"hqueue sidecar ready: address=(?P<address>\S+) id=(?P<id>\S+)(?: metrics=(?P<metrics>\S+))?"
+)
 
 
 class SidecarProcess(ChildProcess):
@@ -41,6 +43,8 @@ class SidecarProcess(ChildProcess):
         self.log_path = log_path
         self.address = ""
         self.id = ""
+        self.metrics_address: str | None = None
+        """``host:port`` of its metrics endpoint (with ``--metrics-port``)"""
 
     def start(self, timeout: float = 30.0) -> SidecarProcess:
         """Start and wait for the ready line; return self.
@@ -59,4 +63,5 @@ class SidecarProcess(ChildProcess):
             env[ENV_TABLE_PREFIX] = self.table_prefix
         m = self._spawn(cmd, env, _READY, timeout)
         self.address, self.id = m["address"], m["id"]
+        self.metrics_address = m["metrics"]
         return self

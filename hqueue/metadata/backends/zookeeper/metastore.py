@@ -245,6 +245,25 @@ class ZooKeeperMetaStore(MetaStore):
     def is_partial_update_supported(self) -> bool:
         return False
 
+    def server_time_ms(self) -> int | None:
+        """The ZooKeeper leader's clock: the creation time it stamps on a probe znode
+        (ephemeral, under ``.clock`` of the root, a name no table may have), deleted
+        again at once."""
+        kazoo = self._zookeeper.kazoo
+        with zk_errors("probe ZooKeeper's clock"):
+            path, stat = self._zookeeper.call(
+                kazoo.create_async,
+                f"{self._root}/.clock/probe-",
+                b"",
+                ephemeral=True,
+                sequence=True,
+                makepath=True,
+                include_data=True,
+            )
+        with contextlib.suppress(Exception):  # an ephemeral goes with the session anyway
+            self._zookeeper.call(kazoo.delete_async, path)
+        return int(stat.ctime)
+
     # -- session ---------------------------------------------------------------------
 
     @property
