@@ -1,17 +1,21 @@
 """hqueue.testing.netns: hosts in network namespaces reach each other through the
 bridge, a cut drops packets between two hosts only (a connection hangs, it is not
-refused), a shaped link delays, and healing restores each."""
+refused), a lossy link drops a share, and healing restores each; the delaying proxy
+that stands in for a slow link (no ``sch_netem`` here) adds its delay each way."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from hqueue.testing.netns import Host, TestNetwork, netns_available
+from hqueue.testing.proxy import DelayingProxy
 
 pytestmark = pytest.mark.server
 
@@ -157,3 +161,31 @@ def test_networks_open_at_once_take_different_numbers() -> None:
         namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
         assert a.namespace in namespaces.stdout  # the refused network cleared nothing
         first.host("b")
+
+
+def test_a_delaying_proxy_adds_its_delay_each_way() -> None:
+    """The slow link of the fault scenarios: each byte is handed on ``delay`` later,
+    so a call's round trip through it takes twice the delay more than without."""
+    server = socket.create_server(("127.0.0.1", 0))
+    target = f"127.0.0.1:{server.getsockname()[1]}"
+
+    def echo() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while data := conn.recv(100):
+                conn.sendall(data)
+
+    threading.Thread(target=echo, daemon=True).start()
+    proxy = DelayingProxy(target, delay=0.2)
+    try:
+        host, port = proxy.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            for word in (b"one", b"two"):
+                began = time.monotonic()
+                conn.sendall(word)
+                assert conn.recv(100) == word  # in order, nothing lost
+                took = time.monotonic() - began
+                assert 0.4 <= took < 2.0, f"a round trip took {took:.2f} s"
+    finally:
+        proxy.close()
+        server.close()

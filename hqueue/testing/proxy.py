@@ -2,17 +2,20 @@
 chosen answer, for tests of what a client does when a call was served but its answer
 never arrived (a server dying mid-range, an acknowledgement lost in transit);
 :class:`HoldingProxy` holds a sidecar's writes after a chosen one, for tests of a
-sidecar dying between two calls of one write."""
+sidecar dying between two calls of one write; :class:`DelayingProxy` delays every
+byte each way, a slow link where ``tc netem`` is not available."""
 
 from __future__ import annotations
 
 import contextlib
+import queue
 import socket
 import threading
+import time
 
 from hqueue.settings import parse_address
 
-__all__ = ["CuttingProxy", "HoldingProxy"]
+__all__ = ["CuttingProxy", "DelayingProxy", "HoldingProxy"]
 
 
 class CuttingProxy:
@@ -141,6 +144,64 @@ class HoldingProxy:
 
     def close(self) -> None:
         """Stop accepting connections."""
+        self.listener.close()
+
+
+class DelayingProxy:
+    """A TCP proxy to ``target`` (``HOST:PORT``) listening at :attr:`address` on
+    ``host``, that hands on what each side sends ``delay`` seconds after it arrived,
+    in order: a link whose one-way latency is ``delay`` (a round trip of twice it).
+    What arrives meanwhile is not held up behind it: bandwidth is not limited.
+
+    A stand-in for ``tc netem``, which needs the kernel's ``sch_netem``; unlike it, a
+    connection's handshake is not delayed, only its bytes."""
+
+    def __init__(self, target: str, delay: float, host: str = "127.0.0.1") -> None:
+        self.target = parse_address(target)
+        self.delay = delay
+        self.listener = socket.create_server((host, 0))
+        self.address = f"{host}:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True, name="delaying-proxy").start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = self.listener.accept()
+                try:
+                    upstream = socket.create_connection(self.target, timeout=10)
+                except OSError:
+                    client.close()
+                    continue
+                upstream.settimeout(None)
+                for source, sink in ((client, upstream), (upstream, client)):
+                    self._pump(source, sink)
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        """Read ``source`` and write what it sends to ``sink``, each piece ``delay``
+        seconds after it was read (two threads: the reader never waits on the sink)."""
+        due: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
+
+        def read() -> None:
+            with contextlib.suppress(OSError):
+                while data := source.recv(1 << 16):
+                    due.put((time.monotonic() + self.delay, data))
+            due.put((time.monotonic() + self.delay, b""))
+
+        def write() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    at, data = due.get()
+                    time.sleep(max(0.0, at - time.monotonic()))
+                    if not data:
+                        break
+                    sink.sendall(data)
+            _close(source, sink)
+
+        threading.Thread(target=read, daemon=True, name="delaying-proxy-read").start()
+        threading.Thread(target=write, daemon=True, name="delaying-proxy-write").start()
+
+    def close(self) -> None:
+        """Stop accepting connections (those open go on)."""
         self.listener.close()
 
 
