@@ -5,7 +5,8 @@
   interpreter (so they import the hqueue under test).
 - :class:`SparkCluster`: a Spark standalone cluster on this machine, a master and
   workers, each a JVM started with the installed PySpark's ``bin/spark-class`` (its
-  package carries no ``sbin`` scripts for them), the way a user starts one by hand.
+  package carries no ``sbin`` scripts for them), the way a user starts one by hand;
+  given test hosts (:mod:`hqueue.testing.netns`), a worker on each.
 - :class:`ConnectServer`: a Spark Connect server on ``local[N]``, likewise.
 
 The JVMs run in process groups of their own, so stopping one also ends what it
@@ -25,9 +26,12 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hqueue.testing.process import free_port
+
+if TYPE_CHECKING:
+    from hqueue.testing.netns import Host
 
 __all__ = ["ConnectServer", "SparkCluster", "local_spark", "spark_home"]
 
@@ -86,9 +90,18 @@ class _Jvm:
     ``bin/spark-class <class> <args>``, which has Spark's launcher add the JVM options
     Spark needs on this Java (its ``--add-opens`` list, without which Arrow fails),
     with ``heap`` as its heap (``SPARK_DAEMON_MEMORY``, which the launcher gives
-    SparkSubmit too when started this way)."""
+    SparkSubmit too when started this way). On ``host`` (a test host), it runs in that
+    host's network namespace with ``SPARK_LOCAL_IP`` set to the host's address, and so
+    do the JVMs it starts (a worker's executors)."""
 
-    def __init__(self, log_path: Path, main_class: str, args: Sequence[str], heap: str) -> None:
+    def __init__(
+        self,
+        log_path: Path,
+        main_class: str,
+        args: Sequence[str],
+        heap: str,
+        host: Host | None = None,
+    ) -> None:
         self.log_path = log_path
         home = spark_home()
         self.cmd = [str(home / "bin" / "spark-class"), main_class, *args]
@@ -99,6 +112,9 @@ class _Jvm:
             "SPARK_DAEMON_MEMORY": heap,
             "PYSPARK_PYTHON": sys.executable,
         }
+        if host is not None:
+            self.cmd = host.command(self.cmd)
+            self.env["SPARK_LOCAL_IP"] = host.address
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -115,8 +131,9 @@ class _Jvm:
     def check_alive(self) -> None:
         """:raises RuntimeError: if it has exited (its log in the message)."""
         if self.proc is not None and self.proc.poll() is not None:
+            main = next(a for a in self.cmd if a.startswith("org.apache.spark."))
             raise RuntimeError(
-                f"{self.cmd[1]} exited with {self.proc.returncode}:\n{self.log_path.read_text()}"
+                f"{main} exited with {self.proc.returncode}:\n{self.log_path.read_text()}"
             )
 
     def stop(self, timeout: float = 20.0) -> None:
@@ -150,7 +167,16 @@ class SparkCluster:
     machine's name resolves to a loopback address). Work folders and logs go under
     ``work_dir``.
 
-    After :meth:`start`: :attr:`master_url` (``spark://127.0.0.1:PORT``) and
+    Given ``hosts`` (test hosts of one :class:`~hqueue.testing.netns.TestNetwork`),
+    ``worker_hosts`` is not used: the master runs in this namespace on the network's
+    bridge address (:attr:`~hqueue.testing.netns.TestNetwork.gateway`, which the hosts
+    reach) and one worker runs on each host, in its namespace, with ``--host`` and
+    ``SPARK_LOCAL_IP`` its address, so that its executors run there too and register
+    by that address. A driver of such a cluster runs in this namespace on the bridge
+    address too (``spark.driver.host`` and ``spark.driver.bindAddress``), for the
+    executors to reach it.
+
+    After :meth:`start`: :attr:`master_url` (``spark://HOST:PORT``) and
     :attr:`ui_url` (the master's web UI).
     """
 
@@ -161,9 +187,14 @@ class SparkCluster:
         *,
         cores: int = 1,
         memory: str = "1g",
+        hosts: Sequence[Host] = (),
     ) -> None:
         self.work_dir = Path(work_dir)
-        self.worker_hosts = list(worker_hosts)
+        self.hosts = list(hosts)
+        self.worker_hosts: list[str | None] = (
+            [h.address for h in self.hosts] if self.hosts else list(worker_hosts)
+        )
+        self.master_host = self.hosts[0].network.gateway if self.hosts else _LOOPBACK
         self.cores = cores
         self.memory = memory
         self.master_url = ""
@@ -178,13 +209,14 @@ class SparkCluster:
             ``timeout`` seconds (the logs are in the message or in ``work_dir``).
         """
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        port, ui_port = free_port(_LOOPBACK), free_port(_LOOPBACK)
-        self.master_url = f"spark://{_LOOPBACK}:{port}"
-        self.ui_url = f"http://{_LOOPBACK}:{ui_port}"
+        on = self.master_host
+        port, ui_port = free_port(on), free_port(on)
+        self.master_url = f"spark://{on}:{port}"
+        self.ui_url = f"http://{on}:{ui_port}"
         master = _Jvm(
             self.work_dir / "master.log",
             "org.apache.spark.deploy.master.Master",
-            ["--host", _LOOPBACK, "--port", str(port), "--webui-port", str(ui_port)],
+            ["--host", on, "--port", str(port), "--webui-port", str(ui_port)],
             "256m",
         )
         self._jvms.append(master)
@@ -200,6 +232,7 @@ class SparkCluster:
                     "org.apache.spark.deploy.worker.Worker",
                     args,
                     "256m",
+                    self.hosts[i] if self.hosts else None,
                 )
                 self._jvms.append(worker)
                 worker.start()
@@ -230,6 +263,14 @@ class SparkCluster:
         :raises OSError: if the master does not answer.
         """
         return dict(_get_json(f"{self.ui_url}/json/"))
+
+    def driver_settings(self) -> dict[str, str]:
+        """Return the settings a driver in this namespace needs to be reached by the
+        cluster's executors: with test hosts, ``spark.driver.host`` and
+        ``spark.driver.bindAddress`` on the bridge address; none otherwise."""
+        if not self.hosts:
+            return {}
+        return {"spark.driver.host": self.master_host, "spark.driver.bindAddress": self.master_host}
 
     def registered_hosts(self) -> list[str]:
         """Return the host each alive worker registered with, as executors on it
