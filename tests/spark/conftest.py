@@ -1,6 +1,9 @@
 """Spark fixtures: one local SparkSession per test session (``local[2]``, no UI, quiet
 logs) with the ``hqueue`` source registered, and a helper that stores message rows
-straight into a queue table (bypassing the sidecar) so reads can be tested alone."""
+straight into a queue table (bypassing the sidecar) so reads can be tested alone.
+
+PySpark and pyarrow are test requirements: without them these tests fail at import
+(``make test`` installs them), never skip."""
 
 from __future__ import annotations
 
@@ -11,12 +14,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
-
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
-
 import happybase
+import pytest
 from kazoo.client import KazooClient
 
 from hqueue.client.client import Client

@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc  # noqa: F401 - Spark Connect's client needs grpcio (the test extra): fail without
 import pytest
-
-pytest.importorskip("grpc", reason="Spark Connect's client needs grpcio (the test extra)")
 
 import hqueue.spark
 from hqueue.spark.session import is_connect
