@@ -16,17 +16,21 @@ gateway) it measures
 - reading all subscriptions of a queue (preferences and checkpoints) with 10,000
   subscriptions, straight from the store (best of three), and from a warm cache;
 - ownership at scale: two sidecars take over a queue of 32,768 partitions (the
-  largest count), how long until every partition is writable, and how long the first
-  put to a one-partition queue created meanwhile waits (``--takeover``).
+  largest count), how long until every partition is writable, how long a put to its
+  last partition sent right after its creation waits, and how long the first put to
+  a one-partition queue created meanwhile waits (``--takeover``); and the same queue
+  on ``hqueue standalone`` with its own sidecar, as users run it (all writable, and
+  the put to the last partition); both backends side by side, with the target of
+  10 s.
 
 It prints a Markdown table. The servers are started with :mod:`hqueue.testing`
 (ZooKeeper from Debian's jars) unless ``--zookeeper`` / ``--hbase`` are given.
 
     .venv/bin/python bench/bench_metadata.py [--subscriptions 10000] [--seconds 2]
-        [--takeover 32768] [--round-subscriptions 100] [--smoke]
+        [--takeover 32768] [--takeover-only] [--round-subscriptions 100] [--smoke]
 
-``--takeover 0`` skips the takeover table; ``--subscriptions 100 --seconds 3`` keeps
-the first tables short.
+``--takeover 0`` skips the takeover tables, ``--takeover-only`` all the others;
+``--subscriptions 100 --seconds 3`` keeps the first tables short.
 
 The targets and the latest figures, with what bounds them: docs/performance.md.
 """
@@ -34,23 +38,34 @@ The targets and the latest figures, with what bounds them: docs/performance.md.
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import statistics
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rounds import SMOKE_NOTE, add_smoke_argument
-from table import markdown_header, markdown_row
+from table import Table, markdown_header, markdown_row
 
 from hqueue.metadata import MetaStore, Version, open_metastore
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.managers import SubscriptionDataManager, SubscriptionPreferences
 from hqueue.sidecar.checkpoints import CheckpointWriter
+
+if TYPE_CHECKING:
+    from hqueue.client.client import Client
+
+WRITABLE_TARGET_S = 10.0
+"""Every partition of a new queue of 32,768 writable within this, on both backends."""
 
 
 def rate(operation: Callable[[], None], seconds: float) -> float:
@@ -200,14 +215,44 @@ def read_all(store: MetaStore, queue: str, count: int) -> tuple[float, float]:
     return best, warm
 
 
+class LastPut:
+    """A put to ``partition`` of ``queue`` right away, on a thread (the client's
+    default timeout): :meth:`cell` tells, once it is done, the seconds from ``start``
+    until it was acknowledged or until it failed."""
+
+    def __init__(self, client: Client, queue: str, partition: int, start: float) -> None:
+        self._client, self._queue, self._partition, self._start = client, queue, partition, start
+        self._seconds = 0.0
+        self._error: str | None = None
+        self._thread = threading.Thread(target=self._put, daemon=True)
+        self._thread.start()
+
+    def _put(self) -> None:
+        try:
+            self._client.queue(self._queue).put(b"last", topic="t", partition=self._partition)
+        except Exception as exc:
+            self._error = str(exc)
+            print(f"the put to {self._queue}/{self._partition} failed: {exc}", file=sys.stderr)
+        self._seconds = time.perf_counter() - self._start
+
+    def cell(self) -> str:
+        """Return the put's seconds as a table cell, waiting for it first."""
+        self._thread.join()
+        if self._error is not None:
+            return f"failed after {self._seconds:.1f}"
+        return f"{self._seconds:.2f}"
+
+
 def takeover(
     hbase: str, admin: str, zookeeper: str | None, prefix: str, partitions: int
-) -> tuple[float, float, float, float]:
-    """Start two sidecars, create a queue of ``partitions`` partitions, then at once a
-    one-partition queue and put to it. Return the seconds until that put was
-    acknowledged (counted from the big queue's creation, and from the small one's),
-    until every partition of the big queue was claimed, and until every one was
-    writable (counted from the big queue's creation)."""
+) -> tuple[float, float, float, float, str]:
+    """Start two sidecars, create a queue of ``partitions`` partitions and put to its
+    last partition, then at once create a one-partition queue and put to it. Return
+    the seconds until that put was acknowledged (counted from the big queue's
+    creation, and from the small one's), until every partition of the big queue was
+    claimed, and until every one was writable (counted from the big queue's
+    creation), and the put to the big queue's last partition (seconds, or how it
+    failed)."""
     from hqueue.client.client import connect
     from hqueue.sidecar.node import SidecarConfig, SidecarServer
 
@@ -217,6 +262,7 @@ def takeover(
     try:
         start = time.perf_counter()
         client.create_queue("big", partitions=partitions)
+        last = LastPut(client, "big", partitions - 1, start)
         small = time.perf_counter()
         client.create_queue("small", partitions=1)
         client.queue("small").put(b"first", topic="t")
@@ -233,11 +279,77 @@ def takeover(
                 writable = now
                 claimed = claimed or now
             time.sleep(0.02)
-        return first_put, small_put, claimed, writable
+        return first_put, small_put, claimed, writable, last.cell()
     finally:
         client.close()
         for sidecar in sidecars:
             sidecar.stop()
+
+
+def standalone_takeover(zookeeper: str | None, partitions: int) -> tuple[float, str]:
+    """Start ``hqueue standalone`` (its own sidecar; metadata in ZooKeeper if given,
+    else in its tables), create a queue of ``partitions`` partitions and put to its
+    last partition at once. Return the seconds from the creation until every
+    partition was writable (the sidecar's ``hqueue_partitions_owned``, polled) and
+    the put to the last partition (seconds, or how it failed)."""
+    from hqueue.testing.standalone import StandaloneProcess
+
+    if zookeeper:
+        # A chroot of its own: the two sidecars' queues are in the other one.
+        from kazoo.client import KazooClient
+
+        hosts, _, root = zookeeper.partition("/")
+        zookeeper = f"{hosts}/{root or 'bench'}-standalone-{uuid.uuid4().hex[:8]}"
+        kazoo = KazooClient(hosts=hosts)
+        kazoo.start(timeout=30)
+        kazoo.ensure_path(zookeeper[len(hosts) :])
+        kazoo.stop()
+        kazoo.close()
+    with tempfile.TemporaryDirectory(prefix="hqueue-bench-standalone-") as work:
+        saved = os.environ.pop("HQUEUE_ZOOKEEPER", None)
+        if zookeeper:
+            os.environ["HQUEUE_ZOOKEEPER"] = zookeeper  # the standalone's --zookeeper
+        try:
+            server = StandaloneProcess(Path(work) / "data", ("--metrics-port", "0")).start()
+        finally:
+            os.environ.pop("HQUEUE_ZOOKEEPER", None)
+            if saved is not None:
+                os.environ["HQUEUE_ZOOKEEPER"] = saved
+        owned = re.compile(r'^hqueue_partitions_owned\{queue="big"\} (\S+)$', re.M)
+        try:
+            with server.client(zookeeper=zookeeper) as client:
+                start = time.perf_counter()
+                client.create_queue("big", partitions=partitions)
+                last = LastPut(client, "big", partitions - 1, start)
+                writable = 0.0
+                while not writable and time.perf_counter() - start < 300:
+                    url = f"http://{server.metrics_address}/metrics"
+                    with urllib.request.urlopen(url, timeout=10) as answer:
+                        found = owned.search(answer.read().decode())
+                    if found and float(found.group(1)) >= partitions:
+                        writable = time.perf_counter() - start
+                    time.sleep(0.05)
+                return writable, last.cell()
+        finally:
+            server.stop()
+
+
+def measure_store(
+    factory: Callable[[], MetaStore], args: argparse.Namespace
+) -> tuple[tuple[float, ...], tuple[float, float]]:
+    """Return one backend's row of the first table (after the backend's name) and of
+    the rounds' table."""
+    store = factory()
+    try:
+        cas = cas_rate(store, args.seconds)
+        partial = partial_rate(store, "hot", args.seconds)
+        checkpoints = checkpoint_rates(store, "ckpt", args.seconds)
+        rounds = checkpoint_round_rates(store, "rounds", args.round_subscriptions, args.seconds)
+        loaded = load(factory, "bench", args.subscriptions, args.threads)
+        direct, warm = read_all(store, "bench", args.subscriptions)
+    finally:
+        store.close()
+    return (cas, partial, *checkpoints, loaded, direct, warm), rounds
 
 
 @contextmanager
@@ -294,6 +406,7 @@ def main() -> None:
     parser.add_argument(
         "--takeover", type=int, default=32_768, help="partitions taken over (0: skip)"
     )
+    parser.add_argument("--takeover-only", action="store_true", help="only the takeover tables")
     parser.add_argument(
         "--round-subscriptions",
         type=int,
@@ -308,38 +421,39 @@ def main() -> None:
     rows = []
     round_rows = []
     takeovers = []
+    standalones: dict[str, tuple[float, str]] = {}
     with servers(args) as (targets, addresses):
         for backend, target in targets.items():
 
             def factory(target: dict[str, str] = target) -> MetaStore:
                 return open_metastore(**target)  # type: ignore[arg-type]
 
-            store = factory()
-            try:
-                queue = "bench"
-                cas = cas_rate(store, args.seconds)
-                partial = partial_rate(store, "hot", args.seconds)
-                checkpoints = checkpoint_rates(store, "ckpt", args.seconds)
-                rounds = checkpoint_round_rates(
-                    store, "rounds", args.round_subscriptions, args.seconds
-                )
-                loaded = load(factory, queue, args.subscriptions, args.threads)
-                direct, warm = read_all(store, queue, args.subscriptions)
-            finally:
-                store.close()
-            rows.append((backend, cas, partial, *checkpoints, loaded, direct, warm))
-            round_rows.append((backend, *rounds))
+            if not args.takeover_only:
+                row, round_row = measure_store(factory, args)
+                rows.append((backend, *row))
+                round_rows.append((backend, *round_row))
             if args.takeover:
                 zookeeper = addresses["zookeeper"] if backend == "zookeeper" else None
                 prefix = f"take{uuid.uuid4().hex[:8]}"
                 hbase, admin = addresses["hbase"], addresses["admin"]
                 times = takeover(hbase, admin, zookeeper, prefix, args.takeover)
                 takeovers.append((backend, *times))
+                standalones[backend] = standalone_takeover(zookeeper, args.takeover)
             print(f"{backend}: done", file=sys.stderr)
 
-    n = f"{args.subscriptions:,}"
     if args.smoke:
         print(SMOKE_NOTE)
+    if rows:
+        print_store_tables(args, rows, round_rows)
+    if takeovers:
+        print_takeover_tables(args, takeovers, standalones)
+
+
+def print_store_tables(
+    args: argparse.Namespace, rows: list[tuple[Any, ...]], round_rows: list[tuple[Any, ...]]
+) -> None:
+    """Print the rates' and the subscriptions' tables and their targets."""
+    n = f"{args.subscriptions:,}"
     print(
         markdown_header(
             (
@@ -405,23 +519,57 @@ def main() -> None:
                 )
             )
 
-    if takeovers:
-        print()
-        print(
-            markdown_header(
-                (
-                    "backend",
-                    f"two sidecars take over {args.takeover:,} partitions: all claimed (s)",
-                    "all writable (s)",
-                    "first put to a new 1-partition queue meanwhile (s)",
-                    "the same, from the small queue's creation (s)",
-                ),
-                "lrrrr",
-            )
+
+def print_takeover_tables(
+    args: argparse.Namespace,
+    takeovers: list[tuple[str, float, float, float, float, str]],
+    standalones: dict[str, tuple[float, str]],
+) -> None:
+    """Print the takeover's table per backend, then the two backends side by side."""
+    print()
+    print(
+        markdown_header(
+            (
+                "backend",
+                f"two sidecars take over {args.takeover:,} partitions: all claimed (s)",
+                "all writable (s)",
+                "put to its last partition right after its creation (s)",
+                "first put to a new 1-partition queue meanwhile (s)",
+                "the same, from the small queue's creation (s)",
+            ),
+            "lrrrrr",
         )
-        for backend, first_put, small_put, claimed, writable in takeovers:
-            row = (f"{claimed:.1f}", f"{writable:.1f}", f"{first_put:.2f}", f"{small_put:.2f}")
-            print(markdown_row((backend, *row)))
+    )
+    for backend, first_put, small_put, claimed, writable, last in takeovers:
+        row = (f"{claimed:.1f}", f"{writable:.1f}", last, f"{first_put:.2f}", f"{small_put:.2f}")
+        print(markdown_row((backend, *row)))
+
+    backends = [backend for backend, *_ in takeovers]
+    two = {t[0]: t[1:] for t in takeovers}
+    side = Table(
+        (f"a new queue of {args.takeover:,} partitions", *backends), "l" + "r" * len(backends)
+    )
+    side.add(
+        "hqueue standalone (its sidecar): all writable (s)",
+        *(f"{standalones[b][0]:.1f}" for b in backends),
+    )
+    side.add(
+        "the same: a put to its last partition right after its creation (s)",
+        *(standalones[b][1] for b in backends),
+    )
+    side.add("two sidecars: all writable (s)", *(f"{two[b][3]:.1f}" for b in backends))
+    side.add(
+        "the same: a put to its last partition right after its creation (s)",
+        *(two[b][4] for b in backends),
+    )
+    if not args.smoke:
+        worst = {b: max(standalones[b][0], two[b][3]) for b in backends}
+        side.add(
+            f"all writable within {WRITABLE_TARGET_S:.0f} s",
+            *("yes" if worst[b] <= WRITABLE_TARGET_S else "no" for b in backends),
+        )
+    print()
+    print(side)
 
 
 if __name__ == "__main__":

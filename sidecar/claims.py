@@ -1,8 +1,9 @@
 """The partitions a sidecar holds: claimed, opened and released.
 
-Each sidecar claims the partitions assigned to it by creating their ephemeral owner
-entries once the previous owner's entry is gone, and releases partitions assigned
-elsewhere (after finishing the write in flight).
+Each sidecar claims the partitions assigned to it by writing them into its ephemeral
+owner entries (one per block of partitions,
+:mod:`hqueue.metadata.managers.ownership`) once no other entry holds them, and
+releases partitions assigned elsewhere (after finishing the write in flight).
 
 A new owner first writes its epoch to the partition's fence in the storage
 (:meth:`~hqueue.storage.contract.MessageStorage.fence`): from then on the storage
@@ -40,9 +41,13 @@ __all__ = ["CLAIM_BATCH", "OPENERS", "RELEASE_IN_BULK", "STEP_BUDGET", "Partitio
 
 log = logging.getLogger(__name__)
 
-CLAIM_BATCH = 256
-"""How many partitions of one queue are claimed with one metadata request (a
-ZooKeeper ``multi``, a batch of HBase mutations) and opened together."""
+CLAIM_BATCH = 1024
+"""How many partitions of one queue are claimed together (a read of their blocks'
+owner entries, a write of each of this sidecar's, a read again:
+:meth:`~hqueue.metadata.managers.PartitionOwnershipManager.claim_partitions`) and
+opened together (a few storage calls). With 256, a 32,768-partition queue took 128
+rounds of the control loop, each also reading the assignment and the held partitions
+whole."""
 
 STEP_BUDGET = 0.1
 """Seconds a round of the control loop spends claiming and opening before it looks at

@@ -34,6 +34,7 @@ __all__ = [
     "MEMBER",
     "MEMBER_KEY_SEPARATOR",
     "PARTITION_OWNER",
+    "PARTITION_OWNER_BLOCK",
     "QUEUE",
     "QUEUES",
     "RESOURCES",
@@ -155,6 +156,15 @@ PARTITION_OWNER = Resource(
     "ephemeral or CAS",
     "the sidecar that owns a partition: sidecar id, address, epoch",
 )
+PARTITION_OWNER_BLOCK = Resource(
+    "partition owner block",
+    f"{_QUEUE_TABLES}/owners",
+    "b{first:05d}.{nonce}.{sidecar}",
+    "partition_owner",
+    "ephemeral",
+    "the partitions of a block of OWNER_BLOCK (1,024) one sidecar claimed, with their"
+    " epochs (first partition, epochs from it on); nonce: the claiming process's",
+)
 SUBSCRIPTION = Resource(
     "subscription",
     f"{_QUEUE_TABLES}/subscriptions",
@@ -273,6 +283,7 @@ RESOURCES: tuple[Resource, ...] = (
     ASSIGNMENT,
     QUEUE,
     PARTITION_OWNER,
+    PARTITION_OWNER_BLOCK,
     SUBSCRIPTION,
     SUBSCRIBER,
     CHECKPOINTS,

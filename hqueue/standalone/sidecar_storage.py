@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 from hqueue.errors import NotOwnerError
 from hqueue.message import FAMILY, MessageId, decode_rowkey, partition_range, table_name
+from hqueue.standalone.engine.cells import decode_cells
 from hqueue.standalone.engine.read import read_block
 from hqueue.standalone.engine.schema import Mutation, RowMutation, now_ms
 from hqueue.standalone.engine.store import FencedError, Store
@@ -77,8 +78,15 @@ class EngineStorage:
         return [None] * partitions
 
     def last_ids(self, table: bytes, partitions: Sequence[int]) -> dict[int, MessageId | None]:
-        # In-process, a partition's reversed cursor step costs microseconds.
-        return {p: self.last_id(table, p) for p in partitions}
+        # In-process, a partition's reversed cursor step costs microseconds: all of
+        # them in one read (one transaction, one check of the table).
+        desc = self._store.enabled(table)
+        bounds = [partition_range(p) for p in partitions]
+        found = self._store.raw_ranges(desc, [(after, first) for first, after in bounds], True, 1)
+        return {
+            p: decode_rowkey(rows[0][0])[1] if rows else None
+            for p, rows in zip(partitions, found, strict=True)
+        }
 
     def read(
         self,
@@ -147,25 +155,33 @@ class EngineStorage:
     def producer_states(
         self, table: bytes, partition: int, producer: int | None = None
     ) -> list[StoredProducer]:
-        desc = self._store.enabled(table)
-        cutoff = desc.ttl_cutoffs(now_ms()).get(FAMILY, 0)
-        out: list[StoredProducer] = []
-        rows = self._store.iter_rows(desc, *producer_rows(partition, producer))
-        try:
-            for row, cells in rows:
-                for column, ts, value in cells:
-                    if column == PRODUCER_COLUMN and ts >= cutoff:
-                        if not is_forgotten(value):
-                            out.append(read_producer(row, ts, value))
-                        break  # the newest version comes first
-        finally:
-            rows.close()
-        return out
+        return self._producer_states(table, [producer_rows(partition, producer)])[0]
 
     def producer_states_of(
         self, table: bytes, partitions: Sequence[int]
     ) -> dict[int, list[StoredProducer]]:
-        return {p: self.producer_states(table, p) for p in partitions}
+        ranges = [producer_rows(p) for p in partitions]
+        return dict(zip(partitions, self._producer_states(table, ranges), strict=True))
+
+    def _producer_states(
+        self, table: bytes, ranges: Sequence[tuple[bytes, bytes]]
+    ) -> list[list[StoredProducer]]:
+        """Return the producers' states stored in each range of producer rows, all
+        read in one transaction."""
+        desc = self._store.enabled(table)
+        now = now_ms()
+        cutoff = desc.ttl_cutoffs(now).get(FAMILY, 0)
+        out: list[list[StoredProducer]] = []
+        for rows in self._store.raw_ranges(desc, ranges):
+            states: list[StoredProducer] = []
+            for row, raw in rows:
+                for column, ts, value in decode_cells(raw, now):
+                    if column == PRODUCER_COLUMN and ts >= cutoff:
+                        if not is_forgotten(value):
+                            states.append(read_producer(row, ts, value))
+                        break  # the newest version comes first
+            out.append(states)
+        return out
 
     def forget_producers(
         self, table: bytes, partition: int, states: Sequence[tuple[int, int]]

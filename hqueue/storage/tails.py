@@ -7,12 +7,13 @@ its producers' state (``hqueue.sidecar.claims``). Both sit at the top of the
 partition's key range (:func:`~hqueue.message.partition_end`: the fence and producer
 rows follow the messages), so a reversed, keys-only Thrift1 scan from the top of the
 batch finds them: it passes the fence and producer rows of the partitions holding no
-messages (a new queue's every partition) without a new scan, and stops at the last
-message of the first partition holding some; the walk then opens the next scan just
-below that partition, so each partition holding messages costs one scan of its own
-(of the messages below its last, at most a round trip's worth of keys is read). The
-values of the producer rows found are then read by key
-(:func:`hqueue.storage.producers.read_producer`).
+messages (a new queue's every partition), and those of partitions between them that
+are not in the batch (another owner's, when two sidecars share a queue's partitions
+in turn), without a new scan, and stops at the last message of the first partition
+holding some; the walk then opens the next scan just below that partition, so each
+partition holding messages costs one scan of its own (of the messages below its last,
+at most a round trip's worth of keys is read). The values of the producer rows found
+are then read by key (:func:`hqueue.storage.producers.read_producer`).
 
 Not public API.
 """
@@ -67,7 +68,8 @@ def tail_keys(
             connect, table, start, floor, caching=PAGE, reverse=True, filter_string=KEYS_ONLY
         )
         reopen: bytes | None = None  # where the next scan starts
-        passed = 0  # fence and producer keys of wanted[top - 1] passed over
+        passed = 0  # fence and producer keys of wanted[top - 1] (or of `other`) passed over
+        other = -1  # the partition not wanted whose rows are being passed over
         page = PAGE
         try:
             while reopen is None and (rows := scan.rows(page)):
@@ -75,14 +77,24 @@ def tail_keys(
                 for row in rows:
                     key = bytes(row.row)
                     partition = int.from_bytes(key[:2], "big")
-                    if partition != wanted[top - 1]:
-                        # Below the partition walked: on with the next one wanted, with
-                        # a scan of its own unless this row is of that one.
+                    if partition != wanted[top - 1] and partition != other:
+                        # Below the partition walked: on with the next one wanted.
                         top = bisect.bisect_right(wanted, partition, 0, top)
                         passed = 0
-                        if not top or wanted[top - 1] != partition:
-                            reopen = partition_prefix(wanted[top - 1] + 1) if top else b""
+                        if not top:
+                            reopen = b""
                             break
+                    if wanted[top - 1] != partition:
+                        # A partition not wanted, between two wanted (another owner's,
+                        # in a batch of every other partition): its fence and producer
+                        # rows are passed over by this scan, its messages by a scan of
+                        # its own below it.
+                        other = partition
+                        passed += 1
+                        if len(key) == ROWKEY_BYTES or passed >= PAGE:
+                            reopen = partition_prefix(wanted[top - 1] + 1)
+                            break
+                        continue
                     if len(key) == ROWKEY_BYTES:
                         # Its last message: the others are below, not to be read.
                         yield key

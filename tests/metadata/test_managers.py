@@ -31,7 +31,8 @@ from hqueue.metadata.managers import (
     SubscriptionDataManager,
     SubscriptionPreferences,
 )
-from hqueue.metadata.resources import CHECKPOINTS, SUBSCRIPTION
+from hqueue.metadata.managers.ownership import OWNER_BLOCK
+from hqueue.metadata.resources import CHECKPOINTS, PARTITION_OWNER, SUBSCRIPTION
 from hqueue.testing.cluster import wait_for
 from tests.metadata.conftest import Backend
 
@@ -146,6 +147,91 @@ def test_an_ephemeral_claim_is_released_when_its_owner_goes(backend: Backend) ->
     owners = PartitionOwnershipManager(other)
     wait_for(lambda: list(owners.read_owners("q")) == [1], timeout=10)
     owners.write_owner_info("q", 0, OwnerInfo("sc2", "h:2", 2), Version.NEW)
+
+
+def test_claims_are_kept_in_a_few_block_entries(backend: Backend) -> None:
+    """Two sidecars claim a queue's partitions in turn (as the leader spreads them):
+    each writes one entry per block of OWNER_BLOCK partitions it claims in, not one
+    per partition, and every read sees each partition's own owner and epoch."""
+    first, second = backend.open(), backend.open()
+    owners1, owners2 = PartitionOwnershipManager(first), PartitionOwnershipManager(second)
+    count = 3 * OWNER_BLOCK
+    one = {p: OwnerInfo("sc1", "h:1", 1 + p % 3) for p in range(0, count, 2)}
+    two = {p: OwnerInfo("sc2", "h:2", 1) for p in range(1, count, 2)}
+    for at in range(0, count, 1000):  # batches across blocks, as a sidecar claims
+        chunk = range(at, at + 1000)
+        assert set(owners1.claim_partitions("q", {p: one[p] for p in chunk if p in one})) == {
+            p for p in chunk if p in one
+        }
+        assert set(owners2.claim_partitions("q", {p: two[p] for p in chunk if p in two})) == {
+            p for p in chunk if p in two
+        }
+    with PARTITION_OWNER.open_table(first, "q").open_cursor() as cursor:
+        keys = [item.key for item in cursor]
+    assert len(keys) == 2 * 3, keys
+    read = owners2.read_owners("q")
+    assert sorted(read) == list(range(count))
+    expected = one | two
+    assert all(
+        (e.value.sidecar, e.value.epoch) == (expected[p].sidecar, expected[p].epoch)
+        for p, e in read.items()
+    )
+    assert owners1.read_owner_info("q", count - 1, fresh=True).value.sidecar == "sc2"
+
+    # Held by another entry: left out, as a create of a partition's entry failed.
+    assert owners2.claim_partitions("q", {0: OwnerInfo("sc2", "h:2", 9)}) == {}
+    with pytest.raises(KeyExistsError):
+        owners2.write_owner_info("q", 2, OwnerInfo("sc2", "h:2", 9), Version.NEW)
+
+    # A delete at each version read goes through one after the other, though each
+    # changes the entry the others were read from (a restarted sidecar's take-over).
+    versions = {p: read[p].version for p in (0, 2, 4)}
+    for p, version in versions.items():
+        owners2.delete_owner_info("q", p, version)
+    with pytest.raises(NoOwnerInfoError):
+        owners2.delete_owner_info("q", 0, versions[0])
+    # A version of an earlier epoch is stale.
+    stale = Version(read[6].version.number - 1, read[6].version.token)
+    with pytest.raises(BadVersionError):
+        owners2.delete_owner_info("q", 6, stale)
+
+    released = owners1.release_partitions("q", "sc1", {p: one[p].epoch for p in range(6, 1000, 2)})
+    assert released == set(range(6, 1000, 2))
+    assert owners1.release_partitions("q", "sc1", {1000: 99}) == set()  # another epoch
+    left = owners2.read_owners("q", fresh=True)
+    assert sorted(p for p in left if p % 2 == 0) == list(range(1000, count, 2))
+    assert sorted(p for p in left if p % 2) == list(range(1, count, 2))
+
+    # The entries are ephemeral: the first sidecar's go with its session.
+    first.close()
+    wait_for(lambda: all(p % 2 for p in owners2.read_owners("q")), timeout=15)
+    assert owners2.claim_partitions("q", {0: OwnerInfo("sc2", "h:2", 2)}) == {
+        0: owners2.read_owner_info("q", 0).version
+    }
+
+
+def test_two_claims_of_one_partition_at_once_leave_one_owner(backend: Backend) -> None:
+    """Claims racing each other (each writes its block entry, then reads the block
+    again): at most one of them keeps a partition, as a create of one entry per
+    partition let only one win."""
+    stores = [backend.open() for _ in range(4)]
+    managers = [PartitionOwnershipManager(store) for store in stores]
+    start = threading.Barrier(len(managers))
+    won: dict[int, set[int]] = {}
+
+    def claim(i: int) -> None:
+        start.wait()
+        won[i] = set(managers[i].claim_partitions("race", {7: OwnerInfo(f"sc{i}", "h:1", 1)}))
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(len(managers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sum(len(w) for w in won.values()) <= 1
+    owners = managers[0].read_owners("race", fresh=True)
+    winners = [i for i, w in won.items() if w]
+    assert [o.value.sidecar for o in owners.values()] == [f"sc{i}" for i in winners]
 
 
 def test_owner_info_is_validated(store: MetaStore) -> None:

@@ -3,15 +3,22 @@ ahead of another queue's partitions."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
+import pytest
+
 from hqueue.metadata.managers import PartitionOwnershipManager
 from hqueue.metadata.resources import ASSIGNMENT, QUEUES
+from hqueue.settings import DEFAULT_PUT_TIMEOUT
 from hqueue.sidecar.assignment import Assignment
 from hqueue.sidecar.membership import CLAIM_BATCH
 from hqueue.testing.cluster import Cluster, wait_for
+from hqueue.testing.standalone import StandaloneProcess
 
-BIG = 2048
-"""Partitions of the big queue: with one claim and open per partition, its takeover
-took about 5 s here and every other queue waited behind it."""
+BIG = 4 * CLAIM_BATCH
+"""Partitions of the big queue, four batches: with one claim and open per partition,
+a takeover of 2,048 took about 5 s here and every other queue waited behind it."""
 
 
 def test_a_new_queue_is_served_while_a_big_one_is_taken_over(any_cluster: Cluster) -> None:
@@ -68,3 +75,46 @@ def test_two_sidecars_split_a_big_queue_with_their_epochs(any_cluster: Cluster) 
         assert entry.value.sidecar == assignment.owners[p]
         assert entry.value.epoch == assignment.epochs[p]
     assert {o.value.sidecar for o in owners.values()} == {first.id, second.id}
+
+
+LARGEST = 32_768
+"""The largest partition count a queue accepts."""
+
+
+def _put_to_the_last_partition_at_once(server: StandaloneProcess, zookeeper: str | None) -> None:
+    """Create a queue of :data:`LARGEST` partitions on ``hqueue standalone`` (its one
+    sidecar takes them all) and put to its last partition right away: the put waits
+    for its owner within its timeout and succeeds (it failed after 31 s, the sidecar
+    taking 21-27 s with HBase metadata, then 42 s, with an owner entry per partition
+    and the standalone parsing a 32,768-region descriptor at each read)."""
+    with server.client(zookeeper=zookeeper) as client:
+        start = time.monotonic()
+        client.create_queue("largest", partitions=LARGEST)
+        put = client.queue("largest").put(b"last", topic="t", partition=LARGEST - 1)
+        took = time.monotonic() - start
+        assert put.partition == LARGEST - 1
+        assert took < DEFAULT_PUT_TIMEOUT, took
+        owners = client.describe_queue("largest").owners
+        assert len(owners) == LARGEST  # the last partition's batch is the last claimed
+
+
+@pytest.mark.server
+def test_the_last_partition_of_the_largest_queue_takes_a_put_at_once(tmp_path: Path) -> None:
+    server = StandaloneProcess(tmp_path / "data").start()
+    try:
+        _put_to_the_last_partition_at_once(server, None)
+    finally:
+        server.stop()
+
+
+@pytest.mark.server
+@pytest.mark.java
+def test_the_same_with_metadata_in_zookeeper(
+    tmp_path: Path, zookeeper_hosts: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HQUEUE_ZOOKEEPER", zookeeper_hosts)  # the standalone's --zookeeper
+    server = StandaloneProcess(tmp_path / "data").start()
+    try:
+        _put_to_the_last_partition_at_once(server, zookeeper_hosts)
+    finally:
+        server.stop()

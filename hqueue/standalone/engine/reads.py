@@ -15,9 +15,10 @@ import bisect
 import itertools
 import operator
 import struct
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import cast
 
+import lmdb
 import numpy as np
 
 from hqueue.message import ROWKEY_BYTES
@@ -102,39 +103,31 @@ class Reads(StorePart):
         :raises TableNotFoundError: the table was deleted (or deleted and created
             again) since ``desc`` was read.
         """
-        prefix = desc.prefix
-        plen = len(prefix)
-        stop_key = prefix + stop if stop else None
+        with self._state.env.begin(db=self._state.data) as txn:
+            self._state.check_current(txn, desc)
+            yield from _walk(txn.cursor(), desc, start, stop, reverse, after)
+
+    def raw_ranges(
+        self,
+        desc: TableDescriptor,
+        ranges: Sequence[tuple[bytes, bytes]],
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> list[list[tuple[bytes, bytes]]]:
+        """Return the rows of each ``(start, stop)`` range as :meth:`iter_raw` yields
+        them (at most ``limit`` of each), all read in one transaction with one check
+        of the table: a takeover reads the last row of each of 1,024 partitions, and a
+        transaction and a check each cost more than the read.
+
+        :raises TableNotFoundError: as :meth:`iter_raw`.
+        """
         with self._state.env.begin(db=self._state.data) as txn:
             self._state.check_current(txn, desc)
             cursor = txn.cursor()
-            first = prefix + (after if after is not None else start)
-            if not reverse:
-                if not cursor.set_range(first):
-                    return
-                if after is not None and cursor.key() == first and not cursor.next():
-                    return
-                for key, raw in cursor:
-                    if key[:plen] != prefix or (stop_key is not None and key >= stop_key):
-                        return
-                    yield key[plen:], raw
-                return
-            if after is None and not start:
-                # An empty start row in a reversed scan means the table's last row.
-                found = cursor.set_range(TABLE_ID.pack(desc.table_id + 1))
-                positioned = cursor.prev() if found else cursor.last()
-            elif not cursor.set_range(first):
-                positioned = cursor.last()
-            elif cursor.key() > first or after is not None:
-                positioned = cursor.prev()
-            else:
-                positioned = True
-            if not positioned:
-                return
-            for key, raw in cursor.iterprev():
-                if key[:plen] != prefix or (stop_key is not None and key <= stop_key):
-                    return
-                yield key[plen:], raw
+            return [
+                list(itertools.islice(_walk(cursor, desc, start, stop, reverse, None), limit))
+                for start, stop in ranges
+            ]
 
     def raw_rows(
         self, desc: TableDescriptor, start: bytes, stop: bytes, count: int
@@ -375,3 +368,46 @@ def _stored_results(rows: list[bytes], raws: list[bytes], newest_end: np.ndarray
             ),
         )
     )
+
+
+def _walk(
+    cursor: lmdb.Cursor,
+    desc: TableDescriptor,
+    start: bytes,
+    stop: bytes,
+    reverse: bool,
+    after: bytes | None,
+) -> Generator[tuple[bytes, bytes], None, None]:
+    """Yield the rows :meth:`Reads.iter_raw` yields, through ``cursor`` (of a read
+    transaction that checked the table)."""
+    prefix = desc.prefix
+    plen = len(prefix)
+    stop_key = prefix + stop if stop else None
+    first = prefix + (after if after is not None else start)
+    if not reverse:
+        if not cursor.set_range(first):
+            return
+        if after is not None and cast(bytes, cursor.key()) == first and not cursor.next():
+            return
+        # Bytes, not buffers: the transactions here are opened without buffers=True.
+        for key, raw in cast(Iterator[tuple[bytes, bytes]], iter(cursor)):
+            if key[:plen] != prefix or (stop_key is not None and key >= stop_key):
+                return
+            yield key[plen:], raw
+        return
+    if after is None and not start:
+        # An empty start row in a reversed scan means the table's last row.
+        found = cursor.set_range(TABLE_ID.pack(desc.table_id + 1))
+        positioned = cursor.prev() if found else cursor.last()
+    elif not cursor.set_range(first):
+        positioned = cursor.last()
+    elif cast(bytes, cursor.key()) > first or after is not None:
+        positioned = cursor.prev()
+    else:
+        positioned = True
+    if not positioned:
+        return
+    for key, raw in cast(Iterator[tuple[bytes, bytes]], cursor.iterprev()):
+        if key[:plen] != prefix or (stop_key is not None and key <= stop_key):
+            return
+        yield key[plen:], raw

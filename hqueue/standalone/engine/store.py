@@ -176,6 +176,7 @@ class Store:
     enabled = _delegate("_state", StoreState.enabled)
     get_rows = _delegate("_reads", Reads.get_rows)
     iter_raw = _delegate("_reads", Reads.iter_raw)
+    raw_ranges = _delegate("_reads", Reads.raw_ranges)
     raw_rows = _delegate("_reads", Reads.raw_rows)
     iter_rows = _delegate("_reads", Reads.iter_rows)
     scan_wire = _delegate("_reads", Reads.scan_wire)
