@@ -1,5 +1,7 @@
-"""``python -m hqueue.testing.chaos [SCENARIO ...] [--size small|full]``: run fault
-scenarios and print each one's table; exit 1 if a checker found anything."""
+"""``python -m hqueue.testing.chaos [SCENARIO ...] [--size small|medium|full]``: run
+fault scenarios and print each one's table; exit 1 if a checker found anything.
+Without a name, the scenarios of :mod:`~hqueue.testing.chaos.scenarios`; those on
+real HBase (:mod:`~hqueue.testing.chaos.hbase_scenarios`) run when named."""
 
 from __future__ import annotations
 
@@ -7,21 +9,26 @@ import argparse
 import logging
 import sys
 
+from hqueue.testing.chaos.hbase_scenarios import HBASE_SCENARIOS, MEDIUM
 from hqueue.testing.chaos.scenarios import FULL, SCENARIOS, SMALL
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hqueue.testing.chaos")
-    parser.add_argument("scenarios", nargs="*", choices=[[], *SCENARIOS], metavar="SCENARIO")
-    parser.add_argument("--size", choices=["small", "full"], default="full")
+    every = {**SCENARIOS, **HBASE_SCENARIOS}
+    parser.add_argument("scenarios", nargs="*", choices=[[], *every], metavar="SCENARIO")
+    parser.add_argument("--size", choices=["small", "medium", "full"], default="full")
     args = parser.parse_args(argv)
     # The clients' connection losses during a fault are expected, not news.
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
-    size = FULL if args.size == "full" else SMALL
+    size = {"small": SMALL, "medium": MEDIUM, "full": FULL}[args.size]
     failed = False
     for name in args.scenarios or list(SCENARIOS):
-        outcome = SCENARIOS[name](size, None)
+        outcome = every[name](size, None)
         print(outcome.table(), flush=True)
+        for kind, found in outcome.report.findings():
+            for finding in found[:20]:
+                print(f"  {kind.replace('_', ' ')}: {finding}", flush=True)
         failed |= not outcome.ok
     return 1 if failed else 0
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 from hqueue.client.client import Client
 from hqueue.testing.chaos.rig import Rig
@@ -22,7 +23,7 @@ from hqueue.testing.chaos.workload import Producers, Tailer, final_scan, percent
 from hqueue.testing.history import History, Report
 from hqueue.testing.process import wait_for
 
-__all__ = ["FULL", "SCENARIOS", "SMALL", "Outcome", "Size"]
+__all__ = ["FULL", "SCENARIOS", "SMALL", "ChaosRig", "Outcome", "Size"]
 
 QUEUE = "chaos"
 
@@ -78,20 +79,34 @@ class Outcome:
         return "\n".join(lines)
 
 
-class _Run:
-    """One scenario's rig, client, history, producers and reader."""
+class ChaosRig(Protocol):
+    """What a scenario's :class:`_Run` drives: a :class:`Rig`, or real HBase's
+    :class:`~hqueue.testing.chaos.hbase_rig.HBaseRig`."""
 
-    def __init__(self, rig: Rig, size: Size) -> None:
+    def client(self) -> Client: ...
+
+    def owner(self, client: Client, queue: str, partition: int) -> int | None: ...
+
+    def wait_owned(
+        self, client: Client, queue: str, partitions: int, timeout: float = 30
+    ) -> None: ...
+
+
+class _Run:
+    """One scenario's rig, client, history, producers and reader, on ``queue``."""
+
+    def __init__(self, rig: ChaosRig, size: Size, queue: str = QUEUE) -> None:
         self.rig = rig
         self.size = size
+        self.queue = queue
         self.client: Client = rig.client()
-        self.client.create_queue(QUEUE, partitions=size.partitions)
-        rig.wait_owned(self.client, QUEUE, size.partitions)
+        self.client.create_queue(queue, partitions=size.partitions)
+        rig.wait_owned(self.client, queue, size.partitions)
         self.history = History()
         self.producers = Producers(
-            self.client, QUEUE, size.partitions, self.history, threads=size.producers
+            self.client, queue, size.partitions, self.history, threads=size.producers
         ).start()
-        self.tailer = Tailer(rig.client(), QUEUE, size.partitions, self.history).start()
+        self.tailer = Tailer(rig.client(), queue, size.partitions, self.history).start()
         self.figures: dict[str, str] = {}
         self.began = time.monotonic()
 
@@ -101,7 +116,7 @@ class _Run:
         wait_for(lambda: self.producers.count() >= target, timeout, f"{what}: {target} puts")
 
     def owner(self, partition: int) -> int | None:
-        return self.rig.owner(self.client, QUEUE, partition)
+        return self.rig.owner(self.client, self.queue, partition)
 
     def wait_owner(self, partition: int, pick: Callable[[int | None], bool], what: str) -> float:
         """Wait until the owner of ``partition`` satisfies ``pick``; return the seconds."""
@@ -111,9 +126,9 @@ class _Run:
         """Stop the load, read to the end, record the final state and check it."""
         self.producers.stop()
         self.tailer.stop()
-        rows = final_scan(self.client, QUEUE, self.history)
+        rows = final_scan(self.client, self.queue, self.history)
         took = time.monotonic() - self.began
-        latencies = [t for _, t in self.producers.latencies]
+        latencies = [t for _, t, _ in self.producers.latencies]
         figures = {
             "acknowledged puts": str(self.producers.acked),
             "failed puts (unknown outcome)": str(self.producers.failed),
