@@ -66,19 +66,33 @@ class Rig:
             raise
         return self
 
-    def add_sidecar(self, *args: str) -> int:
+    def add_sidecar(
+        self, *args: str, storage: str | None = None, zookeeper: str | None = None
+    ) -> int:
         """Start one more sidecar on a host of its own, with ``args`` added to its
-        command line; return its index."""
+        command line, reaching the storage and ZooKeeper at ``storage`` and
+        ``zookeeper`` (``HOST:PORT``: a proxy on the path, say) instead of their own
+        addresses; return its index."""
         i = len(self.sidecars)
         host = self.network.host(f"s{i}")
         self.hosts.append(host)
-        self.sidecars.append(self._sidecar(i, host, args).start())
+        self.sidecars.append(self._sidecar(i, host, args, storage, zookeeper).start())
         return i
 
-    def _sidecar(self, i: int, host: Host, args: tuple[str, ...]) -> SidecarProcess:
-        assert self.storage is not None
+    def _sidecar(
+        self,
+        i: int,
+        host: Host,
+        args: tuple[str, ...],
+        storage: str | None = None,
+        zookeeper: str | None = None,
+    ) -> SidecarProcess:
+        assert self.storage is not None and self.zookeeper is not None
+        metadata = self.metadata
+        if zookeeper is not None:
+            metadata = zookeeper + self.metadata.removeprefix(self.zookeeper.hosts)
         return SidecarProcess(
-            self.storage.address,
+            storage or self.storage.address,
             self.work_dir / f"sidecar{i}.log",
             "--session-timeout",
             str(self.session_timeout),
@@ -86,7 +100,7 @@ class Rig:
             "0.5",
             *self._sidecar_args,
             *args,
-            zookeeper=self.metadata,
+            zookeeper=metadata,
             table_prefix="",
             host=host,
         )

@@ -22,6 +22,7 @@ from hqueue.testing.chaos.rig import Rig
 from hqueue.testing.chaos.workload import Producers, Tailer, final_scan, percentile
 from hqueue.testing.history import History, Report
 from hqueue.testing.process import wait_for
+from hqueue.testing.proxy import DelayingProxy
 
 __all__ = ["FULL", "SCENARIOS", "SMALL", "ChaosRig", "Outcome", "Size"]
 
@@ -42,7 +43,10 @@ class Size:
 
 
 SMALL = Size("small", partitions=4, producers=2, puts=40, repeats=1)
-FULL = Size("full", partitions=16, producers=4, puts=2000, repeats=5)
+FULL = Size("full", partitions=16, producers=4, puts=1000, repeats=3)
+
+SLOW_LINK_DELAY = 0.1
+"""Seconds a slow link delays each way (a 200 ms round trip)."""
 
 
 @dataclass
@@ -274,9 +278,71 @@ def clock_skew(size: Size = SMALL, work_dir: Path | None = None) -> Outcome:
         return run.finish("clock-skew")
 
 
+def storage_cut(size: Size = SMALL, work_dir: Path | None = None) -> Outcome:
+    """A sidecar cut off from the storage but not from ZooKeeper, for twice the
+    session timeout: it keeps its session, and so its partitions, whose puts wait
+    (and fail once their timeout passes) until the link heals; nothing is lost. The
+    figures say whether ownership moved during the cut (it is not expected to)."""
+    with Rig(work_dir) as rig:
+        run = _Run(rig, size)
+        assert rig.storage is not None
+        run.progress("before the cut")
+        victim = run.owner(0)
+        assert victim is not None
+        host = rig.hosts[victim]
+        host.cut(rig.network.gateway, port=rig.storage.port)
+        try:
+            time.sleep(2 * rig.session_timeout)  # the cut is the fault
+            run.figures["owner of partition 0 after the cut"] = (
+                "unchanged" if run.owner(0) == victim else f"moved to sidecar {run.owner(0)}"
+            )
+        finally:
+            host.heal()
+        run.progress("after healing")
+        return run.finish("storage-cut")
+
+
+def slow_link(size: Size = SMALL, work_dir: Path | None = None) -> Outcome:
+    """One sidecar's host reaches the storage and ZooKeeper over a slow, lossy link
+    (200 ms round trip through a delaying proxy, and 5% of its packets lost), the
+    other's over a clean one: the slow sidecar's partitions are slower, nothing is
+    lost. The figures compare the two sidecars' partitions."""
+    with Rig(work_dir, sidecars=1) as rig:
+        assert rig.storage is not None and rig.zookeeper is not None
+        gateway = rig.network.gateway
+        proxies = [
+            DelayingProxy(target, SLOW_LINK_DELAY, host=gateway)
+            for target in (rig.storage.address, rig.zookeeper.hosts)
+        ]
+        try:
+            slow = rig.add_sidecar(storage=proxies[0].address, zookeeper=proxies[1].address)
+            rig.hosts[slow].lose(5)
+            run = _Run(rig, size)
+            # The leader spreads the queue over both once the slow one has registered.
+            wait_for(partial(_owns_any, run, slow), 60, "the slow sidecar to own partitions")
+            rig.wait_owned(run.client, run.queue, size.partitions)
+            owners = {p: run.owner(p) for p in range(size.partitions)}
+            start = time.monotonic()
+            run.progress("over the slow link", timeout=600)
+            end = time.monotonic()
+            for name, which in (("clean", 1 - slow), ("slow", slow)):
+                mine = [p for p, o in owners.items() if o == which]
+                took = run.producers.between(start, end, mine)
+                run.figures[f"{name} link: partitions"] = str(mine)
+                run.figures[f"{name} link: puts per second"] = f"{len(took) / (end - start):.0f}"
+                run.figures[f"{name} link: put p99 (ms)"] = f"{percentile(took, 0.99) * 1000:.0f}"
+            rig.hosts[slow].heal()
+            return run.finish("slow-link")
+        finally:
+            for proxy in proxies:
+                proxy.close()
+
+
 SCENARIOS: dict[str, Callable[[Size, Path | None], Outcome]] = {
     "zookeeper-cut": zookeeper_cut,
+    "storage-cut": storage_cut,
     "client-cut": client_cut,
+    "slow-link": slow_link,
     "lossy-link": lossy_link,
     "clock-skew": clock_skew,
 }

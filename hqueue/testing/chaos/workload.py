@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 from hqueue.client.client import Client
 from hqueue.errors import HQueueError
@@ -40,8 +40,9 @@ class Producers:
         self._lock = threading.Lock()
         self.acked = 0
         self.failed = 0
-        self.latencies: list[tuple[float, float]] = []
-        """(when, seconds) of each acknowledged put, ``when`` by :func:`time.monotonic`"""
+        self.latencies: list[tuple[float, float, int]] = []
+        """(when, seconds, partition) of each acknowledged put, ``when`` by
+        :func:`time.monotonic`"""
         self.errors: list[str] = []
         self.backwards: list[str] = []
         """acks of one thread on one partition whose id is not above the one before
@@ -85,7 +86,7 @@ class Producers:
                     if before is not None and position.id <= before:
                         self.backwards.append(f"{payload.decode()} at {position} after {before}")
                     self.acked += 1
-                    self.latencies.append((began, took))
+                    self.latencies.append((began, took, position.partition))
             i += 1
 
     def count(self) -> int:
@@ -93,10 +94,17 @@ class Producers:
         with self._lock:
             return self.acked
 
-    def between(self, start: float, end: float) -> list[float]:
-        """The latencies of the puts started between ``start`` and ``end``."""
+    def between(
+        self, start: float, end: float, partitions: Collection[int] | None = None
+    ) -> list[float]:
+        """The latencies of the puts started between ``start`` and ``end`` (to
+        ``partitions`` only, when given)."""
         with self._lock:
-            return [took for when, took in self.latencies if start <= when < end]
+            return [
+                took
+                for when, took, p in self.latencies
+                if start <= when < end and (partitions is None or p in partitions)
+            ]
 
 
 class Tailer:
