@@ -123,7 +123,12 @@ def shared_hbase(directory: Path, work_dir: Path) -> SharedHBase:
         state = directory / _STATE
         if state.exists():
             return SharedHBase(**json.loads(state.read_text()))
-        cluster = HBaseCluster(work_dir / "hbase").start()
+        # No balancer: tests that move their regions leave the servers uneven, and its
+        # moves would then close (and flush) other tests' regions under them. Suspected,
+        # not confirmed, as why a differential program failed in the full suite only.
+        cluster = HBaseCluster(
+            work_dir / "hbase", settings={"hbase.balancer.period": str(2**31 - 1)}
+        ).start()
         sidecars: list[SidecarProcess] = []
         try:
             assert cluster.zookeeper is not None
