@@ -124,8 +124,7 @@ def shared_hbase(directory: Path, work_dir: Path) -> SharedHBase:
         if state.exists():
             return SharedHBase(**json.loads(state.read_text()))
         # No balancer: tests that move their regions leave the servers uneven, and its
-        # moves would then close (and flush) other tests' regions under them. Suspected,
-        # not confirmed, as why a differential program failed in the full suite only.
+        # moves would then close (and flush) other tests' regions under them.
         cluster = HBaseCluster(
             work_dir / "hbase", settings={"hbase.balancer.period": str(2**31 - 1)}
         ).start()
