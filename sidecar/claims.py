@@ -33,7 +33,7 @@ from hqueue.metadata.managers import OwnerInfo, PartitionOwnershipManager
 from hqueue.metadata.metastore import MetaStore
 from hqueue.sidecar.ids import wall_clock_ms
 from hqueue.sidecar.options import SidecarOptions
-from hqueue.sidecar.partitions import HeldPartition, PartitionState
+from hqueue.sidecar.partitions import HeldPartition, PartitionState, spans
 from hqueue.sidecar.recovery import settle_last_write
 from hqueue.storage.contract import MessageStorage
 
@@ -238,7 +238,7 @@ class PartitionClaims:
                 self.id,
                 len(held),
                 queue,
-                _spans([hp.partition for hp in held]),
+                spans([hp.partition for hp in held]),
             )
         return held
 
@@ -267,7 +267,7 @@ class PartitionClaims:
                 self.id,
                 len(opened),
                 opened[0].queue,
-                _spans([hp.partition for hp in opened]),
+                spans([hp.partition for hp in opened]),
             )
         return len(opened) == len(hps)
 
@@ -382,7 +382,7 @@ class PartitionClaims:
             list(self._openers().map(self._let_go, few))
         for queue in sorted({hp.queue for hp in hps}):
             partitions = [hp.partition for hp in hps if hp.queue == queue]
-            log.info("sidecar %s released %s/%s", self.id, queue, _spans(partitions))
+            log.info("sidecar %s released %s/%s", self.id, queue, spans(partitions))
 
     def _let_go(self, hp: HeldPartition) -> None:
         """Delete the partition's owner entry if it is still this ownership's."""
@@ -420,18 +420,3 @@ class PartitionClaims:
         """Stop the threads that release partitions, once their work is done."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
-
-
-def _spans(partitions: list[int]) -> str:
-    """Return partition numbers as ranges, for a log line: ``"0-511, 600"``."""
-    ranges: list[str] = []
-    ordered = sorted(partitions)
-    start = prev = ordered[0]
-    for p in [*ordered[1:], None]:
-        if p is not None and p == prev + 1:
-            prev = p
-            continue
-        ranges.append(str(start) if start == prev else f"{start}-{prev}")
-        if p is not None:
-            start = prev = p
-    return ", ".join(ranges)

@@ -44,8 +44,8 @@ from hqueue.metadata.resources import (
 from hqueue.metadata.version import Version, Versioned
 from hqueue.settings import parse_regionserver
 from hqueue.sidecar.assignment import Assignment, Beside, Placement, rebalance
-from hqueue.sidecar.claims import _spans
 from hqueue.sidecar.ids import wall_clock_ms
+from hqueue.sidecar.partitions import spans
 from hqueue.sidecar.region_map import RegionMap
 from hqueue.sidecar.registration import quietly
 
@@ -258,7 +258,7 @@ class Leadership:
                     "(assigned evenly): %s",
                     name,
                     len(now),
-                    _spans(list(now)),
+                    spans(list(now)),
                 )
             elif now != before:
                 log.info("queue %r: every partition is owned beside its region server", name)

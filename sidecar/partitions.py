@@ -27,7 +27,7 @@ from hqueue.sidecar.ids import IdClock
 from hqueue.sidecar.producers import ProducerWindow
 from hqueue.storage.producers import StoredProducer
 
-__all__ = ["HeldPartition", "PartitionState"]
+__all__ = ["HeldPartition", "PartitionState", "spans"]
 
 
 class PartitionState(enum.Enum):
@@ -125,3 +125,18 @@ class HeldPartition:
 
 _SWEEP_MS = 60_000
 """How often, at most, a partition's idle producers are looked for (on a put)."""
+
+
+def spans(partitions: list[int]) -> str:
+    """Return partition numbers as ranges, for a log line: ``"0-511, 600"``."""
+    ranges: list[str] = []
+    ordered = sorted(partitions)
+    start = prev = ordered[0]
+    for p in [*ordered[1:], None]:
+        if p is not None and p == prev + 1:
+            prev = p
+            continue
+        ranges.append(str(start) if start == prev else f"{start}-{prev}")
+        if p is not None:
+            start = prev = p
+    return ", ".join(ranges)

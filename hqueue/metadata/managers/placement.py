@@ -12,11 +12,11 @@ from hqueue.errors import NoKeyError
 from hqueue.metadata.metastore import MetaStore
 from hqueue.metadata.resources import ASSIGNMENT, SIDECAR, SidecarInfo
 
-__all__ = ["Placement", "PlacementReader"]
+__all__ = ["PlacementReader", "QueuePlacement"]
 
 
 @dataclass(frozen=True)
-class Placement:
+class QueuePlacement:
     """``beside[sidecar]``: the RegionServer a live sidecar stands beside (``HOST:PORT``
     or ``HOST``; sidecars that name none are left out); ``strays``: the queue's
     partitions the leader last found with no live sidecar beside their region server."""
@@ -26,13 +26,13 @@ class Placement:
 
 
 class PlacementReader:
-    """Reads a queue's :class:`Placement` from ``store``."""
+    """Reads a queue's :class:`QueuePlacement` from ``store``."""
 
     def __init__(self, store: MetaStore) -> None:
         self._assignments = ASSIGNMENT.open_table(store)
         self._sidecars = SIDECAR.open_table(store)
 
-    def read(self, queue: str, sidecars: Iterable[str]) -> Placement:
+    def read(self, queue: str, sidecars: Iterable[str]) -> QueuePlacement:
         """Return the placement of ``queue``'s partitions among ``sidecars`` (ids).
 
         :raises HQueueError: if the metadata store fails.
@@ -49,4 +49,4 @@ class PlacementReader:
             strays = tuple(self._assignments.get(queue).value.get("strays", ()))
         except NoKeyError:
             strays = ()
-        return Placement(beside, strays)
+        return QueuePlacement(beside, strays)

@@ -16,9 +16,12 @@ from hqueue.testing.chaos.scenarios import FULL, SCENARIOS, SMALL
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hqueue.testing.chaos")
     every = {**SCENARIOS, **HBASE_SCENARIOS}
-    parser.add_argument("scenarios", nargs="*", choices=[[], *every], metavar="SCENARIO")
+    parser.add_argument("scenarios", nargs="*", metavar="SCENARIO")
     parser.add_argument("--size", choices=["small", "medium", "full"], default="full")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.scenarios) - set(every))
+    if unknown:
+        parser.error(f"unknown scenario {unknown[0]!r}; one of {', '.join(sorted(every))}")
     # The clients' connection losses during a fault are expected, not news.
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
     size = {"small": SMALL, "medium": MEDIUM, "full": FULL}[args.size]
