@@ -312,7 +312,12 @@ class PartitionClaims:
         # partition opens, so a storage failure here leaves them all to the next try.
         settled = {
             hp.partition: settle_last_write(
-                self.storage, table, hp.partition, producers[hp.partition], last[hp.partition]
+                self.storage,
+                table,
+                hp.partition,
+                producers[hp.partition],
+                last[hp.partition],
+                hp.epoch,
             )
             for hp in ready
         }

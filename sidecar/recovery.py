@@ -46,12 +46,14 @@ def settle_last_write(
     partition: int,
     states: list[StoredProducer],
     last: MessageId | None,
+    epoch: int,
 ) -> Settled:
     """Return ``states`` (the partition's stored producer states), without the one
     whose newest batch is the partition's newest and ends past ``last``, the
     partition's last stored id, after writing that batch and state off (see the module
-    docstring). Reads nothing.
+    docstring), fenced at ``epoch``, the new owner's. Reads nothing else.
 
+    :raises NotOwnerError: a newer owner fenced the partition meanwhile.
     :raises StorageError: (or ConnectionLostError) if the storage fails.
     """
     newest: tuple[StoredProducer, ProducerBatch] | None = None
@@ -68,7 +70,7 @@ def settle_last_write(
         return Settled(states)
     cells = [(encode_rowkey(partition, i), i.timestamp) for i in ids]
     cells.append((producer_row(partition, state.producer), state.timestamp))
-    storage.write_off(table, cells)
+    storage.write_off(table, cells, [(partition, epoch)])
     log.warning(
         "partition %d: the last write of the previous owner was not wholly stored; wrote "
         "off its %d messages of producer %d, whose retry is written anew",

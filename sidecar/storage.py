@@ -394,18 +394,24 @@ class HBaseStorage:
         # it returns.
         return _done
 
-    def write_off(self, table: bytes, cells: Sequence[tuple[bytes, int]]) -> None:
+    def write_off(
+        self, table: bytes, cells: Sequence[tuple[bytes, int]], fences: Sequence[Fence]
+    ) -> None:
         h1 = hbase1()
         by_ts: dict[int, list[bytes]] = {}
         for row, ts in cells:
             by_ts.setdefault(ts, []).append(row)
+        # Checked before and after, as a write is: a deposed owner's delete would mask
+        # rows a new owner found stored and vouched for to a producer's retry.
+        self._check_fences(table, fences, "before writing off a failed write")
         # A family delete at a timestamp masks the family's cells at or before it, in
         # whatever order the delete and a late put arrive.
         delete = [h1.Mutation(column=FAMILY, isDelete=True)]  # no colon: the whole family
-        with self._hbase.client(f"write off {len(cells)} rows of a failed write") as client:
+        with self._writes.client(f"write off {len(cells)} rows of a failed write") as client:
             for ts, rows in sorted(by_ts.items()):
                 batch = [h1.BatchMutation(row=row, mutations=delete) for row in rows]
                 client.mutateRowsTs(table, batch, ts, {})
+        self._check_fences(table, fences, "after writing off a failed write")
 
     def producer_states(
         self, table: bytes, partition: int, producer: int | None = None

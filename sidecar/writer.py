@@ -33,7 +33,9 @@ later ids of its partition became visible (below them: invariant 1). So its rows
 "doubtful" until they are written off (:meth:`MessageStorage.write_off`: deleted at
 their own timestamps, which masks them whenever they land), and no later write of
 the partition starts, nor is any producer's state read back, until that delete is
-durable.
+durable. Only the partition's owner writes off, fenced as a write: a sidecar deposed
+meanwhile leaves the rows to the new owner, whose takeover settles the last write
+(:mod:`hqueue.sidecar.recovery`).
 """
 
 from __future__ import annotations
@@ -251,6 +253,8 @@ class Writer:
         """Write off the rows of the partition's failed writes, if any, before anything
         else of it is written or read back (see the module docstring).
 
+        :raises NotOwnerError: the partition is no longer held here, or another owner
+            fenced it (the rows are then that owner's to settle).
         :raises UnavailableError: the storage failed the delete: the put may be
             retried, and the rows stay doubtful.
         """
@@ -265,8 +269,15 @@ class Writer:
             # The failed write's own wait: its writer reports how it ended.
             with contextlib.suppress(HQueueError):
                 pending()
+        # Only the partition's owner writes off: once another has taken over, its
+        # takeover read what of the write landed and may have answered the producer's
+        # retry with those ids (the storage checks the fence as for a write).
+        self._check_owned([hp])
         try:
-            self.storage.write_off(hp.table, cells)
+            self.storage.write_off(hp.table, cells, [(hp.partition, hp.epoch)])
+        except NotOwnerError:
+            self._lost_fence([hp])
+            raise
         except HQueueError as exc:
             raise UnavailableError(
                 f"partition {hp.partition}: a failed write could not be written off, so no "

@@ -146,7 +146,9 @@ class EngineStorage:
 
         return durable
 
-    def write_off(self, table: bytes, cells: Sequence[tuple[bytes, int]]) -> None:
+    def write_off(
+        self, table: bytes, cells: Sequence[tuple[bytes, int]], fences: Sequence[Fence]
+    ) -> None:
         # Nothing to do: the store writes a write in one transaction and has no
         # retries in flight, so a write it failed is not stored and cannot land later;
         # a delete would only take the producers' good states with it.

@@ -125,7 +125,9 @@ class MessageStorage(Protocol):
             call or from the returned one; some rows may then have been written.
         """
 
-    def write_off(self, table: bytes, cells: Sequence[tuple[bytes, int]]) -> None:
+    def write_off(
+        self, table: bytes, cells: Sequence[tuple[bytes, int]], fences: Sequence[Fence]
+    ) -> None:
         """Delete each ``(row, timestamp)``: every cell of the row at or before that
         timestamp. Given the rows of a write whose outcome is unknown (it failed, or
         timed out, after it was sent), at the timestamps it wrote them with: once this
@@ -135,9 +137,16 @@ class MessageStorage(Protocol):
         which ``hbase.hstore.time.to.purge.deletes`` defers: docs/deploy.md). Whatever
         of it had landed is gone; the caller hands out no later id of those
         timestamps, which the markers would mask too. A storage that cannot land a
-        failed write later may do nothing. Unfenced; rows and cells not written are
-        no error.
+        failed write later may do nothing. Rows and cells not written are no error.
 
+        Fenced as :meth:`write` is, by ``fences`` (the rows' partitions with the
+        caller's epochs): a newer owner's takeover read what of the write had landed,
+        and may have answered a producer's retry with those very ids, so a deposed
+        owner deletes nothing.
+
+        :raises NotOwnerError: a partition's fence no longer holds the caller's epoch:
+            before the delete (nothing was deleted), or after it (it may have raced
+            the takeover).
         :raises StorageError: (or ConnectionLostError) if the storage fails; nothing
             is then known of the delete, which may be repeated.
         """

@@ -17,13 +17,15 @@ as the gateway would have.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 from hqueue.client.client import Client
-from hqueue.errors import StorageError
+from hqueue.errors import HQueueError, StorageError
+from hqueue.message import COLUMN_PREFIX, ROWKEY_BYTES, decode_rowkey
 from hqueue.sidecar.node import SidecarConfig, SidecarServer
 from hqueue.sidecar.storage import HBaseStorage
 from hqueue.storage.contract import CellGroup
@@ -60,25 +62,38 @@ class LateGateway:
             self._storage.write(table, groups, [])()
 
 
-@pytest.fixture
-def late_cluster(
-    real_hbase: SharedHBase, hbase_prefix: str
-) -> Iterator[tuple[LateGateway, Client]]:
+@contextmanager
+def _sidecar_on(
+    real_hbase: SharedHBase,
+    hbase_prefix: str,
+    wrap: Callable[[HBaseStorage], Any],
+    put_timeout: float,
+) -> Iterator[tuple[Any, Client, HBase]]:
+    """One sidecar on the real cluster whose storage is ``wrap`` of the real one, a
+    client giving up a put after ``put_timeout`` seconds, and the HBase connection
+    the sidecar writes through."""
     hbase = HBase(real_hbase.address, table_prefix=hbase_prefix)
-    late = LateGateway(HBaseStorage(hbase))
+    storage = wrap(HBaseStorage(hbase))
     config = SidecarConfig(
         hbase=real_hbase.address, table_prefix=hbase_prefix, session_timeout=3.0,
         takeover_grace=0.5,
     )  # fmt: skip
-    server = SidecarServer(config, storage=late).start()  # type: ignore[arg-type]
-    client = real_hbase.client(
-        table_prefix=hbase_prefix,
-        put_timeout=30,
-    )
-    yield late, client
-    client.close()
-    server.stop()
-    hbase.close()
+    server = SidecarServer(config, storage=storage).start()
+    client = real_hbase.client(table_prefix=hbase_prefix, put_timeout=put_timeout)
+    try:
+        yield storage, client, hbase
+    finally:
+        client.close()
+        server.stop()
+        hbase.close()
+
+
+@pytest.fixture
+def late_cluster(
+    real_hbase: SharedHBase, hbase_prefix: str
+) -> Iterator[tuple[LateGateway, Client]]:
+    with _sidecar_on(real_hbase, hbase_prefix, LateGateway, 30) as (late, client, _):
+        yield late, client
 
 
 def _scan(client: Client, queue: str) -> list[tuple[bytes, str]]:
@@ -106,3 +121,67 @@ def test_a_failed_write_that_lands_late_never_appears_below_later_ids(
     late.land()  # the failed attempt arrives, with ids below `retried`
 
     assert _scan(client, queue_name) == before
+
+
+class LostReply:
+    """The sidecar's real storage, but for one write: it lands, its reply is lost, and
+    another owner's takeover fences the partition before the producer retries.
+
+    A FAKE for one fault (a gateway that stores a write and then fails the call,
+    at a chosen moment before a takeover); every call is the real storage's, on the
+    real cluster, the other owner's fence included."""
+
+    def __init__(self, storage: HBaseStorage) -> None:
+        self._storage = storage
+        self.fail_next = False
+        self.fenced: list[tuple[int, int]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
+
+    def write(self, table: bytes, groups: list[CellGroup], fences: Sequence[Fence]) -> Any:
+        if not self.fail_next:
+            return self._storage.write(table, groups, fences)
+        self.fail_next = False
+        self._storage.write(table, groups, fences)()
+        for partition, epoch in fences:
+            self._storage.fence(table, partition, epoch + 1)
+            self.fenced.append((partition, epoch + 1))
+        raise StorageError("the gateway's reply was lost (LostReply's fault)")
+
+
+def test_a_deposed_owner_writes_off_nothing_a_new_owner_found_stored(
+    real_hbase: SharedHBase, hbase_prefix: str, queue_name: str
+) -> None:
+    """The old owner of a write whose reply was lost must not delete its rows once
+    another owner has fenced the partition: that owner's takeover found them stored
+    and answers the producer's retry with their ids (a freeze of a region server lost
+    acknowledged messages so)."""
+    with _sidecar_on(real_hbase, hbase_prefix, LostReply, 15) as (lost, client, hbase):
+        client.create_queue(queue_name, partitions=1)
+        queue = client.queue(queue_name)
+        queue.put(b"first", topic="t", partition=0)
+        lost.fail_next = True
+        try:
+            acked = str(queue.put(b"landed", topic="t", partition=0))
+        except HQueueError:
+            acked = None  # not acknowledged: allowed, but nothing may be deleted
+        assert lost.fenced, "the fake never lost a reply"
+        stored = _raw_messages(hbase, queue_name)
+    assert [v for v, _ in stored] == [b"first", b"landed"], stored
+    if acked is not None:
+        assert acked == stored[1][1]
+
+
+def _raw_messages(hbase: HBase, queue: str) -> list[tuple[bytes, str]]:
+    """Every message row of the queue's table as HBase holds it (not through a
+    sidecar), with its id."""
+    out = []
+    with hbase.connection("scan") as conn:
+        for key, cells in conn.table(hbase.table_name(queue), use_prefix=False).scan():
+            if len(key) != ROWKEY_BYTES:
+                continue  # fence and producer rows
+            for column, value in cells.items():
+                if column.startswith(COLUMN_PREFIX):
+                    out.append((value, str(decode_rowkey(key)[1])))
+    return out

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import struct
 import time
 from collections.abc import Callable, Iterator
@@ -123,16 +122,13 @@ def _error_kind(e: Exception) -> str:
 
 def _unsettled(filt: Any, reverse: bool) -> bool:
     """Whether a filter expression is of a shape where this test found the two servers
-    to differ, a difference not yet settled (docs/standalone.md lists them): ``WHILE``,
-    ``SKIP`` or ``KeyOnlyFilter`` inside ``OR``, ``WHILE`` of
-    ``SingleColumnValueFilter`` or ``DependentColumnFilter``, and
-    ``ColumnCountGetFilter``."""
+    to differ, a difference not yet settled (docs/standalone.md lists them): ``SKIP``
+    or ``KeyOnlyFilter`` inside ``OR``, and ``ColumnCountGetFilter``."""
     if filt is None:
         return False
     text = filt.text
-    inside_or = " OR " in text and any(f in text for f in ("WHILE", "SKIP", "KeyOnlyFilter"))
-    row_while = re.search(r"WHILE (SingleColumnValue|DependentColumn)", text) is not None
-    return inside_or or row_while or "ColumnCountGetFilter" in text
+    inside_or = " OR " in text and any(f in text for f in ("SKIP", "KeyOnlyFilter"))
+    return inside_or or "ColumnCountGetFilter" in text
 
 
 def _compared(filt: Any, reverse: bool, batch: int | None) -> tuple[Any, int | None]:

@@ -366,27 +366,42 @@ class Skip(MFilter):
 
 
 class While(MFilter):
+    """HBase's WhileMatchFilter: the first cell its filter does not plainly include
+    ends the scan, after the row's cells before it (and that cell, if included with
+    INCLUDE_AND_NEXT_COL); the decision on the whole row is asked only of a row that
+    kept a cell; its filter reads row keys as in a forward scan."""
+
     def __init__(self, inner: MFilter) -> None:
         self.inner = inner
         self.next_col = inner.next_col
         self.text = f"WHILE {inner.text}"
         self.finished = False
+        self.kept_any = False
 
     def row_ok(self, row: bytes, reverse: bool) -> bool:
-        if not self.inner.row_ok(row, reverse):
+        # WhileMatchFilter does not tell its filter that the scan is reversed.
+        if not self.inner.row_ok(row, False):
             self.finished = True
         return not self.finished
 
     def cells(self, cs: list[MCell]) -> list[MCell]:
         out = self.inner.cells(cs)
-        if not _kept_all(self.inner, cs, out):
+        kept = [c[:2] for c in out]
+        n = 0
+        while n < len(cs) and n < len(kept) and cs[n][:2] == kept[n]:
+            n += 1
+            if self.inner.next_col:
+                break
+        if n < len(cs) or (self.inner.next_col and cs):
             self.finished = True
-        return out
+        self.kept_any = n > 0
+        return out[:n]
 
     def drop(self) -> bool:
-        if self.inner.drop():
+        if self.kept_any and self.inner.drop():
             self.finished = True
-        return self.finished
+            return True
+        return False
 
     def done(self) -> bool:
         return self.finished
@@ -808,10 +823,10 @@ class Model:
                 kept = filt.row_cells(kept)
                 if filt.drop():
                     kept = []
-                if filt.done():
-                    break
             if kept:
                 out.append((row, kept))
+            if filt is not None and filt.done():
+                break
         return out
 
 

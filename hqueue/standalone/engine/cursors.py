@@ -251,20 +251,21 @@ class Scanner:
                 visible = visible_cells(cells, cutoffs, self._selector, max_ts, versions)
                 if filt is not None:
                     visible = apply_filter(filt, visible, spec.max_versions)
-                    if filt.filter_all_remaining():
-                        # WHILE: this row failed, and so ends the scan.
-                        self._done = True
-                        return False
                     if visible:
                         filt.row_returned()
+                    # WHILE: the scan ends after this row, which keeps the cells
+                    # before the one its filter refused.
+                    self._done = filt.filter_all_remaining()
                 if not visible:
+                    if self._done:
+                        return False
                     continue
                 if spec.batch_size and len(visible) > spec.batch_size:
                     self._pending = (row, visible)
                     self._drain_pending(out, limit)
                 else:
                     out.append((row, visible))
-                if len(out) >= limit:
+                if self._done or len(out) >= limit:
                     return False
             self._done = True
             return False

@@ -19,10 +19,10 @@ the bytes, ``.`` matching newlines too) or ``'substring:v'`` (case-insensitive);
 operators are ``<``, ``<=``, ``=``, ``!=``, ``>=``, ``>``, and the last two
 comparators take only ``=`` and ``!=``. Filters combine with ``SKIP`` (the row is
 dropped if the filter drops any of its cells) and ``WHILE`` (the scan ends at the
-first row the filter drops anything of), which bind tightest, then ``AND``, then
-``OR``, and parentheses. String arguments are single-quoted, a quote doubled inside
-(``'it''s'``). Anything else is refused with HBase's message (``Filter Name X not
-supported``, ...).
+first cell the filter drops, after the cells of its row before it), which bind
+tightest, then ``AND``, then ``OR``, and parentheses. String arguments are
+single-quoted, a quote doubled inside (``'it''s'``). Anything else is refused with
+HBase's message (``Filter Name X not supported``, ...).
 
 A compiled filter answers per row, in HBase's order: whether to look at the row at
 all (:meth:`Filter.filter_row_key`, which may also end the scan or the region),
@@ -165,7 +165,7 @@ class Filter:
         return False
 
     def filter_all_remaining(self) -> bool:
-        """Return True once the scan must end (``WHILE``), the current row excluded."""
+        """Return True once the scan must end (``WHILE``) after the current row."""
         return False
 
     def row_returned(self) -> None:
@@ -539,6 +539,21 @@ def _kept_all(inner: Filter, before: list[Cell], after: list[Cell]) -> bool:
     return {(c[0], c[1]) for c in after} == {(c[0], c[1]) for c in before}
 
 
+def _included_prefix(inner: Filter, before: list[Cell], after: list[Cell]) -> int:
+    """Return how many of the first cells of ``before`` ``inner`` included before its
+    first other answer: its ``INCLUDE_AND_NEXT_COL`` (``includes_next_column``) is such
+    an answer, given with the first cell it includes."""
+    kept = {(c[0], c[1]) for c in after}
+    taken = 0
+    for cell in before:
+        if (cell[0], cell[1]) not in kept:
+            break
+        taken += 1
+        if inner.includes_next_column:
+            break
+    return taken
+
+
 class SkipFilter(Filter):
     """``SKIP f``: the whole row goes if ``f`` drops any of its cells.
 
@@ -575,9 +590,17 @@ class SkipFilter(Filter):
 
 
 class WhileMatchFilter(Filter):
-    """``WHILE f``: the scan ends at the first row ``f`` drops, or drops a cell of.
-    As HBase's ``WhileMatchFilter``, it never asks ``f`` to trim a row's cells
-    (``filterRowCells``): ``WHILE DependentColumnFilter(...)`` keeps them all."""
+    """``WHILE f``: the scan ends at the first cell ``f`` does not plainly include, or
+    at the first row key ``f`` drops.
+
+    As HBase's ``WhileMatchFilter``: the row in which ``f`` first answers anything but
+    ``INCLUDE`` for a cell is still returned with the cells before that one (and that
+    cell too when ``f`` included it with ``INCLUDE_AND_NEXT_COL``), and the scan ends
+    after it. ``f`` is never asked to trim a row's cells (``filterRowCells``), so
+    ``WHILE DependentColumnFilter(...)`` keeps them all, and is asked about the whole
+    row (``filterRow``) only when the row kept a cell. In a reversed scan ``f`` still
+    reads row keys as in a forward one (``WHILE InclusiveStopFilter('r')`` then ends
+    nothing before ``r``)."""
 
     has_filter_row = True
 
@@ -588,23 +611,29 @@ class WhileMatchFilter(Filter):
         self.inner = inner
         self.includes_next_column = inner.includes_next_column
         self.finished = False
+        self._kept_any = False
 
     def filter_row_key(self, row: bytes, reverse: bool) -> RowDecision:
-        if self.inner.filter_row_key(row, reverse) != RowDecision.INCLUDE:
+        # HBase's WhileMatchFilter does not pass a reversed scan's direction on
+        # (setReversed), so its filter reads row keys as in a forward scan.
+        if self.inner.filter_row_key(row, False) != RowDecision.INCLUDE:
             self.finished = True
             return RowDecision.STOP
         return RowDecision.INCLUDE
 
     def filter_cells(self, cells: list[Cell]) -> list[Cell]:
         out = self.inner.filter_cells(cells)
-        if not _kept_all(self.inner, cells, out):
+        taken = _included_prefix(self.inner, cells, out)
+        if taken < len(cells) or (self.inner.includes_next_column and cells):
             self.finished = True
-        return out
+        self._kept_any = taken > 0
+        return out[:taken]
 
     def filter_row(self) -> bool:
-        if self.inner.filter_row():
+        if self._kept_any and self.inner.filter_row():
             self.finished = True
-        return self.finished
+            return True
+        return False
 
     def filter_all_remaining(self) -> bool:
         return self.finished
