@@ -52,7 +52,13 @@ from hqueue.errors import (
     NotOwnerError,
     UnavailableError,
 )
-from hqueue.message import COLUMN_PREFIX, MAX_PARTITIONS, check_topic
+from hqueue.message import (
+    COLUMN_PREFIX,
+    MAX_PARTITIONS,
+    ROWKEY_BYTES,
+    check_topic,
+    decode_rowkey,
+)
 from hqueue.metadata.managers import QueueInfoManager
 from hqueue.sidecar.membership import Membership
 from hqueue.sidecar.options import SidecarOptions
@@ -284,10 +290,12 @@ class Writer:
                 f"later write is started: {exc}"
             ) from None
         log.warning(
-            "partition %d of %s: wrote off the %d rows of a write whose outcome was unknown",
+            "partition %d of %s: wrote off the %d rows of a write whose outcome was unknown "
+            "(messages %s)",
             hp.partition,
             hp.queue,
             len(cells),
+            _ids_text(cells),
         )
         with hp.lock:
             hp.doubtful.difference_update(cells)
@@ -434,6 +442,14 @@ def _claims(
             )
         claims[p] = claim
     return claims
+
+
+def _ids_text(cells: list[tuple[bytes, int]]) -> str:
+    """The ids of the message rows among ``cells``, as a span ("none" if none)."""
+    ids = sorted(decode_rowkey(row)[1] for row, _ in cells if len(row) == ROWKEY_BYTES)
+    if not ids:
+        return "none"
+    return str(ids[0]) if len(ids) == 1 else f"{ids[0]}..{ids[-1]}"
 
 
 def topic_column(topic: str, index: int) -> bytes:

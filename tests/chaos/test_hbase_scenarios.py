@@ -59,9 +59,9 @@ def test_a_killed_region_server_loses_nothing(rig: HBaseRig) -> None:
 
 @pytest.mark.xfail(
     strict=False,
-    reason="finding (issue 35): a region server frozen past its session loses acknowledged "
-    "messages in most runs: the old owner writes off (delete markers at the rows' own "
-    "timestamps) a write whose ids a producer was answered with",
+    reason="finding: a region server frozen past its session loses an acknowledged message "
+    "in about 4 of 10 runs: the partition's owner writes off (delete markers at the rows' "
+    "own timestamps) a write whose ids a producer was answered with (docs/operations.md)",
 )
 def test_a_frozen_region_server_loses_nothing_and_lands_nothing_late(rig: HBaseRig) -> None:
     outcome = _passes(regionserver_freeze, rig)
