@@ -307,8 +307,10 @@ class Writer:
 
     def _read_back(self, hp: HeldPartition, producer: int) -> None:
         """Read a producer's state back from the storage if a failed write left it
-        unsure here: after the writes started before, which may hold its batches.
+        unsure here: after the writes started before, which may hold its batches,
+        and after the partition's failed writes are written off.
 
+        :raises NotOwnerError: as :meth:`_settle`.
         :raises UnavailableError: the storage failed (the put may be retried).
         """
         with hp.lock:
@@ -319,6 +321,12 @@ class Writer:
             # Only the wait matters here: its own writer reports a failure.
             with contextlib.suppress(HQueueError):
                 pending()
+        # Read only once the failed write is written off, even if this put settled
+        # the partition before that write failed (it then waited here for the lock):
+        # read before, the producer's row (written before the messages it names)
+        # may name a batch the write-off then deletes, and a retry would be
+        # answered with the ids of deleted messages.
+        self._settle(hp)
         try:
             stored = self.storage.producer_states(hp.table, hp.partition, producer)
         except HQueueError as exc:

@@ -17,6 +17,8 @@ as the gateway would have.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -31,29 +33,45 @@ from hqueue.sidecar.storage import HBaseStorage
 from hqueue.storage.contract import CellGroup
 from hqueue.storage.fence import Fence
 from hqueue.storage.hbase import HBase
+from hqueue.storage.producers import PRODUCER_COLUMN
 from hqueue.testing.shared_hbase import SharedHBase
 
 
-class LateGateway:
+class OneFaultyWrite:
+    """The sidecar's real storage, every call passed on, but for the next write once
+    ``fail_next`` is set: :meth:`fault` makes that one instead (a FAKE for the one
+    fault each subclass names)."""
+
+    def __init__(self, storage: HBaseStorage) -> None:
+        self._storage = storage
+        self.fail_next = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
+
+    def write(self, table: bytes, groups: list[CellGroup], fences: Sequence[Fence]) -> Any:
+        if not self.fail_next:
+            return self._storage.write(table, groups, fences)
+        self.fail_next = False
+        return self.fault(table, groups, fences)
+
+    def fault(self, table: bytes, groups: list[CellGroup], fences: Sequence[Fence]) -> Any:
+        raise NotImplementedError
+
+
+class LateGateway(OneFaultyWrite):
     """The sidecar's real storage, but for one write: reported failed, landed later.
 
     A FAKE for one fault (see the module docstring); every other call is the real
     storage's, on the real cluster."""
 
     def __init__(self, storage: HBaseStorage) -> None:
-        self._storage = storage
-        self.fail_next = False
+        super().__init__(storage)
         self.held: list[tuple[bytes, list[CellGroup]]] = []
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._storage, name)
-
-    def write(self, table: bytes, groups: list[CellGroup], fences: Sequence[Fence]) -> Any:
-        if self.fail_next:
-            self.fail_next = False
-            self.held.append((table, groups))
-            raise StorageError("the gateway timed out (LateGateway's fault)")
-        return self._storage.write(table, groups, fences)
+    def fault(self, table: bytes, groups: list[CellGroup], fences: Sequence[Fence]) -> Any:
+        self.held.append((table, groups))
+        raise StorageError("the gateway timed out (LateGateway's fault)")
 
     def land(self) -> None:
         """Deliver the held writes as the gateway would: past the sidecar's fence
@@ -123,7 +141,7 @@ def test_a_failed_write_that_lands_late_never_appears_below_later_ids(
     assert _scan(client, queue_name) == before
 
 
-class LostReply:
+class LostReply(OneFaultyWrite):
     """The sidecar's real storage, but for one write: it lands, its reply is lost, and
     another owner's takeover fences the partition before the producer retries.
 
@@ -132,17 +150,10 @@ class LostReply:
     real cluster, the other owner's fence included."""
 
     def __init__(self, storage: HBaseStorage) -> None:
-        self._storage = storage
-        self.fail_next = False
+        super().__init__(storage)
         self.fenced: list[tuple[int, int]] = []
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._storage, name)
-
-    def write(self, table: bytes, groups: list[CellGroup], fences: Sequence[Fence]) -> Any:
-        if not self.fail_next:
-            return self._storage.write(table, groups, fences)
-        self.fail_next = False
+    def fault(self, table: bytes, groups: list[CellGroup], fences: Sequence[Fence]) -> Any:
         self._storage.write(table, groups, fences)()
         for partition, epoch in fences:
             self._storage.fence(table, partition, epoch + 1)
@@ -163,7 +174,7 @@ def test_a_deposed_owner_writes_off_nothing_a_new_owner_found_stored(
         queue.put(b"first", topic="t", partition=0)
         lost.fail_next = True
         try:
-            acked = str(queue.put(b"landed", topic="t", partition=0))
+            acked = str(queue.put(b"landed", topic="t", partition=0).id)
         except HQueueError:
             acked = None  # not acknowledged: allowed, but nothing may be deleted
         assert lost.fenced, "the fake never lost a reply"
@@ -171,6 +182,54 @@ def test_a_deposed_owner_writes_off_nothing_a_new_owner_found_stored(
     assert [v for v, _ in stored] == [b"first", b"landed"], stored
     if acked is not None:
         assert acked == stored[1][1]
+
+
+class StalledWrite(OneFaultyWrite):
+    """The sidecar's real storage, but for one write: its producer row is stored, then
+    the write hangs for ``hang`` seconds (a region server frozen under its messages)
+    and fails without storing them.
+
+    A FAKE for one fault (a hang of a chosen write, long enough that the producer's
+    retry waits behind it); every call is the real storage's, on the real cluster."""
+
+    def __init__(self, storage: HBaseStorage, hang: float = 7.0) -> None:
+        super().__init__(storage)
+        self.hang = hang
+        self.failed = threading.Event()
+        self.reads_after_failure = 0
+
+    def fault(self, table: bytes, groups: list[CellGroup], fences: Sequence[Fence]) -> Any:
+        self._storage.write(table, [g for g in groups if g[0] == PRODUCER_COLUMN], fences)()
+        time.sleep(self.hang)  # the fault itself: the write hangs
+        self.failed.set()
+        raise StorageError("the gateway timed out writing the messages (StalledWrite's fault)")
+
+    def producer_states(self, table: bytes, partition: int, producer: int | None = None) -> Any:
+        if self.failed.is_set():
+            self.reads_after_failure += 1
+        return self._storage.producer_states(table, partition, producer)
+
+
+def test_a_retry_waiting_behind_a_failed_write_is_not_answered_with_its_ids(
+    real_hbase: SharedHBase, hbase_prefix: str, queue_name: str
+) -> None:
+    """A producer's retry that arrived while its failed write still held the partition
+    reads the producer's state back only after that write is written off: read before,
+    the state names the failed batch, and a later retry was answered with the ids of
+    messages the write-off deleted (a freeze of a region server lost acknowledged
+    messages so)."""
+    with _sidecar_on(real_hbase, hbase_prefix, StalledWrite, 15) as (stalled, client, hbase):
+        client.create_queue(queue_name, partitions=1)
+        queue = client.queue(queue_name)
+        queue.put(b"first", topic="t", partition=0)
+        stalled.fail_next = True
+        # The client gives up an attempt after 5 s and sends it again: the retry waits
+        # behind the hung write, then the failed write's state is read back.
+        acked = str(queue.put(b"stalled", topic="t", partition=0).id)
+        assert stalled.reads_after_failure, "no retry read the producer back"
+        stored = _raw_messages(hbase, queue_name)
+    assert [v for v, _ in stored] == [b"first", b"stalled"], stored
+    assert acked == stored[1][1]
 
 
 def _raw_messages(hbase: HBase, queue: str) -> list[tuple[bytes, str]]:
