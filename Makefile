@@ -127,7 +127,7 @@ lint: deps-test
 PYTEST_WORKERS ?= 2
 pytest: deps-test zookeeper crosslang-deps hbase-classpath
 	HQUEUE_HBASE_CLASSPATH_FILE=$(HBASE_CLASSPATH_FILE) \
-	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
 # The tests that need no server and no Java (marked `unit` by tests/conftest.py): seconds.
 test-unit: deps-test

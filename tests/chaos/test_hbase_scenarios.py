@@ -57,12 +57,6 @@ def test_a_killed_region_server_loses_nothing(rig: HBaseRig) -> None:
     _passes(regionserver_kill, rig)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="finding: a region server frozen past its session loses an acknowledged message "
-    "in about 4 of 10 runs: the partition's owner writes off (delete markers at the rows' "
-    "own timestamps) a write whose ids a producer was answered with (docs/operations.md)",
-)
 def test_a_frozen_region_server_loses_nothing_and_lands_nothing_late(rig: HBaseRig) -> None:
     outcome = _passes(regionserver_freeze, rig)
     assert outcome.figures["aborted after SIGCONT (s from SIGSTOP)"] != "no"

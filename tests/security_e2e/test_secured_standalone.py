@@ -276,9 +276,16 @@ def _standalone(tmp_path: Path, *args: str) -> tuple[str, str]:
         ready = proc.stdout.readline()
     finally:
         proc.terminate()
-        proc.wait(30)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        try:
+            # A server stopping under the suite's load can take longer than 30 s.
+            proc.wait(120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError("hqueue standalone did not stop within 120 s of SIGTERM") from None
+        finally:
+            if proc.stdout is not None:
+                proc.stdout.close()
     return ready, log.read_text()
 
 
