@@ -28,13 +28,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from hqueue.errors import HQueueError, NoKeyError
+from hqueue.errors import HQueueError, NoKeyError, NotOwnerError
 from hqueue.metadata.managers import OwnerInfo, PartitionOwnershipManager
 from hqueue.metadata.metastore import MetaStore
 from hqueue.sidecar.ids import wall_clock_ms
 from hqueue.sidecar.options import SidecarOptions
 from hqueue.sidecar.partitions import HeldPartition, PartitionState, spans
-from hqueue.sidecar.recovery import settle_last_write
+from hqueue.sidecar.recovery import Settled, settle_last_write
 from hqueue.storage.contract import MessageStorage
 
 __all__ = ["CLAIM_BATCH", "OPENERS", "RELEASE_IN_BULK", "STEP_BUDGET", "PartitionClaims"]
@@ -276,7 +276,8 @@ class PartitionClaims:
         their epochs, those not fenced yet, all in one storage request; then make
         writable, together, those whose grace has passed: their last stored ids and
         their producers' states read for all of them at once. Return those opened;
-        a partition whose fence a newer owner holds is warned about.
+        a partition whose fence a newer owner holds (at the fence, or when its last
+        write is settled) is warned about and not opened.
 
         :raises StorageError: (or ConnectionLostError) if the storage fails.
         """
@@ -309,18 +310,22 @@ class PartitionClaims:
         # it names (retries they never answered are answered here with their ids).
         producers = self.storage.producer_states_of(table, partitions)
         # The last write of an earlier owner may be half done: written off before any
-        # partition opens, so a storage failure here leaves them all to the next try.
-        settled = {
-            hp.partition: settle_last_write(
-                self.storage,
-                table,
-                hp.partition,
-                producers[hp.partition],
-                last[hp.partition],
-                hp.epoch,
-            )
-            for hp in ready
-        }
+        # partition opens, so a storage failure here leaves them all to the next try;
+        # a partition a newer owner fenced meanwhile is left out (and warned about).
+        settled: dict[int, Settled] = {}
+        for hp in ready:
+            try:
+                settled[hp.partition] = settle_last_write(
+                    self.storage,
+                    table,
+                    hp.partition,
+                    producers[hp.partition],
+                    last[hp.partition],
+                    hp.epoch,
+                )
+            except NotOwnerError as exc:
+                self._warn_once((hp.queue, hp.partition), exc)
+        ready = [hp for hp in ready if hp.partition in settled]
         for hp in ready:
             states, written_off = settled[hp.partition]
             hp.open(last[hp.partition], self._clock, states, written_off)

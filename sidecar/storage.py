@@ -404,13 +404,19 @@ class HBaseStorage:
         # Checked before and after, as a write is: a deposed owner's delete would mask
         # rows a new owner found stored and vouched for to a producer's retry.
         self._check_fences(table, fences, "before writing off a failed write")
+        attributes = {CHECKS_ATTRIBUTE: encode_checks(fence_checks(fences))}
         # A family delete at a timestamp masks the family's cells at or before it, in
         # whatever order the delete and a late put arrive.
         delete = [h1.Mutation(column=FAMILY, isDelete=True)]  # no colon: the whole family
-        with self._writes.client(f"write off {len(cells)} rows of a failed write") as client:
-            for ts, rows in sorted(by_ts.items()):
-                batch = [h1.BatchMutation(row=row, mutations=delete) for row in rows]
-                client.mutateRowsTs(table, batch, ts, {})
+        try:
+            with self._writes.client(f"write off {len(cells)} rows of a failed write") as client:
+                for ts, rows in sorted(by_ts.items()):
+                    batch = [h1.BatchMutation(row=row, mutations=delete) for row in rows]
+                    client.mutateRowsTs(table, batch, ts, attributes)
+        except StorageError as exc:
+            if fenced(exc):
+                raise NotOwnerError(f"write-off refused by the storage: {exc}") from None
+            raise
         self._check_fences(table, fences, "after writing off a failed write")
 
     def producer_states(

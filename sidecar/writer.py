@@ -34,8 +34,11 @@ later ids of its partition became visible (below them: invariant 1). So its rows
 their own timestamps, which masks them whenever they land), and no later write of
 the partition starts, nor is any producer's state read back, until that delete is
 durable. Only the partition's owner writes off, fenced as a write: a sidecar deposed
-meanwhile leaves the rows to the new owner, whose takeover settles the last write
-(:mod:`hqueue.sidecar.recovery`).
+meanwhile leaves the rows to the new owner, whose takeover writes off an idempotent
+producer's last batch if it is not wholly stored (:mod:`hqueue.sidecar.recovery`);
+what of a failed write lands after the takeover read, no one writes off (the window
+of invariant 3 in docs/architecture.md), and what of a failed write without a
+producer sequence had landed stays, beside its retry.
 """
 
 from __future__ import annotations

@@ -141,8 +141,12 @@ class MessageStorage(Protocol):
 
         Fenced as :meth:`write` is, by ``fences`` (the rows' partitions with the
         caller's epochs): a newer owner's takeover read what of the write had landed,
-        and may have answered a producer's retry with those very ids, so a deposed
-        owner deletes nothing.
+        and may have answered a producer's retry with those very ids. A storage that
+        checks the fence atomically refuses a deposed owner's delete; one that checks
+        it before and after (HBase) refuses it once the fence moved, but a delete
+        already under way then (a caller frozen between the check and the delete, a
+        gateway still retrying it) can land after the takeover read, the window a
+        write has too (docs/architecture.md, "The write path's invariants").
 
         :raises NotOwnerError: a partition's fence no longer holds the caller's epoch:
             before the delete (nothing was deleted), or after it (it may have raced

@@ -821,7 +821,8 @@ class Model:
                     kept.append(cell)
             if filt is not None:
                 kept = filt.row_cells(kept)
-                if filt.drop():
+                # HBase asks about the whole row only when it kept a cell.
+                if kept and filt.drop():
                     kept = []
             if kept:
                 out.append((row, kept))

@@ -198,6 +198,10 @@ def apply_filter(filt: Filter, cells: list[Cell], max_versions: int) -> list[Cel
                 taken += 1
         kept = out
     kept = filt.filter_row_cells(kept)
+    # As HBase's region scanner: a row left without cells is not asked about
+    # (filterRow), which matters to WHILE, whose answer can end the scan.
+    if not kept:
+        return []
     return [] if filt.filter_row() else kept
 
 
@@ -599,8 +603,8 @@ class WhileMatchFilter(Filter):
     after it. ``f`` is never asked to trim a row's cells (``filterRowCells``), so
     ``WHILE DependentColumnFilter(...)`` keeps them all, and is asked about the whole
     row (``filterRow``) only when the row kept a cell. In a reversed scan ``f`` still
-    reads row keys as in a forward one (``WHILE InclusiveStopFilter('r')`` then ends
-    nothing before ``r``)."""
+    reads row keys as in a forward one: ``WHILE InclusiveStopFilter('r')`` ends a
+    reversed scan at its first row above ``r``, never at or below ``r``."""
 
     has_filter_row = True
 
