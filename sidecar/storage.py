@@ -374,22 +374,8 @@ class HBaseStorage:
     def write(
         self, table: bytes, groups: list[CellGroup], fences: Sequence[Fence]
     ) -> Callable[[], None]:
-        # HBase cannot condition a multi-row write on another row: check the fences
-        # before (a deposed owner that woke up writes nothing) and after (a write
-        # that raced a takeover is never reported durable). A server that can check
-        # atomically (hqueue standalone) does so with the attribute.
-        self._check_fences(table, fences, "before writing")
-        attributes = {CHECKS_ATTRIBUTE: encode_checks(fence_checks(fences))}
         count = sum(len(g[2]) for g in groups)
-        try:
-            with self._writes.client(f"write {count} messages") as client:
-                for ts, batch in _calls(groups):
-                    client.mutateRowsTs(table, batch, ts, attributes)
-        except StorageError as exc:
-            if fenced(exc):
-                raise NotOwnerError(f"write refused by the storage: {exc}") from None
-            raise
-        self._check_fences(table, fences, "after writing; the write is not acknowledged")
+        self._fenced_calls(table, _calls(groups), fences, "writing", f"write {count} messages")
         # Thrift1 has no asynchronous write: this one is done, and so in order, when
         # it returns.
         return _done
@@ -401,23 +387,45 @@ class HBaseStorage:
         by_ts: dict[int, list[bytes]] = {}
         for row, ts in cells:
             by_ts.setdefault(ts, []).append(row)
-        # Checked before and after, as a write is: a deposed owner's delete would mask
-        # rows a new owner found stored and vouched for to a producer's retry.
-        self._check_fences(table, fences, "before writing off a failed write")
-        attributes = {CHECKS_ATTRIBUTE: encode_checks(fence_checks(fences))}
         # A family delete at a timestamp masks the family's cells at or before it, in
         # whatever order the delete and a late put arrive.
         delete = [h1.Mutation(column=FAMILY, isDelete=True)]  # no colon: the whole family
+        calls = [
+            (ts, [h1.BatchMutation(row=row, mutations=delete) for row in rows])
+            for ts, rows in sorted(by_ts.items())
+        ]
+        what = f"write off {len(cells)} rows of a failed write"
+        self._fenced_calls(table, calls, fences, "writing off a failed write", what)
+
+    def _fenced_calls(
+        self,
+        table: bytes,
+        calls: list[tuple[int, list[Any]]],
+        fences: Sequence[Fence],
+        doing: str,
+        what: str,
+    ) -> None:
+        """Make the ``mutateRowsTs`` calls (each a timestamp and its rows' mutations) in
+        order (``what`` and ``doing`` name them in errors), fenced by ``fences``: HBase
+        cannot condition a multi-row write on another row, so the fences are read
+        before (a deposed owner that woke up writes nothing) and after (a write that
+        raced a takeover is never reported done); a server that checks atomically
+        (hqueue standalone) does so with the checks attribute each call carries.
+
+        :raises NotOwnerError: a fence moved (or the storage refused a call by it).
+        :raises StorageError: (or ConnectionLostError) if HBase fails.
+        """
+        self._check_fences(table, fences, f"before {doing}")
+        attributes = {CHECKS_ATTRIBUTE: encode_checks(fence_checks(fences))}
         try:
-            with self._writes.client(f"write off {len(cells)} rows of a failed write") as client:
-                for ts, rows in sorted(by_ts.items()):
-                    batch = [h1.BatchMutation(row=row, mutations=delete) for row in rows]
+            with self._writes.client(what) as client:
+                for ts, batch in calls:
                     client.mutateRowsTs(table, batch, ts, attributes)
         except StorageError as exc:
             if fenced(exc):
-                raise NotOwnerError(f"write-off refused by the storage: {exc}") from None
+                raise NotOwnerError(f"{what}: refused by the storage: {exc}") from None
             raise
-        self._check_fences(table, fences, "after writing off a failed write")
+        self._check_fences(table, fences, f"after {doing}; not acknowledged")
 
     def producer_states(
         self, table: bytes, partition: int, producer: int | None = None
