@@ -171,6 +171,7 @@ bench: deps-test bench-deps zookeeper hbase-classpath
 	$(BIN)/python bench/bench_metadata.py
 	$(BIN)/python bench/bench_metadata_scale.py
 	$(BIN)/python bench/bench_queue.py
+	$(BIN)/python bench/bench_records.py
 	$(BIN)/python bench/bench_subscribe.py
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/python bench/bench_spark.py
 
@@ -186,6 +187,7 @@ bench-smoke: deps-test bench-deps zookeeper hbase-classpath
 	$(BIN)/python bench/bench_metadata_scale.py --smoke
 	$(BIN)/python bench/bench_admin.py --smoke
 	$(BIN)/python bench/bench_queue.py --smoke
+	$(BIN)/python bench/bench_records.py --smoke
 	$(BIN)/python bench/bench_subscribe.py --smoke
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/python bench/bench_spark.py --smoke
 	$(BIN)/python bench/soak_model.py --smoke

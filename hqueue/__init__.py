@@ -27,6 +27,7 @@ _EXPORTS = {
     "NewMessage": "hqueue.client.producer",
     "Position": "hqueue.message",
     "Queue": "hqueue.client.queue",
+    "Record": "hqueue.client.schemas",
     "RetryLater": "hqueue.client.listeners",
     "SubscribeOptions": "hqueue.client.subscribe_options",
     "Subscriber": "hqueue.client.subscriber",
@@ -46,6 +47,7 @@ __all__ = [
     "NewMessage",
     "Position",
     "Queue",
+    "Record",
     "RetryLater",
     "SubscribeOptions",
     "Subscriber",
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
     from hqueue.client.listeners import ConsumeStatus, MessageListener, RetryLater
     from hqueue.client.producer import NewMessage
     from hqueue.client.queue import Queue
+    from hqueue.client.schemas import Record
     from hqueue.client.subscribe_options import SubscribeOptions
     from hqueue.client.subscriber import Subscriber
     from hqueue.errors import AuthenticationError, AuthorizationError, HQueueError

@@ -50,6 +50,7 @@ from hqueue.client.dead_letters import DeadLetter, ReplayResult
 from hqueue.client.listeners import ConsumeStatus, Listener, RetryLater
 from hqueue.client.producer import NewMessage
 from hqueue.client.queue import Queue
+from hqueue.client.schemas import QueueSchemas, Record
 from hqueue.client.sender import SendCallback
 from hqueue.client.subscribe_options import SubscribeOptions, call_options
 from hqueue.client.subscription_admin import LagReport, SubscriptionInfo
@@ -254,17 +255,18 @@ class AsyncQueue(Pooled):
 
     async def put(
         self,
-        value: bytes | str,
+        value: object,
         topic: str,
         partition: int | None = None,
         key: bytes | str | None = None,
     ) -> Position:
-        """As :meth:`hqueue.Queue.put`: return where the message went once durable."""
+        """As :meth:`hqueue.Queue.put`: return where the message went once durable
+        (``value`` is bytes, str, or a record for a topic with a schema)."""
         return await self._run(self._queue.put, value, topic, partition, key)
 
     async def put_batch(
         self,
-        messages: Iterable[NewMessage | tuple[Any, ...] | bytes | str],
+        messages: Iterable[NewMessage | tuple[Any, ...] | object],
         *,
         topic: str | None = None,
         partition: int | None = None,
@@ -277,7 +279,7 @@ class AsyncQueue(Pooled):
 
     def send(
         self,
-        value: bytes | str,
+        value: object,
         topic: str,
         partition: int | None = None,
         key: bytes | str | None = None,
@@ -306,6 +308,18 @@ class AsyncQueue(Pooled):
     async def flush(self) -> None:
         """Wait until every message sent to this queue's client is durable or failed."""
         await self._run(self._queue.flush)
+
+    @property
+    def schemas(self) -> QueueSchemas:
+        """The queue's topic schemas (:attr:`hqueue.Queue.schemas`). Its calls block:
+        registering, listing and deleting go to the metadata store, so run them with
+        ``asyncio.to_thread``; :meth:`decode` is the awaitable way to decode."""
+        return self._queue.schemas
+
+    async def decode(self, message: Message, *, raw_fallback: bool = False) -> Record:
+        """As ``queue.schemas.decode``: ``message`` decoded through its topic's schema
+        (see :meth:`hqueue.client.schemas.QueueSchemas.decode`)."""
+        return await self._run(self._queue.schemas.decode, message, raw_fallback=raw_fallback)
 
     async def get(self, position: object) -> Message:
         """As :meth:`hqueue.Queue.get`.

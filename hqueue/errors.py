@@ -18,14 +18,18 @@ __all__ = [
     "ColumnFamilyNotFoundError",
     "ConnectionLostError",
     "HQueueError",
+    "IncompatibleSchemaError",
     "InvalidArgumentError",
     "InvalidMessageError",
+    "InvalidRecordError",
+    "InvalidSchemaError",
     "KeyExistsError",
     "MetadataError",
     "NoKeyError",
     "NoMessageError",
     "NoOwnerInfoError",
     "NoQueueError",
+    "NoSchemaError",
     "NoSubscriptionError",
     "NotOwnerError",
     "OutOfOrderSequenceError",
@@ -115,6 +119,31 @@ class ClusterMismatchError(WrongServiceError):
 # --- metadata (hqueue.metadata): Hedwig's errors, under one MetadataError ---
 
 
+class InvalidRecordError(InvalidMessageError):
+    """A record does not fit its topic's schema, or a stored value cannot be decoded
+    with it: the message names the field (a JSON pointer such as ``/price``) and the
+    rule it breaks; ``index`` is the record's place in its batch. Nothing of the
+    batch was written."""
+
+    def __init__(self, message: str, index: int = -1, field: str = "") -> None:
+        super().__init__(message, index)
+        self.field = field
+
+
+class InvalidSchemaError(InvalidArgumentError):
+    """A schema definition is not valid JSON Schema (draft 2020-12) or Avro; the
+    message says where."""
+
+
+class IncompatibleSchemaError(InvalidArgumentError):
+    """A new schema version breaks its topic's compatibility rule; ``problems`` lists
+    each broken rule, naming the field. Nothing was registered."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = list(problems or [])
+
+
 class MetadataError(HQueueError):
     """The metadata store (ZooKeeper, or the metadata table in HBase) refused or failed
     an operation."""
@@ -139,6 +168,10 @@ class NoSubscriptionError(NoKeyError):
 
 class NoQueueError(NoKeyError):
     """No queue of that name is registered in the metadata."""
+
+
+class NoSchemaError(NoKeyError):
+    """The topic (or its queue as a whole) has no schema, or not the version asked for."""
 
 
 class KeyExistsError(MetadataError):

@@ -2,7 +2,8 @@
 
 ``POSITION`` is ``partition@timestamp:sequence``, as ``hqueue put`` prints it. The
 message is printed as ``hqueue scan`` prints one (text: id, partition, topic, value,
-tab-separated; ``--format json``: one object). No message there (never written, or
+tab-separated; ``--format json``: one object; ``--decode``: a typed topic's message
+as its record, as ``hqueue scan --decode`` prints it). No message there (never written, or
 expired with the queue's TTL) is an error: one line, status 1 (see
 :meth:`hqueue.Queue.get`).
 """
@@ -14,7 +15,7 @@ import sys
 import click
 
 from hqueue.cli.common import client_for, format_option, root_options
-from hqueue.cli.scan import _json_line, _text_line
+from hqueue.cli.scan import line_formatter
 from hqueue.errors import HQueueError
 from hqueue.message import Position
 
@@ -24,9 +25,10 @@ __all__ = ["get"]
 @click.command("get")
 @click.argument("queue_name", metavar="QUEUE")
 @click.argument("position", metavar="POSITION")
+@click.option("--decode", is_flag=True, help="Print a typed topic's message as its record.")
 @format_option
 @click.pass_context
-def get(ctx: click.Context, queue_name: str, position: str) -> None:
+def get(ctx: click.Context, queue_name: str, position: str, decode: bool) -> None:
     """Print the message at POSITION of QUEUE (partition@timestamp:sequence).
 
     It is printed as `hqueue scan` prints one; a position where no message is (never
@@ -37,8 +39,10 @@ def get(ctx: click.Context, queue_name: str, position: str) -> None:
     except HQueueError as exc:
         # Before any server is asked, naming the argument.
         raise click.ClickException(f"POSITION: {exc}") from None
+    json_output = root_options(ctx).get("format") == "json"
     with client_for(ctx) as client:
-        message = client.queue(queue_name).get(located)
-    line = _json_line if root_options(ctx).get("format") == "json" else _text_line
-    sys.stdout.write(line(message))
+        queue = client.queue(queue_name)
+        message = queue.get(located)
+        text = line_formatter(json_output, queue.schemas if decode else None)(message)
+    sys.stdout.write(text)
     sys.stdout.flush()

@@ -89,6 +89,10 @@ COMMANDS = {
         "Print how far each subscription of QUEUE is behind, per partition, in time and "
         "messages, and the verdict on each (OK, WARN, STALL, STOP, REWIND).",
     ),
+    "schema": LazyCommand(
+        "hqueue.cli.schema:schema",
+        "Register, check, read and delete the record schemas of a queue's topics.",
+    ),
     "token": LazyCommand(
         "hqueue.cli.token:token",
         "Make signing keys, create signed tokens and show what a token says.",

@@ -29,6 +29,11 @@ message, and they are exactly the lines before it. Lines after it that the produ
 had already taken may have been written too: the error says how many. A negative
 ``--partition`` is a usage error (status 2).
 
+On a topic with a schema (docs/schemas.md) each line is a JSON record instead: put
+reads the whole input first, validates and encodes every record with the topic's
+newest schema, and refuses the whole input, writing nothing, when one line does not
+fit (the error names the line, the field and the rule). Blank lines are skipped.
+
 Ctrl-C stops reading, waits for the lines already read to be written and prints their
 positions (a second Ctrl-C stops at once), prints ``interrupted: N messages put, the
 last POSITION`` to stderr and exits with status 130. If stdout is closed, put stops
@@ -60,6 +65,7 @@ from hqueue.progress import Counter
 
 if TYPE_CHECKING:
     from hqueue.client.client import Client, Queue
+    from hqueue.records.codec import RecordSchema
 
 __all__ = ["put", "read_lines"]
 
@@ -315,6 +321,40 @@ def _put_all(
     )
 
 
+def _schema_of(queue: Queue, topic: str) -> RecordSchema | None:
+    """Return the schema ``topic``'s records are written with, or ``None`` if it has
+    none (its lines are then raw messages)."""
+    from hqueue.errors import NoSchemaError
+
+    try:
+        return queue.schemas.writer(topic)
+    except NoSchemaError:
+        return None
+
+
+def _encode_lines(schema: RecordSchema, lines: list[bytes]) -> list[bytes]:
+    """Return each non-blank line's JSON record encoded with ``schema``.
+
+    :raises click.ClickException: naming the first line that is not JSON or does not
+        fit, before anything is written.
+    """
+    values = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise click.ClickException(
+                f"line {number} is not a JSON record ({exc}); nothing was written"
+            ) from None
+        try:
+            values.append(schema.encode(record))
+        except HQueueError as exc:
+            raise click.ClickException(f"line {number}: {exc}; nothing was written") from None
+    return values
+
+
 @click.command("put")
 @click.argument("queue_name", metavar="QUEUE")
 @click.option("--topic", "-t", required=True, help="The messages' topic (1..255 bytes).")
@@ -366,7 +406,15 @@ def put(
                 f"{queue.partitions} partitions (0..{queue.partitions - 1})"
             )
         read: Callable[[int], Iterator[list[bytes]]]
-        if value is not None:
+        schema = _schema_of(queue, topic)
+        if schema is not None:
+            if value is not None:
+                lines = [os.fsencode(value)]
+            else:
+                lines = [line for chunk in read_lines(sys.stdin.buffer) for line in chunk]
+            records = _encode_lines(schema, lines)
+            read = lambda stop: iter([records])  # noqa: E731
+        elif value is not None:
             # os.fsencode gives back the exact argv bytes, even if not UTF-8.
             one = os.fsencode(value)
             read = lambda stop: iter([[one]])  # noqa: E731

@@ -20,6 +20,12 @@ two kinds of payload cannot be confused: ``'text'`` when it is UTF-8,
 ``{"id", "partition", "topic", "timestamp", "value"}``, with ``value_base64`` in
 place of ``value`` for payloads that are not UTF-8.
 
+``--decode`` prints the messages of typed topics as their records (docs/schemas.md):
+text output shows the record as compact JSON in place of the value; JSON output has
+``record`` and ``schema_version`` in place of ``value``. Raw messages (no schema
+header, or a schema since deleted) are printed as without ``--decode``; bytes in an
+Avro record print as base64, decimals, times and UUIDs as strings.
+
 A count of messages printed so far goes to stderr, only when stderr is a terminal.
 Errors print one line and exit with status 1 (a malformed command line, such as
 ``--partition -1``, is a usage error: status 2). A closed stdout (``hqueue scan q |
@@ -28,9 +34,10 @@ head``) ends the scan quietly with status 0.
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
 import click
@@ -52,8 +59,9 @@ from hqueue.settings import DEFAULT_SCAN_BATCH_SIZE
 
 if TYPE_CHECKING:
     from hqueue.client.scanners import CombinedPartitionScanner, PartitionScanner, QueueScanner
+    from hqueue.client.schemas import QueueSchemas
 
-__all__ = ["scan"]
+__all__ = ["line_formatter", "scan"]
 
 _PROGRESS_EVERY = 1024  # messages between looks at the clock
 
@@ -71,8 +79,42 @@ def _json_line(message: Message) -> str:
     return json.dumps(message.to_json()) + "\n"
 
 
-def _print(messages: Iterable[Message], json_output: bool, out: TextIO) -> None:
-    format_line = _json_line if json_output else _text_line
+def _jsonable(value: object) -> object:
+    """JSON for the Avro values ``json`` cannot write: bytes as base64, and decimals,
+    times and UUIDs as their text."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    return str(value)
+
+
+def line_formatter(
+    json_output: bool, schemas: QueueSchemas | None = None
+) -> Callable[[Message], str]:
+    """Return what prints one message: as stored, or (given the queue's ``schemas``,
+    for ``--decode``) decoded through its topic's schema where it has one."""
+    plain = _json_line if json_output else _text_line
+    if schemas is None:
+        return plain
+    decode = schemas.decode
+
+    def decoded(message: Message) -> str:
+        record = decode(message, raw_fallback=True)
+        if record.schema_version is None:
+            return plain(message)
+        if json_output:
+            data = message.to_json()
+            data.pop("value", None)
+            data.pop("value_base64", None)
+            data["record"] = record.value
+            data["schema_version"] = record.schema_version
+            return json.dumps(data, default=_jsonable) + "\n"
+        shown = json.dumps(record.value, default=_jsonable, separators=(",", ":"))
+        return f"{message.id}\t{message.partition}\t{message.topic}\t{shown}\n"
+
+    return decoded
+
+
+def _print(messages: Iterable[Message], format_line: Callable[[Message], str], out: TextIO) -> None:
     write = out.write
     progress = Counter("messages")
     count = 0
@@ -153,6 +195,7 @@ def _partitions_named(
     show_default=True,
     help="Rows per round trip to HBase.",
 )
+@click.option("--decode", is_flag=True, help="Print typed topics' messages as their records.")
 @format_option
 @click.pass_context
 def scan(
@@ -165,6 +208,7 @@ def scan(
     limit: int | None,
     merge: bool,
     batch_size: int,
+    decode: bool,
 ) -> None:
     """Print the messages of QUEUE, one per line."""
     for topic in topics:
@@ -205,8 +249,10 @@ def scan(
                 )
             else:
                 scanner = queue.scan(**scan_options)
+            json_output = root_options(ctx).get("format") == "json"
+            format_line = line_formatter(json_output, queue.schemas if decode else None)
             with scanner:
-                _print(scanner, root_options(ctx).get("format") == "json", sys.stdout)
+                _print(scanner, format_line, sys.stdout)
     except BrokenPipeError:
         # The reader went away (``| head``): that is the end of the output, not an error.
         silence_stdout()

@@ -37,7 +37,7 @@ from hqueue.cli.common import (
     silence_stdout,
     topic_option,
 )
-from hqueue.cli.scan import _json_line, _text_line
+from hqueue.cli.scan import line_formatter
 from hqueue.errors import HQueueError
 from hqueue.message import Message, check_topic
 from hqueue.metadata.policy import DEFAULT_BACKOFF_MAX_MS, DEFAULT_BACKOFF_MS
@@ -52,6 +52,7 @@ from hqueue.settings import (
 
 if TYPE_CHECKING:
     from hqueue.client.listeners import ConsumeStatus
+    from hqueue.client.schemas import QueueSchemas
     from hqueue.client.subscribe_options import SubscribeOptions
 
 __all__ = ["subscribe"]
@@ -69,14 +70,20 @@ class _Printer:
         from hqueue.client.listeners import ConsumeStatus
 
         self._success, self._retry_later = ConsumeStatus.SUCCESS, ConsumeStatus.RETRY_LATER
-        self._format: Callable[[Message], str] = _json_line if json_output else _text_line
+        self._json = json_output
+        self._format: Callable[[Message], str] = line_formatter(json_output)
         self._done = done
         self.broken = False
 
+    def decode_with(self, schemas: QueueSchemas) -> None:
+        """Print typed topics' messages as their records (``--decode``)."""
+        self._format = line_formatter(self._json, schemas)
+
     def as_member(self, member: str) -> None:
         """Mark every JSON line with the group member that received it."""
-        if self._format is _json_line:
-            self._format = lambda m: json.dumps({**m.to_json(), "member": member}) + "\n"
+        if self._json:
+            base = self._format
+            self._format = lambda m: json.dumps({**json.loads(base(m)), "member": member}) + "\n"
 
     def __call__(self, messages: list[Message]) -> ConsumeStatus:
         if self._done.is_set():
@@ -204,6 +211,7 @@ class _Printer:
     help="Take pushes only from peers with a certificate this CA signed (mutual TLS: "
     f"give it a CA that signs only the sidecars' certificates) [default: {ENV_TLS_CLIENT_CA}].",
 )
+@click.option("--decode", is_flag=True, help="Print typed topics' messages as their records.")
 @format_option
 @click.pass_context
 def subscribe(
@@ -228,6 +236,7 @@ def subscribe(
     push_tls_cert: str | None,
     push_tls_key: str | None,
     push_tls_client_ca: str | None,
+    decode: bool,
 ) -> None:
     """Print the messages of subscription NAME of QUEUE as they arrive.
 
@@ -271,7 +280,7 @@ def subscribe(
         auth_public_key=auth_public_key,
         tls_client_ca=push_tls_client_ca,
     )
-    _listen(ctx, queue_name, name, options, session_timeout)
+    _listen(ctx, queue_name, name, options, session_timeout, decode)
 
 
 def _listen(
@@ -280,14 +289,13 @@ def _listen(
     name: str,
     options: SubscribeOptions,
     session_timeout: float,
+    decode: bool = False,
 ) -> None:
     """Print what subscriber ``name`` of ``queue_name``, started with ``options``,
     receives, until SIGINT, SIGTERM or a closed stdout."""
     done = threading.Event()
     printer = _Printer(root_options(ctx).get("format") == "json", done)
     member = options.member
-    if member is not None:
-        printer.as_member(member)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         done.set()
@@ -296,6 +304,10 @@ def _listen(
     try:
         with client_for(ctx, session_timeout=session_timeout) as client:
             queue = client.queue(queue_name)
+            if decode:
+                printer.decode_with(queue.schemas)
+            if member is not None:
+                printer.as_member(member)
             try:
                 subscriber = queue.subscribe(name, printer, options=options)
             except OSError as exc:

@@ -25,6 +25,7 @@ from hqueue.metadata.managers import (
     SubscriptionDataManager,
 )
 from hqueue.metadata.managers.placement import PlacementReader
+from hqueue.metadata.managers.schema_registry import SchemaRegistry
 from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 from hqueue.security.credentials import client_security, zookeeper_auth
 from hqueue.security.secret import Secret
@@ -199,6 +200,7 @@ class Client(Closeable):
             queue_info=self._admin.queue_info,
             fast_scan=fast_scan,
             security=security,
+            registry=SchemaRegistry(metastore, self._cache),
         )
         self._producer = Producer(
             self._context.sidecars,

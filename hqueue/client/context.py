@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         QueueInfo,
         SubscriptionDataManager,
     )
+    from hqueue.metadata.managers.schema_registry import SchemaRegistry
     from hqueue.metadata.metastore import MetaStore
     from hqueue.storage.hbase import HBase
     from hqueue.storage.sidecars import Sidecars
@@ -84,8 +85,9 @@ class ClientContext:
     ``subscriptions`` (subscription data), ``metastore`` (for session listeners),
     ``queue_info`` (a queue's info read past the cache), ``fast_scan`` (whether
     scanners read through sidecars), ``security`` (what the client presents to
-    servers, and what its subscribers serve with: see :func:`~hqueue.connect`) and
-    ``hints`` (owners known ahead of the cache)."""
+    servers, and what its subscribers serve with: see :func:`~hqueue.connect`),
+    ``hints`` (owners known ahead of the cache) and ``registry`` (the topic schemas,
+    read through the client's watched cache)."""
 
     hbase: HBase
     sidecars: Sidecars
@@ -96,6 +98,7 @@ class ClientContext:
     fast_scan: bool = True
     security: ClientSecurity = PLAIN_CLIENT
     hints: OwnerHints = field(default_factory=OwnerHints)
+    registry: SchemaRegistry | None = None
 
 
 @dataclass(frozen=True)

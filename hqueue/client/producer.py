@@ -160,8 +160,10 @@ class _Put:
 
 
 class NewMessage(NamedTuple):
-    """A message to put: ``value`` (bytes, or str sent as UTF-8), ``topic``, and
-    optionally the ``partition`` or a ``key`` whose hash chooses it."""
+    """A message to put: ``value`` (bytes, or str sent as UTF-8; :meth:`Queue.put_batch
+    <hqueue.client.queue.Queue.put_batch>` also takes a record for a topic with a
+    schema, and encodes it), ``topic``, and optionally the ``partition`` or a ``key``
+    whose hash chooses it."""
 
     value: bytes | str
     topic: str

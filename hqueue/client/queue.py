@@ -26,6 +26,7 @@ from hqueue.client.scanners import (
     QueueScanner,
     ScanOptions,
 )
+from hqueue.client.schemas import QueueSchemas
 from hqueue.client.sender import SendCallback
 from hqueue.client.subscribe_options import SubscribeOptions, call_options
 from hqueue.client.subscriber import Subscriber
@@ -42,6 +43,7 @@ from hqueue.message import (
 )
 from hqueue.metadata.managers import OwnerInfo, QueueInfo
 from hqueue.metadata.policy import DeliveryPolicy
+from hqueue.records.codec import split_header
 from hqueue.settings import (
     DEFAULT_HOST,
     DEFAULT_LAG_COUNT_BOUND,
@@ -103,6 +105,7 @@ class Queue:
         self._handle = QueueHandle(info.name, info.partitions, client._context)
         """What the queue's scanners, subscriber and subscription administration use
         of it and its client."""
+        self._schemas: QueueSchemas | None = None
 
     @property
     def name(self) -> str:
@@ -116,6 +119,45 @@ class Queue:
 
     def __repr__(self) -> str:
         return f"Queue({self.name!r}, partitions={self.partitions})"
+
+    @property
+    def schemas(self) -> QueueSchemas:
+        """The queue's topic schemas (docs/schemas.md): register and read them, and
+        decode the messages of typed topics."""
+        if self._schemas is None:
+            context = self._client._context
+            registry = context.registry
+            if registry is None:
+                raise InvalidArgumentError("this client has no schema registry")
+            self._schemas = QueueSchemas(
+                self.name,
+                registry,
+                self._schema_uses,
+                lambda what: require_admin(context.security, what),
+            )
+        return self._schemas
+
+    def _schema_uses(self, topic: str | None, versions: set[int] | None) -> Message | None:
+        """Return a stored message written with one of ``versions`` of ``topic``'s
+        schema (``None``: the queue-wide one, so of a topic without its own), if any."""
+        own = {e.topic for e in self.schemas.list() if e.topic is not None}
+        with self.scan(topics=topic) as scanner:
+            for message in scanner:
+                if topic is None and message.topic in own:
+                    continue
+                framed = split_header(message.value)
+                if framed is not None and (versions is None or framed[0] in versions):
+                    return message
+        return None
+
+    def _typed(self, value: object, topic: str, index: int = -1) -> bytes | str:
+        """Return ``value`` as a message value: bytes and str as they are; any other
+        value is a record, encoded with ``topic``'s schema."""
+        if isinstance(value, bytes | str):
+            return value
+        if isinstance(value, bytearray | memoryview):
+            return bytes(value)
+        return self.schemas.encode(topic, value, index=index)
 
     def owners(self) -> dict[int, OwnerInfo]:
         """Return the owner of each partition that has one, by partition: the sidecar's
@@ -131,7 +173,7 @@ class Queue:
 
     def put(
         self,
-        value: bytes | str,
+        value: object,
         topic: str,
         partition: int | None = None,
         key: bytes | str | None = None,
@@ -141,15 +183,22 @@ class Queue:
         :meth:`get`, the scanners' and subscriptions' starts take back. The partition is
         ``partition``, else a stable hash of ``key``, else the next one round-robin.
 
+        ``value`` is bytes, or str sent as UTF-8, stored as given; or a record (a dict,
+        or a dataclass instance) for a topic with a schema, validated and encoded with
+        its newest version (docs/schemas.md).
+
         :raises InvalidArgumentError: on a bad value, topic, partition or key, or a
             payload over the sidecar's limit (nothing is written).
+        :raises InvalidRecordError: if a record does not fit the topic's schema (naming
+            the field and the rule), or the topic has none (nothing is written).
         :raises UnavailableError: if no owner acknowledged it within ``put_timeout``.
         """
-        return self._producer.put(self.info, [NewMessage(value, topic, partition, key)])[0]
+        message = NewMessage(self._typed(value, topic), topic, partition, key)
+        return self._producer.put(self.info, [message])[0]
 
     def put_batch(
         self,
-        messages: Iterable[NewMessage | tuple[Any, ...] | bytes | str],
+        messages: Iterable[NewMessage | tuple[Any, ...] | object],
         *,
         topic: str | None = None,
         partition: int | None = None,
@@ -159,6 +208,9 @@ class Queue:
 
         Each item is a :class:`NewMessage`, a ``(value, topic[, partition[, key]])``
         tuple, or a bare value taking ``topic`` (and ``partition``) from the keywords.
+        A value that is a record (a dict, or a dataclass instance) is encoded with its
+        topic's schema, as in :meth:`put`; every record is checked before anything is
+        sent.
         Messages without partition or key all go to one partition, the next one
         round-robin per call (a "sticky" batch, so it takes one round trip). Within a
         partition, ids follow the batch's order. Messages for partitions owned by
@@ -166,30 +218,42 @@ class Queue:
         acknowledged stay written (each part is all-or-nothing).
 
         :raises InvalidArgumentError: on a bad message (nothing is written).
+        :raises InvalidRecordError: if a record does not fit its topic's schema (its
+            ``index`` is the record's place; nothing is written).
         :raises UnavailableError: if some part was not acknowledged within
             ``put_timeout``.
         """
         batch: list[NewMessage] = []
-        for item in messages:
+        writers: dict[str, Any] = {}  # the topics' schemas, looked up once per call
+        for index, item in enumerate(messages):
             if isinstance(item, NewMessage):
-                batch.append(item)
-            elif isinstance(item, bytes | str):
+                message = item
+            elif isinstance(item, tuple):
+                message = NewMessage(*item)
+            else:
                 if topic is None:
                     raise InvalidArgumentError(
                         "bare values in put_batch() need the 'topic' keyword"
                     )
-                batch.append(NewMessage(item, topic, partition))
-            elif isinstance(item, tuple):
-                batch.append(NewMessage(*item))
-            else:
-                raise InvalidArgumentError(
-                    f"put_batch() takes NewMessage, tuples or values, not {type(item).__name__}"
-                )
+                message = NewMessage(item, topic, partition)  # type: ignore[arg-type]
+            value: object = message.value  # a record, where the caller gave one
+            if not isinstance(value, bytes | str):
+                if isinstance(value, bytearray | memoryview):
+                    encoded = bytes(value)
+                else:
+                    writer = writers.get(message.topic)
+                    if writer is None:
+                        encoded = self.schemas.encode(message.topic, value, index=index)
+                        writers[message.topic] = self.schemas.writer(message.topic)
+                    else:
+                        encoded = writer.encode(value, index=index)
+                message = message._replace(value=encoded)
+            batch.append(message)
         return self._producer.put(self.info, batch)
 
     def send(
         self,
-        value: bytes | str,
+        value: object,
         topic: str,
         partition: int | None = None,
         key: bytes | str | None = None,
@@ -212,7 +276,9 @@ class Queue:
         :raises UnavailableError: if the send buffer is full (``on_full="raise"``, or
             still full after ``max_block``) or the client is closed.
         """
-        return self._sender.send(self.info, value, topic, partition, key, callback)
+        return self._sender.send(
+            self.info, self._typed(value, topic), topic, partition, key, callback
+        )
 
     def flush(self) -> None:
         """Send this queue's batches of :meth:`send` now, and wait until each of its

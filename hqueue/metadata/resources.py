@@ -38,6 +38,7 @@ __all__ = [
     "QUEUE",
     "QUEUES",
     "RESOURCES",
+    "SCHEMA",
     "SIDECAR",
     "SIDECARS",
     "SUBSCRIBER",
@@ -216,6 +217,16 @@ GROUP = Resource(
     "with every change",
 )
 
+SCHEMA = Resource(
+    "schema",
+    f"{_QUEUE_TABLES}/schemas",
+    "t:{topic} or q",
+    "topic_schema",
+    "persistent",
+    "a topic's record schema: its versions (JSON Schema or Avro) and compatibility rule; "
+    "key q: the schema of every topic without one of its own",
+)
+
 
 @dataclass(frozen=True)
 class SidecarInfo:
@@ -289,6 +300,7 @@ RESOURCES: tuple[Resource, ...] = (
     CHECKPOINTS,
     MEMBER,
     GROUP,
+    SCHEMA,
 )
 
 

@@ -56,6 +56,19 @@ VALID: dict[str, dict[str, Any]] = {
         "leader": "sc-1",
         "updated_ms": 1,
     },
+    "topic_schema": {
+        "format": 1,
+        "compatibility": "BACKWARD",
+        "versions": [
+            {
+                "version": 1,
+                "type": "avro",
+                "definition": '"string"',
+                "registered_ms": 1,
+                "deleted": False,
+            }
+        ],
+    },
 }
 INVALID: dict[str, dict[str, Any]] = {
     "queue": {**VALID["queue"], "partitions": 40000},
@@ -66,6 +79,7 @@ INVALID: dict[str, dict[str, Any]] = {
     "sidecar": {**VALID["sidecar"], "load": -1},
     "leader": {**VALID["leader"], "extra": 1},
     "assignment": {**VALID["assignment"], "owners": [-2]},
+    "topic_schema": {**VALID["topic_schema"], "compatibility": "SIDEWAYS"},
 }
 
 

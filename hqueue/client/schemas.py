@@ -1,0 +1,278 @@
+"""A queue's topic schemas as its users see them: :class:`QueueSchemas` (``queue.schemas``)
+registers, reads, checks and deletes them, encodes the records :meth:`Queue.put
+<hqueue.client.queue.Queue.put>` is given and decodes the messages read back into
+:class:`Record` values. docs/schemas.md describes the registry and its rules.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hqueue.errors import InvalidRecordError, NoSchemaError
+from hqueue.message import Message
+from hqueue.metadata.managers.schema_registry import (
+    SchemaRegistry,
+    SchemaVersion,
+    TopicSchemas,
+)
+from hqueue.records.codec import RecordSchema, SchemaType, split_header
+from hqueue.records.rules import Compatibility
+
+__all__ = ["QueueSchemas", "Record"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Record:
+    """A message decoded through its topic's schema: ``value`` is the record (what
+    ``json.loads`` or Avro's reader gives: dicts, lists, numbers, strings...),
+    ``schema_version`` the version it was written with, or ``None`` when the message
+    is raw (no schema header, or its schema was deleted, as ``raw_fallback`` allowed),
+    in which case ``value`` is the raw bytes. ``message`` is the message as stored
+    (its ``value`` the raw bytes)."""
+
+    message: Message
+    value: Any
+    schema_version: int | None
+
+    @property
+    def raw(self) -> bytes:
+        """The message's value as stored, header included."""
+        return self.message.value
+
+
+class QueueSchemas:
+    """The schema registry of one queue. Obtain it as :attr:`Queue.schemas
+    <hqueue.client.queue.Queue.schemas>`.
+
+    A topic's records are written with its newest live version; a topic without a
+    schema of its own takes the queue-wide one (``topic=None``), if any."""
+
+    def __init__(
+        self,
+        queue: str,
+        registry: SchemaRegistry,
+        uses: Callable[[str | None, set[int] | None], Message | None],
+        require_admin: Callable[[str], None],
+    ) -> None:
+        self._queue = queue
+        self._registry = registry
+        self._uses = uses
+        self._require_admin = require_admin
+
+    # -- administration ----------------------------------------------------------------
+
+    def register(
+        self,
+        topic: str | None,
+        definition: object,
+        *,
+        type: str = "jsonschema",
+        compatibility: str | None = None,
+    ) -> SchemaVersion:
+        """Register ``definition`` (a JSON Schema or Avro schema: its JSON text or the
+        parsed value) as the newest version of ``topic``'s schema (``None``: of every
+        topic without one of its own); return the version. The same definition as the
+        newest version returns that version. ``compatibility`` sets the topic's rule
+        (``NONE``, ``BACKWARD``, ``FORWARD``, ``FULL``, each also ``..._TRANSITIVE``;
+        a new topic's default is ``BACKWARD``) before the check.
+
+        :raises InvalidSchemaError: if the definition is not a valid schema of ``type``.
+        :raises IncompatibleSchemaError: if it breaks the rule (nothing is registered;
+            the message and ``problems`` name each field and rule).
+        :raises AuthorizationError: if this client's principal is no admin.
+        """
+        self._require_admin(f"register a schema on queue {self._queue!r}")
+        schema = RecordSchema.parse(type, definition)
+        rule = Compatibility.of(compatibility) if compatibility is not None else None
+        return self._registry.register(self._queue, topic, schema, compatibility=rule)
+
+    def check(
+        self, topic: str | None, definition: object, *, type: str = "jsonschema"
+    ) -> list[str]:
+        """Return why ``definition`` would be refused as ``topic``'s next version (one
+        line per problem, naming the rule and the field); empty if it would be
+        accepted. Registers nothing.
+
+        :raises InvalidSchemaError: if the definition is not a valid schema of ``type``.
+        """
+        _, problems = self._registry.check(self._queue, topic, RecordSchema.parse(type, definition))
+        return problems
+
+    def get(self, topic: str | None, version: int | None = None) -> SchemaVersion:
+        """Return version ``version`` of ``topic``'s own schema (deleted or not), or its
+        newest live version.
+
+        :raises NoSchemaError: if there is no such schema or version.
+        """
+        entry = self._registry.entry(self._queue, topic, cached=False)
+        if version is not None:
+            return entry.version(version)
+        latest = entry.latest
+        if latest is None:
+            raise NoSchemaError(f"every version of {topic!r}'s schema is deleted")
+        return latest
+
+    def versions(self, topic: str | None) -> list[SchemaVersion]:
+        """Return every version of ``topic``'s schema, oldest first, deleted ones too.
+
+        :raises NoSchemaError: if it has none.
+        """
+        return list(self._registry.entry(self._queue, topic, cached=False).versions)
+
+    def list(self) -> list[TopicSchemas]:
+        """Return every schema entry of the queue: the queue-wide one first, then by
+        topic."""
+        return self._registry.entries(self._queue)
+
+    def compatibility(self, topic: str | None) -> Compatibility:
+        """Return ``topic``'s rule.
+
+        :raises NoSchemaError: if it has no schema.
+        """
+        return self._registry.entry(self._queue, topic, cached=False).compatibility
+
+    def set_compatibility(self, topic: str | None, rule: str) -> None:
+        """Set ``topic``'s rule; later versions are checked under it.
+
+        :raises NoSchemaError: if it has no schema.
+        :raises AuthorizationError: if this client's principal is no admin.
+        """
+        self._require_admin(f"alter a schema on queue {self._queue!r}")
+        self._registry.set_compatibility(self._queue, topic, Compatibility.of(rule))
+
+    def delete(self, topic: str | None, version: int | None = None, *, force: bool = False) -> None:
+        """Delete version ``version`` of ``topic``'s schema (it is no longer written
+        with, nor checked against; its messages still decode), or with no version the
+        whole entry. A whole entry whose messages are still stored is refused unless
+        ``force``: this scans the topic's messages (the whole queue for the queue-wide
+        entry) until it finds one. Once it is gone, those messages read as raw bytes.
+
+        :raises NoSchemaError: if there is no such schema or version.
+        :raises InvalidArgumentError: if messages still use it and not ``force``.
+        :raises AuthorizationError: if this client's principal is no admin.
+        """
+        self._require_admin(f"delete a schema on queue {self._queue!r}")
+        if version is not None:
+            self._registry.delete_version(self._queue, topic, version)
+            return
+        entry = self._registry.entry(self._queue, topic, cached=False)
+        if not force:
+            used = self._uses(topic, {v.version for v in entry.versions})
+            if used is not None:
+                from hqueue.errors import InvalidArgumentError
+
+                raise InvalidArgumentError(
+                    f"messages still use {topic or 'the queue-wide'!s} schema (for example "
+                    f"{used.position}); delete it with force=True (hqueue schema delete "
+                    "--force) to read them as raw bytes from then on"
+                )
+        self._registry.delete_entry(self._queue, topic)
+
+    # -- records ---------------------------------------------------------------------
+
+    def _governing(self, topic: str) -> TopicSchemas | None:
+        found = self._registry.resolve(self._queue, topic)
+        if found is None or found.latest is None:
+            # The watched copy may lag a registration made a moment ago.
+            for key_topic in (topic, None):
+                try:
+                    return self._registry.entry(self._queue, key_topic, cached=False)
+                except NoSchemaError:
+                    continue
+        return found
+
+    def writer(self, topic: str) -> RecordSchema:
+        """Return the schema ``topic``'s records are written with now.
+
+        :raises NoSchemaError: if the topic has no live schema (own or queue-wide).
+        """
+        entry = self._governing(topic)
+        latest = entry.latest if entry is not None else None
+        if latest is None:
+            raise NoSchemaError(
+                f"topic {topic!r} of queue {self._queue!r} has no schema: put bytes or str, "
+                "or register a schema (hqueue schema register)"
+            )
+        return _compiled(latest)
+
+    def encode(self, topic: str, record: object, *, index: int = -1) -> bytes:
+        """Return the message value of ``record`` on ``topic``: validated and encoded
+        with the topic's newest schema, behind the header naming its version.
+
+        :raises InvalidRecordError: if it does not fit (naming the field and rule), or
+            the topic has no schema.
+        """
+        try:
+            writer = self.writer(topic)
+        except NoSchemaError as e:
+            raise InvalidRecordError(
+                f"{e} ('value' is a {type(record).__name__}, not bytes or str)", index
+            ) from None
+        return writer.encode(record, index=index)
+
+    def decode(self, message: Message, *, raw_fallback: bool = False) -> Record:
+        """Return ``message`` decoded with the version its header names.
+
+        A raw message (no header, or a topic without a schema) and one whose version
+        the registry no longer has are returned with their raw bytes as ``value`` and
+        ``schema_version`` ``None`` when ``raw_fallback``, with a warning for the
+        latter; else they raise.
+
+        :raises InvalidRecordError: if the message cannot be decoded (it names why).
+        """
+        framed = split_header(message.value)
+        if framed is None:
+            if raw_fallback:
+                return Record(message, message.value, None)
+            raise InvalidRecordError(
+                f"the message at {message.position} on topic {message.topic!r} has no schema "
+                "header (it was written raw, before the topic had a schema or by a client "
+                "that skipped encoding); read it with raw_fallback=True"
+            )
+        number, body = framed
+        version = self._version(message.topic, number)
+        if version is None:
+            if raw_fallback:
+                log.warning(
+                    "schema version %d of topic %r of queue %r is gone: message %s read raw",
+                    number,
+                    message.topic,
+                    self._queue,
+                    message.position,
+                )
+                return Record(message, message.value, None)
+            raise InvalidRecordError(
+                f"the message at {message.position} was written with schema version "
+                f"{number} of topic {message.topic!r}, which the registry does not have"
+            )
+        return Record(message, _compiled(version).decode_body(body), number)
+
+    def _version(self, topic: str, number: int) -> SchemaVersion | None:
+        for cached in (True, False):
+            entry = self._registry.resolve(self._queue, topic) if cached else self._governing(topic)
+            if entry is None:
+                continue
+            for v in entry.versions:
+                if v.version == number:
+                    return v
+        return None
+
+
+_COMPILED: dict[tuple[SchemaType, int, str], RecordSchema] = {}
+
+
+def _compiled(version: SchemaVersion) -> RecordSchema:
+    """Return the version's schema, parsed once per process (parsing an Avro schema or
+    building a validator costs far more than encoding one record)."""
+    key = (version.type, version.version, version.text)
+    schema = _COMPILED.get(key)
+    if schema is None:
+        if len(_COMPILED) > 1024:
+            _COMPILED.clear()
+        schema = _COMPILED[key] = version.schema()
+    return schema

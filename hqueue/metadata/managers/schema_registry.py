@@ -1,0 +1,364 @@
+"""The schema registry: each topic's record schema, versioned, with a compatibility
+rule, in the :data:`~hqueue.metadata.resources.SCHEMA` table of its queue.
+
+One entry per topic (key ``t:{topic}``) holds every version registered for it and its
+rule; the entry ``q`` holds the schema of every topic of the queue that has none of
+its own. An entry is changed by compare-and-set on its version, so two registrations
+racing each get a version number of their own, each checked against the other's.
+
+Versions are numbered from 1 per entry and never reused. Deleting a version marks it
+deleted: it is no longer written with nor checked against, and the messages written
+with it still decode. Deleting a whole entry removes it (the client refuses that while
+messages still use it, unless forced).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from hqueue.errors import (
+    BadVersionError,
+    IncompatibleSchemaError,
+    InvalidArgumentError,
+    KeyExistsError,
+    NoKeyError,
+    NoSchemaError,
+)
+from hqueue.message import check_topic
+from hqueue.metadata.cache import MetadataCache
+from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
+from hqueue.metadata.resources import SCHEMA
+from hqueue.metadata.version import Version, Versioned
+from hqueue.records.codec import RecordSchema, SchemaType
+from hqueue.records.rules import DEFAULT_COMPATIBILITY, Compatibility, compatibility_problems
+
+__all__ = ["QUEUE_WIDE", "SchemaRegistry", "SchemaVersion", "TopicSchemas", "schema_key"]
+
+FORMAT = 1
+QUEUE_WIDE = "q"
+"""The key of the schema of every topic without one of its own."""
+_MAX_VERSION = 2**32 - 1
+_CAS_ATTEMPTS = 20
+
+
+def schema_key(topic: str | None) -> str:
+    """Return the registry key of ``topic``'s schema (``None``: the queue-wide one).
+
+    :raises InvalidArgumentError: on a bad topic.
+    """
+    if topic is None:
+        return QUEUE_WIDE
+    check_topic(topic)
+    return f"t:{topic}"
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    """One registered version: its number, type, definition (``text``: compact JSON
+    with sorted keys; :attr:`definition` parsed), when it was registered (ms since
+    the epoch) and whether it was deleted."""
+
+    version: int
+    type: SchemaType
+    text: str
+    registered_ms: int
+    deleted: bool = False
+
+    @property
+    def definition(self) -> Any:
+        """The definition, parsed."""
+        return json.loads(self.text)
+
+    def schema(self) -> RecordSchema:
+        """Return the version as a :class:`~hqueue.records.codec.RecordSchema` that
+        encodes and decodes records."""
+        return RecordSchema.parse(self.type, self.definition, self.version)
+
+    def to_value(self) -> Value:
+        """Return the stored form (an item of ``versions`` in schema ``topic_schema``)."""
+        return {
+            "version": self.version,
+            "type": self.type.value,
+            "definition": self.text,
+            "registered_ms": self.registered_ms,
+            "deleted": self.deleted,
+        }
+
+    @classmethod
+    def from_value(cls, value: Value) -> SchemaVersion:
+        """Return the SchemaVersion a stored item holds."""
+        return cls(
+            value["version"],
+            SchemaType(value["type"]),
+            value["definition"],
+            value["registered_ms"],
+            value["deleted"],
+        )
+
+
+@dataclass(frozen=True)
+class TopicSchemas:
+    """A topic's registry entry: its rule and every version, oldest first.
+    ``topic`` is ``None`` for the queue-wide entry."""
+
+    topic: str | None
+    compatibility: Compatibility
+    versions: tuple[SchemaVersion, ...]
+
+    @property
+    def live(self) -> list[SchemaVersion]:
+        """The versions not deleted, oldest first."""
+        return [v for v in self.versions if not v.deleted]
+
+    @property
+    def latest(self) -> SchemaVersion | None:
+        """The newest version not deleted (what records are written with), if any."""
+        live = self.live
+        return live[-1] if live else None
+
+    def version(self, number: int) -> SchemaVersion:
+        """Return version ``number``, deleted or not.
+
+        :raises NoSchemaError: if it was never registered.
+        """
+        for v in self.versions:
+            if v.version == number:
+                return v
+        raise NoSchemaError(f"{_what(self.topic)} has no schema version {number}")
+
+    def to_value(self) -> Value:
+        """Return the stored form (schema ``topic_schema``)."""
+        return {
+            "format": FORMAT,
+            "compatibility": self.compatibility.value,
+            "versions": [v.to_value() for v in self.versions],
+        }
+
+    @classmethod
+    def from_value(cls, topic: str | None, value: Value) -> TopicSchemas:
+        """Return the entry a stored value holds."""
+        return cls(
+            topic,
+            Compatibility(value["compatibility"]),
+            tuple(SchemaVersion.from_value(v) for v in value["versions"]),
+        )
+
+
+def _what(topic: str | None) -> str:
+    return "the queue" if topic is None else f"topic {topic!r}"
+
+
+def _topic_of_key(key: str) -> str | None:
+    return None if key == QUEUE_WIDE else key[2:]
+
+
+class SchemaRegistry:
+    """Registers, reads and deletes topic schemas. With a ``cache``, the reads that
+    typed puts and reads make (:meth:`resolve`, :meth:`entry`) come from it; writes
+    and administrative reads go to the store."""
+
+    def __init__(self, store: MetaStore, cache: MetadataCache | None = None) -> None:
+        self._store = store
+        self._cache = cache
+        self._parsed: dict[tuple[str, str], tuple[object, Versioned[TopicSchemas]]] = {}
+        """Entries parsed from the cache, by table and key, with the cached entry they
+        were parsed from: kept while the cache holds that same entry (a version number
+        alone could repeat after a delete), since typed puts and reads ask per message."""
+
+    def _table(self, queue: str) -> MetastoreTable:
+        return SCHEMA.open_table(self._store, queue)
+
+    def _wrote(self, queue: str) -> None:
+        """Drop the cached copy of the queue's schemas after this registry changed
+        them, so that this process reads its own change at once (others see it when
+        their watch fires)."""
+        if self._cache is not None:
+            self._cache.invalidate(SCHEMA.table_name(queue))
+
+    # -- reads -----------------------------------------------------------------------
+
+    def entry(self, queue: str, topic: str | None, *, cached: bool = True) -> TopicSchemas:
+        """Return ``topic``'s own entry (``None``: the queue-wide one).
+
+        :raises NoSchemaError: if it has none.
+        """
+        found = self._read(queue, schema_key(topic), cached)
+        if found is None:
+            raise NoSchemaError(f"{_what(topic)} of queue {queue!r} has no schema")
+        return found.value
+
+    def resolve(self, queue: str, topic: str) -> TopicSchemas | None:
+        """Return the entry that governs ``topic``: its own, else the queue-wide one,
+        else ``None`` (the topic is untyped)."""
+        for key in (schema_key(topic), QUEUE_WIDE):
+            found = self._read(queue, key, True)
+            if found is not None:
+                return found.value
+        return None
+
+    def entries(self, queue: str) -> list[TopicSchemas]:
+        """Return every entry of the queue: the queue-wide one first, then by topic."""
+        with self._table(queue).open_cursor() as cursor:
+            items = [(item.key, item.value) for item in cursor]
+        found = [TopicSchemas.from_value(_topic_of_key(k), v) for k, v in items]
+        return sorted(found, key=lambda e: (e.topic is not None, e.topic or ""))
+
+    def _read(self, queue: str, key: str, cached: bool) -> Versioned[TopicSchemas] | None:
+        topic = _topic_of_key(key)
+        if cached and self._cache is not None:
+            table = SCHEMA.table_name(queue)
+            hit = self._cache.get(table, key)
+            if hit is None:
+                return None
+            memo = self._parsed.get((table, key))
+            if memo is not None and memo[0] is hit:
+                return memo[1]
+            parsed = Versioned(TopicSchemas.from_value(topic, hit.value), hit.version)
+            if len(self._parsed) > 4096:
+                self._parsed.clear()
+            self._parsed[(table, key)] = (hit, parsed)
+            return parsed
+        try:
+            value, version = self._table(queue).get(key)
+        except NoKeyError:
+            return None
+        return Versioned(TopicSchemas.from_value(topic, value), version)
+
+    # -- writes ----------------------------------------------------------------------
+
+    def check(
+        self, queue: str, topic: str | None, schema: RecordSchema
+    ) -> tuple[Compatibility, list[str]]:
+        """Return the rule ``schema`` would be registered under for ``topic`` and why
+        it would be refused (an empty list: it would be accepted)."""
+        current = self._read(queue, schema_key(topic), False)
+        if current is None:
+            return DEFAULT_COMPATIBILITY, []
+        entry = current.value
+        if _same(entry.latest, schema):
+            return entry.compatibility, []
+        previous = [v.schema() for v in entry.live]
+        return entry.compatibility, compatibility_problems(entry.compatibility, schema, previous)
+
+    def register(
+        self,
+        queue: str,
+        topic: str | None,
+        schema: RecordSchema,
+        *,
+        compatibility: Compatibility | None = None,
+    ) -> SchemaVersion:
+        """Register ``schema`` as ``topic``'s newest version (``None``: the queue-wide
+        schema) and return it. Registering the newest live version again returns it
+        unchanged. ``compatibility`` sets the entry's rule first (the default for a new
+        entry is BACKWARD); the new version is checked under the rule then in force.
+
+        :raises IncompatibleSchemaError: if the new version breaks the rule (nothing
+            is registered; ``problems`` names each field).
+        """
+        key = schema_key(topic)
+        table = self._table(queue)
+        for _ in range(_CAS_ATTEMPTS):
+            current = self._read(queue, key, False)
+            entry = current.value if current is not None else None
+            rule = compatibility or (entry.compatibility if entry else DEFAULT_COMPATIBILITY)
+            versions = entry.versions if entry else ()
+            if entry is not None and _same(entry.latest, schema) and rule is entry.compatibility:
+                latest = entry.latest
+                assert latest is not None
+                return latest
+            previous = [v.schema() for v in versions if not v.deleted]
+            problems = compatibility_problems(rule, schema, previous)
+            if problems:
+                raise IncompatibleSchemaError(
+                    f"the schema breaks {_what(topic)}'s compatibility rule {rule.value}:\n  "
+                    + "\n  ".join(problems),
+                    problems,
+                )
+            if entry is not None and _same(entry.latest, schema):
+                added = entry.latest
+                new_versions = versions
+            else:
+                number = (versions[-1].version + 1) if versions else 1
+                if number > _MAX_VERSION:
+                    raise InvalidArgumentError(f"{_what(topic)} has no version number left")
+                added = SchemaVersion(
+                    number, schema.type, schema.canonical(), int(time.time() * 1000)
+                )
+                new_versions = (*versions, added)
+            stored = TopicSchemas(topic, rule, new_versions)
+            try:
+                table.put(key, stored.to_value(), current.version if current else Version.NEW)
+            except (BadVersionError, KeyExistsError, NoKeyError):
+                continue  # another registration won the race: check against it too
+            self._wrote(queue)
+            assert added is not None
+            return added
+        raise IncompatibleSchemaError(
+            f"{_what(topic)}'s schema kept changing while registering: try again"
+        )
+
+    def set_compatibility(self, queue: str, topic: str | None, rule: Compatibility) -> None:
+        """Set the rule of ``topic``'s existing entry (later versions are checked under
+        it; the versions already registered are not re-checked).
+
+        :raises NoSchemaError: if it has no entry.
+        """
+        self._update(queue, topic, lambda e: TopicSchemas(e.topic, rule, e.versions))
+
+    def delete_version(self, queue: str, topic: str | None, version: int) -> SchemaVersion:
+        """Mark version ``version`` of ``topic`` deleted and return it as it was.
+
+        :raises NoSchemaError: if there is no such version.
+        """
+        deleted: list[SchemaVersion] = []
+
+        def mark(entry: TopicSchemas) -> TopicSchemas:
+            target = entry.version(version)
+            deleted[:] = [target]
+            versions = tuple(
+                SchemaVersion(v.version, v.type, v.text, v.registered_ms, True)
+                if v.version == version
+                else v
+                for v in entry.versions
+            )
+            return TopicSchemas(entry.topic, entry.compatibility, versions)
+
+        self._update(queue, topic, mark)
+        return deleted[0]
+
+    def delete_entry(self, queue: str, topic: str | None) -> None:
+        """Remove ``topic``'s entry, every version of it.
+
+        :raises NoSchemaError: if it has none.
+        """
+        try:
+            self._table(queue).remove(schema_key(topic))
+        except NoKeyError:
+            raise NoSchemaError(f"{_what(topic)} of queue {queue!r} has no schema") from None
+        self._wrote(queue)
+
+    def _update(self, queue: str, topic: str | None, change: Any) -> None:
+        key = schema_key(topic)
+        table = self._table(queue)
+        for _ in range(_CAS_ATTEMPTS):
+            current = self._read(queue, key, False)
+            if current is None:
+                raise NoSchemaError(f"{_what(topic)} of queue {queue!r} has no schema")
+            changed = change(current.value)
+            try:
+                table.put(key, changed.to_value(), current.version)
+            except (BadVersionError, NoKeyError):
+                continue
+            self._wrote(queue)
+            return
+        raise InvalidArgumentError(f"{_what(topic)}'s schema kept changing: try again")
+
+
+def _same(version: SchemaVersion | None, schema: RecordSchema) -> bool:
+    return (
+        version is not None and version.type is schema.type and version.text == schema.canonical()
+    )

@@ -1,0 +1,308 @@
+"""Record schemas and the bytes a typed message holds.
+
+A :class:`RecordSchema` is one version of a topic's schema, in JSON Schema (draft
+2020-12) or Avro. It checks and encodes a record (a ``dict``, or a dataclass
+instance) into a message value, and decodes a value back.
+
+A typed message's value is a 5-byte header, then the encoded record:
+
+- byte 0: :data:`MAGIC` (0), the framing of Confluent's serializers;
+- bytes 1-4: the schema version the record was written with, big-endian unsigned;
+- then, for JSON Schema, the record as compact UTF-8 JSON; for Avro, Avro's binary
+  encoding of it with that version's schema (no container file, no schema inside).
+
+The rowkey and the message's column are those of every message: the version lives in
+the value, so a reader that knows nothing of schemas reads typed messages as bytes,
+and a value that does not start with the header (written before the topic had a
+schema, or by a client that skipped encoding) is recognisably raw. The version is the
+topic's own (1, 2, ... per queue and topic), not a registry-wide id, so the bytes are
+not those of Confluent's registry although the framing is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import struct
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from fastavro import schemaless_writer as _schemaless_writer
+from fastavro.validation import ValidationError as _ValidationError
+from fastavro.validation import validate as _validate
+
+from hqueue.errors import InvalidRecordError, InvalidSchemaError
+
+__all__ = [
+    "HEADER",
+    "MAGIC",
+    "RecordSchema",
+    "SchemaType",
+    "as_record",
+    "split_header",
+]
+
+MAGIC = 0
+"""The first byte of every typed message value."""
+HEADER = struct.Struct(">BI")
+"""The header of a typed message value: :data:`MAGIC`, then the schema version."""
+
+
+class SchemaType(StrEnum):
+    """The languages a topic's schema may be written in."""
+
+    JSONSCHEMA = "jsonschema"
+    AVRO = "avro"
+
+    @classmethod
+    def of(cls, name: str | SchemaType) -> SchemaType:
+        """Return the type ``name`` names (``jsonschema`` or ``avro``, any case).
+
+        :raises InvalidSchemaError: for another name.
+        """
+        try:
+            return cls(str(name).lower())
+        except ValueError:
+            raise InvalidSchemaError(
+                f"schema type {name!r} is not one of {', '.join(t.value for t in cls)}"
+            ) from None
+
+
+def split_header(value: bytes) -> tuple[int, bytes] | None:
+    """Return the schema version and the encoded record of a typed message value, or
+    ``None`` if ``value`` does not start with the header (a raw value)."""
+    if len(value) < HEADER.size or value[0] != MAGIC:
+        return None
+    _, version = HEADER.unpack_from(value)
+    return version, value[HEADER.size :]
+
+
+def as_record(record: object) -> Any:
+    """Return ``record`` as the JSON-like value the encoders take: a dataclass instance
+    becomes a ``dict`` of its fields (recursively); anything else is returned as is."""
+    if dataclasses.is_dataclass(record) and not isinstance(record, type):
+        return dataclasses.asdict(record)
+    return record
+
+
+def _parse_definition(definition: object) -> Any:
+    """Return the JSON value a definition stands for: ``definition`` itself, or the
+    JSON a ``str`` holds (an Avro primitive name such as ``"string"`` is taken as
+    that name when it is not JSON)."""
+    if not isinstance(definition, str):
+        return definition
+    try:
+        return json.loads(definition)
+    except json.JSONDecodeError as e:
+        if definition.strip().isidentifier():
+            return definition.strip()
+        raise InvalidSchemaError(f"the schema is not valid JSON: {e}") from None
+
+
+@dataclass(frozen=True)
+class RecordSchema:
+    """One version of a topic's schema: its type, its definition (the parsed JSON) and
+    its version number. Build it with :meth:`parse`, which checks the definition."""
+
+    type: SchemaType
+    definition: Any
+    version: int = 0
+    _compiled: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def parse(cls, type: str | SchemaType, definition: object, version: int = 0) -> RecordSchema:
+        """Return the schema ``definition`` (its JSON text, or the parsed value) of type
+        ``type`` (``jsonschema`` or ``avro``) checked against its language.
+
+        :raises InvalidSchemaError: if it is not valid JSON, or not a valid schema of
+            that language (the message says where).
+        """
+        kind = SchemaType.of(type)
+        parsed = _parse_definition(definition)
+        compiled = _compile_avro(parsed) if kind is SchemaType.AVRO else _compile_json(parsed)
+        return cls(kind, parsed, version, compiled)
+
+    def canonical(self) -> str:
+        """Return the definition as compact JSON with sorted keys: what the registry
+        stores and compares."""
+        return json.dumps(self.definition, sort_keys=True, separators=(",", ":"))
+
+    def with_version(self, version: int) -> RecordSchema:
+        """Return this schema numbered ``version``."""
+        return dataclasses.replace(self, version=version)
+
+    def encode(self, record: object, *, index: int = -1) -> bytes:
+        """Return the message value of ``record`` (a dict, or a dataclass instance):
+        the header naming this version, then the encoded record.
+
+        :raises InvalidRecordError: if the record does not fit the schema, naming the
+            field and the rule (``index`` is passed on as the record's place in a batch).
+        """
+        value = as_record(record)
+        if self.type is SchemaType.AVRO:
+            body = _encode_avro(self._compiled, value, index)
+        else:
+            body = _encode_json(self._compiled, value, index)
+        return HEADER.pack(MAGIC, self.version) + body
+
+    def decode_body(self, body: bytes, reader: RecordSchema | None = None) -> Any:
+        """Return the record ``body`` encodes with this schema, read through ``reader``
+        (an Avro schema of the same topic, resolved by Avro's rules) if given.
+
+        :raises InvalidRecordError: if ``body`` is not a record of this schema.
+        """
+        try:
+            if self.type is SchemaType.AVRO:
+                import fastavro
+
+                stream = io.BytesIO(body)
+                target = reader._compiled[0] if reader is not None else None
+                result = fastavro.schemaless_reader(stream, self._compiled[0], target)
+                if stream.tell() != len(body):
+                    raise ValueError(f"{len(body) - stream.tell()} bytes left over")
+                return result
+            return json.loads(body)
+        except Exception as e:
+            raise InvalidRecordError(
+                f"the stored value is not a record of schema version {self.version} "
+                f"({self.type.value}): {type(e).__name__}: {e}"
+            ) from None
+
+
+# -- JSON Schema -----------------------------------------------------------------------
+
+
+def _compile_json(definition: Any) -> Any:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    if not isinstance(definition, dict | bool):
+        raise InvalidSchemaError(
+            f"a JSON Schema is an object or a boolean, not {type(definition).__name__}"
+        )
+    try:
+        Draft202012Validator.check_schema(definition)
+    except SchemaError as e:
+        where = "/" + "/".join(str(p) for p in e.absolute_path)
+        raise InvalidSchemaError(
+            f"not a valid JSON Schema (draft 2020-12) at {where}: {e.message}"
+        ) from None
+    return Draft202012Validator(definition)
+
+
+def _encode_json(validator: Any, record: Any, index: int) -> bytes:
+    from jsonschema.exceptions import best_match
+
+    error = best_match(validator.iter_errors(record))
+    if error is not None:
+        where = "/" + "/".join(str(p) for p in error.absolute_path)
+        raise InvalidRecordError(
+            f"the record does not fit the schema at {where} (rule {error.validator!r}): "
+            f"{error.message}",
+            index,
+            where,
+        )
+    try:
+        text = json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidRecordError(f"the record is not JSON: {e}", index) from None
+    return text.encode("utf-8")
+
+
+# -- Avro ------------------------------------------------------------------------------
+
+
+def _compile_avro(definition: Any) -> Any:
+    from fastavro import parse_schema
+    from fastavro.schema import SchemaParseException, UnknownType
+
+    try:
+        _check_records_have_fields(definition, "")
+        return parse_schema(definition), _closed_plan(definition)
+    except (SchemaParseException, UnknownType, KeyError, TypeError, ValueError) as e:
+        raise InvalidSchemaError(f"not a valid Avro schema: {type(e).__name__}: {e}") from None
+
+
+def _check_records_have_fields(schema: Any, path: str) -> None:
+    """Refuse a record without ``fields``, which the Avro specification requires and
+    fastavro would take as a record of none."""
+    if isinstance(schema, list):
+        for i, branch in enumerate(schema):
+            _check_records_have_fields(branch, f"{path}/{i}")
+    elif isinstance(schema, dict):
+        kind = schema.get("type")
+        if kind in ("record", "error"):
+            fields = schema.get("fields")
+            if not isinstance(fields, list):
+                raise ValueError(f"the record at {path or '/'} has no 'fields' list")
+            for field_ in fields:
+                if isinstance(field_, dict):
+                    name = field_.get("name")
+                    _check_records_have_fields(field_.get("type"), f"{path}/fields/{name}")
+        elif kind == "array":
+            _check_records_have_fields(schema.get("items"), f"{path}/items")
+        elif kind == "map":
+            _check_records_have_fields(schema.get("values"), f"{path}/values")
+        elif isinstance(kind, dict | list):
+            _check_records_have_fields(kind, f"{path}/type")
+
+
+def _closed_plan(schema: Any) -> Any:
+    """Return what :func:`_unknown_field` checks a record against: for an Avro record
+    schema, its field names and, for each field whose type is itself a record (not in
+    a union), that record's plan; ``None`` for any other schema."""
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        return None
+    nested = {}
+    for f in schema["fields"]:
+        plan = _closed_plan(f["type"])
+        if plan is not None:
+            nested[f["name"]] = plan
+    return (frozenset(f["name"] for f in schema["fields"]), nested)
+
+
+def _unknown_field(plan: Any, record: Any, path: str) -> str | None:
+    """Return the path of a field ``record`` has and its Avro record schema does not
+    (Avro records are closed, and fastavro would drop such a field silently), or
+    ``None``."""
+    if plan is None or not isinstance(record, dict):
+        return None
+    names, nested = plan
+    if not names.issuperset(record):
+        extra = sorted(set(record) - names)[0]
+        return f"{path}/{extra}"
+    for name, inner in nested.items():
+        found = _unknown_field(inner, record.get(name), f"{path}/{name}")
+        if found is not None:
+            return found
+    return None
+
+
+def _encode_avro(compiled: Any, record: Any, index: int) -> bytes:
+    parsed, plan = compiled
+    try:
+        _validate(record, parsed, raise_errors=True)
+    except _ValidationError as e:
+        first = e.errors[0] if e.errors else None
+        where = str(getattr(first, "field", "") or "")
+        datum = getattr(first, "datum", None)
+        expected = getattr(first, "schema", None)
+        found = "missing" if datum is None else f"{datum!r} ({type(datum).__name__})"
+        raise InvalidRecordError(
+            f"the record does not fit the schema at {where or 'the top'}: {found}, "
+            f"expected {json.dumps(expected) if not isinstance(expected, str) else expected}",
+            index,
+            where,
+        ) from None
+    unknown = _unknown_field(plan, record, "")
+    if unknown is not None:
+        raise InvalidRecordError(
+            f"the record has a field the schema does not, at {unknown} (Avro records are closed)",
+            index,
+            unknown,
+        )
+    out = io.BytesIO()
+    _schemaless_writer(out, parsed, record)
+    return out.getvalue()
