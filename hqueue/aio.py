@@ -49,6 +49,7 @@ from hqueue.client.client import connect as _connect
 from hqueue.client.dead_letters import DeadLetter, ReplayResult
 from hqueue.client.listeners import ConsumeStatus, Listener, RetryLater
 from hqueue.client.producer import NewMessage
+from hqueue.client.producer_states import ProducerInfo
 from hqueue.client.queue import Queue
 from hqueue.client.schemas import QueueSchemas, Record
 from hqueue.client.sender import SendCallback
@@ -308,6 +309,10 @@ class AsyncQueue(Pooled):
     async def flush(self) -> None:
         """Wait until every message sent to this queue's client is durable or failed."""
         await self._run(self._queue.flush)
+
+    async def producers(self, partitions: Iterable[int] | None = None) -> list[ProducerInfo]:
+        """As :meth:`hqueue.Queue.producers`: who wrote to the queue recently."""
+        return await self._run(self._queue.producers, partitions)
 
     @property
     def schemas(self) -> QueueSchemas:

@@ -65,6 +65,31 @@ class InvalidMessageError(InvalidArgumentError):
         self.index = index
 
 
+class InvalidRecordError(InvalidMessageError):
+    """A record does not fit its topic's schema (nothing of its batch was written), or
+    a stored value cannot be decoded with it. ``field`` names where: a JSON pointer
+    (``/price``), or for a value of the wrong Avro type Avro's dotted path
+    (``Trade.price``); ``index`` is the record's place in its batch."""
+
+    def __init__(self, message: str, index: int = -1, field: str = "") -> None:
+        super().__init__(message, index)
+        self.field = field
+
+
+class InvalidSchemaError(InvalidArgumentError):
+    """A schema definition is not valid JSON Schema (draft 2020-12) or Avro; the
+    message says where."""
+
+
+class IncompatibleSchemaError(InvalidArgumentError):
+    """A new schema version breaks its topic's compatibility rule; ``problems`` lists
+    each broken rule, naming the field. Nothing was registered."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = list(problems or [])
+
+
 class StorageError(HQueueError):
     """The storage (HBase, or the standalone store) failed an operation."""
 
@@ -117,31 +142,6 @@ class ClusterMismatchError(WrongServiceError):
 
 
 # --- metadata (hqueue.metadata): Hedwig's errors, under one MetadataError ---
-
-
-class InvalidRecordError(InvalidMessageError):
-    """A record does not fit its topic's schema, or a stored value cannot be decoded
-    with it: the message names the field (a JSON pointer such as ``/price``) and the
-    rule it breaks; ``index`` is the record's place in its batch. Nothing of the
-    batch was written."""
-
-    def __init__(self, message: str, index: int = -1, field: str = "") -> None:
-        super().__init__(message, index)
-        self.field = field
-
-
-class InvalidSchemaError(InvalidArgumentError):
-    """A schema definition is not valid JSON Schema (draft 2020-12) or Avro; the
-    message says where."""
-
-
-class IncompatibleSchemaError(InvalidArgumentError):
-    """A new schema version breaks its topic's compatibility rule; ``problems`` lists
-    each broken rule, naming the field. Nothing was registered."""
-
-    def __init__(self, message: str, problems: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.problems = list(problems or [])
 
 
 class MetadataError(HQueueError):

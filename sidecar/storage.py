@@ -41,6 +41,7 @@ from hqueue.storage.fence import (
     fenced,
 )
 from hqueue.storage.hbase import HBase
+from hqueue.storage.producer_scan import scan_producer_states
 from hqueue.storage.producers import (
     FORGOTTEN,
     PRODUCER_COLUMN,
@@ -49,10 +50,8 @@ from hqueue.storage.producers import (
     is_producer_row,
     partition_of_producer_row,
     producer_row,
-    producer_rows,
     read_producer,
 )
-from hqueue.storage.reader import Thrift1Range
 from hqueue.storage.regions import Server, partition_servers
 from hqueue.storage.tails import tail_keys
 from hqueue.wire.block import MessageBlock
@@ -430,18 +429,7 @@ class HBaseStorage:
     def producer_states(
         self, table: bytes, partition: int, producer: int | None = None
     ) -> list[StoredProducer]:
-        start, stop = producer_rows(partition, producer)
-        scan = Thrift1Range(self._hbase.client, table, start, stop, columns=[PRODUCER_COLUMN])
-        out: list[StoredProducer] = []
-        try:
-            while rows := scan.rows(1000):
-                for row in rows:
-                    cell = row.columns.get(PRODUCER_COLUMN)
-                    if cell is not None and not is_forgotten(cell.value):
-                        out.append(read_producer(bytes(row.row), cell.timestamp, bytes(cell.value)))
-        finally:
-            scan.close()
-        return out
+        return scan_producer_states(self._hbase.client, table, partition, producer)
 
     def producer_states_of(
         self, table: bytes, partitions: Sequence[int]

@@ -89,6 +89,10 @@ COMMANDS = {
         "Print how far each subscription of QUEUE is behind, per partition, in time and "
         "messages, and the verdict on each (OK, WARN, STALL, STOP, REWIND).",
     ),
+    "producers": LazyCommand(
+        "hqueue.cli.producers:producers",
+        "List who produces to a queue: each partition's recent producers.",
+    ),
     "schema": LazyCommand(
         "hqueue.cli.schema:schema",
         "Register, check, read and delete the record schemas of a queue's topics.",

@@ -32,7 +32,9 @@ had already taken may have been written too: the error says how many. A negative
 On a topic with a schema (docs/schemas.md) each line is a JSON record instead: put
 reads the whole input first, validates and encodes every record with the topic's
 newest schema, and refuses the whole input, writing nothing, when one line does not
-fit (the error names the line, the field and the rule). Blank lines are skipped.
+fit (the error names the line, the field and the rule; a blank line is no record).
+The records are then put as lines are, so a server failure midway leaves the lines
+before it written, as the error says.
 
 Ctrl-C stops reading, waits for the lines already read to be written and prints their
 positions (a second Ctrl-C stops at once), prints ``interrupted: N messages put, the
@@ -333,17 +335,19 @@ def _schema_of(queue: Queue, topic: str) -> RecordSchema | None:
 
 
 def _encode_lines(schema: RecordSchema, lines: list[bytes]) -> list[bytes]:
-    """Return each non-blank line's JSON record encoded with ``schema``.
+    """Return each line's JSON record encoded with ``schema``.
 
     :raises click.ClickException: naming the first line that is not JSON or does not
         fit, before anything is written.
     """
     values = []
     for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
         try:
             record = json.loads(line)
+        except RecursionError:
+            raise click.ClickException(
+                f"line {number} is nested too deeply to read; nothing was written"
+            ) from None
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise click.ClickException(
                 f"line {number} is not a JSON record ({exc}); nothing was written"

@@ -133,10 +133,7 @@ def schema() -> None:
 
 @schema.command("register")
 @_subject
-@click.option(
-    "--file", "path", required=True, metavar="FILE", help="The schema (JSON); - reads stdin."
-)
-@click.option("--type", "kind", type=click.Choice(_TYPES), default="jsonschema", show_default=True)
+@_definition
 @click.option(
     "--compatibility",
     type=click.Choice(_RULES, case_sensitive=False),
@@ -177,10 +174,7 @@ def register(
 
 @schema.command("check")
 @_subject
-@click.option(
-    "--file", "path", required=True, metavar="FILE", help="The schema (JSON); - reads stdin."
-)
-@click.option("--type", "kind", type=click.Choice(_TYPES), default="jsonschema", show_default=True)
+@_definition
 @format_option
 @click.pass_context
 def check(

@@ -19,6 +19,7 @@ from hqueue.client.dead_letters import replay as replay_letters
 from hqueue.client.denials import require_admin, require_consume
 from hqueue.client.listeners import Listener, listeners_of
 from hqueue.client.producer import NewMessage
+from hqueue.client.producer_states import ProducerInfo, producers_of
 from hqueue.client.registration import SubscriberRegistrar
 from hqueue.client.scanners import (
     CombinedPartitionScanner,
@@ -43,7 +44,7 @@ from hqueue.message import (
 )
 from hqueue.metadata.managers import OwnerInfo, QueueInfo
 from hqueue.metadata.policy import DeliveryPolicy
-from hqueue.records.codec import split_header
+from hqueue.records.codec import RecordSchema, split_header
 from hqueue.settings import (
     DEFAULT_HOST,
     DEFAULT_LAG_COUNT_BOUND,
@@ -140,24 +141,37 @@ class Queue:
     def _schema_uses(self, topic: str | None, versions: set[int] | None) -> Message | None:
         """Return a stored message written with one of ``versions`` of ``topic``'s
         schema (``None``: the queue-wide one, so of a topic without its own), if any."""
-        own = {e.topic for e in self.schemas.list() if e.topic is not None}
+        # Version numbers are unique across the queue's entries: a number names one.
         with self.scan(topics=topic) as scanner:
             for message in scanner:
-                if topic is None and message.topic in own:
-                    continue
                 framed = split_header(message.value)
                 if framed is not None and (versions is None or framed[0] in versions):
                     return message
         return None
 
-    def _typed(self, value: object, topic: str, index: int = -1) -> bytes | str:
+    def _typed(
+        self,
+        value: object,
+        topic: str,
+        index: int = -1,
+        writers: dict[str, RecordSchema] | None = None,
+    ) -> bytes | str:
         """Return ``value`` as a message value: bytes and str as they are; any other
-        value is a record, encoded with ``topic``'s schema."""
+        value is a record, encoded with ``topic``'s schema (looked up once per topic
+        in ``writers``, a batch's memo, when given).
+
+        :raises InvalidRecordError: if the record does not fit, or the topic has no
+            schema.
+        """
         if isinstance(value, bytes | str):
             return value
         if isinstance(value, bytearray | memoryview):
             return bytes(value)
-        return self.schemas.encode(topic, value, index=index)
+        memo = {} if writers is None else writers
+        writer = memo.get(topic)
+        if writer is None:
+            writer = memo[topic] = self.schemas.record_writer(topic, value, index)
+        return writer.encode(value, index=index)
 
     def owners(self) -> dict[int, OwnerInfo]:
         """Return the owner of each partition that has one, by partition: the sidecar's
@@ -168,6 +182,25 @@ class Queue:
         :raises ConnectionLostError: if the metadata store cannot be read.
         """
         return self._handle.owners()
+
+    def producers(self, partitions: Iterable[int] | None = None) -> list[ProducerInfo]:
+        """Return the producers that wrote to the queue recently (every partition, or
+        ``partitions``), from their idempotence states stored beside the messages: per
+        partition, each producer's id, last sequence and last write, newest first
+        (see :mod:`hqueue.client.producer_states`).
+
+        :raises InvalidArgumentError: on a partition the queue does not have.
+        :raises ConnectionLostError: if HBase cannot be reached.
+        """
+        wanted = list(range(self.partitions)) if partitions is None else list(partitions)
+        for p in wanted:
+            if not isinstance(p, int) or not 0 <= p < self.partitions:
+                raise InvalidArgumentError(
+                    f"partition {p!r} is out of range: queue {self.name!r} has partitions "
+                    f"0..{self.partitions - 1}"
+                )
+        hbase = self._client._context.hbase
+        return producers_of(hbase.client, hbase.table_name(self.name), wanted)
 
     # -- producing -----------------------------------------------------------------
 
@@ -224,7 +257,7 @@ class Queue:
             ``put_timeout``.
         """
         batch: list[NewMessage] = []
-        writers: dict[str, Any] = {}  # the topics' schemas, looked up once per call
+        writers: dict[str, RecordSchema] = {}  # the topics' schemas, once per call
         for index, item in enumerate(messages):
             if isinstance(item, NewMessage):
                 message = item
@@ -238,16 +271,7 @@ class Queue:
                 message = NewMessage(item, topic, partition)  # type: ignore[arg-type]
             value: object = message.value  # a record, where the caller gave one
             if not isinstance(value, bytes | str):
-                if isinstance(value, bytearray | memoryview):
-                    encoded = bytes(value)
-                else:
-                    writer = writers.get(message.topic)
-                    if writer is None:
-                        encoded = self.schemas.encode(message.topic, value, index=index)
-                        writers[message.topic] = self.schemas.writer(message.topic)
-                    else:
-                        encoded = writer.encode(value, index=index)
-                message = message._replace(value=encoded)
+                message = message._replace(value=self._typed(value, message.topic, index, writers))
             batch.append(message)
         return self._producer.put(self.info, batch)
 

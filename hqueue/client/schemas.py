@@ -7,11 +7,12 @@ registers, reads, checks and deletes them, encodes the records :meth:`Queue.put
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hqueue.errors import InvalidRecordError, NoSchemaError
+from hqueue.errors import InvalidArgumentError, InvalidRecordError, NoSchemaError
 from hqueue.message import Message
 from hqueue.metadata.managers.schema_registry import (
     SchemaRegistry,
@@ -63,6 +64,7 @@ class QueueSchemas:
         self._registry = registry
         self._uses = uses
         self._require_admin = require_admin
+        self._misses: dict[tuple[str, int], float] = {}
 
     # -- administration ----------------------------------------------------------------
 
@@ -164,8 +166,6 @@ class QueueSchemas:
         if not force:
             used = self._uses(topic, {v.version for v in entry.versions})
             if used is not None:
-                from hqueue.errors import InvalidArgumentError
-
                 raise InvalidArgumentError(
                     f"messages still use {topic or 'the queue-wide'!s} schema (for example "
                     f"{used.position}); delete it with force=True (hqueue schema delete "
@@ -177,13 +177,9 @@ class QueueSchemas:
 
     def _governing(self, topic: str) -> TopicSchemas | None:
         found = self._registry.resolve(self._queue, topic)
-        if found is None or found.latest is None:
+        if found is None:
             # The watched copy may lag a registration made a moment ago.
-            for key_topic in (topic, None):
-                try:
-                    return self._registry.entry(self._queue, key_topic, cached=False)
-                except NoSchemaError:
-                    continue
+            found = self._registry.resolve(self._queue, topic, cached=False)
         return found
 
     def writer(self, topic: str) -> RecordSchema:
@@ -200,6 +196,19 @@ class QueueSchemas:
             )
         return _compiled(latest)
 
+    def record_writer(self, topic: str, record: object, index: int = -1) -> RecordSchema:
+        """Return :meth:`writer`, for a ``record`` about to be encoded.
+
+        :raises InvalidRecordError: if the topic has no schema (naming the record's
+            place ``index`` and its type, which is not bytes or str).
+        """
+        try:
+            return self.writer(topic)
+        except NoSchemaError as e:
+            raise InvalidRecordError(
+                f"{e} ('value' is a {type(record).__name__}, not bytes or str)", index
+            ) from None
+
     def encode(self, topic: str, record: object, *, index: int = -1) -> bytes:
         """Return the message value of ``record`` on ``topic``: validated and encoded
         with the topic's newest schema, behind the header naming its version.
@@ -207,21 +216,15 @@ class QueueSchemas:
         :raises InvalidRecordError: if it does not fit (naming the field and rule), or
             the topic has no schema.
         """
-        try:
-            writer = self.writer(topic)
-        except NoSchemaError as e:
-            raise InvalidRecordError(
-                f"{e} ('value' is a {type(record).__name__}, not bytes or str)", index
-            ) from None
-        return writer.encode(record, index=index)
+        return self.record_writer(topic, record, index).encode(record, index=index)
 
     def decode(self, message: Message, *, raw_fallback: bool = False) -> Record:
         """Return ``message`` decoded with the version its header names.
 
-        A raw message (no header, or a topic without a schema) and one whose version
-        the registry no longer has are returned with their raw bytes as ``value`` and
-        ``schema_version`` ``None`` when ``raw_fallback``, with a warning for the
-        latter; else they raise.
+        A raw message (no header), one whose version the registry does not have (its
+        schema was deleted with ``force``) and one its version cannot decode are
+        returned with their raw bytes as ``value`` and ``schema_version`` ``None``
+        when ``raw_fallback`` (with a warning, but for the first); else they raise.
 
         :raises InvalidRecordError: if the message cannot be decoded (it names why).
         """
@@ -236,32 +239,47 @@ class QueueSchemas:
             )
         number, body = framed
         version = self._version(message.topic, number)
-        if version is None:
-            if raw_fallback:
-                log.warning(
-                    "schema version %d of topic %r of queue %r is gone: message %s read raw",
-                    number,
-                    message.topic,
-                    self._queue,
-                    message.position,
+        try:
+            if version is None:
+                raise InvalidRecordError(
+                    f"the message at {message.position} was written with schema version "
+                    f"{number} of topic {message.topic!r}, which the registry does not have"
                 )
-                return Record(message, message.value, None)
-            raise InvalidRecordError(
-                f"the message at {message.position} was written with schema version "
-                f"{number} of topic {message.topic!r}, which the registry does not have"
-            )
-        return Record(message, _compiled(version).decode_body(body), number)
+            return Record(message, _compiled(version).decode_body(body), number)
+        except InvalidRecordError as e:
+            if not raw_fallback:
+                raise
+            log.warning("%s: message %s read raw", e, message.position)
+            return Record(message, message.value, None)
+
+    def version(self, topic: str, number: int) -> SchemaVersion | None:
+        """Return the version ``number`` that ``topic``'s messages name in their
+        header (held by the topic's own schema or the queue-wide one; deleted or not),
+        or ``None`` if the registry does not have it."""
+        return self._version(topic, number)
 
     def _version(self, topic: str, number: int) -> SchemaVersion | None:
-        for cached in (True, False):
-            entry = self._registry.resolve(self._queue, topic) if cached else self._governing(topic)
-            if entry is None:
-                continue
-            for v in entry.versions:
-                if v.version == number:
-                    return v
-        return None
+        """Return the version ``number`` of ``topic``'s messages: from the watched
+        cache, else (a version registered a moment ago elsewhere) from the store, which
+        is asked again for the same missing number only after :data:`_MISS_SECONDS`
+        (a raw value that happens to start like a header costs no read per message)."""
+        found = self._registry.version(self._queue, topic, number)
+        if found is not None:
+            return found
+        key = (topic, number)
+        now = time.monotonic()
+        if now - self._misses.get(key, -_MISS_SECONDS) < _MISS_SECONDS:
+            return None
+        found = self._registry.version(self._queue, topic, number, cached=False)
+        if found is None:
+            if len(self._misses) > 4096:
+                self._misses.clear()
+            self._misses[key] = now
+        return found
 
+
+_MISS_SECONDS = 5.0
+"""How long a version number the store did not have is not asked for again."""
 
 _COMPILED: dict[tuple[SchemaType, int, str], RecordSchema] = {}
 

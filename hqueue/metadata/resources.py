@@ -39,6 +39,7 @@ __all__ = [
     "QUEUES",
     "RESOURCES",
     "SCHEMA",
+    "SCHEMA_NUMBERS",
     "SIDECAR",
     "SIDECARS",
     "SUBSCRIBER",
@@ -226,6 +227,14 @@ SCHEMA = Resource(
     "a topic's record schema: its versions (JSON Schema or Avro) and compatibility rule; "
     "key q: the schema of every topic without one of its own",
 )
+SCHEMA_NUMBERS = Resource(
+    "schema numbers",
+    f"{_QUEUE_TABLES}/schema_numbers",
+    "next",
+    "schema_numbers",
+    "persistent",
+    "the queue's next schema version number: unique across its topics, never reused",
+)
 
 
 @dataclass(frozen=True)
@@ -301,6 +310,7 @@ RESOURCES: tuple[Resource, ...] = (
     MEMBER,
     GROUP,
     SCHEMA,
+    SCHEMA_NUMBERS,
 )
 
 

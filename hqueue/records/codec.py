@@ -14,9 +14,9 @@ A typed message's value is a 5-byte header, then the encoded record:
 The rowkey and the message's column are those of every message: the version lives in
 the value, so a reader that knows nothing of schemas reads typed messages as bytes,
 and a value that does not start with the header (written before the topic had a
-schema, or by a client that skipped encoding) is recognisably raw. The version is the
-topic's own (1, 2, ... per queue and topic), not a registry-wide id, so the bytes are
-not those of Confluent's registry although the framing is.
+schema, or by a client that skipped encoding) is recognisably raw. The version is a
+number the queue's registry hands out (unique across the queue's topics), not an id
+of Confluent's registry, whose framing this is.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from fastavro import schemaless_reader as _schemaless_reader
 from fastavro import schemaless_writer as _schemaless_writer
 from fastavro.validation import ValidationError as _ValidationError
 from fastavro.validation import validate as _validate
@@ -99,6 +100,8 @@ def _parse_definition(definition: object) -> Any:
         if definition.strip().isidentifier():
             return definition.strip()
         raise InvalidSchemaError(f"the schema is not valid JSON: {e}") from None
+    except RecursionError:
+        raise InvalidSchemaError("the schema is nested too deeply to read") from None
 
 
 @dataclass(frozen=True)
@@ -124,10 +127,11 @@ class RecordSchema:
         compiled = _compile_avro(parsed) if kind is SchemaType.AVRO else _compile_json(parsed)
         return cls(kind, parsed, version, compiled)
 
-    def canonical(self) -> str:
-        """Return the definition as compact JSON with sorted keys: what the registry
-        stores and compares."""
-        return json.dumps(self.definition, sort_keys=True, separators=(",", ":"))
+    def text(self) -> str:
+        """Return the definition as compact JSON, its members in their given order
+        (what the registry stores: the order of a JSON Schema's properties is the
+        order of a typed read's columns)."""
+        return json.dumps(self.definition, separators=(",", ":"))
 
     def with_version(self, version: int) -> RecordSchema:
         """Return this schema numbered ``version``."""
@@ -155,11 +159,9 @@ class RecordSchema:
         """
         try:
             if self.type is SchemaType.AVRO:
-                import fastavro
-
                 stream = io.BytesIO(body)
                 target = reader._compiled[0] if reader is not None else None
-                result = fastavro.schemaless_reader(stream, self._compiled[0], target)
+                result = _schemaless_reader(stream, self._compiled[0], target)
                 if stream.tell() != len(body):
                     raise ValueError(f"{len(body) - stream.tell()} bytes left over")
                 return result
@@ -288,11 +290,10 @@ def _encode_avro(compiled: Any, record: Any, index: int) -> bytes:
         first = e.errors[0] if e.errors else None
         where = str(getattr(first, "field", "") or "")
         datum = getattr(first, "datum", None)
-        expected = getattr(first, "schema", None)
-        found = "missing" if datum is None else f"{datum!r} ({type(datum).__name__})"
+        found = "null or missing" if datum is None else f"{datum!r} ({type(datum).__name__})"
         raise InvalidRecordError(
             f"the record does not fit the schema at {where or 'the top'}: {found}, "
-            f"expected {json.dumps(expected) if not isinstance(expected, str) else expected}",
+            f"expected {_type_name(getattr(first, 'schema', None))}",
             index,
             where,
         ) from None
@@ -304,5 +305,26 @@ def _encode_avro(compiled: Any, record: Any, index: int) -> bytes:
             unknown,
         )
     out = io.BytesIO()
-    _schemaless_writer(out, parsed, record)
+    try:
+        _schemaless_writer(out, parsed, record)
+    except (ValueError, TypeError, OverflowError, KeyError) as e:
+        # What validation lets through and the writer refuses: a decimal wider than
+        # its precision, say.
+        raise InvalidRecordError(
+            f"the record does not fit the schema: {type(e).__name__}: {e}", index
+        ) from None
     return out.getvalue()
+
+
+def _type_name(schema: Any) -> str:
+    """Return an Avro type as an error names it: its name, or its kind (fastavro's
+    parsed form carries internals a user never wrote)."""
+    if isinstance(schema, str):
+        return schema
+    if isinstance(schema, list):
+        return " or ".join(_type_name(branch) for branch in schema)
+    if isinstance(schema, dict):
+        name = schema.get("name")
+        kind = schema.get("type")
+        return f"{kind} {name}" if name else _type_name(kind)
+    return str(schema)

@@ -29,7 +29,16 @@ from hqueue.spark.option_values import (
 )
 from hqueue.storage.reader import VIA
 
-__all__ = ["DEFAULT_BATCH_ROWS", "SourceOptions", "StreamOptions", "WriteOptions", "parse_int_list"]
+__all__ = [
+    "DEFAULT_BATCH_ROWS",
+    "Connection",
+    "SourceOptions",
+    "StreamOptions",
+    "WriteOptions",
+    "decode_options",
+    "parse_int_list",
+    "read_topics",
+]
 
 DEFAULT_BATCH_ROWS = 5_000
 """Rows per round trip and per Arrow batch. Measured on 2 cores (bench/bench_spark.py),
@@ -51,6 +60,8 @@ _READ = _COMMON | {
     "via",
     "sidecar",
     "minpartitions",
+    "decode",
+    "mode",
 }
 _BATCH = _READ | {
     "startingoffsets",
@@ -237,6 +248,8 @@ class SourceOptions:
     starts: dict[int, MessageId] = field(default_factory=dict)
     stops: dict[int, MessageId] = field(default_factory=dict)
     min_partitions: int | None = None
+    decode: bool = False
+    permissive: bool = False
 
     def bounds(self, partition: int) -> tuple[MessageId | None, MessageId | None]:
         """Return the id range ``[start, stop)`` to read of ``partition`` (``None``: its
@@ -265,6 +278,9 @@ class SourceOptions:
         partition owners (comma-separated; partitions are spread over them);
         ``minPartitions`` (Kafka's name) asks for about that many Spark partitions,
         busy queue partitions cut by time (:mod:`hqueue.spark.splitting`).
+        ``decode`` (``true``/``false``) reads the one topic ``topics`` names as typed
+        columns (:mod:`hqueue.spark.typed`); ``mode`` is ``FAILFAST`` (default) or
+        ``PERMISSIVE`` for what it does with a value it cannot decode.
 
         The Kafka-named batch bounds: ``startingOffsets`` (``earliest``, or JSON of the
         last id already read per partition: reading starts after it) and
@@ -281,7 +297,7 @@ class SourceOptions:
         conn = Connection.parse(options)
         raw = get_option(options, "partitions")
         partitions = parse_int_list(raw, "partitions") if raw else None
-        topics = tuple(sorted(set(comma_list(options, "topics", check_topic))))
+        topics = read_topics(options)
         start, end = _id_bound(options, "start"), _id_bound(options, "end")
         split = (get_option(options, "split") or "partition").lower()
         if split not in ("partition", "region"):
@@ -298,6 +314,7 @@ class SourceOptions:
         if sidecars and via == "hbase":
             raise InvalidArgumentError("option 'sidecar' contradicts option via='hbase'")
         min_partitions = _min_partitions(options, split)
+        decode, permissive = decode_options(options, topics)
         starts: dict[int, MessageId] = {}
         stops: dict[int, MessageId] = {}
         if not stream:
@@ -316,11 +333,47 @@ class SourceOptions:
             starts=starts,
             stops=stops,
             min_partitions=min_partitions,
+            decode=decode,
+            permissive=permissive,
         )
 
     def with_conn(self, conn: Connection) -> SourceOptions:
         """Return a copy reading through ``conn``."""
         return replace(self, conn=conn)
+
+
+def read_topics(options: Mapping[str, str]) -> tuple[str, ...]:
+    """Return option ``topics``: the topics a read keeps, sorted, without repeats.
+
+    :raises InvalidArgumentError: on a bad topic.
+    """
+    return tuple(sorted(set(comma_list(options, "topics", check_topic))))
+
+
+def decode_options(options: Mapping[str, str], topics: tuple[str, ...]) -> tuple[bool, bool]:
+    """Return options ``decode`` and ``mode`` (whether ``PERMISSIVE``).
+
+    :raises InvalidArgumentError: on a value of neither, or ``decode`` without exactly
+        one topic in ``topics``, or ``mode`` without ``decode``.
+    """
+    raw = (get_option(options, "decode") or "false").strip().lower()
+    if raw not in ("true", "false"):
+        raise InvalidArgumentError(f"option 'decode' must be 'true' or 'false', not {raw!r}")
+    decode = raw == "true"
+    mode = get_option(options, "mode")
+    if mode is not None and not decode:
+        raise InvalidArgumentError("option 'mode' applies to typed reads: give decode=true")
+    mode = (mode or "FAILFAST").strip().upper()
+    if mode not in ("FAILFAST", "PERMISSIVE"):
+        raise InvalidArgumentError(
+            f"option 'mode' must be 'FAILFAST' or 'PERMISSIVE', not {mode!r}"
+        )
+    if decode and len(topics) != 1:
+        raise InvalidArgumentError(
+            "option 'decode' reads one topic's records: give option 'topics' exactly one "
+            f"topic, not {len(topics)}"
+        )
+    return decode, mode == "PERMISSIVE"
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,13 @@ from pyspark.sql.types import StructType
 
 from hqueue.errors import InvalidArgumentError
 from hqueue.message import partition_range
-from hqueue.spark.options import SourceOptions, WriteOptions
+from hqueue.spark.options import (
+    Connection,
+    SourceOptions,
+    WriteOptions,
+    decode_options,
+    read_topics,
+)
 from hqueue.spark.planning import (
     ScanPartition,
     owner_addresses,
@@ -55,8 +61,26 @@ from hqueue.spark.planning import (
 from hqueue.spark.schema import SCHEMA
 from hqueue.spark.splitting import split_ranges
 from hqueue.spark.storage import RowRange, ThriftReader
+from hqueue.spark.typed import TypedColumns, typed_columns
 
 __all__ = ["SCHEMA", "HQueueDataSource", "HQueueReader", "HQueueWriter"]
+
+
+def _typed_for(options: SourceOptions, schema: StructType) -> TypedColumns | None:
+    """Return the typed columns of a ``decode`` read, checked against the columns Spark
+    planned with.
+
+    :raises InvalidArgumentError: if the topic's newest schema changed since.
+    """
+    if not options.decode:
+        return None
+    typed = typed_columns(options.conn, options.topics[0], options.permissive)
+    if typed.simple_string() != schema.simpleString():
+        raise InvalidArgumentError(
+            f"topic {options.topics[0]!r}'s schema changed while the query was planned: "
+            "run it again"
+        )
+    return typed
 
 
 class HQueueReader(DataSourceReader):
@@ -64,8 +88,10 @@ class HQueueReader(DataSourceReader):
     Arrow batches. It keeps no per-query state (see the module's notes): it does not
     override ``pushFilters``, so Spark keeps every filter and evaluates it itself."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, typed: TypedColumns | None = None) -> None:
         self.options = options
+        self.typed = typed
+        """The typed columns of a ``decode`` read (what its tasks convert with)."""
 
     def plan(self, partition_count: int | None = None) -> list[ScanPartition]:
         """Return the Spark partitions of the read (possibly none): the partitions,
@@ -135,7 +161,10 @@ class HQueueReader(DataSourceReader):
         if not isinstance(partition, ScanPartition):
             # PySpark turns an empty plan into one InputPartition(None) and reads it.
             return iter(())
-        return read_ranges(self.options, partition.ranges, self.options.topics)
+        batches = read_ranges(self.options, partition.ranges, self.options.topics)
+        if self.typed is not None:
+            return self.typed.converter().batches(batches)
+        return batches
 
 
 class WriteCount(WriterCommitMessage):
@@ -222,15 +251,24 @@ class HQueueDataSource(DataSource):
         return "hqueue"
 
     def schema(self) -> str:
-        """The columns of a read (:data:`SCHEMA`)."""
-        return SCHEMA
+        """The columns of a read (:data:`SCHEMA`); with option ``decode``, the base
+        columns, ``schema_version`` and the record's fields, typed from the topic's
+        newest schema (:mod:`hqueue.spark.typed`)."""
+        topics = read_topics(self.options)
+        decode, permissive = decode_options(self.options, topics)
+        if not decode:
+            return SCHEMA
+        # Only what the columns depend on: the other options are checked by the
+        # reader Spark asks for next, batch or streaming.
+        return typed_columns(Connection.parse(self.options), topics[0], permissive).ddl()
 
     def reader(self, schema: StructType) -> HQueueReader:
         """Return the batch reader.
 
         :raises InvalidArgumentError: on a bad option, naming it.
         """
-        return HQueueReader(SourceOptions.parse(self.options))
+        options = SourceOptions.parse(self.options)
+        return HQueueReader(options, _typed_for(options, schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """Return the streaming reader.
@@ -240,7 +278,8 @@ class HQueueDataSource(DataSource):
         from hqueue.spark.options import StreamOptions
         from hqueue.spark.streaming import HQueueStreamReader
 
-        return HQueueStreamReader(StreamOptions.parse(self.options))
+        options = StreamOptions.parse(self.options)
+        return HQueueStreamReader(options, _typed_for(options.source, schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> HQueueWriter:
         """Return the batch writer (a queue is append-only: ``overwrite`` is refused).

@@ -54,6 +54,7 @@ from hqueue.spark.planning import (
 )
 from hqueue.spark.splitting import split_ranges
 from hqueue.spark.storage import RowRange, ThriftReader
+from hqueue.spark.typed import TypedColumns
 
 __all__ = ["DataLossError", "HQueueStreamReader", "offset_json", "parse_offset"]
 
@@ -92,8 +93,10 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     With ``Trigger.AvailableNow`` it stops at the last ids stored when the query
     started."""
 
-    def __init__(self, options: StreamOptions) -> None:
+    def __init__(self, options: StreamOptions, typed: TypedColumns | None = None) -> None:
         self.options = options
+        self.typed = typed
+        """The typed columns of a ``decode`` read (what its tasks convert with)."""
         self._partitions: list[int] | None = None
         self._target: Offsets | None = None
         self._seen: Offsets | None = None
@@ -258,7 +261,10 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """
         assert isinstance(partition, ScanPartition)
         source = self.options.source
-        return read_ranges(source, partition.ranges, source.topics)
+        batches = read_ranges(source, partition.ranges, source.topics)
+        if self.typed is not None:
+            return self.typed.converter().batches(batches)
+        return batches
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the offsets live in Spark's checkpoint."""

@@ -128,7 +128,11 @@ def test_typed_put_refuses_the_whole_input_then_scan_and_get_decode(
     assert not_json.returncode == 1 and "line 1 is not a JSON record" in not_json.stderr
     with servers.hq.queue(queue_name).scan() as scanner:
         assert list(scanner) == []
-    good = '{"symbol": "A", "price": 1}\n\n{"symbol": "B", "price": 2.5}\n'
+    blank = hqueue(
+        servers, "put", queue_name, "--topic", "trades", stdin='{"symbol": "A", "price": 1}\n\n'
+    )
+    assert blank.returncode == 1 and "line 2 is not a JSON record" in blank.stderr
+    good = '{"symbol": "A", "price": 1}\n{"symbol": "B", "price": 2.5}\n'
     positions = ok(hqueue(servers, "put", queue_name, "--topic", "trades", stdin=good)).split()
     assert len(positions) == 2
     ok(hqueue(servers, "put", queue_name, "--topic", "logs", "--value", "plain text"))

@@ -69,6 +69,7 @@ VALID: dict[str, dict[str, Any]] = {
             }
         ],
     },
+    "schema_numbers": {"next": 7},
 }
 INVALID: dict[str, dict[str, Any]] = {
     "queue": {**VALID["queue"], "partitions": 40000},
@@ -80,6 +81,7 @@ INVALID: dict[str, dict[str, Any]] = {
     "leader": {**VALID["leader"], "extra": 1},
     "assignment": {**VALID["assignment"], "owners": [-2]},
     "topic_schema": {**VALID["topic_schema"], "compatibility": "SIDEWAYS"},
+    "schema_numbers": {"next": 0},
 }
 
 

@@ -36,7 +36,7 @@ def avro(definition: object) -> RecordSchema:
     return RecordSchema.parse("avro", definition)
 
 
-def test_versions_number_from_one_per_topic_and_the_same_schema_is_not_registered_twice(
+def test_versions_are_numbered_per_queue_and_the_same_schema_is_not_registered_twice(
     store: MetaStore,
 ) -> None:
     registry = SchemaRegistry(store)
@@ -45,7 +45,9 @@ def test_versions_number_from_one_per_topic_and_the_same_schema_is_not_registere
     assert registry.register("orders", "trades", avro(V1)) == first
     second = registry.register("orders", "trades", avro(V2))
     assert second.version == 2
-    assert registry.register("orders", "quotes", avro(V1)).version == 1
+    # Numbers are the queue's: unique across its topics, so a header names one version.
+    assert registry.register("orders", "quotes", avro(V1)).version == 3
+    assert registry.register("other-queue", "quotes", avro(V1)).version == 1
     entry = registry.entry("orders", "trades", cached=False)
     assert [v.version for v in entry.versions] == [1, 2]
     assert entry.compatibility is Compatibility.BACKWARD
@@ -77,13 +79,38 @@ def test_deleted_versions_stay_readable_and_are_no_longer_checked_against(
     assert removed.version == 2 and not removed.deleted
     entry = registry.entry("orders", "t", cached=False)
     assert entry.version(2).deleted and entry.latest is not None and entry.latest.version == 1
-    # Numbers are never reused.
+    # Numbers are never reused, not even once the whole entry is gone.
     assert registry.register("orders", "t", avro(V2)).version == 3
     with pytest.raises(NoSchemaError):
         registry.delete_version("orders", "t", 9)
     registry.delete_entry("orders", "t")
     with pytest.raises(NoSchemaError):
         registry.entry("orders", "t", cached=False)
+    assert registry.register("orders", "t", avro(V1)).version == 4
+
+
+def test_a_header_number_finds_its_version_in_the_topic_or_queue_wide_entry(
+    store: MetaStore,
+) -> None:
+    registry = SchemaRegistry(store)
+    wide = registry.register("orders", None, avro("string"))
+    own = registry.register("orders", "t", avro(V1))
+    assert (wide.version, own.version) == (1, 2)
+    # A message of "t" written while it took the queue-wide schema still decodes.
+    assert registry.version("orders", "t", 1) == wide
+    assert registry.version("orders", "t", 2) == own
+    assert registry.version("orders", "other", 2) is None
+    assert registry.version("orders", "t", 3) is None
+
+
+def test_the_same_definition_is_the_same_version_but_true_is_not_1(store: MetaStore) -> None:
+    registry = SchemaRegistry(store)
+    json_schema = RecordSchema.parse("jsonschema", {"const": True})
+    first = registry.register("orders", "t", json_schema, compatibility=Compatibility.NONE)
+    reordered = RecordSchema.parse("jsonschema", '{"const": true}')
+    assert registry.register("orders", "t", reordered) == first
+    other = registry.register("orders", "t", RecordSchema.parse("jsonschema", {"const": 1}))
+    assert other.version == first.version + 1
 
 
 def test_a_topic_without_its_own_schema_takes_the_queue_wide_one(store: MetaStore) -> None:
@@ -119,9 +146,10 @@ def test_concurrent_registrations_each_get_a_version_checked_against_the_other(
         t.start()
     for t in threads:
         t.join()
-    assert sorted(versions) == [2, 3, 4, 5]
+    # Each got a number of its own (a registration that lost a race took a fresh one).
+    assert len(set(versions)) == 4 and min(versions) > 1
     stored = registries[0].entry("orders", "t", cached=False)
-    assert [v.version for v in stored.versions] == [1, 2, 3, 4, 5]
+    assert [v.version for v in stored.versions] == [1, *sorted(versions)]
 
 
 def test_the_watched_cache_serves_a_registration_once_its_event_arrives(

@@ -6,10 +6,13 @@ rule; the entry ``q`` holds the schema of every topic of the queue that has none
 its own. An entry is changed by compare-and-set on its version, so two registrations
 racing each get a version number of their own, each checked against the other's.
 
-Versions are numbered from 1 per entry and never reused. Deleting a version marks it
-deleted: it is no longer written with nor checked against, and the messages written
-with it still decode. Deleting a whole entry removes it (the client refuses that while
-messages still use it, unless forced).
+Versions are numbered per queue (:data:`~hqueue.metadata.resources.SCHEMA_NUMBERS`):
+a number is unique across the queue's entries and never reused, so the number in a
+message's header names one version, whichever entry holds it (a topic that took the
+queue-wide schema and later got its own still decodes its old messages). Deleting a
+version marks it deleted: it is no longer written with nor checked against, and the
+messages written with it still decode. Deleting a whole entry removes it (the client
+refuses that while messages still use it, unless forced); its numbers stay used.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from hqueue.errors import (
 from hqueue.message import check_topic
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
-from hqueue.metadata.resources import SCHEMA
+from hqueue.metadata.resources import SCHEMA, SCHEMA_NUMBERS
 from hqueue.metadata.version import Version, Versioned
 from hqueue.records.codec import RecordSchema, SchemaType
 from hqueue.records.rules import DEFAULT_COMPATIBILITY, Compatibility, compatibility_problems
@@ -57,8 +60,8 @@ def schema_key(topic: str | None) -> str:
 
 @dataclass(frozen=True)
 class SchemaVersion:
-    """One registered version: its number, type, definition (``text``: compact JSON
-    with sorted keys; :attr:`definition` parsed), when it was registered (ms since
+    """One registered version: its number, type, definition (``text``: compact JSON,
+    members in their given order; :attr:`definition` parsed), when it was registered (ms since
     the epoch) and whether it was deleted."""
 
     version: int
@@ -190,13 +193,27 @@ class SchemaRegistry:
             raise NoSchemaError(f"{_what(topic)} of queue {queue!r} has no schema")
         return found.value
 
-    def resolve(self, queue: str, topic: str) -> TopicSchemas | None:
-        """Return the entry that governs ``topic``: its own, else the queue-wide one,
-        else ``None`` (the topic is untyped)."""
+    def resolve(self, queue: str, topic: str, *, cached: bool = True) -> TopicSchemas | None:
+        """Return the entry that governs ``topic``: its own if it has a live version,
+        else the queue-wide one if that has, else ``None`` (the topic is untyped)."""
         for key in (schema_key(topic), QUEUE_WIDE):
-            found = self._read(queue, key, True)
-            if found is not None:
+            found = self._read(queue, key, cached)
+            if found is not None and found.value.latest is not None:
                 return found.value
+        return None
+
+    def version(
+        self, queue: str, topic: str, number: int, *, cached: bool = True
+    ) -> SchemaVersion | None:
+        """Return version ``number`` as ``topic``'s messages name it: held by the
+        topic's own entry or the queue-wide one (numbers are unique across a queue's
+        entries), deleted or not; ``None`` if neither holds it."""
+        for key in (schema_key(topic), QUEUE_WIDE):
+            found = self._read(queue, key, cached)
+            if found is not None:
+                for v in found.value.versions:
+                    if v.version == number:
+                        return v
         return None
 
     def entries(self, queue: str) -> list[TopicSchemas]:
@@ -282,12 +299,8 @@ class SchemaRegistry:
                 added = entry.latest
                 new_versions = versions
             else:
-                number = (versions[-1].version + 1) if versions else 1
-                if number > _MAX_VERSION:
-                    raise InvalidArgumentError(f"{_what(topic)} has no version number left")
-                added = SchemaVersion(
-                    number, schema.type, schema.canonical(), int(time.time() * 1000)
-                )
+                number = self._reserve_number(queue)
+                added = SchemaVersion(number, schema.type, schema.text(), int(time.time() * 1000))
                 new_versions = (*versions, added)
             stored = TopicSchemas(topic, rule, new_versions)
             try:
@@ -297,9 +310,30 @@ class SchemaRegistry:
             self._wrote(queue)
             assert added is not None
             return added
-        raise IncompatibleSchemaError(
-            f"{_what(topic)}'s schema kept changing while registering: try again"
-        )
+        raise BadVersionError(f"{_what(topic)}'s schema kept changing while registering: try again")
+
+    def _reserve_number(self, queue: str) -> int:
+        """Return the queue's next version number, taken for good (a registration that
+        then loses its race leaves a gap, never a number used twice).
+
+        :raises InvalidArgumentError: if the queue has used every number.
+        """
+        table = SCHEMA_NUMBERS.open_table(self._store, queue)
+        key = SCHEMA_NUMBERS.key
+        for _ in range(_CAS_ATTEMPTS):
+            try:
+                value, version = table.get(key)
+                number = int(value["next"])
+            except NoKeyError:
+                number, version = 1, Version.NEW
+            if number > _MAX_VERSION:
+                raise InvalidArgumentError("the queue has used every schema version number")
+            try:
+                table.put(key, {"next": number + 1}, version)
+            except (BadVersionError, KeyExistsError, NoKeyError):
+                continue
+            return number
+        raise BadVersionError("the queue's schema numbers kept changing: try again")
 
     def set_compatibility(self, queue: str, topic: str | None, rule: Compatibility) -> None:
         """Set the rule of ``topic``'s existing entry (later versions are checked under
@@ -355,10 +389,17 @@ class SchemaRegistry:
                 continue
             self._wrote(queue)
             return
-        raise InvalidArgumentError(f"{_what(topic)}'s schema kept changing: try again")
+        raise BadVersionError(f"{_what(topic)}'s schema kept changing: try again")
 
 
 def _same(version: SchemaVersion | None, schema: RecordSchema) -> bool:
-    return (
-        version is not None and version.type is schema.type and version.text == schema.canonical()
-    )
+    """Whether ``version`` is ``schema``: the same type and definition, whatever the
+    order of an object's members (compared as sorted JSON text, where ``true`` and
+    ``1`` differ, as they do to a validator)."""
+    if version is None or version.type is not schema.type:
+        return False
+    return _sorted_text(version.definition) == _sorted_text(schema.definition)
+
+
+def _sorted_text(definition: Any) -> str:
+    return json.dumps(definition, sort_keys=True, separators=(",", ":"))
