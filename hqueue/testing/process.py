@@ -11,6 +11,7 @@ wheel or a checkout), never a path into a source tree.
 
 from __future__ import annotations
 
+import random
 import re
 import signal
 import socket
@@ -63,13 +64,35 @@ def wait_for(
     return time.monotonic() - start
 
 
+_PICKED_LOW = 15000
+"""The lowest port :func:`free_port` picks."""
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 if it cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = DEFAULT_HOST) -> int:
     """Return a TCP port on ``host`` that nobody listened on a moment ago.
 
-    The kernel picks it (bind to port 0) and the socket is closed before the caller's
-    server binds, so another process could take it in between; on a test machine
-    that is rare enough that the server's start-up error is the right outcome.
+    It is picked at random below the kernel's ephemeral range (15000 up to it), where
+    the kernel never puts the source port of a connection or a server bound to port
+    0: a port of that range, free when picked, could be taken by any outgoing
+    connection of any process before the caller's server binds it (a test starting
+    several JVMs saw it). Where the range leaves too little room below it, the kernel
+    picks, as a bind to port 0 does. Another test picking the same port at the same
+    moment stays possible, and then the server's start-up error is the outcome.
     """
+    high = min(_ephemeral_low(), 65536)
+    if high - _PICKED_LOW >= 5000:
+        for _ in range(100):
+            port = random.randrange(_PICKED_LOW, high)
+            if port_free(host, port):
+                return port
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
