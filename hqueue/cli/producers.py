@@ -22,7 +22,7 @@ __all__ = ["producers"]
 
 @click.group("producers")
 def producers() -> None:
-    """List who produces to a queue."""
+    """List who produces to a queue: each partition's recent producers."""
 
 
 @producers.command("list")
