@@ -124,17 +124,10 @@ lint: deps-test
 # Two workers (pytest-xdist), a test module each at a time, so that a module's
 # fixtures start once; each worker starts its own session servers. PYTEST_WORKERS=0
 # runs the suite in one process. The suite keeps both cores busy (a third worker made
-# it no faster), so its cost is CPU: the Spark drivers it starts (local sessions, the
-# jobs, spark-submit) compile with C1 only and a serial collector, as the harness's
-# HBase and ZooKeeper JVMs do: a short-lived JVM spends less CPU that way (a fifth
-# less for a job run), and no test measures speed. (A standalone cluster's daemons
-# keep Spark's defaults: SPARK_DAEMON_JAVA_OPTS there made its executors register
-# without their hosts.)
+# it no faster), so what shortens it is less CPU work, not more workers.
 PYTEST_WORKERS ?= 2
-TEST_JVM_OPTS := -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 pytest: deps-test zookeeper crosslang-deps hbase-classpath
 	HQUEUE_HBASE_CLASSPATH_FILE=$(HBASE_CLASSPATH_FILE) \
-	SPARK_SUBMIT_OPTS="$(TEST_JVM_OPTS)" \
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
 # The tests that need no server and no Java (marked `unit` by tests/conftest.py): seconds.
