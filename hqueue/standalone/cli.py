@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import faulthandler
 import signal
 import socket
 import sys
@@ -80,7 +81,9 @@ def _port_in_use(error: OSError, host: str, ports: list[tuple[str, int]]) -> str
 
 
 def _stop_on_signals() -> threading.Event:
-    """Return an event that SIGTERM and SIGINT (Ctrl-C) set, from now on."""
+    """Return an event that SIGTERM and SIGINT (Ctrl-C) set, from now on. SIGUSR1
+    writes the stack of every thread to stderr (Python's faulthandler), as a JVM's
+    SIGQUIT does: what to ask a server that does not stop."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -88,6 +91,7 @@ def _stop_on_signals() -> threading.Event:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     return stop
 
 

@@ -13,6 +13,7 @@ plaintext; a non-loopback bind without TLS and a token warns what it exposes.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
@@ -280,9 +281,15 @@ def _standalone(tmp_path: Path, *args: str) -> tuple[str, str]:
             # A server stopping under the suite's load can take longer than 30 s.
             proc.wait(120)
         except subprocess.TimeoutExpired:
+            # Its threads' stacks (SIGUSR1: faulthandler) say where the stop hangs.
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(2)
             proc.kill()
             proc.wait()
-            raise AssertionError("hqueue standalone did not stop within 120 s of SIGTERM") from None
+            raise AssertionError(
+                "hqueue standalone did not stop within 120 s of SIGTERM; its threads:\n"
+                + log.read_text()[-20000:]
+            ) from None
         finally:
             if proc.stdout is not None:
                 proc.stdout.close()
