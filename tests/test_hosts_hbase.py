@@ -5,8 +5,7 @@ and the cluster-wide gateways on the bridge's address; the client in the machine
 own namespace. With distinct host addresses, "the sidecar beside the region server"
 (``hqueue sidecar --regionserver HOST``, the host-alone form) means the same host.
 
-One cluster for the module: it takes about half a minute to start. Spark's locality
-tests across the same hosts (tests/spark/locality_hosts.py) run here too, on it.
+One cluster for the module: it takes about half a minute to start.
 """
 
 from __future__ import annotations
@@ -252,24 +251,3 @@ except OSError as exc:
 def _connects(host: Host, address: str) -> str:
     """Whether ``host`` opens a TCP connection to ``address`` (``host:port``)."""
     return host.run(sys.executable, "-c", _CONNECT, address).strip()
-
-
-# Spark's locality across these hosts (tests/spark/locality_hosts.py) runs in this
-# module, on its network and HBase: one cluster on test hosts for both.
-from tests.spark.locality_hosts import (  # noqa: E402
-    reads,
-    spark_hosts_cluster,
-    spark_placed,
-    test_read_queue_runs_each_task_on_the_host_serving_its_partition,
-    test_the_data_source_reads_the_same_rows_without_preferred_hosts,
-    test_the_workers_run_on_the_hosts_and_register_by_their_addresses,
-)
-
-__all__ = [
-    "reads",
-    "spark_hosts_cluster",
-    "spark_placed",
-    "test_read_queue_runs_each_task_on_the_host_serving_its_partition",
-    "test_the_data_source_reads_the_same_rows_without_preferred_hosts",
-    "test_the_workers_run_on_the_hosts_and_register_by_their_addresses",
-]

@@ -17,13 +17,10 @@ the sidecar there. Then a read's tasks are followed through the driver's REST AP
   whichever executor is free and are reported ``PROCESS_LOCAL``, as Spark reports a
   task without preferences: a locality level alone does not tell a local read.
 
-The driver runs in a process of its own (``python -m tests.spark.locality_hosts
+The driver runs in a process of its own (``python -m tests.spark.test_locality_hosts
 SETTINGS_JSON``): a process holds one SparkContext, and the test session's is local.
-
-The tests run in ``tests/test_hosts_hbase.py``, which imports them, on that module's
-network and HBase on two hosts (its ``network`` and ``hbase`` fixtures): HBase takes
-about half a minute to start, so the two modules share one cluster. This module is
-named so that pytest does not collect it on its own.
+One cluster for the module: HBase takes about half a minute to start, Spark's cluster
+a few seconds.
 """
 
 from __future__ import annotations
@@ -46,7 +43,16 @@ from hqueue.testing.process import free_port, wait_for
 from hqueue.testing.sidecar import SidecarProcess
 from hqueue.testing.spark import SparkCluster, spark_home
 from hqueue.testing.zookeeper import make_chroot
+from tests import test_hosts_hbase
 from tests.spark.cluster_read import _get, _wait_for_executors
+
+# The module's network and HBase on its two hosts are test_hosts_hbase's fixtures
+# (they fail without root, iproute2, iptables, java or HBase's jars): one per module.
+network = test_hosts_hbase.network
+hbase = test_hosts_hbase.hbase
+_server_of = test_hosts_hbase._server_of
+
+pytestmark = [pytest.mark.server, pytest.mark.java]
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -75,12 +81,6 @@ class Placed:
     owned_beside: list[str]
 
 
-def _server_of(d: Any, partition: int) -> tuple[str, int]:
-    from tests.test_hosts_hbase import _server_of as server_of
-
-    return server_of(d, partition)
-
-
 def _placed(client: Client, queue: str) -> bool:
     """Whether partition ``p``'s region is on host ``p`` and its owner is the sidecar
     beside that region server."""
@@ -92,7 +92,7 @@ def _placed(client: Client, queue: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def spark_placed(hbase: HBaseCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Placed]:
+def placed(hbase: HBaseCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Placed]:
     """A sidecar on each host (``--regionserver`` its address), metadata in a chroot of
     the cluster's ZooKeeper, and a queue of :data:`PARTITIONS` partitions, partition
     ``p`` moved to host ``p``'s region server and owned beside it, with
@@ -146,7 +146,7 @@ def spark_placed(hbase: HBaseCluster, tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(scope="module")
-def spark_hosts_cluster(
+def cluster(
     hbase: HBaseCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SparkCluster]:
     """A Spark standalone master on the bridge's address and a worker (one core) on
@@ -165,9 +165,8 @@ def spark_hosts_cluster(
 
 
 @pytest.fixture(scope="module")
-def reads(spark_placed: Placed, spark_hosts_cluster: SparkCluster) -> dict[str, Any]:
+def reads(placed: Placed, cluster: SparkCluster) -> dict[str, Any]:
     """What the driver saw of the two reads (see :func:`main`)."""
-    placed, cluster = spark_placed, spark_hosts_cluster
     settings = {
         "master": cluster.master_url,
         "driver": cluster.driver_settings(),
@@ -181,7 +180,7 @@ def reads(spark_placed: Placed, spark_hosts_cluster: SparkCluster) -> dict[str, 
     }
     began = time.monotonic()
     out = subprocess.run(
-        [sys.executable, "-m", "tests.spark.locality_hosts", json.dumps(settings)],
+        [sys.executable, "-m", "tests.spark.test_locality_hosts", json.dumps(settings)],
         cwd=CHECKOUT,
         capture_output=True,
         text=True,
@@ -196,9 +195,8 @@ def reads(spark_placed: Placed, spark_hosts_cluster: SparkCluster) -> dict[str, 
 
 
 def test_the_workers_run_on_the_hosts_and_register_by_their_addresses(
-    spark_hosts_cluster: SparkCluster, hbase: HBaseCluster
+    cluster: SparkCluster, hbase: HBaseCluster
 ) -> None:
-    cluster = spark_hosts_cluster
     addresses = [h.address for h in hbase.hosts]
     assert sorted(cluster.registered_hosts()) == sorted(addresses)
     assert cluster.master_url.startswith(f"spark://{hbase.hosts[0].network.gateway}:")
@@ -226,9 +224,8 @@ def _rows_by_task(read: dict[str, Any]) -> dict[int, list[tuple[int, str]]]:
 
 
 def test_read_queue_runs_each_task_on_the_host_serving_its_partition(
-    spark_placed: Placed, reads: dict[str, Any], hbase: HBaseCluster
+    placed: Placed, reads: dict[str, Any], hbase: HBaseCluster
 ) -> None:
-    placed = spark_placed
     read = reads["reads"]["read_queue"]
     addresses = [h.address for h in hbase.hosts]
     assert placed.serving == placed.owned_beside == addresses
@@ -252,12 +249,11 @@ def test_read_queue_runs_each_task_on_the_host_serving_its_partition(
 
 
 def test_the_data_source_reads_the_same_rows_without_preferred_hosts(
-    spark_placed: Placed, reads: dict[str, Any]
+    placed: Placed, reads: dict[str, Any]
 ) -> None:
     """``spark.read.format("hqueue")`` cannot name preferred locations: its tasks are
     reported PROCESS_LOCAL (Spark's level for a task without preferences) on whatever
     executor took them, so only the host tells where a task ran."""
-    placed = spark_placed
     read = reads["reads"]["data_source"]
     tasks = _scan_tasks(read)
     rows = _rows_by_task(read)
