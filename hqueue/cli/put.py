@@ -61,7 +61,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 import click
 
 from hqueue.cli.common import client_for, format_option, root_options, silence_stdout
-from hqueue.errors import HQueueError
+from hqueue.errors import HQueueError, NoSchemaError
 from hqueue.message import Position, check_topic
 from hqueue.progress import Counter
 
@@ -326,8 +326,6 @@ def _put_all(
 def _schema_of(queue: Queue, topic: str) -> RecordSchema | None:
     """Return the schema ``topic``'s records are written with, or ``None`` if it has
     none (its lines are then raw messages)."""
-    from hqueue.errors import NoSchemaError
-
     try:
         return queue.schemas.writer(topic)
     except NoSchemaError:

@@ -16,9 +16,10 @@ object per schema version: ``queue``, ``topic`` (``null``: queue-wide), ``versio
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -31,6 +32,7 @@ from hqueue.message import format_time
 from hqueue.metadata.resources import check_queue_name
 
 if TYPE_CHECKING:
+    from hqueue.client.schemas import QueueSchemas
     from hqueue.metadata.managers.schema_registry import SchemaVersion
 
 __all__ = ["schema"]
@@ -91,6 +93,14 @@ def _line(topic: str | None, version: SchemaVersion) -> str:
         f"{where}  version {version.version}  {version.type.value}  "
         f"registered {format_time(version.registered_ms)}{state}"
     )
+
+
+@contextlib.contextmanager
+def _schemas(ctx: click.Context, queue: str) -> Iterator[QueueSchemas]:
+    """Yield the schemas of ``queue`` through a client of the installation the global
+    options name (hqueue errors become one-line click errors)."""
+    with _client(ctx) as client:
+        yield client.queue(queue).schemas
 
 
 def _json(ctx: click.Context) -> bool:
@@ -155,8 +165,7 @@ def register(
     with each broken rule on its own line, if it breaks TOPIC's compatibility rule."""
     topic = _subject_of(queue, topic, queue_wide)
     definition = _read_definition(path)
-    with _client(ctx) as client:
-        schemas = client.queue(queue).schemas
+    with _schemas(ctx, queue) as schemas:
         try:
             version = schemas.register(topic, definition, type=kind, compatibility=compatibility)
         except IncompatibleSchemaError as exc:
@@ -185,8 +194,8 @@ def check(
     nothing."""
     topic = _subject_of(queue, topic, queue_wide)
     definition = _read_definition(path)
-    with _client(ctx) as client:
-        problems = client.queue(queue).schemas.check(topic, definition, type=kind)
+    with _schemas(ctx, queue) as schemas:
+        problems = schemas.check(topic, definition, type=kind)
     if _json(ctx):
         click.echo(json.dumps({"compatible": not problems, "problems": problems}))
     elif not problems:
@@ -207,8 +216,7 @@ def get(
 ) -> None:
     """Print TOPIC's schema: the definition (text), or the version's record (json)."""
     topic = _subject_of(queue, topic, queue_wide)
-    with _client(ctx) as client:
-        schemas = client.queue(queue).schemas
+    with _schemas(ctx, queue) as schemas:
         found = schemas.get(topic, version)
         rule = schemas.compatibility(topic)
     if _json(ctx):
@@ -224,8 +232,8 @@ def get(
 def versions(ctx: click.Context, queue: str, topic: str | None, queue_wide: bool) -> None:
     """Print every version of TOPIC's schema, oldest first, deleted ones too."""
     topic = _subject_of(queue, topic, queue_wide)
-    with _client(ctx) as client:
-        found = client.queue(queue).schemas.versions(topic)
+    with _schemas(ctx, queue) as schemas:
+        found = schemas.versions(topic)
     for version in found:
         click.echo(
             json.dumps(_record(queue, topic, version)) if _json(ctx) else _line(topic, version)
@@ -239,8 +247,8 @@ def versions(ctx: click.Context, queue: str, topic: str | None, queue_wide: bool
 def list_schemas(ctx: click.Context, queue: str) -> None:
     """Print the newest live version of each schema of QUEUE, with its rule."""
     _check_queue(queue)
-    with _client(ctx) as client:
-        entries = client.queue(queue).schemas.list()
+    with _schemas(ctx, queue) as schemas:
+        entries = schemas.list()
     for entry in entries:
         latest = entry.latest
         if latest is None:
@@ -268,8 +276,7 @@ def compatibility(
 ) -> None:
     """Print TOPIC's compatibility rule, or set it with --set."""
     topic = _subject_of(queue, topic, queue_wide)
-    with _client(ctx) as client:
-        schemas = client.queue(queue).schemas
+    with _schemas(ctx, queue) as schemas:
         if rule is not None:
             schemas.set_compatibility(topic, rule)
         current = schemas.compatibility(topic)
@@ -305,8 +312,8 @@ def delete(
     """Delete TOPIC's schema, or one version of it with --version. The whole schema is
     refused while messages still use it, unless --force."""
     topic = _subject_of(queue, topic, queue_wide)
-    with _client(ctx) as client:
-        client.queue(queue).schemas.delete(topic, version, force=force)
+    with _schemas(ctx, queue) as schemas:
+        schemas.delete(topic, version, force=force)
     what = "the whole schema" if version is None else f"version {version}"
     if _json(ctx):
         click.echo(json.dumps({"queue": queue, "topic": topic, "deleted": version or "all"}))

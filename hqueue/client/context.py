@@ -83,11 +83,11 @@ class ClientContext:
     """A client's connections and metadata managers: ``hbase`` (queue tables over
     Thrift1), ``sidecars`` (the sidecars' calls), ``owners`` (partition owners),
     ``subscriptions`` (subscription data), ``metastore`` (for session listeners),
-    ``queue_info`` (a queue's info read past the cache), ``fast_scan`` (whether
+    ``queue_info`` (a queue's info read past the cache), ``registry`` (the topic
+    schemas, read through the client's watched cache), ``fast_scan`` (whether
     scanners read through sidecars), ``security`` (what the client presents to
-    servers, and what its subscribers serve with: see :func:`~hqueue.connect`),
-    ``hints`` (owners known ahead of the cache) and ``registry`` (the topic schemas,
-    read through the client's watched cache)."""
+    servers, and what its subscribers serve with: see :func:`~hqueue.connect`) and
+    ``hints`` (owners known ahead of the cache)."""
 
     hbase: HBase
     sidecars: Sidecars
@@ -95,10 +95,10 @@ class ClientContext:
     subscriptions: SubscriptionDataManager
     metastore: MetaStore
     queue_info: Callable[[str], QueueInfo]
+    registry: SchemaRegistry
     fast_scan: bool = True
     security: ClientSecurity = PLAIN_CLIENT
     hints: OwnerHints = field(default_factory=OwnerHints)
-    registry: SchemaRegistry | None = None
 
 
 @dataclass(frozen=True)

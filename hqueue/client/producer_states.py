@@ -74,7 +74,7 @@ def producers_of(connect: Connect, table: bytes, partitions: Iterable[int]) -> l
             last = state.batches[-1]
             states.append(
                 ProducerInfo(
-                    partition, state.producer, last.next - 1, last.ids()[-1], len(state.batches)
+                    partition, state.producer, last.next - 1, last.last_id, len(state.batches)
                 )
             )
         found += sorted(states, key=lambda p: p.last_id, reverse=True)

@@ -37,6 +37,7 @@ from hqueue.message import (
     Message,
     MessageId,
     Position,
+    check_partition,
     encode_rowkey,
     parse_located,
     partition_end,
@@ -127,25 +128,22 @@ class Queue:
         decode the messages of typed topics."""
         if self._schemas is None:
             context = self._client._context
-            registry = context.registry
-            if registry is None:
-                raise InvalidArgumentError("this client has no schema registry")
             self._schemas = QueueSchemas(
                 self.name,
-                registry,
+                context.registry,
                 self._schema_uses,
                 lambda what: require_admin(context.security, what),
             )
         return self._schemas
 
-    def _schema_uses(self, topic: str | None, versions: set[int] | None) -> Message | None:
-        """Return a stored message written with one of ``versions`` of ``topic``'s
-        schema (``None``: the queue-wide one, so of a topic without its own), if any."""
+    def _schema_uses(self, topic: str | None, versions: set[int]) -> Message | None:
+        """Return a stored message of ``topic`` (``None``: of any topic) written with
+        one of ``versions``, if any."""
         # Version numbers are unique across the queue's entries: a number names one.
         with self.scan(topics=topic) as scanner:
             for message in scanner:
                 framed = split_header(message.value)
-                if framed is not None and (versions is None or framed[0] in versions):
+                if framed is not None and framed[0] in versions:
                     return message
         return None
 
@@ -167,10 +165,11 @@ class Queue:
             return value
         if isinstance(value, bytearray | memoryview):
             return bytes(value)
-        memo = {} if writers is None else writers
-        writer = memo.get(topic)
+        writer = writers.get(topic) if writers is not None else None
         if writer is None:
-            writer = memo[topic] = self.schemas.record_writer(topic, value, index)
+            writer = self.schemas.record_writer(topic, value, index)
+            if writers is not None:
+                writers[topic] = writer
         return writer.encode(value, index=index)
 
     def owners(self) -> dict[int, OwnerInfo]:
@@ -192,13 +191,11 @@ class Queue:
         :raises InvalidArgumentError: on a partition the queue does not have.
         :raises ConnectionLostError: if HBase cannot be reached.
         """
-        wanted = list(range(self.partitions)) if partitions is None else list(partitions)
-        for p in wanted:
-            if not isinstance(p, int) or not 0 <= p < self.partitions:
-                raise InvalidArgumentError(
-                    f"partition {p!r} is out of range: queue {self.name!r} has partitions "
-                    f"0..{self.partitions - 1}"
-                )
+        wanted = (
+            range(self.partitions)
+            if partitions is None
+            else [check_partition(p, self.partitions, self.name, "partitions") for p in partitions]
+        )
         hbase = self._client._context.hbase
         return producers_of(hbase.client, hbase.table_name(self.name), wanted)
 

@@ -57,7 +57,7 @@ class QueueSchemas:
         self,
         queue: str,
         registry: SchemaRegistry,
-        uses: Callable[[str | None, set[int] | None], Message | None],
+        uses: Callable[[str | None, set[int]], Message | None],
         require_admin: Callable[[str], None],
     ) -> None:
         self._queue = queue
@@ -166,16 +166,20 @@ class QueueSchemas:
         if not force:
             used = self._uses(topic, {v.version for v in entry.versions})
             if used is not None:
+                what = "the queue-wide schema" if topic is None else f"topic {topic!r}'s schema"
                 raise InvalidArgumentError(
-                    f"messages still use {topic or 'the queue-wide'!s} schema (for example "
-                    f"{used.position}); delete it with force=True (hqueue schema delete "
-                    "--force) to read them as raw bytes from then on"
+                    f"messages still use {what} (for example {used.position}); delete it "
+                    "with force=True (hqueue schema delete --force) to read them as raw "
+                    "bytes from then on"
                 )
         self._registry.delete_entry(self._queue, topic)
 
     # -- records ---------------------------------------------------------------------
 
-    def _governing(self, topic: str) -> TopicSchemas | None:
+    def governing(self, topic: str) -> TopicSchemas | None:
+        """Return the entry whose newest version ``topic``'s records are written with:
+        the topic's own if it has a live version, else the queue-wide one if that has,
+        else ``None`` (the topic is untyped)."""
         found = self._registry.resolve(self._queue, topic)
         if found is None:
             # The watched copy may lag a registration made a moment ago.
@@ -187,7 +191,7 @@ class QueueSchemas:
 
         :raises NoSchemaError: if the topic has no live schema (own or queue-wide).
         """
-        entry = self._governing(topic)
+        entry = self.governing(topic)
         latest = entry.latest if entry is not None else None
         if latest is None:
             raise NoSchemaError(
@@ -209,15 +213,6 @@ class QueueSchemas:
                 f"{e} ('value' is a {type(record).__name__}, not bytes or str)", index
             ) from None
 
-    def encode(self, topic: str, record: object, *, index: int = -1) -> bytes:
-        """Return the message value of ``record`` on ``topic``: validated and encoded
-        with the topic's newest schema, behind the header naming its version.
-
-        :raises InvalidRecordError: if it does not fit (naming the field and rule), or
-            the topic has no schema.
-        """
-        return self.record_writer(topic, record, index).encode(record, index=index)
-
     def decode(self, message: Message, *, raw_fallback: bool = False) -> Record:
         """Return ``message`` decoded with the version its header names.
 
@@ -238,7 +233,7 @@ class QueueSchemas:
                 "that skipped encoding); read it with raw_fallback=True"
             )
         number, body = framed
-        version = self._version(message.topic, number)
+        version = self.version(message.topic, number)
         try:
             if version is None:
                 raise InvalidRecordError(
@@ -255,14 +250,10 @@ class QueueSchemas:
     def version(self, topic: str, number: int) -> SchemaVersion | None:
         """Return the version ``number`` that ``topic``'s messages name in their
         header (held by the topic's own schema or the queue-wide one; deleted or not),
-        or ``None`` if the registry does not have it."""
-        return self._version(topic, number)
-
-    def _version(self, topic: str, number: int) -> SchemaVersion | None:
-        """Return the version ``number`` of ``topic``'s messages: from the watched
-        cache, else (a version registered a moment ago elsewhere) from the store, which
-        is asked again for the same missing number only after :data:`_MISS_SECONDS`
-        (a raw value that happens to start like a header costs no read per message)."""
+        or ``None`` if the registry does not have it: from the watched cache, else (a
+        version registered a moment ago elsewhere) from the store, which is asked again
+        for the same missing number only after :data:`_MISS_SECONDS` (a raw value that
+        happens to start like a header costs no store read per message)."""
         found = self._registry.version(self._queue, topic, number)
         if found is not None:
             return found

@@ -133,10 +133,6 @@ class RecordSchema:
         order of a typed read's columns)."""
         return json.dumps(self.definition, separators=(",", ":"))
 
-    def with_version(self, version: int) -> RecordSchema:
-        """Return this schema numbered ``version``."""
-        return dataclasses.replace(self, version=version)
-
     def encode(self, record: object, *, index: int = -1) -> bytes:
         """Return the message value of ``record`` (a dict, or a dataclass instance):
         the header naming this version, then the encoded record.
@@ -166,7 +162,7 @@ class RecordSchema:
                     raise ValueError(f"{len(body) - stream.tell()} bytes left over")
                 return result
             return json.loads(body)
-        except Exception as e:
+        except Exception as e:  # a malformed value fails the readers in many ways
             raise InvalidRecordError(
                 f"the stored value is not a record of schema version {self.version} "
                 f"({self.type.value}): {type(e).__name__}: {e}"

@@ -15,6 +15,7 @@ from pyspark.sql.datasource import InputPartition
 from hqueue.errors import HQueueError
 from hqueue.spark.options import Connection, SourceOptions
 from hqueue.spark.storage import QueueReader, RowRange
+from hqueue.spark.typed import TypedColumns
 
 __all__ = ["ScanPartition", "partition_count", "read_ranges", "route", "sidecar_addresses"]
 
@@ -84,16 +85,24 @@ def route(
 
 
 def read_ranges(
-    options: SourceOptions, ranges: Sequence[RowRange], topics: Sequence[str]
+    options: SourceOptions,
+    ranges: Sequence[RowRange],
+    topics: Sequence[str],
+    typed: TypedColumns | None = None,
 ) -> Iterator[Any]:
-    """Yield the rows of ``ranges`` as Arrow record batches (executor side).
+    """Yield the rows of ``ranges`` as Arrow record batches (executor side), with the
+    record's columns in place of ``value`` when ``typed`` (a ``decode`` read) is given.
 
     :raises StorageError: if the storage refuses the scan.
     :raises ConnectionLostError: if the Thrift1 gateway (or with ``via=sidecar``, a
         sidecar) fails.
+    :raises InvalidRecordError: (a typed read, FAILFAST) naming a value it cannot read.
     """
     conn = options.conn
     with QueueReader(
         conn.hbase, conn.table, conn.queue, via=options.via, security=conn.security
     ) as reader:
-        yield from reader.scan_batches(ranges, topics, batch_rows=options.batch_rows)
+        batches = reader.scan_batches(ranges, topics, batch_rows=options.batch_rows)
+        if typed is not None:
+            batches = typed.converter().batches(batches)
+        yield from batches

@@ -161,10 +161,7 @@ class HQueueReader(DataSourceReader):
         if not isinstance(partition, ScanPartition):
             # PySpark turns an empty plan into one InputPartition(None) and reads it.
             return iter(())
-        batches = read_ranges(self.options, partition.ranges, self.options.topics)
-        if self.typed is not None:
-            return self.typed.converter().batches(batches)
-        return batches
+        return read_ranges(self.options, partition.ranges, self.options.topics, self.typed)
 
 
 class WriteCount(WriterCommitMessage):

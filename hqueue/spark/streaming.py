@@ -261,10 +261,7 @@ class HQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """
         assert isinstance(partition, ScanPartition)
         source = self.options.source
-        batches = read_ranges(source, partition.ranges, source.topics)
-        if self.typed is not None:
-            return self.typed.converter().batches(batches)
-        return batches
+        return read_ranges(source, partition.ranges, source.topics, self.typed)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the offsets live in Spark's checkpoint."""

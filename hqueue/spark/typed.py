@@ -514,10 +514,7 @@ def typed_columns(conn: Any, topic: str, permissive: bool) -> TypedColumns:
         no column types, naming the field.
     """
     with conn.connect() as client:
-        entries = {e.topic: e for e in client.queue(conn.queue).schemas.list()}
-    entry = entries.get(topic)
-    if entry is None or entry.latest is None:
-        entry = entries.get(None)
+        entry = client.queue(conn.queue).schemas.governing(topic)
     if entry is None or entry.latest is None:
         raise InvalidArgumentError(
             f"option 'decode': topic {topic!r} of queue {conn.queue!r} has no schema"

@@ -136,6 +136,12 @@ class ProducerBatch(NamedTuple):
         return self.first + self.size
 
     @property
+    def last_id(self) -> MessageId:
+        """The id of the batch's last message."""
+        ts, first, count = self.runs[-1]
+        return MessageId(ts, first + count - 1)
+
+    @property
     def last_timestamp(self) -> int:
         """The timestamp of the batch's last id."""
         return self.runs[-1][0]

@@ -81,11 +81,11 @@ def free_port(host: str = DEFAULT_HOST) -> int:
 
     It is picked at random below the kernel's ephemeral range (15000 up to it), where
     the kernel never puts the source port of a connection or a server bound to port
-    0: a port of that range, free when picked, could be taken by any outgoing
-    connection of any process before the caller's server binds it (a test starting
-    several JVMs saw it). Where the range leaves too little room below it, the kernel
-    picks, as a bind to port 0 does. Another test picking the same port at the same
-    moment stays possible, and then the server's start-up error is the outcome.
+    0: a port in that range, free when picked, can be taken by any process's outgoing
+    connection before the caller's server binds it, which a suite starting many
+    servers at once makes likely. Where the range leaves too little room below it, the
+    kernel picks, as a bind to port 0 does. Another test picking the same port at the
+    same moment stays possible, and then the server's start-up error is the outcome.
     """
     high = min(_ephemeral_low(), 65536)
     if high - _PICKED_LOW >= 5000:

@@ -5,12 +5,15 @@ ZooKeeper. Each is named by the global options a user passes."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 
 from hqueue.client.client import Client
 from hqueue.testing.standalone import StandaloneProcess
 
-__all__ = ["Servers", "global_options"]
+__all__ = ["Servers", "env", "global_options", "run_hqueue"]
 
 
 @dataclass(frozen=True)
@@ -30,3 +33,30 @@ def global_options(server: StandaloneProcess | Servers) -> list[str]:
     if isinstance(server, Servers):
         return list(server.options)
     return ["--hbase", server.address, "--hbase-admin", server.admin_address]
+
+
+def env() -> dict[str, str]:
+    """The environment of the commands: the test runner's, without hqueue's settings
+    (the commands name their servers in their options)."""
+    unset = ("HQUEUE_TABLE_PREFIX", "HQUEUE_ZOOKEEPER", "HQUEUE_HBASE", "HQUEUE_HBASE_ADMIN")
+    return {k: v for k, v in os.environ.items() if k not in unset}
+
+
+def run_hqueue(
+    server: StandaloneProcess | Servers,
+    *args: str,
+    stdin: str | None = None,
+    json_output: bool = False,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m hqueue`` with ``server``'s global options and ``args`` in a child
+    process, as users run it (``json_output``: ``--format json``); return what it did."""
+    command = [sys.executable, "-m", "hqueue", *global_options(server)]
+    return subprocess.run(
+        [*command, *(["--format", "json"] if json_output else []), *args],
+        env=env(),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -16,8 +15,8 @@ from hqueue import MessageId, Position, Queue
 from hqueue.client.client import Client
 from hqueue.testing import internals
 from hqueue.testing.standalone import StandaloneProcess
-from tests.cli.servers import Servers, global_options
-from tests.cli.test_scan import ROWS, env
+from tests.cli.servers import Servers, run_hqueue
+from tests.cli.test_scan import ROWS
 from tests.client.test_scanners import T0
 
 pytestmark = pytest.mark.queue(partitions=2, rows=ROWS)  # written_queue: test_scan's rows
@@ -26,14 +25,7 @@ pytestmark = pytest.mark.queue(partitions=2, rows=ROWS)  # written_queue: test_s
 def hqueue(
     server: StandaloneProcess | Servers, *args: str, json_output: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "hqueue", *global_options(server)]
-    return subprocess.run(
-        [*command, *(["--format", "json"] if json_output else []), *args],
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_hqueue(server, *args, json_output=json_output, timeout=60)
 
 
 def test_get_prints_the_message_as_scan_prints_it(

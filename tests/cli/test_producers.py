@@ -5,26 +5,16 @@ standalone server and on real HBase."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from hqueue.client.client import Client
 from hqueue.errors import InvalidArgumentError
-from tests.cli.servers import Servers, global_options
-from tests.cli.test_scan import env
+from tests.cli.servers import Servers, run_hqueue
 
 
 def hqueue(servers: Servers, *args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "hqueue", *global_options(servers), *args],
-        env=env(),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_hqueue(servers, *args, stdin=stdin)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

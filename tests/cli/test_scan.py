@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import sys
 
@@ -16,7 +15,7 @@ from hqueue import Queue
 from hqueue.client.client import Client
 from hqueue.testing import internals
 from hqueue.testing.standalone import StandaloneProcess
-from tests.cli.servers import Servers, global_options
+from tests.cli.servers import Servers, env, global_options
 from tests.client.test_scanners import T0, make_queue
 
 ROWS = [
@@ -29,13 +28,6 @@ ROWS = [
 
 
 pytestmark = pytest.mark.queue(partitions=2, rows=ROWS)  # written_queue
-
-
-def env() -> dict[str, str]:
-    """The environment of the commands: the test runner's, without hqueue's settings
-    (the commands name their servers in their options)."""
-    unset = ("HQUEUE_TABLE_PREFIX", "HQUEUE_ZOOKEEPER", "HQUEUE_HBASE", "HQUEUE_HBASE_ADMIN")
-    return {k: v for k, v in os.environ.items() if k not in unset}
 
 
 def hqueue_cmd(

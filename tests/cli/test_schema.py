@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from hqueue.client.client import Client
-from tests.cli.servers import Servers, global_options
-from tests.cli.test_scan import env
+from tests.cli.servers import Servers, run_hqueue
 
 TRADE = {
     "type": "object",
@@ -24,15 +22,7 @@ TRADE = {
 def hqueue(
     servers: Servers, *args: str, stdin: str | None = None, json_output: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "hqueue", *global_options(servers)]
-    return subprocess.run(
-        [*command, *(["--format", "json"] if json_output else []), *args],
-        env=env(),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_hqueue(servers, *args, stdin=stdin, json_output=json_output)
 
 
 def ok(done: subprocess.CompletedProcess[str]) -> str:

@@ -13,6 +13,7 @@ plaintext; a non-loopback bind without TLS and a token warns what it exposes.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -283,7 +284,8 @@ def _standalone(tmp_path: Path, *args: str) -> tuple[str, str]:
         except subprocess.TimeoutExpired:
             # Its threads' stacks (SIGUSR1: faulthandler) say where the stop hangs.
             proc.send_signal(signal.SIGUSR1)
-            time.sleep(2)
+            with contextlib.suppress(AssertionError):
+                wait_for(lambda: "Thread 0x" in log.read_text(), 10, "the threads' stacks")
             proc.kill()
             proc.wait()
             raise AssertionError(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import json
 from typing import Any
 
 import pyarrow as pa
@@ -248,11 +247,6 @@ def test_decode_options_are_checked_before_anything_is_read(
     for extra, says in cases:
         with pytest.raises(InvalidArgumentError, match=says), spark_errors():
             spark.read.format("hqueue").options(**base, **extra).load().collect()
-
-
-def test_the_typed_columns_travel_as_json_text() -> None:
-    columns = typed({1: TRADE_AVRO})
-    assert json.loads(columns.versions[1][1]) == TRADE_AVRO
 
 
 def test_avro_logical_types_read_as_their_spark_types() -> None:

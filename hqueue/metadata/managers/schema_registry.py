@@ -17,8 +17,10 @@ refuses that while messages still use it, unless forced); its numbers stay used.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -252,13 +254,9 @@ class SchemaRegistry:
         """Return the rule ``schema`` would be registered under for ``topic`` and why
         it would be refused (an empty list: it would be accepted)."""
         current = self._read(queue, schema_key(topic), False)
-        if current is None:
-            return DEFAULT_COMPATIBILITY, []
-        entry = current.value
-        if _same(entry.latest, schema):
-            return entry.compatibility, []
-        previous = [v.schema() for v in entry.live]
-        return entry.compatibility, compatibility_problems(entry.compatibility, schema, previous)
+        entry = current.value if current is not None else None
+        rule = entry.compatibility if entry is not None else DEFAULT_COMPATIBILITY
+        return rule, _refusals(entry, rule, schema)
 
     def register(
         self,
@@ -283,32 +281,29 @@ class SchemaRegistry:
             entry = current.value if current is not None else None
             rule = compatibility or (entry.compatibility if entry else DEFAULT_COMPATIBILITY)
             versions = entry.versions if entry else ()
-            if entry is not None and _same(entry.latest, schema) and rule is entry.compatibility:
-                latest = entry.latest
-                assert latest is not None
+            latest = entry.latest if entry else None
+            same = latest is not None and _same(latest, schema)
+            if entry is not None and latest is not None and same and rule is entry.compatibility:
                 return latest
-            previous = [v.schema() for v in versions if not v.deleted]
-            problems = compatibility_problems(rule, schema, previous)
+            problems = _refusals(entry, rule, schema)
             if problems:
                 raise IncompatibleSchemaError(
                     f"the schema breaks {_what(topic)}'s compatibility rule {rule.value}:\n  "
                     + "\n  ".join(problems),
                     problems,
                 )
-            if entry is not None and _same(entry.latest, schema):
-                added = entry.latest
-                new_versions = versions
+            if latest is not None and same:
+                added = latest  # only the rule changes
             else:
                 number = self._reserve_number(queue)
                 added = SchemaVersion(number, schema.type, schema.text(), int(time.time() * 1000))
-                new_versions = (*versions, added)
-            stored = TopicSchemas(topic, rule, new_versions)
+                versions = (*versions, added)
+            stored = TopicSchemas(topic, rule, versions)
             try:
                 table.put(key, stored.to_value(), current.version if current else Version.NEW)
             except (BadVersionError, KeyExistsError, NoKeyError):
                 continue  # another registration won the race: check against it too
             self._wrote(queue)
-            assert added is not None
             return added
         raise BadVersionError(f"{_what(topic)}'s schema kept changing while registering: try again")
 
@@ -341,28 +336,23 @@ class SchemaRegistry:
 
         :raises NoSchemaError: if it has no entry.
         """
-        self._update(queue, topic, lambda e: TopicSchemas(e.topic, rule, e.versions))
+        self._update(queue, topic, lambda e: dataclasses.replace(e, compatibility=rule))
 
     def delete_version(self, queue: str, topic: str | None, version: int) -> SchemaVersion:
         """Mark version ``version`` of ``topic`` deleted and return it as it was.
 
         :raises NoSchemaError: if there is no such version.
         """
-        deleted: list[SchemaVersion] = []
 
         def mark(entry: TopicSchemas) -> TopicSchemas:
-            target = entry.version(version)
-            deleted[:] = [target]
+            entry.version(version)  # raises NoSchemaError if there is none
             versions = tuple(
-                SchemaVersion(v.version, v.type, v.text, v.registered_ms, True)
-                if v.version == version
-                else v
+                dataclasses.replace(v, deleted=True) if v.version == version else v
                 for v in entry.versions
             )
-            return TopicSchemas(entry.topic, entry.compatibility, versions)
+            return dataclasses.replace(entry, versions=versions)
 
-        self._update(queue, topic, mark)
-        return deleted[0]
+        return self._update(queue, topic, mark).version(version)
 
     def delete_entry(self, queue: str, topic: str | None) -> None:
         """Remove ``topic``'s entry, every version of it.
@@ -375,7 +365,14 @@ class SchemaRegistry:
             raise NoSchemaError(f"{_what(topic)} of queue {queue!r} has no schema") from None
         self._wrote(queue)
 
-    def _update(self, queue: str, topic: str | None, change: Any) -> None:
+    def _update(
+        self, queue: str, topic: str | None, change: Callable[[TopicSchemas], TopicSchemas]
+    ) -> TopicSchemas:
+        """Replace ``topic``'s entry with ``change`` of it, by compare-and-set; return
+        the entry it replaced.
+
+        :raises NoSchemaError: if it has none (or ``change`` raises it).
+        """
         key = schema_key(topic)
         table = self._table(queue)
         for _ in range(_CAS_ATTEMPTS):
@@ -388,8 +385,16 @@ class SchemaRegistry:
             except (BadVersionError, NoKeyError):
                 continue
             self._wrote(queue)
-            return
+            return current.value
         raise BadVersionError(f"{_what(topic)}'s schema kept changing: try again")
+
+
+def _refusals(entry: TopicSchemas | None, rule: Compatibility, schema: RecordSchema) -> list[str]:
+    """Return why ``schema`` may not follow ``entry``'s live versions under ``rule`` (an
+    empty list: it may; the newest version again always may)."""
+    if entry is None or _same(entry.latest, schema):
+        return []
+    return compatibility_problems(rule, schema, [v.schema() for v in entry.live])
 
 
 def _same(version: SchemaVersion | None, schema: RecordSchema) -> bool:
