@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Unpack
 
@@ -38,7 +41,8 @@ class StandaloneProcess(ChildProcess):
     After :meth:`start`: :attr:`port` (Thrift1), :attr:`thrift2_port`, and the
     sidecar's :attr:`sidecar_address` / :attr:`sidecar_port` (None / 0 without one),
     and :attr:`metrics_address` (None unless ``--metrics-port`` is among the args), and
-    the :attr:`ready_line` itself.
+    the :attr:`ready_line` itself. After a :meth:`stop` that had to kill it,
+    :attr:`stacks`: its threads' stacks when it would not stop.
     """
 
     def __init__(
@@ -53,6 +57,7 @@ class StandaloneProcess(ChildProcess):
         self.sidecar_address: str | None = None
         self.metrics_address: str | None = None
         self.ready_line = ""
+        self.stacks = ""
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
 
     def start(self, timeout: float = 30.0) -> StandaloneProcess:
@@ -107,6 +112,29 @@ class StandaloneProcess(ChildProcess):
         :raises HQueueError: as :func:`hqueue.connect`.
         """
         return client_of(self.address, self.admin_address, **settings)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait up to ``timeout`` seconds; return the exit code, 0 if it was
+        not running. A server that has not stopped by then is asked for its threads'
+        stacks (SIGUSR1, written to its log: :attr:`stacks` holds them) and killed
+        (``kill -9``, exit code -9)."""
+        proc = self.proc
+        if proc is None:
+            return 0
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            since = self.log_size()
+            proc.send_signal(signal.SIGUSR1)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not self.log_lines("^Thread 0x", since):
+                time.sleep(0.1)
+            self.stacks = self.log_path.read_bytes()[since:].decode("utf-8", "replace")
+            proc.kill()
+            code = proc.wait()
+        self._close()
+        return code
 
     def restart(self) -> StandaloneProcess:
         """Start again on the same data directory and ports; return self.

@@ -12,6 +12,8 @@ page uses ZooKeeper), a work directory, and the environment every block sees:
 - ``127.0.0.1:9090``, ``:9091``, ``:9092`` and ``:9464`` (metrics), the addresses
   ``make run`` serves on,
   stand for the page's server in code and in shown output;
+- the local Spark drivers a page starts run with
+  :data:`~hqueue.testing.spark.QUICK_JVM_OPTIONS` (``SPARK_SUBMIT_OPTS``);
 - a line ``hqueue standalone [--data-dir DIR] &`` (a page starting its server in the
   background) is not run: the page's server, already running, stands in for it.
 
@@ -38,6 +40,7 @@ from pathlib import Path
 
 from hqueue.closing import Closeable
 from hqueue.testing.process import processes
+from hqueue.testing.spark import QUICK_JVM_OPTIONS
 from hqueue.testing.standalone import StandaloneProcess
 from tests.docs.expected import matches
 from tests.docs.markdown import Block, Command, Page
@@ -131,6 +134,7 @@ class PageRun(Closeable):
         env = {k: v for k, v in os.environ.items() if not k.startswith("HQUEUE_")}
         env["PATH"] = f"{Path(sys.prefix) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+        env["SPARK_SUBMIT_OPTS"] = QUICK_JVM_OPTIONS  # every Spark a page starts is local
         # A terminal shows stdout line by line; written to a file, Python would hold it
         # back until exit, behind what went to stderr.
         env["PYTHONUNBUFFERED"] = "1"

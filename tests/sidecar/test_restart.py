@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from hqueue.client.client import Client
-from hqueue.errors import InvalidArgumentError
+from hqueue.errors import InvalidArgumentError, UnavailableError
 from hqueue.metadata.backends.hbase.metastore import HBaseMetaStore
 from hqueue.metadata.factory import open_metastore
 from hqueue.metadata.managers import PartitionOwnershipManager
@@ -142,6 +142,11 @@ def test_a_second_server_on_the_same_data_directory_is_refused(
         other.start(timeout=30)
 
 
+def _tail(server: StandaloneProcess) -> str:
+    """The end of ``server``'s log, for a failure's message."""
+    return f"-- {server.log_path.name}:\n{server.log_path.read_text(errors='replace')[-4000:]}"
+
+
 def test_a_live_process_with_the_same_id_on_another_directory_is_not_taken_over(
     tmp_path: Path, zookeeper_hosts: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -152,7 +157,10 @@ def test_a_live_process_with_the_same_id_on_another_directory_is_not_taken_over(
     monkeypatch.setenv(ENV_ZOOKEEPER, zookeeper_hosts)
     args = ("--sidecar-id", "twin", "--session-timeout", str(SESSION_TIMEOUT))
     second = StandaloneProcess(tmp_path / "second", args).start()
-    second.stop()  # leaves its id and token in its directory, and deregisters
+    # A clean stop leaves its id and token in its directory, and deregisters (else the
+    # live registration would hold the id until its session expired).
+    code = second.stop()
+    assert code == 0, f"exit code {code}; stacks if it hung:\n{second.stacks}\n{_tail(second)}"
     first = StandaloneProcess(tmp_path / "first", args).start()
     client = first.client(
         zookeeper=zookeeper_hosts,
@@ -162,8 +170,11 @@ def test_a_live_process_with_the_same_id_on_another_directory_is_not_taken_over(
     try:
         client.create_queue("twin", partitions=PARTITIONS)
         queue = client.queue("twin")
-        for p in range(PARTITIONS):
-            queue.put(b"first", topic="t", partition=p)
+        try:
+            for p in range(PARTITIONS):
+                queue.put(b"first", topic="t", partition=p)
+        except UnavailableError as exc:
+            raise AssertionError(f"{exc}\n{_tail(first)}\n{_tail(second)}") from exc
         before = _owner_entries(open_metastore(zookeeper=zookeeper_hosts), "twin")
         assert sorted(before) == list(range(PARTITIONS))
         assert {address for _, address, _ in before.values()} == {first.sidecar_address}

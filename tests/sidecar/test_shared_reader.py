@@ -124,12 +124,12 @@ def test_a_subscription_that_falls_behind_and_catches_up_gets_every_message_in_o
     client.create_queue("behind", partitions=1)
     queue = client.queue("behind")
     rec = Recorder()
-    slow_batches = [40]  # the slow listener's first 40 batches take 20 ms each
+    # The slow listeners hold their first batch until every put is done: their
+    # buffers fill whatever the machine's speed, so they must fall behind.
+    puts_done = threading.Event()
 
     def slow_delay() -> float:
-        if slow_batches[0] > 0:
-            slow_batches[0] -= 1
-            return 0.02
+        puts_done.wait(20)  # under the send timeout (30 s): no redelivery
         return 0.0
 
     subs = [
@@ -145,6 +145,7 @@ def test_a_subscription_that_falls_behind_and_catches_up_gets_every_message_in_o
             topics = ["a" if (i + k) % 3 else "b" for k in range(10)]
             batch = [(b"%d.%d" % (i, k), topic) for k, topic in enumerate(topics)]
             sent += [(p.id, t) for p, (_, t) in zip(queue.put_batch(batch), batch, strict=True)]
+        puts_done.set()
         wanted = {
             "fast": [i for i, _ in sent],
             "slow": [i for i, _ in sent],
@@ -158,6 +159,7 @@ def test_a_subscription_that_falls_behind_and_catches_up_gets_every_message_in_o
         slow = manager.workers[("behind", "slow", 0)]
         fast = manager.workers[("behind", "fast", 0)]
     finally:
+        puts_done.set()
         for sub in subs:
             sub.close()
     for name, ids in wanted.items():

@@ -20,14 +20,15 @@ from kazoo.client import KazooClient
 
 from hqueue.client.client import Client
 from hqueue.testing import internals
-from hqueue.testing.spark import ConnectServer, SparkCluster, local_spark
+from hqueue.testing.spark import QUICK_JVM_OPTIONS, ConnectServer, SparkCluster, local_spark
 from hqueue.testing.standalone import StandaloneProcess
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    """A local SparkSession with the hqueue data source registered."""
-    session = local_spark("hqueue-tests")
+    """A local SparkSession with the hqueue data source registered (a quick JVM)."""
+    options = f"-Dlog4j2.level=ERROR {QUICK_JVM_OPTIONS}"
+    session = local_spark("hqueue-tests", **{"spark.driver.extraJavaOptions": options})
     yield session
     session.stop()
 
@@ -155,7 +156,10 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
 
 @pytest.fixture(scope="session")
 def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
-    """A Spark Connect server on ``local[2]`` from the installed PySpark."""
-    server = ConnectServer(tmp_path_factory.mktemp("spark-connect") / "connect.log").start()
+    """A Spark Connect server on ``local[2]`` from the installed PySpark (a quick JVM)."""
+    server = ConnectServer(
+        tmp_path_factory.mktemp("spark-connect") / "connect.log",
+        **{"spark.driver.extraJavaOptions": QUICK_JVM_OPTIONS},
+    ).start()
     yield server
     server.stop()

@@ -29,6 +29,7 @@ from hqueue.spark_jobs.export_parquet import export
 from hqueue.spark_jobs.load_files import file_format, load
 from hqueue.spark_jobs.queue_report import report, write_outputs
 from hqueue.testing import internals
+from hqueue.testing.spark import QUICK_JVM_OPTIONS
 from tests.spark.conftest import options, store_rows
 
 DAY = 86_400_000
@@ -51,6 +52,7 @@ def _cli_env(server) -> dict[str, str]:
         "HQUEUE_HBASE_ADMIN": server.admin_address,
         "HQUEUE_TABLE_PREFIX": "",
         "PYTHONPATH": str(Path(__file__).parents[2]),
+        "SPARK_SUBMIT_OPTS": QUICK_JVM_OPTIONS,
     }
 
 
@@ -143,6 +145,10 @@ def test_load_parquet_and_json_lines(spark, hbase_server, hq, queue_name, tmp_pa
     assert file_format([str(jsonl)], None) == "json"
     assert load(spark, opts, [str(jsonl)], "json").rows == 6
     assert load(spark, {**opts, "topic": "pq"}, [str(tmp_path / "in.parquet")], "parquet").rows == 4
+    no_topic = tmp_path / "no-topic.jsonl"
+    no_topic.write_text('{"value": "v"}\n')
+    with pytest.raises(InvalidArgumentError, match="the records have no 'topic': give them"):
+        load(spark, opts, [str(no_topic)], "json")
     got = spark.read.format("hqueue").options(**opts).load().collect()
     assert sorted((bytes(r.value).decode(), r.topic) for r in got) == sorted(
         [(f"j{i}", "js") for i in range(6)] + [(f"p{i}", "pq") for i in range(4)]
@@ -210,18 +216,16 @@ def test_load_job_runs_with_spark_submit(hbase_server, hq, queue_name, tmp_path)
         conn.close()
 
 
-def test_a_job_error_with_spark_submit_is_its_line_and_status(
-    hbase_server, hq, queue_name, tmp_path
-):
-    hq.create_queue(queue_name, partitions=1)
+def test_a_job_error_with_spark_submit_is_its_line_and_status(hbase_server, tmp_path):
+    # A missing queue is found before the job starts its Spark session: the error path
+    # under spark-submit without a session's cost (the others run with python -m).
     jsonl = tmp_path / "in.jsonl"
-    jsonl.write_text('{"value": "no topic"}\n')
-    done = _spark_submit(hbase_server, "load_files", "--queue", queue_name, str(jsonl))
+    jsonl.write_text('{"value": "v", "topic": "t"}\n')
+    done = _spark_submit(hbase_server, "load_files", "--queue", "nosuchqueue", str(jsonl))
     # spark-submit merges the Python driver's stderr into its stdout.
     assert (done.returncode, done.stdout) == (
         1,
-        "hqueue.spark_jobs.load_files: error: the records have no 'topic': "
-        "give them a 'topic' column or pass --topic\n",
+        "hqueue.spark_jobs.load_files: error: no queue 'nosuchqueue'\n",
     )
     assert "Traceback" not in done.stderr
 
