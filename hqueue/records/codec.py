@@ -127,6 +127,25 @@ class RecordSchema:
         compiled = _compile_avro(parsed) if kind is SchemaType.AVRO else _compile_json(parsed)
         return cls(kind, parsed, version, compiled)
 
+    def has_fields(self) -> bool:
+        """Whether its records are records of named fields (an Avro record, a JSON
+        Schema with ``properties``) rather than one value of another type."""
+        definition = self.definition
+        if not isinstance(definition, dict):
+            return False
+        if self.type is SchemaType.AVRO:
+            return definition.get("type") in ("record", "error")
+        return isinstance(definition.get("properties"), dict)
+
+    def field_names(self) -> tuple[str, ...]:
+        """The names of its records' fields, in the schema's order (none unless
+        :meth:`has_fields`)."""
+        if not self.has_fields():
+            return ()
+        if self.type is SchemaType.AVRO:
+            return tuple(f["name"] for f in self.definition["fields"])
+        return tuple(self.definition["properties"])
+
     def text(self) -> str:
         """Return the definition as compact JSON, its members in their given order
         (what the registry stores: the order of a JSON Schema's properties is the

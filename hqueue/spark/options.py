@@ -78,7 +78,7 @@ _STREAM = _READ | {
     "maxoffsetspertrigger",
     "failondataloss",
 }
-_WRITE = _COMMON | {"topic", "batch_size", "put_timeout"}
+_WRITE = _COMMON | {"topic", "batch_size", "put_timeout", "encode"}
 
 
 @dataclass(frozen=True)
@@ -350,16 +350,24 @@ def read_topics(options: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(sorted(set(comma_list(options, "topics", check_topic))))
 
 
+def _flag(options: Mapping[str, str], name: str) -> bool:
+    """Return the true/false option ``name`` (false when not given).
+
+    :raises InvalidArgumentError: on another value, naming the option.
+    """
+    raw = (get_option(options, name) or "false").strip().lower()
+    if raw not in ("true", "false"):
+        raise InvalidArgumentError(f"option {name!r} must be 'true' or 'false', not {raw!r}")
+    return raw == "true"
+
+
 def decode_options(options: Mapping[str, str], topics: tuple[str, ...]) -> tuple[bool, bool]:
     """Return options ``decode`` and ``mode`` (whether ``PERMISSIVE``).
 
     :raises InvalidArgumentError: on a value of neither, or ``decode`` without exactly
         one topic in ``topics``, or ``mode`` without ``decode``.
     """
-    raw = (get_option(options, "decode") or "false").strip().lower()
-    if raw not in ("true", "false"):
-        raise InvalidArgumentError(f"option 'decode' must be 'true' or 'false', not {raw!r}")
-    decode = raw == "true"
+    decode = _flag(options, "decode")
     mode = get_option(options, "mode")
     if mode is not None and not decode:
         raise InvalidArgumentError("option 'mode' applies to typed reads: give decode=true")
@@ -435,12 +443,15 @@ class StreamOptions:
 @dataclass(frozen=True)
 class WriteOptions:
     """The write options: the connection, the ``topic`` of rows without a topic
-    column, ``batch_size`` messages per ``put_batch`` and ``put_timeout`` seconds."""
+    column, ``batch_size`` messages per ``put_batch``, ``put_timeout`` seconds, and
+    ``encode``: whether each row's columns are a record to encode with its topic's
+    schema (rather than a ``value`` column stored as given)."""
 
     conn: Connection
     topic: str | None = None
     batch_size: int = 1000
     put_timeout: float = DEFAULT_PUT_TIMEOUT
+    encode: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -461,4 +472,5 @@ class WriteOptions:
             topic,
             positive_int(options, "batch_size", 1000),
             float(positive_int(options, "put_timeout", 30)),
+            _flag(options, "encode"),
         )

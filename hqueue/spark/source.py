@@ -22,7 +22,10 @@ Writes go through the producer path (``Queue.put_batch``), ``batch_size`` rows a
 time. A task that fails leaves the batches it had already put in the queue (a queue is
 append-only; nothing is rolled back); Spark's retry of the task puts all its rows
 again, so no row is lost, but rows of the failed attempt may be there twice (at least
-once, like every put whose acknowledgement was lost).
+once, like every put whose acknowledgement was lost). With option ``encode``, the
+columns of each row are a record of its topic, checked and encoded with the topic's
+newest schema (:mod:`hqueue.spark.typed_write`); a row that does not fit fails the
+task before its batch is put.
 
 Not public API beyond :func:`hqueue.spark.register`.
 """
@@ -42,7 +45,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from hqueue.errors import InvalidArgumentError
+from hqueue.errors import InvalidArgumentError, InvalidRecordError
 from hqueue.message import partition_range
 from hqueue.spark.options import (
     Connection,
@@ -62,6 +65,7 @@ from hqueue.spark.schema import SCHEMA
 from hqueue.spark.splitting import split_ranges
 from hqueue.spark.storage import RowRange, ThriftReader
 from hqueue.spark.typed import TypedColumns, typed_columns
+from hqueue.spark.typed_write import TopicRows
 
 __all__ = ["SCHEMA", "HQueueDataSource", "HQueueReader", "HQueueWriter"]
 
@@ -164,6 +168,29 @@ class HQueueReader(DataSourceReader):
         return read_ranges(self.options, partition.ranges, self.options.topics, self.typed)
 
 
+def _encoded(plan: TopicRows, row: Any, index: int) -> bytes:
+    """The message value of ``row``, the task's row number ``index`` (from 0).
+
+    :raises InvalidRecordError: if it does not fit, naming the row among the task's.
+    """
+    try:
+        return plan.schema.encode(plan.record(row), index=index)
+    except InvalidRecordError as e:
+        raise InvalidRecordError(
+            f"row {index + 1} of a write task (Spark partition {_partition_id()}): {e}",
+            index,
+            e.field,
+        ) from None
+
+
+def _partition_id() -> int | str:
+    """The Spark partition the running task writes ('?' outside a task)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else "?"
+
+
 class WriteCount(WriterCommitMessage):
     """What a write task reports: how many messages it put."""
 
@@ -177,8 +204,12 @@ class HQueueWriter(DataSourceWriter):
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
         self.options = options
         names = set(schema.fieldNames())
-        if "value" not in names:
-            raise InvalidArgumentError("writing to hqueue needs a 'value' column")
+        self.order = tuple(schema.fieldNames())
+        if "value" not in names and not options.encode:
+            raise InvalidArgumentError(
+                "writing to hqueue needs a 'value' column (or, for records of a topic "
+                "with a schema, the option encode=true)"
+            )
         if "topic" not in names and options.topic is None:
             raise InvalidArgumentError(
                 "writing to hqueue needs a 'topic' column or the option 'topic'"
@@ -189,8 +220,16 @@ class HQueueWriter(DataSourceWriter):
     def write(self, iterator: Iterator[Any]) -> WriteCount:
         """Put the task's rows; return how many were put.
 
+        With option ``encode``, each row's columns are a record (see
+        :mod:`hqueue.spark.typed_write`), checked and encoded with its topic's newest
+        schema before its batch is put.
+
         :raises InvalidArgumentError: on a row with a null value or a bad topic,
-            partition or key.
+            partition or key, or (``encode``) a column the topic's schema lacks.
+        :raises InvalidRecordError: (``encode``) on a row that does not fit its topic's
+            schema, naming its place among the task's rows, the field and the rule;
+            nothing of its batch is put.
+        :raises NoSchemaError: (``encode``) on a row of a topic without a schema.
         :raises UnavailableError: if a batch is not acknowledged within ``put_timeout``.
         """
         from hqueue.client.producer import NewMessage
@@ -198,30 +237,34 @@ class HQueueWriter(DataSourceWriter):
         opts = self.options
         has_topic = "topic" in self.columns
         has_partition = "partition" in self.columns
-        has_key = "key" in self.columns
         count = 0
         with opts.conn.connect() as client:
             queue = client.queue(opts.conn.queue)
+            plans: dict[str, TopicRows] = {}
             batch: list[NewMessage] = []
             for row in iterator:
-                value = row["value"]
-                if value is None:
-                    raise InvalidArgumentError("column 'value' is null in a row to write")
                 topic = (row["topic"] if has_topic else None) or opts.topic
                 if topic is None:
                     raise InvalidArgumentError(
                         "column 'topic' is null and no option 'topic' was given"
                     )
+                if opts.encode:
+                    plan = plans.get(topic)
+                    if plan is None:
+                        plan = TopicRows.plan(topic, queue.schemas.writer(topic), self.order)
+                        plans[topic] = plan
+                    value = _encoded(plan, row, count + len(batch))
+                    keyed = plan.keyed
+                else:
+                    value = row["value"]
+                    if value is None:
+                        raise InvalidArgumentError("column 'value' is null in a row to write")
+                    if isinstance(value, bytearray):
+                        value = bytes(value)
+                    keyed = "key" in self.columns
                 partition = row["partition"] if has_partition else None
-                key = row["key"] if has_key else None
-                batch.append(
-                    NewMessage(
-                        bytes(value) if isinstance(value, bytearray) else value,
-                        topic,
-                        partition,
-                        key,
-                    )
-                )
+                key = row["key"] if keyed else None
+                batch.append(NewMessage(value, topic, partition, key))
                 if len(batch) >= opts.batch_size:
                     queue.put_batch(batch)
                     count += len(batch)

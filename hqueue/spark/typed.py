@@ -312,13 +312,7 @@ class TypedColumns:
         """Whether the newest version's records are not records of fields (an Avro
         schema other than a record, a JSON Schema without ``properties``): then they
         are one column, ``value``."""
-        newest = self._schema(self.newest)
-        definition = newest.definition
-        if not isinstance(definition, dict):
-            return True
-        if newest.type is SchemaType.AVRO:
-            return definition.get("type") not in ("record", "error")
-        return not isinstance(definition.get("properties"), dict)
+        return not self._schema(self.newest).has_fields()
 
     def _fields(self) -> list[tuple[str, _Column]]:
         newest = self._schema(self.newest)
