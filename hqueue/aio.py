@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 import functools
+import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -325,6 +326,25 @@ class AsyncQueue(Pooled):
         """As ``queue.schemas.decode``: ``message`` decoded through its topic's schema
         (see :meth:`hqueue.client.schemas.QueueSchemas.decode`)."""
         return await self._run(self._queue.schemas.decode, message, raw_fallback=raw_fallback)
+
+    def decoding(
+        self, listener: Callable[[list[Record]], Any] | Any, *, raw_fallback: bool = False
+    ) -> Callable[[list[Message]], Awaitable[Any]]:
+        """As ``queue.schemas.decoding``, for :meth:`subscribe`: a listener that hands
+        ``listener`` (a coroutine function or a plain callable, or an object whose
+        ``on_messages`` is one) each batch decoded into :class:`Record` values, off
+        the event loop (see :meth:`hqueue.client.schemas.QueueSchemas.decoding`)."""
+        handle = getattr(listener, "on_messages", listener)
+        schemas = self._queue.schemas
+
+        def decoded(messages: list[Message]) -> list[Record]:
+            return [schemas.decode(m, raw_fallback=raw_fallback) for m in messages]
+
+        async def on_messages(messages: list[Message]) -> Any:
+            answer = handle(await self._run(decoded, messages))
+            return await answer if inspect.isawaitable(answer) else answer
+
+        return on_messages
 
     async def get(self, position: object) -> Message:
         """As :meth:`hqueue.Queue.get`.

@@ -6,6 +6,7 @@ registers, reads, checks and deletes them, encodes the records :meth:`Queue.put
 
 from __future__ import annotations
 
+import builtins
 import logging
 import time
 from collections.abc import Callable
@@ -212,6 +213,28 @@ class QueueSchemas:
             raise InvalidRecordError(
                 f"{e} ('value' is a {type(record).__name__}, not bytes or str)", index
             ) from None
+
+    def decoding(
+        self, listener: Callable[[builtins.list[Record]], Any] | Any, *, raw_fallback: bool = False
+    ) -> Callable[[builtins.list[Message]], Any]:
+        """Return a listener for :meth:`Queue.subscribe
+        <hqueue.client.queue.Queue.subscribe>` that hands ``listener`` (a callable, or
+        an object with ``on_messages``) each batch decoded by :meth:`decode`: a list of
+        :class:`Record`, in the batch's order, each with its message (id, position, raw
+        bytes). It answers what ``listener`` answers (a
+        :class:`~hqueue.client.listeners.RetryLater` names ``record.message``).
+
+        A message that cannot be decoded fails its batch as an exception of the
+        listener does: it comes again after the subscription's backoff, and past its
+        ``max_redeliveries`` goes to its dead-letter queue. With ``raw_fallback`` it
+        comes raw instead, as :meth:`decode` gives it.
+        """
+        handle = getattr(listener, "on_messages", listener)
+
+        def on_messages(messages: builtins.list[Message]) -> Any:
+            return handle([self.decode(m, raw_fallback=raw_fallback) for m in messages])
+
+        return on_messages
 
     def decode(self, message: Message, *, raw_fallback: bool = False) -> Record:
         """Return ``message`` decoded with the version its header names.

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hqueue import ConsumeStatus, Message, NewMessage, Position, aio
+from hqueue import ConsumeStatus, Message, NewMessage, Position, Record, aio
 from hqueue.client.client import Client
 from hqueue.errors import InvalidArgumentError, NoMessageError, NoQueueError
 from hqueue.testing.standalone import StandaloneProcess
@@ -132,6 +132,35 @@ def test_an_async_listener_runs_on_the_loop_and_receives_what_is_put(
     received, threads, loop_thread = asyncio.run(main())
     assert sorted(received, key=int) == [b"%d" % i for i in range(20)]
     assert threads == {loop_thread}
+
+
+def test_an_async_listener_gets_records_through_decoding(
+    hbase_server: StandaloneProcess, hq: Client, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    hq.queue(queue_name).schemas.register(
+        "t", {"type": "object", "properties": {"n": {"type": "integer"}}}, type="jsonschema"
+    )
+
+    async def main() -> list[tuple[object, int | None]]:
+        received: list[tuple[object, int | None]] = []
+        done = asyncio.Event()
+
+        async def listener(records: list[Record]) -> None:
+            received.extend((r.value, r.schema_version) for r in records)
+            if len(received) >= 3:
+                done.set()
+
+        async with await _connect(hbase_server) as client:
+            queue = await client.queue(queue_name)
+            decoding = queue.decoding(listener, raw_fallback=True)
+            async with await queue.subscribe("aio-typed", decoding, start="earliest"):
+                await queue.put_batch([NewMessage({"n": 1}, "t"), NewMessage(b"raw", "t")])
+                await queue.put({"n": 2}, "t")
+                await asyncio.wait_for(done.wait(), timeout=30)
+        return received
+
+    assert asyncio.run(main()) == [({"n": 1}, 1), (b"raw", None), ({"n": 2}, 1)]
 
 
 def test_connect_checks_its_own_argument() -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from hqueue import Message, NewMessage
+from hqueue import Message, NewMessage, Record
 from hqueue.client.client import Client
 from hqueue.errors import (
     IncompatibleSchemaError,
@@ -18,6 +18,7 @@ from hqueue.errors import (
     InvalidRecordError,
     NoSchemaError,
 )
+from hqueue.testing.cluster import wait_for
 
 TRADE_JSON = {
     "type": "object",
@@ -183,3 +184,43 @@ def test_deleting_a_schema_messages_use_is_refused_unless_forced_then_they_read_
     assert "read raw" in caplog.text
     with pytest.raises(InvalidRecordError, match="no schema header"):
         queue.schemas.decode(stored(hq, queue_name)[0])
+
+
+def test_a_subscriber_gets_records_through_decoding_and_a_raw_one_is_dead_lettered(
+    hq: Client, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=1)
+    queue = hq.queue(queue_name)
+    queue.schemas.register("trades", TRADE_AVRO, type="avro")
+    got: list[Record] = []
+    lenient: list[Record] = []
+    with (
+        queue.subscribe(
+            "strict",
+            queue.schemas.decoding(got.extend),
+            start="earliest",
+            max_redeliveries=1,
+            retry_backoff=0.01,
+        ) as strict,
+        queue.subscribe(
+            "lenient", queue.schemas.decoding(lenient.extend, raw_fallback=True), start="earliest"
+        ),
+    ):
+        queue.put_batch([Trade("A", 1.0), Trade("B", 2.0)], topic="trades")
+        # A raw value on the typed topic fails the strict listener's batch, and past
+        # max_redeliveries goes to its dead letters; the lenient one takes it raw.
+        queue.put(b"raw", "trades")
+        queue.put(Trade("C", 3.0), "trades")
+        wait_for(lambda: len(got) == 3 and len(lenient) == 4, 60, "every record")
+        wait_for(lambda: strict.dead_lettered == 1, 60, "the raw message's dead letter")
+    trades = [{"symbol": s, "price": p} for s, p in (("A", 1.0), ("B", 2.0), ("C", 3.0))]
+    assert [(r.value, r.schema_version) for r in got] == [(t, 1) for t in trades]
+    assert [(r.value, r.schema_version) for r in lenient] == [
+        (trades[0], 1),
+        (trades[1], 1),
+        (b"raw", None),
+        (trades[2], 1),
+    ]
+    assert [r.message.id for r in lenient] == [m.id for m in stored(hq, queue_name)]
+    (letter,) = queue.dead_letters("strict")
+    assert letter.value == b"raw"
