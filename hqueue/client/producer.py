@@ -73,8 +73,10 @@ class _Lane:
 
     __slots__ = ("producer", "sent")
 
-    def __init__(self) -> None:
-        self.producer = int.from_bytes(secrets.token_bytes(8), "big", signed=True)
+    def __init__(self, producer: int | None = None) -> None:
+        if producer is None:
+            producer = int.from_bytes(secrets.token_bytes(8), "big", signed=True)
+        self.producer = producer
         self.sent: dict[tuple[str, int], int] = {}
 
     def fits(self, queue: str, counts: dict[int, int]) -> bool:
@@ -351,9 +353,11 @@ class Producer:
                 return
             self._hints.learn(queue, p, address)
 
-    def put(self, info: QueueInfo, batch: list[Any]) -> list[Position]:
+    def put(self, info: QueueInfo, batch: list[Any], lane: _Lane | None = None) -> list[Position]:
         """Write ``batch`` (NewMessage items) to queue ``info``; return where each went
-        (its partition and id), in order.
+        (its partition and id), in order. ``lane`` is the producer id and sequences to
+        put under (the caller's, as :class:`~hqueue.client.resuming.ResumingProducer`
+        keeps one), else one of the pool's.
 
         :raises InvalidArgumentError: on a bad message, before anything is sent.
         :raises NoQueueError: if the queue does not exist (any more).
@@ -363,16 +367,22 @@ class Producer:
         """
         if not batch:
             return []
-        return self.put_checked(info, *self._prepare(info, batch))
+        return self.put_checked(info, *self._prepare(info, batch), lane=lane)
 
     def put_checked(
-        self, info: QueueInfo, values: list[bytes], topics: list[str], partitions: list[int]
+        self,
+        info: QueueInfo,
+        values: list[bytes],
+        topics: list[str],
+        partitions: list[int],
+        lane: _Lane | None = None,
     ) -> list[Position]:
         """Write a batch already checked and routed, by column, as :meth:`_prepare`
         returns it (each message checked with :func:`payload`, :func:`check_topic` and
         :func:`route`, its partition chosen), as :meth:`put` does; return where each
-        went, in order. For :class:`~hqueue.client.sender.Sender`, which checks each
-        message when it is sent.
+        went, in order, under ``lane`` as :meth:`put` takes it. For
+        :class:`~hqueue.client.sender.Sender`, which checks each message when it is
+        sent.
 
         :raises NoQueueError: if the queue does not exist (any more).
         :raises UnavailableError: if some part is not acknowledged within the timeout.
@@ -383,8 +393,15 @@ class Producer:
         if not values:
             return []
         counts = collections.Counter(partitions)
-        lane = self._take_lane(info.name, counts)
-        put = _Put(info.name, values, topics, partitions, counts, lane)
+        pooled = lane is None
+        put = _Put(
+            info.name,
+            values,
+            topics,
+            partitions,
+            counts,
+            self._take_lane(info.name, counts) if lane is None else lane,
+        )
         retrying = self._retry.start(info.name, partitions[0])
         pending = list(range(len(values)))
         while pending:
@@ -406,8 +423,9 @@ class Producer:
                 break
             self._before_retry(put, retry, owners, unknown, retrying)
             pending = retry
-        with self._lock:
-            self._lanes.append(put.lane)  # dropped instead when the put fails
+        if pooled:
+            with self._lock:
+                self._lanes.append(put.lane)  # dropped instead when the put fails
         return put.positions()
 
     def _owners_of(

@@ -21,6 +21,7 @@ from hqueue.client.listeners import Listener, listeners_of
 from hqueue.client.producer import NewMessage
 from hqueue.client.producer_states import ProducerInfo, producers_of
 from hqueue.client.registration import SubscriberRegistrar
+from hqueue.client.resuming import ResumingProducer
 from hqueue.client.scanners import (
     CombinedPartitionScanner,
     PartitionScanner,
@@ -200,6 +201,25 @@ class Queue:
         return producers_of(hbase.client, hbase.table_name(self.name), wanted)
 
     # -- producing -----------------------------------------------------------------
+
+    def resuming_producer(self, producer_id: int, *, resume: bool = True) -> ResumingProducer:
+        """Return a producer that puts under ``producer_id`` (a 64-bit signed int the
+        caller chooses), its sequences continuing, with ``resume``, from the messages
+        the queue stored for that id (see :mod:`hqueue.client.resuming`): what a writer
+        run again under the same id uses to put only what its earlier run did not.
+
+        :raises InvalidArgumentError: if ``producer_id`` is not a 64-bit signed int.
+        :raises ConnectionLostError: if the producer states cannot be read.
+        """
+        if (
+            isinstance(producer_id, bool)
+            or not isinstance(producer_id, int)
+            or not (-(2**63) <= producer_id < 2**63)
+        ):
+            raise InvalidArgumentError(f"a producer id is a 64-bit signed int, not {producer_id!r}")
+        states = self.producers() if resume else []
+        stored = {s.partition: s.last_sequence + 1 for s in states if s.producer == producer_id}
+        return ResumingProducer(self._producer, self.info, producer_id, stored)
 
     def put(
         self,

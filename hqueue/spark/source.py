@@ -18,11 +18,10 @@ in the same plan (both sides of a self-join): a reader narrowed by one query's f
 would silently narrow the next query. The options belong to the DataFrame, so they are
 right for all of its queries.
 
-Writes go through the producer path (``Queue.put_batch``), ``batch_size`` rows at a
-time. A task that fails leaves the batches it had already put in the queue (a queue is
-append-only; nothing is rolled back); Spark's retry of the task puts all its rows
-again, so no row is lost, but rows of the failed attempt may be there twice (at least
-once, like every put whose acknowledgement was lost). With option ``encode``, the
+Writes go through the producer path, ``batch_size`` rows at a time, each task under a
+producer id of its own that its retries share: a retried task puts only the rows its
+failed attempt had not stored, so each row is stored once (the conditions are
+:mod:`hqueue.spark.writing`'s). With option ``encode``, the
 columns of each row are a record of its topic, checked and encoded with the topic's
 newest schema (:mod:`hqueue.spark.typed_write`); a row that does not fit fails the
 task before its batch is put.
@@ -32,6 +31,7 @@ Not public API beyond :func:`hqueue.spark.register`.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,7 +45,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from hqueue.errors import InvalidArgumentError, InvalidRecordError
+from hqueue.errors import InvalidArgumentError
 from hqueue.message import partition_range
 from hqueue.spark.options import (
     Connection,
@@ -65,7 +65,6 @@ from hqueue.spark.schema import SCHEMA
 from hqueue.spark.splitting import split_ranges
 from hqueue.spark.storage import RowRange, ThriftReader
 from hqueue.spark.typed import TypedColumns, typed_columns
-from hqueue.spark.typed_write import TopicRows
 
 __all__ = ["SCHEMA", "HQueueDataSource", "HQueueReader", "HQueueWriter"]
 
@@ -168,31 +167,9 @@ class HQueueReader(DataSourceReader):
         return read_ranges(self.options, partition.ranges, self.options.topics, self.typed)
 
 
-def _encoded(plan: TopicRows, row: Any, index: int) -> bytes:
-    """The message value of ``row``, the task's row number ``index`` (from 0).
-
-    :raises InvalidRecordError: if it does not fit, naming the row among the task's.
-    """
-    try:
-        return plan.schema.encode(plan.record(row), index=index)
-    except InvalidRecordError as e:
-        raise InvalidRecordError(
-            f"row {index + 1} of a write task (Spark partition {_partition_id()}): {e}",
-            index,
-            e.field,
-        ) from None
-
-
-def _partition_id() -> int | str:
-    """The Spark partition the running task writes ('?' outside a task)."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    return context.partitionId() if context is not None else "?"
-
-
 class WriteCount(WriterCommitMessage):
-    """What a write task reports: how many messages it put."""
+    """What a write task reports: how many rows it has (put by it, or stored by an
+    earlier attempt of it)."""
 
     def __init__(self, count: int) -> None:
         self.count = count
@@ -215,10 +192,13 @@ class HQueueWriter(DataSourceWriter):
                 "writing to hqueue needs a 'topic' column or the option 'topic'"
             )
         self.columns = names
+        self.write_id = secrets.token_bytes(16)
+        """Drawn once, on the driver: every attempt of every task of this write gets it"""
         self.total = 0
 
     def write(self, iterator: Iterator[Any]) -> WriteCount:
-        """Put the task's rows; return how many were put.
+        """Put the task's rows, each once however often Spark runs the task (see
+        :mod:`hqueue.spark.writing`); return how many rows the task has.
 
         With option ``encode``, each row's columns are a record (see
         :mod:`hqueue.spark.typed_write`), checked and encoded with its topic's newest
@@ -232,50 +212,23 @@ class HQueueWriter(DataSourceWriter):
         :raises NoSchemaError: (``encode``) on a row of a topic without a schema.
         :raises UnavailableError: if a batch is not acknowledged within ``put_timeout``.
         """
-        from hqueue.client.producer import NewMessage
+        from pyspark import TaskContext
 
+        from hqueue.spark.writing import TaskWriter
+
+        context = TaskContext.get()
+        spark_partition = context.partitionId() if context is not None else 0
+        retried = context is not None and context.attemptNumber() > 0
         opts = self.options
-        has_topic = "topic" in self.columns
-        has_partition = "partition" in self.columns
-        count = 0
         with opts.conn.connect() as client:
             queue = client.queue(opts.conn.queue)
-            plans: dict[str, TopicRows] = {}
-            batch: list[NewMessage] = []
+            task = TaskWriter(opts, self.order, queue, self.write_id, spark_partition, retried)
             for row in iterator:
-                topic = (row["topic"] if has_topic else None) or opts.topic
-                if topic is None:
-                    raise InvalidArgumentError(
-                        "column 'topic' is null and no option 'topic' was given"
-                    )
-                if opts.encode:
-                    plan = plans.get(topic)
-                    if plan is None:
-                        plan = TopicRows.plan(topic, queue.schemas.writer(topic), self.order)
-                        plans[topic] = plan
-                    value = _encoded(plan, row, count + len(batch))
-                    keyed = plan.keyed
-                else:
-                    value = row["value"]
-                    if value is None:
-                        raise InvalidArgumentError("column 'value' is null in a row to write")
-                    if isinstance(value, bytearray):
-                        value = bytes(value)
-                    keyed = "key" in self.columns
-                partition = row["partition"] if has_partition else None
-                key = row["key"] if keyed else None
-                batch.append(NewMessage(value, topic, partition, key))
-                if len(batch) >= opts.batch_size:
-                    queue.put_batch(batch)
-                    count += len(batch)
-                    batch = []
-            if batch:
-                queue.put_batch(batch)
-                count += len(batch)
-        return WriteCount(count)
+                task.add(row)
+            return WriteCount(task.finish())
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Record the total put (``self.total``); the messages are already durable."""
+        """Record the total written (``self.total``); the messages are already durable."""
         self.total = sum(m.count for m in messages if isinstance(m, WriteCount))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:

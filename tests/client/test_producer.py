@@ -156,3 +156,28 @@ def test_a_stale_owner_hint_for_one_partition_neither_duplicates_nor_fails_the_b
     assert sorted((m.partition, m.value) for m in stored) == sorted((p, v) for v, _, p in batch)
     assert [p for _, _, p in batch] == [position.partition for position in ids]
     assert {m.position for m in stored} == set(ids)
+
+
+def test_a_resuming_producer_continues_its_sequences_and_a_rerun_skips_what_is_stored(
+    hq: Client, queue_name: str
+) -> None:
+    hq.create_queue(queue_name, partitions=2)
+    queue = hq.queue(queue_name)
+    with pytest.raises(InvalidArgumentError, match="64-bit signed int"):
+        queue.resuming_producer(2**63)
+    first = queue.resuming_producer(-7)
+    assert first.stored == {} and first.producer_id == -7
+    first.put_batch([NewMessage(b"a%d" % i, "t", i % 2) for i in range(5)])
+    first.put_batch([NewMessage(b"b", "t", 1)])
+    rerun = queue.resuming_producer(-7)
+    assert rerun.stored == {0: 3, 1: 3}
+    assert queue.resuming_producer(-7, resume=False).stored == {}
+    # The rerun's next messages continue the producer's sequences: the sidecar takes
+    # them (a sequence it did not expect would be refused as out of order).
+    rerun.put_batch([NewMessage(b"c", "t", 0), NewMessage(b"d", "t", 1)])
+    states = {s.partition: s.last_sequence for s in queue.producers() if s.producer == -7}
+    assert states == {0: 3, 1: 3}
+    with queue.scan() as scanner:
+        assert sorted(m.value for m in scanner) == sorted(
+            [b"a0", b"a1", b"a2", b"a3", b"a4", b"b", b"c", b"d"]
+        )

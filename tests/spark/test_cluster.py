@@ -79,3 +79,38 @@ def test_a_host_is_offered_by_its_names_and_addresses():
     assert aliases.of("") == []
     assert len(set(localhost)) == len(localhost)
     assert known_as("localhost") == localhost
+
+
+def test_a_write_stores_each_row_once_though_tasks_fail_and_an_executor_dies(
+    spark_cluster, hbase_server, hq, queue_name, tmp_path
+):
+    """Exactly once (hqueue.spark.writing): the retried tasks put only what their first
+    attempts had not stored, past what a sidecar remembers of a producer's batches."""
+    from tests.spark.cluster_write import KILL_AFTER, ROWS
+
+    hq.create_queue(queue_name, partitions=4)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.spark.cluster_write",
+            spark_cluster.master_url,
+            hbase_server.address,
+            queue_name,
+            str(marks),
+        ],
+        cwd=CHECKOUT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-5000:]
+    assert sorted(p.name for p in marks.iterdir()) == ["task-1-null-row", "task-2-executor-killed"]
+    killed_at = (marks / "task-2-executor-killed").read_text()
+    assert killed_at != "missed" and int(killed_at) >= KILL_AFTER, killed_at
+    with hq.queue(queue_name).scan() as scanner:
+        values = [m.value for m in scanner]
+    assert len(values) == len(set(values)), "a row was stored twice"
+    assert sorted(values) == sorted(f"r{i}".encode() for i in range(ROWS))

@@ -1,0 +1,64 @@
+"""A producer with a fixed id that resumes: what a writer run again uses to put only
+what its earlier run did not.
+
+A :class:`ResumingProducer` puts to one queue under a producer id its caller chooses
+(a 64-bit signed int; a Spark write derives it from the write and the task), with
+sequences that continue, in each partition, from what the queue stored for that id.
+A run that fails part-way leaves, in each partition, a prefix of its messages stored
+(one put at a time, each part all-or-nothing on its sidecar); the next run under the
+same id learns each prefix's length (:attr:`ResumingProducer.stored`), skips that
+many of its messages for the partition, and puts the rest, which the sidecars take
+as the producer's next messages. A batch both runs send (a run still going while the
+next began) is stored once, by the retry rule of "Retries without duplicates" in
+docs/queues.md.
+
+The stored counts come from the producer states the sidecars keep beside the
+messages: a state idle for longer than the sidecars' producer expiry (24 hours by
+default) is forgotten, and then counts as nothing stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from hqueue.client.producer import NewMessage, Producer, _Lane
+from hqueue.message import Position
+from hqueue.metadata.managers import QueueInfo
+
+__all__ = ["ResumingProducer"]
+
+
+class ResumingProducer:
+    """Puts to queue ``info`` through ``producer`` as producer ``producer_id``, its
+    sequence in each partition continuing from ``stored``: per partition, how many of
+    that producer's messages the queue holds (none listed: none; all empty for a
+    producer id nothing was written under). Make it with :meth:`Queue.resuming_producer
+    <hqueue.client.queue.Queue.resuming_producer>`, which reads them."""
+
+    def __init__(
+        self, producer: Producer, info: QueueInfo, producer_id: int, stored: Mapping[int, int]
+    ) -> None:
+        self._producer = producer
+        self._info = info
+        self._lane = _Lane(producer_id)
+        self.stored = dict(stored)
+        """Per partition, how many of this producer's messages the queue held when it
+        was made"""
+        for partition, count in self.stored.items():
+            self._lane.sent[(info.name, partition)] = count
+
+    @property
+    def producer_id(self) -> int:
+        """The producer id it puts under."""
+        return self._lane.producer
+
+    def put_batch(self, messages: Sequence[NewMessage]) -> list[Position]:
+        """Write ``messages`` (values bytes or str: records encoded already) as this
+        producer's next ones in their partitions; return where each went, as
+        :meth:`Queue.put_batch <hqueue.client.queue.Queue.put_batch>` does.
+
+        :raises InvalidArgumentError: on a bad message (nothing is written).
+        :raises UnavailableError: if some part was not acknowledged within
+            ``put_timeout``.
+        """
+        return self._producer.put(self._info, list(messages), self._lane)

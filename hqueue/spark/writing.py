@@ -1,0 +1,144 @@
+"""One write task of the ``hqueue`` data source: its rows, put once however often Spark
+runs the task.
+
+Each task puts under a producer id of its own, derived from the write (an id the
+driver draws once, which every attempt of every task of that write receives) and the
+task's Spark partition: a retried attempt has the same id as the attempt it replaces.
+Its rows go to their partitions deterministically: a row's ``partition``, else its
+key's hash, else a partition chosen by the task's Spark partition and the row's place
+(``batch_size`` rows at a time to one partition, the next batch to the next). So a
+retried attempt, reading the same rows in the same order, gives each row the same
+partition and the same place in its producer's sequence there. Before putting, a
+retried attempt reads how many of its producer's messages each partition holds (a
+prefix: one put at a time, each part all-or-nothing) and skips that many of its rows
+for the partition (:class:`~hqueue.client.resuming.ResumingProducer`); an attempt
+still running beside it (a lost executor's, a speculative one) sends batches the
+sidecars answer as retries of what they stored.
+
+So each row is stored once, provided the task's input comes in the same order on
+every attempt (a sorted or file-backed DataFrame does; rows after an unsorted shuffle
+may not), and a retry comes within the sidecars' producer expiry (24 hours by default).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from hqueue.client.producer import NewMessage, route
+from hqueue.client.queue import Queue
+from hqueue.errors import InvalidArgumentError, InvalidRecordError
+from hqueue.spark.options import WriteOptions
+from hqueue.spark.typed_write import TopicRows
+
+__all__ = ["TaskWriter", "producer_id"]
+
+
+def producer_id(write_id: bytes, spark_partition: int) -> int:
+    """The producer id of the task writing ``spark_partition`` in write ``write_id``:
+    the same for every attempt of that task (a 64-bit signed int)."""
+    digest = hashlib.blake2b(write_id + spark_partition.to_bytes(8, "big"), digest_size=8)
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+class TaskWriter:
+    """Puts one task's rows (:meth:`add` each, then :meth:`finish`) to ``queue`` under
+    the task's producer id; a ``retried`` attempt first reads what earlier attempts
+    stored. ``columns`` are the DataFrame's, in order."""
+
+    def __init__(
+        self,
+        options: WriteOptions,
+        columns: tuple[str, ...],
+        queue: Queue,
+        write_id: bytes,
+        spark_partition: int,
+        retried: bool,
+    ) -> None:
+        self._options = options
+        self._columns = columns
+        self._info = queue.info
+        self._schemas = queue.schemas
+        self._spark_partition = spark_partition
+        self._producer = queue.resuming_producer(
+            producer_id(write_id, spark_partition), resume=retried
+        )
+        self._plans: dict[str, TopicRows] = {}
+        self._batch: list[NewMessage] = []
+        self._seen: dict[int, int] = {}
+        self.rows = 0
+        """Rows added so far"""
+        self.skipped = 0
+        """Rows an earlier attempt had stored, not put again"""
+
+    def add(self, row: Any) -> None:
+        """Put ``row`` (with the rows before it, ``batch_size`` at a time), unless an
+        earlier attempt stored it.
+
+        :raises InvalidArgumentError: on a null value or topic, a bad partition or
+            key, or (``encode``) a column the topic's schema lacks.
+        :raises InvalidRecordError: (``encode``) if the row does not fit its topic's
+            schema, naming its place among the task's rows; nothing of its batch is
+            put.
+        :raises NoSchemaError: (``encode``) on a row of a topic without a schema.
+        :raises UnavailableError: if a batch is not acknowledged within ``put_timeout``.
+        """
+        opts = self._options
+        index = self.rows
+        self.rows += 1
+        topic = (row["topic"] if "topic" in self._columns else None) or opts.topic
+        if topic is None:
+            raise InvalidArgumentError("column 'topic' is null and no option 'topic' was given")
+        plan = self._plan(topic) if opts.encode else None
+        keyed = plan.keyed if plan is not None else "key" in self._columns
+        key = row["key"] if keyed else None
+        given = row["partition"] if "partition" in self._columns else None
+        partition = route(self._info, given, key)
+        if partition is None:
+            batch_number = index // opts.batch_size
+            partition = (self._spark_partition + batch_number) % self._info.partitions
+        place = self._seen.get(partition, 0)
+        self._seen[partition] = place + 1
+        if place < self._producer.stored.get(partition, 0):
+            self.skipped += 1
+            return
+        value = self._value(row, plan, index)
+        self._batch.append(NewMessage(value, topic, partition, key))
+        if len(self._batch) >= opts.batch_size:
+            self._flush()
+
+    def finish(self) -> int:
+        """Put the rows still held; return how many rows the task has (put by this
+        attempt or stored by an earlier one).
+
+        :raises UnavailableError: as :meth:`add`.
+        """
+        self._flush()
+        return self.rows
+
+    def _plan(self, topic: str) -> TopicRows:
+        plan = self._plans.get(topic)
+        if plan is None:
+            plan = TopicRows.plan(topic, self._schemas.writer(topic), self._columns)
+            self._plans[topic] = plan
+        return plan
+
+    def _value(self, row: Any, plan: TopicRows | None, index: int) -> bytes | str:
+        if plan is None:
+            value = row["value"]
+            if value is None:
+                raise InvalidArgumentError("column 'value' is null in a row to write")
+            return bytes(value) if isinstance(value, bytearray) else value
+        try:
+            return plan.schema.encode(plan.record(row), index=index)
+        except InvalidRecordError as e:
+            raise InvalidRecordError(
+                f"row {index + 1} of a write task (Spark partition {self._spark_partition}): {e}",
+                index,
+                e.field,
+            ) from None
+
+    def _flush(self) -> None:
+        if self._batch:
+            self._producer.put_batch(self._batch)
+            self._batch = []
