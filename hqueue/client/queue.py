@@ -205,11 +205,11 @@ class Queue:
     def resuming_producer(self, producer_id: int, *, resume: bool = True) -> ResumingProducer:
         """Return a producer that puts under ``producer_id`` (a 64-bit signed int the
         caller chooses), its sequences continuing, with ``resume``, from the messages
-        the queue stored for that id (see :mod:`hqueue.client.resuming`): what a writer
-        run again under the same id uses to put only what its earlier run did not.
+        the queue stored for that id, read per partition when first needed (see
+        :mod:`hqueue.client.resuming`): what a writer run again under the same id uses
+        to put only what its earlier run did not.
 
         :raises InvalidArgumentError: if ``producer_id`` is not a 64-bit signed int.
-        :raises ConnectionLostError: if the producer states cannot be read.
         """
         if (
             isinstance(producer_id, bool)
@@ -217,9 +217,14 @@ class Queue:
             or not (-(2**63) <= producer_id < 2**63)
         ):
             raise InvalidArgumentError(f"a producer id is a 64-bit signed int, not {producer_id!r}")
-        states = self.producers() if resume else []
-        stored = {s.partition: s.last_sequence + 1 for s in states if s.producer == producer_id}
-        return ResumingProducer(self._producer, self.info, producer_id, stored)
+
+        def read_stored(partition: int) -> int:
+            if not resume:
+                return 0
+            states = self.producers([partition])
+            return next((s.last_sequence + 1 for s in states if s.producer == producer_id), 0)
+
+        return ResumingProducer(self._producer, self.info, producer_id, read_stored)
 
     def put(
         self,

@@ -6,7 +6,7 @@ A :class:`ResumingProducer` puts to one queue under a producer id its caller cho
 sequences that continue, in each partition, from what the queue stored for that id.
 A run that fails part-way leaves, in each partition, a prefix of its messages stored
 (one put at a time, each part all-or-nothing on its sidecar); the next run under the
-same id learns each prefix's length (:attr:`ResumingProducer.stored`), skips that
+same id learns each prefix's length (:meth:`ResumingProducer.stored`), skips that
 many of its messages for the partition, and puts the rest, which the sidecars take
 as the producer's next messages. A batch both runs send (a run still going while the
 next began) is stored once, by the retry rule of "Retries without duplicates" in
@@ -19,9 +19,10 @@ default) is forgotten, and then counts as nothing stored.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from hqueue.client.producer import NewMessage, Producer, _Lane
+from hqueue.errors import InvalidArgumentError
 from hqueue.message import Position
 from hqueue.metadata.managers import QueueInfo
 
@@ -30,35 +31,57 @@ __all__ = ["ResumingProducer"]
 
 class ResumingProducer:
     """Puts to queue ``info`` through ``producer`` as producer ``producer_id``, its
-    sequence in each partition continuing from ``stored``: per partition, how many of
-    that producer's messages the queue holds (none listed: none; all empty for a
-    producer id nothing was written under). Make it with :meth:`Queue.resuming_producer
-    <hqueue.client.queue.Queue.resuming_producer>`, which reads them."""
+    sequence in each partition continuing from what ``read_stored`` says the partition
+    holds of that producer's messages (how many; 0 for a producer id nothing was
+    written under), asked once per partition, when the partition is first needed.
+    Make it with :meth:`Queue.resuming_producer
+    <hqueue.client.queue.Queue.resuming_producer>`."""
 
     def __init__(
-        self, producer: Producer, info: QueueInfo, producer_id: int, stored: Mapping[int, int]
+        self,
+        producer: Producer,
+        info: QueueInfo,
+        producer_id: int,
+        read_stored: Callable[[int], int],
     ) -> None:
         self._producer = producer
         self._info = info
         self._lane = _Lane(producer_id)
-        self.stored = dict(stored)
-        """Per partition, how many of this producer's messages the queue held when it
-        was made"""
-        for partition, count in self.stored.items():
-            self._lane.sent[(info.name, partition)] = count
+        self._read_stored = read_stored
+        self._stored: dict[int, int] = {}
 
     @property
     def producer_id(self) -> int:
         """The producer id it puts under."""
         return self._lane.producer
 
-    def put_batch(self, messages: Sequence[NewMessage]) -> list[Position]:
-        """Write ``messages`` (values bytes or str: records encoded already) as this
-        producer's next ones in their partitions; return where each went, as
-        :meth:`Queue.put_batch <hqueue.client.queue.Queue.put_batch>` does.
+    def stored(self, partition: int) -> int:
+        """How many of this producer's messages ``partition`` held when first asked.
 
-        :raises InvalidArgumentError: on a bad message (nothing is written).
+        :raises ConnectionLostError: if the producer states cannot be read.
+        """
+        count = self._stored.get(partition)
+        if count is None:
+            count = self._stored[partition] = self._read_stored(partition)
+            self._lane.sent[(self._info.name, partition)] = count
+        return count
+
+    def put_batch(self, messages: Sequence[NewMessage]) -> list[Position]:
+        """Write ``messages`` (values bytes or str: records encoded already; each with
+        its partition) as this producer's next ones in their partitions; return where
+        each went, as :meth:`Queue.put_batch <hqueue.client.queue.Queue.put_batch>`
+        does.
+
+        :raises InvalidArgumentError: on a bad message or one without a partition
+            (nothing is written).
         :raises UnavailableError: if some part was not acknowledged within
             ``put_timeout``.
         """
+        for message in messages:
+            if message.partition is None:
+                raise InvalidArgumentError(
+                    "a resuming producer's messages name their partition: its sequences "
+                    "continue per partition"
+                )
+            self.stored(message.partition)
         return self._producer.put(self._info, list(messages), self._lane)

@@ -79,6 +79,7 @@ _STREAM = _READ | {
     "failondataloss",
 }
 _WRITE = _COMMON | {"topic", "batch_size", "put_timeout", "encode"}
+_STREAM_WRITE = _WRITE | {"checkpointlocation"}  # Spark's own, handed on to the sink
 
 
 @dataclass(frozen=True)
@@ -454,12 +455,16 @@ class WriteOptions:
     encode: bool = False
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
-        """Return the checked write options.
+    def parse(cls, options: Mapping[str, str], streaming: bool = False) -> WriteOptions:
+        """Return the checked write options (of a streaming write: Spark's
+        ``checkpointLocation`` may be among them).
 
         :raises InvalidArgumentError: naming the option that is missing or malformed.
         """
-        check_known(options, _WRITE, "hqueue write")
+        if streaming:
+            check_known(options, _STREAM_WRITE, "hqueue streaming write")
+        else:
+            check_known(options, _WRITE, "hqueue write")
         conn = Connection.parse(options)
         topic = get_option(options, "topic") or None
         if topic is not None:

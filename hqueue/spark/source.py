@@ -1,4 +1,4 @@
-"""The ``hqueue`` PySpark data source: batch reads, streaming reads and writes.
+"""The ``hqueue`` PySpark data source: batch and streaming reads, batch and streaming writes.
 
 Batch reads plan one Spark partition per queue partition (``split=partition``; with
 ``minPartitions``, busy queue partitions are cut by time into several, see
@@ -39,6 +39,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
     WriterCommitMessage,
@@ -167,6 +168,23 @@ class HQueueReader(DataSourceReader):
         return read_ranges(self.options, partition.ranges, self.options.topics, self.typed)
 
 
+def _write_columns(options: WriteOptions, schema: StructType) -> tuple[str, ...]:
+    """The columns of a write's DataFrame, in order, once checked against ``options``.
+
+    :raises InvalidArgumentError: on a missing ``value`` (without ``encode``) or
+        ``topic`` (without the option) column.
+    """
+    names = tuple(schema.fieldNames())
+    if "value" not in names and not options.encode:
+        raise InvalidArgumentError(
+            "writing to hqueue needs a 'value' column (or, for records of a topic "
+            "with a schema, the option encode=true)"
+        )
+    if "topic" not in names and options.topic is None:
+        raise InvalidArgumentError("writing to hqueue needs a 'topic' column or the option 'topic'")
+    return names
+
+
 class WriteCount(WriterCommitMessage):
     """What a write task reports: how many rows it has (put by it, or stored by an
     earlier attempt of it)."""
@@ -180,18 +198,7 @@ class HQueueWriter(DataSourceWriter):
 
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
         self.options = options
-        names = set(schema.fieldNames())
-        self.order = tuple(schema.fieldNames())
-        if "value" not in names and not options.encode:
-            raise InvalidArgumentError(
-                "writing to hqueue needs a 'value' column (or, for records of a topic "
-                "with a schema, the option encode=true)"
-            )
-        if "topic" not in names and options.topic is None:
-            raise InvalidArgumentError(
-                "writing to hqueue needs a 'topic' column or the option 'topic'"
-            )
-        self.columns = names
+        self.order = _write_columns(options, schema)
         self.write_id = secrets.token_bytes(16)
         """Drawn once, on the driver: every attempt of every task of this write gets it"""
         self.total = 0
@@ -212,20 +219,9 @@ class HQueueWriter(DataSourceWriter):
         :raises NoSchemaError: (``encode``) on a row of a topic without a schema.
         :raises UnavailableError: if a batch is not acknowledged within ``put_timeout``.
         """
-        from pyspark import TaskContext
+        from hqueue.spark.writing import write_task
 
-        from hqueue.spark.writing import TaskWriter
-
-        context = TaskContext.get()
-        spark_partition = context.partitionId() if context is not None else 0
-        retried = context is not None and context.attemptNumber() > 0
-        opts = self.options
-        with opts.conn.connect() as client:
-            queue = client.queue(opts.conn.queue)
-            task = TaskWriter(opts, self.order, queue, self.write_id, spark_partition, retried)
-            for row in iterator:
-                task.add(row)
-            return WriteCount(task.finish())
+        return WriteCount(write_task(self.options, self.order, iterator, self.write_id))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Record the total written (``self.total``); the messages are already durable."""
@@ -233,6 +229,35 @@ class HQueueWriter(DataSourceWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing to undo: put messages stay in the queue (see the module's notes)."""
+
+
+class HQueueStreamWriter(DataSourceStreamWriter):
+    """Puts each micro-batch's rows as :class:`HQueueWriter` puts a batch's, each once
+    even when Spark runs the micro-batch again: a task's producer id is derived from
+    the query's id (kept in its checkpoint), the micro-batch and the task's Spark
+    partition, and every task resumes, since a micro-batch replayed after a restart
+    runs as first attempts (see :mod:`hqueue.spark.writing`)."""
+
+    def __init__(self, options: WriteOptions, schema: StructType) -> None:
+        self.options = options
+        self.order = _write_columns(options, schema)
+
+    def write(self, iterator: Iterator[Any]) -> WriteCount:
+        """Put the task's rows of the micro-batch, each once; return how many rows
+        the task has.
+
+        :raises HQueueError: as :meth:`HQueueWriter.write`.
+        """
+        from hqueue.spark.writing import write_task
+
+        return WriteCount(write_task(self.options, self.order, iterator, None, True))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to do: the micro-batch's messages are already durable."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to undo: put messages stay in the queue; the micro-batch's replay
+        puts only what they lack."""
 
 
 class HQueueDataSource(DataSource):
@@ -282,3 +307,15 @@ class HQueueDataSource(DataSource):
         if overwrite:
             raise InvalidArgumentError("a queue is append-only: use mode 'append', not 'overwrite'")
         return HQueueWriter(WriteOptions.parse(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> HQueueStreamWriter:
+        """Return the streaming writer (output mode ``append`` only).
+
+        :raises InvalidArgumentError: on a bad option or missing column, or an output
+            mode that would rewrite the queue (``complete``).
+        """
+        if overwrite:
+            raise InvalidArgumentError(
+                "a queue is append-only: use outputMode 'append', not 'complete'"
+            )
+        return HQueueStreamWriter(WriteOptions.parse(self.options, streaming=True), schema)

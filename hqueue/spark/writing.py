@@ -23,15 +23,22 @@ may not), and a retry comes within the sidecars' producer expiry (24 hours by de
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from typing import Any
 
 from hqueue.client.producer import NewMessage, route
 from hqueue.client.queue import Queue
-from hqueue.errors import InvalidArgumentError, InvalidRecordError
+from hqueue.errors import InvalidArgumentError, InvalidRecordError, StorageError
 from hqueue.spark.options import WriteOptions
 from hqueue.spark.typed_write import TopicRows
 
-__all__ = ["TaskWriter", "producer_id"]
+__all__ = ["TaskWriter", "producer_id", "write_task"]
+
+_QUERY_ID = "sql.streaming.queryId"
+"""The task property naming a streaming query (the same after a restart from its
+checkpoint)"""
+_BATCH_ID = "streaming.sql.batchId"
+"""The task property naming the micro-batch"""
 
 
 def producer_id(write_id: bytes, spark_partition: int) -> int:
@@ -43,8 +50,9 @@ def producer_id(write_id: bytes, spark_partition: int) -> int:
 
 class TaskWriter:
     """Puts one task's rows (:meth:`add` each, then :meth:`finish`) to ``queue`` under
-    the task's producer id; a ``retried`` attempt first reads what earlier attempts
-    stored. ``columns`` are the DataFrame's, in order."""
+    the task's producer id; with ``resume`` (a retried attempt) it reads, per
+    partition, what earlier attempts stored. ``columns`` are the DataFrame's, in
+    order."""
 
     def __init__(
         self,
@@ -53,7 +61,7 @@ class TaskWriter:
         queue: Queue,
         write_id: bytes,
         spark_partition: int,
-        retried: bool,
+        resume: bool,
     ) -> None:
         self._options = options
         self._columns = columns
@@ -61,7 +69,7 @@ class TaskWriter:
         self._schemas = queue.schemas
         self._spark_partition = spark_partition
         self._producer = queue.resuming_producer(
-            producer_id(write_id, spark_partition), resume=retried
+            producer_id(write_id, spark_partition), resume=resume
         )
         self._plans: dict[str, TopicRows] = {}
         self._batch: list[NewMessage] = []
@@ -99,7 +107,7 @@ class TaskWriter:
             partition = (self._spark_partition + batch_number) % self._info.partitions
         place = self._seen.get(partition, 0)
         self._seen[partition] = place + 1
-        if place < self._producer.stored.get(partition, 0):
+        if place < self._producer.stored(partition):
             self.skipped += 1
             return
         value = self._value(row, plan, index)
@@ -142,3 +150,40 @@ class TaskWriter:
         if self._batch:
             self._producer.put_batch(self._batch)
             self._batch = []
+
+
+def write_task(
+    options: WriteOptions,
+    columns: tuple[str, ...],
+    rows: Iterator[Any],
+    write_id: bytes | None,
+    always_resume: bool = False,
+) -> int:
+    """Put the running task's ``rows`` (the DataFrame's ``columns``) as the task of
+    write ``write_id`` (``None``: a streaming write, whose id is its query's and
+    micro-batch's, from the task's local properties); return how many rows the task
+    has. An attempt after the first resumes, and every attempt with
+    ``always_resume`` (a micro-batch run again after a restart is a first attempt).
+
+    :raises HQueueError: as :meth:`TaskWriter.add`.
+    """
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    spark_partition = context.partitionId() if context is not None else 0
+    resume = always_resume or (context is not None and context.attemptNumber() > 0)
+    if write_id is None:
+        query = context.getLocalProperty(_QUERY_ID) if context is not None else None
+        batch = context.getLocalProperty(_BATCH_ID) if context is not None else None
+        if query is None or batch is None:
+            raise StorageError(
+                "a streaming write task does not know its query and micro-batch "
+                f"(Spark's task properties {_QUERY_ID!r} and {_BATCH_ID!r})"
+            )
+        write_id = f"{query}/{batch}".encode()
+    with options.conn.connect() as client:
+        queue = client.queue(options.conn.queue)
+        task = TaskWriter(options, columns, queue, write_id, spark_partition, resume)
+        for row in rows:
+            task.add(row)
+        return task.finish()

@@ -166,12 +166,14 @@ def test_a_resuming_producer_continues_its_sequences_and_a_rerun_skips_what_is_s
     with pytest.raises(InvalidArgumentError, match="64-bit signed int"):
         queue.resuming_producer(2**63)
     first = queue.resuming_producer(-7)
-    assert first.stored == {} and first.producer_id == -7
+    assert (first.stored(0), first.stored(1), first.producer_id) == (0, 0, -7)
     first.put_batch([NewMessage(b"a%d" % i, "t", i % 2) for i in range(5)])
     first.put_batch([NewMessage(b"b", "t", 1)])
+    with pytest.raises(InvalidArgumentError, match="name their partition"):
+        first.put_batch([NewMessage(b"x", "t")])
     rerun = queue.resuming_producer(-7)
-    assert rerun.stored == {0: 3, 1: 3}
-    assert queue.resuming_producer(-7, resume=False).stored == {}
+    assert (rerun.stored(0), rerun.stored(1)) == (3, 3)
+    assert queue.resuming_producer(-7, resume=False).stored(0) == 0
     # The rerun's next messages continue the producer's sequences: the sidecar takes
     # them (a sequence it did not expect would be refused as out of order).
     rerun.put_batch([NewMessage(b"c", "t", 0), NewMessage(b"d", "t", 1)])

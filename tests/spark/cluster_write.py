@@ -84,7 +84,7 @@ def main(master: str, hbase: str, queue: str, marks: str) -> dict[str, int]:
         },
     )
 
-    def value(i: int) -> str | None:
+    def value(i):  # no hints: PySpark would read them as a pandas UDF's
         context = TaskContext.get()
         if context is None or context.attemptNumber() > 0:
             return f"r{i}"

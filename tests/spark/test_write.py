@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hqueue.client.producer import partition_for_key
+from hqueue.errors import InvalidArgumentError
 from tests.spark.conftest import options
 
 
@@ -57,3 +58,70 @@ def test_write_refuses_bad_input(spark, hbase_server, hq, queue_name):
         spark.createDataFrame([("a",)], "body string").write.format("hqueue").options(
             **opts
         ).option("topic", "t").mode("append").save()
+
+
+def test_a_stream_replayed_after_a_failure_part_way_writes_each_row_once(
+    spark, hbase_server, hq, queue_name, tmp_path
+):
+    """A micro-batch whose write failed after putting 150 of its rows (15 batches, past
+    the 5 a sidecar remembers per producer) is run again when the query restarts from
+    its checkpoint: the replay puts only what the failed run had not stored."""
+    from pyspark.sql import functions as F
+
+    from hqueue.spark_jobs.common import spark_errors
+
+    source, sink = f"{queue_name}_in", f"{queue_name}_out"
+    hq.create_queue(source, partitions=1)
+    hq.create_queue(sink, partitions=2)
+    hq.queue(source).put_batch([b"m%d" % i for i in range(300)], topic="t")
+    failed_once = tmp_path / "failed-once"
+
+    def value(raw):  # no hints: PySpark would read them as a pandas UDF's
+        if raw == b"m150" and not failed_once.exists():
+            failed_once.touch()
+            return None  # the writer fails the task here, on the first run only
+        return raw.decode()
+
+    def run() -> None:
+        stream = spark.readStream.format("hqueue").options(**options(hbase_server, source)).load()
+        query = (
+            stream.select(F.udf(value, "string")("value").alias("value"))
+            .writeStream.format("hqueue")
+            .options(**options(hbase_server, sink))
+            .option("topic", "copied")
+            .option("batch_size", "10")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        with spark_errors():
+            query.awaitTermination(180)
+
+    with pytest.raises(InvalidArgumentError, match="column 'value' is null"):
+        run()
+    assert failed_once.exists()
+    stored = [m.value for m in hq.queue(sink).scan()]
+    assert 0 < len(stored) < 300  # the failed run stored part of the micro-batch
+    run()  # from the checkpoint: the same micro-batch again
+    with hq.queue(sink).scan() as scanner:
+        values = [m.value for m in scanner]
+    assert len(values) == len(set(values)), "a row was stored twice"
+    assert sorted(values) == sorted(b"m%d" % i for i in range(300))
+
+
+def test_a_stream_write_in_complete_mode_is_refused(spark, hbase_server, hq, queue_name, tmp_path):
+    from hqueue.spark_jobs.common import spark_errors
+
+    hq.create_queue(queue_name, partitions=1)
+    counts = (
+        spark.readStream.format("hqueue")
+        .options(**options(hbase_server, queue_name))
+        .load()
+        .groupBy("topic")
+        .count()
+        .selectExpr("CAST(count AS STRING) AS value", "topic")
+    )
+    with pytest.raises(InvalidArgumentError, match="outputMode 'append'"), spark_errors():
+        counts.writeStream.format("hqueue").options(**options(hbase_server, queue_name)).option(
+            "checkpointLocation", str(tmp_path / "checkpoint")
+        ).outputMode("complete").trigger(availableNow=True).start().awaitTermination(120)
