@@ -329,20 +329,23 @@ class AsyncQueue(Pooled):
 
     def decoding(
         self, listener: Callable[[list[Record]], Any] | Any, *, raw_fallback: bool = False
-    ) -> Callable[[list[Message]], Awaitable[Any]]:
+    ) -> Callable[[list[Message]], Any]:
         """As ``queue.schemas.decoding``, for :meth:`subscribe`: a listener that hands
         ``listener`` (a coroutine function or a plain callable, or an object whose
-        ``on_messages`` is one) each batch decoded into :class:`Record` values, off
-        the event loop (see :meth:`hqueue.client.schemas.QueueSchemas.decoding`)."""
+        ``on_messages`` is one) each batch decoded into :class:`Record` values (see
+        :meth:`hqueue.client.schemas.QueueSchemas.decoding`). A coroutine ``listener``
+        runs on the event loop, the batch decoded before, off the loop; a plain one
+        runs, decoding included, where :meth:`subscribe` runs plain listeners."""
         handle = getattr(listener, "on_messages", listener)
         schemas = self._queue.schemas
+        if not inspect.iscoroutinefunction(handle):
+            return schemas.decoding(handle, raw_fallback=raw_fallback)
 
         def decoded(messages: list[Message]) -> list[Record]:
             return [schemas.decode(m, raw_fallback=raw_fallback) for m in messages]
 
         async def on_messages(messages: list[Message]) -> Any:
-            answer = handle(await self._run(decoded, messages))
-            return await answer if inspect.isawaitable(answer) else answer
+            return await handle(await self._run(decoded, messages))
 
         return on_messages
 

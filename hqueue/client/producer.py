@@ -97,7 +97,17 @@ class _Put:
     """One put in flight: its batch by column, the lane whose producer id and
     sequences it carries, and the ids acknowledged so far (``None``: not yet)."""
 
-    __slots__ = ("counts", "ids", "lane", "partitions", "queue", "sequences", "topics", "values")
+    __slots__ = (
+        "counts",
+        "ids",
+        "lane",
+        "partitions",
+        "queue",
+        "renewable",
+        "sequences",
+        "topics",
+        "values",
+    )
 
     def __init__(
         self,
@@ -107,8 +117,11 @@ class _Put:
         partitions: list[int],
         counts: dict[int, int],
         lane: _Lane,
+        renewable: bool = True,
     ) -> None:
         self.queue = queue
+        self.renewable = renewable
+        """whether a part the sidecar finds out of order may go again under a new id"""
         self.values = values
         self.topics = topics
         self.partitions = partitions
@@ -357,7 +370,8 @@ class Producer:
         """Write ``batch`` (NewMessage items) to queue ``info``; return where each went
         (its partition and id), in order. ``lane`` is the producer id and sequences to
         put under (the caller's, as :class:`~hqueue.client.resuming.ResumingProducer`
-        keeps one), else one of the pool's.
+        keeps one: a part the sidecar finds out of order then raises, where a pool's
+        lane would go on under a new id), else one of the pool's.
 
         :raises InvalidArgumentError: on a bad message, before anything is sent.
         :raises NoQueueError: if the queue does not exist (any more).
@@ -401,6 +415,7 @@ class Producer:
             partitions,
             counts,
             self._take_lane(info.name, counts) if lane is None else lane,
+            renewable=pooled,
         )
         retrying = self._retry.start(info.name, partitions[0])
         pending = list(range(len(values)))
@@ -462,6 +477,8 @@ class Producer:
             if not self._retry.retries(exc):
                 raise  # repeats a batch the sidecar no longer remembers
             if isinstance(exc, OutOfOrderSequenceError):
+                if not put.renewable:
+                    raise  # the caller's producer id: a new one would defeat its resume
                 # The sidecar lost this lane's batches before it (its state was lost),
                 # so this part was not written: it goes again under a new producer id.
                 retrying.failed(f"sidecar {address}: {exc}", exc.partition)

@@ -56,6 +56,7 @@ from hqueue.settings import (
     DEFAULT_SUBSCRIBE_WAIT,
     DEFAULT_SUBSCRIBER_PORT,
 )
+from hqueue.storage.producer_scan import scan_producer_states
 from hqueue.wire.sidecar_calls import SubscriberRegistration
 
 if TYPE_CHECKING:
@@ -218,11 +219,15 @@ class Queue:
         ):
             raise InvalidArgumentError(f"a producer id is a 64-bit signed int, not {producer_id!r}")
 
+        hbase = self._client._context.hbase
+        table = hbase.table_name(self.name)
+
         def read_stored(partition: int) -> int:
             if not resume:
                 return 0
-            states = self.producers([partition])
-            return next((s.last_sequence + 1 for s in states if s.producer == producer_id), 0)
+            # That one producer's row of the partition, not every producer's.
+            states = scan_producer_states(hbase.client, table, partition, producer_id)
+            return max((s.batches[-1].next for s in states if s.batches), default=0)
 
         return ResumingProducer(self._producer, self.info, producer_id, read_stored)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from hqueue.client.producer import NewMessage, Producer, _Lane
-from hqueue.errors import InvalidArgumentError
+from hqueue.errors import InvalidArgumentError, StorageError
 from hqueue.message import Position
 from hqueue.metadata.managers import QueueInfo
 
@@ -49,6 +49,7 @@ class ResumingProducer:
         self._lane = _Lane(producer_id)
         self._read_stored = read_stored
         self._stored: dict[int, int] = {}
+        self._failed = False
 
     @property
     def producer_id(self) -> int:
@@ -76,7 +77,16 @@ class ResumingProducer:
             (nothing is written).
         :raises UnavailableError: if some part was not acknowledged within
             ``put_timeout``.
+        :raises OutOfOrderSequenceError: if a sidecar refuses a part's sequence (a
+            writer under the same id put meanwhile, or the producer's state expired).
+        :raises StorageError: if an earlier put of this producer failed: after a
+            failure its sequences are in doubt, and a new one must read them again.
         """
+        if self._failed:
+            raise StorageError(
+                "this resuming producer's put failed, so its sequences are in doubt: make "
+                "a new one (Queue.resuming_producer), which reads them again"
+            )
         for message in messages:
             if message.partition is None:
                 raise InvalidArgumentError(
@@ -84,4 +94,8 @@ class ResumingProducer:
                     "continue per partition"
                 )
             self.stored(message.partition)
-        return self._producer.put(self._info, list(messages), self._lane)
+        try:
+            return self._producer.put(self._info, list(messages), self._lane)
+        except BaseException:
+            self._failed = True
+            raise

@@ -250,7 +250,7 @@ class HQueueStreamWriter(DataSourceStreamWriter):
         """
         from hqueue.spark.writing import write_task
 
-        return WriteCount(write_task(self.options, self.order, iterator, None, True))
+        return WriteCount(write_task(self.options, self.order, iterator, None))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to do: the micro-batch's messages are already durable."""

@@ -1,9 +1,10 @@
 """Rows to records for a typed write (option ``encode``).
 
-A row's columns are the record's fields, but for the message's own: ``topic`` and
-``partition`` say where the message goes, and ``key`` is the message key unless the
-topic's schema has a field ``key`` (then it is that field, and the message has no
-key). The columns a typed read adds (``timestamp``, ``sequence``, ``id``,
+A row's columns are the record's fields, but for the message's own: ``topic`` names
+its topic (and is a field too if the schema has one of that name), and ``partition``
+and ``key`` are the message's partition and key unless the schema has a field of that
+name (then the column is that field, and the message has no partition or key of its
+own). The columns a typed read adds (``timestamp``, ``sequence``, ``id``,
 ``schema_version``, ``_corrupt_record``) are left out, so that a typed read can be
 written to another queue as it is. Any other column must name a field of the topic's
 schema. For a schema that is not a record of fields (an Avro ``string``, a JSON
@@ -37,11 +38,13 @@ READ_COLUMNS = frozenset({"timestamp", "sequence", "id", "schema_version", CORRU
 @dataclass(frozen=True)
 class TopicRows:
     """How rows become records of one topic: the columns that are its fields, and
-    whether the ``key`` column is the message key."""
+    whether the ``key`` and ``partition`` columns are the message's."""
 
     schema: RecordSchema
     fields: tuple[str, ...]
     keyed: bool
+    routed: bool
+    """whether the ``partition`` column is the message's partition"""
 
     @classmethod
     def plan(cls, topic: str, schema: RecordSchema, columns: Sequence[str]) -> TopicRows:
@@ -51,16 +54,15 @@ class TopicRows:
         :raises InvalidArgumentError: if a column is neither a field of the schema nor
             one of the message's, naming it.
         """
-        names = set(schema.field_names())
+        names = set(schema.field_names()) if schema.has_fields() else {"value"}
         keyed = "key" in columns and "key" not in names
-        own = {"topic", "partition", *(["key"] if keyed else [])}
-        if not schema.has_fields():
-            if "value" not in columns:
-                raise InvalidArgumentError(
-                    f"the schema of topic {topic!r} is not a record of fields: a typed "
-                    "write takes its records from a 'value' column"
-                )
-            return cls(schema, ("value",), keyed)
+        routed = "partition" in columns and "partition" not in names
+        own = {"topic", *(["key"] if keyed else []), *(["partition"] if routed else [])}
+        if not schema.has_fields() and "value" not in columns:
+            raise InvalidArgumentError(
+                f"the schema of topic {topic!r} is not a record of fields: a typed "
+                "write takes its records from a 'value' column"
+            )
         fields = tuple(c for c in columns if c in names)
         strangers = [c for c in columns if c not in names and c not in own | READ_COLUMNS]
         if strangers:
@@ -74,7 +76,7 @@ class TopicRows:
                 f"{what} of the schema of topic {topic!r} (version {schema.version}), "
                 "nor the message's topic, partition or key"
             )
-        return cls(schema, fields, keyed)
+        return cls(schema, fields, keyed, routed)
 
     def record(self, row: Any) -> Any:
         """Return ``row``'s record: a dict of its fields, or the ``value`` column's."""

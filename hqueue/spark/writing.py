@@ -28,7 +28,12 @@ from typing import Any
 
 from hqueue.client.producer import NewMessage, route
 from hqueue.client.queue import Queue
-from hqueue.errors import InvalidArgumentError, InvalidRecordError, StorageError
+from hqueue.errors import (
+    InvalidArgumentError,
+    InvalidMessageError,
+    InvalidRecordError,
+    StorageError,
+)
 from hqueue.spark.options import WriteOptions
 from hqueue.spark.typed_write import TopicRows
 
@@ -50,9 +55,10 @@ def producer_id(write_id: bytes, spark_partition: int) -> int:
 
 class TaskWriter:
     """Puts one task's rows (:meth:`add` each, then :meth:`finish`) to ``queue`` under
-    the task's producer id; with ``resume`` (a retried attempt) it reads, per
-    partition, what earlier attempts stored. ``columns`` are the DataFrame's, in
-    order."""
+    the task's producer id, reading first, per partition, what earlier attempts
+    stored (every attempt does: a stage Spark submits again, or a micro-batch run
+    again after a restart, runs as first attempts). ``columns`` are the DataFrame's,
+    in order."""
 
     def __init__(
         self,
@@ -61,18 +67,17 @@ class TaskWriter:
         queue: Queue,
         write_id: bytes,
         spark_partition: int,
-        resume: bool,
     ) -> None:
         self._options = options
         self._columns = columns
         self._info = queue.info
         self._schemas = queue.schemas
         self._spark_partition = spark_partition
-        self._producer = queue.resuming_producer(
-            producer_id(write_id, spark_partition), resume=resume
-        )
+        self._producer = queue.resuming_producer(producer_id(write_id, spark_partition))
         self._plans: dict[str, TopicRows] = {}
         self._batch: list[NewMessage] = []
+        self._batch_rows: list[int] = []
+        """the task's row number of each message of the batch"""
         self._seen: dict[int, int] = {}
         self.rows = 0
         """Rows added so far"""
@@ -96,12 +101,16 @@ class TaskWriter:
         self.rows += 1
         topic = (row["topic"] if "topic" in self._columns else None) or opts.topic
         if topic is None:
-            raise InvalidArgumentError("column 'topic' is null and no option 'topic' was given")
+            raise self._row_error(index, "column 'topic' is null and no option 'topic' was given")
         plan = self._plan(topic) if opts.encode else None
         keyed = plan.keyed if plan is not None else "key" in self._columns
+        routed = plan.routed if plan is not None else "partition" in self._columns
         key = row["key"] if keyed else None
-        given = row["partition"] if "partition" in self._columns else None
-        partition = route(self._info, given, key)
+        given = row["partition"] if routed else None
+        try:
+            partition = route(self._info, given, key)
+        except InvalidArgumentError as e:
+            raise self._row_error(index, str(e)) from None
         if partition is None:
             batch_number = index // opts.batch_size
             partition = (self._spark_partition + batch_number) % self._info.partitions
@@ -112,6 +121,7 @@ class TaskWriter:
             return
         value = self._value(row, plan, index)
         self._batch.append(NewMessage(value, topic, partition, key))
+        self._batch_rows.append(index)
         if len(self._batch) >= opts.batch_size:
             self._flush()
 
@@ -135,21 +145,30 @@ class TaskWriter:
         if plan is None:
             value = row["value"]
             if value is None:
-                raise InvalidArgumentError("column 'value' is null in a row to write")
+                raise self._row_error(index, "column 'value' is null")
             return bytes(value) if isinstance(value, bytearray) else value
         try:
             return plan.schema.encode(plan.record(row), index=index)
         except InvalidRecordError as e:
-            raise InvalidRecordError(
-                f"row {index + 1} of a write task (Spark partition {self._spark_partition}): {e}",
-                index,
-                e.field,
-            ) from None
+            raise InvalidRecordError(self._where(index) + str(e), index, e.field) from None
+
+    def _where(self, index: int) -> str:
+        return f"row {index + 1} of a write task (Spark partition {self._spark_partition}): "
+
+    def _row_error(self, index: int, problem: str) -> InvalidArgumentError:
+        return InvalidArgumentError(self._where(index) + problem)
 
     def _flush(self) -> None:
-        if self._batch:
+        if not self._batch:
+            return
+        try:
             self._producer.put_batch(self._batch)
-            self._batch = []
+        except InvalidMessageError as e:  # its index is the message's place in the batch
+            rows = self._batch_rows
+            index = rows[e.index] if 0 <= e.index < len(rows) else -1
+            raise InvalidMessageError(self._where(index) + str(e), index) from None
+        self._batch = []
+        self._batch_rows = []
 
 
 def write_task(
@@ -157,13 +176,11 @@ def write_task(
     columns: tuple[str, ...],
     rows: Iterator[Any],
     write_id: bytes | None,
-    always_resume: bool = False,
 ) -> int:
     """Put the running task's ``rows`` (the DataFrame's ``columns``) as the task of
     write ``write_id`` (``None``: a streaming write, whose id is its query's and
     micro-batch's, from the task's local properties); return how many rows the task
-    has. An attempt after the first resumes, and every attempt with
-    ``always_resume`` (a micro-batch run again after a restart is a first attempt).
+    has.
 
     :raises HQueueError: as :meth:`TaskWriter.add`.
     """
@@ -171,7 +188,6 @@ def write_task(
 
     context = TaskContext.get()
     spark_partition = context.partitionId() if context is not None else 0
-    resume = always_resume or (context is not None and context.attemptNumber() > 0)
     if write_id is None:
         query = context.getLocalProperty(_QUERY_ID) if context is not None else None
         batch = context.getLocalProperty(_BATCH_ID) if context is not None else None
@@ -183,7 +199,7 @@ def write_task(
         write_id = f"{query}/{batch}".encode()
     with options.conn.connect() as client:
         queue = client.queue(options.conn.queue)
-        task = TaskWriter(options, columns, queue, write_id, spark_partition, resume)
+        task = TaskWriter(options, columns, queue, write_id, spark_partition)
         for row in rows:
             task.add(row)
         return task.finish()

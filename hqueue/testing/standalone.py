@@ -130,6 +130,10 @@ class StandaloneProcess(ChildProcess):
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and not self.log_lines("^Thread 0x", since):
                 time.sleep(0.1)
+            # Then until the dump is whole: the log stops growing.
+            size = -1
+            while time.monotonic() < deadline and size != (size := self.log_size()):
+                time.sleep(0.5)
             self.stacks = self.log_path.read_bytes()[since:].decode("utf-8", "replace")
             proc.kill()
             code = proc.wait()

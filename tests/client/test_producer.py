@@ -7,7 +7,12 @@ import pytest
 from hqueue import Message, MessageId, NewMessage
 from hqueue.client.client import Client
 from hqueue.client.producer import partition_for_key
-from hqueue.errors import InvalidArgumentError, NoQueueError
+from hqueue.errors import (
+    InvalidArgumentError,
+    NoQueueError,
+    OutOfOrderSequenceError,
+    StorageError,
+)
 from hqueue.testing import internals
 
 
@@ -179,6 +184,14 @@ def test_a_resuming_producer_continues_its_sequences_and_a_rerun_skips_what_is_s
     rerun.put_batch([NewMessage(b"c", "t", 0), NewMessage(b"d", "t", 1)])
     states = {s.partition: s.last_sequence for s in queue.producers() if s.producer == -7}
     assert states == {0: 3, 1: 3}
+    # Under the same id without resuming, sequence 0 again: refused, not put under a
+    # new id as the client's own producer would (that would defeat the resume), and
+    # the producer, its sequences now in doubt, refuses to go on.
+    stale = queue.resuming_producer(-7, resume=False)
+    with pytest.raises(OutOfOrderSequenceError):
+        stale.put_batch([NewMessage(b"again", "t", 0)])
+    with pytest.raises(StorageError, match="make a new one"):
+        stale.put_batch([NewMessage(b"again", "t", 0)])
     with queue.scan() as scanner:
         assert sorted(m.value for m in scanner) == sorted(
             [b"a0", b"a1", b"a2", b"a3", b"a4", b"b", b"c", b"d"]

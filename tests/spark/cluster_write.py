@@ -5,11 +5,13 @@ after more batches than a sidecar remembers per producer:
 
 - task 1's row ``FAULT_AT`` is null on the first attempt, so the writer, having put the
   rows before it, fails the task (the retry's row is not null);
-- task 2's executor JVM is killed with ``kill -9`` by a watcher process, which the
-  task's first row starts, once the queue holds ``KILL_AFTER`` of the task's rows.
+- task 2's executor JVM (whose process id the task's first row writes down) is
+  killed with ``kill -9`` by a watcher process the driver starts before the write,
+  once the queue holds ``KILL_AFTER`` of the task's rows.
 
 Each fault leaves a file named after it in MARKS, holding how many of the task's rows
-were stored by then (the watcher's, ``missed`` if the task finished first).
+were stored by then (the watcher's, ``missed`` if the task finished first); the
+watcher's errors go to ``watcher.log`` beside MARKS.
 
     python -m tests.spark.cluster_write MASTER_URL HBASE QUEUE MARKS
 
@@ -39,22 +41,25 @@ import os, signal, sys, time
 from pathlib import Path
 from hqueue import connect
 
-hbase, queue, jvm, marks, after = sys.argv[1:6]
-jvm, after = int(jvm), int(after)
+hbase, queue, marks, after = sys.argv[1:5]
+after = int(after)
+jvm = Path(marks).parent / "task-2-jvm"
 mark = Path(marks, "task-2-executor-killed")
 with connect(hbase=hbase, table_prefix="") as client:
     q = client.queue(queue)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         stored = max((s.last_sequence + 1 for s in q.producers([2])), default=0)
+        if stored >= after and jvm.exists():
+            os.kill(int(jvm.read_text()), signal.SIGKILL)
+            mark.write_text(str(stored))
+            break
         if stored >= 5000:
             mark.write_text("missed")
             break
-        if stored >= after:
-            os.kill(jvm, signal.SIGKILL)
-            mark.write_text(str(stored))
-            break
         time.sleep(0.01)
+    else:
+        mark.write_text("timed out")
 """
 
 
@@ -93,19 +98,20 @@ def main(master: str, hbase: str, queue: str, marks: str) -> dict[str, int]:
             Path(marks, "task-1-null-row").write_text(str(FAULT_AT))
             return None
         if task == 2 and place == 0:
-            args = [hbase, queue, str(_executor_jvm()), marks, str(KILL_AFTER)]
-            subprocess.Popen(
-                [sys.executable, "-c", _WATCHER, *args],
-                start_new_session=True,  # outlives the JVM it kills
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+            (Path(marks).parent / "task-2-jvm").write_text(str(_executor_jvm()))
         return f"r{i}"
 
     rows = spark.range(0, ROWS, numPartitions=TASKS).select(
         F.udf(value, "string")("id").alias("value"),
         (F.col("id") / PER_TASK).cast("int").alias("partition"),
     )
+    with open(Path(marks).parent / "watcher.log", "w") as log:
+        watcher = subprocess.Popen(
+            [sys.executable, "-c", _WATCHER, hbase, queue, marks, str(KILL_AFTER)],
+            start_new_session=True,  # a process of its own, as it kills a JVM
+            stdout=log,
+            stderr=log,
+        )
     (
         rows.write.format("hqueue")
         .option("queue", queue)
@@ -116,6 +122,7 @@ def main(master: str, hbase: str, queue: str, marks: str) -> dict[str, int]:
         .mode("append")
         .save()
     )
+    watcher.wait(60)
     spark.stop()
     return {"written": ROWS}
 

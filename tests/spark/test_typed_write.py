@@ -138,5 +138,12 @@ def test_a_row_becomes_the_record_its_topic_schema_takes() -> None:
 
     plain = RecordSchema.parse("avro", {"type": "string"})
     assert TopicRows.plan("t", plain, ("value", "topic")).record(Row(value="v", topic="t")) == "v"
+    with pytest.raises(InvalidArgumentError, match="column 'note' is not a field"):
+        TopicRows.plan("t", plain, ("value", "note"))
+    # A field named like a message column is that field: the column routes nothing.
+    placed = {**JSON_ORDER, "properties": {**JSON_ORDER["properties"], "partition": {}}}
+    plan = TopicRows.plan("o", RecordSchema.parse("jsonschema", placed), ("item", "partition"))
+    assert not plan.routed and plan.fields == ("item", "partition")
+    assert TopicRows.plan("o", json, ("item", "qty", "partition")).routed
     with pytest.raises(InvalidArgumentError, match="takes its records from a 'value' column"):
         TopicRows.plan("t", plain, ("text",))

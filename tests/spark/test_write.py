@@ -100,7 +100,8 @@ def test_a_stream_replayed_after_a_failure_part_way_writes_each_row_once(
     with pytest.raises(InvalidArgumentError, match="column 'value' is null"):
         run()
     assert failed_once.exists()
-    stored = [m.value for m in hq.queue(sink).scan()]
+    with hq.queue(sink).scan() as scanner:
+        stored = [m.value for m in scanner]
     assert 0 < len(stored) < 300  # the failed run stored part of the micro-batch
     run()  # from the checkpoint: the same micro-batch again
     with hq.queue(sink).scan() as scanner:
