@@ -23,12 +23,15 @@ may not), and a retry comes within the sidecars' producer expiry (24 hours by de
 from __future__ import annotations
 
 import hashlib
+import logging
+import secrets
 from collections.abc import Iterator
 from typing import Any
 
 from hqueue.client.producer import NewMessage, route
 from hqueue.client.queue import Queue
 from hqueue.errors import (
+    AuthorizationError,
     InvalidArgumentError,
     InvalidMessageError,
     InvalidRecordError,
@@ -38,6 +41,8 @@ from hqueue.spark.options import WriteOptions
 from hqueue.spark.typed_write import TopicRows
 
 __all__ = ["TaskWriter", "producer_id", "write_task"]
+
+log = logging.getLogger(__name__)
 
 _QUERY_ID = "sql.streaming.queryId"
 """The task property naming a streaming query (the same after a restart from its
@@ -73,6 +78,7 @@ class TaskWriter:
         self._info = queue.info
         self._schemas = queue.schemas
         self._spark_partition = spark_partition
+        self._queue = queue
         self._producer = queue.resuming_producer(producer_id(write_id, spark_partition))
         self._plans: dict[str, TopicRows] = {}
         self._batch: list[NewMessage] = []
@@ -116,7 +122,7 @@ class TaskWriter:
             partition = (self._spark_partition + batch_number) % self._info.partitions
         place = self._seen.get(partition, 0)
         self._seen[partition] = place + 1
-        if place < self._producer.stored(partition):
+        if place < self._stored(partition):
             self.skipped += 1
             return
         value = self._value(row, plan, index)
@@ -133,6 +139,28 @@ class TaskWriter:
         """
         self._flush()
         return self.rows
+
+    def _stored(self, partition: int) -> int:
+        """How many of the task's rows for ``partition`` an earlier attempt stored.
+
+        A principal that may write to the queue but not read it cannot read what it
+        stored: the task then puts under a new random producer id, at least once (as
+        a put retried by a new client), and says so once, as a warning. The first row
+        asks before anything is put, so no put is under the old id.
+        """
+        try:
+            return self._producer.stored(partition)
+        except AuthorizationError as e:
+            log.warning(
+                "hqueue write task (Spark partition %d): %s; without reading what an "
+                "earlier attempt stored, a retried task may store its rows twice",
+                self._spark_partition,
+                e,
+            )
+            self._producer = self._queue.resuming_producer(
+                int.from_bytes(secrets.token_bytes(8), "big", signed=True), resume=False
+            )
+            return 0
 
     def _plan(self, topic: str) -> TopicRows:
         plan = self._plans.get(topic)
