@@ -87,8 +87,6 @@ class TaskWriter:
         self._seen: dict[int, int] = {}
         self.rows = 0
         """Rows added so far"""
-        self.skipped = 0
-        """Rows an earlier attempt had stored, not put again"""
 
     def add(self, row: Any) -> None:
         """Put ``row`` (with the rows before it, ``batch_size`` at a time), unless an
@@ -123,8 +121,7 @@ class TaskWriter:
         place = self._seen.get(partition, 0)
         self._seen[partition] = place + 1
         if place < self._stored(partition):
-            self.skipped += 1
-            return
+            return  # an earlier attempt stored it
         value = self._value(row, plan, index)
         self._batch.append(NewMessage(value, topic, partition, key))
         self._batch_rows.append(index)
