@@ -40,9 +40,10 @@ _LOOPBACK = "127.0.0.1"
 QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """JVM options for the tests' short-lived local-mode Spark drivers (a session, a job,
 ``spark-submit``): compiling with C1 only and collecting serially, as the harness's
-HBase and ZooKeeper JVMs do, a job's run spends a third less CPU. Not for a standalone
-cluster's JVMs (a C1 driver there saw executors register without their hosts under
-load) nor for benchmarks, which measure Spark as users run it."""
+HBase and ZooKeeper JVMs do, a job's run spends a third less CPU. Only for local mode:
+a standalone cluster's driver and daemons keep Spark's defaults (with C1 only, its
+executors may register without their hosts under load, which the locality tests
+check), and so do benchmarks, which measure Spark as users run it."""
 
 
 def local_spark(app: str, master: str = "local[2]", **config: str) -> Any:
