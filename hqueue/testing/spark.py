@@ -162,9 +162,24 @@ class _Jvm:
         self.proc = None
 
 
-def _get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=5) as answer:
-        return json.load(answer)
+def get_json(url: str, timeout: float = 60.0) -> Any:
+    """Return the JSON a Spark web UI (a master's, or a driver's REST API) answers at
+    ``url``, asking again while it does not answer, for up to ``timeout`` seconds.
+
+    A JVM that is starting, collecting or sharing a loaded machine may leave a request
+    unanswered for seconds; that is not what a caller checks.
+
+    :raises OSError: the last error, once ``timeout`` has passed.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                return json.load(answer)
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
 
 
 class SparkCluster:
@@ -256,7 +271,8 @@ class SparkCluster:
             for jvm in self._jvms:
                 jvm.check_alive()
             with contextlib.suppress(OSError, ValueError):
-                if self.status().get("aliveworkers") == len(self.worker_hosts):
+                # One request a round: the loop watches the JVMs between rounds.
+                if self.status(timeout=0).get("aliveworkers") == len(self.worker_hosts):
                     return
             time.sleep(0.3)
         raise RuntimeError(
@@ -264,13 +280,13 @@ class SparkCluster:
             f"{timeout} s; logs in {self.work_dir}"
         )
 
-    def status(self) -> dict[str, Any]:
+    def status(self, timeout: float = 60.0) -> dict[str, Any]:
         """Return the master's status (its web UI's ``/json/`` page: ``workers``,
-        ``aliveworkers``, ``activeapps``...).
+        ``aliveworkers``, ``activeapps``...), asking for up to ``timeout`` seconds.
 
         :raises OSError: if the master does not answer.
         """
-        return dict(_get_json(f"{self.ui_url}/json/"))
+        return dict(get_json(f"{self.ui_url}/json/", timeout))
 
     def driver_settings(self) -> dict[str, str]:
         """Return the settings a driver in this namespace needs to be reached by the

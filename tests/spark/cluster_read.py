@@ -16,16 +16,10 @@ from __future__ import annotations
 import json
 import sys
 import time
-import urllib.request
 from typing import Any
 
 from hqueue.testing.process import free_port
-from hqueue.testing.spark import local_spark
-
-
-def _get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        return json.load(answer)
+from hqueue.testing.spark import get_json, local_spark
 
 
 def _wait_for_executors(app: str, count: int, timeout: float = 60.0) -> list[str]:
@@ -33,7 +27,7 @@ def _wait_for_executors(app: str, count: int, timeout: float = 60.0) -> list[str
     (tasks scheduled before would find no executor on their preferred hosts)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        executors = [e for e in _get(f"{app}/executors") if e["id"] != "driver"]
+        executors = [e for e in get_json(f"{app}/executors") if e["id"] != "driver"]
         if len(executors) >= count:
             return [e["hostPort"].rpartition(":")[0] for e in executors]
         time.sleep(0.2)
@@ -69,12 +63,12 @@ def main(master: str, hbase: str, queue: str) -> dict[str, Any]:
         parts = plan_located(SourceOptions.parse(options))
         tasks = []
         for job_id in sc.statusTracker().getJobIdsForGroup("read"):
-            for stage in _get(f"{app}/jobs/{job_id}")["stageIds"]:
-                for attempt in _get(f"{app}/stages/{stage}"):
+            for stage in get_json(f"{app}/jobs/{job_id}")["stageIds"]:
+                for attempt in get_json(f"{app}/stages/{stage}"):
                     url = f"{app}/stages/{stage}/{attempt['attemptId']}/taskList?length=1000"
                     tasks += [
                         {"stage": stage, "host": t["host"], "locality": t["taskLocality"]}
-                        for t in _get(url)
+                        for t in get_json(url)
                     ]
         return {
             "count": count,

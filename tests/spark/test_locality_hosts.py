@@ -41,10 +41,10 @@ from hqueue.message import partition_prefix
 from hqueue.testing.hbase import HBaseCluster
 from hqueue.testing.process import free_port, wait_for
 from hqueue.testing.sidecar import SidecarProcess
-from hqueue.testing.spark import SparkCluster, spark_home
+from hqueue.testing.spark import SparkCluster, get_json, spark_home
 from hqueue.testing.zookeeper import make_chroot
 from tests import test_hosts_hbase
-from tests.spark.cluster_read import _get, _wait_for_executors
+from tests.spark.cluster_read import _wait_for_executors
 
 # The module's network and HBase on its two hosts are test_hosts_hbase's fixtures
 # (they fail without root, iproute2, iptables, java or HBase's jars): one per module.
@@ -272,8 +272,8 @@ def _tasks_of(sc: Any, app: str, group: str) -> list[dict[str, Any]]:
     """Every task of the job group's stages: stage, index, host, locality, status."""
     tasks = []
     for job_id in sc.statusTracker().getJobIdsForGroup(group):
-        for stage in _get(f"{app}/jobs/{job_id}")["stageIds"]:
-            for attempt in _get(f"{app}/stages/{stage}"):
+        for stage in get_json(f"{app}/jobs/{job_id}")["stageIds"]:
+            for attempt in get_json(f"{app}/stages/{stage}"):
                 url = f"{app}/stages/{stage}/{attempt['attemptId']}/taskList?length=1000"
                 tasks += [
                     {
@@ -283,7 +283,7 @@ def _tasks_of(sc: Any, app: str, group: str) -> list[dict[str, Any]]:
                         "locality": t["taskLocality"],
                         "status": t["status"],
                     }
-                    for t in _get(url)
+                    for t in get_json(url)
                 ]
     return tasks
 
