@@ -25,8 +25,11 @@ __all__ = [
     "InvalidSchemaError",
     "KeyExistsError",
     "MetadataError",
+    "NamespaceExistsError",
+    "NamespaceNotEmptyError",
     "NoKeyError",
     "NoMessageError",
+    "NoNamespaceError",
     "NoOwnerInfoError",
     "NoQueueError",
     "NoSchemaError",
@@ -170,6 +173,10 @@ class NoQueueError(NoKeyError):
     """No queue of that name is registered in the metadata."""
 
 
+class NoNamespaceError(NoKeyError):
+    """No namespace of that name is registered in the metadata."""
+
+
 class NoSchemaError(NoKeyError):
     """The topic (or its queue as a whole) has no schema, or not the version asked for."""
 
@@ -193,6 +200,18 @@ class SubscriberRunningError(KeyExistsError):
 
 class QueueExistsError(KeyExistsError):
     """A queue of that name is already registered in the metadata."""
+
+
+class NamespaceExistsError(KeyExistsError):
+    """A namespace of that name is already registered in the metadata."""
+
+
+class NamespaceNotEmptyError(MetadataError):
+    """The namespace still holds queues (``queues`` names them), so it is not deleted."""
+
+    def __init__(self, message: str, queues: list[str]) -> None:
+        super().__init__(message)
+        self.queues = queues
 
 
 class SchemaValidationError(MetadataError, InvalidArgumentError):

@@ -362,8 +362,12 @@ def message_ranges(
 def table_name(table_prefix: str | None, queue: str) -> str:
     """Return the HBase table that holds ``queue``: happybase's ``{table_prefix}_{queue}``
     when a table prefix is set (as ``happybase.Connection(table_prefix=...)`` names
-    it), else the queue's name."""
-    return f"{table_prefix}_{queue}" if table_prefix else queue
+    it), else the queue's name. A queue of a namespace (``markets:trades``) is a table
+    of the HBase namespace of that name, the prefix on its qualifier
+    (``markets:{table_prefix}_trades``)."""
+    namespace, colon, name = queue.rpartition(":")
+    qualifier = f"{table_prefix}_{name}" if table_prefix else name
+    return f"{namespace}:{qualifier}" if colon else qualifier
 
 
 def check_id_text(text: str) -> str:

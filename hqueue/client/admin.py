@@ -15,6 +15,7 @@ Not public API: reach it through :class:`hqueue.Client`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import struct
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from hqueue.errors import (
 )
 from hqueue.message import FAMILY, MAX_PARTITIONS, partition_prefix
 from hqueue.metadata.managers import (
+    NamespaceManager,
     OwnerInfo,
     PartitionOwnershipManager,
     QueueInfo,
@@ -38,11 +40,22 @@ from hqueue.metadata.managers import (
     SubscriptionDataManager,
 )
 from hqueue.metadata.managers.placement import PlacementReader
-from hqueue.metadata.resources import check_queue_name
-from hqueue.metadata.version import Version
-from hqueue.storage.hbase import HBase, while_in_transition
+from hqueue.metadata.queue_policy import (
+    DEFAULTS,
+    INHERIT,
+    KEEP,
+    EffectivePolicy,
+    Inherit,
+    Keep,
+    Policy,
+    effective_policy,
+)
+from hqueue.metadata.resources import check_queue_name, namespace_of
+from hqueue.metadata.version import Version, Versioned
+from hqueue.records.rules import Compatibility
+from hqueue.storage.hbase import HBase, thrift2_table_name, while_in_transition
 
-__all__ = ["QueueAdmin", "QueueDescription", "RegionInfo", "ttl_seconds"]
+__all__ = ["TTL", "QueueAdmin", "QueueDescription", "RegionInfo", "ttl_seconds"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,11 @@ class QueueDescription:
     table: str
     regions: list[RegionInfo]
     owners: dict[int, OwnerInfo]
+    policy: EffectivePolicy = DEFAULTS
+    """the policy in force: the queue's own settings, else its namespace's, else the
+    defaults"""
+    own_policy: Policy = field(default_factory=Policy)
+    """the settings the queue sets itself"""
     beside: dict[str, str] = field(default_factory=dict)
     """the RegionServer each owning sidecar stands beside (sidecars naming none left
     out)"""
@@ -101,7 +119,18 @@ class QueueDescription:
                 for p, o in sorted(self.owners.items())
             },
             "strays": list(self.strays),
+            "policy": self.policy.to_json(),
+            "own_policy": self.own_policy.to_value(),
         }
+
+
+TTL = int | float | _dt.timedelta | None
+"""A TTL as the API takes it: seconds, a timedelta, or ``None`` (keep forever)."""
+
+
+def _own_ttl(ttl: TTL | Inherit | Keep) -> int | Inherit | Keep | None:
+    """A policy's TTL setting (whole seconds) from the API's, markers kept."""
+    return ttl if isinstance(ttl, Inherit | Keep) else ttl_seconds(ttl)
 
 
 def ttl_seconds(ttl: int | float | _dt.timedelta | None) -> int | None:
@@ -161,9 +190,11 @@ class QueueAdmin:
         owners: PartitionOwnershipManager,
         subscriptions: SubscriptionDataManager,
         placement: PlacementReader,
+        namespaces: NamespaceManager,
     ) -> None:
         self._hbase = hbase
         self._queues = queues
+        self._namespaces = namespaces
         self._owners = owners
         self._subscriptions = subscriptions
         self._placement = placement
@@ -171,15 +202,22 @@ class QueueAdmin:
     def create_queue(
         self,
         name: str,
-        partitions: int = 1,
+        partitions: int | None = None,
         *,
-        ttl: int | float | _dt.timedelta | None = None,
+        ttl: TTL | Inherit = INHERIT,
         regions: int | None = None,
+        max_message_bytes: int | Inherit = INHERIT,
+        enforce_schemas: bool | Inherit = INHERIT,
+        compatibility: Compatibility | str | Inherit = INHERIT,
     ) -> QueueInfo:
         """Create the queue's table and metadata; ``regions`` defaults to one region
-        per partition. Return its QueueInfo.
+        per partition. A setting left at ``INHERIT`` (and ``partitions`` left out) is
+        the namespace's (a queue of no namespace: the default); one given is the
+        queue's own. Return its QueueInfo.
 
-        :raises InvalidArgumentError: on a bad name, partition count, region count or TTL.
+        :raises InvalidArgumentError: on a bad name, partition count, region count or
+            setting.
+        :raises NoNamespaceError: if the queue's namespace does not exist.
         :raises QueueExistsError: if the queue (or a table of its name) exists.
         :raises ClusterMismatchError: if the Thrift2 gateway is another cluster's than
             the Thrift1 gateway (nothing is left on either).
@@ -187,14 +225,24 @@ class QueueAdmin:
         :raises ConnectionLostError: if HBase or the metadata store cannot be reached.
         """
         check_queue_name(name)
-        partitions, regions = _check_partitions(partitions, regions)
-        ttl_s = ttl_seconds(ttl)
+        own = Policy(
+            ttl_seconds=_own_ttl(ttl),  # type: ignore[arg-type]
+            max_message_bytes=max_message_bytes,
+            enforce_schemas=enforce_schemas,
+            compatibility=compatibility,  # type: ignore[arg-type]
+        )
+        namespace = namespace_of(name)
+        above = self._namespaces.read_namespace(namespace).value.policy if namespace else None
+        policy = effective_policy(above, own)
+        partitions, regions = _check_partitions(
+            policy.partitions if partitions is None else partitions, regions
+        )
         h2 = _hbase2()
         table = self._hbase.table_name(name)
         family = h2.TColumnFamilyDescriptor(
-            name=FAMILY, maxVersions=1, timeToLive=ttl_s if ttl_s is not None else 2**31 - 1
+            name=FAMILY, maxVersions=1, timeToLive=_family_ttl(policy.ttl_seconds)
         )
-        desc = h2.TTableDescriptor(tableName=h2.TTableName(qualifier=table), columns=[family])
+        desc = h2.TTableDescriptor(tableName=thrift2_table_name(table), columns=[family])
         what = f"create queue {name!r}"
         try:
             self._hbase.create_table(what, desc, split_keys(partitions, regions))
@@ -202,7 +250,7 @@ class QueueAdmin:
             raise QueueExistsError(f"queue {name!r} already exists") from None
         try:
             return self._queues.create_queue_info(
-                name, partitions, regions=regions, ttl_seconds=ttl_s
+                name, partitions, regions=regions, ttl_seconds=policy.ttl_seconds, policy=own
             ).value
         except BaseException:
             self._hbase.drop_table(what, table)
@@ -262,37 +310,88 @@ class QueueAdmin:
             table.decode(),
             regions,
             owners,
+            self.policy_of(info),
+            info.policy,
             placement.beside,
             placement.strays,
         )
 
-    def alter_queue(self, name: str, *, ttl: int | float | _dt.timedelta | None) -> QueueInfo:
-        """Change the queue's TTL (``None``: keep messages forever); return its new info.
-        The TTL applies to stored messages too, as HBase's family TTL does.
+    def policy_of(self, info: QueueInfo) -> EffectivePolicy:
+        """Return the policy in force for the queue of ``info``: its own settings, else
+        its namespace's, else the defaults.
+
+        :raises NoNamespaceError: if its namespace is gone.
+        """
+        namespace = namespace_of(info.name)
+        above = self._namespaces.read_namespace(namespace).value.policy if namespace else None
+        return effective_policy(above, info.policy)
+
+    def alter_queue(
+        self,
+        name: str,
+        *,
+        ttl: TTL | Inherit | Keep = KEEP,
+        max_message_bytes: int | Inherit | Keep = KEEP,
+        enforce_schemas: bool | Inherit | Keep = KEEP,
+        compatibility: Compatibility | str | Inherit | Keep = KEEP,
+    ) -> QueueInfo:
+        """Change the queue's own policy settings and return its new info: a setting
+        left at ``KEEP`` stays, ``INHERIT`` makes the queue take its namespace's again.
+        A new TTL applies to stored messages too, as HBase's family TTL does.
 
         :raises NoQueueError: if there is no such queue.
-        :raises InvalidArgumentError: on a bad TTL.
+        :raises InvalidArgumentError: on a bad setting.
         """
-        ttl_s = ttl_seconds(ttl)
+        changes = {
+            "ttl_seconds": _own_ttl(ttl),
+            "max_message_bytes": max_message_bytes,
+            "enforce_schemas": enforce_schemas,
+            "compatibility": compatibility,
+        }
         while True:
             current = self._queues.read_queue_info(name)
-            h2 = _hbase2()
-            family = h2.TColumnFamilyDescriptor(
-                name=FAMILY, timeToLive=ttl_s if ttl_s is not None else 2**31 - 1
-            )
-            with self._hbase.admin(f"alter queue {name!r}") as admin:
-                admin.modifyColumnFamily(
-                    h2.TTableName(qualifier=self._hbase.table_name(name)), family
-                )
-            info = current.value
-            new = QueueInfo(
-                info.name, info.partitions, info.regions, ttl_s, info.created_ms, info.schema
-            )
+            own = current.value.policy.altered(**changes)
             try:
-                self._queues.write_queue_info(new, current.version)
+                return self._write_policy(current, own)
             except BadVersionError:
                 continue  # altered concurrently: apply ours on top of the newer info
-            return new
+
+    def reapply_policy(self, name: str) -> QueueInfo:
+        """Bring the queue's TTL in line with its policy once its namespace's changed;
+        return its info.
+
+        :raises NoQueueError: if there is no such queue.
+        """
+        while True:
+            current = self._queues.read_queue_info(name)
+            try:
+                return self._write_policy(current, current.value.policy)
+            except BadVersionError:
+                continue
+
+    def _write_policy(self, current: Versioned[QueueInfo], own: Policy) -> QueueInfo:
+        """Write ``own`` as the queue's own settings, first setting its table's TTL to
+        the one now in force if that changed.
+
+        :raises BadVersionError: if the queue's info changed since ``current``.
+        """
+        info = current.value
+        ttl = effective_policy(self._namespace_policy(info.name), own).ttl_seconds
+        if ttl != info.ttl_seconds:
+            h2 = _hbase2()
+            family = h2.TColumnFamilyDescriptor(name=FAMILY, timeToLive=_family_ttl(ttl))
+            with self._hbase.admin(f"alter queue {info.name!r}") as admin:
+                admin.modifyColumnFamily(
+                    thrift2_table_name(self._hbase.table_name(info.name)), family
+                )
+        new = dataclasses.replace(info, ttl_seconds=ttl, policy=own)
+        if new != info:
+            self._queues.write_queue_info(new, current.version)
+        return new
+
+    def _namespace_policy(self, name: str) -> Policy | None:
+        namespace = namespace_of(name)
+        return self._namespaces.read_namespace(namespace).value.policy if namespace else None
 
     def delete_queue(self, name: str, *, force: bool = False) -> None:
         """Delete the queue's table and all its metadata. Refuses while the queue has
@@ -331,6 +430,12 @@ class QueueAdmin:
             if client.isTableEnabled(table):
                 client.disableTable(table)
             client.deleteTable(table)
+
+
+def _family_ttl(ttl: int | None) -> int:
+    """HBase's family ``timeToLive`` for a TTL (``None``: forever, HBase's
+    ``Integer.MAX_VALUE``)."""
+    return ttl if ttl is not None else 2**31 - 1
 
 
 def _hbase2() -> Any:

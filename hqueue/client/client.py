@@ -4,13 +4,13 @@ administers queues and hands out :class:`Queue` objects for producing and scanni
 
 from __future__ import annotations
 
-import datetime as _dt
 import threading
 
 from hqueue import settings
-from hqueue.client.admin import QueueAdmin, QueueDescription
+from hqueue.client.admin import TTL, QueueAdmin, QueueDescription
 from hqueue.client.context import ClientContext
 from hqueue.client.denials import require_admin
+from hqueue.client.namespace_admin import NamespaceAdmin, NamespaceDescription
 from hqueue.client.producer import Producer
 from hqueue.client.queue import Queue
 from hqueue.client.sender import Sender, SenderSettings
@@ -19,6 +19,8 @@ from hqueue.errors import NoQueueError
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.factory import open_metastore
 from hqueue.metadata.managers import (
+    NamespaceInfo,
+    NamespaceManager,
     PartitionOwnershipManager,
     QueueInfo,
     QueueInfoManager,
@@ -26,6 +28,8 @@ from hqueue.metadata.managers import (
 )
 from hqueue.metadata.managers.placement import PlacementReader
 from hqueue.metadata.managers.schema_registry import SchemaRegistry
+from hqueue.metadata.queue_policy import INHERIT, KEEP, Inherit, Keep
+from hqueue.records.rules import Compatibility
 from hqueue.security.config import PLAIN_CLIENT, ClientSecurity
 from hqueue.security.credentials import client_security, zookeeper_auth
 from hqueue.security.secret import Secret
@@ -190,7 +194,9 @@ class Client(Closeable):
             owners,
             subscriptions,
             PlacementReader(metastore),
+            NamespaceManager(metastore),
         )
+        self._namespace_admin = NamespaceAdmin(storage, NamespaceManager(metastore), self._admin)
         self._context = ClientContext(
             hbase=storage,
             sidecars=Sidecars(security=security),
@@ -219,22 +225,40 @@ class Client(Closeable):
     def create_queue(
         self,
         name: str,
-        partitions: int = 1,
+        partitions: int | None = None,
         *,
-        ttl: int | float | _dt.timedelta | None = None,
+        ttl: TTL | Inherit = INHERIT,
         regions: int | None = None,
+        max_message_bytes: int | Inherit = INHERIT,
+        enforce_schemas: bool | Inherit = INHERIT,
+        compatibility: Compatibility | str | Inherit = INHERIT,
     ) -> QueueInfo:
         """Create a queue: its HBase table (family ``message``, one version, TTL,
         pre-split at partition boundaries; one region per partition unless
         ``regions`` says otherwise) and its metadata. Return its info.
 
-        :raises InvalidArgumentError: on a bad name, partition count or TTL.
+        A queue named ``NAMESPACE:NAME`` lives in that namespace (created first, see
+        :meth:`create_namespace`). ``partitions`` left out, and each setting left at
+        ``INHERIT``, come from the namespace's policy (for a queue of no namespace: one
+        partition, messages kept forever, no size limit but the sidecar's, rule
+        BACKWARD, schemas not enforced); a setting given is the queue's own.
+
+        :raises InvalidArgumentError: on a bad name, partition count or setting.
+        :raises NoNamespaceError: if its namespace does not exist.
         :raises QueueExistsError: if it exists.
         :raises ConnectionLostError: if HBase or the metadata store is unreachable.
         :raises AuthorizationError: if this client's principal is no admin.
         """
         self._require_admin(f"create queue {name!r}")
-        return self._admin.create_queue(name, partitions, ttl=ttl, regions=regions)
+        return self._admin.create_queue(
+            name,
+            partitions,
+            ttl=ttl,
+            regions=regions,
+            max_message_bytes=max_message_bytes,
+            enforce_schemas=enforce_schemas,
+            compatibility=compatibility,
+        )
 
     def queues(self) -> list[QueueInfo]:
         """Return every queue's info, ordered by name."""
@@ -247,14 +271,31 @@ class Client(Closeable):
         """
         return self._admin.describe_queue(name)
 
-    def alter_queue(self, name: str, *, ttl: int | float | _dt.timedelta | None) -> QueueInfo:
-        """Change the queue's TTL (``None`` keeps messages forever); return its info.
+    def alter_queue(
+        self,
+        name: str,
+        *,
+        ttl: TTL | Inherit | Keep = KEEP,
+        max_message_bytes: int | Inherit | Keep = KEEP,
+        enforce_schemas: bool | Inherit | Keep = KEEP,
+        compatibility: Compatibility | str | Inherit | Keep = KEEP,
+    ) -> QueueInfo:
+        """Change the queue's own settings and return its info: ``KEEP`` leaves one as
+        it is, ``INHERIT`` takes the namespace's again. A TTL of ``None`` keeps
+        messages forever; a new TTL applies to stored messages too.
 
         :raises NoQueueError: if there is no such queue.
+        :raises InvalidArgumentError: on a bad setting.
         :raises AuthorizationError: if this client's principal is no admin.
         """
         self._require_admin(f"alter queue {name!r}")
-        return self._admin.alter_queue(name, ttl=ttl)
+        return self._admin.alter_queue(
+            name,
+            ttl=ttl,
+            max_message_bytes=max_message_bytes,
+            enforce_schemas=enforce_schemas,
+            compatibility=compatibility,
+        )
 
     def delete_queue(self, name: str, *, force: bool = False) -> None:
         """Delete the queue's table and metadata; refuses while it has subscriptions
@@ -267,6 +308,83 @@ class Client(Closeable):
         """
         self._require_admin(f"delete queue {name!r}")
         self._admin.delete_queue(name, force=force)
+
+    def create_namespace(
+        self,
+        name: str,
+        *,
+        ttl: TTL | Inherit = INHERIT,
+        max_message_bytes: int | Inherit = INHERIT,
+        compatibility: Compatibility | str | Inherit = INHERIT,
+        enforce_schemas: bool | Inherit = INHERIT,
+        partitions: int | Inherit = INHERIT,
+    ) -> NamespaceInfo:
+        """Create a namespace (on HBase, an HBase namespace of that name) whose policy
+        sets the settings given; its queues (``NAME:QUEUE``) inherit them unless they
+        set their own. Return it.
+
+        :raises InvalidArgumentError: on a bad name (1-64 of ``[A-Za-z0-9_]``, not
+            ``default`` or ``hbase``) or setting.
+        :raises NamespaceExistsError: if it exists.
+        :raises AuthorizationError: if this client's principal is no admin.
+        """
+        self._require_admin(f"create namespace {name!r}")
+        return self._namespace_admin.create_namespace(
+            name,
+            ttl=ttl,
+            max_message_bytes=max_message_bytes,
+            compatibility=compatibility,
+            enforce_schemas=enforce_schemas,
+            partitions=partitions,
+        )
+
+    def namespaces(self) -> list[NamespaceInfo]:
+        """Return every namespace, ordered by name."""
+        return self._namespace_admin.namespaces()
+
+    def describe_namespace(self, name: str) -> NamespaceDescription:
+        """Return the namespace, the policy its queues inherit, and its queues.
+
+        :raises NoNamespaceError: if there is no such namespace.
+        """
+        return self._namespace_admin.describe_namespace(name)
+
+    def alter_namespace(
+        self,
+        name: str,
+        *,
+        ttl: TTL | Inherit | Keep = KEEP,
+        max_message_bytes: int | Inherit | Keep = KEEP,
+        compatibility: Compatibility | str | Inherit | Keep = KEEP,
+        enforce_schemas: bool | Inherit | Keep = KEEP,
+        partitions: int | Inherit | Keep = KEEP,
+    ) -> NamespaceInfo:
+        """Change the namespace's settings (``KEEP``: as it is; ``INHERIT``: back to
+        the default) and return it; its queues that do not set one themselves follow
+        (a new TTL applies to their stored messages too).
+
+        :raises NoNamespaceError: if there is no such namespace.
+        :raises AuthorizationError: if this client's principal is no admin.
+        """
+        self._require_admin(f"alter namespace {name!r}")
+        return self._namespace_admin.alter_namespace(
+            name,
+            ttl=ttl,
+            max_message_bytes=max_message_bytes,
+            compatibility=compatibility,
+            enforce_schemas=enforce_schemas,
+            partitions=partitions,
+        )
+
+    def delete_namespace(self, name: str) -> None:
+        """Delete an empty namespace.
+
+        :raises NoNamespaceError: if there is no such namespace.
+        :raises NamespaceNotEmptyError: if it holds queues (``queues`` names them).
+        :raises AuthorizationError: if this client's principal is no admin.
+        """
+        self._require_admin(f"delete namespace {name!r}")
+        self._namespace_admin.delete_namespace(name)
 
     def _require_admin(self, what: str) -> None:
         """Refuse the admin verb ``what`` before it changes anything, when this

@@ -33,10 +33,13 @@ __all__ = [
     "LEADER_KEY",
     "MEMBER",
     "MEMBER_KEY_SEPARATOR",
+    "NAMESPACE",
+    "NAMESPACES",
     "PARTITION_OWNER",
     "PARTITION_OWNER_BLOCK",
     "QUEUE",
     "QUEUES",
+    "RESERVED_NAMESPACES",
     "RESOURCES",
     "SCHEMA",
     "SCHEMA_NUMBERS",
@@ -49,7 +52,9 @@ __all__ = [
     "Resource",
     "SidecarInfo",
     "check_name",
+    "check_namespace_name",
     "check_queue_name",
+    "namespace_of",
     "partition_key",
     "partition_of_key",
     "queue_root",
@@ -60,7 +65,11 @@ ZOOKEEPER_ROOT = "/hqueue"
 HBASE_TABLE = "hqueue_metadata"
 """The HBase table in which the HBase backend keeps every table (by default)."""
 
-_QUEUE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_NAMESPACE_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
+_QUEUE_NAME = re.compile(r"(?:[A-Za-z0-9_]{1,64}:)?[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+RESERVED_NAMESPACES = ("default", "hbase")
+"""HBase's own namespaces: a queue of the default one is named without a prefix, and
+``hbase`` holds HBase's system tables."""
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@=+,-]{0,199}")
 
 
@@ -218,6 +227,17 @@ GROUP = Resource(
     "with every change",
 )
 
+NAMESPACES = "namespaces"
+NAMESPACE = Resource(
+    "namespace",
+    NAMESPACES,
+    "{namespace}",
+    "namespace",
+    "persistent",
+    "a namespace and the policy its queues inherit: TTL, largest message, schema "
+    "compatibility rule, schema enforcement, default partition count",
+)
+
 SCHEMA = Resource(
     "schema",
     f"{_QUEUE_TABLES}/schemas",
@@ -302,6 +322,7 @@ RESOURCES: tuple[Resource, ...] = (
     SIDECAR,
     ASSIGNMENT,
     QUEUE,
+    NAMESPACE,
     PARTITION_OWNER,
     PARTITION_OWNER_BLOCK,
     SUBSCRIPTION,
@@ -316,16 +337,49 @@ RESOURCES: tuple[Resource, ...] = (
 
 def check_queue_name(name: str) -> str:
     """Return ``name`` if it is a valid queue name (it also names an HBase table):
-    1-128 of ``[A-Za-z0-9_.-]``, not starting with ``.`` or ``-``.
+    1-128 of ``[A-Za-z0-9_.-]``, not starting with ``.`` or ``-``, after an optional
+    namespace and a colon (``markets:trades``, as HBase names a table of a namespace;
+    see :func:`check_namespace_name`).
 
     :raises InvalidArgumentError: otherwise.
     """
     if not isinstance(name, str) or not _QUEUE_NAME.fullmatch(name):
         raise InvalidArgumentError(
             f"queue name {name!r} must be 1-128 characters of [A-Za-z0-9_.-], "
-            "not starting with '.' or '-'"
+            "not starting with '.' or '-', after an optional namespace and ':' "
+            "(namespace: 1-64 of [A-Za-z0-9_])"
+        )
+    namespace = namespace_of(name)
+    if namespace in RESERVED_NAMESPACES:
+        raise InvalidArgumentError(
+            f"queue name {name!r}: {namespace!r} is HBase's own namespace; a queue of the "
+            "default namespace is named without a prefix"
         )
     return name
+
+
+def check_namespace_name(name: str) -> str:
+    """Return ``name`` if it is a valid namespace name: 1-64 of ``[A-Za-z0-9_]`` (what
+    HBase takes in a namespace), not one of :data:`RESERVED_NAMESPACES`.
+
+    :raises InvalidArgumentError: otherwise.
+    """
+    if not isinstance(name, str) or not _NAMESPACE_NAME.fullmatch(name):
+        raise InvalidArgumentError(
+            f"namespace name {name!r} must be 1-64 characters of [A-Za-z0-9_] "
+            "(HBase's namespace alphabet)"
+        )
+    if name in RESERVED_NAMESPACES:
+        raise InvalidArgumentError(f"namespace {name!r} is HBase's own: choose another name")
+    return name
+
+
+def namespace_of(queue: str) -> str | None:
+    """Return the namespace of a queue name (``markets`` of ``markets:trades``), or
+    ``None`` for a queue of no namespace (HBase's default one). The name is not
+    checked."""
+    namespace, colon, _ = queue.partition(":")
+    return namespace if colon else None
 
 
 def check_name(name: str, what: str) -> str:

@@ -18,6 +18,8 @@ from typing import Any
 
 import jsonschema
 import jsonschema.exceptions
+import referencing
+import referencing.jsonschema
 
 from hqueue.errors import InvalidArgumentError, SchemaValidationError
 
@@ -54,7 +56,21 @@ def validator(name: str) -> jsonschema.protocols.Validator:
         cls.check_schema(document)
     except jsonschema.exceptions.SchemaError as exc:
         raise InvalidArgumentError(f"schema {name!r} is invalid: {exc.message}") from None
-    return cls(document)
+    return cls(document, registry=_registry())
+
+
+@functools.cache
+def _registry() -> referencing.Registry[Any]:
+    """Every schema by its ``$id`` (``urn:hqueue:schema:NAME``), so that one refers to
+    another's (``{"$ref": "urn:hqueue:schema:policy"}``)."""
+    documents = [
+        json.loads(entry.read_text(encoding="utf-8"))
+        for entry in SCHEMA_DIR.iterdir()
+        if entry.name.endswith(".json")
+    ]
+    return referencing.Registry().with_resources(
+        (d["$id"], referencing.jsonschema.DRAFT202012.create_resource(d)) for d in documents
+    )
 
 
 _VALID_MEMO = 4096

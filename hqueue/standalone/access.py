@@ -15,7 +15,8 @@ connection (:func:`hqueue.wire.rpc_server.current_principal`).
   authenticated principal.
 
 A queue's table is named as :func:`hqueue.message.table_name` names it: the queue's
-name, or ``{prefix}_{queue}`` with a table prefix. Without authentication every
+name, or ``{prefix}_{queue}`` with a table prefix (``ns:{prefix}_{queue}`` for a queue
+of a namespace). Without authentication every
 caller is :data:`~hqueue.security.principal.ANONYMOUS`, who may do everything.
 
 A refusal raises :class:`~hqueue.errors.AuthorizationError`; the handlers answer it
@@ -67,10 +68,16 @@ class TableAccess:
         if table == self._metadata:
             return None
         name = table.decode("utf-8", "surrogateescape")
+        if name.startswith("default:"):
+            name = name[len("default:") :]  # HBase's spelling of a table of no namespace
         if self._prefix is None:
             return name
+        # A queue of a namespace has the prefix on its qualifier: ns:{prefix}_{queue}.
+        namespace, colon, qualifier = name.rpartition(":")
         head = self._prefix + "_"
-        return name[len(head) :] if name.startswith(head) and len(name) > len(head) else None
+        if not (qualifier.startswith(head) and len(qualifier) > len(head)):
+            return None
+        return namespace + colon + qualifier[len(head) :]
 
     def is_foreign(self, table: bytes) -> bool:
         """Return whether ``table`` lies outside the installation's prefix (never with

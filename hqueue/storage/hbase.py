@@ -62,7 +62,14 @@ from hqueue.wire.errors import (
 )
 from hqueue.wire.idl import hbase1, hbase2, sidecar
 
-__all__ = ["ConnectionPool", "HBase", "identify_service", "while_in_transition"]
+__all__ = [
+    "ConnectionPool",
+    "HBase",
+    "full_table_name",
+    "identify_service",
+    "thrift2_table_name",
+    "while_in_transition",
+]
 
 THRIFT1 = "an HBase Thrift1 gateway"
 THRIFT2 = "an HBase Thrift2 gateway"
@@ -80,6 +87,21 @@ T = TypeVar("T")
 Regions = frozenset[tuple[bytes, bytes, str, int]]
 """A table's regions as a gateway reports them: start key, end key, and the host and
 RPC port of the region server serving each."""
+
+
+def thrift2_table_name(table: bytes) -> Any:
+    """Return the Thrift2 ``TTableName`` of a table's full name (``ns:qualifier``, or
+    the qualifier alone in the default namespace)."""
+    namespace, colon, qualifier = table.rpartition(b":")
+    return hbase2().TTableName(ns=namespace if colon else None, qualifier=qualifier)
+
+
+def full_table_name(name: Any) -> bytes:
+    """Return the full name (``ns:qualifier``; the qualifier alone in the default
+    namespace) of a Thrift2 ``TTableName``."""
+    namespace = bytes(name.ns or b"")
+    qualifier = bytes(name.qualifier)
+    return qualifier if namespace in (b"", b"default") else namespace + b":" + qualifier
 
 
 def while_in_transition(call: Callable[[], T]) -> T:
@@ -465,7 +487,7 @@ class HBase:
         :raises StorageError: if HBase refuses the table otherwise.
         :raises ConnectionLostError: if a gateway cannot be reached.
         """
-        table = bytes(descriptor.tableName.qualifier)
+        table = full_table_name(descriptor.tableName)
         with self.admin(what) as admin:
             try:
                 admin.createTable(descriptor, split_keys)
@@ -496,6 +518,45 @@ class HBase:
                 f"the table made through it is not seen through the Thrift1 gateway; {outcome}",
             )
 
+    def create_namespace(self, what: str, name: str) -> bool:
+        """Create the HBase namespace ``name`` through the Thrift2 gateway; return
+        whether it was made (``False``: it existed already, which is no error).
+
+        :raises StorageError: if HBase refuses it otherwise.
+        :raises ConnectionLostError: if the gateway cannot be reached.
+        """
+        h2 = hbase2()
+        with self.admin(what) as admin:
+            try:
+                admin.createNamespace(h2.TNamespaceDescriptor(name=name, configuration={}))
+            except h2.TIOError:
+                # Told apart by asking, not by the error's text: HBase's names only the
+                # namespace, the embedded server's the exception class too.
+                if self._namespace_exists(admin, name):
+                    return False
+                raise
+        return True
+
+    def delete_namespace(self, what: str, name: str) -> None:
+        """Delete the HBase namespace ``name`` through the Thrift2 gateway; a missing
+        one is no error.
+
+        :raises StorageError: if HBase refuses (it holds tables: HBase deletes only
+            empty namespaces).
+        :raises ConnectionLostError: if the gateway cannot be reached.
+        """
+        h2 = hbase2()
+        with self.admin(what) as admin:
+            try:
+                admin.deleteNamespace(name)
+            except h2.TIOError:
+                if self._namespace_exists(admin, name):
+                    raise
+
+    @staticmethod
+    def _namespace_exists(admin: Any, name: str) -> bool:
+        return name in admin.listNamespaces()
+
     def drop_table(self, what: str, table: bytes) -> None:
         """Disable and delete ``table`` through the Thrift2 gateway; a missing table is
         no error.
@@ -516,7 +577,7 @@ class HBase:
 
     @staticmethod
     def _drop(admin: Any, table: bytes) -> None:
-        name = hbase2().TTableName(qualifier=table)
+        name = thrift2_table_name(table)
         try:
             admin.disableTable(name)
             admin.deleteTable(name)

@@ -13,6 +13,7 @@ from hqueue.metadata.managers.groups import (
     member_key,
     parse_member_key,
 )
+from hqueue.metadata.managers.namespaces import NamespaceInfo, NamespaceManager
 from hqueue.metadata.managers.ownership import OwnerInfo, PartitionOwnershipManager
 from hqueue.metadata.managers.queue_info import QueueInfo, QueueInfoManager
 from hqueue.metadata.managers.subscription_data import (
@@ -25,6 +26,8 @@ __all__ = [
     "GroupAssignment",
     "GroupManager",
     "GroupMember",
+    "NamespaceInfo",
+    "NamespaceManager",
     "OwnerInfo",
     "PartitionOwnershipManager",
     "QueueInfo",

@@ -4,7 +4,7 @@ time) in the ``queues`` table, with Hedwig's versioned read/write/delete."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hqueue.errors import (
@@ -17,6 +17,7 @@ from hqueue.errors import (
 from hqueue.message import MAX_PARTITIONS
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
+from hqueue.metadata.queue_policy import Policy
 from hqueue.metadata.resources import QUEUE, check_queue_name, queue_root
 from hqueue.metadata.version import Version, Versioned
 
@@ -27,8 +28,10 @@ FORMAT = 1
 
 @dataclass(frozen=True)
 class QueueInfo:
-    """A queue's metadata. ``ttl_seconds`` ``None`` keeps messages forever;
-    ``schema`` is an optional JSON Schema of message payloads."""
+    """A queue's metadata. ``ttl_seconds`` is the TTL in force (its own or its
+    namespace's; ``None`` keeps messages forever); ``schema`` is an optional JSON Schema
+    of message payloads; ``policy`` the policy settings the queue sets itself (the
+    others it takes from its namespace, :mod:`hqueue.metadata.queue_policy`)."""
 
     name: str
     partitions: int
@@ -36,6 +39,7 @@ class QueueInfo:
     ttl_seconds: int | None
     created_ms: int
     schema: dict[str, Any] | None = None
+    policy: Policy = field(default_factory=Policy)
 
     def to_value(self) -> Value:
         """Return the stored form (schema ``queue``)."""
@@ -49,6 +53,9 @@ class QueueInfo:
         }
         if self.schema is not None:
             value["schema"] = self.schema
+        own = self.policy.to_value()
+        if own:
+            value["policy"] = own
         return value
 
     @classmethod
@@ -61,6 +68,7 @@ class QueueInfo:
             ttl_seconds=value["ttl_seconds"],
             created_ms=value["created_ms"],
             schema=value.get("schema"),
+            policy=Policy.from_value(value.get("policy")),
         )
 
 
@@ -92,17 +100,25 @@ class QueueInfoManager:
         regions: int | None = None,
         ttl_seconds: int | None = None,
         schema: dict[str, Any] | None = None,
+        policy: Policy | None = None,
     ) -> Versioned[QueueInfo]:
-        """Register a new queue; ``regions`` defaults to one per partition. Return the
-        stored QueueInfo and its version.
+        """Register a new queue; ``regions`` defaults to one per partition; ``policy``
+        holds the settings it sets itself (``ttl_seconds`` is the TTL in force). Return
+        the stored QueueInfo and its version.
 
         :raises QueueExistsError: if a queue of that name exists.
-        :raises InvalidArgumentError: on a bad name or count.
+        :raises InvalidArgumentError: on a bad name or count, or a ``policy`` that sets
+            ``partitions`` (a namespace's setting).
         """
         check_queue_name(name)
         regions = partitions if regions is None else regions
         _check_counts(partitions, regions, ttl_seconds)
-        info = QueueInfo(name, partitions, regions, ttl_seconds, int(time.time() * 1000), schema)
+        policy = policy or Policy()
+        if "partitions" in policy.settings():
+            raise InvalidArgumentError("a queue's own policy cannot set 'partitions'")
+        info = QueueInfo(
+            name, partitions, regions, ttl_seconds, int(time.time() * 1000), schema, policy
+        )
         try:
             version = self._table.put(name, info.to_value(), Version.NEW)
         except KeyExistsError:
