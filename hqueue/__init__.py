@@ -21,6 +21,7 @@ _EXPORTS = {
     "ConsumeStatus": "hqueue.client.listeners",
     "DeadLetter": "hqueue.client.dead_letters",
     "HQueueError": "hqueue.errors",
+    "INHERIT": "hqueue.metadata.queue_policy",
     "Message": "hqueue.message",
     "MessageId": "hqueue.message",
     "MessageListener": "hqueue.client.listeners",
@@ -35,6 +36,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "INHERIT",
     "AuthenticationError",
     "AuthorizationError",
     "Client",
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
     from hqueue.client.subscriber import Subscriber
     from hqueue.errors import AuthenticationError, AuthorizationError, HQueueError
     from hqueue.message import Message, MessageId, Position
+    from hqueue.metadata.queue_policy import INHERIT
 
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

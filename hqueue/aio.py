@@ -28,14 +28,13 @@ How it works, and what that means for an event loop:
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from hqueue.client.admin import QueueDescription
+from hqueue.client.admin import TTL, QueueDescription
 from hqueue.client.async_bridge import (
     AsyncScanner,
     AsyncSubscriber,
@@ -49,6 +48,7 @@ from hqueue.client.client import Client
 from hqueue.client.client import connect as _connect
 from hqueue.client.dead_letters import DeadLetter, ReplayResult
 from hqueue.client.listeners import ConsumeStatus, Listener, RetryLater
+from hqueue.client.namespace_admin import NamespaceDescription
 from hqueue.client.producer import NewMessage
 from hqueue.client.producer_states import ProducerInfo
 from hqueue.client.queue import Queue
@@ -58,7 +58,9 @@ from hqueue.client.subscribe_options import SubscribeOptions, call_options
 from hqueue.client.subscription_admin import LagReport, SubscriptionInfo
 from hqueue.errors import InvalidArgumentError
 from hqueue.message import Message, MessageId, Position
-from hqueue.metadata.managers import QueueInfo
+from hqueue.metadata.managers import NamespaceInfo, QueueInfo
+from hqueue.metadata.queue_policy import INHERIT, KEEP, Inherit, Keep
+from hqueue.records.rules import Compatibility
 from hqueue.security.secret import Secret
 from hqueue.settings import (
     DEFAULT_BATCH_BYTES,
@@ -180,14 +182,24 @@ class AsyncClient(Pooled):
     async def create_queue(
         self,
         name: str,
-        partitions: int = 1,
+        partitions: int | None = None,
         *,
-        ttl: int | float | _dt.timedelta | None = None,
+        ttl: TTL | Inherit = INHERIT,
         regions: int | None = None,
+        max_message_bytes: int | Inherit = INHERIT,
+        enforce_schemas: bool | Inherit = INHERIT,
+        compatibility: Compatibility | str | Inherit = INHERIT,
     ) -> QueueInfo:
         """As :meth:`hqueue.Client.create_queue`."""
         return await self._run(
-            self._client.create_queue, name, partitions, ttl=ttl, regions=regions
+            self._client.create_queue,
+            name,
+            partitions,
+            ttl=ttl,
+            regions=regions,
+            max_message_bytes=max_message_bytes,
+            enforce_schemas=enforce_schemas,
+            compatibility=compatibility,
         )
 
     async def queues(self) -> list[QueueInfo]:
@@ -198,9 +210,78 @@ class AsyncClient(Pooled):
         """As :meth:`hqueue.Client.describe_queue`."""
         return await self._run(self._client.describe_queue, name)
 
-    async def alter_queue(self, name: str, *, ttl: int | float | _dt.timedelta | None) -> QueueInfo:
+    async def alter_queue(
+        self,
+        name: str,
+        *,
+        ttl: TTL | Inherit | Keep = KEEP,
+        max_message_bytes: int | Inherit | Keep = KEEP,
+        enforce_schemas: bool | Inherit | Keep = KEEP,
+        compatibility: Compatibility | str | Inherit | Keep = KEEP,
+    ) -> QueueInfo:
         """As :meth:`hqueue.Client.alter_queue`."""
-        return await self._run(self._client.alter_queue, name, ttl=ttl)
+        return await self._run(
+            self._client.alter_queue,
+            name,
+            ttl=ttl,
+            max_message_bytes=max_message_bytes,
+            enforce_schemas=enforce_schemas,
+            compatibility=compatibility,
+        )
+
+    async def create_namespace(
+        self,
+        name: str,
+        *,
+        ttl: TTL | Inherit = INHERIT,
+        max_message_bytes: int | Inherit = INHERIT,
+        compatibility: Compatibility | str | Inherit = INHERIT,
+        enforce_schemas: bool | Inherit = INHERIT,
+        partitions: int | Inherit = INHERIT,
+    ) -> NamespaceInfo:
+        """As :meth:`hqueue.Client.create_namespace`."""
+        return await self._run(
+            self._client.create_namespace,
+            name,
+            ttl=ttl,
+            max_message_bytes=max_message_bytes,
+            compatibility=compatibility,
+            enforce_schemas=enforce_schemas,
+            partitions=partitions,
+        )
+
+    async def namespaces(self) -> list[NamespaceInfo]:
+        """As :meth:`hqueue.Client.namespaces`."""
+        return await self._run(self._client.namespaces)
+
+    async def describe_namespace(self, name: str) -> NamespaceDescription:
+        """As :meth:`hqueue.Client.describe_namespace`."""
+        return await self._run(self._client.describe_namespace, name)
+
+    async def alter_namespace(
+        self,
+        name: str,
+        *,
+        ttl: TTL | Inherit | Keep = KEEP,
+        max_message_bytes: int | Inherit | Keep = KEEP,
+        compatibility: Compatibility | str | Inherit | Keep = KEEP,
+        enforce_schemas: bool | Inherit | Keep = KEEP,
+        partitions: int | Inherit | Keep = KEEP,
+    ) -> NamespaceInfo:
+        """As :meth:`hqueue.Client.alter_namespace`."""
+        return await self._run(
+            self._client.alter_namespace,
+            name,
+            ttl=ttl,
+            max_message_bytes=max_message_bytes,
+            compatibility=compatibility,
+            enforce_schemas=enforce_schemas,
+            partitions=partitions,
+        )
+
+    async def delete_namespace(self, name: str) -> None:
+        """As :meth:`hqueue.Client.delete_namespace`."""
+        await self._run(self._client.delete_namespace, name)
 
     async def delete_queue(self, name: str, *, force: bool = False) -> None:
         """As :meth:`hqueue.Client.delete_queue`."""

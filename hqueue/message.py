@@ -43,6 +43,7 @@ __all__ = [
     "format_time",
     "message_ranges",
     "messages_from_columns",
+    "namespace_of",
     "parse_located",
     "parse_position",
     "partition_end",
@@ -357,6 +358,14 @@ def message_ranges(
             out.append((low, high))
         partition += 1
     return out
+
+
+def namespace_of(queue: str) -> str | None:
+    """Return the namespace of a queue name (``markets`` of ``markets:trades``), or
+    ``None`` for a queue of no namespace (HBase's default one). The name is not
+    checked."""
+    namespace, colon, _ = queue.partition(":")
+    return namespace if colon else None
 
 
 def table_name(table_prefix: str | None, queue: str) -> str:

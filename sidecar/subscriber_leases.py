@@ -49,7 +49,7 @@ from hqueue.errors import (
     SubscriberRunningError,
     SubscriptionExistsError,
 )
-from hqueue.message import MessageId, check_partition, check_topics, first_ids
+from hqueue.message import MessageId, check_partition, check_topics, first_ids, namespace_of
 from hqueue.metadata.managers import (
     QueueInfoManager,
     SubscriptionDataManager,
@@ -236,7 +236,7 @@ class SubscriberLeases:
 
         :raises AuthorizationError: if another principal registered the address, or
             a Python subscriber (whose entry records none) announced it, and
-            ``principal`` is no admin.
+            ``principal`` is no admin (of the queue's namespace, for a queue of one).
         """
         entry = self._subs.read_subscriber(queue, name)
         with self._lock:
@@ -247,7 +247,7 @@ class SubscriberLeases:
         if entry is not None and entry.value.address == address:
             owners.append(entry.value.principal)
         others = {owner for owner in owners if owner != principal.name}
-        if others and not principal.admin:
+        if others and not principal.administers(namespace_of(queue)):
             raise AuthorizationError(
                 f"principal {principal.name!r} may not {verb} the registration of "
                 f"subscriber {address} for subscription {name!r} of {queue!r}: another "

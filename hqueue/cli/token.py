@@ -3,7 +3,8 @@
 ``keygen`` writes a new Ed25519 key pair: the private key (mode 0600) stays with
 whoever issues tokens, the public key goes to every server (``--auth-public-key``).
 ``create`` prints a token naming a principal and its rights (queue-name patterns for
-``--produce`` and ``--consume``, ``--admin``, ``--sidecar``, or ``--push`` alone: what
+``--produce`` and ``--consume``, ``--admin``, ``--admin-namespace``, ``--sidecar``, or
+``--push`` alone: what
 a sidecar presents to subscribers, worth nothing at any server), or writes it to
 ``--output`` (mode 0600). ``inspect`` reads a token from a file or stdin, never from
 the command line (where ``ps`` would show it), and prints its claims, not its
@@ -92,6 +93,13 @@ def _expires(text: str | None) -> int | None:
     help="May read and subscribe to the queues this pattern matches; repeatable.",
 )
 @click.option("--admin", is_flag=True, help="May use every admin verb, on every queue.")
+@click.option(
+    "--admin-namespace",
+    "admin_namespace",
+    multiple=True,
+    metavar="NAMESPACE",
+    help="May use the admin verbs on this namespace's policy and queues; repeatable.",
+)
 @click.option("--sidecar", is_flag=True, help="A sidecar's own token: every queue's table.")
 @click.option(
     "--push",
@@ -116,6 +124,7 @@ def create(
     produce: tuple[str, ...],
     consume: tuple[str, ...],
     admin: bool,
+    admin_namespace: tuple[str, ...],
     sidecar: bool,
     push: bool,
     expires: str | None,
@@ -136,6 +145,7 @@ def create(
             admin=admin,
             sidecar=sidecar,
             push=push,
+            admin_ns=admin_namespace,
             iat=now,
             exp=None if lifetime is None else now + lifetime,
         )
@@ -147,6 +157,7 @@ def create(
             ("produce", "produce"),
             ("consume", "consume"),
             ("push", "push"),
+            ("admin_ns", "admin-namespace"),
         ):
             message = message.replace(f"claim {claim!r}", f"--{option}")
         raise click.ClickException(message) from None
@@ -222,6 +233,7 @@ def inspect(ctx: click.Context, file: str | None, public_key: str | None) -> Non
         f"produce: {listed(claims.produce)}",
         f"consume: {listed(claims.consume)}",
         f"admin: {'yes' if claims.admin else 'no'}",
+        f"admin of namespaces: {listed(claims.admin_ns)}",
         f"sidecar: {'yes' if claims.sidecar else 'no'}",
         f"push: {'yes' if claims.push else 'no'}",
         f"issued: {_when(claims.iat)}",

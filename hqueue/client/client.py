@@ -16,6 +16,7 @@ from hqueue.client.queue import Queue
 from hqueue.client.sender import Sender, SenderSettings
 from hqueue.closing import Closeable
 from hqueue.errors import NoQueueError
+from hqueue.message import namespace_of
 from hqueue.metadata.cache import MetadataCache
 from hqueue.metadata.factory import open_metastore
 from hqueue.metadata.managers import (
@@ -207,6 +208,7 @@ class Client(Closeable):
             fast_scan=fast_scan,
             security=security,
             registry=SchemaRegistry(metastore, self._cache),
+            policy=lambda name: self._admin.policy_of(self._admin.queue_info(name)),
         )
         self._producer = Producer(
             self._context.sidecars,
@@ -249,7 +251,7 @@ class Client(Closeable):
         :raises ConnectionLostError: if HBase or the metadata store is unreachable.
         :raises AuthorizationError: if this client's principal is no admin.
         """
-        self._require_admin(f"create queue {name!r}")
+        self._require_admin(f"create queue {name!r}", namespace_of(name))
         return self._admin.create_queue(
             name,
             partitions,
@@ -288,7 +290,7 @@ class Client(Closeable):
         :raises InvalidArgumentError: on a bad setting.
         :raises AuthorizationError: if this client's principal is no admin.
         """
-        self._require_admin(f"alter queue {name!r}")
+        self._require_admin(f"alter queue {name!r}", namespace_of(name))
         return self._admin.alter_queue(
             name,
             ttl=ttl,
@@ -306,7 +308,7 @@ class Client(Closeable):
         :raises AuthorizationError: if this client's principal is no admin (nothing
             is deleted).
         """
-        self._require_admin(f"delete queue {name!r}")
+        self._require_admin(f"delete queue {name!r}", namespace_of(name))
         self._admin.delete_queue(name, force=force)
 
     def create_namespace(
@@ -366,7 +368,7 @@ class Client(Closeable):
         :raises NoNamespaceError: if there is no such namespace.
         :raises AuthorizationError: if this client's principal is no admin.
         """
-        self._require_admin(f"alter namespace {name!r}")
+        self._require_admin(f"alter namespace {name!r}", name)
         return self._namespace_admin.alter_namespace(
             name,
             ttl=ttl,
@@ -386,7 +388,7 @@ class Client(Closeable):
         self._require_admin(f"delete namespace {name!r}")
         self._namespace_admin.delete_namespace(name)
 
-    def _require_admin(self, what: str) -> None:
+    def _require_admin(self, what: str, namespace: str | None = None) -> None:
         """Refuse the admin verb ``what`` before it changes anything, when this
         client's token names no admin; a server that checks refuses it anyway (see
         :func:`~hqueue.client.denials.require_admin`), and its denial is raised as
@@ -394,7 +396,7 @@ class Client(Closeable):
 
         :raises AuthorizationError: if this client's principal is no admin.
         """
-        require_admin(self._context.security, what)
+        require_admin(self._context.security, what, namespace)
 
     def queue(self, name: str) -> Queue:
         """Return the queue ``name``.

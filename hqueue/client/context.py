@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     )
     from hqueue.metadata.managers.schema_registry import SchemaRegistry
     from hqueue.metadata.metastore import MetaStore
+    from hqueue.metadata.queue_policy import EffectivePolicy
     from hqueue.storage.hbase import HBase
     from hqueue.storage.sidecars import Sidecars
 
@@ -84,7 +85,8 @@ class ClientContext:
     Thrift1), ``sidecars`` (the sidecars' calls), ``owners`` (partition owners),
     ``subscriptions`` (subscription data), ``metastore`` (for session listeners),
     ``queue_info`` (a queue's info read past the cache), ``registry`` (the topic
-    schemas, read through the client's watched cache), ``fast_scan`` (whether
+    schemas, read through the client's watched cache), ``policy`` (a queue's policy
+    in force, read past the cache), ``fast_scan`` (whether
     scanners read through sidecars), ``security`` (what the client presents to
     servers, and what its subscribers serve with: see :func:`~hqueue.connect`) and
     ``hints`` (owners known ahead of the cache)."""
@@ -96,6 +98,7 @@ class ClientContext:
     metastore: MetaStore
     queue_info: Callable[[str], QueueInfo]
     registry: SchemaRegistry
+    policy: Callable[[str], EffectivePolicy]
     fast_scan: bool = True
     security: ClientSecurity = PLAIN_CLIENT
     hints: OwnerHints = field(default_factory=OwnerHints)

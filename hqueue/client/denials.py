@@ -35,15 +35,16 @@ def claimed_principal(security: ClientSecurity) -> Principal | None:
         return None
 
 
-def require_admin(security: ClientSecurity, what: str) -> None:
+def require_admin(security: ClientSecurity, what: str, namespace: str | None = None) -> None:
     """Refuse an admin verb ``what`` (``"delete queue 'orders'"``) before it changes
-    anything when this client's token says it is no admin. The servers refuse it
+    anything when this client's token says it is no admin (of ``namespace``, for a
+    verb confined to one: on a queue of it, or on its policy). The servers refuse it
     too; this check keeps a verb that writes the metadata before it reaches a server
     that checks (deleting a queue removes its metadata first) from doing half of it.
 
     :raises AuthorizationError: if the token's principal is no admin.
     """
-    _refuse_early(security, lambda principal: principal.require_admin(what))
+    _refuse_early(security, lambda principal: principal.require_admin(what, namespace))
 
 
 def require_consume(security: ClientSecurity, queue: str) -> None:

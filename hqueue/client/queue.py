@@ -40,6 +40,7 @@ from hqueue.message import (
     Position,
     check_partition,
     encode_rowkey,
+    namespace_of,
     parse_located,
     partition_end,
     rowkey_after,
@@ -134,7 +135,8 @@ class Queue:
                 self.name,
                 context.registry,
                 self._schema_uses,
-                lambda what: require_admin(context.security, what),
+                lambda what: require_admin(context.security, what, namespace_of(self.name)),
+                lambda: context.policy(self.name).compatibility,
             )
         return self._schemas
 
@@ -616,7 +618,9 @@ class Queue:
         :raises AuthorizationError: if this client's principal is no admin.
         """
         require_admin(
-            self._handle.context.security, f"delete subscription {name!r} of {self.name!r}"
+            self._handle.context.security,
+            f"delete subscription {name!r} of {self.name!r}",
+            namespace_of(self.name),
         )
         subscription_admin.delete_subscription(self._handle, name)
 
@@ -633,7 +637,9 @@ class Queue:
         :raises AuthorizationError: if this client's principal is no admin.
         """
         require_admin(
-            self._handle.context.security, f"reset subscription {name!r} of {self.name!r}"
+            self._handle.context.security,
+            f"reset subscription {name!r} of {self.name!r}",
+            namespace_of(self.name),
         )
         return subscription_admin.reset_subscription(self._handle, name, to)
 

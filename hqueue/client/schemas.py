@@ -21,7 +21,7 @@ from hqueue.metadata.managers.schema_registry import (
     TopicSchemas,
 )
 from hqueue.records.codec import RecordSchema, SchemaType, split_header
-from hqueue.records.rules import Compatibility
+from hqueue.records.rules import DEFAULT_COMPATIBILITY, Compatibility
 
 __all__ = ["QueueSchemas", "Record"]
 
@@ -60,11 +60,13 @@ class QueueSchemas:
         registry: SchemaRegistry,
         uses: Callable[[str | None, set[int]], Message | None],
         require_admin: Callable[[str], None],
+        default_rule: Callable[[], Compatibility] = lambda: DEFAULT_COMPATIBILITY,
     ) -> None:
         self._queue = queue
         self._registry = registry
         self._uses = uses
         self._require_admin = require_admin
+        self._default_rule = default_rule
         self._misses: dict[tuple[str, int], float] = {}
 
     # -- administration ----------------------------------------------------------------
@@ -82,7 +84,8 @@ class QueueSchemas:
         topic without one of its own); return the version. The same definition as the
         newest version returns that version. ``compatibility`` sets the topic's rule
         (``NONE``, ``BACKWARD``, ``FORWARD``, ``FULL``, each also ``..._TRANSITIVE``;
-        a new topic's default is ``BACKWARD``) before the check.
+        a new topic's default is the queue's policy's, ``BACKWARD`` unless its
+        namespace or the queue sets another) before the check.
 
         :raises InvalidSchemaError: if the definition is not a valid schema of ``type``.
         :raises IncompatibleSchemaError: if it breaks the rule (nothing is registered;
@@ -92,7 +95,9 @@ class QueueSchemas:
         self._require_admin(f"register a schema on queue {self._queue!r}")
         schema = RecordSchema.parse(type, definition)
         rule = Compatibility.of(compatibility) if compatibility is not None else None
-        return self._registry.register(self._queue, topic, schema, compatibility=rule)
+        return self._registry.register(
+            self._queue, topic, schema, compatibility=rule, default_rule=self._default_rule()
+        )
 
     def check(
         self, topic: str | None, definition: object, *, type: str = "jsonschema"
@@ -103,7 +108,12 @@ class QueueSchemas:
 
         :raises InvalidSchemaError: if the definition is not a valid schema of ``type``.
         """
-        _, problems = self._registry.check(self._queue, topic, RecordSchema.parse(type, definition))
+        _, problems = self._registry.check(
+            self._queue,
+            topic,
+            RecordSchema.parse(type, definition),
+            default_rule=self._default_rule(),
+        )
         return problems
 
     def get(self, topic: str | None, version: int | None = None) -> SchemaVersion:

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from hqueue.errors import InvalidArgumentError
-from hqueue.message import check_partition
+from hqueue.message import check_partition, namespace_of
 from hqueue.metadata.metastore import MetaStore, MetastoreTable, Value
 
 __all__ = [
@@ -372,14 +372,6 @@ def check_namespace_name(name: str) -> str:
     if name in RESERVED_NAMESPACES:
         raise InvalidArgumentError(f"namespace {name!r} is HBase's own: choose another name")
     return name
-
-
-def namespace_of(queue: str) -> str | None:
-    """Return the namespace of a queue name (``markets`` of ``markets:trades``), or
-    ``None`` for a queue of no namespace (HBase's default one). The name is not
-    checked."""
-    namespace, colon, _ = queue.partition(":")
-    return namespace if colon else None
 
 
 def check_name(name: str, what: str) -> str:

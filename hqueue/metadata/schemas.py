@@ -190,7 +190,7 @@ def fields_validator(name: str) -> jsonschema.protocols.Validator | None:
     if document.get("type") != "object" or not set(document) <= _FIELD_WISE_KEYWORDS:
         return None
     document.pop("required", None)
-    return type(validator(name))(document)
+    return type(validator(name))(document, registry=_registry())
 
 
 def validate_fields(name: str, fields: Mapping[str, Any]) -> bool:

@@ -8,7 +8,10 @@ A principal's rights are patterns of queue names (shell-style, ``fnmatch``'s ``*
 - ``consume``: scan, get, lag, subscribe (alone or in a group), read and replay
   dead letters (a replay also needs ``produce`` on the queue written to);
 - ``admin``: every admin verb (create, alter, delete and purge queues, reset and
-  delete subscriptions) and every queue;
+  delete subscriptions; create and delete namespaces) and every queue;
+- ``admin_namespaces``: names of namespaces whose admin the principal is: every admin
+  verb on their queues (``NAMESPACE:QUEUE``) and on their policies, and every queue of
+  them, but no namespace created or deleted and nothing outside them;
 - ``sidecar``: a sidecar's own principal: writes and reads every queue's table;
 - ``push``: may push to subscribers, and nothing else. Subscribers accept pushes from
   these principals only. A token with the push right holds no other (see
@@ -24,6 +27,7 @@ from fnmatch import fnmatchcase
 from typing import Protocol
 
 from hqueue.errors import AuthorizationError
+from hqueue.message import namespace_of
 
 __all__ = ["ANONYMOUS", "DENIED", "MAX_TOKEN_BYTES", "Authenticator", "Principal"]
 
@@ -53,20 +57,32 @@ class Principal:
     sidecar: bool = False
     expires: int | None = None
     push: bool = False
+    admin_namespaces: tuple[str, ...] = ()
 
     @property
     def push_only(self) -> bool:
         """Return whether this principal may push to subscribers and do nothing else
         (what servers other than a subscriber's push port refuse at once)."""
-        return self.push and not (self.admin or self.sidecar or self.produce or self.consume)
+        return self.push and not (
+            self.admin or self.sidecar or self.produce or self.consume or self.admin_namespaces
+        )
+
+    def administers(self, namespace: str | None) -> bool:
+        """Return whether this principal may use the admin verbs in ``namespace``
+        (``None``: outside every namespace, where only an admin may)."""
+        return self.admin or (namespace is not None and namespace in self.admin_namespaces)
 
     def may_produce(self, queue: str) -> bool:
         """Return whether this principal may write to ``queue``."""
-        return self.admin or self.sidecar or _matches(self.produce, queue)
+        return (
+            self.administers(namespace_of(queue)) or self.sidecar or _matches(self.produce, queue)
+        )
 
     def may_consume(self, queue: str) -> bool:
         """Return whether this principal may read or subscribe to ``queue``."""
-        return self.admin or self.sidecar or _matches(self.consume, queue)
+        return (
+            self.administers(namespace_of(queue)) or self.sidecar or _matches(self.consume, queue)
+        )
 
     def require_produce(self, queue: str) -> None:
         """:raises AuthorizationError: if this principal may not write to ``queue``."""
@@ -78,12 +94,18 @@ class Principal:
         if not self.may_consume(queue):
             raise self._denied("read or subscribe to", "consume", queue)
 
-    def require_admin(self, what: str) -> None:
-        """:raises AuthorizationError: unless this principal is an admin (``what``
-        names the verb refused, e.g. ``"create queue orders"``)."""
-        if not self.admin:
+    def require_admin(self, what: str, namespace: str | None = None) -> None:
+        """:raises AuthorizationError: unless this principal is an admin, or the admin
+        of ``namespace`` when the verb is confined to one (``what`` names the verb
+        refused, e.g. ``"create queue orders"``)."""
+        if not self.administers(namespace):
+            needed = (
+                "an admin principal"
+                if namespace is None
+                else (f"an admin principal, or the admin of namespace {namespace!r}")
+            )
             raise AuthorizationError(
-                f"principal {self.name!r} may not {what}: that needs an admin principal",
+                f"principal {self.name!r} may not {what}: that needs {needed}",
                 self.name,
                 "admin",
                 what,

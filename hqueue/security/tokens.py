@@ -9,8 +9,8 @@ Two kinds of token:
   verify them with the public key (:class:`SignedTokenAuthenticator`). The claims
   (:class:`Claims`): ``sub`` the principal's name, ``produce`` and ``consume`` lists of
   queue-name patterns, ``admin``, ``sidecar`` and ``push`` flags (``push`` alone: a
-  token with it holds no other right), ``iat`` and an optional ``exp`` in unix
-  seconds.
+  token with it holds no other right), ``admin_ns`` (written only when not empty) the
+  namespaces whose admin it is, ``iat`` and an optional ``exp`` in unix seconds.
 - **A shared secret** per installation (:class:`SecretAuthenticator`): presenting it
   authenticates as :data:`INSTALLATION`, which has admin, sidecar and push rights.
 
@@ -75,7 +75,10 @@ push to subscribers (every holder of the secret may do everything anyway)."""
 
 _SIGNATURE_BYTES = 64
 _B64URL = re.compile(rb"[A-Za-z0-9_-]*")
-_CLAIMS = frozenset({"sub", "produce", "consume", "admin", "sidecar", "push", "iat", "exp"})
+_CLAIMS = frozenset(
+    {"sub", "produce", "consume", "admin", "admin_ns", "sidecar", "push", "iat", "exp"}
+)
+_NAMESPACE = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,8 @@ class Claims:
     push: bool = False
     iat: int = field(default_factory=lambda: int(time.time()))
     exp: int | None = None
+    admin_ns: tuple[str, ...] = ()
+    """the namespaces whose admin the principal is"""
 
     def __post_init__(self) -> None:
         _check_name("sub", self.sub)
@@ -109,10 +114,18 @@ class Claims:
                 raise InvalidArgumentError(f"claim {claim!r} must be a tuple of patterns")
             for pattern in patterns:
                 _check_name(claim, pattern)
+        if not isinstance(self.admin_ns, tuple) or not all(
+            isinstance(n, str) and _NAMESPACE.fullmatch(n) for n in self.admin_ns
+        ):
+            raise InvalidArgumentError(
+                "claim 'admin_ns' must be namespace names (1-64 of [A-Za-z0-9_])"
+            )
         for claim in ("admin", "sidecar", "push"):
             if not isinstance(getattr(self, claim), bool):
                 raise InvalidArgumentError(f"claim {claim!r} must be true or false")
-        if self.push and (self.produce or self.consume or self.admin or self.sidecar):
+        if self.push and (
+            self.produce or self.consume or self.admin or self.sidecar or self.admin_ns
+        ):
             raise InvalidArgumentError(
                 "claim 'push' goes alone: a push token is handed to subscribers, so it "
                 "may hold no produce, consume, admin or sidecar right"
@@ -132,6 +145,7 @@ class Claims:
             sidecar=self.sidecar,
             expires=self.exp,
             push=self.push,
+            admin_namespaces=self.admin_ns,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -147,6 +161,8 @@ class Claims:
         # Only when set: the tokens minted before the push right existed read the same.
         if self.push:
             out["push"] = True
+        if self.admin_ns:
+            out["admin_ns"] = list(self.admin_ns)
         if self.exp is not None:
             out["exp"] = self.exp
         return out
@@ -173,7 +189,7 @@ class Claims:
             if required not in value:
                 raise InvalidArgumentError(f"claim {required!r} is missing")
         lists = {}
-        for claim in ("produce", "consume"):
+        for claim in ("produce", "consume", "admin_ns"):
             patterns = value.get(claim, [])
             if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
                 raise InvalidArgumentError(f"claim {claim!r} must be a list of strings")
@@ -194,6 +210,7 @@ class Claims:
             push=value.get("push", False),
             iat=value["iat"],
             exp=exp,
+            admin_ns=lists["admin_ns"],
         )
 
 

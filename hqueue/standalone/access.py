@@ -3,9 +3,10 @@ the level of tables, made by the handlers with the principal of the calling
 connection (:func:`hqueue.wire.rpc_server.current_principal`).
 
 - DDL (create, delete, enable, disable, truncate, modify tables and families,
-  compactions, namespaces): an admin principal;
-- writes to a queue's table: a sidecar or an admin (producers write through a
-  sidecar, which checks their ``produce`` rights);
+  compactions, namespaces): an admin principal; on a queue's table of a namespace,
+  the admin of that namespace too;
+- writes to a queue's table: a sidecar or an admin, or the admin of its namespace
+  (producers write through a sidecar, which checks their ``produce`` rights);
 - reads of a queue's table (gets, scanners): ``consume`` on the queue, or a sidecar or
   an admin; a scanner can be used only by a principal that may read its table;
 - the metadata table and tables outside the installation's table prefix: any
@@ -32,7 +33,7 @@ import weakref
 
 from hqueue import settings
 from hqueue.errors import AuthorizationError
-from hqueue.message import table_name
+from hqueue.message import namespace_of, table_name
 from hqueue.metadata.resources import HBASE_TABLE
 from hqueue.security.principal import DENIED, Principal
 from hqueue.standalone.engine.cursors import Scanner, ScannerRegistry
@@ -87,13 +88,16 @@ class TableAccess:
         return table != self._metadata and self.queue_of(table) is None
 
     def require_admin(self, verb: str, table: bytes | None = None) -> None:
-        """:raises AuthorizationError: unless the caller is an admin (``verb`` and
-        ``table``, if any, name the call refused: ``"delete table"``, ``b"orders"``)."""
+        """:raises AuthorizationError: unless the caller is an admin, or, for a queue's
+        table of a namespace, the admin of that namespace (``verb`` and ``table``, if
+        any, name the call refused: ``"delete table"``, ``b"orders"``)."""
         principal = current_principal()
         if principal.admin:
             return
+        queue = self.queue_of(table) if table is not None else None
+        namespace = namespace_of(queue) if queue is not None else None
         what = verb if table is None else f"{verb} {_shown(table)}"
-        principal.require_admin(what)
+        principal.require_admin(what, namespace)
 
     def require_read(self, table: bytes) -> None:
         """:raises AuthorizationError: if the caller may not read ``table``."""
@@ -113,6 +117,8 @@ class TableAccess:
             return
         queue = self.queue_of(table)
         if queue is not None:
+            if principal.administers(namespace_of(queue)):
+                return
             raise _write_denied(principal, queue)
         if self.is_foreign(table):
             raise _foreign_denied(principal, "write", table)

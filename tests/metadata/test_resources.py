@@ -21,6 +21,7 @@ from hqueue.metadata.resources import (
     LeaderInfo,
     SidecarInfo,
     check_queue_name,
+    namespace_of,
     partition_key,
     partition_of_key,
     queue_root,
@@ -70,6 +71,13 @@ VALID: dict[str, dict[str, Any]] = {
         ],
     },
     "schema_numbers": {"next": 7},
+    "namespace": {
+        "format": 1,
+        "name": "markets",
+        "policy": {"ttl_seconds": None, "max_message_bytes": 1024, "partitions": 4},
+        "created_ms": 1,
+    },
+    "policy": {"compatibility": "FULL", "enforce_schemas": True},
 }
 INVALID: dict[str, dict[str, Any]] = {
     "queue": {**VALID["queue"], "partitions": 40000},
@@ -82,12 +90,16 @@ INVALID: dict[str, dict[str, Any]] = {
     "assignment": {**VALID["assignment"], "owners": [-2]},
     "topic_schema": {**VALID["topic_schema"], "compatibility": "SIDEWAYS"},
     "schema_numbers": {"next": 0},
+    "namespace": {**VALID["namespace"], "name": "a-b"},
+    "policy": {"partitions": 0},
 }
+SHARED = {"policy"}
+"""Schemas of no resource of their own: definitions other schemas refer to."""
 
 
 def test_every_schema_file_is_a_valid_schema_and_has_a_resource() -> None:
     files = {path.stem for path in (REPO / "schemas").glob("*.json")}
-    assert files == {resource.schema for resource in RESOURCES}
+    assert files == {resource.schema for resource in RESOURCES} | SHARED
     for name in files:
         document = json.loads((REPO / "schemas" / f"{name}.json").read_text())
         jsonschema.validators.validator_for(document).check_schema(document)
@@ -168,9 +180,12 @@ def test_names_and_keys() -> None:
     assert partition_key(7) == "00007"
     assert partition_of_key("32767") == 32767
     assert sorted(partition_key(p) for p in (10, 9, 100)) == ["00009", "00010", "00100"]
-    for bad in ("", ".q", "a/b", "x" * 129):
+    for bad in ("", ".q", "a/b", "x" * 129, "a-b:q", ":q", "ns:", "default:q", "hbase:q"):
         with pytest.raises(InvalidArgumentError):
             check_queue_name(bad)
+    assert check_queue_name("markets:trades.v1") == "markets:trades.v1"
+    assert namespace_of("markets:trades") == "markets" and namespace_of("trades") is None
+    assert SUBSCRIPTION.table_name("markets:t") == "queue/markets:t/subscriptions"
     with pytest.raises(InvalidArgumentError):
         partition_key(32768)
     with pytest.raises(InvalidArgumentError):

@@ -125,3 +125,21 @@ def test_admin_and_sidecar_verbs() -> None:
         Principal("sc", sidecar=True).require_admin("create queue x")
     ANONYMOUS.require_admin("anything")
     ANONYMOUS.require_sidecar("anything")
+
+
+def test_the_admin_of_a_namespace_has_its_queues_and_no_other() -> None:
+    markets = Principal("m", admin_namespaces=("markets",))
+    assert markets.administers("markets") and not markets.administers("other")
+    assert not markets.administers(None)
+    assert markets.may_produce("markets:trades") and markets.may_consume("markets:trades")
+    for outside in ("markets", "markets_trades", "other:trades", "marketsx:t"):
+        assert not markets.may_produce(outside) and not markets.may_consume(outside)
+    markets.require_admin("create queue 'markets:t'", "markets")
+    with pytest.raises(AuthorizationError, match="or the admin of namespace 'other'"):
+        markets.require_admin("create queue 'other:t'", "other")
+    with pytest.raises(AuthorizationError, match="needs an admin principal$"):
+        markets.require_admin("create namespace 'markets'")
+    assert not markets.push_only
+    # Rights granted by pattern on a namespace's queues reach those queues only.
+    team = Principal("t", produce=("markets:*",))
+    assert team.may_produce("markets:trades") and not team.may_produce("markets")

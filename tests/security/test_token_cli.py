@@ -52,16 +52,17 @@ def test_keygen_create_inspect(keys: tuple[Path, Path], tmp_path: Path) -> None:
     code, out, err = run("token", "inspect", "--public-key", str(public), stdin=token + "\n")
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[:6] == [
+    assert lines[:7] == [
         "principal: billing",
         "produce: orders-*",
         "consume: orders-* audit",
         "admin: no",
+        "admin of namespaces: -",
         "sidecar: no",
         "push: no",
     ]
-    assert lines[6].startswith("issued: ") and lines[7].startswith("expires: 20")
-    assert lines[8].startswith("signature: valid")
+    assert lines[7].startswith("issued: ") and lines[8].startswith("expires: 20")
+    assert lines[9].startswith("signature: valid")
     signature = token.rsplit(".", 1)[1]
     assert signature not in out
 
@@ -87,6 +88,19 @@ def test_create_to_a_file_and_flags(keys: tuple[Path, Path], tmp_path: Path) -> 
     assert principal.sidecar and principal.admin
     code, out, _ = run("token", "inspect", str(output))
     assert "expires: never" in out and "sidecar: yes" in out
+    assert "admin of namespaces: -" in out
+    ns_token = tmp_path / "ns.token"
+    code, _, err = run(
+        "token", "create", "--private-key", str(private), "--principal", "markets-ops",
+        "--admin-namespace", "markets", "--admin-namespace", "logs", "--output", str(ns_token),
+    )  # fmt: skip
+    assert code == 0, err
+    ns_principal = SignedTokenAuthenticator([load_public_key(public)]).authenticate(
+        ns_token.read_bytes().strip()
+    )
+    assert ns_principal.admin_namespaces == ("markets", "logs") and not ns_principal.admin
+    code, out, _ = run("token", "inspect", str(ns_token))
+    assert "admin of namespaces: markets logs" in out
     code, _, err = run(
         "token",
         "create",
@@ -106,6 +120,11 @@ def test_create_to_a_file_and_flags(keys: tuple[Path, Path], tmp_path: Path) -> 
         (["create", "--principal", " padded"], None, "--principal must hold printable"),
         (["create", "--principal", "p", "--produce", ""], None, "--produce must hold non-empty"),
         (["create", "--principal", "p", "--expires", "soon"], None, "--expires 'soon' is not"),
+        (
+            ["create", "--principal", "p", "--admin-namespace", "a-b"],
+            None,
+            "--admin-namespace must be namespace names",
+        ),
         (["create", "--principal", "p", "--expires", "0"], None, "--expires '0' is not"),
         (["inspect"], "", "no token in stdin"),
         (["inspect"], "hqt1.garbage", "malformed token"),

@@ -101,8 +101,10 @@ class Credentials:
     for 127.0.0.1), a signing key pair, and token files by principal: ``server``
     (admin and sidecar: the server's own, for its metadata), ``push`` (the push right
     alone: what the server's sidecar presents to subscribers), ``admin``,
-    ``orders-writer`` (produce ``sec-e2e-orders*``) and ``orders-reader`` (consume
-    ``sec-e2e-orders*``);
+    ``orders-writer`` (produce ``sec-e2e-orders*``), ``orders-reader`` (consume
+    ``sec-e2e-orders*``), ``markets-team`` (produce and consume every queue of the
+    namespace ``secmarkets``: ``secmarkets:*``) and ``markets-admin`` (the admin of the
+    namespace ``secadmin``);
     ``secrets`` the texts no output may hold (the private key, each token and each
     token's signature)."""
 
@@ -125,6 +127,8 @@ class Credentials:
             Claims("admin", admin=True),
             Claims("orders-writer", produce=("sec-e2e-orders*",)),
             Claims("orders-reader", consume=("sec-e2e-orders*",)),
+            Claims("markets-team", produce=("secmarkets:*",), consume=("secmarkets:*",)),
+            Claims("markets-admin", admin_ns=("secadmin",)),
         ):
             path, token = _mint(base, private_key, claims)
             tokens[claims.sub] = path

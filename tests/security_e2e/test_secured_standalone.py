@@ -98,6 +98,65 @@ def test_a_reader_is_denied_the_queues_its_token_does_not_name(
 
 
 @pytest.mark.server  # starts a server of its own
+def test_rights_granted_on_a_namespace_reach_its_queues_and_no_other(
+    installation: Installation,
+) -> None:
+    with installation.connect("admin") as admin:
+        admin.create_namespace("secmarkets")
+        admin.create_queue("secmarkets:trades")
+        admin.create_queue("secmarkets_trades")  # same letters, no namespace
+    for fast_scan in (True, False):  # the sidecar's read path, then the gateway's
+        with installation.connect("markets-team", fast_scan=fast_scan) as team:
+            position = team.queue("secmarkets:trades").put(b"in the namespace", "t")
+            assert team.queue("secmarkets:trades").get(position).value == b"in the namespace"
+            with pytest.raises(hqueue.AuthorizationError, match="secmarkets_trades"):
+                team.queue("secmarkets_trades").put(b"outside", "t")
+            with pytest.raises(hqueue.AuthorizationError, match="not authorized: "):
+                list(team.queue("secmarkets_trades").scan())
+            with pytest.raises(hqueue.AuthorizationError, match="needs an admin"):
+                team.create_queue("secmarkets:mine")
+    with installation.connect("admin") as admin:
+        assert [m.value for m in admin.queue("secmarkets_trades").scan()] == []
+        assert "secmarkets:mine" not in [q.name for q in admin.queues()]
+
+
+@pytest.mark.server  # starts a server of its own
+def test_the_admin_of_a_namespace_administers_its_queues_and_nothing_else(
+    installation: Installation,
+) -> None:
+    with installation.connect("admin") as admin:
+        admin.create_namespace("secadmin")
+        admin.create_queue("secadmin_outside")
+    with installation.connect("markets-admin") as ns_admin:
+        ns_admin.create_queue("secadmin:owned", 2, ttl=60)
+        ns_admin.alter_queue("secadmin:owned", ttl=120)
+        ns_admin.alter_namespace("secadmin", max_message_bytes=4096)
+        queue = ns_admin.queue("secadmin:owned")
+        position = queue.put(b"mine", "t")
+        assert queue.get(position).value == b"mine"
+        queue.schemas.register("t", {"type": "object"})
+        denied = [
+            lambda: ns_admin.create_queue("secadmin_other"),
+            lambda: ns_admin.create_queue("secelse:q"),
+            lambda: ns_admin.create_namespace("secelse"),
+            lambda: ns_admin.delete_namespace("secadmin"),
+            lambda: ns_admin.alter_queue("secadmin_outside", ttl=5),
+            lambda: ns_admin.delete_queue("secadmin_outside"),
+            lambda: ns_admin.queue("secadmin_outside").put(b"x", "t"),
+        ]
+        for verb in denied:
+            with pytest.raises(hqueue.AuthorizationError, match="^not authorized: "):
+                verb()
+        ns_admin.delete_queue("secadmin:owned")
+    with installation.connect("admin") as admin:
+        names = [q.name for q in admin.queues()]
+        assert "secadmin:owned" not in names and "secadmin_outside" in names
+        assert admin.queue("secadmin_outside").info.ttl_seconds is None
+        assert [m.value for m in admin.queue("secadmin_outside").scan()] == []
+        assert admin.describe_namespace("secadmin").policy.max_message_bytes == 4096
+
+
+@pytest.mark.server  # starts a server of its own
 def test_admin_verbs_by_a_non_admin_are_denied_and_change_nothing(
     installation: Installation, queues: None
 ) -> None:

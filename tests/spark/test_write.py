@@ -126,3 +126,24 @@ def test_a_stream_write_in_complete_mode_is_refused(spark, hbase_server, hq, que
         counts.writeStream.format("hqueue").options(**options(hbase_server, queue_name)).option(
             "checkpointLocation", str(tmp_path / "checkpoint")
         ).outputMode("complete").trigger(availableNow=True).start().awaitTermination(120)
+
+
+def test_a_queue_of_a_namespace_is_read_and_written_by_its_name(
+    spark, hbase_server, hq, queue_name
+):
+    namespace = queue_name.replace("-", "_")[:64]
+    hq.create_namespace(namespace, partitions=2)
+    source, sink = f"{namespace}:in", f"{namespace}:out"
+    hq.create_queue(source)
+    hq.create_queue(sink)
+    hq.queue(source).put_batch([(b"m%d" % i, "t", i % 2) for i in range(20)])
+    df = spark.read.format("hqueue").options(**options(hbase_server, source)).load()
+    assert sorted(r.partition for r in df.collect()) == [0] * 10 + [1] * 10
+    df.select("value", "topic", "partition").write.format("hqueue").options(
+        **options(hbase_server, sink)
+    ).mode("append").save()
+    got = _read(spark, hbase_server, sink)
+    assert sorted(bytes(r.value) for r in got) == sorted(b"m%d" % i for i in range(20))
+    for name in (source, sink):
+        hq.delete_queue(name)
+    hq.delete_namespace(namespace)

@@ -104,6 +104,11 @@ def test_which_tables_are_queues() -> None:
     assert bare.queue_of(b"orders") == "orders"
     assert bare.queue_of(b"hqueue_metadata") is None
     assert TableAccess("", metadata_table="meta").queue_of(b"meta") is None
+    # A queue of a namespace: the prefix is on the qualifier (ns:{prefix}_{queue}).
+    assert access.queue_of(b"markets:inst_trades") == "markets:trades"
+    assert access.queue_of(b"markets:trades") is None
+    assert access.queue_of(b"default:inst_orders") == "orders"
+    assert bare.queue_of(b"markets:trades") == "markets:trades"
 
 
 def test_environment_prefix_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:

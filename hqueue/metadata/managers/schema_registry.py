@@ -249,13 +249,19 @@ class SchemaRegistry:
     # -- writes ----------------------------------------------------------------------
 
     def check(
-        self, queue: str, topic: str | None, schema: RecordSchema
+        self,
+        queue: str,
+        topic: str | None,
+        schema: RecordSchema,
+        *,
+        default_rule: Compatibility = DEFAULT_COMPATIBILITY,
     ) -> tuple[Compatibility, list[str]]:
-        """Return the rule ``schema`` would be registered under for ``topic`` and why
-        it would be refused (an empty list: it would be accepted)."""
+        """Return the rule ``schema`` would be registered under for ``topic`` (a new
+        entry's: ``default_rule``) and why it would be refused (an empty list: it would
+        be accepted)."""
         current = self._read(queue, schema_key(topic), False)
         entry = current.value if current is not None else None
-        rule = entry.compatibility if entry is not None else DEFAULT_COMPATIBILITY
+        rule = entry.compatibility if entry is not None else default_rule
         return rule, _refusals(entry, rule, schema)
 
     def register(
@@ -265,11 +271,13 @@ class SchemaRegistry:
         schema: RecordSchema,
         *,
         compatibility: Compatibility | None = None,
+        default_rule: Compatibility = DEFAULT_COMPATIBILITY,
     ) -> SchemaVersion:
         """Register ``schema`` as ``topic``'s newest version (``None``: the queue-wide
         schema) and return it. Registering the newest live version again returns it
-        unchanged. ``compatibility`` sets the entry's rule first (the default for a new
-        entry is BACKWARD); the new version is checked under the rule then in force.
+        unchanged. ``compatibility`` sets the entry's rule first (a new entry given none
+        starts with ``default_rule``: its queue's policy's); the new version is checked
+        under the rule then in force.
 
         :raises IncompatibleSchemaError: if the new version breaks the rule (nothing
             is registered; ``problems`` names each field).
@@ -279,7 +287,7 @@ class SchemaRegistry:
         for _ in range(_CAS_ATTEMPTS):
             current = self._read(queue, key, False)
             entry = current.value if current is not None else None
-            rule = compatibility or (entry.compatibility if entry else DEFAULT_COMPATIBILITY)
+            rule = compatibility or (entry.compatibility if entry else default_rule)
             versions = entry.versions if entry else ()
             latest = entry.latest if entry else None
             same = latest is not None and _same(latest, schema)
