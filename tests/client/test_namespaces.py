@@ -126,7 +126,7 @@ def test_bad_names_settings_and_a_missing_namespace_leave_nothing(
             hq.create_namespace(bad)
     with pytest.raises(InvalidArgumentError, match="max_message_bytes"):
         hq.create_namespace(namespace, max_message_bytes=0)
-    with pytest.raises(InvalidArgumentError, match="compatibility.*SIDEWAYS"):
+    with pytest.raises(InvalidArgumentError, match=r"compatibility.*SIDEWAYS"):
         hq.create_namespace(namespace, compatibility="SIDEWAYS")
     with pytest.raises(InvalidArgumentError, match="partitions"):
         hq.create_namespace(namespace, partitions=0)

@@ -137,7 +137,7 @@ def test_the_admin_of_a_namespace_has_its_queues_and_no_other() -> None:
     markets.require_admin("create queue 'markets:t'", "markets")
     with pytest.raises(AuthorizationError, match="or the admin of namespace 'other'"):
         markets.require_admin("create queue 'other:t'", "other")
-    with pytest.raises(AuthorizationError, match="needs an admin principal$"):
+    with pytest.raises(AuthorizationError, match=r"needs an admin principal$"):
         markets.require_admin("create namespace 'markets'")
     assert not markets.push_only
     # Rights granted by pattern on a namespace's queues reach those queues only.

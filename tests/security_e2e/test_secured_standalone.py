@@ -145,7 +145,7 @@ def test_the_admin_of_a_namespace_administers_its_queues_and_nothing_else(
             lambda: ns_admin.queue("secadmin_outside").put(b"x", "t"),
         ]
         for verb in denied:
-            with pytest.raises(hqueue.AuthorizationError, match="^not authorized: "):
+            with pytest.raises(hqueue.AuthorizationError, match=r"^not authorized: "):
                 verb()
         ns_admin.delete_queue("secadmin:owned")
     with installation.connect("admin") as admin:
