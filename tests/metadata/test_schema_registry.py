@@ -166,3 +166,22 @@ def test_the_watched_cache_serves_a_registration_once_its_event_arrives(
         assert changed.wait(30)
         found = reader.resolve("orders", "t")
         assert found is not None and found.latest is not None and found.latest.version == 1
+
+
+def test_topics_with_characters_that_paths_and_row_keys_reserve_keep_their_schemas(
+    store: MetaStore,
+) -> None:
+    """A topic may hold what ZooKeeper's paths and HBase's row keys give meaning to
+    (``/``, ``%``, ``:``, spaces, non-ASCII), and a queue may be a namespace's: each
+    schema is kept under its own name, and listed by it."""
+    registry = SchemaRegistry(store)
+    topics = ["a/b", "../up", "100%", "k:v", "with space", "données", "t" * 255]
+    for topic in topics:
+        registry.register("markets:trades", topic, avro(V1))
+    listed = [e.topic for e in registry.entries("markets:trades")]
+    assert sorted(listed) == sorted(topics)
+    for topic in topics:
+        assert registry.entry("markets:trades", topic, cached=False).latest is not None
+    with pytest.raises(NoSchemaError):
+        registry.entry("markets:trades", "a", cached=False)
+    assert registry.entries("markets") == []
