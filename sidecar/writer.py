@@ -1,8 +1,10 @@
 """A sidecar's write path: ids assigned under per-partition locks, fenced writes,
 acknowledgement only once durable.
 
-A put (:meth:`Writer.put`, on the Thrift server's threads) checks the batch, then
-follows a :class:`~hqueue.sidecar.write_plan.WritePlan`, one
+A put (:meth:`Writer.put`, on the Thrift server's threads) checks the batch and,
+once its partitions are known to be held here, the queue's policy
+(:mod:`hqueue.sidecar.write_policy`), then follows a
+:class:`~hqueue.sidecar.write_plan.WritePlan`, one
 :class:`~hqueue.sidecar.write_plan.PartitionWrite` per partition it touches: in
 partition order (so two puts never lock in opposite orders), it takes each
 partition's lock, checks that the partition is still held here
@@ -68,6 +70,7 @@ from hqueue.sidecar.options import SidecarOptions
 from hqueue.sidecar.partitions import HeldPartition, PartitionState
 from hqueue.sidecar.producers import ProducerWindow
 from hqueue.sidecar.write_plan import WritePlan
+from hqueue.sidecar.write_policy import WritePolicy
 from hqueue.storage.contract import MessageStorage
 from hqueue.wire.sidecar_calls import MAX_PRODUCER_SEQUENCE, ProducerSequence
 
@@ -87,6 +90,7 @@ class Writer:
         self.options = options
         self._cached_queues = QueueInfoManager(membership.store, membership.cache)
         self._queues = QueueInfoManager(membership.store)
+        self._policy = WritePolicy(membership.store, membership.cache)
 
     def put(
         self,
@@ -105,13 +109,15 @@ class Writer:
 
         :raises InvalidMessageError: a message is invalid (its index is in the text):
             a bad topic, a payload over the limit, a partition the queue does not have
-            (the first message naming it); or a sequence is (index -1).
+            (the first message naming it), or one the queue's policy refuses
+            (:mod:`hqueue.sidecar.write_policy`); or a sequence is (index -1).
         :raises NoQueueError: no such queue.
         :raises NotOwnerError: a partition is not held here (or not confirmed), or the
             storage refused the write because another owner fenced a partition.
         :raises OutOfOrderSequenceError: a partition's sequence is out of order
             (nothing was written).
-        :raises UnavailableError: the write failed (not acknowledged).
+        :raises UnavailableError: the write failed (not acknowledged), or the queue's
+            policy cannot be read now.
         """
         if self.membership.stopping:
             raise NotOwnerError(f"sidecar {self.membership.id} is shutting down")
@@ -119,7 +125,11 @@ class Writer:
             return [], []
         by_partition, columns = self._validate(values, topics, partitions)
         claims = _claims(sequences, by_partition)
-        plan = WritePlan(queue, self._hold(queue, by_partition), by_partition, claims, len(values))
+        held = self._hold(queue, by_partition)
+        refused = self._policy.refusal(queue, values, topics)
+        if refused is not None:
+            raise invalid_message(*refused)
+        plan = WritePlan(queue, held, by_partition, claims, len(values))
         # Storage I/O before the locks, so a slow delete or read stalls no other put:
         # a failed write's rows may still land below later ids until written off
         # (invariant 1), and a producer it left unsure is checked against what landed.

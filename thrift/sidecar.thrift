@@ -26,8 +26,13 @@
  *
  * Limits, the same for every client:
  * - a message's value: at most 1 MiB (1,048,576 bytes; the sidecar's
- *   --max-payload-bytes); a topic: 1..255 bytes of UTF-8;
- * - a queue name: 1-128 characters of [A-Za-z0-9_.-];
+ *   --max-payload-bytes), and at most the queue's policy's max_message_bytes when it
+ *   sets one (docs/namespaces.md); a topic: 1..255 bytes of UTF-8;
+ * - on a queue whose policy enforces schemas, a message of a topic with a schema is
+ *   a record of one of its live versions (the 5-byte header, then the encoded record:
+ *   docs/schemas.md);
+ * - a queue name: 1-128 characters of [A-Za-z0-9_.-], after an optional namespace
+ *   (1-64 of [A-Za-z0-9_]) and a colon;
  * - partitions: 0..32767, and below the queue's partition count;
  * - a scan: limit 1..10,000 messages, bounds of at most 12 bytes, answers of about
  *   8 MiB at most.
@@ -121,7 +126,9 @@ exception TQueueNotFound {
 /* The request is invalid; not retriable as it is. `index` is the place in the batch
    of the first message at fault: a partition outside 0..32767 or that the queue does
    not have, a topic that is not 1..255 bytes of UTF-8, a value over the payload limit
-   (1 MiB unless the sidecar says otherwise). `index` is -1 when no one message is at
+   (1 MiB unless the sidecar says otherwise) or over the queue's max_message_bytes, a
+   value that is no record of a live schema version of its topic on a queue that
+   enforces schemas (the message names the topic and the field). `index` is -1 when no one message is at
    fault: a malformed batch (topics or partitions of the wrong length, a producer
    sequence missing a field), a bad scan request (limit outside 1..10,000, a bound
    over 12 bytes, a bad topic filter), a bad registration, a bad queue name, or a

@@ -64,6 +64,10 @@ COMMANDS = {
         "hqueue.cli.queue:queue",
         "Create, list, describe, alter and delete queues (table and metadata).",
     ),
+    "namespace": LazyCommand(
+        "hqueue.cli.namespace:namespace",
+        "Create, list, describe, alter and delete namespaces: the policies their queues inherit.",
+    ),
     "scan": LazyCommand("hqueue.cli.scan:scan", "Print the messages of QUEUE, one per line."),
     "get": LazyCommand(
         "hqueue.cli.get:get",

@@ -9,21 +9,27 @@ TTLs are given as seconds (``3600``) or as a duration made of numbers with units
 keeps messages forever. They are printed in the same notation (largest units first),
 so a printed TTL can be pasted back into ``--ttl``; JSON output has ``ttl_seconds``.
 
+A queue's policy settings (``--ttl``, ``--max-message-bytes``, ``--compatibility``,
+``--enforce-schemas``; :mod:`hqueue.cli.policy_options`) are its own when given, else
+its namespace's (a queue named ``NAMESPACE:QUEUE``), else the defaults; ``alter
+--inherit SETTING`` gives one up again.
+
 ``delete`` asks for confirmation only when stdin is a terminal and ``--yes`` is not
 given; scripts and pipelines are never prompted. Answered no (or just Enter), it
 prints :data:`NOT_CONFIRMED` on stderr and exits with status 0, as ``kubectl delete
 --interactive`` does: declining is an answer, not a failure. While the queue is
 deleted, a terminal's stderr shows what is under way and for how long.
 
-Errors, including out-of-range ``--partitions``/``--regions``/``--ttl`` and a bad
-queue name, print one line and exit with status 1; malformed command lines (a
-missing option, a non-integer count) are click's usage errors, status 2.
+Errors, including out-of-range ``--partitions``/``--regions``/``--ttl``/
+``--max-message-bytes``, an unknown ``--compatibility`` and a bad queue name, print
+one line and exit with status 1; malformed command lines (a missing argument, a
+non-integer count, ``alter`` with nothing to change, a setting given and inherited)
+are click's usage errors, status 2.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +38,22 @@ import click
 from hqueue.cli.common import client_for as _client
 from hqueue.cli.common import format_option
 from hqueue.cli.common import root_options as _options
+from hqueue.cli.policy_options import (
+    QUEUE_SETTINGS,
+    format_ttl,
+    in_range,
+    inherited_from,
+    policy_keywords,
+    policy_lines,
+    policy_options,
+    policy_summary,
+)
 from hqueue.errors import HQueueError, SubscriptionExistsError
 from hqueue.message import MAX_PARTITIONS, format_time
+from hqueue.metadata.queue_policy import (
+    DEFAULTS,
+    effective_policy,
+)
 from hqueue.metadata.resources import check_queue_name
 from hqueue.progress import elapsed
 
@@ -41,63 +61,11 @@ if TYPE_CHECKING:
     from hqueue.client.admin import QueueDescription
     from hqueue.metadata.managers import OwnerInfo, QueueInfo
 
-__all__ = ["NOT_CONFIRMED", "format_ttl", "parse_ttl", "queue"]
+__all__ = ["NOT_CONFIRMED", "emit", "queue"]
 
 NOT_CONFIRMED = "queue delete: not confirmed; nothing deleted"
 """What ``queue delete`` prints (on stderr, status 0) when its question is answered
 no."""
-
-_MAX_TTL = 2**31 - 1  # HBase's timeToLive is a Java int of seconds
-_UNITS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
-_DURATION = re.compile(r"(?:\d+[wdhms])+")
-_DURATION_PART = re.compile(r"(\d+)([wdhms])")
-_FOREVER = ("none", "forever")
-
-
-def parse_ttl(text: str, option: str = "--ttl") -> int | None:
-    """Return the TTL ``text`` means, in seconds, or ``None`` for ``none``/``forever``.
-
-    ``text`` is whole seconds (``"3600"``) or a duration such as ``"7d"``,
-    ``"12h"``, ``"1h30m"`` (units w, d, h, m, s, largest first or not).
-
-    :raises click.ClickException: (status 1) naming ``option`` if it is neither, or
-        not 1 second .. 2**31-1 seconds (about 68 years).
-    """
-    value = text.strip().lower()
-    if value in _FOREVER:
-        return None
-    if value.isdigit():
-        seconds = int(value)
-    elif _DURATION.fullmatch(value):
-        seconds = sum(int(n) * _UNITS[u] for n, u in _DURATION_PART.findall(value))
-    else:
-        raise click.ClickException(
-            f"{option} {text!r} is not a duration: give seconds (3600), a duration "
-            "such as 7d, 12h, 30m, 45s or 1h30m, or 'none' to keep messages forever"
-        )
-    if not 1 <= seconds <= _MAX_TTL:
-        raise click.ClickException(
-            f"{option} {text!r} is out of range: 1 second .. {_MAX_TTL} seconds (about 68 years)"
-        )
-    return seconds
-
-
-def format_ttl(seconds: int | None) -> str:
-    """Return a TTL as :func:`parse_ttl` reads it: ``"forever"`` for ``None``, else
-    days, hours, minutes and seconds, largest first (604800 -> ``"7d"``, 90061 ->
-    ``"1d1h1m1s"``)."""
-    if seconds is None:
-        return "forever"
-    parts = []
-    rest = seconds
-    # Weeks are read but not written: "7d" is what people type and expect back.
-    for unit, size in _UNITS.items():
-        if unit == "w":
-            continue
-        count, rest = divmod(rest, size)
-        if count:
-            parts.append(f"{count}{unit}")
-    return "".join(parts) or "0s"
 
 
 def _check_name(name: str) -> None:
@@ -119,7 +87,8 @@ def _record(info: QueueInfo) -> dict[str, Any]:
     }
 
 
-def _emit(ctx: click.Context, record: dict[str, Any], text: str) -> None:
+def emit(ctx: click.Context, record: dict[str, Any], text: str) -> None:
+    """Print ``record`` as one line of JSON under ``--format json``, else ``text``."""
     if _options(ctx).get("format") == "json":
         click.echo(json.dumps(record, sort_keys=True))
     else:
@@ -163,6 +132,13 @@ def _describe_text(description: QueueDescription) -> str:
         f"partitions: {description.partitions}",
         f"ttl: {format_ttl(description.ttl_seconds)}",
         f"created: {format_time(description.created_ms)}",
+        "policy:",
+        *policy_lines(
+            QUEUE_SETTINGS,
+            description.policy,
+            description.own_policy,
+            inherited_from(description.name),
+        ),
         f"regions: {len(description.regions)}",
         *(
             f"  {_span(r.first_partition, r.last_partition)}: {r.host}:{r.port}"
@@ -201,15 +177,10 @@ def queue() -> None:
 @click.option(
     "--partitions",
     type=int,
-    required=True,
-    metavar="N",
-    help=f"Number of partitions (1..{MAX_PARTITIONS}).",
-)
-@click.option(
-    "--ttl",
     default=None,
-    metavar="DURATION",
-    help="How long messages are kept: seconds, or 7d, 12h, 30m, 45s, 1h30m; default: forever.",
+    metavar="N",
+    help=f"Number of partitions (1..{MAX_PARTITIONS}). Default: the namespace's, else "
+    f"{DEFAULTS.partitions}.",
 )
 @click.option(
     "--regions",
@@ -218,29 +189,37 @@ def queue() -> None:
     metavar="R",
     help="Regions to pre-split the table into (1..N; default: one per partition).",
 )
+@policy_options()
 @format_option
 @click.pass_context
 def create(
-    ctx: click.Context, name: str, partitions: int, ttl: str | None, regions: int | None
+    ctx: click.Context,
+    name: str,
+    partitions: int | None,
+    regions: int | None,
+    settings: dict[str, object],
 ) -> None:
     """Create queue NAME: its pre-split HBase table and its metadata. Fails if it
-    exists."""
+    exists. Settings not given are its namespace's (NAME is NAMESPACE:QUEUE), else the
+    defaults."""
     _check_name(name)
-    if not 1 <= partitions <= MAX_PARTITIONS:
-        raise click.ClickException(f"--partitions must be 1..{MAX_PARTITIONS}, not {partitions}")
-    if regions is not None and not 1 <= regions <= partitions:
-        raise click.ClickException(
-            f"--regions must be 1..{partitions} (the partition count), not {regions}"
-        )
-    ttl_seconds = None if ttl is None else parse_ttl(ttl)
+    if partitions is not None:
+        in_range("--partitions", partitions, MAX_PARTITIONS)
+        if regions is not None and not 1 <= regions <= partitions:
+            raise click.ClickException(
+                f"--regions must be 1..{partitions} (the partition count), not {regions}"
+            )
     with _client(ctx) as client:
-        info = client.create_queue(name, partitions, ttl=ttl_seconds, regions=regions)
-    _emit(
-        ctx,
-        {"created": True, **_record(info)},
+        info = client.create_queue(name, partitions, regions=regions, **policy_keywords(settings))
+    text = (
         f"created queue {info.name}: {info.partitions} partitions, "
-        f"{info.regions} regions, ttl {format_ttl(info.ttl_seconds)}",
+        f"{info.regions} regions, ttl {format_ttl(info.ttl_seconds)}"
     )
+    # The TTL in force is always shown; the other settings when given.
+    given = settings.keys() - {"ttl"}
+    if given:
+        text += ", " + policy_summary(given, effective_policy(info.policy), info.policy, "")
+    emit(ctx, {"created": True, **_record(info)}, text)
 
 
 @queue.command("list")
@@ -254,7 +233,7 @@ def list_queues(ctx: click.Context) -> None:
         # On stderr, as kubectl's "No resources found": stdout stays an empty list.
         click.echo("no queues", err=True)
     for info in found:
-        _emit(
+        emit(
             ctx,
             _record(info),
             f"{info.name}\tpartitions={info.partitions}\tregions={info.regions}\t"
@@ -267,35 +246,41 @@ def list_queues(ctx: click.Context) -> None:
 @format_option
 @click.pass_context
 def describe(ctx: click.Context, name: str) -> None:
-    """Show queue NAME: partitions, TTL, regions with their servers and partition
-    ranges, and each partition's owner (sidecar)."""
+    """Show queue NAME: partitions, TTL, its policy (each setting its own or not),
+    regions with their servers and partition ranges, and each partition's owner
+    (sidecar)."""
     _check_name(name)
     with _client(ctx) as client:
         description = client.describe_queue(name)
-    _emit(ctx, description.to_json(), _describe_text(description))
+    emit(ctx, description.to_json(), _describe_text(description))
 
 
 @queue.command("alter")
 @click.argument("name")
-@click.option(
-    "--ttl",
-    required=True,
-    metavar="DURATION",
-    help="New TTL: seconds, or 7d, 12h, 30m, 45s, 1h30m; 'none' keeps messages "
-    "forever. Applies to the messages already stored too.",
-)
+@policy_options(alter=True)
 @format_option
 @click.pass_context
-def alter(ctx: click.Context, name: str, ttl: str) -> None:
-    """Change queue NAME's TTL."""
+def alter(ctx: click.Context, name: str, settings: dict[str, object]) -> None:
+    """Change queue NAME's own settings; --inherit SETTING gives one up, so that its
+    namespace's (else the default) applies again. Prints each setting named, as now in
+    force."""
     _check_name(name)
-    ttl_seconds = parse_ttl(ttl)
     with _client(ctx) as client:
-        info = client.alter_queue(name, ttl=ttl_seconds)
-    _emit(
+        info = client.alter_queue(name, **policy_keywords(settings))
+        # The queue's info holds its own settings; the ones in force need its namespace.
+        description = client.describe_queue(name)
+    emit(
         ctx,
-        {"altered": True, **_record(info)},
-        f"altered queue {info.name}: ttl {format_ttl(info.ttl_seconds)}",
+        {
+            "altered": True,
+            **_record(info),
+            "policy": description.policy.to_json(),
+            "own_policy": description.own_policy.to_value(),
+        },
+        f"altered queue {info.name}: "
+        + policy_summary(
+            settings, description.policy, description.own_policy, inherited_from(name)
+        ),
     )
 
 
@@ -340,4 +325,4 @@ def delete(ctx: click.Context, name: str, force: bool, yes: bool) -> None:
                 f"({', '.join(subscriptions[:5])}); delete them first (hqueue subscriptions "
                 f"delete {name} NAME) or force the deletion (hqueue queue delete {name} --force)"
             ) from None
-    _emit(ctx, {"deleted": True, "name": name}, f"deleted queue {name}")
+    emit(ctx, {"deleted": True, "name": name}, f"deleted queue {name}")

@@ -61,7 +61,7 @@ def keygen(private_key: str, public_key: str) -> None:
 def _expires(text: str | None) -> int | None:
     if text is None:
         return None
-    from hqueue.cli.queue import parse_ttl
+    from hqueue.cli.policy_options import parse_ttl
 
     try:
         return parse_ttl(text, "--expires")

@@ -24,6 +24,7 @@ from typing import Any
 from hqueue.errors import (
     BadVersionError,
     InvalidArgumentError,
+    NoNamespaceError,
     NoQueueError,
     QueueExistsError,
     SubscriptionExistsError,
@@ -119,7 +120,8 @@ class QueueDescription:
                 for p, o in sorted(self.owners.items())
             },
             "strays": list(self.strays),
-            "policy": self.policy.to_json(),
+            # A queue's partitions are its own count above, not the namespace's default.
+            "policy": {k: v for k, v in self.policy.to_json().items() if k != "partitions"},
             "own_policy": self.own_policy.to_value(),
         }
 
@@ -231,8 +233,12 @@ class QueueAdmin:
             enforce_schemas=enforce_schemas,
             compatibility=compatibility,  # type: ignore[arg-type]
         )
-        namespace = namespace_of(name)
-        above = self._namespaces.read_namespace(namespace).value.policy if namespace else None
+        try:
+            above = self._namespace_policy(name)
+        except NoNamespaceError as exc:
+            raise NoNamespaceError(
+                f"{exc} (hqueue namespace create {namespace_of(name)})"
+            ) from None
         policy = effective_policy(above, own)
         partitions, regions = _check_partitions(
             policy.partitions if partitions is None else partitions, regions
@@ -322,9 +328,7 @@ class QueueAdmin:
 
         :raises NoNamespaceError: if its namespace is gone.
         """
-        namespace = namespace_of(info.name)
-        above = self._namespaces.read_namespace(namespace).value.policy if namespace else None
-        return effective_policy(above, info.policy)
+        return effective_policy(self._namespace_policy(info.name), info.policy)
 
     def alter_queue(
         self,

@@ -50,8 +50,10 @@ class NamespaceDescription:
         return self.info.name
 
     def to_json(self) -> dict[str, Any]:
-        """Return the JSON form ``hqueue namespace describe --format json`` prints."""
-        return {**self.info.to_json(), "effective": self.policy.to_json(), "queues": self.queues}
+        """Return the JSON form ``hqueue namespace describe --format json`` prints:
+        the namespace's own settings (``own_policy``), what its queues inherit
+        (``policy``) and its queues."""
+        return {**self.info.to_json(), "policy": self.policy.to_json(), "queues": self.queues}
 
 
 def _setting(value: TTL | Inherit | Keep) -> int | Inherit | Keep | None:

@@ -11,7 +11,8 @@ Servers start once per session (or module) and each test is isolated inside them
   test; ``hbase`` a happybase connection confined to the prefix; ``hq`` an hqueue
   client of the server; ``queue`` a queue of the test's own on it, set up by the
   test's ``queue`` marker, and ``written_queue`` the same holding rows written
-  straight into its table.
+  straight into its table; ``namespace`` a namespace name unique to the test, its
+  queues and itself deleted at the end.
 - ``zookeeper_server``: one ZooKeeper per session; ``zookeeper_hosts`` a connect
   string into a chroot of the test's own.
 - ``own_server``: a factory of standalone servers of the test's own, to kill,
@@ -177,6 +178,20 @@ def hq(hbase_server: StandaloneProcess) -> Iterator[Client]:
 def queue_name(request: pytest.FixtureRequest) -> str:
     """A queue name unique to this test."""
     return f"q{next(_counter)}{_RUN}_{_test_name(request, 60)}"
+
+
+@pytest.fixture
+def namespace(hq: Client, queue_name: str) -> Iterator[str]:
+    """A namespace name unique to the test (``queue_name`` in the namespace alphabet),
+    on whichever ``hq`` the test sees; whatever the test left of it (its queues,
+    itself) is deleted when it ends."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", queue_name)[:64]
+    yield name
+    for info in hq.queues():
+        if info.name.startswith(f"{name}:"):
+            hq.delete_queue(info.name, force=True)
+    if name in [info.name for info in hq.namespaces()]:
+        hq.delete_namespace(name)
 
 
 def _queue_settings(request: pytest.FixtureRequest) -> dict[str, Any]:

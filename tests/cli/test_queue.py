@@ -22,7 +22,8 @@ import pytest
 from click.testing import CliRunner
 
 from hqueue.cli.main import cli
-from hqueue.cli.queue import NOT_CONFIRMED, format_ttl, parse_ttl
+from hqueue.cli.policy_options import format_ttl, parse_ttl
+from hqueue.cli.queue import NOT_CONFIRMED
 from hqueue.client.client import Client
 from hqueue.errors import NoQueueError
 from hqueue.metadata.managers import SubscriptionPreferences
@@ -205,6 +206,8 @@ def test_json_output(
         "regions",
         "owners",
         "strays",
+        "policy",
+        "own_policy",
     }
     assert described["strays"] == []  # the standalone's one sidecar names no region server
     assert [r["partitions"] for r in described["regions"]] == [[0, 0], [1, 1], [2, 2]]
@@ -314,8 +317,9 @@ def test_bad_names_and_malformed_command_lines(hbase_server: StandaloneProcess) 
     code, _, err = invoke(hbase_server, "queue", "describe", "a/b")
     assert code == 1
     assert err.startswith("Error: queue name 'a/b' must be")
-    # Missing or non-integer options are usage errors, status 2, as click makes them.
-    assert invoke(hbase_server, "queue", "create", "q")[0] == 2
+    # A missing NAME, a non-integer count and an alter with nothing to change are usage
+    # errors, status 2, as click makes them.
+    assert invoke(hbase_server, "queue", "create")[0] == 2
     assert invoke(hbase_server, "queue", "create", "q", "--partitions", "many")[0] == 2
     assert invoke(hbase_server, "queue", "alter", "q")[0] == 2
 

@@ -6,8 +6,6 @@ through the gateways), not the metadata alone."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from hqueue import INHERIT
@@ -25,18 +23,6 @@ from hqueue.testing import internals
 def hq(any_hq: Client) -> Client:
     """Every test here runs on the standalone server, then on real Apache HBase."""
     return any_hq
-
-
-@pytest.fixture
-def namespace(hq: Client, queue_name: str) -> str:
-    """A namespace name unique to the test (deleted with its queues at the end)."""
-    name = re.sub(r"[^A-Za-z0-9_]", "_", queue_name)[:64]
-    yield name
-    for info in hq.queues():
-        if info.name.startswith(f"{name}:"):
-            hq.delete_queue(info.name, force=True)
-    if name in [n.name for n in hq.namespaces()]:
-        hq.delete_namespace(name)
 
 
 def _hbase_namespaces(hq: Client) -> list[str]:

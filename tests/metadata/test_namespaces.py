@@ -50,7 +50,7 @@ def test_namespace_create_read_write_delete(store: MetaStore) -> None:
         namespaces.delete_namespace("markets", version)
     assert list(namespaces.list_namespaces()) == ["markets"]
     namespaces.delete_namespace("markets", new_version)
-    with pytest.raises(NoNamespaceError, match="hqueue namespace create markets"):
+    with pytest.raises(NoNamespaceError, match=r"^no namespace 'markets'$"):
         namespaces.read_namespace("markets")
     with pytest.raises(NoNamespaceError):
         namespaces.write_namespace(info, new_version)

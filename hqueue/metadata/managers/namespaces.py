@@ -23,6 +23,8 @@ from hqueue.metadata.version import Version, Versioned
 __all__ = ["NamespaceInfo", "NamespaceManager"]
 
 FORMAT = 1
+_MAX_PARSED = 4096
+"""How many namespaces' parsed cache entries a manager keeps before starting over."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +51,13 @@ class NamespaceInfo:
         return cls(value["name"], Policy.from_value(value["policy"]), value["created_ms"])
 
     def to_json(self) -> dict[str, Any]:
-        """Return the namespace as JSON: its name, the settings set, its creation."""
-        return {"name": self.name, "policy": self.policy.to_value(), "created_ms": self.created_ms}
+        """Return the namespace as JSON: its name, the settings it sets (``own_policy``,
+        as a queue's description names its own), its creation."""
+        return {
+            "name": self.name,
+            "own_policy": self.policy.to_value(),
+            "created_ms": self.created_ms,
+        }
 
 
 class NamespaceManager:
@@ -59,6 +66,8 @@ class NamespaceManager:
     def __init__(self, store: MetaStore, cache: MetadataCache | None = None) -> None:
         self._cache = cache
         self._table: MetastoreTable = NAMESPACE.open_table(store)
+        # As QueueInfoManager's: the cache's entry parsed once, until it changes.
+        self._parsed: dict[str, tuple[object, Versioned[NamespaceInfo]]] = {}
 
     def create_namespace(self, name: str, policy: Policy) -> Versioned[NamespaceInfo]:
         """Register a new namespace with ``policy``; return it with its version.
@@ -84,7 +93,14 @@ class NamespaceManager:
             cached = self._cache.get(NAMESPACE.table, name)
             if cached is None:
                 raise NoNamespaceError(_missing(name))
-            return Versioned(NamespaceInfo.from_value(cached.value), cached.version)
+            known = self._parsed.get(name)
+            if known is not None and known[0] is cached:
+                return known[1]
+            parsed = Versioned(NamespaceInfo.from_value(cached.value), cached.version)
+            if len(self._parsed) > _MAX_PARSED:
+                self._parsed.clear()
+            self._parsed[name] = (cached, parsed)
+            return parsed
         try:
             value, version = self._table.get(name)
         except NoKeyError:
@@ -135,4 +151,4 @@ class NamespaceManager:
 
 
 def _missing(name: str) -> str:
-    return f"no namespace {name!r} (hqueue namespace create {name})"
+    return f"no namespace {name!r}"

@@ -24,6 +24,8 @@ from hqueue.metadata.version import Version, Versioned
 __all__ = ["QueueInfo", "QueueInfoManager"]
 
 FORMAT = 1
+_MAX_PARSED = 4096
+"""How many queues' parsed cache entries a manager keeps before starting over."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,10 @@ class QueueInfoManager:
         self._store = store
         self._cache = cache
         self._table: MetastoreTable = QUEUE.open_table(store)
+        # The last entry read from the cache per queue, parsed: the cache hands out the
+        # same object until the entry changes, so a hot path (every put asks for the
+        # queue's policy) parses it once.
+        self._parsed: dict[str, tuple[object, Versioned[QueueInfo]]] = {}
 
     def create_queue_info(
         self,
@@ -135,7 +141,14 @@ class QueueInfoManager:
             cached = self._cache.get(QUEUE.table, name)
             if cached is None:
                 raise NoQueueError(f"no queue {name!r}")
-            return Versioned(QueueInfo.from_value(cached.value), cached.version)
+            known = self._parsed.get(name)
+            if known is not None and known[0] is cached:
+                return known[1]
+            parsed = Versioned(QueueInfo.from_value(cached.value), cached.version)
+            if len(self._parsed) > _MAX_PARSED:
+                self._parsed.clear()
+            self._parsed[name] = (cached, parsed)
+            return parsed
         try:
             value, version = self._table.get(name)
         except NoKeyError:
