@@ -11,9 +11,14 @@ from typing import Any
 
 import pytest
 
-from hqueue import ConsumeStatus, Message, NewMessage, Position, Record, aio
+from hqueue import INHERIT, ConsumeStatus, Message, NewMessage, Position, Record, aio
 from hqueue.client.client import Client
-from hqueue.errors import InvalidArgumentError, NoMessageError, NoQueueError
+from hqueue.errors import (
+    InvalidArgumentError,
+    NamespaceNotEmptyError,
+    NoMessageError,
+    NoQueueError,
+)
 from hqueue.testing.standalone import StandaloneProcess
 from hqueue.wire.idl import subscriber as subscriber_idl
 from hqueue.wire.rpc_server import ThriftServer
@@ -297,3 +302,26 @@ def test_a_subscriber_served_elsewhere_is_registered_renewed_and_withdrawn(
     finally:
         server.stop(grace=0)
     assert hq.queue(queue_name).subscriptions()[0].subscriber is None
+
+
+def test_namespaces_are_administered_on_the_loop_as_the_blocking_client_does(
+    hbase_server: StandaloneProcess, hq: Client, namespace: str
+) -> None:
+    async def main() -> tuple[Any, Any, Any, list[str]]:
+        async with await _connect(hbase_server) as client:
+            await client.create_namespace(namespace, ttl=600, partitions=2)
+            info = await client.create_queue(f"{namespace}:q", max_message_bytes=64)
+            await client.alter_namespace(namespace, ttl=1200)
+            altered = await client.alter_queue(f"{namespace}:q", max_message_bytes=INHERIT)
+            described = await client.describe_namespace(namespace)
+            with pytest.raises(NamespaceNotEmptyError):
+                await client.delete_namespace(namespace)
+            await client.delete_queue(f"{namespace}:q")
+            await client.delete_namespace(namespace)
+            return info, altered, described, [n.name for n in await client.namespaces()]
+
+    info, altered, described, left = asyncio.run(main())
+    assert (info.partitions, info.ttl_seconds, info.policy.max_message_bytes) == (2, 600, 64)
+    assert altered.ttl_seconds == 1200 and altered.policy.settings() == {}
+    assert described.queues == [f"{namespace}:q"] and described.policy.ttl_seconds == 1200
+    assert namespace not in left and namespace not in [n.name for n in hq.namespaces()]
