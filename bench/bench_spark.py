@@ -1,11 +1,24 @@
 """Benchmark: Spark DataFrame read throughput of a queue, against Parquet in the same run.
 
 Peers, each reading the same 1,000,000 messages (100-byte values, 4 topics, 4
-partitions) into Spark's ``noop`` sink (every column materialized, nothing written):
+partitions; the typed peer: its own queue, below) into Spark's ``noop`` sink (every
+column materialized, nothing written):
 
 - ``hqueue, embedded``: ``spark.read.format("hqueue")`` from a ``hqueue standalone``
   child process, through the partition owner's sidecar inside it (``scan``: messages
-  by column; the default);
+  by column; the default). It reads the queue's 4 topics, no ``topics`` option: the
+  six columns ``partition``, ``timestamp``, ``sequence``, ``id``, ``topic``,
+  ``value`` (binary);
+- ``hqueue, typed Avro``: the same read of a second queue on the same standalone
+  server (``bench-typed``: as many messages, 4 partitions, all on one topic,
+  ``trades``, whose Avro schema is a record of six fields: a 60-character string, a
+  long, two doubles, a ``buy``/``sell`` string and a nullable string; 95 bytes per
+  value on average with hqueue's 5-byte schema header, against the raw rows' 100),
+  filled with ``put_batch`` of records (the client checks and encodes them), read
+  with ``decode=true`` and ``topics=trades``: the five base columns, then
+  ``schema_version`` and the record's six fields, each a column (Spark's Python
+  workers decode every value with fastavro and lay the fields out in Arrow columns).
+  Both reads answer every message they read; the typed one's topic filter drops none;
 - ``hqueue, storage + sidecar``: the layout of a cluster. ``hqueue standalone
   --no-sidecar`` is the storage only (as HBase is), a separate ``hqueue sidecar``
   process (metadata in ZooKeeper, as on a cluster) owns the partitions, and Spark reads
@@ -40,14 +53,16 @@ workers), and of the whole machine. On a machine whose cores are all busy, a pee
 rate follows its CPU seconds per row (server and Spark together), whatever else runs
 beside it: compare those where the load makes the rates swing.
 
+Reported too: each peer's rate as a share of the embedded (raw) read's.
+
 Targets: hqueue reaches at least 25% of the Parquet rate; the cluster's layout reads
 at least 75% of the embedded rate, and both at least 60% of the null source's (issue
-27).
+27); the typed Avro read reaches at least 50% of the embedded raw read's rate.
 
 Run: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_spark.py
-[--rows 1000000] [--partitions 4] [--repeat 5] [--peers embedded,cluster,null] [--smoke]``
+[--rows 1000000] [--partitions 4] [--repeat 5] [--peers embedded,typed,null] [--smoke]``
 (needs ZooKeeper's jars, as the tests do: ``make zookeeper``). ``--peers`` runs only
-the peers named (of ``embedded``, ``cluster``, ``thrift1``, ``hbase``,
+the peers named (of ``embedded``, ``typed``, ``cluster``, ``thrift1``, ``hbase``,
 ``hbase-thrift1``, ``parquet``, ``null``; all by default); a ratio to a peer not run
 is left blank.
 
@@ -67,6 +82,7 @@ from pathlib import Path
 from typing import Any
 
 import happybase
+from bench_records import TRADE_AVRO
 from peers import RealHBase
 from rounds import (
     CLIENT,
@@ -92,7 +108,12 @@ from hqueue.wire.idl import hbase1
 BASE = 1_700_000_000_000
 VALUE = b"x" * 100
 QUEUE = "bench"
+TYPED_QUEUE = "bench-typed"
+TYPED_TOPIC = "trades"
+SYMBOL = "XNAS:ACME-CORPORATION-COMMON-STOCK-CLASS-A-ORDINARY-USD-"
+PUT_BATCH = 5_000
 HQUEUE = "hqueue, embedded (sidecar scan)"
+TYPED = "hqueue, typed Avro (decode=true)"
 CLUSTER = "hqueue, storage + sidecar"
 PARQUET = "parquet (ceiling)"
 NULL = "null source (no I/O)"
@@ -101,6 +122,7 @@ HBASE = "hqueue, real HBase + sidecars"
 HBASE_THRIFT1 = "hqueue, real HBase Thrift1 only"
 PEERS = {
     "embedded": HQUEUE,
+    "typed": TYPED,
     "cluster": CLUSTER,
     "thrift1": THRIFT1,
     "hbase": HBASE,
@@ -111,11 +133,11 @@ PEERS = {
 """The ``--peers`` names, and the peers they stand for."""
 
 
-def wait_owned(client: Any, partitions: int, timeout: float = 60.0) -> None:
-    """Wait until the sidecar has claimed every partition of the queue (the read path
+def wait_owned(client: Any, partitions: int, queue: str = QUEUE, timeout: float = 60.0) -> None:
+    """Wait until the sidecar has claimed every partition of ``queue`` (the read path
     looks the owners up when it plans)."""
     deadline = time.monotonic() + timeout
-    while len(client.queue(QUEUE).owners()) < partitions:
+    while len(client.queue(queue).owners()) < partitions:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the sidecar did not claim the {partitions} partitions")
         time.sleep(0.1)
@@ -151,6 +173,42 @@ def load(
         conn.client.mutateRows(table, batch, {})
     conn.close()
     return time.perf_counter() - started
+
+
+def trade(i: int) -> dict[str, Any]:
+    """The typed peer's record number ``i``."""
+    return {
+        "symbol": f"{SYMBOL}{i % 10_000:04d}",
+        "order": i,
+        "price": 12.5 + i % 100 / 100,
+        "qty": float(100 + i % 500),
+        "side": "buy" if i % 2 else "sell",
+        "note": None if i % 3 else "opening auction",
+    }
+
+
+def load_typed(address: str, admin: str, rows: int, partitions: int) -> tuple[float, float]:
+    """Create the typed peer's queue on the storage whose Thrift1 and Thrift2 gateways
+    are ``address`` and ``admin``, register its topic's Avro schema, wait for the
+    sidecar to own its partitions and put ``rows`` records (message ``i`` into
+    partition ``i % partitions``, as :func:`load` places them) with ``put_batch``;
+    return the seconds the puts took and the mean size of a value (header included)."""
+    with connect(address, hbase_admin=admin, table_prefix="") as client:
+        client.create_queue(TYPED_QUEUE, partitions=partitions)
+        queue = client.queue(TYPED_QUEUE)
+        # bench_records.py's trade (its symbol longer here: see trade()).
+        queue.schemas.register(TYPED_TOPIC, TRADE_AVRO, type="avro")
+        wait_owned(client, partitions, TYPED_QUEUE)
+        sample = [trade(i) for i in range(min(rows, 10_000))]
+        values = queue.schemas.writer(TYPED_TOPIC).encode_all(sample)
+        size = sum(len(v) for v in values) / len(values)
+        started = time.perf_counter()
+        for p in range(partitions):
+            numbers = range(p, rows, partitions)
+            for first in range(0, len(numbers), PUT_BATCH):
+                records = [trade(i) for i in numbers[first : first + PUT_BATCH]]
+                queue.put_batch(records, topic=TYPED_TOPIC, partition=p)
+        return time.perf_counter() - started, size
 
 
 def null_source(rows: int, partitions: int) -> type:
@@ -337,10 +395,10 @@ def main() -> None:
         stack.callback(spark.stop)
         spark.dataSource.register(null_source(args.rows, args.partitions))
 
-        def hqueue_df(at: str, **options: str) -> Any:
+        def hqueue_df(at: str, queue: str = QUEUE, **options: str) -> Any:
             return (
                 spark.read.format("hqueue")
-                .option("queue", QUEUE)
+                .option("queue", queue)
                 .option("hbase", at)
                 .option("table_prefix", "")
                 .options(**options)
@@ -352,6 +410,14 @@ def main() -> None:
         embedded = hqueue_df(server.address)
         if HQUEUE in wanted:
             peers[HQUEUE] = (embedded, {"standalone": server.proc.pid})
+        typed_load: tuple[float, float] | None = None
+        if TYPED in wanted:
+            typed_load = load_typed(
+                server.address, server.admin_address, args.rows, args.partitions
+            )
+            typed = hqueue_df(server.address, TYPED_QUEUE, topics=TYPED_TOPIC, decode="true")
+            assert typed.count() == args.rows
+            peers[TYPED] = (typed, {"standalone": server.proc.pid})
         if CLUSTER in wanted:
             # The cluster layout: storage only, ZooKeeper, one sidecar process.
             storage = StandaloneProcess(Path(tmp) / "storage", ("--no-sidecar",)).start()
@@ -417,6 +483,7 @@ def main() -> None:
     rates = {name: args.rows / timing[0] for name, timing in results.items()}
     ceiling = rates.get(PARQUET)
     null_rate = rates.get(NULL)
+    hq_rate = rates.get(HQUEUE)
     cores = os.cpu_count()
     if args.smoke:
         print(f"\n{SMOKE_NOTE}", end="")
@@ -425,6 +492,11 @@ def main() -> None:
         f"{args.partitions} partitions, local[*] on {cores} cores, best of {args.repeat} "
         f"(loading the queue took {load_s:.1f} s)"
     )
+    if typed_load is not None:
+        print(
+            f"Typed peer: the same number of Avro records of {typed_load[1]:.0f} B on average "
+            f"(schema header included), one topic; putting them took {typed_load[0]:.1f} s."
+        )
     if deployment is not None:
         print(f"{deployment.summary()} Loading its queue took {hbase_load_s:.1f} s.")
     table = []
@@ -439,6 +511,7 @@ def main() -> None:
                 f"{rate:,.0f}",
                 share(rate, ceiling),
                 share(rate, null_rate),
+                share(rate, hq_rate),
                 per_million(total, args.rows),
                 per_million(cpu[CLIENT], args.rows),
                 per_million(spark, args.rows),
@@ -453,12 +526,13 @@ def main() -> None:
                 "rows/s",
                 "of parquet",
                 "of null",
+                "of embedded",
                 "server CPU s/M",
                 "driver CPU s/M",
                 "Spark CPU s/M",
                 "all CPU s/M",
             ),
-            (34, 9, 12, 12, 9, 16, 16, 15, 13),
+            (34, 9, 12, 12, 9, 13, 16, 16, 15, 13),
             table,
         )
     )
@@ -468,8 +542,8 @@ def main() -> None:
         if spark is not None:
             per_row["spark"] = spark * 1e6 / args.rows
         print(f"  {name}: {cpu_cell(per_row)}")
-    hq_rate = rates.get(HQUEUE)
     cluster_rate = rates.get(CLUSTER)
+    typed_rate = rates.get(TYPED)
     if args.smoke:
         print(f"\n{SMOKE_VERDICT}")
     else:
@@ -495,6 +569,12 @@ def main() -> None:
                     f"target: {name} >= 60% of the null source: {ratio:.0%} "
                     f"({'met' if ratio >= 0.6 else 'not met'})"
                 )
+        if hq_rate and typed_rate:
+            ratio = typed_rate / hq_rate
+            print(
+                f"target: typed Avro >= 50% of embedded (raw): {ratio:.0%} "
+                f"({'met' if ratio >= 0.5 else 'not met'})"
+            )
     print(
         "server CPU s/M: CPU seconds per million rows of the server side during the best "
         "read: the standalone process (Thrift servers and its sidecar), or for storage + "
@@ -505,6 +585,10 @@ def main() -> None:
     print(
         "Spark CPU s/M: the same for Spark itself, its JVM and Python workers (the "
         "servers, this driver and other processes not counted)"
+    )
+    print(
+        "Spark CPU s/M of the typed read includes decoding every value (fastavro, in "
+        "Spark's Python workers) into the record's columns"
     )
     print("all CPU s/M: the same for the whole machine (every core, every process)")
     print(
