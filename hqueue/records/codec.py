@@ -168,7 +168,7 @@ class RecordSchema:
             body = _encode_avro(self._compiled, value, index)
         else:
             body = _encode_json(self._compiled, value, index)
-        return self._header + body
+        return self.header + body
 
     def encode_all(self, records: list[object], first_index: int = 0) -> list[bytes]:
         """Return the message values of ``records``, as :meth:`encode` makes each (the
@@ -180,7 +180,7 @@ class RecordSchema:
         if self.type is not SchemaType.AVRO:
             return [self.encode(r, index=first_index + i) for i, r in enumerate(records)]
         parsed, _, plainly_fits = self._compiled
-        header = self._header
+        header = self.header
         # One buffer for the batch, cut into values at the end: a buffer per record
         # costs as much as checking it.
         out = io.BytesIO()
@@ -210,8 +210,59 @@ class RecordSchema:
                 start = end
         return values
 
+    def decode_values(self, values: list[bytes]) -> list[Any]:
+        """Return the record of each typed message value of ``values`` written with
+        this version (header included), as :meth:`decode_body` reads it, or, for a
+        value that is not one, the :class:`~hqueue.errors.InvalidRecordError` saying
+        why (in its place: the caller decides whether that fails a read). For Avro the
+        values are read from one buffer, each checked to end where its value does."""
+        header = self.header
+        if self.type is not SchemaType.AVRO:
+            decoded: list[Any] = []
+            for value in values:
+                try:
+                    if value[: HEADER.size] != header:
+                        raise self._not_mine(value)
+                    decoded.append(self.decode_body(value[HEADER.size :]))
+                except InvalidRecordError as e:
+                    decoded.append(e)
+            return decoded
+        parsed = self._compiled[0]
+        stream = io.BytesIO(b"".join(values))
+        records: list[Any] = []
+        end = 0
+        for value in values:
+            start, end = end, end + len(value)
+            if value[: HEADER.size] != header:
+                records.append(self._not_mine(value))
+                continue
+            stream.seek(start + HEADER.size)
+            try:
+                record = _schemaless_reader(stream, parsed, None)
+                if stream.tell() == end:
+                    records.append(record)
+                    continue
+            except Exception:  # a malformed value fails the reader in many ways
+                pass
+            records.append(self._not_mine(value))  # decode_body says why, alone
+        return records
+
+    def _not_mine(self, value: bytes) -> InvalidRecordError:
+        """The error of a value :meth:`decode_values` could not read as this version's."""
+        framed = split_header(value)
+        if framed is None:
+            return InvalidRecordError("the value has no schema header (it was written raw)")
+        if framed[0] != self.version:
+            return InvalidRecordError(f"the value is of schema version {framed[0]}")
+        try:
+            self.decode_body(framed[1])
+        except InvalidRecordError as e:
+            return e
+        return InvalidRecordError("the value is not a record of this schema")
+
     @functools.cached_property
-    def _header(self) -> bytes:
+    def header(self) -> bytes:
+        """The 5 bytes every message value written with this version starts with."""
         return HEADER.pack(MAGIC, self.version)
 
     def decode_body(self, body: bytes, reader: RecordSchema | None = None) -> Any:

@@ -383,6 +383,7 @@ class _Converter:
         self.reader = typed._schema(typed.newest)
         self.schemas: dict[int, RecordSchema] = {}
         self.looked_up: set[int] = set()
+        self.struct = pa.struct([pa.field(n, c.arrow) for n, c in self.fields])
         self.arrow = pa.schema(
             [
                 *(ARROW_SCHEMA.field(n) for n in BASE_COLUMNS),
@@ -448,27 +449,31 @@ class _Converter:
             decoded or laid out in the columns, by its position.
         """
         values = batch.column("value").to_pylist()
-        rows: list[tuple[int, list[Any]] | None] = []
-        for i, value in enumerate(values):
-            try:
-                number, record = self._decode(value)
-            except InvalidRecordError as e:
+        records: list[dict[str, Any] | None] = []
+        numbers: list[int | None] = []
+        for i, (number, record) in enumerate(self._decoded(values)):
+            if isinstance(record, InvalidRecordError):
                 if not self.typed.permissive:
-                    raise self._refuse(batch, i, e) from None
-                rows.append(None)
+                    raise self._refuse(batch, i, record) from None
+                records.append(None)
+                numbers.append(None)
                 continue
             if self.wrapped:
                 record = {"value": record}
-            if not isinstance(record, dict):
-                record = {}
-            cells = [_apply(column, record.get(name)) for name, column in self.fields]
-            rows.append((number, cells))
+            records.append(record if isinstance(record, dict) else {})
+            numbers.append(number)
         try:
-            return self._batch(batch, rows, values)
+            return self._struct_batch(batch, records, numbers, values)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
             pass
         # A record the columns cannot hold (an integer past 64 bits, an older
         # version's field of another type): find it, one row at a time.
+        rows: list[tuple[int, list[Any]] | None] = [
+            None
+            if record is None or number is None
+            else (number, [record.get(name) for name, _ in self.fields])
+            for number, record in zip(numbers, records, strict=True)
+        ]
         for i, row in enumerate(rows):
             if row is None:
                 continue
@@ -480,6 +485,62 @@ class _Converter:
                     raise self._refuse(batch, i, e) from None
                 rows[i] = None
         return self._batch(batch, rows, values)
+
+    def _decoded(self, values: list[Any]) -> list[tuple[int | None, Any]]:
+        """Each value's schema version and record, or ``None`` and the
+        :class:`InvalidRecordError` saying why it cannot be read. The values of the
+        newest version (nearly all of them) are read in one go
+        (:meth:`RecordSchema.decode_values`); others one by one."""
+        header = self.reader.header
+        newest = self.typed.newest
+        size = len(header)
+        mine = [i for i, v in enumerate(values) if v is not None and v[:size] == header]
+        decoded: list[tuple[int | None, Any]] = [(None, None)] * len(values)
+        read = self.reader.decode_values([values[i] for i in mine])
+        for i, record in zip(mine, read, strict=True):
+            decoded[i] = (
+                (None, record) if isinstance(record, InvalidRecordError) else (newest, record)
+            )
+        taken = set(mine)
+        for i, value in enumerate(values):
+            if i in taken:
+                continue
+            try:
+                decoded[i] = self._decode(value if value is not None else b"")
+            except InvalidRecordError as e:
+                decoded[i] = (None, e)
+        return decoded
+
+    def _struct_batch(
+        self,
+        batch: pa.RecordBatch,
+        records: list[dict[str, Any] | None],
+        numbers: list[int | None],
+        values: list[Any],
+    ) -> pa.RecordBatch:
+        """The typed batch, the records laid out by Arrow as one struct column (each
+        field's own conversion applied first, where its column has one), then split
+        into its fields.
+
+        :raises pyarrow.ArrowInvalid: (or another conversion error) if a record does
+            not fit the columns.
+        """
+        for name, column in self.fields:
+            convert = column.convert
+            if convert is None:
+                continue
+            for record in records:
+                if record is not None:
+                    cell = record.get(name)
+                    if cell is not None:
+                        record[name] = convert(cell)
+        columns = [batch.column(n) for n in BASE_COLUMNS]
+        columns.append(pa.array(numbers, pa.int32()))
+        columns.extend(pa.array(records, self.struct).flatten())
+        if self.typed.permissive:
+            corrupt = [v if r is None else None for r, v in zip(records, values, strict=True)]
+            columns.append(pa.array(corrupt, pa.binary()))
+        return pa.RecordBatch.from_arrays(columns, schema=self.arrow)
 
     def _batch(
         self, batch: pa.RecordBatch, rows: list[tuple[int, list[Any]] | None], values: list[Any]

@@ -145,3 +145,38 @@ def test_a_value_that_is_not_a_record_of_the_schema_is_a_clear_error() -> None:
     plain = RecordSchema.parse("jsonschema", True, version=1)
     with pytest.raises(InvalidRecordError):
         plain.decode_body(b"\xff{")
+
+
+@pytest.mark.parametrize(("kind", "definition"), [("avro", TRADE_AVRO), ("jsonschema", TRADE_JSON)])
+def test_values_decoded_together_are_what_each_decodes_to_alone(
+    kind: str, definition: object
+) -> None:
+    """decode_values reads a batch in one go: each good value as decode_body reads it,
+    and each value that is not this version's record an error in its place, however
+    the bytes around it are."""
+    schema = RecordSchema.parse(kind, definition, 7)
+    other = RecordSchema.parse(kind, definition, 8)
+    records = [
+        {"symbol": "A", "price": 1.5, "venue": {"mic": "XNYS"}, "note": None},
+        {"symbol": "B", "price": 2.0, "venue": {"mic": "XLON"}, "note": "n"},
+    ]
+    if kind == "jsonschema":
+        records = [{"symbol": r["symbol"], "price": r["price"]} for r in records]
+    good = [schema.encode(r) for r in records]
+    values = [
+        good[0],
+        good[1] + b"\x00",  # a byte too many: would shift every record after it
+        good[1][:-1],  # a byte too few
+        b"raw bytes",
+        other.encode(records[0]),  # another version
+        good[1],
+        b"",
+    ]
+    decoded = schema.decode_values(values)
+    assert len(decoded) == len(values)
+    assert decoded[0] == schema.decode_body(good[0][5:])
+    assert decoded[5] == schema.decode_body(good[1][5:])
+    for i in (1, 2, 3, 4, 6):
+        assert isinstance(decoded[i], InvalidRecordError), (i, decoded[i])
+    assert "no schema header" in str(decoded[3]) and "version 8" in str(decoded[4])
+    assert schema.decode_values([]) == []
