@@ -110,7 +110,7 @@ def test_create_list_describe_delete(
         (["queue", "create", "q", "--partitions", "0"], 1),
         (["queue", "create", "q", "--partitions", "32769"], 1),
         (["queue", "create", "q", "--partitions", "2", "--ttl", "0"], 1),
-        (["queue", "create", "q"], 2),  # a malformed command line: click's usage error
+        (["queue", "create"], 2),  # a malformed command line (no NAME): click's usage error
     ],
 )
 def test_create_refuses_bad_options(run: Run, args: list[str], status: int) -> None:

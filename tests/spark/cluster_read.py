@@ -24,10 +24,14 @@ from hqueue.testing.spark import get_json, local_spark
 
 def _wait_for_executors(app: str, count: int, timeout: float = 60.0) -> list[str]:
     """Return the hosts of the application's executors once ``count`` have registered
-    (tasks scheduled before would find no executor on their preferred hosts)."""
+    (tasks scheduled before would find no executor on their preferred hosts). An
+    executor the driver lists before its block manager has registered has no host yet
+    (an empty ``hostPort``): it is not counted until it has one."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        executors = [e for e in get_json(f"{app}/executors") if e["id"] != "driver"]
+        executors = [
+            e for e in get_json(f"{app}/executors") if e["id"] != "driver" and e.get("hostPort")
+        ]
         if len(executors) >= count:
             return [e["hostPort"].rpartition(":")[0] for e in executors]
         time.sleep(0.2)
