@@ -25,6 +25,7 @@ import dataclasses
 import functools
 import io
 import json
+import re
 import struct
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -46,6 +47,9 @@ __all__ = [
     "as_record",
     "split_header",
 ]
+
+_READER_OBJECT = re.compile(r"<_io\.\w+ object at 0x[0-9a-fA-F]+>")
+"""How a Python stream appears in a reader's error (``<_io.BytesIO object at 0x..>``)."""
 
 MAGIC = 0
 """The first byte of every typed message value."""
@@ -281,9 +285,12 @@ class RecordSchema:
                 return result
             return json.loads(body)
         except Exception as e:  # a malformed value fails the readers in many ways
+            # The value is the reader's and the writer's alike: a sidecar that enforces
+            # schemas says this of a put. A reader's own objects are no user's concern.
+            why = _READER_OBJECT.sub("the value", str(e)) or "the value ends too soon"
             raise InvalidRecordError(
-                f"the stored value is not a record of schema version {self.version} "
-                f"({self.type.value}): {type(e).__name__}: {e}"
+                f"the value is not a record of schema version {self.version} "
+                f"({self.type.value}): {type(e).__name__}: {why}"
             ) from None
 
 
