@@ -23,8 +23,15 @@ gateway) it measures
   the put to the last partition); both backends side by side, with the target of
   10 s.
 
-It prints a Markdown table. The servers are started with :mod:`hqueue.testing`
+It prints Markdown tables. The servers are started with :mod:`hqueue.testing`
 (ZooKeeper from Debian's jars) unless ``--zookeeper`` / ``--hbase`` are given.
+
+CPU: beside each rate, the CPU microseconds per operation of each process involved
+(``bench/rounds.py``'s ``CpuMeter``, from ``/proc``, user + system): this client
+process (which also runs the two sidecars of the takeover), and the servers this
+script started: the ZooKeeper JVM (``zookeeper``) and the ``hqueue standalone``
+process (``standalone``: the HBase backend's store, the takeover's storage). A server
+named by ``--zookeeper`` / ``--hbase`` is not measured (the tables say so).
 
     .venv/bin/python bench/bench_metadata.py [--subscriptions 10000] [--seconds 2]
         [--takeover 32768] [--takeover-only] [--round-subscriptions 100] [--smoke]
@@ -51,9 +58,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NamedTuple
 
-from rounds import SMOKE_NOTE, add_smoke_argument
+from rounds import SMOKE_NOTE, CpuMeter, add_smoke_argument, cpu_cell, cpu_per_message
 from table import Table, markdown_header, markdown_row
 
 from hqueue.metadata import MetaStore, Version, open_metastore
@@ -67,27 +74,80 @@ if TYPE_CHECKING:
 WRITABLE_TARGET_S = 10.0
 """Every partition of a new queue of 32,768 writable within this, on both backends."""
 
+WARM_CPU_S = 0.5
+"""Seconds of warm-cache reads whose CPU the warm read's row reports."""
 
-def rate(operation: Callable[[], None], seconds: float) -> float:
-    """Return how many times per second ``operation`` ran in about ``seconds``."""
-    count, start = 0, time.perf_counter()
+
+Processes = dict[str, int | None]
+"""The servers whose CPU a row reports, by name (None: not started here)."""
+
+
+class Figure(NamedTuple):
+    """A row's figure (a rate, or seconds) and the CPU microseconds per operation of
+    each process meanwhile (:func:`rounds.cpu_per_message`)."""
+
+    value: float
+    cpu: dict[str, float]
+
+
+class Turn(NamedTuple):
+    """One timed run: operations, seconds, and each process's CPU seconds."""
+
+    ops: int
+    seconds: float
+    cpu: dict[str, float]
+
+
+def run_for(
+    operation: Callable[[], None], seconds: float, processes: Processes, ops: int = 1
+) -> Turn:
+    """Run ``operation`` (``ops`` operations each call) again and again for about
+    ``seconds``."""
+    meter = CpuMeter(processes)
+    count, before, start = 0, meter.read(), time.perf_counter()
     while (elapsed := time.perf_counter() - start) < seconds:
         operation()
-        count += 1
-    return count / elapsed
+        count += ops
+    return Turn(count, elapsed, meter.since(before))
+
+
+def rate(operation: Callable[[], None], seconds: float, processes: Processes) -> Figure:
+    """Return how many times per second ``operation`` ran in about ``seconds``, and
+    the CPU per call."""
+    turn = run_for(operation, seconds, processes)
+    return Figure(turn.ops / turn.seconds, cpu_per_message([(turn.cpu, turn.ops)]))
 
 
 def paired_rates(
-    before: Callable[[], None], now: Callable[[], None], seconds: float, rounds: int = 5
-) -> tuple[float, float]:
-    """Return the median rates of ``before`` and ``now``, measured in turns (``rounds``
-    of each, ``seconds`` in all per side), so that a change in the machine's load hits
-    both sides alike."""
-    pairs = [(rate(before, seconds / rounds), rate(now, seconds / rounds)) for _ in range(rounds)]
-    return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+    before: Callable[[], None],
+    now: Callable[[], None],
+    seconds: float,
+    processes: Processes,
+    ops: int = 1,
+    rounds: int = 5,
+) -> tuple[Figure, Figure]:
+    """Return the median rates (operations per second, ``ops`` each call) of
+    ``before`` and ``now`` and their median CPU per operation, measured in turns
+    (``rounds`` of each, ``seconds`` in all per side), so that a change in the
+    machine's load hits both sides alike."""
+    turns = [
+        (
+            run_for(before, seconds / rounds, processes, ops),
+            run_for(now, seconds / rounds, processes, ops),
+        )
+        for _ in range(rounds)
+    ]
+
+    def figure(side: list[Turn]) -> Figure:
+        return Figure(
+            statistics.median(t.ops / t.seconds for t in side),
+            cpu_per_message((t.cpu, t.ops) for t in side),
+        )
+
+    return figure([t[0] for t in turns]), figure([t[1] for t in turns])
 
 
-def cas_rate(store: MetaStore, seconds: float) -> float:
+def cas_rate(store: MetaStore, seconds: float, processes: Processes) -> Figure:
     table = store.create_table("bench/cas")
     version = table.put("k", {"owner": "a", "epoch": 0}, Version.NEW)
     epoch = 0
@@ -97,10 +157,10 @@ def cas_rate(store: MetaStore, seconds: float) -> float:
         epoch += 1
         version = table.put("k", {"owner": "a", "epoch": epoch}, version)
 
-    return rate(step, seconds)
+    return rate(step, seconds, processes)
 
 
-def partial_rate(store: MetaStore, queue: str, seconds: float) -> float:
+def partial_rate(store: MetaStore, queue: str, seconds: float, processes: Processes) -> Figure:
     subs = SubscriptionDataManager(store)
     subs.create_subscription_data(queue, "hot", SubscriptionPreferences({0: "0:0", 1: "0:0"}))
     tick = 0
@@ -110,10 +170,12 @@ def partial_rate(store: MetaStore, queue: str, seconds: float) -> float:
         tick += 1
         subs.update_subscription_state(queue, "hot", {0: f"{tick}:0"})
 
-    return rate(step, seconds)
+    return rate(step, seconds, processes)
 
 
-def checkpoint_rates(store: MetaStore, queue: str, seconds: float) -> tuple[float, float]:
+def checkpoint_rates(
+    store: MetaStore, queue: str, seconds: float, processes: Processes
+) -> tuple[Figure, Figure]:
     """Return a sidecar's checkpoint writes per second of one subscription, by the
     protocol before (the generation read, then the checkpoints updated at any
     version) and now (one compare-and-set on the version held)."""
@@ -136,12 +198,12 @@ def checkpoint_rates(store: MetaStore, queue: str, seconds: float) -> tuple[floa
         tick += 1
         writer.write(queue, "ckpt", 0, {0: f"{tick}:0"})
 
-    return paired_rates(before, now, seconds)
+    return paired_rates(before, now, seconds, processes)
 
 
 def checkpoint_round_rates(
-    store: MetaStore, queue: str, count: int, seconds: float
-) -> tuple[float, float]:
+    store: MetaStore, queue: str, count: int, seconds: float, processes: Processes
+) -> tuple[Figure, Figure]:
     """Return a sidecar's checkpoint writes per second when it delivers ``count``
     subscriptions and writes all their checkpoints each round: by the protocol
     before (each subscription in turn: its generation read, its checkpoints updated
@@ -171,14 +233,21 @@ def checkpoint_round_rates(
         out = writer.write_many({(queue, name): (0, {0: f"{tick}:0"}) for name in names})
         assert all(done is True for done in out.values()), out
 
-    before_rate, now_rate = paired_rates(before, now, seconds)
-    return count * before_rate, count * now_rate
+    return paired_rates(before, now, seconds, processes, ops=count)
 
 
-def load(store_factory: Callable[[], MetaStore], queue: str, count: int, threads: int) -> float:
-    """Create ``count`` subscriptions (half with a checkpoint); return seconds taken."""
+def load(
+    store_factory: Callable[[], MetaStore],
+    queue: str,
+    count: int,
+    threads: int,
+    processes: Processes,
+) -> Figure:
+    """Create ``count`` subscriptions (half with a checkpoint); return seconds taken
+    and the CPU per subscription."""
     stores = [store_factory() for _ in range(threads)]
-    start = time.perf_counter()
+    meter = CpuMeter(processes)
+    before, start = meter.read(), time.perf_counter()
 
     def work(index: int) -> None:
         subs = SubscriptionDataManager(stores[index])
@@ -192,27 +261,40 @@ def load(store_factory: Callable[[], MetaStore], queue: str, count: int, threads
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(work, range(threads)))
     elapsed = time.perf_counter() - start
+    cpu = meter.since(before)
     for store in stores:
         store.close()
-    return elapsed
+    return Figure(elapsed, cpu_per_message([(cpu, count)]))
 
 
-def read_all(store: MetaStore, queue: str, count: int) -> tuple[float, float]:
-    """Return the best of three direct reads of all subscriptions, and a cached read."""
+def read_all(
+    store: MetaStore, queue: str, count: int, processes: Processes
+) -> tuple[Figure, Figure]:
+    """Return the best of three direct reads of all subscriptions, and a cached read
+    (seconds), each with the CPU per subscription read: over the three direct reads,
+    and over warm reads repeated for :data:`WARM_CPU_S` (``/proc`` counts in ticks of
+    10 ms, longer than one warm read)."""
     subs = SubscriptionDataManager(store)
-    best = float("inf")
+    meter = CpuMeter(processes)
+    best, before = float("inf"), meter.read()
     for _ in range(3):
         start = time.perf_counter()
         found = subs.read_subscriptions(queue)
         best = min(best, time.perf_counter() - start)
         assert len(found) == count, len(found)
+    direct = Figure(best, cpu_per_message([(meter.since(before), 3 * count)]))
     with MetadataCache(store) as cache:
         cached = SubscriptionDataManager(store, cache)
         cached.read_subscriptions(queue)  # loads the tables and starts the watches
         start = time.perf_counter()
         assert len(cached.read_subscriptions(queue)) == count
         warm = time.perf_counter() - start
-    return best, warm
+
+        def again() -> None:
+            assert len(cached.read_subscriptions(queue)) == count
+
+        turn = run_for(again, WARM_CPU_S, processes, ops=count)
+    return direct, Figure(warm, cpu_per_message([(turn.cpu, turn.ops)]))
 
 
 class LastPut:
@@ -244,15 +326,21 @@ class LastPut:
 
 
 def takeover(
-    hbase: str, admin: str, zookeeper: str | None, prefix: str, partitions: int
-) -> tuple[float, float, float, float, str]:
+    hbase: str,
+    admin: str,
+    zookeeper: str | None,
+    prefix: str,
+    partitions: int,
+    processes: Processes,
+) -> tuple[float, float, float, float, str, dict[str, float]]:
     """Start two sidecars, create a queue of ``partitions`` partitions and put to its
     last partition, then at once create a one-partition queue and put to it. Return
     the seconds until that put was acknowledged (counted from the big queue's
     creation, and from the small one's), until every partition of the big queue was
     claimed, and until every one was writable (counted from the big queue's
-    creation), and the put to the big queue's last partition (seconds, or how it
-    failed)."""
+    creation), the put to the big queue's last partition (seconds, or how it
+    failed), and the CPU per partition made writable, from the creation until all
+    were (this process runs the two sidecars)."""
     from hqueue.client.client import connect
     from hqueue.sidecar.node import SidecarConfig, SidecarServer
 
@@ -260,7 +348,8 @@ def takeover(
     sidecars = [SidecarServer(config).start() for _ in range(2)]
     client = connect(hbase, hbase_admin=admin, zookeeper=zookeeper, table_prefix=prefix)
     try:
-        start = time.perf_counter()
+        meter = CpuMeter(processes)
+        before, start = meter.read(), time.perf_counter()
         client.create_queue("big", partitions=partitions)
         last = LastPut(client, "big", partitions - 1, start)
         small = time.perf_counter()
@@ -279,19 +368,23 @@ def takeover(
                 writable = now
                 claimed = claimed or now
             time.sleep(0.02)
-        return first_put, small_put, claimed, writable, last.cell()
+        cpu = cpu_per_message([(meter.since(before), partitions)])
+        return first_put, small_put, claimed, writable, last.cell(), cpu
     finally:
         client.close()
         for sidecar in sidecars:
             sidecar.stop()
 
 
-def standalone_takeover(zookeeper: str | None, partitions: int) -> tuple[float, str]:
+def standalone_takeover(
+    zookeeper: str | None, partitions: int, processes: Processes
+) -> tuple[float, str, dict[str, float]]:
     """Start ``hqueue standalone`` (its own sidecar; metadata in ZooKeeper if given,
     else in its tables), create a queue of ``partitions`` partitions and put to its
     last partition at once. Return the seconds from the creation until every
     partition was writable (the sidecar's ``hqueue_partitions_owned``, polled) and
-    the put to the last partition (seconds, or how it failed)."""
+    the put to the last partition (seconds, or how it failed), and the CPU per
+    partition made writable until then (of ``processes`` and of the standalone)."""
     from hqueue.testing.standalone import StandaloneProcess
 
     if zookeeper:
@@ -318,7 +411,10 @@ def standalone_takeover(zookeeper: str | None, partitions: int) -> tuple[float, 
         owned = re.compile(r'^hqueue_partitions_owned\{queue="big"\} (\S+)$', re.M)
         try:
             with server.client(zookeeper=zookeeper) as client:
-                start = time.perf_counter()
+                meter = CpuMeter(
+                    {"standalone": server.proc.pid if server.proc else None, **processes}
+                )
+                before, start = meter.read(), time.perf_counter()
                 client.create_queue("big", partitions=partitions)
                 last = LastPut(client, "big", partitions - 1, start)
                 writable = 0.0
@@ -329,35 +425,54 @@ def standalone_takeover(zookeeper: str | None, partitions: int) -> tuple[float, 
                     if found and float(found.group(1)) >= partitions:
                         writable = time.perf_counter() - start
                     time.sleep(0.05)
-                return writable, last.cell()
+                cpu = cpu_per_message([(meter.since(before), partitions)])
+                return writable, last.cell(), cpu
         finally:
             server.stop()
 
 
+class StoreFigures(NamedTuple):
+    """One backend's figures of the first table."""
+
+    cas: Figure
+    partial: Figure
+    before: Figure
+    now: Figure
+    round_before: Figure
+    round_now: Figure
+    loaded: Figure
+    direct: Figure
+    warm: Figure
+
+
 def measure_store(
-    factory: Callable[[], MetaStore], args: argparse.Namespace
-) -> tuple[tuple[float, ...], tuple[float, float]]:
-    """Return one backend's row of the first table (after the backend's name) and of
-    the rounds' table."""
+    factory: Callable[[], MetaStore], args: argparse.Namespace, processes: Processes
+) -> StoreFigures:
+    """Return one backend's figures, with the CPU of ``processes`` (its server)."""
     store = factory()
     try:
-        cas = cas_rate(store, args.seconds)
-        partial = partial_rate(store, "hot", args.seconds)
-        checkpoints = checkpoint_rates(store, "ckpt", args.seconds)
-        rounds = checkpoint_round_rates(store, "rounds", args.round_subscriptions, args.seconds)
-        loaded = load(factory, "bench", args.subscriptions, args.threads)
-        direct, warm = read_all(store, "bench", args.subscriptions)
+        seconds, k = args.seconds, args.round_subscriptions
+        return StoreFigures(
+            cas_rate(store, seconds, processes),
+            partial_rate(store, "hot", seconds, processes),
+            *checkpoint_rates(store, "ckpt", seconds, processes),
+            *checkpoint_round_rates(store, "rounds", k, seconds, processes),
+            load(factory, "bench", args.subscriptions, args.threads, processes),
+            *read_all(store, "bench", args.subscriptions, processes),
+        )
     finally:
         store.close()
-    return (cas, partial, *checkpoints, loaded, direct, warm), rounds
 
 
 @contextmanager
 def servers(
     args: argparse.Namespace,
-) -> Iterator[tuple[dict[str, dict[str, str]], dict[str, str]]]:
-    """Yield each backend's open_metastore() arguments, and the addresses of the
-    HBase Thrift1 and Thrift2 gateways and of ZooKeeper, starting servers as needed."""
+) -> Iterator[tuple[dict[str, dict[str, str]], dict[str, str], Processes]]:
+    """Yield each backend's open_metastore() arguments, the addresses of the HBase
+    Thrift1 and Thrift2 gateways and of ZooKeeper, and the pids of the servers
+    started (``zookeeper``, ``standalone``; None for a server named by the options),
+    starting servers as needed."""
+    pids: Processes = {"zookeeper": None, "standalone": None}
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hqueue-bench-")))
         zookeeper = args.zookeeper
@@ -367,6 +482,7 @@ def servers(
             zk = ZooKeeperServer(work / "zookeeper", force_sync=True).start()
             stack.callback(zk.stop)
             zookeeper = zk.hosts
+            pids["zookeeper"] = zk.proc.pid if zk.proc is not None else None
         hbase = args.hbase
         if not hbase:
             from hqueue.testing.standalone import StandaloneProcess
@@ -374,6 +490,7 @@ def servers(
             standalone = StandaloneProcess(work / "standalone").start()
             stack.callback(standalone.stop)
             hbase = standalone.address
+            pids["standalone"] = standalone.proc.pid if standalone.proc is not None else None
         run = uuid.uuid4().hex[:8]
         # Create the chroot first (kazoo warns about a missing one).
         from kazoo.client import KazooClient
@@ -392,6 +509,7 @@ def servers(
                 "hbase": {"hbase": hbase, "table_prefix": f"bench{run}"},
             },
             {"hbase": hbase, "admin": admin or hbase, "zookeeper": f"{zookeeper}/bench-{run}"},
+            pids,
         )
 
 
@@ -418,97 +536,103 @@ def main() -> None:
     if args.smoke:
         args.subscriptions, args.seconds, args.takeover = 100, 0.2, 1024
 
-    rows = []
-    round_rows = []
+    stores: dict[str, StoreFigures] = {}
     takeovers = []
-    standalones: dict[str, tuple[float, str]] = {}
-    with servers(args) as (targets, addresses):
+    standalones: dict[str, tuple[float, str, dict[str, float]]] = {}
+    with servers(args) as (targets, addresses, pids):
         for backend, target in targets.items():
 
             def factory(target: dict[str, str] = target) -> MetaStore:
                 return open_metastore(**target)  # type: ignore[arg-type]
 
+            # The metadata rows: the backend's own server; the takeover's: the
+            # storage (the standalone) and, on ZooKeeper, ZooKeeper too.
+            server = "zookeeper" if backend == "zookeeper" else "standalone"
+            storage = {"standalone": pids["standalone"]}
+            if backend == "zookeeper":
+                storage["zookeeper"] = pids["zookeeper"]
             if not args.takeover_only:
-                row, round_row = measure_store(factory, args)
-                rows.append((backend, *row))
-                round_rows.append((backend, *round_row))
+                stores[backend] = measure_store(factory, args, {server: pids[server]})
             if args.takeover:
                 zookeeper = addresses["zookeeper"] if backend == "zookeeper" else None
                 prefix = f"take{uuid.uuid4().hex[:8]}"
                 hbase, admin = addresses["hbase"], addresses["admin"]
-                times = takeover(hbase, admin, zookeeper, prefix, args.takeover)
+                times = takeover(hbase, admin, zookeeper, prefix, args.takeover, storage)
                 takeovers.append((backend, *times))
-                standalones[backend] = standalone_takeover(zookeeper, args.takeover)
+                metadata = {"zookeeper": pids["zookeeper"]} if zookeeper else {}
+                standalones[backend] = standalone_takeover(zookeeper, args.takeover, metadata)
             print(f"{backend}: done", file=sys.stderr)
 
     if args.smoke:
         print(SMOKE_NOTE)
-    if rows:
-        print_store_tables(args, rows, round_rows)
+    print(cpu_note(args))
+    if stores:
+        print_store_tables(args, stores)
     if takeovers:
         print_takeover_tables(args, takeovers, standalones)
 
 
-def print_store_tables(
-    args: argparse.Namespace, rows: list[tuple[Any, ...]], round_rows: list[tuple[Any, ...]]
-) -> None:
-    """Print the rates' and the subscriptions' tables and their targets."""
-    n = f"{args.subscriptions:,}"
-    print(
-        markdown_header(
-            (
-                "backend",
-                "CAS updates/s",
-                "partial updates/s",
-                "checkpoints/s before",
-                "checkpoints/s now",
-                "now ÷ before",
-                f"create {n} subs (s)",
-                f"read all {n} subs (s)",
-                "same, warm cache (s)",
-            ),
-            "lrrrrrrrr",
-        )
+def cpu_note(args: argparse.Namespace) -> str:
+    """Return the note on the CPU columns: which processes, which are not measured."""
+    note = (
+        "CPU µs/op per process (user + system, from /proc): client is this process "
+        "(with the takeover's two sidecars), zookeeper the ZooKeeper JVM, standalone "
+        "the `hqueue standalone` server."
     )
-    for backend, cas, partial, before, now, loaded, direct, warm in rows:
-        print(
-            markdown_row(
-                (
-                    backend,
-                    f"{cas:,.0f}",
-                    f"{partial:,.0f}",
-                    f"{before:,.0f}",
-                    f"{now:,.0f}",
-                    f"{now / before:.2f}x",
-                    f"{loaded:.1f}",
-                    f"{direct:.3f}",
-                    f"{warm:.4f}",
-                )
-            )
+    external = [
+        f"the {what} named by {option}"
+        for what, option, given in (
+            ("ZooKeeper", "--zookeeper", args.zookeeper),
+            ("HBase gateway", "--hbase", args.hbase),
         )
+        if given
+    ]
+    if external:
+        note += f" Not measured: {' and '.join(external)} (the client only on its rows)."
+    return note
 
-    print()
+
+def print_store_tables(args: argparse.Namespace, stores: dict[str, StoreFigures]) -> None:
+    """Print the rates' and the subscriptions' table and the targets."""
+    n = f"{args.subscriptions:,}"
     k = f"{args.round_subscriptions:,}"
-    print(
-        markdown_header(
-            (
-                "backend",
-                f"a sidecar's checkpoints of {k} subscriptions: checkpoints/s before",
-                "checkpoints/s now",
-                "now ÷ before",
-            ),
-            "lrrr",
-        )
-    )
-    for backend, before, now in round_rows:
-        print(markdown_row((backend, f"{before:,.0f}", f"{now:,.0f}", f"{now / before:.2f}x")))
+    table = Table(("measured", "backend", "figure", "CPU µs/op per process"), "llrl")
+
+    def rows(what: str, figure: Callable[[StoreFigures], Figure], fmt: str) -> None:
+        for backend, figures in stores.items():
+            found = figure(figures)
+            table.add(what, backend, format(found.value, fmt), cpu_cell(found.cpu))
+
+    def ratios(
+        what: str, now: Callable[[StoreFigures], Figure], before: Callable[[StoreFigures], Figure]
+    ) -> None:
+        for backend, figures in stores.items():
+            found, ratio = now(figures), now(figures).value / before(figures).value
+            table.add(what, backend, f"{found.value:,.0f} ({ratio:.2f}x)", cpu_cell(found.cpu))
+
+    rows("CAS updates/s", lambda f: f.cas, ",.0f")
+    rows("partial updates/s", lambda f: f.partial, ",.0f")
+    rows("checkpoints/s of one subscription, before", lambda f: f.before, ",.0f")
+    ratios("the same, now (now ÷ before)", lambda f: f.now, lambda f: f.before)
+    rows(f"checkpoints/s of {k} subscriptions a round, before", lambda f: f.round_before, ",.0f")
+    ratios("the same, now (now ÷ before)", lambda f: f.round_now, lambda f: f.round_before)
+    rows(f"create {n} subs (s; CPU per subscription)", lambda f: f.loaded, ".1f")
+    rows(f"read all {n} subs (s; CPU per subscription)", lambda f: f.direct, ".3f")
+    rows("same, warm cache (s; CPU per subscription)", lambda f: f.warm, ".4f")
+    print()
+    print(table)
 
     if not args.smoke:
         print()
         print(markdown_header(("target", "measured", "met"), "lrc"))
-        ratios = [(f"one subscription, {b}", n / p) for b, _, _, p, n, *_ in rows]
-        ratios += [(f"{k} subscriptions a round, {b}", n / p) for b, p, n in round_rows]
-        for what, ratio in ratios:
+        found = [
+            (f"one subscription, {b}", f.now.value / f.before.value) for b, f in stores.items()
+        ]
+        found += [
+            (f"{k} subscriptions a round, {b}", f.round_now.value / f.round_before.value)
+            for b, f in stores.items()
+        ]
+        for what, ratio in found:
             print(
                 markdown_row(
                     (
@@ -522,10 +646,11 @@ def print_store_tables(
 
 def print_takeover_tables(
     args: argparse.Namespace,
-    takeovers: list[tuple[str, float, float, float, float, str]],
-    standalones: dict[str, tuple[float, str]],
+    takeovers: list[tuple[str, float, float, float, float, str, dict[str, float]]],
+    standalones: dict[str, tuple[float, str, dict[str, float]]],
 ) -> None:
-    """Print the takeover's table per backend, then the two backends side by side."""
+    """Print the takeover's table per backend, then the two backends side by side; the
+    CPU is per partition made writable."""
     print()
     print(
         markdown_header(
@@ -536,13 +661,14 @@ def print_takeover_tables(
                 "put to its last partition right after its creation (s)",
                 "first put to a new 1-partition queue meanwhile (s)",
                 "the same, from the small queue's creation (s)",
+                "CPU µs/op per process (op: a partition made writable)",
             ),
-            "lrrrrr",
+            "lrrrrrl",
         )
     )
-    for backend, first_put, small_put, claimed, writable, last in takeovers:
+    for backend, first_put, small_put, claimed, writable, last, cpu in takeovers:
         row = (f"{claimed:.1f}", f"{writable:.1f}", last, f"{first_put:.2f}", f"{small_put:.2f}")
-        print(markdown_row((backend, *row)))
+        print(markdown_row((backend, *row, cpu_cell(cpu))))
 
     backends = [backend for backend, *_ in takeovers]
     two = {t[0]: t[1:] for t in takeovers}
@@ -557,10 +683,18 @@ def print_takeover_tables(
         "the same: a put to its last partition right after its creation (s)",
         *(standalones[b][1] for b in backends),
     )
+    side.add(
+        "the same: CPU µs/op per process (op: a partition made writable)",
+        *(cpu_cell(standalones[b][2]) for b in backends),
+    )
     side.add("two sidecars: all writable (s)", *(f"{two[b][3]:.1f}" for b in backends))
     side.add(
         "the same: a put to its last partition right after its creation (s)",
         *(two[b][4] for b in backends),
+    )
+    side.add(
+        "the same: CPU µs/op per process (op: a partition made writable)",
+        *(cpu_cell(two[b][5]) for b in backends),
     )
     if not args.smoke:
         worst = {b: max(standalones[b][0], two[b][3]) for b in backends}
