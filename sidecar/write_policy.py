@@ -227,9 +227,9 @@ class WritePolicy:
         if number not in live:
             numbers = ", ".join(map(str, live)) or "none"
             whose = "the queue-wide schema" if entry.topic is None else "the topic's schema"
-            known = any(v.version == number for v in entry.versions)
-            state = "is deleted" if known else "is not one"
-            return f"schema version {number} of {whose} {state} (live versions: {numbers})"
+            if any(v.version == number for v in entry.versions):
+                return f"version {number} of {whose} is deleted (live versions: {numbers})"
+            return f"{whose} has no version {number} (live versions: {numbers})"
         schema = self._schema(queue, number, live[number].text, live[number].schema)
         try:
             record = schema.decode_body(body)

@@ -56,7 +56,16 @@ def validator(name: str) -> jsonschema.protocols.Validator:
         cls.check_schema(document)
     except jsonschema.exceptions.SchemaError as exc:
         raise InvalidArgumentError(f"schema {name!r} is invalid: {exc.message}") from None
-    return cls(document, registry=_registry())
+    return _compiled(cls, document)
+
+
+def _compiled(cls: Any, document: dict[str, Any]) -> jsonschema.protocols.Validator:
+    """A validator of ``document``; with the registry of every schema only when it
+    refers to another (``$ref``): one with a registry validates half again slower,
+    and most values (checkpoints, owners) are written often."""
+    if "$ref" in json.dumps(document):
+        return cls(document, registry=_registry())
+    return cls(document)
 
 
 @functools.cache
@@ -190,7 +199,7 @@ def fields_validator(name: str) -> jsonschema.protocols.Validator | None:
     if document.get("type") != "object" or not set(document) <= _FIELD_WISE_KEYWORDS:
         return None
     document.pop("required", None)
-    return type(validator(name))(document, registry=_registry())
+    return _compiled(type(validator(name)), document)
 
 
 def validate_fields(name: str, fields: Mapping[str, Any]) -> bool:
