@@ -23,6 +23,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 from hqueue.closing import Closeable
 from hqueue.metadata.metastore import (
@@ -37,6 +38,11 @@ from hqueue.metadata.metastore import (
 from hqueue.metadata.version import Versioned
 
 __all__ = ["MetadataCache"]
+
+T = TypeVar("T")
+
+_MAX_PARSED = 4096
+"""How many parsed values :meth:`MetadataCache.get_parsed` keeps before starting over."""
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +64,7 @@ class MetadataCache(Closeable):
         self._lock = threading.Lock()
         self._tables: dict[str, _CachedTable] = {}
         self._listeners: dict[str, list[WatchCallback]] = {}
+        self._parsed: dict[tuple[str, str], tuple[Versioned[Value], object, object]] = {}
         self._closed = False
         store.add_session_listener(self._on_session)
 
@@ -73,6 +80,28 @@ class MetadataCache(Closeable):
         :raises ConnectionLostError: if the table must be loaded and cannot be.
         """
         return self._table(table).get(key)
+
+    def get_parsed(
+        self, table: str, key: str, parse: Callable[[str, Versioned[Value]], T]
+    ) -> T | None:
+        """Return ``parse(key, value)`` of the cached value of ``key`` in ``table``
+        (``None`` if absent), parsed once per value: the cache hands out the same value until an
+        event replaces it, so a hot path (every put asks for its queue's policy) does
+        not parse it again. ``parse`` must be the same function on every call.
+
+        :raises ConnectionLostError: as :meth:`get`.
+        """
+        entry = self.get(table, key)
+        if entry is None:
+            return None
+        known = self._parsed.get((table, key))
+        if known is not None and known[0] is entry and known[1] is parse:
+            return cast(T, known[2])
+        value = parse(key, entry)
+        if len(self._parsed) > _MAX_PARSED:
+            self._parsed.clear()
+        self._parsed[(table, key)] = (entry, parse, value)
+        return value
 
     def list(self, table: str) -> dict[str, Versioned[Value]]:
         """Return a copy of the cached table (key to value), loading it on first use.

@@ -110,3 +110,25 @@ def test_hbase_outage_drops_the_cache_until_hbase_is_back(
             reader.close()
     finally:
         server.stop()
+
+
+def test_a_cached_value_is_parsed_once_until_an_event_replaces_it(backend: Backend) -> None:
+    store = backend.open()
+    table = store.create_table("parsed")
+    version = table.put("k", {"n": 1}, Version.NEW)
+    parsed: list[Any] = []
+
+    def parse(key: str, entry: Any) -> tuple[str, int]:
+        parsed.append(entry)
+        return key, entry.value["n"]
+
+    with MetadataCache(store) as cache:
+        assert cache.get_parsed("parsed", "k", parse) == ("k", 1)
+        assert cache.get_parsed("parsed", "k", parse) == ("k", 1)
+        assert len(parsed) == 1
+        assert cache.get_parsed("parsed", "missing", parse) is None
+        table.put("k", {"n": 2}, version)
+        # The new value is parsed, not the old one served (a resync may hand out a
+        # new copy of a value, parsed again: only the first reads are counted).
+        wait_for(lambda: cache.get_parsed("parsed", "k", parse) == ("k", 2), 10)
+        assert parsed[-1].value == {"n": 2}

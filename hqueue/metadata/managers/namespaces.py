@@ -23,8 +23,6 @@ from hqueue.metadata.version import Version, Versioned
 __all__ = ["NamespaceInfo", "NamespaceManager"]
 
 FORMAT = 1
-_MAX_PARSED = 4096
-"""How many namespaces' parsed cache entries a manager keeps before starting over."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +64,6 @@ class NamespaceManager:
     def __init__(self, store: MetaStore, cache: MetadataCache | None = None) -> None:
         self._cache = cache
         self._table: MetastoreTable = NAMESPACE.open_table(store)
-        # As QueueInfoManager's: the cache's entry parsed once, until it changes.
-        self._parsed: dict[str, tuple[object, Versioned[NamespaceInfo]]] = {}
 
     def create_namespace(self, name: str, policy: Policy) -> Versioned[NamespaceInfo]:
         """Register a new namespace with ``policy``; return it with its version.
@@ -90,16 +86,9 @@ class NamespaceManager:
         """
         check_namespace_name(name)
         if self._cache is not None:
-            cached = self._cache.get(NAMESPACE.table, name)
-            if cached is None:
+            parsed = self._cache.get_parsed(NAMESPACE.table, name, _parse)
+            if parsed is None:
                 raise NoNamespaceError(_missing(name))
-            known = self._parsed.get(name)
-            if known is not None and known[0] is cached:
-                return known[1]
-            parsed = Versioned(NamespaceInfo.from_value(cached.value), cached.version)
-            if len(self._parsed) > _MAX_PARSED:
-                self._parsed.clear()
-            self._parsed[name] = (cached, parsed)
             return parsed
         try:
             value, version = self._table.get(name)
@@ -152,3 +141,8 @@ class NamespaceManager:
 
 def _missing(name: str) -> str:
     return f"no namespace {name!r}"
+
+
+def _parse(key: str, entry: Versioned[Value]) -> Versioned[NamespaceInfo]:
+    """A cached entry parsed (one function, so that the cache parses it once)."""
+    return Versioned(NamespaceInfo.from_value(entry.value), entry.version)

@@ -24,8 +24,6 @@ from hqueue.metadata.version import Version, Versioned
 __all__ = ["QueueInfo", "QueueInfoManager"]
 
 FORMAT = 1
-_MAX_PARSED = 4096
-"""How many queues' parsed cache entries a manager keeps before starting over."""
 
 
 @dataclass(frozen=True)
@@ -93,10 +91,6 @@ class QueueInfoManager:
         self._store = store
         self._cache = cache
         self._table: MetastoreTable = QUEUE.open_table(store)
-        # The last entry read from the cache per queue, parsed: the cache hands out the
-        # same object until the entry changes, so a hot path (every put asks for the
-        # queue's policy) parses it once.
-        self._parsed: dict[str, tuple[object, Versioned[QueueInfo]]] = {}
 
     def create_queue_info(
         self,
@@ -138,16 +132,9 @@ class QueueInfoManager:
         """
         check_queue_name(name)
         if self._cache is not None:
-            cached = self._cache.get(QUEUE.table, name)
-            if cached is None:
+            parsed = self._cache.get_parsed(QUEUE.table, name, _parse)
+            if parsed is None:
                 raise NoQueueError(f"no queue {name!r}")
-            known = self._parsed.get(name)
-            if known is not None and known[0] is cached:
-                return known[1]
-            parsed = Versioned(QueueInfo.from_value(cached.value), cached.version)
-            if len(self._parsed) > _MAX_PARSED:
-                self._parsed.clear()
-            self._parsed[name] = (cached, parsed)
             return parsed
         try:
             value, version = self._table.get(name)
@@ -202,3 +189,8 @@ class QueueInfoManager:
                 item.key: Versioned(QueueInfo.from_value(item.value), item.version)
                 for item in sorted(cursor, key=lambda item: item.key)
             }
+
+
+def _parse(key: str, entry: Versioned[Value]) -> Versioned[QueueInfo]:
+    """A cached entry parsed (one function, so that the cache parses it once)."""
+    return Versioned(QueueInfo.from_value(entry.value), entry.version)

@@ -167,11 +167,9 @@ class SchemaRegistry:
 
     def __init__(self, store: MetaStore, cache: MetadataCache | None = None) -> None:
         self._store = store
+        # Typed puts and reads ask per message: the cache parses each entry once
+        # (MetadataCache.get_parsed).
         self._cache = cache
-        self._parsed: dict[tuple[str, str], tuple[object, Versioned[TopicSchemas]]] = {}
-        """Entries parsed from the cache, by table and key, with the cached entry they
-        were parsed from: kept while the cache holds that same entry (a version number
-        alone could repeat after a delete), since typed puts and reads ask per message."""
 
     def _table(self, queue: str) -> MetastoreTable:
         return SCHEMA.open_table(self._store, queue)
@@ -229,17 +227,7 @@ class SchemaRegistry:
         topic = _topic_of_key(key)
         if cached and self._cache is not None:
             table = SCHEMA.table_name(queue)
-            hit = self._cache.get(table, key)
-            if hit is None:
-                return None
-            memo = self._parsed.get((table, key))
-            if memo is not None and memo[0] is hit:
-                return memo[1]
-            parsed = Versioned(TopicSchemas.from_value(topic, hit.value), hit.version)
-            if len(self._parsed) > 4096:
-                self._parsed.clear()
-            self._parsed[(table, key)] = (hit, parsed)
-            return parsed
+            return self._cache.get_parsed(table, key, _parse)
         try:
             value, version = self._table(queue).get(key)
         except NoKeyError:
@@ -416,3 +404,8 @@ def _same(version: SchemaVersion | None, schema: RecordSchema) -> bool:
 
 def _sorted_text(definition: Any) -> str:
     return json.dumps(definition, sort_keys=True, separators=(",", ":"))
+
+
+def _parse(key: str, entry: Versioned[Value]) -> Versioned[TopicSchemas]:
+    """A cached entry parsed (one function, so that the cache parses it once)."""
+    return Versioned(TopicSchemas.from_value(_topic_of_key(key), entry.value), entry.version)
