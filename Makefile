@@ -29,7 +29,7 @@ DIST   ?= dist
 SMOKE_VENV ?= $(CURDIR)/build/smoke-venv
 
 # chaos: every fault scenario at full size (hqueue.testing.chaos; root, for network namespaces).
-.PHONY: chaos run run-hbase hbase-classpath test venv deps-test zookeeper crosslang-deps compose-config lint staged typecheck imports pytest test-unit wheel smoke bench clean
+.PHONY: chaos run run-hbase hbase-classpath spark-avro test venv deps-test zookeeper crosslang-deps compose-config lint staged typecheck imports pytest test-unit wheel smoke bench clean
 
 run: $(BIN)/hqueue
 	$(BIN)/hqueue standalone --data-dir $(DATA) --host $(HOST) --port $(PORT) --metrics-port $(METRICS_PORT)
@@ -51,6 +51,21 @@ $(HBASE_CLASSPATH_FILE): docker/hbase/pom.xml
 	mvn -q -B -f docker/hbase/pom.xml -Dhbase.version=$(HBASE_VERSION) \
 	  dependency:build-classpath -Dmdep.outputFile=$@.tmp
 	mv $@.tmp $@
+
+# Spark's Avro functions, for hqueue.spark.read_avro (docs/spark.md): the spark-avro
+# package from Maven Central, copied into build/spark/ (git-ignored). It should be your
+# Spark's own version; this machine's Maven mirror has none for PySpark 4.3.0, so the
+# newest it serves is pinned, and the tests show it works with Spark 4.3.
+SPARK_AVRO_VERSION ?= 4.2.0
+SPARK_AVRO_JAR := $(CURDIR)/build/spark/spark-avro_2.13-$(SPARK_AVRO_VERSION).jar
+
+spark-avro: $(SPARK_AVRO_JAR)
+
+$(SPARK_AVRO_JAR):
+	@mkdir -p $(dir $@)
+	@echo "resolving Spark's Avro functions $(SPARK_AVRO_VERSION) from Maven Central"
+	mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
+	  -Dartifact=org.apache.spark:spark-avro_2.13:$(SPARK_AVRO_VERSION) -DoutputDirectory=$(dir $@)
 
 $(BIN)/hqueue: setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -126,8 +141,8 @@ lint: deps-test
 # runs the suite in one process. The suite keeps both cores busy (a third worker made
 # it no faster), so what shortens it is less CPU work, not more workers.
 PYTEST_WORKERS ?= 2
-pytest: deps-test zookeeper crosslang-deps hbase-classpath
-	HQUEUE_HBASE_CLASSPATH_FILE=$(HBASE_CLASSPATH_FILE) \
+pytest: deps-test zookeeper crosslang-deps hbase-classpath spark-avro
+	HQUEUE_HBASE_CLASSPATH_FILE=$(HBASE_CLASSPATH_FILE) HQUEUE_SPARK_AVRO_JAR=$(SPARK_AVRO_JAR) \
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
 # The tests that need no server and no Java (marked `unit` by tests/conftest.py): seconds.
@@ -166,7 +181,8 @@ chaos: deps-test zookeeper
 	$(BIN)/python -m hqueue.testing.chaos --size full
 
 bench: export HQUEUE_HBASE_CLASSPATH_FILE := $(HBASE_CLASSPATH_FILE)
-bench: deps-test bench-deps zookeeper hbase-classpath
+bench: export HQUEUE_SPARK_AVRO_JAR := $(SPARK_AVRO_JAR)
+bench: deps-test bench-deps zookeeper hbase-classpath spark-avro
 	$(BIN)/python bench/bench_cli.py
 	$(BIN)/python bench/bench_hbase.py
 	$(BIN)/python bench/bench_metadata.py
@@ -186,7 +202,8 @@ BENCH_SMOKE_JOBS ?= 4
 .PHONY: bench-smoke
 bench-smoke: export HQUEUE_HBASE_CLASSPATH_FILE := $(HBASE_CLASSPATH_FILE)
 bench-smoke: export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
-bench-smoke: deps-test bench-deps zookeeper hbase-classpath
+bench-smoke: export HQUEUE_SPARK_AVRO_JAR := $(SPARK_AVRO_JAR)
+bench-smoke: deps-test bench-deps zookeeper hbase-classpath spark-avro
 	$(BIN)/python .ci/parallel.py --jobs $(BENCH_SMOKE_JOBS) \
 	"$(BIN)/python bench/bench_subscribe.py --smoke" \
 	"$(BIN)/python bench/bench_spark.py --smoke" \

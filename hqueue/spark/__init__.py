@@ -8,19 +8,27 @@ reader.
 
 Columns: ``partition`` int, ``timestamp`` timestamp, ``sequence`` int, ``id`` string
 (``"timestamp:sequence"``), ``topic`` string, ``value`` binary. See docs/spark.md for
-the options, streaming reads and writes.
+the options, streaming reads and writes, and :func:`read_avro` for a topic's records
+decoded in the JVM.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from hqueue.lazy import lazy_exports
 from hqueue.spark.options import SourceOptions
 from hqueue.spark.schema import SCHEMA
 from hqueue.spark.session import is_connect
 
-__all__ = ["SCHEMA", "read_queue", "register"]
+if TYPE_CHECKING:
+    from hqueue.spark.jvm_avro import read_avro
+
+__all__ = ["SCHEMA", "read_avro", "read_queue", "register"]
+
+# read_avro's module imports pyarrow, which reading a queue without it does not need.
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {"read_avro": "hqueue.spark.jvm_avro"})
 
 log = logging.getLogger(__name__)
 

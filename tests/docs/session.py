@@ -13,7 +13,9 @@ page uses ZooKeeper), a work directory, and the environment every block sees:
   ``make run`` serves on,
   stand for the page's server in code and in shown output;
 - the local Spark drivers a page starts run with
-  :data:`~hqueue.testing.spark.QUICK_JVM_OPTIONS` (``SPARK_SUBMIT_OPTS``);
+  :data:`~hqueue.testing.spark.QUICK_JVM_OPTIONS` (``SPARK_SUBMIT_OPTS``) and, where
+  ``make spark-avro`` resolved them, Spark's Avro functions (``PYSPARK_SUBMIT_ARGS``
+  ``--jars``, as ``pyspark --jars`` takes them);
 - a line ``hqueue standalone [--data-dir DIR] &`` (a page starting its server in the
   background) is not run: the page's server, already running, stands in for it.
 
@@ -40,7 +42,7 @@ from pathlib import Path
 
 from hqueue.closing import Closeable
 from hqueue.testing.process import processes
-from hqueue.testing.spark import QUICK_JVM_OPTIONS
+from hqueue.testing.spark import QUICK_JVM_OPTIONS, spark_avro_jar
 from hqueue.testing.standalone import StandaloneProcess
 from tests.docs.expected import matches
 from tests.docs.markdown import Block, Command, Page
@@ -135,6 +137,10 @@ class PageRun(Closeable):
         env["PATH"] = f"{Path(sys.prefix) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
         env["SPARK_SUBMIT_OPTS"] = QUICK_JVM_OPTIONS  # every Spark a page starts is local
+        avro = spark_avro_jar()
+        if avro is not None:
+            # As `pyspark --jars` would: the page's Spark has Spark's Avro functions.
+            env["PYSPARK_SUBMIT_ARGS"] = f"--jars {avro} pyspark-shell"
         # A terminal shows stdout line by line; written to a file, Python would hold it
         # back until exit, behind what went to stderr.
         env["PYTHONUNBUFFERED"] = "1"

@@ -26,16 +26,25 @@ def _wait_for_executors(app: str, count: int, timeout: float = 60.0) -> list[str
     """Return the hosts of the application's executors once ``count`` have registered
     (tasks scheduled before would find no executor on their preferred hosts). An
     executor the driver lists before its block manager has registered has no host yet
-    (an empty ``hostPort``): it is not counted until it has one."""
+    (``hostPort`` empty, or a port alone): it is not counted until it has one."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        executors = [
-            e for e in get_json(f"{app}/executors") if e["id"] != "driver" and e.get("hostPort")
+        hosts = [
+            _host(e.get("hostPort") or "")
+            for e in get_json(f"{app}/executors")
+            if e["id"] != "driver"
         ]
-        if len(executors) >= count:
-            return [e["hostPort"].rpartition(":")[0] for e in executors]
+        hosts = [h for h in hosts if h]
+        if len(hosts) >= count:
+            return hosts
         time.sleep(0.2)
     raise RuntimeError(f"fewer than {count} executors registered in {timeout} s")
+
+
+def _host(host_port: str) -> str:
+    """The host of an executor's ``hostPort`` (``host:port``), ``""`` if it has none."""
+    host = host_port.rpartition(":")[0] if ":" in host_port else host_port
+    return host.strip("[]")
 
 
 def main(master: str, hbase: str, queue: str) -> dict[str, Any]:

@@ -20,15 +20,24 @@ from kazoo.client import KazooClient
 
 from hqueue.client.client import Client
 from hqueue.testing import internals
-from hqueue.testing.spark import QUICK_JVM_OPTIONS, ConnectServer, SparkCluster, local_spark
+from hqueue.testing.spark import (
+    QUICK_JVM_OPTIONS,
+    ConnectServer,
+    SparkCluster,
+    local_spark,
+    spark_avro_jar,
+)
 from hqueue.testing.standalone import StandaloneProcess
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    """A local SparkSession with the hqueue data source registered (a quick JVM)."""
+    """A local SparkSession with the hqueue data source registered (a quick JVM), and
+    Spark's Avro functions where ``make spark-avro`` resolved them."""
     options = f"-Dlog4j2.level=ERROR {QUICK_JVM_OPTIONS}"
-    session = local_spark("hqueue-tests", **{"spark.driver.extraJavaOptions": options})
+    jar = spark_avro_jar()
+    jars = {"spark.jars": jar} if jar is not None else {}
+    session = local_spark("hqueue-tests", **{"spark.driver.extraJavaOptions": options}, **jars)
     yield session
     session.stop()
 
