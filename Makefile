@@ -53,19 +53,21 @@ $(HBASE_CLASSPATH_FILE): docker/hbase/pom.xml
 	mv $@.tmp $@
 
 # Spark's Avro functions, for hqueue.spark.read_avro (docs/spark.md): the spark-avro
-# package from Maven Central, copied into build/spark/ (git-ignored). It should be your
-# Spark's own version; this machine's Maven mirror has none for PySpark 4.3.0, so the
-# newest it serves is pinned, and the tests show it works with Spark 4.3.
+# package from Maven Central, copied into build/spark/ (git-ignored). A Spark should
+# run its own version; the Maven repository this project builds from serves none for
+# PySpark 4.3.0, so 4.2.0 is pinned, which the tests show working on Spark 4.3.
+# SPARK_AVRO_VERSION picks another.
 SPARK_AVRO_VERSION ?= 4.2.0
 SPARK_AVRO_JAR := $(CURDIR)/build/spark/spark-avro_2.13-$(SPARK_AVRO_VERSION).jar
 
 spark-avro: $(SPARK_AVRO_JAR)
 
 $(SPARK_AVRO_JAR):
-	@mkdir -p $(dir $@)
 	@echo "resolving Spark's Avro functions $(SPARK_AVRO_VERSION) from Maven Central"
+	rm -rf $(dir $@)tmp && mkdir -p $(dir $@)tmp
 	mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
-	  -Dartifact=org.apache.spark:spark-avro_2.13:$(SPARK_AVRO_VERSION) -DoutputDirectory=$(dir $@)
+	  -Dartifact=org.apache.spark:spark-avro_2.13:$(SPARK_AVRO_VERSION) -DoutputDirectory=$(dir $@)tmp
+	mv $(dir $@)tmp/$(notdir $@) $@ && rm -rf $(dir $@)tmp
 
 $(BIN)/hqueue: setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -6,24 +6,27 @@ workers. The storage's rows still come through the ``hqueue`` source, raw.
 
 How a value becomes a row, all of it Spark expressions planned on the driver:
 
-- the header's first byte must be 0 and the value at least 5 bytes long, else the value
+- the value's byte 0 must be 0 and the value at least 5 bytes long, else the value
   "has no schema header (it was written raw)";
-- bytes 2-5 are the schema version; each version the registry had when the read was
-  planned is a branch of one ``CASE``, decoding the body (byte 6 on) with that
+- bytes 1-4 are the schema version; each version the registry had when the read was
+  planned is a branch of one ``CASE``, decoding the body (byte 5 on) with that
   version's schema as the writer's and, for every version but the newest, the newest
   as the reader's (``from_avro``'s ``avroSchema`` option: Avro's schema resolution, as
   option ``decode`` applies it); a version the registry did not have then is "not in
   the registry";
 - every branch decodes ``PERMISSIVE`` (a value that is not a record of its version
   gives null), and the read's own ``mode`` decides what such a row is: ``FAILFAST``
-  fails the task with the message's position and why (Spark's ``raise_error``), as
-  option ``decode`` does; ``PERMISSIVE`` gives a row with null record columns and the
-  raw value in ``_corrupt_record``. Spark evaluates what a query uses: a query that
-  uses no column of the record (a ``count()``, the base columns alone) decodes
-  nothing, so it does not fail on a value that cannot be read, where option
-  ``decode`` decodes every value it reads; and Avro's decoder in Spark does not check
-  that a record ends where its value does, so a value with bytes after a whole record
-  reads as that record, where option ``decode`` refuses it;
+  fails the task with the message's position and the kind of fault (Spark's
+  ``raise_error``), as option ``decode`` does, without the Avro reader's own words;
+  ``PERMISSIVE`` gives a row with null record columns and ``schema_version`` and the
+  raw value in ``_corrupt_record``. Spark decodes only the rows and columns a query
+  needs: a query that uses neither the record's columns nor ``schema_version`` (a
+  ``count()``, the base columns alone), or rows a filter on the base columns or a
+  ``limit`` left out, decodes nothing of them, so it does not fail on a value that
+  cannot be read, where option ``decode`` decodes every value it reads; and Avro's
+  decoder in Spark does not check that a record ends where its value does, so a value
+  with bytes after a whole record reads as that record, where option ``decode``
+  refuses it;
 - each field is cast to the column type option ``decode`` gives it (a no-op where
   ``spark-avro`` maps it the same, which the tests check for every Avro type); the
   time-of-day logical types are left out of the schemas ``from_avro`` is given, so
@@ -71,9 +74,11 @@ def read_avro(spark: Any, options: Mapping[str, str], *, stream: bool = False) -
 
     :raises InvalidArgumentError: on a bad option, on option ``decode``, if the topic
         has no schema or a version that is not Avro, if its schema has no column type
-        (as option ``decode``), or if its records may be null (a top-level union
-        with ``null``: a null record could not be told from a value that failed to
-        decode).
+        (as option ``decode``), if its records may be null (a top-level union with
+        ``null``: a null record could not be told from a value that failed to
+        decode), or if two of its versions give a named type (record, enum, fixed)
+        different namespaces (Avro's resolution in Spark matches full names, where
+        hqueue's rules and option ``decode`` match the names alone).
     :raises NoQueueError: if there is no such queue.
     :raises pyspark.errors.AnalysisException: if Spark has no Avro functions (Spark's
         ``AVRO_NOT_LOADED_SQL_FUNCTIONS_UNUSABLE``, which names the package).
@@ -106,12 +111,53 @@ def _check_avro(typed: TypedColumns) -> None:
             "record could not be told from a value that failed to decode; read the topic "
             "with option decode=true"
         )
+    full_names: dict[str, tuple[str, int]] = {}
+    for number, (_, text) in sorted(typed.versions.items()):
+        for full in _named_types(json.loads(text), ""):
+            short = full.rpartition(".")[2]
+            seen = full_names.setdefault(short, (full, number))
+            if seen[0] != full:
+                raise InvalidArgumentError(
+                    f"read_avro: topic {typed.topic!r} names a type {seen[0]!r} in schema "
+                    f"version {seen[1]} and {full!r} in version {number}, which Spark's Avro "
+                    "functions do not resolve; read the topic with option decode=true"
+                )
+
+
+def _named_types(schema: Any, namespace: str) -> list[str]:
+    """The full names of the named types (records, enums, fixed) ``schema`` defines,
+    ``namespace`` being the enclosing one (Avro's rules)."""
+    if isinstance(schema, list):
+        return [name for branch in schema for name in _named_types(branch, namespace)]
+    if not isinstance(schema, dict):
+        return []
+    kind = schema.get("type")
+    if kind in ("record", "error", "enum", "fixed") and isinstance(schema.get("name"), str):
+        name = schema["name"]
+        full = (
+            name
+            if "." in name
+            else ".".join(filter(None, (schema.get("namespace", namespace), name)))
+        )
+        inner = full.rpartition(".")[0]
+        fields = schema.get("fields", []) if kind in ("record", "error") else []
+        return [full, *(n for f in fields for n in _named_types(f.get("type"), inner))]
+    found = _named_types(kind, namespace) if isinstance(kind, dict | list) else []
+    for key in ("items", "values"):
+        found += _named_types(schema.get(key), namespace)
+    return found
 
 
 _TIME_TYPES = frozenset({"time-millis", "time-micros"})
+"""Avro's time-of-day logical types, which Spark's Avro functions map to its ``TIME``
+type and option ``decode`` to the number they are stored as."""
 
+_ENVELOPE = "hqueue_envelope_of_a_value"
+"""The name of the envelope record (:func:`_spark_text`), chosen not to be a user's."""
 
-_ENVELOPE = "hqueue_value"
+_NESTED = frozenset({"type", "fields", "items", "values"})
+"""The keys of an Avro schema's object that hold schemas (or, ``fields``, a list of
+objects holding them)."""
 
 
 def _spark_text(text: str) -> str:
@@ -138,26 +184,20 @@ def _spark_text(text: str) -> str:
     return json.dumps({"type": "record", "name": _ENVELOPE, "fields": [field]})
 
 
-_NESTED = frozenset({"type", "fields", "items", "values"})
-"""The keys of an Avro schema's object that hold schemas (or, ``fields``, a list of
-objects holding them)."""
-
-
 def _decoded(raw: Any, typed: TypedColumns) -> Any:
     """The typed columns of ``raw`` (a DataFrame of the ``hqueue`` source's columns)."""
     from pyspark.sql import functions as F
 
     value = F.col("value")
     framed = (F.length(value) >= HEADER.size) & (F.substring(value, 1, 1) == F.lit(b"\x00"))
-    header_version = F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("int")
+    # Unsigned 32 bits: a long, so that a raw value's bytes never overflow the cast.
+    header_version = F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("bigint")
     versioned = raw.select(*BASE_COLUMNS, "value", F.when(framed, header_version).alias("_v"))
     decoded = versioned.select(*BASE_COLUMNS, "value", "_v", _record(typed).alias("_r"))
     version, record = F.col("_v"), F.col("_r")
-    if typed.permissive:
-        kept_version = F.when(record.isNotNull(), version)
-        corrupt = [F.when(record.isNull(), value).alias(CORRUPT)]
-    else:
-        kept_version, corrupt = version, []
+    # Through the record, so that schema_version alone decodes (and fails) as a field.
+    kept_version = F.when(record.isNotNull(), version)
+    corrupt = [F.when(record.isNull(), value).alias(CORRUPT)] if typed.permissive else []
     if typed.wraps():
         fields = [record.cast(column.ddl).alias(name) for name, column in typed._fields()]
     else:
@@ -180,6 +220,7 @@ def _record(typed: TypedColumns) -> Any:
     body = F.expr(f"substring(value, {HEADER.size + 1})")
     newest_text = _spark_text(typed.versions[typed.newest][1])
     failfast = not typed.permissive
+    # One CASE of a branch per version: F.when starts it, each Column.when adds one.
     record: Any = F
     if failfast:
         no_header = F.lit("the value has no schema header (it was written raw)")

@@ -81,12 +81,12 @@ ENV_SPARK_AVRO_JAR = "HQUEUE_SPARK_AVRO_JAR"
 def spark_avro_jar() -> str | None:
     """Return the jar of Spark's Avro functions (``hqueue.spark.read_avro`` needs it on
     Spark's class path), or ``None`` if it was not resolved: ``$HQUEUE_SPARK_AVRO_JAR``,
-    else the newest ``build/spark/spark-avro_*.jar`` under the current directory
-    (``make spark-avro`` puts it there)."""
+    else the ``build/spark/spark-avro_*.jar`` under the current directory that
+    ``make spark-avro`` made last."""
     given = os.environ.get(ENV_SPARK_AVRO_JAR)
     if given:
         return given if Path(given).is_file() else None
-    found = sorted(Path("build/spark").glob("spark-avro_*.jar"))
+    found = sorted(Path("build/spark").glob("spark-avro_*.jar"), key=lambda p: p.stat().st_mtime)
     return str(found[-1].resolve()) if found else None
 
 
