@@ -110,7 +110,9 @@ class Writer:
         :raises InvalidMessageError: a message is invalid (its index is in the text):
             a bad topic, a payload over the limit, a partition the queue does not have
             (the first message naming it), or one the queue's policy refuses
-            (:mod:`hqueue.sidecar.write_policy`); or a sequence is (index -1).
+            (:mod:`hqueue.sidecar.write_policy`; a part that repeats a batch written
+            before is answered with its ids whatever the policy now says); or a
+            sequence is (index -1).
         :raises NoQueueError: no such queue.
         :raises NotOwnerError: a partition is not held here (or not confirmed), or the
             storage refused the write because another owner fenced a partition.
@@ -127,7 +129,7 @@ class Writer:
         claims = _claims(sequences, by_partition)
         held = self._hold(queue, by_partition)
         refused = self._policy.refusal(queue, values, topics)
-        if refused is not None:
+        if refused is not None and not claims:
             raise invalid_message(*refused)
         plan = WritePlan(queue, held, by_partition, claims, len(values))
         # Storage I/O before the locks, so a slow delete or read stalls no other put:
@@ -145,6 +147,12 @@ class Writer:
                 plan.check_settled()
                 plan.sweep_producers(self.options.producer_expiry)
                 plan.check_sequences()
+                if refused is not None:
+                    # A retry of a batch stored before the policy changed is answered
+                    # with its ids: only the messages to write now are held to it.
+                    refused = self._refusal_of_new(plan, queue, values, topics, refused)
+                    if refused is not None:
+                        raise invalid_message(*refused)
                 plan.assign(values, columns)
                 if plan.groups:
                     self._start_write(plan)
@@ -162,6 +170,24 @@ class Writer:
                 if part.idle:
                     self._forget(part.held, part.idle)
         return plan.timestamps, plan.sequences
+
+    def _refusal_of_new(
+        self,
+        plan: WritePlan,
+        queue: str,
+        values: list[bytes],
+        topics: list[str],
+        refused: tuple[int, str],
+    ) -> tuple[int, str] | None:
+        """Return the policy's refusal of the messages of ``plan`` that repeat no batch
+        written before (``refused``, the whole batch's, if it names one of them), or
+        ``None`` if it accepts them. Call once the sequences are checked."""
+        new = sorted(i for part in plan.parts if part.repeat is None for i in part.indices)
+        if not new or refused[0] in new:
+            return refused if new else None
+        some_topics = topics if len(topics) == 1 else [topics[i] for i in new]
+        found = self._policy.refusal(queue, [values[i] for i in new], some_topics)
+        return None if found is None else (new[found[0]], found[1])
 
     def _hold(self, queue: str, by_partition: dict[int, list[int]]) -> list[HeldPartition]:
         """Return the partitions of the batch, in partition order, each held here and

@@ -172,11 +172,13 @@ def test_a_second_start_on_the_same_data_finds_the_queue(run_hbase: dict[str, st
     )
     try:
         assert proc.stdout is not None
+        said: list[str] = []
         for line in proc.stdout:
+            said.append(line)
             if m := _READY.search(line):
                 break
         else:
-            pytest.fail("the second start ended without its ready line")
+            pytest.fail("the second start ended without its ready line:\n" + "".join(said[-40:]))
         again = m.groupdict()
         scanned = [json.loads(line) for line in _hqueue(again, "--format", "json", "scan", "demo")
                    .splitlines()]  # fmt: skip

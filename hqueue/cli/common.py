@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FORMATS",
     "client_for",
+    "counted",
     "format_option",
     "from_option",
     "partition_option",
@@ -33,6 +34,12 @@ FORMATS = ("text", "json")
 """The values of ``--format`` / ``-o``."""
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def counted(count: int, noun: str) -> str:
+    """``count`` and ``noun``, the noun plural unless there is one: ``1 partition``,
+    ``4 partitions``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def root_options(ctx: click.Context) -> dict[str, Any]:

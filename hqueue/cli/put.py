@@ -60,7 +60,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 
 import click
 
-from hqueue.cli.common import client_for, format_option, root_options, silence_stdout
+from hqueue.cli.common import client_for, counted, format_option, root_options, silence_stdout
 from hqueue.errors import HQueueError, NoSchemaError
 from hqueue.message import Position, check_topic
 from hqueue.progress import Counter
@@ -405,7 +405,7 @@ def put(
         if partition is not None and not 0 <= partition < queue.partitions:
             raise click.ClickException(
                 f"--partition {partition} is out of range: queue {queue_name!r} has "
-                f"{queue.partitions} partitions (0..{queue.partitions - 1})"
+                f"{counted(queue.partitions, 'partition')} (0..{queue.partitions - 1})"
             )
         read: Callable[[int], Iterator[list[bytes]]]
         schema = _schema_of(queue, topic)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hqueue.cli.common import client_for as _client
-from hqueue.cli.common import format_option
+from hqueue.cli.common import counted, format_option
 from hqueue.cli.common import root_options as _options
 from hqueue.cli.policy_options import (
     QUEUE_SETTINGS,
@@ -144,13 +144,14 @@ def _describe_text(description: QueueDescription) -> str:
             f"  {_span(r.first_partition, r.last_partition)}: {r.host}:{r.port}"
             for r in description.regions
         ),
-        f"owners: {len(description.owners)} of {description.partitions} partitions owned",
+        f"owners: {len(description.owners)} of "
+        f"{counted(description.partitions, 'partition')} owned",
         *_owner_lines(description),
     ]
     if description.strays:
         lines.append(
-            f"strays: {len(description.strays)} partitions whose region server has no "
-            "sidecar beside it (owned across the network)"
+            f"strays: {counted(len(description.strays), 'partition')} whose region server has "
+            "no sidecar beside it (owned across the network)"
         )
     return "\n".join(lines)
 
@@ -212,8 +213,8 @@ def create(
     with _client(ctx) as client:
         info = client.create_queue(name, partitions, regions=regions, **policy_keywords(settings))
     text = (
-        f"created queue {info.name}: {info.partitions} partitions, "
-        f"{info.regions} regions, ttl {format_ttl(info.ttl_seconds)}"
+        f"created queue {info.name}: {counted(info.partitions, 'partition')}, "
+        f"{counted(info.regions, 'region')}, ttl {format_ttl(info.ttl_seconds)}"
     )
     # The TTL in force is always shown; the other settings when given.
     given = settings.keys() - {"ttl"}
@@ -309,7 +310,8 @@ def delete(ctx: click.Context, name: str, force: bool, yes: bool) -> None:
             info = client.queue(name).info
             # The prompt goes to stderr: stdout may be JSON for a program.
             if not _confirmed(
-                f"Delete queue {name} ({info.partitions} partitions) and all its messages?"
+                f"Delete queue {name} ({counted(info.partitions, 'partition')}) and all its "
+                "messages?"
             ):
                 # As kubectl delete --interactive: a "no" is an answer, not an error.
                 click.echo(NOT_CONFIRMED, err=True)

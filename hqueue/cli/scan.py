@@ -44,6 +44,7 @@ import click
 
 from hqueue.cli.common import (
     client_for,
+    counted,
     format_option,
     from_option,
     partition_option,
@@ -238,7 +239,7 @@ def scan(
                 if p >= queue.partitions:
                     raise click.ClickException(
                         f"{named} {p} is out of range: queue {queue_name!r} has "
-                        f"{queue.partitions} partitions (0..{queue.partitions - 1})"
+                        f"{counted(queue.partitions, 'partition')} (0..{queue.partitions - 1})"
                     )
             scanner: PartitionScanner | CombinedPartitionScanner | QueueScanner
             if len(partitions) == 1:

@@ -180,7 +180,7 @@ def test_a_queue_of_no_namespace_takes_the_defaults(
 ) -> None:
     out = _ok(hbase_server, "queue", "create", queue_name)
     try:
-        assert out == f"created queue {queue_name}: 1 partitions, 1 regions, ttl forever\n"
+        assert out == f"created queue {queue_name}: 1 partition, 1 region, ttl forever\n"
         lines = _ok(hbase_server, "queue", "describe", queue_name).splitlines()
         policy = lines.index("policy:")
         assert lines[policy + 1 : policy + 5] == [

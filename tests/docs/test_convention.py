@@ -190,7 +190,7 @@ def test_a_background_standalone_is_stood_in_for(page_run: Callable[..., PageRun
         "docs/bg.md",
         "```sh\nhqueue standalone --data-dir /tmp/hq &   # prints its ready line\n"
         "hqueue queue create bg --partitions 1\n```\n"
-        "```text\ncreated queue bg: 1 partitions, 1 regions, ttl forever\n```\n\n"
+        "```text\ncreated queue bg: 1 partition, 1 region, ttl forever\n```\n\n"
         "text\n\n```sh\nhqueue standalone --port 9999 &\n```\n",
     )
     with page_run(page) as run:

@@ -346,6 +346,46 @@ def test_a_client_that_skips_validation_gets_TInvalidMessage_over_the_idl(
         assert len(stored(queue)) == 2
 
 
+def test_a_retry_of_a_batch_stored_before_the_policy_changed_is_answered_with_its_ids(
+    hq: Client, hbase_server: StandaloneProcess
+) -> None:
+    """An idempotent producer's retry whose first answer was lost is answered with the
+    ids its batch was stored under, though the policy now refuses what it holds; a new
+    batch of the same producer is held to the policy."""
+    with namespace(hq) as ns:
+        name = f"{ns}:q"
+        hq.create_queue(name)
+        queue = hq.queue(name)
+        queue.put(b"warm", "t")  # the sidecar holds partition 0
+        host, _, port = (hbase_server.sidecar_address or "").rpartition(":")
+        client = thriftpy2.rpc.make_client(IDL.HQueueSidecar, host, int(port), timeout=10_000)
+        try:
+
+            def batch(value: bytes, first: int) -> Any:
+                sequence = IDL.TProducerSequence(partition=0, producerId=4242, firstSequence=first)
+                return IDL.TMessageBatch(
+                    values=[value], topics=["t"], partitions=[0], sequences=[sequence]
+                )
+
+            stored_ids = client.put(name, batch(b"x" * 20, 0))
+            hq.alter_namespace(ns, max_message_bytes=10)
+            eventually_refused(lambda: queue.put(b"y" * 20, "t"))
+            again = client.put(name, batch(b"x" * 20, 0))
+            assert (again.timestamps, again.sequences) == (
+                stored_ids.timestamps,
+                stored_ids.sequences,
+            )
+            with pytest.raises(IDL.TInvalidMessage) as caught:
+                client.put(name, batch(b"z" * 20, 1))
+            assert caught.value.index == 0
+            assert "over the 10-byte limit" in caught.value.message
+        finally:
+            client.close()
+        # (Beside the puts that went through before the sidecar saw the new policy.)
+        values = [v for _, v in stored(queue) if v != b"y" * 20]
+        assert values == [b"warm", b"x" * 20]
+
+
 # -- on real HBase too -------------------------------------------------------------------
 
 
