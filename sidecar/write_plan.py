@@ -243,6 +243,11 @@ class WritePlan:
         for part in self.parts:
             part.check_sequence()
 
+    def new_indices(self) -> list[int]:
+        """The batch's indices of the messages no written batch repeats (to write
+        now), in order. Call once the sequences are checked."""
+        return sorted(i for part in self.parts if part.repeat is None for i in part.indices)
+
     def assign(self, values: list[bytes], columns: list[bytes]) -> None:
         """Hand out every part's ids and gather the cells to write (none if every part
         repeats a batch). Call under the locks."""

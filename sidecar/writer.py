@@ -182,9 +182,11 @@ class Writer:
         """Return the policy's refusal of the messages of ``plan`` that repeat no batch
         written before (``refused``, the whole batch's, if it names one of them), or
         ``None`` if it accepts them. Call once the sequences are checked."""
-        new = sorted(i for part in plan.parts if part.repeat is None for i in part.indices)
-        if not new or refused[0] in new:
-            return refused if new else None
+        new = plan.new_indices()
+        if not new:
+            return None
+        if refused[0] in new:
+            return refused
         some_topics = topics if len(topics) == 1 else [topics[i] for i in new]
         found = self._policy.refusal(queue, [values[i] for i in new], some_topics)
         return None if found is None else (new[found[0]], found[1])

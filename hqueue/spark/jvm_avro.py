@@ -45,7 +45,7 @@ from hqueue.errors import InvalidArgumentError
 from hqueue.records.codec import HEADER, SchemaType
 from hqueue.spark.option_values import get_option
 from hqueue.spark.options import SourceOptions
-from hqueue.spark.typed import BASE_COLUMNS, CORRUPT, TypedColumns, typed_columns
+from hqueue.spark.typed import BASE_COLUMNS, CORRUPT, TypedColumns, _full_name, typed_columns
 
 __all__ = ["AVRO_PACKAGE", "read_avro"]
 
@@ -133,12 +133,7 @@ def _named_types(schema: Any, namespace: str) -> list[str]:
         return []
     kind = schema.get("type")
     if kind in ("record", "error", "enum", "fixed") and isinstance(schema.get("name"), str):
-        name = schema["name"]
-        full = (
-            name
-            if "." in name
-            else ".".join(filter(None, (schema.get("namespace", namespace), name)))
-        )
+        full = _full_name(schema["name"], schema.get("namespace", namespace))
         inner = full.rpartition(".")[0]
         fields = schema.get("fields", []) if kind in ("record", "error") else []
         return [full, *(n for f in fields for n in _named_types(f.get("type"), inner))]

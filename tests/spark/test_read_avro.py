@@ -130,7 +130,9 @@ def _avro_functions() -> None:
 def standalone(hbase_server, hq) -> Target:
     """The session's standalone server as a :class:`Target` (what decodes is Spark, the
     same whatever the storage: the storages are compared by the first test alone)."""
-    return Target(hbase_server.host, hbase_server.port, hbase_server.thrift2_port, hq, None, "")
+    return Target(
+        hbase_server.host, hbase_server.port, hbase_server.thrift2_port, hq, None, "standalone"
+    )
 
 
 def both(spark, opts: dict[str, str], sort: str = "id") -> tuple[Any, Any, list[Any], list[Any]]:
