@@ -11,7 +11,7 @@ import redis
 from peers import NATS_SERVER, REDIS_SERVER, RealHBase
 from queue_hqueue import CLUSTER_SCAN, HQUEUE_ROWS, SECURED_GOAL, SECURED_ROWS
 from queue_timing import BATCHED, SCAN, SEND, SINGLE, VALUE
-from rounds import SMOKE_NOTE, SMOKE_VERDICT, Figures, Key, Sample, version
+from rounds import CLIENT, SMOKE_NOTE, SMOKE_VERDICT, Figures, Key, Sample, version
 from table import Table
 
 import hqueue
@@ -105,7 +105,8 @@ def send_table(figures: Figures) -> Table:
     """One call per message beside the batched produce rows of the same run, hqueue's
     first, then Redis's, then NATS's."""
     table = Table(
-        ("producer", "msgs/s", "p50 ms", "p99 ms", "send ÷ row", "aio send ÷ row"), "lrrrrr"
+        ("producer", "msgs/s", "p50 ms", "p99 ms", "send ÷ row", "aio send ÷ row", "CPU µs/msg"),
+        "lrrrrrl",
     )
     rate = figures.rate
     ordered = [
@@ -130,8 +131,23 @@ def send_table(figures: Figures) -> Table:
             ms(figures.ms(k, 0.5)),
             ms(figures.ms(k, 0.99)),
             *ratios,
+            figures.cpu(k),
         )
     return table
+
+
+def server_cpu(figures: Figures, k: Key) -> float | None:
+    """Row ``k``'s CPU microseconds per message of every process but the client (this
+    process), together; None if no round read it."""
+    per_process = figures.cpu_of(k)
+    if not per_process:
+        return None
+    return sum(us for name, us in per_process.items() if name != CLIENT)
+
+
+def ratio(mine: float | None, theirs: float | None) -> float | None:
+    """``mine / theirs``, None if either is missing or ``theirs`` is 0."""
+    return None if mine is None or not theirs else mine / theirs
 
 
 Check = tuple[str, float | None, str, Callable[[float], bool]]
@@ -151,6 +167,8 @@ def targets(figures: Figures) -> list[Check]:
         return None if part is None or whole is None else part / whole
 
     single: Key = (SINGLE, HQUEUE_ROWS[SINGLE])
+    redis_single = fastest(figures, SINGLE, "redis")
+    redis_batched = fastest(figures, BATCHED, "redis")
     plain, secured = (rate.get((BATCHED, label)) for label in SECURED_ROWS[BATCHED])
     checks: list[Check] = [
         (
@@ -176,6 +194,24 @@ def targets(figures: Figures) -> list[Check]:
             share(rate.get((SCAN, CLUSTER_SCAN)), hq_s),
             "{:.0%}",
             lambda x: x >= 0.75,
+        ),
+        (
+            "batched produce: hqueue's servers' CPU per message <= redis-server's",
+            ratio(
+                server_cpu(figures, (BATCHED, HQUEUE_ROWS[BATCHED])),
+                server_cpu(figures, (BATCHED, redis_batched[0])) if redis_batched else None,
+            ),
+            "{:.2f}x",
+            lambda x: x <= 1,
+        ),
+        (
+            "one put at a time: p50 <= Redis XADD's",
+            ratio(
+                figures.ms(single, 0.5),
+                figures.ms((SINGLE, redis_single[0]), 0.5) if redis_single else None,
+            ),
+            "{:.2f}x",
+            lambda x: x <= 1,
         ),
         (
             f"batched produce with TLS and tokens >= {SECURED_GOAL:.0%} of plaintext",

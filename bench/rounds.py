@@ -360,6 +360,11 @@ class Figures:
         values = [v for s in self.samples.get(k, []) if (v := getattr(s, what)) is not None]
         return statistics.median(values) if values else None
 
+    def cpu_of(self, k: Key) -> dict[str, float]:
+        """Row ``k``'s CPU microseconds per message per process
+        (:func:`cpu_per_message`), empty if no round read it."""
+        return cpu_per_message((s.cpu, s.messages) for s in self.samples.get(k, []) if s.cpu)
+
     def cpu(self, k: Key) -> str:
         """Row ``k``'s CPU cell (:func:`cpu_cell`), empty if no round read it."""
-        return cpu_cell(cpu_per_message((s.cpu, s.messages) for s in self.samples[k] if s.cpu))
+        return cpu_cell(self.cpu_of(k))

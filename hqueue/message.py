@@ -17,6 +17,7 @@ import functools
 import re
 import struct
 from collections.abc import Callable, Iterable
+from itertools import repeat
 from typing import NamedTuple
 
 from hqueue.errors import InvalidArgumentError
@@ -41,6 +42,7 @@ __all__ = [
     "encode_rowkey",
     "first_ids",
     "format_time",
+    "message_ids_of",
     "message_ranges",
     "messages_from_columns",
     "namespace_of",
@@ -49,6 +51,7 @@ __all__ = [
     "partition_end",
     "partition_prefix",
     "partition_range",
+    "positions_of",
     "rowkey_after",
     "table_name",
 ]
@@ -494,6 +497,22 @@ def parse_position(position: object, what: str = "position") -> MessageId:
         f"{what} {position!r} is not a message id ('timestamp:sequence'), an ISO-8601 "
         "time, a datetime or milliseconds since the epoch"
     )
+
+
+def message_ids_of(timestamps: Iterable[int], sequences: Iterable[int]) -> list[MessageId]:
+    """Return the ids whose parts are given by column (a put's answer), in order.
+
+    :raises ValueError: if the columns disagree in length.
+    """
+    return list(map(_new_tuple, repeat(MessageId), zip(timestamps, sequences, strict=True)))
+
+
+def positions_of(partitions: Iterable[int], ids: Iterable[MessageId]) -> list[Position]:
+    """Return the positions of messages given by column: their partitions and ids.
+
+    :raises ValueError: if the columns disagree in length.
+    """
+    return list(map(_new_tuple, repeat(Position), zip(partitions, ids, strict=True)))
 
 
 def messages_from_columns(rowkeys: bytes, topics: list[str], values: list[bytes]) -> list[Message]:

@@ -44,7 +44,7 @@ from hqueue.errors import (
     NotOwnerError,
     OutOfOrderSequenceError,
 )
-from hqueue.message import MessageId, Position, check_partition, check_topic
+from hqueue.message import MessageId, Position, check_partition, check_topic, positions_of
 from hqueue.settings import DEFAULT_PUT_TIMEOUT
 from hqueue.storage.sidecars import Sidecars, SidecarUnreachableError
 from hqueue.wire.sidecar_calls import MAX_PRODUCER_SEQUENCE, ProducerSequence, PutBatch
@@ -171,7 +171,7 @@ class _Put:
     def positions(self) -> list[Position]:
         """Return where each message went, once all are acknowledged."""
         done: list[MessageId] = self.ids  # type: ignore[assignment]
-        return [Position(p, mid) for p, mid in zip(self.partitions, done, strict=True)]
+        return positions_of(self.partitions, done)
 
 
 class NewMessage(NamedTuple):

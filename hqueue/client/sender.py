@@ -378,12 +378,12 @@ def _complete(
             else:
                 future._exception = errors[i]
             future._state = _FINISHED
-            for waiter in future._waiters:
+            for waiter in future._waiters_made or ():
                 if errors is None:
                     waiter.add_result(future)
                 else:
                     waiter.add_exception(future)
-            if future._done_callbacks:
+            if future._callbacks_made:
                 finished.append(future)
         condition.notify_all()
     for future in finished:

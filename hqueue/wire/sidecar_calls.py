@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from hqueue.errors import InvalidMessageError
-from hqueue.message import MessageId
+from hqueue.message import MessageId, message_ids_of
 from hqueue.wire.block import MessageBlock
 from hqueue.wire.idl import sidecar
 
@@ -116,7 +116,7 @@ class PutIds(NamedTuple):
 
     def message_ids(self) -> list[MessageId]:
         """Return the ids, in the batch's order."""
-        return list(map(MessageId, self.timestamps, self.sequences))
+        return message_ids_of(self.timestamps, self.sequences)
 
     def to_thrift(self) -> Any:
         """Return the ``TMessageIds`` of these ids."""
