@@ -60,10 +60,17 @@ beside it: compare those where the load makes the rates swing.
 
 Reported too: each peer's rate as a share of the embedded (raw) read's.
 
+Reported too, with the embedded peer: the floor of its server's share, py-lmdb's bare
+cursor loop over the store's rows (``bench/lmdb_floor.py``: the standalone's data
+directory opened read-only by this process after the reads, every row's key and value
+taken, best of ``--repeat``), in CPU microseconds per row.
+
 Targets: hqueue reaches at least 25% of the Parquet rate; the cluster's layout reads
-at least 75% of the embedded rate, and both at least 60% of the null source's (issue
-27); the typed Avro read reaches at least 50% of the embedded raw read's rate (either
-way of decoding: each is reported).
+at least 75% of the embedded rate, and both at least 60% of the null source's; the
+typed Avro read reaches at least 50% of the embedded raw read's rate (either way of
+decoding: each is reported); the embedded server spends at most 2x the cursor loop's
+CPU per row, and the cluster's layout (storage and sidecar together) at most 1.5x the
+embedded server's.
 
 Run: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/bench_spark.py
 [--rows 1000000] [--partitions 4] [--repeat 5] [--peers embedded,typed,null] [--smoke]``
@@ -90,6 +97,7 @@ from typing import Any
 
 import happybase
 from bench_records import TRADE_AVRO
+from lmdb_floor import cursor_floor
 from peers import RealHBase
 from rounds import (
     CLIENT,
@@ -514,6 +522,7 @@ def main() -> None:
         load_before = os.getloadavg()[0]
         results = timed(peers, args.repeat)
         load_after = os.getloadavg()[0]
+        floor = cursor_floor(Path(tmp) / "data", args.repeat) if HQUEUE in wanted else None
 
     rates = {name: args.rows / timing[0] for name, timing in results.items()}
     ceiling = rates.get(PARQUET)
@@ -577,6 +586,19 @@ def main() -> None:
         if spark is not None:
             per_row["spark"] = spark * 1e6 / args.rows
         print(f"  {name}: {cpu_cell(per_row)}")
+    server_per_row = {
+        name: sum(c for process, c in cpu.items() if process != CLIENT) * 1e6 / args.rows
+        for name, (_, cpu, _, _) in results.items()
+    }
+    floor_per_row: float | None = None
+    if floor is not None:
+        floor_rows, floor_s = floor
+        floor_per_row = floor_s * 1e6 / floor_rows
+        print(
+            f"  floor: py-lmdb's bare cursor loop over the embedded server's {floor_rows:,} "
+            f"stored rows, in this process, best of {args.repeat}: {floor_per_row:.2f} "
+            "µs per row"
+        )
     cluster_rate = rates.get(CLUSTER)
     typed_rates = {"decode=true": rates.get(TYPED), "read_avro": rates.get(TYPED_JVM)}
     if args.smoke:
@@ -604,6 +626,18 @@ def main() -> None:
                     f"target: {name} >= 60% of the null source: {ratio:.0%} "
                     f"({'met' if ratio >= 0.6 else 'not met'})"
                 )
+        if floor_per_row and HQUEUE in server_per_row:
+            ratio = server_per_row[HQUEUE] / floor_per_row
+            print(
+                f"target: embedded server CPU per row <= 2x the cursor loop's: {ratio:.2f}x "
+                f"({server_per_row[HQUEUE]:.2f} µs; {'met' if ratio <= 2 else 'not met'})"
+            )
+        if HQUEUE in server_per_row and CLUSTER in server_per_row:
+            ratio = server_per_row[CLUSTER] / server_per_row[HQUEUE]
+            print(
+                "target: storage + sidecar server CPU per row <= 1.5x embedded's: "
+                f"{ratio:.2f}x ({'met' if ratio <= 1.5 else 'not met'})"
+            )
         for way, typed_rate in typed_rates.items():
             if hq_rate and typed_rate:
                 ratio = typed_rate / hq_rate
