@@ -383,6 +383,28 @@ class Producer:
             return []
         return self.put_checked(info, *self._prepare(info, batch), lane=lane)
 
+    def put_values(
+        self, info: QueueInfo, values: list[bytes], topic: str, partition: int | None
+    ) -> list[Position]:
+        """Write ``values`` (bytes, each a message of ``topic``) to ``partition``, else
+        to the queue's next partition round-robin, as :meth:`put` does the same
+        messages; return where each went, in order.
+
+        :raises InvalidArgumentError: on a bad topic or partition, before anything is
+            sent.
+        :raises NoQueueError, UnavailableError, OutOfOrderSequenceError: as :meth:`put`.
+        """
+        if not values:
+            return []
+        try:
+            _, routed = check_message(info, b"", topic, partition, None, set())
+        except (InvalidArgumentError, TypeError) as exc:
+            raise InvalidMessageError(f"message 0: {exc}", 0) from None
+        if routed is None:
+            routed = self.round_robin.next(info)
+        n = len(values)
+        return self.put_checked(info, values, [topic] * n, [routed] * n)
+
     def put_checked(
         self,
         info: QueueInfo,
@@ -422,8 +444,11 @@ class Producer:
         while pending:
             owners, unknown = self._owners_of(put, pending, retrying)
             groups: dict[str | None, list[int]] = {}
-            for i in pending:
-                groups.setdefault(owners[partitions[i]], []).append(i)
+            if len(set(owners.values())) == 1:
+                groups[next(iter(owners.values()))] = pending  # one owner: no loop
+            else:
+                for i in pending:
+                    groups.setdefault(owners[partitions[i]], []).append(i)
             retry: list[int] = []
             for address, indices in groups.items():
                 if address is None:
@@ -452,10 +477,12 @@ class Producer:
         owners: dict[int, str | None] = {}
         unknown: set[int] = set()
         partitions = put.partitions
-        for i in pending:
-            p = partitions[i]
-            if p in owners:
-                continue
+        wanted = (
+            put.counts.keys()
+            if len(pending) == len(partitions)
+            else dict.fromkeys(partitions[i] for i in pending)
+        )
+        for p in wanted:
             try:
                 owners[p] = self._owner(put.queue, p)
             except self._retry.LOOKUP_ERRORS as exc:

@@ -286,6 +286,10 @@ class Queue:
             ``put_timeout``.
         """
         items = messages if isinstance(messages, list) else list(messages)
+        if topic is not None and items and set(map(type, items)) == {bytes}:
+            # Bare bytes for one topic, the bulk of raw producing: checked once, sent
+            # by column, with no message object each.
+            return self._producer.put_values(self.info, items, topic, partition)
         if topic is not None and items and all(item.__class__ is dict for item in items):
             # A batch of records for one topic, the bulk of typed producing: encoded in
             # one loop of the topic's schema.

@@ -76,6 +76,29 @@ def test_bare_values_take_the_topic_and_go_round_robin_per_batch(
     assert by_partition == {0: 2, 1: 2, 2: 2}
 
 
+def test_a_batch_of_bare_bytes_is_put_as_the_same_messages_one_by_one_would_be(
+    hq: Client,
+    queue_name: str,
+) -> None:
+    # Bare bytes with the topic keyword go by column, without a message object each:
+    # the same rows, order and refusals as the same batch given as NewMessages.
+    hq.create_queue(queue_name, partitions=2)
+    queue = hq.queue(queue_name)
+    values = [b"v%d" % i for i in range(50)]
+    bare = queue.put_batch(values, topic="t", partition=1)
+    given = queue.put_batch([NewMessage(v, "t", 1) for v in values])
+    assert {p.partition for p in bare + given} == {1}
+    assert bare + given == sorted(bare + given) and len(set(bare + given)) == 100
+    assert [(m.value, m.topic) for m in read_all(hq, queue_name)] == [(v, "t") for v in values] * 2
+    for topic, partition in (("", 0), ("t" * 256, 0), ("t", 2), ("t", -1), (5, 0), ("t", "0")):
+        with pytest.raises(InvalidArgumentError) as bare_error:
+            queue.put_batch([b"x"], topic=topic, partition=partition)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError) as given_error:
+            queue.put_batch([NewMessage(b"x", topic, partition)])  # type: ignore[arg-type]
+        assert str(bare_error.value) == str(given_error.value)
+    assert len(read_all(hq, queue_name)) == 100
+
+
 def test_bad_messages_are_refused_before_anything_is_written(
     hq: Client,
     queue_name: str,
