@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from hqueue.client import subscription_admin
 from hqueue.client.context import QueueHandle
@@ -289,7 +289,9 @@ class Queue:
         if topic is not None and items and set(map(type, items)) == {bytes}:
             # Bare bytes for one topic, the bulk of raw producing: checked once, sent
             # by column, with no message object each.
-            return self._producer.put_values(self.info, items, topic, partition)
+            return self._producer.put_values(
+                self.info, cast("list[bytes]", items), topic, partition
+            )
         if topic is not None and items and all(item.__class__ is dict for item in items):
             # A batch of records for one topic, the bulk of typed producing: encoded in
             # one loop of the topic's schema.
