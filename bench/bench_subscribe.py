@@ -15,7 +15,7 @@ same work in one run, on this machine:
   storage only (HBase's part; the queues' metadata in its tables) and a separate
   ``hqueue sidecar`` process owning the partitions, reading the storage through Thrift1
   scanners; the clients connect to the storage. It runs the drain (beside the
-  embedded row, as a share of it) and the scale row.
+  embedded row, as a share of it) and hqueue's scale row.
 - ``hqueue-hbase``: hqueue as deployed, real Apache HBase 2.6 (master, two region
   servers, the Thrift1 and Thrift2 gateways, each a JVM, started by this script from
   the jars ``$HQUEUE_HBASE_CLASSPATH_FILE`` names, as ``make bench`` sets it) and two
@@ -33,9 +33,13 @@ same work in one run, on this machine:
   every 100th message (one ack covers the ones before it), plus the last one at
   the end of a run.
 
+Redis and NATS also run the scale row (rows ``redis`` and ``nats`` of it), when
+``--scale-subscriptions`` is not 0: a peer in ``--peers`` runs every workload it has.
+
 The consumer side of every peer runs in this process (hqueue's subscriber serves
 Thrift on its own threads; the Redis consumer is a thread; NATS has an event loop on
-a thread of its own). The producers run in a separate child process per peer, so the
+a thread of its own), but the scale row's, which runs in child processes of its own
+(below). The producers run in a separate child process per peer, so the
 producer's CPU and the GIL it holds do not sit between a pushed batch and its
 listener. Send times are ``time.perf_counter_ns()`` (CLOCK_MONOTONIC, one clock for
 every process of the machine) packed into the first 16 bytes of each 100-byte
@@ -108,38 +112,63 @@ Workloads:
   each as a ratio of the same peer's run without a join, and the time from the
   join call to the joiner's first delivery. Redis has no rebalance: its third
   consumer just starts reading beside the others.
-- scale (``hqueue-cluster`` only): ``--scale-subscriptions`` subscriptions (1,000)
-  of one queue of 8 partitions,
-  all on the one separate sidecar, their subscribers as many
-  ``Queue.subscribe`` calls in this process (a Thrift server each, on a port of its
-  own, one shared recording listener), made untimed from 8 threads. Subscription k
-  takes only topic ``sk``, and message i goes to partition i mod 8 with topic
-  ``s((i div 8) mod subscriptions)``, so every message is pushed to exactly one
-  subscription and every (subscription, partition) delivery gets messages: the
-  aggregate push rate is the produced rate (``--scale-rate``, 10,000 msg/s, one per
-  ``Queue.send`` by 8 senders, sender k to partition k, for ``--seconds``). Before
-  the timing, a warm-up message per (subscription, partition) (sent again after 1, 2,
-  4, 8, 8, ... s for the ones not yet arrived) shows every delivery running. Reported:
-  put-to-listener p50/p99/max, and the sidecar's threads (``Threads:`` of
-  /proc/PID/status: before the subscriptions, the most while they ran, after the queue
-  is deleted), its largest RSS (``VmRSS:``, sampled every 100 ms), and its CPU seconds
-  (and the storage's) from the first paced message to the last delivery
-  (/proc/PID/stat); over the same window, from the sidecar's metrics endpoint, the put
-  requests it answered and its storage reads for deliveries
-  (``hqueue_delivery_reads_total``: shared, one per partition for every delivery at
-  its head, and own, of deliveries catching up).
-  hqueue's producer waits up to 60 s for a put (``put_timeout``), so a row whose
-  puts back up is reported with that latency instead of failing. Goals (issue 24):
-  threads under 64, p99 under 50 ms, RSS under 1 GiB.
+- scale, a capacity figure (``hqueue-cluster``, ``redis`` and ``nats``):
+  ``--scale-subscriptions`` subscriptions (1,000), every message to exactly one of
+  them: message i goes to subscription ``(i div 8) mod subscriptions``, partition ``i
+  mod 8`` (``scale_slot`` of subscribe_messages.py), so every (subscription,
+  partition) gets messages and the aggregate push rate is the produced rate. hqueue:
+  one queue of 8 partitions, all on the one separate sidecar, subscription k taking
+  only topic ``sk``; Redis: a stream per subscription (``x<round>:<k>``; a Redis
+  consumer group cannot filter) with one consumer group, its one consumer reading with
+  ``XREADGROUP ... COUNT 1000 BLOCK 100`` and ``XACK``ing what it got; NATS: one
+  file-backed stream (subjects ``scale<round>.<k>.<partition>``), an ephemeral push
+  consumer per subscription filtering ``scale<round>.<k>.*``, ack policy ``all`` and
+  ``max_ack_pending`` 10,000 as above, acked every 100th message and once a second for
+  the rest. The subscribers run in ``--scale-subscriber-processes`` child processes
+  (2), subscription k in child k mod processes, each answering the bench over a Pipe
+  as the producer does (``subscribe_scale_subscribers.py``): hqueue's a client and a
+  ``Queue.subscribe`` per subscription (a Thrift server each, made from 8 threads),
+  Redis's one connection looping one ``XREADGROUP`` over all its streams (``XACK``s
+  pipelined per read), NATS's one connection and event loop. So what the row measures
+  is the server, not the bench process. Each child records the receipt times itself
+  (``perf_counter_ns``, the clock of the producer's send stamps) and hands them back
+  after a step; the bench merges them. The subscriptions are made untimed ("subscribe
+  s"), then a warm-up message per (subscription, partition) (sent again after 1, 2, 4,
+  8, 8, ... s to the ones not yet arrived at any child) shows every delivery running.
+  Then the offered rate steps through ``--scale-rates`` (2,000 to 16,000 msg/s), each
+  step ``--seconds`` long, paced one message per call by 8 senders in the producer's
+  child (hqueue ``Queue.send``, sender k to partition k; Redis ``XADD``; NATS ``await
+  publish``), the same subscriptions throughout the round, each step a window of its
+  own (from its first send to its last arrival). A step is sustained when the producer
+  sent (and had acknowledged) at least 95% of the offered rate within its seconds and
+  its p99 from the send call to the listener is under 50 ms (a message not arrived 60
+  s after the sending counts, as arrived then, and makes the step not sustained);
+  stepping stops after the first step not sustained (a smoke run runs every step). The
+  row's capacity is the highest offered rate sustained, every step below it sustained
+  too ("none" if even the first missed, shown with the first step's figures); per step
+  the report gives the sent rate, the latencies, the CPU µs per delivered message of
+  the server (the sidecar, redis-server, nats-server), of hqueue's storage, of the
+  subscriber processes together and of the producer, the server's most threads
+  (``Threads:`` of /proc/PID/status) and RSS (``VmRSS:``), sampled every 100 ms, and
+  for hqueue, from the sidecar's metrics endpoint, its put requests and its storage
+  reads for deliveries (``hqueue_delivery_reads_total``: shared, one per partition for
+  every delivery at its head, and own, of deliveries catching up). hqueue's producer
+  waits up to 60 s for a put (``put_timeout``), so a step whose puts back up is
+  reported with that latency instead of failing. Goals: sidecar threads under 64 and
+  RSS under 1 GiB at 1,000 x 8; capacity at p99 < 50 ms at least 10,000 pushes/s; the
+  sidecar's CPU per push at its capacity at most 2x the NATS server's per delivered
+  message at NATS's (if either has no capacity, both at the highest rate both ran).
 
 CPU: every row also reports the CPU microseconds per message of each process
 involved (``bench/rounds.py``'s ``CpuMeter``, from ``/proc``), read over the measured
 part of the row: a paced run and batched produce while subscribed from the first send
 after the warm-up to the last delivery, a drain from the subscribe call to the last
 delivery (a new queue, its table and the warm-up cost a real HBase cluster more CPU
-than thousands of messages): this process (the subscribers), the producer's child
-process, and the server's: the standalone process, the storage and sidecar of the
-cluster's shape, Redis, NATS, or on real HBase each sidecar and each JVM.
+than thousands of messages), the scale row over its capacity step (the first step if
+none): this process (the subscribers; in the scale row the subscriber processes,
+``subscribers0``, ...), the producer's child process, and the server's: the
+standalone process, the storage and sidecar of the cluster's shape, Redis, NATS, or
+on real HBase each sidecar and each JVM.
 
 Method: the peers alternate within each round, their order rotating from round to
 round, and each figure is the median over the rounds (for latencies, the median of
@@ -148,17 +177,20 @@ peer's; for latencies the peer's p99 divided by hqueue's, so above 1 means hqueu
 faster either way. The targets: p99 < 10 ms at 5,000 msg/s; 10,000 msg/s reached
 one message per ``send`` with p99 < 15 ms; push rate at or above Redis's consumer
 group; a 3-member hqueue group drain at least 1.5x Redis's consumer group with 3
-consumers.
+consumers; the scale row's, above.
 
 Run: ``.venv/bin/python bench/bench_subscribe.py [--rates 1000,5000,10000]
 [--seconds 3] [--messages 200000] [--live-messages 100000] [--group-messages 200000]
 [--join-rate 1000] [--rounds 3] [--quick] [--smoke] [--peers
 hqueue,hqueue-cluster,hqueue-hbase,redis,nats]
-[--producers 4] [--hqueue-partitions N] [--scale-subscriptions 1000] [--scale-rate
-10000] [--sidecar-args '--delivery-threads 8']``; ``--rates '' --batched-rates ''
+[--producers 4] [--hqueue-partitions N] [--scale-subscriptions 1000] [--scale-rates
+2000,4000,6000,8000,10000,12000,16000] [--scale-subscriber-processes 2]
+[--sidecar-args '--delivery-threads 8']``; ``--rates '' --batched-rates ''
 --messages 0 --live-messages 0`` runs the group workloads only; ``--peers
 hqueue,hqueue-cluster --rates '' --batched-rates '' --live-messages 0
---group-messages 0 --join-rate 0`` the cluster rows only; a peer
+--group-messages 0 --join-rate 0`` the cluster rows only; ``--peers
+hqueue-cluster,redis,nats --rates '' --batched-rates '' --messages 0
+--live-messages 0 --group-messages 0 --join-rate 0`` the scale row only; a peer
 whose server binary is missing is skipped with a line saying so (``make bench-deps``
 installs them), except in a smoke run, which fails then.
 
@@ -175,12 +207,19 @@ from pathlib import Path
 
 from peers import NATS_SERVER, REDIS_SERVER, RealHBase
 from rounds import Sample, add_smoke_argument, metered, percentile, run_rounds
+from subscribe_capacity import CapacitySample
 from subscribe_hqueue import HBASE, PushPeer, RealHBasePushPeer
 from subscribe_messages import WARMUP_SLOTS
 from subscribe_peers import NatsPeer, RedisPeer
 from subscribe_report import report
 from subscribe_runs import DRAIN, GROUP_DRAIN, JOIN, LIVE, SCALE, paced_kinds, paced_name
-from subscribe_scale import CLUSTER, SCALE_PARTITIONS, ClusterPushPeer
+from subscribe_scale import (
+    CLUSTER,
+    SCALE_PARTITIONS,
+    ClusterPushPeer,
+    NatsScalePeer,
+    RedisScalePeer,
+)
 
 Peer = PushPeer | RedisPeer | NatsPeer
 
@@ -211,7 +250,10 @@ def make_peers(args: argparse.Namespace, workdir: Path) -> tuple[list[Peer], dic
         peers.append(ClusterPushPeer(workdir, shlex.split(args.sidecar_args)))
     if HBASE in wanted:
         peers.append(RealHBasePushPeer(workdir))
-    for name, binary, cls in (("redis", REDIS_SERVER, RedisPeer), ("nats", NATS_SERVER, NatsPeer)):
+    for name, binary, cls in (
+        ("redis", REDIS_SERVER, RedisScalePeer),
+        ("nats", NATS_SERVER, NatsScalePeer),
+    ):
         if name not in wanted:
             continue
         if not Path(binary).exists():
@@ -224,6 +266,10 @@ def make_peers(args: argparse.Namespace, workdir: Path) -> tuple[list[Peer], dic
 
 def describe(workload: str, row: str, s: Sample) -> str:
     """A round's line on stderr."""
+    if isinstance(s, CapacitySample):
+        steps = ", ".join(f"{st.offered:,}" for st in s.steps)
+        capacity = f"{s.capacity:,} msgs/s" if s.capacity else "none"
+        return f"{workload:<34} {row:<14} capacity {capacity} (steps run: {steps})"
     extra = ""
     if s.latencies:
         extra = (
@@ -329,13 +375,19 @@ def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scale-subscriptions",
         type=int,
-        help="subscriptions of the scale row (hqueue-cluster), each on all "
-        f"{SCALE_PARTITIONS} partitions of one queue; 0 skips it (default 1,000)",
+        help=f"subscriptions of the scale row ({CLUSTER}, redis, nats), each on all "
+        f"{SCALE_PARTITIONS} partitions; 0 skips it (default 1,000)",
     )
     parser.add_argument(
-        "--scale-rate",
+        "--scale-rates",
+        help="comma-separated offered rates of the scale row's steps, msg/s in all, "
+        "each for --seconds (default 2000,4000,6000,8000,10000,12000,16000)",
+    )
+    parser.add_argument(
+        "--scale-subscriber-processes",
         type=int,
-        help="paced rate of the scale row, msg/s in all (default 10,000)",
+        default=2,
+        help="child processes the scale row's subscribers run in (default %(default)s)",
     )
     parser.add_argument(
         "--sidecar-args",
@@ -347,7 +399,8 @@ def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
         parser,
         "paced at 1,000 msg/s one per call and batched, 1 s each, also on 2 partitions; "
         "2,000 / 2,000 messages; a group drain of 3,000; the join runs at 1,000 msg/s "
-        "for 4 s; the scale row with 20 subscriptions at 1,000 msg/s; 1 round",
+        "for 4 s; the scale row with 20 subscriptions, steps of 500 and 1,000 msg/s (both "
+        "run whatever the first measured); 1 round",
     )
     parser.add_argument(
         "--peers",
@@ -364,11 +417,11 @@ def settle(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         args.rates = args.batched_rates = "1000"
         args.seconds, args.messages, args.live_messages, args.rounds = 1, 2_000, 2_000, 1
         args.hqueue_partitions, args.group_messages, args.join_rate = 2, 3_000, 1000
-        args.scale_subscriptions, args.scale_rate = 20, 1000
+        args.scale_subscriptions, args.scale_rates = 20, "500,1000"
     if args.scale_subscriptions is None:
         args.scale_subscriptions = 1_000  # the target's size (docs/performance.md)
-    if args.scale_rate is None:
-        args.scale_rate = 10_000
+    if args.scale_rates is None:
+        args.scale_rates = "2000,4000,6000,8000,10000,12000,16000"
     defaults = (1, 20_000, 20_000, 20_000, 1) if args.quick else (3, 200_000, 100_000, 200_000, 3)
     for name, value in zip(
         ("seconds", "messages", "live_messages", "group_messages", "rounds"),
@@ -380,8 +433,9 @@ def settle(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     try:
         args.rate_list = [int(x) for x in args.rates.split(",") if x.strip()]
         args.batched_list = [int(x) for x in args.batched_rates.split(",") if x.strip()]
+        args.scale_rate_list = [int(x) for x in args.scale_rates.split(",") if x.strip()]
     except ValueError:
-        parser.error("--rates and --batched-rates take integers separated by commas")
+        parser.error("--rates, --batched-rates and --scale-rates take integers separated by commas")
     if args.linger_ms <= 0:
         parser.error("--linger-ms must be positive")
     if (
@@ -395,10 +449,16 @@ def settle(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         or min(args.messages, args.live_messages, args.group_messages, args.join_rate) < 0
     ):
         parser.error("--rounds must be positive and message counts not negative")
-    if not 0 <= args.scale_subscriptions <= WARMUP_SLOTS // SCALE_PARTITIONS or args.scale_rate < 1:
+    if (
+        not 0 <= args.scale_subscriptions <= WARMUP_SLOTS // SCALE_PARTITIONS
+        or any(x < 1 for x in args.scale_rate_list)
+        or (args.scale_subscriptions and not args.scale_rate_list)
+        or args.scale_subscriber_processes < 1
+    ):
         parser.error(
-            f"--scale-subscriptions must be 0 to {WARMUP_SLOTS // SCALE_PARTITIONS:,} "
-            "and --scale-rate positive"
+            f"--scale-subscriptions must be 0 to {WARMUP_SLOTS // SCALE_PARTITIONS:,}, "
+            "--scale-rates positive rates (one at least) and "
+            "--scale-subscriber-processes positive"
         )
 
 

@@ -42,9 +42,31 @@ def warm_value(slot: int) -> bytes:
     return HEADER.pack(WARMUP + slot, time.perf_counter_ns()) + PAD
 
 
+SCALE_PARTITIONS = 8
+"""The scale row's partitions (hqueue's queue; NATS's subjects), and its senders."""
+
+
+def scale_slot(i: int, subscriptions: int) -> tuple[int, int]:
+    """The scale row's message ``i``: to subscription ``(i div 8) mod subscriptions``,
+    partition ``i mod 8`` (sender ``i mod 8`` sends it), so that every message goes to
+    one subscription and every (subscription, partition) gets messages."""
+    return i // SCALE_PARTITIONS % subscriptions, i % SCALE_PARTITIONS
+
+
 def scale_topic(k: int) -> str:
-    """The topic (and the name) of the scale row's subscription ``k``."""
+    """The topic (and the name) of the scale row's hqueue subscription ``k``."""
     return f"s{k}"
+
+
+def scale_key(dest: str, k: int) -> str:
+    """The stream of the scale row's Redis subscription ``k`` (a consumer group each)."""
+    return f"{dest}:{k}"
+
+
+def scale_subject(dest: str, k: int, p: int | str) -> str:
+    """The subject of the scale row's NATS subscription ``k``, partition ``p`` (``*``:
+    all of them, the subscription's filter), in the stream ``dest``."""
+    return f"{dest}.{k}.{p}"
 
 
 # -- the receiving side, shared by the peers -----------------------------------------
@@ -53,9 +75,10 @@ def scale_topic(k: int) -> str:
 class Recorder:
     """Counts what a listener is handed and, when ``parse`` is on, the receipt time and
     the send time (from its payload) of each message by sequence number, dropping
-    duplicates. Warm-up messages only add their slot (see :func:`warm_value`) to
-    :attr:`warm`. ``processes`` names the peer's processes whose CPU a run reads
-    (:meth:`cpu`) over its measured part."""
+    duplicates, and those stamped before the ``since_ns`` of :meth:`arm` (a run
+    before, delivered again late). Warm-up messages only add their slot (see
+    :func:`warm_value`) to :attr:`warm`. ``processes`` names the peer's processes
+    whose CPU a run reads (:meth:`cpu`) over its measured part."""
 
     def __init__(self, processes: Callable[[], dict[str, int | None]] = dict) -> None:
         self.processes = processes
@@ -64,6 +87,7 @@ class Recorder:
         self.warm: set[int] = set()
         self.expected = 0
         self.parse = False
+        self.since_ns = 0
         self.count = 0
         self.first_ns = 0
         self.first_count = 0
@@ -72,9 +96,9 @@ class Recorder:
         self.sent = array.array("q")
         self.received = array.array("q")
 
-    def arm(self, expected: int, parse: bool) -> None:
+    def arm(self, expected: int, parse: bool, since_ns: int = 0) -> None:
         with self.lock:
-            self.expected, self.parse = expected, parse
+            self.expected, self.parse, self.since_ns = expected, parse, since_ns
             self.count = self.first_ns = self.first_count = self.last_ns = 0
             self.duplicates = 0
             size = expected if parse else 0
@@ -90,13 +114,13 @@ class Recorder:
                 return  # a late duplicate: the run's figures are taken
             if self.parse:
                 n = 0
-                sent, received = self.sent, self.received
+                sent, received, since = self.sent, self.received, self.since_ns
                 size = len(received)  # not expected: expect() may lower that
                 for v in values:
                     seq, stamp = HEADER.unpack_from(v)
                     if seq >= WARMUP:
                         self.warm.add(seq - WARMUP)
-                    elif seq < size and not received[seq]:
+                    elif seq < size and not received[seq] and stamp >= since:
                         received[seq] = now
                         sent[seq] = stamp
                         n += 1

@@ -1,25 +1,34 @@
 """bench_subscribe.py's producing side: a :class:`Producer` child process per peer
 (so the producer's CPU and the GIL it holds do not sit between a pushed batch and its
-listener), running that peer's :class:`Sender` on the parent's commands."""
+listener), running that peer's :class:`Sender` on the parent's commands (a
+:class:`subscribe_child.Child`)."""
 
 from __future__ import annotations
 
 import array
 import asyncio
-import contextlib
 import functools
-import multiprocessing
 import threading
 import time
-import traceback
 from collections.abc import Sequence
-from multiprocessing.connection import Connection
 from typing import Any
 
 import nats
 import redis
 from peers import TOPIC, Endpoint, wait_for_queue
-from subscribe_messages import BATCH, WAIT, due_stamped, scale_topic, stamped, warm_value
+from subscribe_child import Child
+from subscribe_messages import (
+    BATCH,
+    SCALE_PARTITIONS,
+    WAIT,
+    due_stamped,
+    scale_key,
+    scale_slot,
+    scale_subject,
+    scale_topic,
+    stamped,
+    warm_value,
+)
 
 __all__ = ["Producer", "Sender", "Target"]
 
@@ -29,11 +38,29 @@ class Sender:
     schedule; ``fill`` sends batches of 1,000 as fast as it can; both return (seconds,
     start time in perf_counter_ns, the acknowledgement time of each message as the
     bytes of an ``array('q')``). ``senders`` of a paced run: sender k sends messages
-    k, k + senders, ... through slot k (hqueue: to partition k modulo the partitions)."""
+    k, k + senders, ... through slot k (hqueue: to partition k modulo the partitions).
+
+    A ``dest`` given :meth:`scale_topics` (the scale row's) spreads its paced messages
+    over that many subscriptions, message i to :func:`scale_slot`'s (k, p): hqueue to
+    topic :func:`scale_topic` (k) on partition p, Redis to stream :func:`scale_key`,
+    NATS to subject :func:`scale_subject`; its warm-up slot ``k * SCALE_PARTITIONS +
+    p`` goes to the same (k, p)."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, int] = {}
+
+    def scale_topics(self, dest: str, n: int) -> None:
+        """Spread ``dest``'s messages over ``n`` subscriptions (see the class)."""
+        self.topics[dest] = n
+
+    def route(self, dest: str, i: int) -> str:
+        """Where message ``i`` of ``dest`` goes (Redis: the stream; NATS: the subject)."""
+        return dest
 
     def warm(self, dest: str, missing: Sequence[int]) -> None:
-        """Send a warm-up message (hqueue: one to each partition of the queue, or of
-        the scale row to each slot of ``missing``, the slots not arrived yet)."""
+        """Send a warm-up message (hqueue: one to each partition of the queue), or, to a
+        scale row's ``dest``, one to each slot of ``missing``, the slots not arrived
+        yet."""
         self.one(dest, warm_value(0), 0)
 
     def one(self, dest: str, value: bytes, slot: int) -> None:
@@ -44,7 +71,7 @@ class Sender:
     ) -> None:
         """Send message ``i`` of a paced run; ``acked[i]`` becomes the time of its
         acknowledgement (here :meth:`one` waits for it) once :meth:`settle` returns."""
-        self.one(dest, value, slot)
+        self.one(self.route(dest, i), value, slot)
         acked[i] = time.perf_counter_ns()
 
     def settle(self, dest: str) -> None:
@@ -132,20 +159,14 @@ class Sender:
 class HQueueSender(Sender):
     """Paced messages one per call go through ``Queue.send`` (the asynchronous
     producer, client defaults), acknowledged when their future resolves; batches
-    through ``put_batch``, spread round robin over the queue's partitions. A queue
-    given :meth:`scale_topics` (the scale row's) spreads its messages over that many
-    topics (see :func:`scale_topic`) instead of sending all with TOPIC."""
+    through ``put_batch``, spread round robin over the queue's partitions. Messages
+    go with TOPIC, but a scale row's (see :class:`Sender`)."""
 
     def __init__(self, endpoint: Endpoint) -> None:
+        super().__init__()
         self.client: Any = endpoint.connect(put_timeout=WAIT)
         self.queues: dict[str, Any] = {}
-        self.topics: dict[str, int] = {}
         self.errors: list[BaseException] = []
-
-    def scale_topics(self, dest: str, n: int) -> None:
-        """Send ``dest``'s paced message i to topic ``(i // partitions) % n`` and its
-        warm-up slot ``k * partitions + p`` to topic k, partition p."""
-        self.topics[dest] = n
 
     def _queue(self, name: str) -> Any:
         q = self.queues.get(name)
@@ -200,7 +221,21 @@ class HQueueSender(Sender):
 
 class RedisSender(Sender):
     def __init__(self, url: str) -> None:
+        super().__init__()
         self.r = redis.Redis.from_url(url)  # a connection pool: thread-safe
+
+    def route(self, dest: str, i: int) -> str:
+        n = self.topics.get(dest)
+        return dest if n is None else scale_key(dest, scale_slot(i, n)[0])
+
+    def warm(self, dest: str, missing: Sequence[int]) -> None:
+        if dest not in self.topics:
+            super().warm(dest, missing)
+            return
+        pipe = self.r.pipeline(transaction=False)
+        for slot in missing:
+            pipe.xadd(scale_key(dest, slot // SCALE_PARTITIONS), {b"v": warm_value(slot)})
+        pipe.execute()
 
     def one(self, dest: str, value: bytes, slot: int) -> None:
         self.r.xadd(dest, {b"v": value})
@@ -219,12 +254,33 @@ class NatsSender(Sender):
     """nats-py is asyncio-only: one event loop, concurrent tasks instead of threads."""
 
     def __init__(self, url: str) -> None:
+        super().__init__()
         self.loop = asyncio.new_event_loop()
         self.nc: Any = self.loop.run_until_complete(nats.connect(url))
         self.js = self.nc.jetstream()
 
     def one(self, dest: str, value: bytes, slot: int) -> None:
         self.loop.run_until_complete(self.js.publish(dest, value))
+
+    def route(self, dest: str, i: int) -> str:
+        n = self.topics.get(dest)
+        return dest if n is None else scale_subject(dest, *scale_slot(i, n))
+
+    def warm(self, dest: str, missing: Sequence[int]) -> None:
+        if dest not in self.topics:
+            super().warm(dest, missing)
+            return
+
+        async def run() -> None:
+            acks = [
+                await self.js.publish_async(
+                    scale_subject(dest, *divmod(slot, SCALE_PARTITIONS)), warm_value(slot)
+                )
+                for slot in missing
+            ]
+            await asyncio.gather(*acks)
+
+        self.loop.run_until_complete(run())
 
     def paced(
         self, dest: str, rate: int, n: int, senders: int, linger_ms: float = 0.0
@@ -244,7 +300,7 @@ class NatsSender(Sender):
                         break  # behind schedule at the end of the window
                     if delay > 0:
                         await asyncio.sleep(delay)
-                    await self.js.publish(dest, stamped(i))
+                    await self.js.publish(self.route(dest, i), stamped(i))
                     acked[i] = time.perf_counter_ns()
 
             await asyncio.gather(*(task(k) for k in range(senders)))
@@ -298,59 +354,9 @@ def make_sender(target: Target) -> Sender:
     return NatsSender(target)
 
 
-def producer_main(conn: Connection, target: Target) -> None:
-    """The child process: answer (method, args) commands until ``stop``."""
-    try:
-        sender = make_sender(target)
-    except BaseException:
-        conn.send(("error", traceback.format_exc()))
-        return
-    conn.send(("ok", None))
-    try:
-        while True:
-            cmd, args = conn.recv()
-            if cmd == "stop":
-                break
-            try:
-                conn.send(("ok", getattr(sender, cmd)(*args)))
-            except BaseException:
-                conn.send(("error", traceback.format_exc()))
-    finally:
-        sender.close()
-
-
-class Producer:
+class Producer(Child):
     """The parent's handle on a producer child process sending to ``target``."""
 
     def __init__(self, target: Target) -> None:
-        ctx = multiprocessing.get_context("spawn")  # no fork of a process with threads
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(
-            target=producer_main,
-            args=(child, target),
-            name=f"producer-{kind_of(target)}",
-            daemon=True,
-        )
-        self.proc.start()
-        child.close()
-        self._answer(60.0)
-
-    def _answer(self, timeout: float) -> Any:
-        if not self.conn.poll(timeout):
-            raise RuntimeError(f"producer did not answer within {timeout:.0f} s")
-        status, value = self.conn.recv()
-        if status != "ok":
-            raise RuntimeError(f"producer failed:\n{value}")
-        return value
-
-    def call(self, cmd: str, *args: Any, timeout: float = 300.0) -> Any:
-        self.conn.send((cmd, args))
-        return self._answer(timeout)
-
-    def stop(self) -> None:
-        with contextlib.suppress(OSError):
-            self.conn.send(("stop", ()))
-        self.proc.join(10)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
+        super().__init__(f"producer-{kind_of(target)}", make_sender, target)
+        self.ready()

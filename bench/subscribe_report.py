@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 from importlib import metadata
 
 import redis
@@ -25,15 +24,13 @@ from subscribe_runs import (
     paced_kinds,
     paced_name,
 )
-from subscribe_scale import CLUSTER, SCALE_PARTITIONS, SCALE_THREADS
+from subscribe_scale import CLUSTER
+from subscribe_scale_report import Target, scale_tables, scale_targets, scale_text
 from table import Table
 
 import hqueue
 
 __all__ = ["report"]
-
-Target = tuple[str, str, bool]
-"""A target's row: its text, what was measured, and whether it is met."""
 
 
 def fmt(v: float | None, spec: str = ".2f") -> str:
@@ -272,85 +269,6 @@ def join_table(args: argparse.Namespace, figures: Figures) -> Table:
     return table
 
 
-def scale_text(args: argparse.Namespace) -> str:
-    subs = args.scale_subscriptions
-    return (
-        f"\nSubscriptions at scale on one separate sidecar (hqueue standalone --no-sidecar "
-        f"+ hqueue sidecar, {args.sidecar_args or 'its defaults: 32 delivery threads'}): "
-        f"{subs:,} subscriptions of a queue of "
-        f"{SCALE_PARTITIONS} partitions, their subscribers in the bench process (a Thrift "
-        f"server each); {args.scale_rate:,} msg/s one per Queue.send by {SCALE_PARTITIONS} "
-        f"senders for {args.seconds} s, each message to one subscription (its topic), so "
-        f"{subs * SCALE_PARTITIONS:,} deliveries all receiving; latency from the send call "
-        'to the listener (ms), "ack" from the call to its acknowledgement, "after ack" '
-        'from the acknowledgement to the listener (the push); sidecar threads "before" '
-        'the subscriptions, the most "during" the run, "after" the queue was deleted; '
-        "RSS the largest sampled; CPU seconds from the first paced message to the last "
-        f"delivery; subscribe seconds for the {subs:,} subscribe calls ({SCALE_THREADS} "
-        "threads, untimed); over the same window, from the sidecar's metrics, the put "
-        "requests it answered (Queue.send batches per partition) and its storage reads "
-        'for deliveries, "shared" (one per partition for every delivery at its head) '
-        'and "own" (deliveries catching up alone):\n'
-    )
-
-
-def scale_table(args: argparse.Namespace, figures: Figures) -> Table:
-    """The scale row (which ran: see :func:`report`)."""
-    k = (SCALE, CLUSTER)
-    runs = figures.samples[k]
-
-    def proc(what: str) -> float:
-        """Median over the rounds of a /proc reading."""
-        return statistics.median(s.proc[what] for s in runs)
-
-    table = Table(
-        (
-            *("subscriptions x partitions", "sent msgs/s", *LATENCY_COLUMNS),
-            *("sidecar threads before / during / after", "sidecar RSS MiB", "sidecar CPU s"),
-            *("storage CPU s", "window s", "subscribe s", "put requests"),
-            "storage reads shared / own",
-        ),
-        "lrrrrrrrrrrrrrrr",
-    )
-    table.add(
-        f"{args.scale_subscriptions:,} x {SCALE_PARTITIONS}",
-        f"{figures.rate[k]:,.0f}",
-        *latency_cells(figures, k),
-        f"{proc('threads_before'):.0f} / {proc('threads'):.0f} / {proc('threads_after'):.0f}",
-        f"{proc('rss') / 2**20:,.0f}",
-        f"{proc('cpu'):.1f}",
-        f"{proc('storage_cpu'):.1f}",
-        f"{proc('window'):.1f}",
-        f"{proc('setup'):.1f}",
-        f"{proc('puts'):,.0f}",
-        f"{proc('shared'):,.0f} / {proc('own'):,.0f}",
-    )
-    return table
-
-
-def scale_targets(args: argparse.Namespace, figures: Figures) -> list[Target]:
-    """The scale row's targets; none if it did not run."""
-    k = (SCALE, CLUSTER)
-    if k not in figures.samples:
-        return []
-    runs = figures.samples[k]
-    threads = statistics.median(s.proc["threads"] for s in runs)
-    rss = statistics.median(s.proc["rss"] for s in runs)
-    rate, p99 = figures.rate[k], figures.ms(k, 0.99)
-    where = f"({args.scale_subscriptions:,} subscriptions x {SCALE_PARTITIONS}, "
-    where += f"{args.scale_rate:,} msg/s)"
-    short = rate < 0.95 * args.scale_rate
-    return [
-        (f"sidecar threads < 64 {where}", f"{threads:.0f}", threads < 64),
-        (
-            f"push p99 < 50 ms {where}",
-            f"{fmt(p99)} ms at {rate:,.0f} msg/s",
-            p99 is not None and p99 < 50 and not short,
-        ),
-        (f"sidecar RSS < 1 GiB {where}", f"{rss / 2**20:,.0f} MiB", rss < 2**30),
-    ]
-
-
 def cpu_table(args: argparse.Namespace, figures: Figures) -> Table:
     """A row per row of the run that read its processes' CPU."""
     table = Table(("workload", "peer", "CPU µs/msg"), "lll")
@@ -411,7 +329,7 @@ def targets_table(args: argparse.Namespace, figures: Figures, scale: list[Target
         else:
             table.add(text, f"{hq / rd:.2f}x", "yes" if hq >= goal * rd else "no")
     for text, measured, met in scale:
-        table.add(text, measured, "yes" if met else "no")
+        table.add(text, measured, "n/a" if met is None else "yes" if met else "no")
     return table
 
 
@@ -441,9 +359,12 @@ def report(
         print(join_text(args))
         print(join_table(args, figures))
     scale = scale_targets(args, figures)
-    if scale:
+    tables = scale_tables(args, figures)
+    if tables:
         print(scale_text(args))
-        print(scale_table(args, figures))
+        for t in tables:
+            print(t)
+            print()
     print(
         "\nCPU: microseconds of CPU per message of each process, median over the rounds "
         "(client: this process, the subscribers; producer: the producer's child "

@@ -16,7 +16,7 @@ from subscribe_producer import Producer
 
 DRAIN, LIVE = "drain pre-filled, from earliest", "batched produce while subscribed"
 GROUP_DRAIN, JOIN = "group drain, from earliest", "latency while a member joins"
-SCALE = "subscriptions at scale, one sidecar"
+SCALE = "subscriptions at scale: capacity"
 GROUP_MEMBERS = 3  # of the group drain; the join runs start with one fewer
 GROUP_PARTITIONS = 12  # of hqueue's group queues, and the senders of the join runs
 WARM_BACKOFF_MAX = 8.0  # seconds between two warm-up rounds of many slots, at most
@@ -117,14 +117,12 @@ def paced_run(
     slots: int = 1,
     linger_ms: float = 0.0,
     on_start: Callable[[], None] | None = None,
-    warm_every: float = 0.05,
-    warm_timeout: float = 30.0,
 ) -> Sample:
     """With the subscription open at the latest position: warm up, send ``n`` messages
     paced at ``rate``, wait for all of them. ``on_start`` is called once warmed up,
     just before the sending starts."""
     rec.arm(n, parse=True)
-    warm_up(producer, dest, rec, slots, warm_timeout, warm_every)
+    warm_up(producer, dest, rec, slots)
     if on_start is not None:
         on_start()
     cpu = rec.cpu()

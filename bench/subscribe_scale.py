@@ -1,35 +1,51 @@
-"""bench_subscribe.py's cluster peer (:class:`ClusterPushPeer`): subscriptions in the
-cluster's layout on one machine (:class:`peers.StorageAndSidecar`), its drain beside
-the embedded one's and the scale row: many subscriptions on one separate sidecar,
-whose threads, memory, CPU and metrics it reads meanwhile."""
+"""bench_subscribe.py's scale row, a capacity figure (subscribe_capacity.py) for three
+peers: :class:`ClusterPushPeer`, hqueue's subscriptions in the cluster's layout on one
+machine (:class:`peers.StorageAndSidecar`; its drain beside the embedded one's too),
+all of them on one separate sidecar, whose threads, memory, CPU and metrics the row
+reads; and :class:`RedisScalePeer` and :class:`NatsScalePeer`, the Redis and NATS
+peers with the same row (a consumer group, or a push consumer, per subscription)."""
 
 from __future__ import annotations
 
 import argparse
 import functools
 import sys
-import threading
-import time
 import urllib.request
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
+from nats.js.api import StorageType
 from peers import StorageAndSidecar
 from prometheus_client.parser import text_string_to_metric_families
-from rounds import Sample
+from subscribe_capacity import (
+    CapacitySample,
+    ScalePlan,
+    capacity_row,
+    proc_status,
+    settled_threads,
+)
 from subscribe_hqueue import PushPeer
-from subscribe_messages import scale_topic
-from subscribe_runs import DRAIN, SCALE, Rows, paced_run
+from subscribe_messages import SCALE_PARTITIONS, scale_key
+from subscribe_peers import REDIS_GROUP, NatsPeer, RedisPeer
+from subscribe_runs import DRAIN, SCALE, Rows
+from subscribe_scale_subscribers import HQUEUE, NATS, REDIS, SUBSCRIBE_THREADS, spread
 
 from hqueue.testing.jvm import process_cpu_seconds
 
-__all__ = ["CLUSTER", "SCALE_PARTITIONS", "SCALE_THREADS", "ClusterPushPeer"]
+__all__ = [
+    "CLUSTER",
+    "SCALE_PARTITIONS",
+    "SCALE_SERVERS",
+    "SCALE_THREADS",
+    "ClusterPushPeer",
+    "NatsScalePeer",
+    "RedisScalePeer",
+]
 
 CLUSTER = "hqueue-cluster"
-SCALE_PARTITIONS = 8  # of the scale row's queue, and its senders
-SCALE_THREADS = 8  # making and closing the scale row's subscribers
+SCALE_THREADS = SUBSCRIBE_THREADS  # making and closing a child's hqueue subscribers
+SCALE_SERVERS = {CLUSTER: "sidecar", "redis": "redis-server", "nats": "nats-server"}
+"""Per peer of the scale row, the process whose CPU per message is the row's figure."""
 
 
 class ClusterPushPeer(PushPeer):
@@ -42,101 +58,40 @@ class ClusterPushPeer(PushPeer):
         self.layout = StorageAndSidecar(workdir, sidecar_args)
         super().__init__(workdir, self.layout, CLUSTER)
 
-    def _subscribe_all(self, q: Any, n: int) -> list[Any]:
-        """Subscribers of subscriptions 0 to ``n`` - 1 (subscription k to topic k only),
-        made from SCALE_THREADS threads; on an error the ones made are closed."""
-        with ThreadPoolExecutor(SCALE_THREADS) as pool:
-            futures = [
-                pool.submit(
-                    q.subscribe,
-                    scale_topic(k),
-                    self._listener,
-                    topics=[scale_topic(k)],
-                    start="latest",
-                )
-                for k in range(n)
-            ]
-        subs = [f.result() for f in futures if f.exception() is None]
-        errors = [e for f in futures if (e := f.exception()) is not None]
-        if errors:
-            self._close_all(subs)
-            raise errors[0]
-        return subs
-
-    @staticmethod
-    def _close_all(subs: Sequence[Any]) -> None:
-        with ThreadPoolExecutor(SCALE_THREADS) as pool:
-            list(pool.map(lambda sub: sub.close(), subs))
-
-    def scale(self, r: int, subscriptions: int, rate: int, seconds: int) -> Sample:
-        """``subscriptions`` subscriptions of one queue of SCALE_PARTITIONS partitions,
-        made untimed; then the paced run, every message to one subscription (see
-        bench_subscribe.py's notes), reading the sidecar's /proc meanwhile; then the
-        subscribers closed and the queue deleted."""
+    def scale(self, r: int, plan: ScalePlan) -> CapacitySample:
+        """``plan.subscriptions`` subscriptions of one queue of SCALE_PARTITIONS
+        partitions, subscription k taking topic ``sk`` only, its subscribers in child
+        processes; the capacity steps; the queue deleted. Over each step, the
+        sidecar's put requests and storage reads for deliveries (its metrics)."""
         assert self.producer is not None
-        sidecar, storage = self.layout.sidecar.proc, self.layout.storage.proc
-        assert sidecar is not None and storage is not None
+        sidecar = self.layout.sidecar.proc
+        assert sidecar is not None
         name = f"s{r}"
-        q = self.new_queue(name, SCALE_PARTITIONS)
-        threads_before = proc_status(sidecar.pid)[0]
-        t0 = time.perf_counter()
-        subs = self._subscribe_all(q, subscriptions)
-        setup = time.perf_counter() - t0
-        self.producer.call("scale_topics", name, subscriptions)
-        watch = ProcWatch(sidecar.pid)
-        marks: list[dict[str, float]] = []
-
-        def mark() -> None:
-            marks.append(
-                {
-                    "time": time.perf_counter(),
-                    "cpu": process_cpu_seconds(sidecar.pid),
-                    "storage_cpu": process_cpu_seconds(storage.pid),
-                    **delivery_counts(self.layout.metrics, name),
-                }
-            )
-
+        self.new_queue(name, SCALE_PARTITIONS)
         try:
-            sample = paced_run(
+            row = capacity_row(
                 self.producer,
-                name,
-                self.rec,
-                rate,
-                rate * seconds,
-                SCALE_PARTITIONS,
-                subscriptions * SCALE_PARTITIONS,
-                on_start=mark,
-                warm_every=1.0,
-                warm_timeout=max(60.0, subscriptions * 0.1),
+                spread(HQUEUE, self.deployment.endpoint, name, plan.subscriptions, plan.processes),
+                plan,
+                SCALE_SERVERS[CLUSTER],
+                self.processes(),
+                functools.partial(delivery_counts, self.layout.metrics, name),
             )
-            mark()
         except BaseException:
-            self._tell_failure(watch)
+            self._tell_failure(sidecar.pid)
             raise
         finally:
-            watch.stop()
-            self._close_all(subs)
             self.client.delete_queue(name, force=True)
-        begin, end = marks
-        sample.proc = {
-            "setup": setup,
-            "threads_before": threads_before,
-            "threads": watch.threads,
-            "threads_after": settled_threads(sidecar.pid, threads_before),
-            "rss": watch.rss,
-            "window": end["time"] - begin["time"],
-            **{what: end[what] - begin[what] for what in begin if what != "time"},
-        }
-        return sample
+        row.proc["threads_after"] = settled_threads(sidecar.pid, int(row.proc["threads_before"]))
+        return row
 
-    def _tell_failure(self, watch: ProcWatch) -> None:
+    def _tell_failure(self, pid: int) -> None:
         """Print the sidecar's threads, memory, CPU and last log lines to stderr."""
-        threads, rss = proc_status(watch.pid)
+        threads, rss = proc_status(pid)
         log_tail = self.layout.sidecar.log_path.read_text().splitlines()[-20:]
         print(
-            f"scale row failed: sidecar threads now {threads} (most {watch.threads}), "
-            f"RSS {rss / 2**20:,.0f} MiB (most {watch.rss / 2**20:,.0f}), CPU "
-            f"{process_cpu_seconds(watch.pid):.1f} s; its log's last lines:",
+            f"scale row failed: sidecar threads now {threads}, RSS {rss / 2**20:,.0f} MiB, "
+            f"CPU {process_cpu_seconds(pid):.1f} s; its log's last lines:",
             *log_tail,
             sep="\n",
             file=sys.stderr,
@@ -145,17 +100,74 @@ class ClusterPushPeer(PushPeer):
     def rows(self, args: argparse.Namespace) -> Rows:
         out: Rows = {DRAIN: [(CLUSTER, functools.partial(self.drain, n=args.messages))]}
         if args.scale_subscriptions:
-            out[SCALE] = [
-                (
-                    CLUSTER,
-                    functools.partial(
-                        self.scale,
-                        subscriptions=args.scale_subscriptions,
-                        rate=args.scale_rate,
-                        seconds=args.seconds,
-                    ),
-                )
-            ]
+            out[SCALE] = [(CLUSTER, functools.partial(self.scale, plan=ScalePlan.of(args)))]
+        return out
+
+
+class RedisScalePeer(RedisPeer):
+    """The Redis peer with the scale row: a stream per subscription (``x<round>:<k>``)
+    and a consumer group on each, made by this process (pipelined), the consumers in
+    the subscribers' children; the streams deleted after."""
+
+    def scale(self, r: int, plan: ScalePlan) -> CapacitySample:
+        assert self.producer is not None and self.r is not None
+        dest = f"x{r}"
+        keys = [scale_key(dest, k) for k in range(plan.subscriptions)]
+        pipe = self.r.pipeline(transaction=False)
+        for key in keys:
+            pipe.xgroup_create(key, REDIS_GROUP, id="$", mkstream=True)
+        pipe.execute()
+        try:
+            row = capacity_row(
+                self.producer,
+                spread(REDIS, self.server.url, dest, plan.subscriptions, plan.processes),
+                plan,
+                SCALE_SERVERS["redis"],
+                self.processes(),
+            )
+        finally:
+            for first in range(0, len(keys), 1000):
+                self.r.delete(*keys[first : first + 1000])
+        assert self.server.proc is not None
+        row.proc["threads_after"] = proc_status(self.server.proc.pid)[0]
+        return row
+
+    def rows(self, args: argparse.Namespace) -> Rows:
+        out = super().rows(args)
+        if args.scale_subscriptions:
+            out[SCALE] = [("redis", functools.partial(self.scale, plan=ScalePlan.of(args)))]
+        return out
+
+
+class NatsScalePeer(NatsPeer):
+    """The NATS peer with the scale row: one file-backed stream per round
+    (``scale<round>``, subjects ``scale<round>.>``), made and deleted by this
+    process, a push consumer per subscription in the subscribers' children."""
+
+    def scale(self, r: int, plan: ScalePlan) -> CapacitySample:
+        assert self.producer is not None
+        stream = f"scale{r}"
+        self._run(
+            self.js.add_stream(name=stream, subjects=[f"{stream}.>"], storage=StorageType.FILE)
+        )
+        try:
+            row = capacity_row(
+                self.producer,
+                spread(NATS, self.server.url, stream, plan.subscriptions, plan.processes),
+                plan,
+                SCALE_SERVERS["nats"],
+                self.processes(),
+            )
+        finally:
+            self._run(self.js.delete_stream(stream))
+        assert self.server.proc is not None
+        row.proc["threads_after"] = proc_status(self.server.proc.pid)[0]
+        return row
+
+    def rows(self, args: argparse.Namespace) -> Rows:
+        out = super().rows(args)
+        if args.scale_subscriptions:
+            out[SCALE] = [("nats", functools.partial(self.scale, plan=ScalePlan.of(args)))]
         return out
 
 
@@ -175,47 +187,3 @@ def delivery_counts(address: str, queue: str) -> dict[str, float]:
             elif s.name == "hqueue_delivery_reads_total":
                 out[s.labels["reader"]] += s.value
     return out
-
-
-def proc_status(pid: int) -> tuple[int, int]:
-    """A process's threads and RSS (bytes), from /proc/PID/status."""
-    threads = rss = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key == "Threads":
-            threads = int(value)
-        elif key == "VmRSS":
-            rss = int(value.split()[0]) * 1024
-    return threads, rss
-
-
-def settled_threads(pid: int, before: int, timeout: float = 5.0) -> int:
-    """A process's threads once no more than ``before``, or after ``timeout`` seconds
-    (time for the sidecar to stop the deleted subscriptions' deliveries)."""
-    deadline = time.monotonic() + timeout
-    while (threads := proc_status(pid)[0]) > before and time.monotonic() <= deadline:
-        time.sleep(0.1)
-    return threads
-
-
-class ProcWatch:
-    """The most threads and RSS of a process, read every 100 ms on a thread until
-    :meth:`stop`."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.threads = self.rss = 0
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="proc-watch", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            threads, rss = proc_status(self.pid)
-            self.threads, self.rss = max(self.threads, threads), max(self.rss, rss)
-            if self._stopping.wait(0.1):
-                return
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self._thread.join()

@@ -10,6 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 SHARED = {
+    "lmdb_floor.py",
     "peers.py",
     "rounds.py",
     "table.py",
@@ -17,6 +18,8 @@ SHARED = {
     "queue_peers.py",
     "queue_report.py",
     "queue_timing.py",
+    "subscribe_capacity.py",
+    "subscribe_child.py",
     "subscribe_hqueue.py",
     "subscribe_messages.py",
     "subscribe_peers.py",
@@ -24,6 +27,8 @@ SHARED = {
     "subscribe_report.py",
     "subscribe_runs.py",
     "subscribe_scale.py",
+    "subscribe_scale_report.py",
+    "subscribe_scale_subscribers.py",
 }
 """The modules the scripts import; not scripts themselves."""
 
