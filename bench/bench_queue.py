@@ -82,7 +82,9 @@ disturbance on this shared machine does not favour one peer. Ratios are hqueue's
 msgs/s divided by the peer's. The targets: batched produce >= 2x Redis
 pipelined XADD, scan >= 2x Redis XREAD, unbatched put p50 < 1 ms, the scan in the
 cluster's layout >= 75% of the embedded scan's rate, batched produce with TLS and
-tokens >= 85% of plaintext's; and for ``send``
+tokens >= 85% of plaintext's, hqueue's server processes' CPU per message of batched
+produce <= redis-server's (``--redis-fsync`` says whether Redis fsyncs; hqueue always
+does), one put at a time p50 <= Redis XADD's; and for ``send``
 (from a thread and from asyncio, each judged): >= 80% of ``put_batch``'s rate, >= 3x
 Redis's one-at-a-time XADD, acknowledgement p99 < 20 ms.
 
