@@ -141,8 +141,9 @@ Workloads:
   publish``), the same subscriptions throughout the round, each step a window of its
   own (from its first send to its last arrival). A step is sustained when the producer
   sent (and had acknowledged) at least 95% of the offered rate within its seconds and
-  its p99 from the send call to the listener is under 50 ms (a message not arrived 60
-  s after the sending counts, as arrived then, and makes the step not sustained);
+  its p99 from the send call to the listener is under 50 ms (a message acknowledged
+  and not arrived 60 s after the producer returned counts as arrived then, its latency
+  from its acknowledgement, and makes the step not sustained);
   stepping stops after the first step not sustained (a smoke run runs every step). The
   row's capacity is the highest offered rate sustained, every step below it sustained
   too ("none" if even the first missed, shown with the first step's figures); per step

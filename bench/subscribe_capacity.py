@@ -7,6 +7,7 @@ process's threads and memory (:class:`ProcWatch`) and every process's CPU meanwh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 import threading
@@ -199,14 +200,19 @@ def capacity_row(
     dest, server_pid = specs[0].dest, processes[server]
     assert server_pid is not None
     threads_before = proc_status(server_pid)[0]
-    with Subscribers(specs) as subs:
+    # The whole row too, not only the steps: subscribing and the warm-up's pushes are
+    # when a server starts most of its threads.
+    whole = ProcWatch(server_pid)
+    with contextlib.ExitStack() as stack:
+        stack.callback(whole.stop)
+        subs = stack.enter_context(Subscribers(specs))
         setup = subs.subscribe()
         producer.call("scale_topics", dest, plan.subscriptions)
         slots = plan.subscriptions * SCALE_PARTITIONS
         warm_up(producer, dest, subs, slots, max(60.0, plan.subscriptions * 0.1))
         steps: list[Step] = []
         everyone = {**processes, **subs.pids()}
-        for rate in plan.rates:
+        for rate in sorted(plan.rates):
             s = step(
                 producer,
                 subs,
@@ -230,7 +236,12 @@ def capacity_row(
     shown = next((s for s in steps if s.offered == capacity), steps[0])
     figures = {f.name: getattr(shown.sample, f.name) for f in dataclasses.fields(Sample)}
     row = CapacitySample(**figures, steps=steps, capacity=capacity, server=server)
-    row.proc = {"setup": setup, "threads_before": threads_before}
+    row.proc = {
+        "setup": setup,
+        "threads_before": threads_before,
+        "threads": whole.threads,
+        "rss": whole.rss,
+    }
     return row
 
 

@@ -153,8 +153,11 @@ def steps_table(figures: Figures) -> Table:
 
 
 def most(runs: Sequence[CapacitySample], what: str) -> float:
-    """Median over the rounds of the most ``what`` (threads, rss) over a round's steps."""
-    return statistics.median(max(s.sample.proc[what] for s in run.steps) for run in runs)
+    """Median over the rounds of the most ``what`` (threads, rss) over a round: from
+    its subscribing to its last step."""
+    return statistics.median(
+        max(run.proc.get(what, 0), *(s.sample.proc[what] for s in run.steps)) for run in runs
+    )
 
 
 def capacity(runs: Sequence[CapacitySample]) -> int:

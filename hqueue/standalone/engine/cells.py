@@ -102,7 +102,7 @@ def encode_singles(head: bytes, ts: int, values: list[bytes]) -> list[bytes]:
 
     The queue's hot path: when every value has the same length (the common
     case for a batch), everything but the value is one constant, so a row
-    costs two concatenations.
+    costs one join.
     """
     tail = _TS_FIELD + _I64.pack(ts) + STRUCT_END
     fixed = len(head) + 4 + len(tail)
