@@ -239,9 +239,11 @@ class SparkCluster:
         self.ui_url = ""
         self._jvms: list[_Jvm] = []
 
-    def start(self, timeout: float = 60.0) -> SparkCluster:
+    def start(self, timeout: float = 120.0) -> SparkCluster:
         """Start the master and the workers; return once every worker is registered
-        and alive (asked of the master's JSON status page), else stop them all.
+        and alive (asked of the master's JSON status page), else stop them all. Three
+        JVMs starting at once on a busy 2-core machine were seen to take more than a
+        minute before the workers registered.
 
         :raises RuntimeError: a JVM exited, or the workers were not all alive within
             ``timeout`` seconds (the logs are in the message or in ``work_dir``).
