@@ -19,7 +19,7 @@ from pathlib import Path
 from rounds import CpuMeter, Sample, percentile
 from subscribe_messages import SCALE_PARTITIONS
 from subscribe_producer import Producer
-from subscribe_runs import WARM_BACKOFF_MAX
+from subscribe_runs import warm_until
 from subscribe_scale_subscribers import Spec, Subscribers
 
 __all__ = [
@@ -104,28 +104,10 @@ def judge(offered: int, sample: Sample, missing: int) -> str:
 
 def warm_up(producer: Producer, dest: str, subs: Subscribers, slots: int, timeout: float) -> None:
     """A warm-up message to every slot (subscription x partition) not arrived yet at
-    the subscribers' children, again after 1, 2, 4, 8, 8, ... s, until all arrived
-    (each message resent is one more a late delivery must read: at 8,000 slots,
-    resending every second put 130,000 warm-up messages, and hqueue's deliveries never
-    caught up)."""
-    deadline = time.monotonic() + timeout
-    every = 1.0
+    the subscribers' children, resent after 1, 2, 4, 8, 8, ... s (:func:`warm_until`)
+    until all arrived."""
     subs.arm(0, time.perf_counter_ns())
-    arrived: set[int] = set()
-    while True:
-        producer.call("warm", dest, [s for s in range(slots) if s not in arrived])
-        until = time.monotonic() + every
-        every = min(2 * every, WARM_BACKOFF_MAX)
-        while time.monotonic() < until:
-            arrived = subs.warm()
-            if len(arrived) >= slots:
-                return
-            time.sleep(0.05)
-        if time.monotonic() > deadline:
-            raise RuntimeError(
-                f"warm-up messages did not arrive within {timeout:.0f} s "
-                f"(of {len(arrived):,} of {slots:,} slots)"
-            )
+    warm_until(producer, dest, subs.warm, slots, timeout, every=1.0, poll=0.05)
 
 
 def step(

@@ -8,7 +8,7 @@ import argparse
 import functools
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from rounds import Sample
 from subscribe_messages import Recorder
@@ -83,12 +83,31 @@ def warm_up(
     timeout: float = 30.0,
     every: float = 0.05,
 ) -> None:
-    """Put warm-up messages every ``every`` s until one of every slot reached the
-    listener; with many slots, waiting twice as long after each round (at most
-    :data:`WARM_BACKOFF_MAX` s)."""
+    """Put warm-up messages every ``every`` s until one of every slot reached ``rec``
+    (:func:`warm_until`)."""
+    warm_until(producer, dest, lambda: rec.warm, slots, timeout, every, poll=0.002)
+
+
+def warm_until(
+    producer: Producer,
+    dest: str,
+    arrived: Callable[[], Collection[int]],
+    slots: int,
+    timeout: float,
+    every: float,
+    poll: float,
+) -> None:
+    """Put a warm-up message to every slot not in ``arrived()`` yet, again after
+    ``every`` s, until every slot arrived (``arrived()`` read every ``poll`` s); with
+    many slots, waiting twice as long after each round (at most
+    :data:`WARM_BACKOFF_MAX` s).
+
+    :raises RuntimeError: if they did not all arrive within ``timeout`` s.
+    """
     deadline = time.monotonic() + timeout
+    seen: Collection[int] = arrived()
     while True:
-        producer.call("warm", dest, [s for s in range(slots) if s not in rec.warm])
+        producer.call("warm", dest, [s for s in range(slots) if s not in seen])
         until = time.monotonic() + every
         if slots > 1:
             # Each round resends every slot not arrived yet, and each message resent
@@ -97,13 +116,14 @@ def warm_up(
             # deliveries never caught up within the timeout.
             every = min(2 * every, WARM_BACKOFF_MAX)
         while time.monotonic() < until:
-            if len(rec.warm) >= slots:
+            seen = arrived()
+            if len(seen) >= slots:
                 return
-            time.sleep(0.002)
+            time.sleep(poll)
         if time.monotonic() > deadline:
             raise RuntimeError(
                 f"warm-up messages did not arrive within {timeout:.0f} s "
-                f"(of {len(rec.warm):,} of {slots:,} slots)"
+                f"(of {len(seen):,} of {slots:,} slots)"
             )
 
 

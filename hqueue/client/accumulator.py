@@ -303,8 +303,8 @@ class RecordAccumulator:
 class _SendFuture(Future[Position]):
     """The future of a sent message, built to cost as little as a future can: a
     ``send`` makes one, and in a stream of sends the garbage collector's passes over
-    what they allocate were half the cost of the call (measured). So it allocates
-    nothing of its own. It shares its batch's condition (a condition of its own is
+    what the futures keep alive would be about half the cost of the call. So it
+    allocates nothing of its own. It shares its batch's condition (a condition of its own is
     about ten objects for the collector to track); a shared condition wakes every
     waiter of the batch, so waits loop until their own future is done. Its lists of
     waiters and done-callbacks are made on first use (most futures never have either):
