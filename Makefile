@@ -139,7 +139,10 @@ lint: deps-test
 	$(MAKE) --no-print-directory typecheck imports
 
 # Three workers (pytest-xdist), a test module each at a time, so that a module's
-# fixtures start once; each worker starts its own session servers. PYTEST_WORKERS=0
+# fixtures start once; each worker starts its own session servers. The modules that
+# start clusters of their own run on one worker, one after another, from the start
+# (tests/conftest.py: OWN_CLUSTERS), so that no two such clusters share the cores.
+# PYTEST_WORKERS=0
 # runs the suite in one process. On 2 cores, two workers left the machine idle 23% of
 # the time (tests waiting on servers, faults and timeouts): a third took the suite from
 # 22.3 to 19.1 minutes on 2026-11-29.

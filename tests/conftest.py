@@ -12,13 +12,67 @@ others, which need no server and no Java. A test that starts a server itself (to
 it, or to give it odd settings), or through a fixture of its module, says so with
 ``@pytest.mark.server`` (and ``@pytest.mark.java``). ``pytest -m unit`` runs the
 others in seconds; a plain ``pytest`` runs everything.
+
+Under pytest-xdist with ``--dist loadfile`` (``make test``), a module's tests run on
+one worker, and the modules that start clusters of their own (:data:`OWN_CLUSTERS`)
+run on one worker one after another, first: each starts several JVMs, and two or
+three of them at once on a 2-core machine took each past its deadlines.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from typing import Any
+
 import pytest
 
 pytest_plugins = ["hqueue.testing.fixtures"]
+
+OWN_CLUSTERS = frozenset(
+    {
+        "tests/chaos/test_hbase_scenarios.py",
+        "tests/client/test_idle_gateway.py",
+        "tests/sidecar/test_region_server_faults.py",
+        "tests/spark/test_cluster.py",
+        "tests/spark/test_locality_hosts.py",
+        "tests/test_hosts_hbase.py",
+        "tests/test_run_hbase.py",
+    }
+)
+"""The modules that start a cluster of their own (HBase's master, region servers and
+gateways, or Spark's master, workers and executors), as paths from the checkout."""
+
+_OWN_CLUSTERS_SCOPE = "own clusters"
+
+
+class _OwnClustersFirst(OrderedDict[str, Any]):
+    """xdist's queue of work units, the own-clusters unit moved to its front: started
+    last, the longest unit would run alone at the end of the suite."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        if key == _OWN_CLUSTERS_SCOPE:
+            self.move_to_end(key, last=False)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadfile``: a work unit per module, but one for all of
+    :data:`OWN_CLUSTERS`, handed out first. Other modes keep xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class OwnClustersTogether(LoadFileScheduling):
+        def __init__(self, config: pytest.Config, log: Any = None) -> None:
+            super().__init__(config, log)
+            self.workqueue = _OwnClustersFirst()
+
+        def _split_scope(self, nodeid: str) -> str:
+            module = super()._split_scope(nodeid)
+            return _OWN_CLUSTERS_SCOPE if module in OWN_CLUSTERS else module
+
+    return OwnClustersTogether(config, log)
+
 
 # The areas' own fixtures that start servers, besides the plugin's; those that pick
 # a backend per parameter call getfixturevalue, which a test's fixture closure does

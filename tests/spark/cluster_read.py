@@ -19,10 +19,10 @@ import time
 from typing import Any
 
 from hqueue.testing.process import free_port
-from hqueue.testing.spark import get_json, local_spark
+from hqueue.testing.spark import QUICK_JVM_OPTIONS, get_json, local_spark
 
 
-def _wait_for_executors(app: str, count: int, timeout: float = 60.0) -> list[str]:
+def _wait_for_executors(app: str, count: int, timeout: float = 180.0) -> list[str]:
     """Return the hosts of the application's executors once ``count`` have registered
     (tasks scheduled before would find no executor on their preferred hosts). An
     executor the driver lists before its block manager has registered has no host yet
@@ -39,6 +39,14 @@ def _wait_for_executors(app: str, count: int, timeout: float = 60.0) -> list[str
             return hosts
         time.sleep(0.2)
     raise RuntimeError(f"fewer than {count} executors registered in {timeout} s")
+
+
+def quick_jvms() -> dict[str, str]:
+    """A test driver's settings for quick JVMs, its own and its executors'."""
+    return {
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.level=ERROR {QUICK_JVM_OPTIONS}",
+        "spark.executor.extraJavaOptions": QUICK_JVM_OPTIONS,
+    }
 
 
 def _host(host_port: str) -> str:
@@ -63,6 +71,7 @@ def main(master: str, hbase: str, queue: str) -> dict[str, Any]:
             "spark.executor.memory": "512m",
             "spark.executor.cores": "1",
             "spark.cores.max": "2",
+            **quick_jvms(),
         },
     )
     try:

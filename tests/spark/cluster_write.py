@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from hqueue.testing.spark import local_spark
+from tests.spark.cluster_read import quick_jvms
 
 TASKS = 4
 PER_TASK = 5000
@@ -86,6 +87,7 @@ def main(master: str, hbase: str, queue: str, marks: str) -> dict[str, int]:
             "spark.executor.cores": "1",
             "spark.cores.max": "2",
             "spark.task.maxFailures": "8",
+            **quick_jvms(),
         },
     )
 

@@ -155,9 +155,12 @@ def run_available_now(spark, opts: dict[str, str], out: object, checkpoint: obje
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     """A Spark standalone cluster from the installed PySpark: a master and two workers
     of one core each, one started as users usually do, without ``--host`` (Spark then
-    registers it by an address), one with ``--host 127.0.0.1``."""
+    registers it by an address), one with ``--host 127.0.0.1``; quick JVMs."""
     cluster = SparkCluster(
-        tmp_path_factory.mktemp("spark-cluster"), worker_hosts=(None, "127.0.0.1"), memory="1g"
+        tmp_path_factory.mktemp("spark-cluster"),
+        worker_hosts=(None, "127.0.0.1"),
+        memory="1g",
+        java_options=QUICK_JVM_OPTIONS,
     ).start()
     yield cluster
     cluster.stop()

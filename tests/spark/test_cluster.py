@@ -50,7 +50,7 @@ def test_read_queue_runs_node_local_on_a_standalone_cluster(
         cwd=CHECKOUT,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=420,
     )
     assert out.returncode == 0, out.stderr[-5000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
@@ -104,7 +104,7 @@ def test_a_write_stores_each_row_once_though_tasks_fail_and_an_executor_dies(
         cwd=CHECKOUT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=420,
     )
     assert out.returncode == 0, out.stderr[-5000:]
     assert sorted(p.name for p in marks.iterdir()) == ["task-1-null-row", "task-2-executor-killed"]

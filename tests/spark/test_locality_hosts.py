@@ -41,10 +41,10 @@ from hqueue.message import partition_prefix
 from hqueue.testing.hbase import HBaseCluster
 from hqueue.testing.process import free_port, wait_for
 from hqueue.testing.sidecar import SidecarProcess
-from hqueue.testing.spark import SparkCluster, get_json, spark_home
+from hqueue.testing.spark import QUICK_JVM_OPTIONS, SparkCluster, get_json, spark_home
 from hqueue.testing.zookeeper import make_chroot
 from tests import test_hosts_hbase
-from tests.spark.cluster_read import _wait_for_executors
+from tests.spark.cluster_read import _wait_for_executors, quick_jvms
 
 # The module's network and HBase on its two hosts are test_hosts_hbase's fixtures
 # (they fail without root, iproute2, iptables, java or HBase's jars): one per module.
@@ -157,7 +157,10 @@ def cluster(
         pytest.fail(f"PySpark is not installed: {exc}")
     began = time.monotonic()
     spark = SparkCluster(
-        tmp_path_factory.mktemp("spark-hosts-cluster"), hosts=hbase.hosts, memory="1g"
+        tmp_path_factory.mktemp("spark-hosts-cluster"),
+        hosts=hbase.hosts,
+        memory="1g",
+        java_options=QUICK_JVM_OPTIONS,
     ).start()
     print(f"Spark's cluster on two hosts started in {time.monotonic() - began:.1f} s")
     yield spark
@@ -184,7 +187,7 @@ def reads(placed: Placed, cluster: SparkCluster) -> dict[str, Any]:
         cwd=CHECKOUT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=420,
     )
     assert out.returncode == 0, out.stderr[-5000:]
     got: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -315,6 +318,7 @@ def main(settings: dict[str, Any]) -> dict[str, Any]:
             "spark.executor.memory": "512m",
             "spark.executor.cores": "1",
             "spark.cores.max": "2",
+            **quick_jvms(),
         },
     )
     seconds = {"session": time.monotonic() - began}
