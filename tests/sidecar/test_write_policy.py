@@ -157,14 +157,25 @@ def test_the_queue_limit_overrides_its_namespace_limit(hq: Client) -> None:
         assert "over the 10-byte limit" in str(eventually_refused(lambda: big.put(b"y" * 11, "t")))
         hq.alter_namespace(ns, max_message_bytes=50)
         hq.alter_queue(name, max_message_bytes=INHERIT)
-        eventually(lambda: big.put(b"z" * 50, "t"), refused=False)
-        error = refused(lambda: big.put(b"z" * 51, "t"))
-        assert (
-            f"50-byte limit of the queue's policy (max_message_bytes of namespace {ns!r})"
-            in str(error)
-        )
-        sizes = {len(v) for _, v in stored(big)}
-        assert 1000 in sizes and 50 in sizes and not sizes & {1001, 51}
+        # The two changes reach the sidecar's cache one after the other: until both
+        # have, a put meets the queue's old limit (10), or an instant the namespace's
+        # old one (100). Wait for the refusal that names the namespace's new limit.
+        limit = f"50-byte limit of the queue's policy (max_message_bytes of namespace {ns!r})"
+
+        def refused_by_namespace() -> bool:
+            try:
+                big.put(b"z" * 51, "t")
+            except InvalidMessageError as e:
+                return limit in str(e)
+            return False
+
+        wait_for(refused_by_namespace, 15.0, "the namespace's limit to reach the sidecar")
+        big.put(b"z" * 50, "t")
+        sizes = [len(v) for _, v in stored(big)]
+        assert "over the 50-byte limit" in str(refused(lambda: big.put(b"z" * 51, "t")))
+        after = [len(v) for _, v in stored(big)]
+        assert after.count(51) == sizes.count(51)  # refused: nothing of it stored
+        assert 1000 in after and 50 in after and 1001 not in after
 
 
 # -- enforce_schemas -------------------------------------------------------------------

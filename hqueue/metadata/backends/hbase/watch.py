@@ -271,17 +271,27 @@ class Poller:
     def _poll_tables(self, watches: list[_TableWatch]) -> None:
         counters = self._counters(sorted({watch.table.name for watch in watches}))
         now = time.monotonic()
-        for watch in watches:
-            counter = counters[watch.table.name]
-            stale = any(self._lease_dead(k) for k in watch.known.values())
-            if counter == watch.counter and not stale and now < watch.next_resync:
-                continue
-            watch.counter = counter
-            if now >= watch.next_resync:
-                watch.next_resync = now + self._resync_interval
-            self._refresh_table(watch)
+        # Every table is read before any event goes out: a cache then never holds one
+        # table's new entries beside another's old ones for the length of a read (a
+        # queue told to inherit its namespace's new limit, beside the old limit). What
+        # was read goes out even if a later read fails (its watch's entries are kept).
+        changes: list[tuple[_TableWatch, list[WatchEvent]]] = []
+        try:
+            for watch in watches:
+                counter = counters[watch.table.name]
+                stale = any(self._lease_dead(k) for k in watch.known.values())
+                if counter == watch.counter and not stale and now < watch.next_resync:
+                    continue
+                watch.counter = counter
+                if now >= watch.next_resync:
+                    watch.next_resync = now + self._resync_interval
+                changes.append((watch, self._refresh_table(watch)))
+        finally:
+            for watch, events in changes:
+                self._emit(watch, events)
 
-    def _refresh_table(self, watch: _TableWatch) -> None:
+    def _refresh_table(self, watch: _TableWatch) -> list[WatchEvent]:
+        """Read the watched table's changes into ``watch.known``; return their events."""
         table, client = watch.table, self._client
         stop = table.prefix[:-1] + b"\x01"
         commits = {
@@ -316,4 +326,4 @@ class Poller:
             events.extend(_event(table.name, key, old, new))
         for key in [key for key in watch.known if key not in commits]:
             events.extend(_event(table.name, key, watch.known.pop(key), None))
-        self._emit(watch, events)
+        return events
