@@ -465,7 +465,10 @@ def sidecar(
         raise click.ClickException(f"cannot start: {exc}") from None
     click.echo(server.ready_line())
     sys.stdout.flush()
-    while not stop.wait(3600):
+    # A signal the kernel hands to another thread does not wake a wait of the main
+    # thread's, and Python runs its handler only on the main thread: a wait of a
+    # second at a time lets it run within a second of SIGTERM.
+    while not stop.wait(1.0):
         pass
     server.stop()
     click.echo("hqueue sidecar stopped")

@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             sidecars.append(sidecar)
         started.set()
         print(_ready_line(cluster, zookeeper.hosts, sidecars, args.data_dir), flush=True)
-        stop.wait()
+        while not stop.wait(1.0):  # as in `hqueue standalone`: the handler runs in time
+            pass
     except RuntimeError as exc:
         print(f"run-hbase: {exc}", file=sys.stderr)
         return 1

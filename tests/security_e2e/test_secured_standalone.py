@@ -343,8 +343,15 @@ def _standalone(tmp_path: Path, *args: str) -> tuple[str, str]:
         except subprocess.TimeoutExpired:
             # Its threads' stacks (SIGUSR1: faulthandler) say where the stop hangs.
             proc.send_signal(signal.SIGUSR1)
+            sizes = [-1]
+
+            def dumped() -> bool:  # the stacks began, and the last read added nothing
+                text = log.read_text()
+                sizes.append(len(text))
+                return "Thread 0x" in text and sizes[-1] == sizes[-2]
+
             with contextlib.suppress(AssertionError):
-                wait_for(lambda: "Thread 0x" in log.read_text(), 10, "the threads' stacks")
+                wait_for(dumped, 10, "the threads' stacks", step=0.5)
             proc.kill()
             proc.wait()
             raise AssertionError(
