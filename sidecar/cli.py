@@ -5,12 +5,9 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import signal
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any, TypeVar
 
 import click
@@ -46,6 +43,7 @@ from hqueue.sidecar.options import (
     DEFAULT_TAKEOVER_GRACE,
 )
 from hqueue.sidecar.workers import DeliveryOptions
+from hqueue.signals import stop_on_signals, wait_for_stop
 
 __all__ = ["ServerCredentials", "delivery_options", "server_options", "sidecar"]
 
@@ -451,13 +449,7 @@ def sidecar(
         push_security=credentials.push,
         zookeeper_auth=credentials.zookeeper_auth,
     )
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals()
     server = SidecarServer(config)
     try:
         server.start()
@@ -465,10 +457,6 @@ def sidecar(
         raise click.ClickException(f"cannot start: {exc}") from None
     click.echo(server.ready_line())
     sys.stdout.flush()
-    # A signal the kernel hands to another thread does not wake a wait of the main
-    # thread's, and Python runs its handler only on the main thread: a wait of a
-    # second at a time lets it run within a second of SIGTERM.
-    while not stop.wait(1.0):
-        pass
+    wait_for_stop(stop)
     server.stop()
     click.echo("hqueue sidecar stopped")

@@ -16,7 +16,8 @@ others in seconds; a plain ``pytest`` runs everything.
 Under pytest-xdist with ``--dist loadfile`` (``make test``), a module's tests run on
 one worker, and the modules that start clusters of their own (:data:`OWN_CLUSTERS`)
 run on one worker one after another, first: each starts several JVMs, and two or
-three of them at once on a 2-core machine took each past its deadlines.
+three such clusters at once on a 2-core machine starve each other past their
+deadlines.
 """
 
 from __future__ import annotations

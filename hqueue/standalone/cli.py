@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import errno
-import faulthandler
-import signal
 import socket
 import sys
-import threading
 from pathlib import Path
-from types import FrameType
 
 import click
 
@@ -22,6 +18,7 @@ from hqueue.settings import (
 )
 from hqueue.sidecar.cli import ServerCredentials, delivery_options, server_options
 from hqueue.sidecar.workers import DeliveryOptions
+from hqueue.signals import stop_on_signals, wait_for_stop
 from hqueue.standalone.engine.cursors import DEFAULT_LEASE_SECONDS
 from hqueue.standalone.server import (
     DEFAULT_MAP_SIZE,
@@ -78,21 +75,6 @@ def _port_in_use(error: OSError, host: str, ports: list[tuple[str, int]]) -> str
                     f"running?); {option} chooses another, 0 a free one"
                 )
     return None
-
-
-def _stop_on_signals() -> threading.Event:
-    """Return an event that SIGTERM and SIGINT (Ctrl-C) set, from now on. SIGUSR1
-    writes the stack of every thread to stderr (Python's faulthandler), as a JVM's
-    SIGQUIT does: what to ask a server that does not stop."""
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
-    return stop
 
 
 def _start(server: StandaloneServer, host: str, ports: list[tuple[str, int]]) -> None:
@@ -251,7 +233,7 @@ def standalone(
         zookeeper_auth=credentials.zookeeper_auth,
     )
     server = StandaloneServer(config)
-    stop = _stop_on_signals()
+    stop = stop_on_signals()
     ports = [
         ("--port", port),
         ("--thrift2-port", thrift2_port),
@@ -264,10 +246,6 @@ def standalone(
     click.echo(_try_line(host, server.thrift1.port, credentials))
     click.echo("  stop with Ctrl-C")
     sys.stdout.flush()
-    # A signal the kernel hands to another thread does not wake a wait of the main
-    # thread's, and Python runs its handler only on the main thread: a wait of a
-    # second at a time lets it run within a second of SIGTERM.
-    while not stop.wait(1.0):
-        pass
+    wait_for_stop(stop)
     server.stop()
     click.echo("hqueue standalone stopped")

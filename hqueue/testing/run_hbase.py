@@ -23,6 +23,7 @@ from pathlib import Path
 from types import FrameType
 
 from hqueue.settings import DEFAULT_HOST
+from hqueue.signals import wait_for_stop
 from hqueue.testing.hbase import DEFAULT_HBASE_VERSION, HBaseCluster, HBasePorts
 from hqueue.testing.process import port_free
 from hqueue.testing.sidecar import SidecarProcess
@@ -102,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             sidecars.append(sidecar)
         started.set()
         print(_ready_line(cluster, zookeeper.hosts, sidecars, args.data_dir), flush=True)
-        while not stop.wait(1.0):  # as in `hqueue standalone`: the handler runs in time
-            pass
+        wait_for_stop(stop)
     except RuntimeError as exc:
         print(f"run-hbase: {exc}", file=sys.stderr)
         return 1

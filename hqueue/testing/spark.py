@@ -33,7 +33,14 @@ from hqueue.testing.process import free_port
 if TYPE_CHECKING:
     from hqueue.testing.netns import Host
 
-__all__ = ["QUICK_JVM_OPTIONS", "ConnectServer", "SparkCluster", "local_spark", "spark_home"]
+__all__ = [
+    "QUICK_JVM_OPTIONS",
+    "ConnectServer",
+    "SparkCluster",
+    "local_spark",
+    "quick_jvm_settings",
+    "spark_home",
+]
 
 _LOOPBACK = "127.0.0.1"
 
@@ -41,11 +48,20 @@ QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """JVM options for the tests' short-lived Spark JVMs (a local session, a job,
 ``spark-submit``, a test cluster's daemons, driver and executors): compiling with C1
 only and collecting serially, as the harness's HBase and ZooKeeper JVMs do, a job's
-run spends a third less CPU (a test cluster's tests, 131 against 80 CPU seconds).
-Benchmarks keep Spark's defaults: they measure Spark as users run it.
+run spends about a third less CPU. Benchmarks keep Spark's defaults: they measure
+Spark as users run it.
 
-With C1 only, a cluster's executors were seen listed by the driver before they had a
-host; a test driver waits for each executor's host before it runs a job."""
+With C1 only, a cluster's driver may list an executor before it has a host: a test
+driver waits for each executor's host before it runs a job."""
+
+
+def quick_jvm_settings() -> dict[str, str]:
+    """A test driver's Spark settings for quick JVMs (:data:`QUICK_JVM_OPTIONS`), its
+    own (quiet, as :func:`local_spark`'s default) and its executors'."""
+    return {
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.level=ERROR {QUICK_JVM_OPTIONS}",
+        "spark.executor.extraJavaOptions": QUICK_JVM_OPTIONS,
+    }
 
 
 def local_spark(app: str, master: str = "local[2]", **config: str) -> Any:
@@ -251,9 +267,9 @@ class SparkCluster:
 
     def start(self, timeout: float = 120.0) -> SparkCluster:
         """Start the master and the workers; return once every worker is registered
-        and alive (asked of the master's JSON status page), else stop them all. Three
-        JVMs starting at once on a busy 2-core machine were seen to take more than a
-        minute before the workers registered.
+        and alive (asked of the master's JSON status page), else stop them all. The
+        default gives three JVMs starting at once on a busy 2-core machine the minute
+        or more they take to register.
 
         :raises RuntimeError: a JVM exited, or the workers were not all alive within
             ``timeout`` seconds (the logs are in the message or in ``work_dir``).

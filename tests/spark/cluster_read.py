@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from hqueue.testing.process import free_port
-from hqueue.testing.spark import QUICK_JVM_OPTIONS, get_json, local_spark
+from hqueue.testing.spark import get_json, local_spark, quick_jvm_settings
 
 
 def _wait_for_executors(app: str, count: int, timeout: float = 180.0) -> list[str]:
@@ -39,14 +39,6 @@ def _wait_for_executors(app: str, count: int, timeout: float = 180.0) -> list[st
             return hosts
         time.sleep(0.2)
     raise RuntimeError(f"fewer than {count} executors registered in {timeout} s")
-
-
-def quick_jvms() -> dict[str, str]:
-    """A test driver's settings for quick JVMs, its own and its executors'."""
-    return {
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.level=ERROR {QUICK_JVM_OPTIONS}",
-        "spark.executor.extraJavaOptions": QUICK_JVM_OPTIONS,
-    }
 
 
 def _host(host_port: str) -> str:
@@ -71,7 +63,7 @@ def main(master: str, hbase: str, queue: str) -> dict[str, Any]:
             "spark.executor.memory": "512m",
             "spark.executor.cores": "1",
             "spark.cores.max": "2",
-            **quick_jvms(),
+            **quick_jvm_settings(),
         },
     )
     try:

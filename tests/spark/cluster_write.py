@@ -26,8 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hqueue.testing.spark import local_spark
-from tests.spark.cluster_read import quick_jvms
+from hqueue.testing.spark import local_spark, quick_jvm_settings
 
 TASKS = 4
 PER_TASK = 5000
@@ -87,7 +86,7 @@ def main(master: str, hbase: str, queue: str, marks: str) -> dict[str, int]:
             "spark.executor.cores": "1",
             "spark.cores.max": "2",
             "spark.task.maxFailures": "8",
-            **quick_jvms(),
+            **quick_jvm_settings(),
         },
     )
 

@@ -25,6 +25,7 @@ from hqueue.testing.spark import (
     ConnectServer,
     SparkCluster,
     local_spark,
+    quick_jvm_settings,
     spark_avro_jar,
 )
 from hqueue.testing.standalone import StandaloneProcess
@@ -34,10 +35,9 @@ from hqueue.testing.standalone import StandaloneProcess
 def spark() -> Iterator[object]:
     """A local SparkSession with the hqueue data source registered (a quick JVM), and
     Spark's Avro functions where ``make spark-avro`` resolved them."""
-    options = f"-Dlog4j2.level=ERROR {QUICK_JVM_OPTIONS}"
     jar = spark_avro_jar()
     jars = {"spark.jars": jar} if jar is not None else {}
-    session = local_spark("hqueue-tests", **{"spark.driver.extraJavaOptions": options}, **jars)
+    session = local_spark("hqueue-tests", **quick_jvm_settings(), **jars)
     yield session
     session.stop()
 

@@ -44,7 +44,7 @@ from hqueue.testing.sidecar import SidecarProcess
 from hqueue.testing.spark import QUICK_JVM_OPTIONS, SparkCluster, get_json, spark_home
 from hqueue.testing.zookeeper import make_chroot
 from tests import test_hosts_hbase
-from tests.spark.cluster_read import _wait_for_executors, quick_jvms
+from tests.spark.cluster_read import _wait_for_executors
 
 # The module's network and HBase on its two hosts are test_hosts_hbase's fixtures
 # (they fail without root, iproute2, iptables, java or HBase's jars): one per module.
@@ -301,7 +301,7 @@ def main(settings: dict[str, Any]) -> dict[str, Any]:
     import hqueue.spark
     from hqueue.spark.locality import plan_located
     from hqueue.spark.options import SourceOptions
-    from hqueue.testing.spark import local_spark
+    from hqueue.testing.spark import local_spark, quick_jvm_settings
 
     options: dict[str, str] = settings["options"]
     ui_host = settings["ui_host"]
@@ -318,7 +318,7 @@ def main(settings: dict[str, Any]) -> dict[str, Any]:
             "spark.executor.memory": "512m",
             "spark.executor.cores": "1",
             "spark.cores.max": "2",
-            **quick_jvms(),
+            **quick_jvm_settings(),
         },
     )
     seconds = {"session": time.monotonic() - began}
